@@ -1,0 +1,36 @@
+# Bedrock — see README.md. `make test` is what CI runs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+NODE_MODULES_STAMP := node_modules/.package-lock.json
+
+help: ## List the targets
+	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
+
+$(NODE_MODULES_STAMP): package.json package-lock.json
+	npm ci
+
+setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci) and generate the protobuf code
+	npm run gen
+
+gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
+	npm run gen
+
+services: ## Start PostgreSQL and Redis (installing them if missing)
+	bash scripts/ensure-services.sh
+
+lint: setup ## buf lint, eslint (with the pure-core rules) and tsc --noEmit
+	npx buf lint
+	npx eslint .
+	npx tsc --noEmit -p tsconfig.json
+
+breaking: setup ## buf breaking against main
+	npx buf breaking --against '.git#branch=main'
+
+test: setup services lint ## Every suite; ends with "N passed, N failed"
+	bash scripts/test.sh
+
+bench: setup ## Benchmarks: figures and ratios, no assertions
+	npx tsx bench/run.ts
+
+.PHONY: help setup gen services lint breaking test bench

@@ -1,0 +1,59 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import globals from 'globals';
+
+/**
+ * The pure core (services/conversation/src/core) computes the next state and effects and
+ * runs none of them: no I/O modules, no clocks, no randomness. Time and ids come in
+ * through the context or the event (REQ-BED-001).
+ */
+const pureCore = {
+  files: ['services/conversation/src/core/**/*.ts'],
+  ignores: ['**/*.test.ts'],
+  languageOptions: { globals: {} },
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          {
+            regex: '^(?!\\.{1,2}/|@bedrock/contracts/tools$)',
+            message:
+              'The state machine is pure: import only sibling core files (and @bedrock/contracts/tools). I/O belongs in the shell.',
+          },
+        ],
+      },
+    ],
+    'no-restricted-globals': [
+      'error',
+      ...['process', 'setTimeout', 'setInterval', 'setImmediate', 'fetch', 'crypto', 'performance', 'require', 'Deno', 'Bun'].map(
+        (name) => ({ name, message: `${name} is I/O or non-deterministic; pass what you need in the context or event.` }),
+      ),
+    ],
+    'no-restricted-properties': [
+      'error',
+      { object: 'Date', property: 'now', message: 'No clocks in the pure core: time comes in the event or context.' },
+      { object: 'Math', property: 'random', message: 'No randomness in the pure core: ids come in the event or context.' },
+      { object: 'performance', property: 'now', message: 'No clocks in the pure core.' },
+    ],
+    'no-restricted-syntax': [
+      'error',
+      { selector: "NewExpression[callee.name='Date']", message: 'No clocks in the pure core: time comes in the event or context.' },
+      { selector: 'ImportExpression', message: 'No dynamic imports in the pure core.' },
+    ],
+  },
+};
+
+export default tseslint.config(
+  { ignores: ['**/node_modules/**', '**/dist/**', 'packages/contracts/src/gen/**', '.bedrock/**', 'coverage/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { ...globals.node }, ecmaVersion: 2023, sourceType: 'module' },
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+    },
+  },
+  pureCore,
+);

@@ -1,0 +1,138 @@
+/**
+ * The I/O interfaces between services. Each has two implementations with the same
+ * semantics, checked by one contract test suite: BullMQ/Redis for the distributed mode and
+ * in-process for the embedded default.
+ */
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { CancelSignal, ConversationEvent, RunnerCapabilities } from '@bedrock/contracts';
+
+/** A job as a consumer sees it. */
+export interface Job<T> {
+  /** The producer's id; adding a job whose id is already known is a no-op (de-duplication). */
+  readonly id: string;
+  readonly data: T;
+  /** 1 on first delivery; higher when redelivered after a consumer died or failed. */
+  readonly attemptsMade: number;
+  /** When the job became ready to run (after any delay), ms since epoch. */
+  readonly readyAt: number;
+}
+
+export interface AddOptions {
+  /** Run no earlier than this many milliseconds from now (timers, retry backoff). Default 0. */
+  readonly delayMs?: number;
+}
+
+/** Produces jobs of one protobuf message type onto one named queue. */
+export interface Producer<S extends DescMessage> {
+  readonly queue: string;
+  /** Resolves once the job is durably queued. Returns false when the id was already queued (duplicate). */
+  add(jobId: string, payload: MessageShape<S>, options?: AddOptions): Promise<boolean>;
+  /** Removes a job that has not started yet (e.g. a retry timer no longer needed). True if removed. */
+  remove(jobId: string): Promise<boolean>;
+}
+
+export interface ConsumeOptions {
+  /** Jobs processed at once by this consumer. Default 1. */
+  readonly concurrency?: number;
+  /** Queue-wide rate limit shared by every consumer of the queue (across replicas). */
+  readonly limiter?: { readonly max: number; readonly durationMs: number };
+  /**
+   * A job whose handler throws is retried this many times in all, with exponential backoff
+   * from `backoffMs`. Default 5 attempts, 500 ms.
+   */
+  readonly attempts?: number;
+  readonly backoffMs?: number;
+}
+
+/**
+ * The handler gets a signal that aborts when the consumer shuts down without finishing the
+ * job; the job is then handed back to the queue for another consumer.
+ */
+export type JobHandler<T> = (job: Job<T>, signal: AbortSignal) => Promise<void>;
+
+export interface Consumer {
+  readonly queue: string;
+  /** Stop taking jobs; wait up to `graceMs` for running ones, then hand them back. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface QueueDepth {
+  readonly waiting: number;
+  readonly active: number;
+  readonly delayed: number;
+  readonly failed: number;
+}
+
+export interface Queues {
+  producer<S extends DescMessage>(queue: string, schema: S): Producer<S>;
+  consume<S extends DescMessage>(
+    queue: string,
+    schema: S,
+    handler: JobHandler<MessageShape<S>>,
+    options?: ConsumeOptions,
+  ): Consumer;
+  depth(queue: string): Promise<QueueDepth>;
+  close(): Promise<void>;
+}
+
+/** A position in a conversation's notification stream (see events.proto). */
+export interface StreamPosition {
+  readonly sequence: bigint;
+  readonly deltaIndex: number;
+}
+
+export const STREAM_START: StreamPosition = { sequence: 0n, deltaIndex: 0 };
+
+/** Per-conversation ordered notification streams (Redis Streams in the distributed mode). */
+export interface NotificationStreams {
+  /**
+   * Appends a durable event at exactly (event.sequence, 0). Returns false, changing nothing,
+   * when the stream already holds that position or a later one (a re-publish after a crash).
+   */
+  appendDurable(event: ConversationEvent): Promise<boolean>;
+  /**
+   * Appends an ephemeral event (token delta, tool output) after durable event
+   * `event.sequence`; the stream assigns the next delta index. Returns the position, or
+   * null when a later durable event exists already (the delta is stale and dropped).
+   */
+  appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null>;
+  /**
+   * Events strictly after `after`, in order, at most `limit`. Waits up to `blockMs` for the
+   * first one when there is none yet (0: do not wait). Resolves early with [] on abort.
+   */
+  read(
+    conversationId: string,
+    after: StreamPosition,
+    options?: { limit?: number; blockMs?: number; signal?: AbortSignal },
+  ): Promise<ConversationEvent[]>;
+  /** The last position, or STREAM_START for an empty stream. */
+  last(conversationId: string): Promise<StreamPosition>;
+  close(): Promise<void>;
+}
+
+/** Broadcast of cancel signals to every gateway and runner (REQ-BED-005). */
+export interface CancelBus {
+  publish(signal: CancelSignal): Promise<void>;
+  /** Resolves once subscribed; call the returned function to unsubscribe. */
+  subscribe(handler: (signal: CancelSignal) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+/** Tool-runners report what they can do; the conversation service reads it. */
+export interface RunnerRegistry {
+  /** Records (or refreshes) a runner's capabilities; forgotten after `ttlMs` without a refresh. */
+  report(capabilities: RunnerCapabilities, ttlMs: number): Promise<void>;
+  /** Runners that reported within their ttl. */
+  list(): Promise<RunnerCapabilities[]>;
+  remove(runnerId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Everything a service needs to talk to the others. */
+export interface Transport {
+  readonly queues: Queues;
+  readonly streams: NotificationStreams;
+  readonly cancels: CancelBus;
+  readonly runners: RunnerRegistry;
+  close(): Promise<void>;
+}

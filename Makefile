@@ -10,8 +10,9 @@ help: ## List the targets
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci
 
-setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci) and generate the protobuf code
+setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci), generate the protobuf code, build native helpers
 	npm run gen
+	npm run build
 
 gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
 	npm run gen
@@ -30,7 +31,10 @@ breaking: setup ## buf breaking against main
 test: setup services lint ## Every suite; ends with "N passed, N failed"
 	bash scripts/test.sh
 
-bench: setup ## Benchmarks: figures and ratios, no assertions
-	npx tsx bench/run.ts
+bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=name to pick some)
+	npx tsx bench/run.ts $(BENCH)
 
-.PHONY: help setup gen services lint breaking test bench
+loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
+	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
+
+.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner

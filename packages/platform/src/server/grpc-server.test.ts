@@ -1,0 +1,119 @@
+import net from 'node:net';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
+import { health } from '@bedrock/contracts';
+import { startGrpcServer } from './grpc-server.ts';
+import type { GrpcServer } from './grpc-server.ts';
+import { createLogger } from './logger.ts';
+
+const logger = createLogger({ service: 'test', level: 'silent' });
+const SERVING = health.HealthCheckResponse_ServingStatus.SERVING;
+const reply = create(health.HealthCheckResponseSchema, { status: SERVING });
+
+/** A Health implementation whose calls take `delayMs` and whose Watch never ends on its own. */
+function slowRoutes(delayMs: number) {
+  return (router: Parameters<Parameters<typeof startGrpcServer>[0]['routes']>[0]) => {
+    router.service(health.Health, {
+      async check() {
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        return reply;
+      },
+      list: () => create(health.HealthListResponseSchema),
+      async *watch(_req, ctx) {
+        yield reply;
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+        throw ctx.signal.reason;
+      },
+    });
+  };
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+const servers: GrpcServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close(0)));
+});
+
+describe('startGrpcServer', () => {
+  it('binds an ephemeral port and serves gRPC, Connect and gRPC-Web over h2c', async () => {
+    const server = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger });
+    servers.push(server);
+    expect(server.port).toBeGreaterThan(0);
+    expect(server.url).toBe(`http://127.0.0.1:${server.port}`);
+    for (const transport of [
+      createGrpcTransport({ baseUrl: server.url }),
+      createConnectTransport({ baseUrl: server.url, httpVersion: '2' }),
+      createGrpcWebTransport({ baseUrl: server.url, httpVersion: '2' }),
+    ]) {
+      const res = await createClient(health.Health, transport).check({});
+      expect(res.status).toBe(SERVING);
+    }
+  });
+
+  it('serves Connect over HTTP/1.1 with protocol http1', async () => {
+    const server = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger, protocol: 'http1' });
+    servers.push(server);
+    const client = createClient(health.Health, createConnectTransport({ baseUrl: server.url, httpVersion: '1.1' }));
+    expect((await client.check({})).status).toBe(SERVING);
+    const res = await fetch(`${server.url}/grpc.health.v1.Health/Check`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(await res.json()).toEqual({ status: 'SERVING' });
+  });
+
+  it('rejects a port that is already taken', async () => {
+    const first = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger });
+    servers.push(first);
+    await expect(startGrpcServer({ routes: slowRoutes(0), port: first.port, host: '127.0.0.1', logger })).rejects.toThrow(/EADDRINUSE/);
+  });
+
+  it('lets in-flight calls finish on close and then refuses connections', async () => {
+    const server = await startGrpcServer({ routes: slowRoutes(300), port: 0, host: '127.0.0.1', logger });
+    const client = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
+    const inFlight = client.check({});
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = Date.now();
+    await server.close(5000);
+    expect((await inFlight).status).toBe(SERVING);
+    // Closed as soon as the call drained, not after the whole grace period.
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(await canConnect(server.port)).toBe(false);
+  });
+
+  it('aborts streams still open when the grace period ends, with UNAVAILABLE', async () => {
+    const server = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger });
+    const client = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
+    const stream = client.watch({});
+    const received: number[] = [];
+    // The catch is attached now: the stream fails while close() is still awaited.
+    const consumed = (async () => {
+      for await (const res of stream) received.push(res.status);
+    })().then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(received).toEqual([SERVING]);
+    const started = Date.now();
+    await server.close(300);
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(290);
+    expect(elapsed).toBeLessThan(2000);
+    const err = await consumed;
+    expect(err?.code).toBe(Code.Unavailable);
+  });
+});

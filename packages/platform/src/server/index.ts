@@ -1,0 +1,11 @@
+/**
+ * Server plumbing shared by every Bedrock service: the gRPC/Connect server, health checking,
+ * reflection, Prometheus metrics, structured logs, environment config, trace-context
+ * propagation through queue payloads and graceful shutdown. See docs/observability.md and
+ * docs/configuration.md.
+ */
+export * from './grpc-server.ts';
+export * from './health.ts';
+export * from './logger.ts';
+export * from './env.ts';
+export * from './common-env.ts';

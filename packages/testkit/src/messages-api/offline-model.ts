@@ -1,0 +1,204 @@
+/**
+ * The offline demo model: a deterministic "model" that the local Messages API server serves
+ * when no API key is set, so people can try every feature (and load-test) without one. It
+ * reads the conversation the way a model would — the last user instruction and the tool
+ * results since — and answers through the same streaming path as the real API.
+ *
+ * Grammar of the user's message (one command per message; a `/usage N` line may be added
+ * to any of them):
+ *   `$ cmd` lines       one bash call per line, in order, then a reply summarising outputs
+ *   `/write PATH` + text  patch overwrite of PATH with the following lines
+ *   `/think TEXT`       a think call
+ *   `/upgrade REASON`   request_mode_upgrade
+ *   `/agents T1 | T2`   spawn_agents; as a sub-agent it runs each task's `$ ` lines and calls submit_result
+ *   `/usage N`          the reply reports N input tokens (exercises the 80% warning and 90% continuation)
+ *   anything else       a reply that explains these commands
+ */
+import type { ApiContentBlock, MessagesRequestBody, ReceivedRequest, Responder, ScriptBlock, ScriptedMessage } from './script.ts';
+import { estimateTokens } from './sse-encoder.ts';
+
+export const OFFLINE_MODEL_NAME = 'bedrock-offline';
+
+export const OFFLINE_INTRO = 'I am the Bedrock offline demo model (no ANTHROPIC_API_KEY is set), not a real language model.';
+
+export const OFFLINE_HELP = [
+  OFFLINE_INTRO,
+  'I follow simple commands so you can try every feature:',
+  '- lines starting with `$ ` run each command with the bash tool, in order, then I summarise the outputs;',
+  '- `/write PATH` followed by lines of text overwrites PATH with that text (patch tool);',
+  '- `/think TEXT` calls the think tool;',
+  '- `/upgrade REASON` asks for Unrestricted mode (request_mode_upgrade);',
+  '- `/agents TASK | TASK ...` spawns one sub-agent per task (a task\'s `$ ` lines are run by the sub-agent);',
+  '- `/usage N` makes me report N input tokens, to try the context warning (80%) and continuation (90%).',
+].join('\n');
+
+export interface OfflineModelOptions {
+  /** Delay between streamed events, ms, so the demo visibly streams. Default 0. */
+  readonly eventDelayMs?: number;
+  /** Characters per text delta. Default 12. */
+  readonly chunkChars?: number;
+}
+
+type Command =
+  | { kind: 'bash'; commands: string[] }
+  | { kind: 'write'; path: string; text: string }
+  | { kind: 'think'; thoughts: string }
+  | { kind: 'upgrade'; reason: string }
+  | { kind: 'agents'; tasks: string[] }
+  | { kind: 'usage' }
+  | { kind: 'help' };
+
+interface Parsed {
+  command: Command;
+  inputTokens?: number;
+}
+
+/** Parses one user instruction; exported for tests and documentation. */
+export function parseOfflineCommand(text: string): Parsed {
+  let inputTokens: number | undefined;
+  const lines = text.replace(/\r\n/g, '\n').split('\n').filter((line) => {
+    const m = /^\s*\/usage\s+(\d+)\s*$/.exec(line);
+    if (m) inputTokens = Number(m[1]);
+    return !m;
+  });
+  while (lines.length && lines[0]?.trim() === '') lines.shift();
+  const first = lines[0]?.trim() ?? '';
+  const rest = (prefix: string) => first.slice(prefix.length).trim();
+  let command: Command = { kind: 'help' };
+  const bash = lines.filter((l) => l.startsWith('$ ')).map((l) => l.slice(2).trim()).filter(Boolean);
+  if (first.startsWith('/write ') && rest('/write ')) {
+    command = { kind: 'write', path: rest('/write '), text: lines.slice(1).join('\n') + (lines.length > 1 ? '\n' : '') };
+  } else if (first.startsWith('/think ') && rest('/think ')) {
+    command = { kind: 'think', thoughts: [rest('/think '), ...lines.slice(1)].join('\n').trim() };
+  } else if (first.startsWith('/upgrade ') && rest('/upgrade ')) {
+    command = { kind: 'upgrade', reason: rest('/upgrade ') };
+  } else if (first.startsWith('/agents ')) {
+    const tasks = rest('/agents ').split('|').map((t) => t.trim()).filter(Boolean);
+    if (tasks.length) command = { kind: 'agents', tasks };
+  } else if (bash.length > 0) {
+    command = { kind: 'bash', commands: bash };
+  } else if (inputTokens !== undefined && first === '') {
+    command = { kind: 'usage' };
+  }
+  return inputTokens === undefined ? { command } : { command, inputTokens };
+}
+
+type Msg = MessagesRequestBody['messages'][number];
+
+const blocksOf = (m: Msg): readonly ApiContentBlock[] => (typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content);
+const textOf = (m: Msg) => blocksOf(m).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('\n');
+const isInstruction = (m: Msg) => m.role === 'user' && !blocksOf(m).some((b) => b.type === 'tool_result') && textOf(m).trim() !== '';
+
+function resultText(b: ApiContentBlock): string {
+  if (typeof b.content === 'string') return b.content;
+  return (b.content ?? []).map((c) => c.text ?? '').join('');
+}
+
+function clip(text: string, max = 300): string {
+  const t = text.trim();
+  return t.length <= max ? t : `${Array.from(t).slice(0, max).join('')}…`;
+}
+
+/** What the offline model answers to one request. */
+export function offlineReply(body: MessagesRequestBody, options: OfflineModelOptions = {}): ScriptedMessage {
+  const tools = new Set((body.tools ?? []).map((t) => t.name));
+  const messages = body.messages;
+  const base = { kind: 'message' as const, model: OFFLINE_MODEL_NAME, eventDelayMs: options.eventDelayMs ?? 0, chunkChars: options.chunkChars ?? 12 };
+  const reply = (content: ScriptBlock[], inputTokens?: number): ScriptedMessage =>
+    inputTokens === undefined ? { ...base, content } : { ...base, content, usage: { input_tokens: inputTokens } };
+
+  // A continuation-summary request offers no tools (REQ-BED-020).
+  if (tools.size === 0 && messages.length > 1) {
+    const asked = messages.filter(isInstruction).map((m) => clip(textOf(m), 80));
+    const toolCalls = messages.flatMap((m) => blocksOf(m).filter((b) => b.type === 'tool_use').map((b) => b.name ?? '?'));
+    return reply([
+      {
+        type: 'text',
+        text:
+          `Session summary (offline demo model): ${asked.length} user message(s), ${toolCalls.length} tool call(s)` +
+          (toolCalls.length ? ` (${[...new Set(toolCalls)].join(', ')})` : '') +
+          `.\nLast request: ${asked.at(-1) ?? '(none)'}`,
+      },
+    ]);
+  }
+
+  let lastInstruction = -1;
+  messages.forEach((m, i) => {
+    if (isInstruction(m)) lastInstruction = i;
+  });
+  const instruction = messages[lastInstruction];
+  if (!instruction) return reply([{ type: 'text', text: OFFLINE_HELP }]);
+  const parsed = parseOfflineCommand(textOf(instruction));
+  const since = messages.slice(lastInstruction + 1);
+  const results = since.flatMap((m) => (m.role === 'user' ? blocksOf(m).filter((b) => b.type === 'tool_result') : []));
+  const calls = since.flatMap((m) => (m.role === 'assistant' ? blocksOf(m).filter((b) => b.type === 'tool_use') : []));
+  const isSubAgent = tools.has('submit_result');
+  const usage = parsed.inputTokens;
+  const unavailable = (tool: string) => reply([{ type: 'text', text: `${OFFLINE_INTRO}\nThe ${tool} tool is not offered in this conversation, so I cannot do that here.` }], usage);
+
+  // A sub-agent's task: run its `$ ` lines, then submit the result.
+  if (isSubAgent) {
+    const commands = parsed.command.kind === 'bash' ? parsed.command.commands : [];
+    if (calls.some((c) => c.name === 'submit_result')) return reply([{ type: 'text', text: 'Result submitted.' }], usage);
+    if (commands.length > 0 && calls.length === 0) {
+      return reply([{ type: 'text', text: `Running ${commands.length} command(s) for this task.` }, ...commands.map(bashCall)], usage);
+    }
+    const failed = results.filter((r) => r.is_error).length;
+    const summary = results.length ? summarise(calls, results) : `Nothing to run for this task: ${clip(textOf(instruction), 200)}`;
+    return reply([{ type: 'tool_use', name: 'submit_result', input: { result: summary, success: failed === 0 } }], usage);
+  }
+
+  // The tools of this instruction have answered: summarise.
+  if (calls.length > 0) {
+    return reply([{ type: 'text', text: summarise(calls, results) }], usage);
+  }
+
+  const c = parsed.command;
+  switch (c.kind) {
+    case 'bash':
+      if (!tools.has('bash')) return unavailable('bash');
+      return reply([{ type: 'text', text: `Running ${c.commands.length} command(s).` }, ...c.commands.map(bashCall)], usage);
+    case 'write':
+      if (!tools.has('patch')) return unavailable('patch');
+      return reply([{ type: 'tool_use', name: 'patch', input: { path: c.path, patches: [{ operation: 'overwrite', new_text: c.text }] } }], usage);
+    case 'think':
+      if (!tools.has('think')) return unavailable('think');
+      return reply([{ type: 'tool_use', name: 'think', input: { thoughts: c.thoughts } }], usage);
+    case 'upgrade':
+      if (!tools.has('request_mode_upgrade')) return unavailable('request_mode_upgrade');
+      return reply([{ type: 'tool_use', name: 'request_mode_upgrade', input: { reason: c.reason } }], usage);
+    case 'agents':
+      if (!tools.has('spawn_agents')) return unavailable('spawn_agents');
+      return reply([{ type: 'tool_use', name: 'spawn_agents', input: { tasks: c.tasks.map((task) => ({ task })) } }], usage);
+    case 'usage':
+      return reply([{ type: 'text', text: `Reporting ${usage} input tokens, as asked (offline demo model).` }], usage);
+    case 'help':
+      return reply([{ type: 'text', text: OFFLINE_HELP }], usage);
+  }
+}
+
+function bashCall(command: string): ScriptBlock {
+  return { type: 'tool_use', name: 'bash', input: { command } };
+}
+
+function summarise(calls: readonly ApiContentBlock[], results: readonly ApiContentBlock[]): string {
+  const lines = calls.map((call, i) => {
+    const result = results.find((r) => r.tool_use_id === call.id);
+    const input = (call.input ?? {}) as Record<string, unknown>;
+    const what = call.name === 'bash' ? `\`${String(input.command)}\`` : call.name ?? 'tool';
+    if (!result) return `${i + 1}. ${what}: no result`;
+    const status = result.is_error ? 'failed' : 'ok';
+    const out = clip(resultText(result));
+    return `${i + 1}. ${what} ${status}${out ? `:\n${out}` : ''}`;
+  });
+  return `Done (offline demo model). ${calls.length} tool call(s):\n${lines.join('\n')}`;
+}
+
+/** The offline model as a responder for the local Messages API server. */
+export function offlineModelResponder(options: OfflineModelOptions = {}): Responder {
+  return (request: ReceivedRequest) => {
+    if (!request.body) return { kind: 'error', status: 400, errorType: 'invalid_request_error', message: 'invalid JSON body' };
+    return offlineReply(request.body, options);
+  };
+}
+

@@ -1,0 +1,128 @@
+/**
+ * What a test scripts the local Messages API server to answer. Each request takes the
+ * next scripted response from the queue; when the queue is empty the server's fallback
+ * responder answers (by default the offline demo model).
+ */
+
+/** Token counts as the Messages API reports them. */
+export interface ApiUsage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
+}
+
+/** One content block of a scripted message. */
+export type ScriptBlock =
+  | { readonly type: 'text'; readonly text: string }
+  | {
+      readonly type: 'tool_use';
+      /** Default: a fresh `toolu_...` id. */
+      readonly id?: string;
+      readonly name: string;
+      readonly input: unknown;
+      /**
+       * Stream only the first `jsonChars` characters of the input JSON and never send this
+       * block's content_block_stop, as happens when `max_tokens` cuts a tool call.
+       */
+      readonly partialJsonChars?: number;
+    }
+  | { readonly type: 'thinking'; readonly thinking: string }
+  /** Any block, e.g. a block type the client does not know: its start object and raw deltas. */
+  | { readonly type: 'raw'; readonly start: Record<string, unknown>; readonly deltas?: ReadonlyArray<Record<string, unknown>> };
+
+/** How a stream goes wrong, counted in SSE events written before the fault. */
+export type StreamFault =
+  /** Destroy the TCP connection (the client sees a network error). */
+  | { readonly type: 'cut'; readonly afterEvents: number }
+  /** End the response cleanly: no further events, so no stop reason and no message_stop. */
+  | { readonly type: 'end'; readonly afterEvents: number }
+  /** Send an `error` event, as the API does when it overloads mid-stream, then end. */
+  | { readonly type: 'error-event'; readonly afterEvents: number; readonly errorType: string; readonly message: string }
+  /** Send an event whose data is not JSON, then continue. */
+  | { readonly type: 'malformed'; readonly afterEvents: number }
+  /** Stop sending but keep the connection open (until the client gives up or aborts). */
+  | { readonly type: 'stall'; readonly afterEvents: number };
+
+export interface ScriptedMessage {
+  readonly kind: 'message';
+  readonly content: readonly ScriptBlock[];
+  /**
+   * Default `tool_use` when a complete tool_use block is present, else `end_turn`. `null`
+   * sends a message_delta without a stop reason.
+   */
+  readonly stopReason?: string | null;
+  /** Merged over counts estimated from the request and the content. */
+  readonly usage?: Partial<ApiUsage>;
+  /** Also report input and cache counts in message_delta (cumulative), as newer API versions do. */
+  readonly usageInDelta?: boolean;
+  /** Default: the requested model. */
+  readonly model?: string;
+  /** Wait before sending the response headers, ms. Default 0. */
+  readonly delayMs?: number;
+  /** Wait between SSE events, ms. Default 0. */
+  readonly eventDelayMs?: number;
+  /** Characters per text delta (and per input_json_delta). Default 12. */
+  readonly chunkChars?: number;
+  readonly fault?: StreamFault;
+}
+
+export interface ScriptedError {
+  readonly kind: 'error';
+  readonly status: number;
+  /** The API's error type, e.g. `overloaded_error`, `rate_limit_error`. */
+  readonly errorType: string;
+  readonly message: string;
+  /** The `retry-after` header, as sent (seconds, or an HTTP date). */
+  readonly retryAfter?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly delayMs?: number;
+}
+
+/** Network-level faults before any response. */
+export type ScriptedFault =
+  /** Destroy the connection without answering. */
+  | { readonly kind: 'drop'; readonly delayMs?: number }
+  /** Never answer (until the client aborts or times out). */
+  | { readonly kind: 'hang' };
+
+export type ScriptedResponse = ScriptedMessage | ScriptedError | ScriptedFault;
+
+/** A request as the server received it. */
+export interface ReceivedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The parsed JSON body (null when it was not JSON). */
+  readonly body: MessagesRequestBody | null;
+  /** The request id the server answered with. */
+  readonly requestId: string;
+  readonly receivedAt: number;
+}
+
+/** The parts of a Messages API request body the server and the offline model read. */
+export interface MessagesRequestBody {
+  readonly model: string;
+  readonly max_tokens: number;
+  readonly stream?: boolean;
+  readonly system?: string | ReadonlyArray<{ type: string; text?: string }>;
+  readonly tools?: ReadonlyArray<{ name: string; description?: string; input_schema?: unknown }>;
+  readonly messages: ReadonlyArray<{ role: 'user' | 'assistant'; content: string | ReadonlyArray<ApiContentBlock> }>;
+  readonly [key: string]: unknown;
+}
+
+export interface ApiContentBlock {
+  readonly type: string;
+  readonly text?: string;
+  readonly id?: string;
+  readonly name?: string;
+  readonly input?: unknown;
+  readonly tool_use_id?: string;
+  readonly content?: string | ReadonlyArray<{ type: string; text?: string }>;
+  readonly is_error?: boolean;
+  readonly source?: { type: string; media_type?: string; data?: string };
+  readonly [key: string]: unknown;
+}
+
+/** Computes the answer to a request when no scripted response is queued. */
+export type Responder = (request: ReceivedRequest) => ScriptedResponse | Promise<ScriptedResponse>;

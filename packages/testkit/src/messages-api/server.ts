@@ -1,0 +1,242 @@
+/**
+ * A local server that speaks the Anthropic Messages API over real HTTP: `POST /v1/messages`
+ * as JSON or as server-sent events (`stream: true`), with the API's headers (`request-id`,
+ * `retry-after`) and error bodies. Tests script it per request; the offline demo model is
+ * just its default responder. Clients use the real SDK against it — nothing is mocked.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { encodeSse, estimateTokens, makeId, messageBody, resolveMessage, streamEvents, withCumulativeDeltaUsage, type SseEvent } from './sse-encoder.ts';
+import type { MessagesRequestBody, ReceivedRequest, Responder, ScriptedError, ScriptedMessage, ScriptedResponse } from './script.ts';
+
+export interface MessagesApiServerOptions {
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** Default 0: any free port. */
+  readonly port?: number;
+  /** Answers requests when nothing is scripted. Default: a 500 api_error saying so. */
+  readonly fallback?: Responder;
+  /**
+   * Keys accepted as `x-api-key` or `Authorization: Bearer`. Default: any non-empty key
+   * (a request with no key at all still gets the API's 401).
+   */
+  readonly apiKeys?: readonly string[];
+  /** Requests kept in `requests` (oldest dropped first). Default 1000. */
+  readonly keepRequests?: number;
+}
+
+export interface MessagesApiServer {
+  /** The base URL for the SDK's `baseURL`, e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  readonly port: number;
+  /** Queues responses; each request takes the first one. */
+  enqueue(...responses: ScriptedResponse[]): void;
+  /** Replaces the fallback responder. */
+  setFallback(responder: Responder): void;
+  /** Requests received so far, oldest first. */
+  readonly requests: ReceivedRequest[];
+  /** Requests whose connection the client closed before the response ended (e.g. aborts). */
+  readonly clientAborts: ReadonlyArray<{ readonly requestId: string; readonly at: number }>;
+  /** Scripted responses not yet used. */
+  pending(): number;
+  close(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const notScripted: Responder = () => ({
+  kind: 'error',
+  status: 500,
+  errorType: 'api_error',
+  message: 'local Messages API server: no scripted response and no fallback responder',
+});
+
+export async function startMessagesApiServer(options: MessagesApiServerOptions = {}): Promise<MessagesApiServer> {
+  const queue: ScriptedResponse[] = [];
+  const requests: ReceivedRequest[] = [];
+  const clientAborts: Array<{ requestId: string; at: number }> = [];
+  const keep = options.keepRequests ?? 1000;
+  let fallback = options.fallback ?? notScripted;
+  const sockets = new Set<Socket>();
+
+  const server = createServer((req, res) => {
+    void handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendError(res, makeId('req'), { kind: 'error', status: 500, errorType: 'api_error', message: String(err) });
+      else res.destroy();
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const requestId = makeId('req');
+    const raw = await readBody(req);
+    let body: MessagesRequestBody | null = null;
+    try {
+      body = JSON.parse(raw) as MessagesRequestBody;
+    } catch {
+      body = null;
+    }
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const received: ReceivedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body, requestId, receivedAt: Date.now() };
+    requests.push(received);
+    if (requests.length > keep) requests.shift();
+    let finished = false;
+    res.on('close', () => {
+      if (!finished) clientAborts.push({ requestId, at: Date.now() });
+    });
+    res.on('finish', () => {
+      finished = true;
+    });
+
+    if (req.method !== 'POST' || path !== '/v1/messages') {
+      return sendError(res, requestId, { kind: 'error', status: 404, errorType: 'not_found_error', message: `Not found: ${req.method} ${path}` });
+    }
+    const key = apiKeyOf(req);
+    if (!key) {
+      return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'x-api-key header is required' });
+    }
+    if (options.apiKeys && !options.apiKeys.includes(key)) {
+      return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' });
+    }
+    const invalid = validate(body);
+    if (invalid || !body) {
+      return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message: invalid ?? 'invalid JSON body' });
+    }
+
+    const scripted = queue.shift() ?? (await fallback(received));
+    switch (scripted.kind) {
+      case 'drop':
+        if (scripted.delayMs) await sleep(scripted.delayMs);
+        req.socket.destroy();
+        return;
+      case 'hang':
+        return; // the client's abort or timeout closes the connection
+      case 'error':
+        if (scripted.delayMs) await sleep(scripted.delayMs);
+        return sendError(res, requestId, scripted);
+      case 'message':
+        if (scripted.delayMs) await sleep(scripted.delayMs);
+        if (body.stream === true) return sendStream(res, requestId, scripted, body, raw);
+        return sendJson(res, requestId, scripted, body, raw);
+    }
+  }
+
+  function sendJson(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): void {
+    const message = resolveMessage(scripted, body.model, estimateTokens(raw));
+    const text = JSON.stringify(messageBody(message));
+    res.writeHead(200, { 'content-type': 'application/json', 'request-id': requestId, 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  async function sendStream(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): Promise<void> {
+    const message = resolveMessage(scripted, body.model, estimateTokens(raw));
+    let events: SseEvent[] = streamEvents(message, scripted.chunkChars ?? 12);
+    if (scripted.usageInDelta) events = withCumulativeDeltaUsage(events, message.usage);
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'request-id': requestId,
+    });
+    res.flushHeaders();
+    const fault = scripted.fault;
+    for (let i = 0; i <= events.length; i++) {
+      if (fault && fault.afterEvents === i) {
+        switch (fault.type) {
+          case 'cut':
+            res.socket?.destroy();
+            return;
+          case 'end':
+            res.end();
+            return;
+          case 'stall':
+            return; // left open; closed by the client or by close()
+          case 'error-event':
+            res.end(encodeSse({ event: 'error', data: { type: 'error', error: { type: fault.errorType, message: fault.message } } }));
+            return;
+          case 'malformed':
+            res.write('event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_de\n\n');
+            break;
+        }
+      }
+      const event = events[i];
+      if (!event) break;
+      if (res.destroyed) return;
+      if (scripted.eventDelayMs && i > 0) await sleep(scripted.eventDelayMs);
+      res.write(encodeSse(event));
+    }
+    res.end();
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    requests,
+    clientAborts,
+    enqueue: (...responses) => void queue.push(...responses),
+    setFallback: (responder) => {
+      fallback = responder;
+    },
+    pending: () => queue.length,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function apiKeyOf(req: IncomingMessage): string | undefined {
+  const header = req.headers['x-api-key'];
+  if (typeof header === 'string' && header) return header;
+  const auth = req.headers.authorization;
+  const match = typeof auth === 'string' ? /^Bearer\s+(.+)$/i.exec(auth) : null;
+  return match?.[1];
+}
+
+/** The API's own checks that matter for a well-formed client: required fields, roles, content. */
+function validate(body: MessagesRequestBody | null): string | undefined {
+  if (!body || typeof body !== 'object') return 'request body must be a JSON object';
+  if (typeof body.model !== 'string' || !body.model) return 'model: Field required';
+  if (typeof body.max_tokens !== 'number' || body.max_tokens < 1) return 'max_tokens: Field required';
+  if (!Array.isArray(body.messages) || body.messages.length === 0) return 'messages: at least one message is required';
+  for (const [i, m] of body.messages.entries()) {
+    if (m.role !== 'user' && m.role !== 'assistant') return `messages.${i}.role: Input should be 'user' or 'assistant'`;
+    if (i > 0 && body.messages[i - 1]?.role === m.role) return `messages: roles must alternate between "user" and "assistant" (messages.${i})`;
+    if (typeof m.content !== 'string' && !Array.isArray(m.content)) return `messages.${i}.content: Input should be a string or a list`;
+  }
+  if (body.messages[0]?.role !== 'user') return 'messages: first message must use the "user" role';
+  return undefined;
+}
+
+function sendError(res: ServerResponse, requestId: string, e: ScriptedError): void {
+  const text = JSON.stringify({ type: 'error', error: { type: e.errorType, message: e.message }, request_id: requestId });
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'request-id': requestId,
+    'content-length': Buffer.byteLength(text),
+    ...e.headers,
+  };
+  if (e.retryAfter !== undefined) headers['retry-after'] = e.retryAfter;
+  res.writeHead(e.status, headers);
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}

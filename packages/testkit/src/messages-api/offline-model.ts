@@ -15,7 +15,6 @@
  *   anything else       a reply that explains these commands
  */
 import type { ApiContentBlock, MessagesRequestBody, ReceivedRequest, Responder, ScriptBlock, ScriptedMessage } from './script.ts';
-import { estimateTokens } from './sse-encoder.ts';
 
 export const OFFLINE_MODEL_NAME = 'bedrock-offline';
 

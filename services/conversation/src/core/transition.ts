@@ -1,0 +1,740 @@
+/**
+ * The pure transition function (REQ-BED-001). docs/state-machine.md is its specification;
+ * each handler below names the rows it implements.
+ */
+import { PATCH_RESTRICTED_ERROR, TOOLS, isToolName, toolSetFor, type ToolName } from '@bedrock/contracts/tools';
+import {
+  ALREADY_UNRESTRICTED,
+  CANCELLED_CURRENT,
+  CANCELLED_SKIPPED,
+  CONTINUATION_CANCELLED_SUMMARY,
+  CONTINUATION_FALLBACK_SUMMARY,
+  CONTINUATION_THRESHOLD,
+  LOST_RESULT,
+  MODE_NOTICE_RESTRICTED,
+  MODE_NOTICE_UNRESTRICTED,
+  NOT_EXECUTED_CONTEXT,
+  UPGRADE_APPROVED,
+  UPGRADE_DENIED,
+  WARNING_THRESHOLD,
+  rejection,
+} from './constants.ts';
+import { addUsage, contextTokens, ZERO_USAGE } from './usage.ts';
+import type {
+  ContentBlock,
+  ConversationContext,
+  ConversationEvent,
+  ConversationState,
+  Effect,
+  ErrorKind,
+  MessageType,
+  Mode,
+  Notification,
+  Phase,
+  Rejection,
+  SubAgentOutcome,
+  ToolCall,
+  ToolResult,
+  TransitionResult,
+  Usage,
+} from './types.ts';
+
+/** The matrix's internal "AwaitingLlm → LlmRequesting" step. */
+export interface BeginLlmRequest {
+  readonly type: 'begin_llm_request';
+}
+export type StepEvent = ConversationEvent | BeginLlmRequest;
+
+type EffectBody = Effect extends infer E ? (E extends Effect ? Omit<E, 'id'> : never) : never;
+
+const NOOP = Symbol('noop');
+type Outcome = typeof NOOP | Rejection | void;
+
+/** The initial state (REQ-BED-014, REQ-BED-018 as resolved in DESIGN.md). */
+export function initialState(ctx: ConversationContext): ConversationState {
+  return {
+    phase: { kind: 'idle' },
+    mode: ctx.sandboxAvailable ? 'restricted' : 'unrestricted',
+    seq: 0,
+    llmRequests: 0,
+    lastUsage: null,
+    totalUsage: ZERO_USAGE,
+    contextWarned: false,
+  };
+}
+
+/** Applies an event; settles the transient awaiting_llm phase so it is never returned. */
+export function transition(state: ConversationState, ctx: ConversationContext, event: ConversationEvent): TransitionResult {
+  return run(state, ctx, event, true);
+}
+
+/** One step of the matrix, without settling awaiting_llm (for table tests of the spec's rows). */
+export function step(state: ConversationState, ctx: ConversationContext, event: StepEvent): TransitionResult {
+  return run(state, ctx, event, false);
+}
+
+function run(state: ConversationState, ctx: ConversationContext, event: StepEvent, settle: boolean): TransitionResult {
+  const d = new Draft(state, ctx);
+  const outcome = handle(d, event);
+  if (outcome === NOOP) return { ok: true, state, effects: [] };
+  if (outcome) return { ok: false, rejection: outcome };
+  if (settle && d.phase.kind === 'awaiting_llm') beginLlm(d, 0);
+  return { ok: true, state: d.state(), effects: d.effects() };
+}
+
+/** The next state under construction, and the effects it asks for. */
+class Draft {
+  phase: Phase;
+  mode: Mode;
+  llmRequests: number;
+  lastUsage: Usage | null;
+  totalUsage: Usage;
+  contextWarned: boolean;
+  readonly seq: number;
+  private readonly bodies: EffectBody[] = [];
+  private timers = 0;
+
+  constructor(
+    readonly prev: ConversationState,
+    readonly ctx: ConversationContext,
+  ) {
+    this.phase = prev.phase;
+    this.mode = prev.mode;
+    this.llmRequests = prev.llmRequests;
+    this.lastUsage = prev.lastUsage;
+    this.totalUsage = prev.totalUsage;
+    this.contextWarned = prev.contextWarned;
+    this.seq = prev.seq + 1;
+  }
+
+  emit(body: EffectBody): void {
+    this.bodies.push(body);
+  }
+  notify(notification: Notification): void {
+    this.emit({ type: 'notify', notification });
+  }
+  persist(type: MessageType, content: readonly ContentBlock[], usage?: Usage): void {
+    this.emit({ type: 'persist_message', message: usage ? { type, content, usage } : { type, content } });
+  }
+  persistResult(result: ToolResult): void {
+    this.persist('tool', [{ type: 'tool_result', ...result }]);
+  }
+  newRequestId(): string {
+    this.llmRequests += 1;
+    return `${this.ctx.conversationId}/llm/${this.llmRequests}`;
+  }
+  newTimerId(): string {
+    const k = this.timers++;
+    return `${this.ctx.conversationId}/timer/${this.seq}${k ? `.${k}` : ''}`;
+  }
+  state(): ConversationState {
+    return {
+      phase: this.phase,
+      mode: this.mode,
+      seq: this.seq,
+      llmRequests: this.llmRequests,
+      lastUsage: this.lastUsage,
+      totalUsage: this.totalUsage,
+      contextWarned: this.contextWarned,
+    };
+  }
+  effects(): Effect[] {
+    const prefix = `${this.ctx.conversationId}/${this.seq}/`;
+    return this.bodies.map((body, i) => ({ ...body, id: prefix + i }) as Effect);
+  }
+}
+
+function isTerminalSubAgent(phase: Phase): boolean {
+  return phase.kind === 'completed' || phase.kind === 'failed';
+}
+
+const USER_ACTIONS = new Set<StepEvent['type']>([
+  'user_message',
+  'user_cancel',
+  'user_approve_upgrade',
+  'user_deny_upgrade',
+  'user_request_downgrade',
+  'user_trigger_continuation',
+]);
+
+function handle(d: Draft, event: StepEvent): Outcome {
+  const phase = d.phase;
+  // ContextExhausted is absorbing: only a user message is answered, with a rejection.
+  if (phase.kind === 'context_exhausted') {
+    return event.type === 'user_message' ? rejection('context_exhausted') : NOOP;
+  }
+  if (isTerminalSubAgent(phase)) {
+    return USER_ACTIONS.has(event.type) ? rejection('conversation_finished') : NOOP;
+  }
+  switch (event.type) {
+    case 'user_message':
+      return onUserMessage(d, event.text, event.images);
+    case 'user_cancel':
+      return onUserCancel(d);
+    case 'user_approve_upgrade':
+    case 'user_deny_upgrade':
+      return onUpgradeAnswer(d, event.type === 'user_approve_upgrade');
+    case 'user_request_downgrade':
+      return onDowngrade(d);
+    case 'user_trigger_continuation':
+      return onTriggerContinuation(d);
+    case 'begin_llm_request':
+      if (phase.kind !== 'awaiting_llm') return NOOP;
+      beginLlm(d, 0);
+      return;
+    case 'llm_response':
+      return onLlmResponse(d, event);
+    case 'llm_error':
+      return onLlmError(d, event);
+    case 'timer_fired':
+      return onTimer(d, event.timerId);
+    case 'tool_complete':
+      return onToolComplete(d, event.result);
+    case 'sub_agent_result':
+      return onSubAgentResult(d, event.outcome);
+    case 'sub_agent_start':
+      if (!d.ctx.isSubAgent || phase.kind !== 'idle' || d.prev.seq !== 0) return NOOP;
+      d.persist('user', [{ type: 'text', text: event.task }]);
+      d.phase = { kind: 'awaiting_llm' };
+      return;
+    case 'sub_agent_stop':
+      if (!d.ctx.isSubAgent) return NOOP;
+      stopWork(d, `Stopped by the parent: ${event.reason}`, `Stopped by the parent: ${event.reason}`);
+      failSubAgent(d, `Stopped by the parent: ${event.reason}`, 'cancelled');
+      return;
+    case 'work_lost':
+      return onWorkLost(d);
+  }
+}
+
+// ---- user actions ----------------------------------------------------------------------
+
+function onUserMessage(d: Draft, text: string, images: readonly { mediaType: string; data: string }[]): Outcome {
+  if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
+  if (text.trim() === '' && images.length === 0) return rejection('empty_message');
+  switch (d.phase.kind) {
+    case 'idle':
+    case 'error': {
+      const content: ContentBlock[] = [];
+      if (text.trim() !== '') content.push({ type: 'text', text });
+      for (const image of images) content.push({ type: 'image', mediaType: image.mediaType, data: image.data });
+      d.persist('user', content);
+      d.phase = { kind: 'awaiting_llm' };
+      return;
+    }
+    case 'cancelling':
+      return rejection('cancellation_in_progress');
+    default:
+      return rejection('agent_busy');
+  }
+}
+
+function onUserCancel(d: Draft): Outcome {
+  const phase = d.phase;
+  if (d.ctx.isSubAgent) {
+    // A person may stop a sub-agent; its parent then sees a failure it can handle.
+    stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED);
+    failSubAgent(d, 'Cancelled by user', 'cancelled');
+    return;
+  }
+  switch (phase.kind) {
+    case 'idle':
+    case 'error':
+      return rejection('nothing_to_cancel');
+    case 'cancelling':
+      return NOOP;
+    case 'llm_requesting':
+      if (phase.retry) {
+        d.emit({ type: 'cancel_timer', timerId: phase.retry.timerId });
+        d.phase = { kind: 'idle' };
+        return;
+      }
+      {
+        // REQ-BED-005: abort at once; wait (boundedly) for the acknowledgement, persist nothing.
+        const timerId = d.newTimerId();
+        d.emit({ type: 'abort_llm', requestId: phase.requestId });
+        d.emit({ type: 'schedule_timer', timerId, delayMs: d.ctx.policy.cancelAckTimeoutMs, purpose: 'cancel_timeout' });
+        d.phase = { kind: 'cancelling', requestId: phase.requestId, timerId };
+      }
+      return;
+    case 'awaiting_continuation':
+      stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED);
+      exhaust(d, CONTINUATION_CANCELLED_SUMMARY, phase.triggerUsage);
+      return;
+    default:
+      stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED);
+      d.phase = { kind: 'idle' };
+      return;
+  }
+}
+
+function onUpgradeAnswer(d: Draft, approve: boolean): Outcome {
+  const phase = d.phase;
+  if (phase.kind !== 'awaiting_mode_approval') return rejection('no_pending_upgrade');
+  // A denial is an answer, not a failure: the agent goes on in Restricted mode (REQ-BED-015).
+  const answer: ToolResult = { toolUseId: phase.toolUseId, content: approve ? UPGRADE_APPROVED : UPGRADE_DENIED, isError: false };
+  d.persistResult(answer);
+  if (approve) changeMode(d, 'unrestricted');
+  runTools(d, phase.remaining, [...phase.completed, answer], phase.total);
+  return;
+}
+
+function onDowngrade(d: Draft): Outcome {
+  if (d.ctx.isSubAgent) return rejection('sub_agent_mode_fixed');
+  if (!d.ctx.sandboxAvailable) return rejection('sandbox_unavailable');
+  if (d.mode === 'restricted') return rejection('already_restricted');
+  changeMode(d, 'restricted');
+  return;
+}
+
+function changeMode(d: Draft, mode: Mode): void {
+  const notice = mode === 'unrestricted' ? MODE_NOTICE_UNRESTRICTED : MODE_NOTICE_RESTRICTED;
+  d.mode = mode;
+  d.persist('system', [{ type: 'text', text: notice }]);
+  d.notify({ kind: 'mode_changed', mode, notice });
+}
+
+function onTriggerContinuation(d: Draft): Outcome {
+  if (d.ctx.isSubAgent) return rejection('continuation_unavailable');
+  if (d.phase.kind !== 'idle' && d.phase.kind !== 'error') return rejection('continuation_unavailable');
+  requestContinuation(d, [], d.lastUsage ?? ZERO_USAGE);
+  return;
+}
+
+// ---- LLM -------------------------------------------------------------------------------
+
+function beginLlm(d: Draft, autoContinuations: number): void {
+  const requestId = d.newRequestId();
+  d.phase = { kind: 'llm_requesting', requestId, attempt: 1, retry: null, autoContinuations };
+  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'turn', toolNames: toolNames(d), rejectedToolCalls: [] });
+}
+
+function toolNames(d: Draft): readonly ToolName[] {
+  return toolSetFor({ isSubAgent: d.ctx.isSubAgent, sandboxAvailable: d.ctx.sandboxAvailable });
+}
+
+function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCall[], triggerUsage: Usage): void {
+  const requestId = d.newRequestId();
+  d.phase = { kind: 'awaiting_continuation', requestId, attempt: 1, retry: null, rejectedToolCalls, triggerUsage };
+  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'continuation', toolNames: [], rejectedToolCalls });
+}
+
+type LlmResponseEvent = Extract<ConversationEvent, { type: 'llm_response' }>;
+type LlmErrorEvent = Extract<ConversationEvent, { type: 'llm_error' }>;
+
+function inFlight(phase: Phase, requestId: string): boolean {
+  return (
+    (phase.kind === 'llm_requesting' || phase.kind === 'awaiting_continuation') &&
+    phase.requestId === requestId &&
+    phase.retry === null
+  );
+}
+
+function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
+  const phase = d.phase;
+  if (phase.kind === 'cancelling') {
+    if (phase.requestId !== event.requestId) return NOOP;
+    // REQ-BED-005: the answer to a cancelled request is dropped, nothing partial persisted.
+    d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+    d.phase = { kind: 'idle' };
+    return;
+  }
+  if (!inFlight(phase, event.requestId)) return NOOP;
+  d.lastUsage = event.usage;
+  d.totalUsage = addUsage(d.totalUsage, event.usage);
+
+  if (phase.kind === 'awaiting_continuation') {
+    const summary = textOf(event.content).trim() || CONTINUATION_FALLBACK_SUMMARY;
+    exhaust(d, summary, addUsage(phase.triggerUsage, event.usage));
+    return;
+  }
+  if (phase.kind !== 'llm_requesting') return NOOP;
+
+  const calls: ToolCall[] = event.content.flatMap((b) =>
+    b.type === 'tool_use' ? [{ id: b.id, name: b.name, input: b.input }] : [],
+  );
+  if (event.content.length > 0) d.persist('agent', event.content, event.usage);
+
+  const used = contextTokens(event.usage);
+  const window = d.ctx.contextWindow;
+  if (used >= window * CONTINUATION_THRESHOLD || event.stopReason === 'model_context_window_exceeded') {
+    // REQ-BED-019: no tool of this response runs; answer each so the chain stays valid.
+    for (const call of calls) d.persistResult(synthetic(call.id, NOT_EXECUTED_CONTEXT));
+    if (d.ctx.contextExhaustionBehavior === 'threshold_continuation') requestContinuation(d, calls, event.usage);
+    else failSubAgent(d, 'Context window exhausted', 'context_exhausted');
+    return;
+  }
+  if (!d.contextWarned && used >= window * WARNING_THRESHOLD) {
+    d.contextWarned = true;
+    d.notify({ kind: 'context_warning', usedTokens: used, contextWindow: window });
+  }
+  if (calls.length > 0) {
+    runTools(d, calls, [], calls.length);
+    return;
+  }
+  const cut = event.stopReason === 'max_tokens' || event.stopReason === 'pause_turn';
+  if (cut && phase.autoContinuations < d.ctx.policy.maxAutoContinuations) {
+    // REQ-BED-003: end_turn = false — keep awaiting the rest of the response.
+    beginLlm(d, phase.autoContinuations + 1);
+    return;
+  }
+  if (d.ctx.isSubAgent) {
+    const said = textOf(event.content).trim();
+    failSubAgent(d, `Sub-agent ended its turn without calling submit_result${said ? `: ${said}` : ''}`, 'unknown');
+    return;
+  }
+  d.phase = { kind: 'idle' };
+  return;
+}
+
+function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
+  const phase = d.phase;
+  if (phase.kind === 'cancelling') {
+    if (phase.requestId !== event.requestId) return NOOP;
+    d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+    d.phase = { kind: 'idle' };
+    return;
+  }
+  if (!inFlight(phase, event.requestId)) return NOOP;
+  if (phase.kind !== 'llm_requesting' && phase.kind !== 'awaiting_continuation') return NOOP;
+  const max = d.ctx.policy.maxLlmAttempts;
+
+  if (event.retryable && phase.attempt < max) {
+    const delayMs = retryDelay(d, phase.attempt, event.retryAfterMs);
+    const timerId = d.newTimerId();
+    const requestId = d.newRequestId();
+    d.emit({ type: 'schedule_timer', timerId, delayMs, purpose: 'retry' });
+    d.notify({
+      kind: 'retry_scheduled',
+      attempt: phase.attempt + 1,
+      maxAttempts: max,
+      delayMs,
+      errorKind: event.errorKind,
+      message: event.message,
+    });
+    d.phase = { ...phase, requestId, attempt: phase.attempt + 1, retry: { timerId, delayMs } };
+    return;
+  }
+  if (phase.kind === 'awaiting_continuation') {
+    // REQ-BED-020: the user must not be blocked by a failed summary.
+    exhaust(d, CONTINUATION_FALLBACK_SUMMARY, phase.triggerUsage);
+    return;
+  }
+  const message = event.retryable ? `Failed after ${phase.attempt} attempts: ${event.message}` : event.message;
+  d.persist('error', [{ type: 'text', text: message }]);
+  d.notify({ kind: 'error', message, errorKind: event.errorKind });
+  if (d.ctx.isSubAgent) failSubAgent(d, message, event.errorKind);
+  else d.phase = { kind: 'error', message, errorKind: event.errorKind };
+  return;
+}
+
+/** Exponential backoff (REQ-BED-006), never sooner than the provider's retry-after. */
+function retryDelay(d: Draft, failedAttempt: number, retryAfterMs: number): number {
+  const { retryBaseDelayMs, retryMaxDelayMs } = d.ctx.policy;
+  const backoff = retryBaseDelayMs * 2 ** (failedAttempt - 1);
+  return Math.min(retryMaxDelayMs, Math.max(backoff, retryAfterMs));
+}
+
+function onTimer(d: Draft, timerId: string): Outcome {
+  const phase = d.phase;
+  switch (phase.kind) {
+    case 'llm_requesting':
+    case 'awaiting_continuation':
+      if (!phase.retry || phase.retry.timerId !== timerId) return NOOP;
+      d.phase = { ...phase, retry: null };
+      d.emit({
+        type: 'request_llm',
+        requestId: phase.requestId,
+        attempt: phase.attempt,
+        purpose: phase.kind === 'llm_requesting' ? 'turn' : 'continuation',
+        toolNames: phase.kind === 'llm_requesting' ? toolNames(d) : [],
+        rejectedToolCalls: phase.kind === 'awaiting_continuation' ? phase.rejectedToolCalls : [],
+      });
+      return;
+    case 'cancelling':
+      if (phase.timerId !== timerId) return NOOP;
+      // The abort acknowledgement was lost: do not stay busy (DESIGN.md, resolution 2).
+      d.emit({ type: 'abort_llm', requestId: phase.requestId });
+      d.phase = { kind: 'idle' };
+      return;
+    case 'awaiting_sub_agents': {
+      if (phase.timerId !== timerId) return NOOP;
+      const late = phase.agents.filter((a) => phase.pending.includes(a.agentId));
+      const outcomes = [...phase.outcomes];
+      for (const agent of late) {
+        d.emit({ type: 'stop_sub_agent', agentId: agent.agentId, reason: 'timed out' });
+        outcomes.push({
+          agentId: agent.agentId,
+          task: agent.task,
+          success: false,
+          result: `Timed out after ${Math.round(d.ctx.policy.subAgentTimeoutMs / 1000)}s without submitting a result.`,
+          errorKind: 'timeout',
+        });
+      }
+      finishSubAgents(d, phase, outcomes);
+      return;
+    }
+    default:
+      return NOOP;
+  }
+}
+
+// ---- tools -----------------------------------------------------------------------------
+
+function onToolComplete(d: Draft, result: ToolResult): Outcome {
+  const phase = d.phase;
+  if (phase.kind !== 'tool_executing' || phase.current.id !== result.toolUseId) return NOOP;
+  d.persistResult(result);
+  runTools(d, phase.remaining, [...phase.completed, result], phase.total);
+  return;
+}
+
+/**
+ * Starts tool calls in order until one has to wait for someone else (a runner, the user,
+ * sub-agents) or the conversation ends; when none is left the turn goes back to the model.
+ */
+function runTools(d: Draft, calls: readonly ToolCall[], completed: readonly ToolResult[], total: number): void {
+  const done = [...completed];
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!;
+    const remaining = calls.slice(i + 1);
+    const immediate = startTool(d, call, remaining, done, total);
+    if (immediate === null) return;
+    d.persistResult(immediate);
+    done.push(immediate);
+  }
+  d.phase = { kind: 'awaiting_llm' };
+}
+
+/** Starts one call: returns its result when it is known at once, or null when the phase now waits. */
+function startTool(
+  d: Draft,
+  call: ToolCall,
+  remaining: readonly ToolCall[],
+  completed: readonly ToolResult[],
+  total: number,
+): ToolResult | null {
+  const available = toolNames(d);
+  if (!isToolName(call.name) || !available.includes(call.name)) {
+    return errorResult(call.id, `Unknown tool: ${call.name}. Available tools: ${available.join(', ')}.`);
+  }
+  switch (call.name) {
+    case 'request_mode_upgrade': {
+      if (d.mode === 'unrestricted') return errorResult(call.id, ALREADY_UNRESTRICTED);
+      const reason = typeof call.input.reason === 'string' ? call.input.reason.trim() : '';
+      if (!reason) return errorResult(call.id, 'request_mode_upgrade needs a non-empty "reason" string.');
+      d.notify({ kind: 'mode_upgrade_requested', toolUseId: call.id, reason });
+      d.phase = { kind: 'awaiting_mode_approval', toolUseId: call.id, reason, remaining, completed, total };
+      return null;
+    }
+    case 'spawn_agents':
+      return spawnAgents(d, call, remaining, completed, total);
+    case 'submit_result': {
+      const result = typeof call.input.result === 'string' ? call.input.result : JSON.stringify(call.input.result ?? '');
+      const success = typeof call.input.success === 'boolean' ? call.input.success : true;
+      d.persistResult({ toolUseId: call.id, content: 'Result submitted.', isError: false });
+      for (const skipped of remaining) {
+        d.persistResult(synthetic(skipped.id, 'Skipped: the result was already submitted.'));
+      }
+      d.phase = { kind: 'completed', result, success };
+      d.emit({
+        type: 'notify_parent',
+        parentId: d.ctx.parentId ?? '',
+        outcome: { agentId: d.ctx.conversationId, task: '', success, result },
+      });
+      return null;
+    }
+    case 'patch':
+      if (d.mode === 'restricted') return errorResult(call.id, PATCH_RESTRICTED_ERROR);
+      break;
+    default:
+      break;
+  }
+  if (TOOLS[call.name].executor !== 'tool-runner') {
+    return errorResult(call.id, `Tool ${call.name} cannot run here.`);
+  }
+  d.emit({ type: 'execute_tool', toolUseId: call.id, name: call.name, input: call.input, mode: d.mode });
+  d.phase = { kind: 'tool_executing', current: call, remaining, completed, total };
+  return null;
+}
+
+function spawnAgents(
+  d: Draft,
+  call: ToolCall,
+  remaining: readonly ToolCall[],
+  completed: readonly ToolResult[],
+  total: number,
+): ToolResult | null {
+  const tasks = parseTasks(call.input.tasks);
+  if (typeof tasks === 'string') return errorResult(call.id, tasks);
+  // REQ-BED-018 (DESIGN.md resolution 1): Restricted whenever the sandbox exists.
+  const mode: Mode = d.ctx.sandboxAvailable ? 'restricted' : 'unrestricted';
+  const agents = tasks.map((task, index) => ({ agentId: `${d.ctx.conversationId}--${call.id}--${index}`, task }));
+  agents.forEach((agent, index) =>
+    d.emit({ type: 'spawn_sub_agent', agentId: agent.agentId, task: agent.task, mode, spawnToolUseId: call.id, index }),
+  );
+  const timerId = d.newTimerId();
+  d.emit({ type: 'schedule_timer', timerId, delayMs: d.ctx.policy.subAgentTimeoutMs, purpose: 'sub_agent_timeout' });
+  d.phase = {
+    kind: 'awaiting_sub_agents',
+    spawnToolUseId: call.id,
+    agents,
+    pending: agents.map((a) => a.agentId),
+    outcomes: [],
+    timerId,
+    remaining,
+    completed,
+    total,
+  };
+  return null;
+}
+
+const MAX_SUB_AGENTS = TOOLS.spawn_agents.inputSchema.properties?.tasks?.maxItems ?? 8;
+
+function parseTasks(value: unknown): string[] | string {
+  const expected = `spawn_agents needs "tasks": a list of 1 to ${MAX_SUB_AGENTS} objects like {"task": "..."}.`;
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_SUB_AGENTS) return expected;
+  const tasks: string[] = [];
+  for (const item of value) {
+    const task = typeof item === 'string' ? item : item && typeof item === 'object' ? (item as { task?: unknown }).task : undefined;
+    if (typeof task !== 'string' || task.trim() === '') return expected;
+    tasks.push(task);
+  }
+  return tasks;
+}
+
+function onSubAgentResult(d: Draft, outcome: SubAgentOutcome): Outcome {
+  const phase = d.phase;
+  if (phase.kind !== 'awaiting_sub_agents' || !phase.pending.includes(outcome.agentId)) return NOOP;
+  const task = phase.agents.find((a) => a.agentId === outcome.agentId)?.task ?? outcome.task;
+  const outcomes = [...phase.outcomes, { ...outcome, task }];
+  const pending = phase.pending.filter((id) => id !== outcome.agentId);
+  d.notify({
+    kind: 'sub_agent_progress',
+    agentId: outcome.agentId,
+    task,
+    success: outcome.success,
+    result: outcome.result,
+    finishedCount: outcomes.length,
+    totalCount: phase.agents.length,
+  });
+  if (pending.length > 0) {
+    d.phase = { ...phase, pending, outcomes };
+    return;
+  }
+  d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+  finishSubAgents(d, phase, outcomes);
+  return;
+}
+
+type AwaitingSubAgents = Extract<Phase, { kind: 'awaiting_sub_agents' }>;
+
+/** Every spawned agent is accounted for: aggregate, answer spawn_agents, go on (REQ-BED-008). */
+function finishSubAgents(d: Draft, phase: AwaitingSubAgents, outcomes: readonly SubAgentOutcome[]): void {
+  const result: ToolResult = {
+    toolUseId: phase.spawnToolUseId,
+    content: formatOutcomes(phase.agents, outcomes),
+    isError: outcomes.every((o) => !o.success),
+  };
+  d.persistResult(result);
+  runTools(d, phase.remaining, [...phase.completed, result], phase.total);
+}
+
+export function formatOutcomes(
+  agents: readonly { agentId: string; task: string }[],
+  outcomes: readonly SubAgentOutcome[],
+): string {
+  const failed = outcomes.filter((o) => !o.success).length;
+  const lines = [`Sub-agent results: ${agents.length} spawned, ${agents.length - failed} succeeded, ${failed} failed.`];
+  agents.forEach((agent, i) => {
+    const outcome = outcomes.find((o) => o.agentId === agent.agentId);
+    const status = !outcome ? 'NO RESULT' : outcome.success ? 'succeeded' : `FAILED${outcome.errorKind ? ` (${outcome.errorKind})` : ''}`;
+    lines.push('', `## Agent ${i + 1} (${agent.agentId}): ${status}`, `Task: ${agent.task}`, `Result: ${outcome?.result ?? ''}`);
+  });
+  return lines.join('\n');
+}
+
+// ---- cancellation, failure, recovery ---------------------------------------------------
+
+/**
+ * Stops whatever the phase has in flight and answers every tool call it still owes, so the
+ * tool_use/tool_result chain stays valid (REQ-BED-005). Leaves the phase for the caller to set.
+ */
+function stopWork(d: Draft, currentText: string, skippedText: string): void {
+  const phase = d.phase;
+  switch (phase.kind) {
+    case 'llm_requesting':
+    case 'awaiting_continuation':
+      if (phase.retry) d.emit({ type: 'cancel_timer', timerId: phase.retry.timerId });
+      else d.emit({ type: 'abort_llm', requestId: phase.requestId });
+      return;
+    case 'cancelling':
+      d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+      return;
+    case 'tool_executing':
+      d.emit({ type: 'kill_tool', toolUseId: phase.current.id });
+      d.persistResult(synthetic(phase.current.id, currentText));
+      for (const call of phase.remaining) d.persistResult(synthetic(call.id, skippedText));
+      return;
+    case 'awaiting_sub_agents':
+      for (const agentId of phase.pending) d.emit({ type: 'stop_sub_agent', agentId, reason: currentText });
+      d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+      d.persistResult(synthetic(phase.spawnToolUseId, currentText));
+      for (const call of phase.remaining) d.persistResult(synthetic(call.id, skippedText));
+      return;
+    case 'awaiting_mode_approval':
+      d.persistResult(synthetic(phase.toolUseId, currentText));
+      for (const call of phase.remaining) d.persistResult(synthetic(call.id, skippedText));
+      return;
+    default:
+      return;
+  }
+}
+
+function onWorkLost(d: Draft): Outcome {
+  const phase = d.phase;
+  switch (phase.kind) {
+    case 'idle':
+    case 'error':
+    case 'awaiting_mode_approval': // REQ-BED-015: waits for the user, across restarts.
+      return NOOP;
+    case 'awaiting_continuation':
+      stopWork(d, LOST_RESULT, LOST_RESULT);
+      exhaust(d, CONTINUATION_FALLBACK_SUMMARY, phase.triggerUsage);
+      return;
+    default:
+      stopWork(d, LOST_RESULT, LOST_RESULT);
+      if (d.ctx.isSubAgent) failSubAgent(d, 'The work this sub-agent waited on was lost.', 'unknown');
+      else d.phase = { kind: 'idle' };
+      return;
+  }
+}
+
+function failSubAgent(d: Draft, error: string, errorKind: ErrorKind): void {
+  d.phase = { kind: 'failed', error, errorKind };
+  d.emit({
+    type: 'notify_parent',
+    parentId: d.ctx.parentId ?? '',
+    outcome: { agentId: d.ctx.conversationId, task: '', success: false, result: error, errorKind },
+  });
+}
+
+function exhaust(d: Draft, summary: string, finalUsage: Usage): void {
+  d.phase = { kind: 'context_exhausted', summary, finalUsage };
+  d.persist('continuation', [{ type: 'text', text: summary }]);
+  d.notify({ kind: 'context_exhausted', summary });
+}
+
+// ---- small helpers ---------------------------------------------------------------------
+
+function synthetic(toolUseId: string, content: string): ToolResult {
+  return { toolUseId, content, isError: true, cancelled: true };
+}
+
+function errorResult(toolUseId: string, content: string): ToolResult {
+  return { toolUseId, content, isError: true };
+}
+
+function textOf(content: readonly ContentBlock[]): string {
+  return content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+}

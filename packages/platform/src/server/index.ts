@@ -9,3 +9,4 @@ export * from './health.ts';
 export * from './logger.ts';
 export * from './env.ts';
 export * from './common-env.ts';
+export * from './reflection.ts';

@@ -1,1 +1,12 @@
 export * from './interfaces.ts';
+export { encodeJobId, decodeJobId } from './job-id.ts';
+export { comparePositions, positionToStreamId, streamIdToPosition } from './stream-position.ts';
+export * from './defaults.ts';
+export { createMemoryTransport } from './memory/memory-transport.ts';
+export type { MemoryTransportOptions } from './memory/memory-transport.ts';
+export { createMemoryQueues } from './memory/memory-queues.ts';
+export type { MemoryQueuesOptions } from './memory/memory-queues.ts';
+export { createMemoryStreams } from './memory/memory-streams.ts';
+export type { MemoryStreamsOptions } from './memory/memory-streams.ts';
+export { createMemoryCancelBus } from './memory/memory-cancel-bus.ts';
+export { createMemoryRunnerRegistry } from './memory/memory-runner-registry.ts';

@@ -1,0 +1,163 @@
+/**
+ * In-process notification streams with the semantics of the Redis Streams ones (see
+ * ../redis/redis-streams.ts): durable events at (sequence, 0), ephemeral events after the
+ * last durable one, reads strictly after a position, blocking reads woken by an append or
+ * an abort, trimming to a maximum length and expiry after a quiet period.
+ */
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { ConversationEventSchema } from '@bedrock/contracts';
+import type { ConversationEvent } from '@bedrock/contracts';
+import { STREAM_START } from '../interfaces.ts';
+import type { NotificationStreams, StreamPosition } from '../interfaces.ts';
+import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
+import { comparePositions } from '../stream-position.ts';
+
+export interface MemoryStreamsOptions {
+  /** Entries kept per stream; older ones are dropped. Default 10 000. */
+  readonly maxLen?: number;
+  /** A stream is forgotten this long after its last append, ms. Default 24 h. */
+  readonly ttlMs?: number;
+}
+
+interface Entry {
+  readonly position: StreamPosition;
+  readonly bytes: Uint8Array;
+}
+
+interface Stream {
+  readonly entries: Entry[];
+  /** The last position ever appended; trimming does not move it back (as in Redis). */
+  top: StreamPosition;
+  touchedAt: number;
+  readonly waiters: Set<() => void>;
+}
+
+/** How often expired streams are swept, at most: once a minute. */
+const SWEEP_INTERVAL_MS = 60_000;
+
+export function createMemoryStreams(options: MemoryStreamsOptions = {}): NotificationStreams {
+  const maxLen = options.maxLen ?? DEFAULT_STREAM_MAX_LEN;
+  const ttlMs = options.ttlMs ?? DEFAULT_STREAM_TTL_MS;
+  const streams = new Map<string, Stream>();
+  let lastSweep = Date.now();
+  let closed = false;
+
+  function live(conversationId: string, now: number): Stream | undefined {
+    const stream = streams.get(conversationId);
+    if (stream && stream.touchedAt + ttlMs <= now && stream.waiters.size === 0) {
+      streams.delete(conversationId);
+      return undefined;
+    }
+    return stream;
+  }
+
+  function sweep(now: number): void {
+    if (now - lastSweep < SWEEP_INTERVAL_MS) return;
+    lastSweep = now;
+    for (const id of [...streams.keys()]) live(id, now);
+  }
+
+  function append(conversationId: string, event: ConversationEvent, position: StreamPosition): void {
+    const now = Date.now();
+    sweep(now);
+    let stream = live(conversationId, now);
+    if (!stream) {
+      stream = { entries: [], top: STREAM_START, touchedAt: now, waiters: new Set() };
+      streams.set(conversationId, stream);
+    }
+    const stored = create(ConversationEventSchema, {
+      ...event,
+      sequence: position.sequence,
+      deltaIndex: position.deltaIndex,
+    });
+    stream.entries.push({ position, bytes: toBinary(ConversationEventSchema, stored) });
+    if (stream.entries.length > maxLen) stream.entries.splice(0, stream.entries.length - maxLen);
+    stream.top = position;
+    stream.touchedAt = now;
+    const waiters = [...stream.waiters];
+    stream.waiters.clear();
+    for (const wake of waiters) wake();
+  }
+
+  function topOf(conversationId: string): StreamPosition {
+    return live(conversationId, Date.now())?.top ?? STREAM_START;
+  }
+
+  function collect(conversationId: string, after: StreamPosition, limit: number): ConversationEvent[] {
+    const stream = live(conversationId, Date.now());
+    if (!stream) return [];
+    const { entries } = stream;
+    // Binary search for the first entry strictly after `after`.
+    let lo = 0;
+    let hi = entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (comparePositions(entries[mid]!.position, after) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return entries.slice(lo, lo + limit).map((entry) => fromBinary(ConversationEventSchema, entry.bytes));
+  }
+
+  return {
+    async appendDurable(event: ConversationEvent): Promise<boolean> {
+      if (closed) throw new Error('notification streams are closed');
+      const top = topOf(event.conversationId);
+      // Sequence 0 is STREAM_START, which no event occupies.
+      if (event.sequence < 1n || event.sequence <= top.sequence) return false;
+      append(event.conversationId, event, { sequence: event.sequence, deltaIndex: 0 });
+      return true;
+    },
+
+    async appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null> {
+      if (closed) throw new Error('notification streams are closed');
+      const top = topOf(event.conversationId);
+      // Later durable event: the delta is stale. Earlier one: its durable event is not in the
+      // stream yet, and a delta placed now would take (sequence, 0) or break the order.
+      if (event.sequence !== top.sequence) return null;
+      const position = { sequence: top.sequence, deltaIndex: top.deltaIndex + 1 };
+      append(event.conversationId, event, position);
+      return position;
+    },
+
+    async read(conversationId, after, readOptions = {}): Promise<ConversationEvent[]> {
+      const { limit = DEFAULT_READ_LIMIT, blockMs = 0, signal } = readOptions;
+      if (signal?.aborted || closed) return [];
+      const found = collect(conversationId, after, limit);
+      if (found.length > 0 || blockMs <= 0) return found;
+      let stream = streams.get(conversationId);
+      if (!stream) {
+        stream = { entries: [], top: STREAM_START, touchedAt: Date.now(), waiters: new Set() };
+        streams.set(conversationId, stream);
+      }
+      const waiters = stream.waiters;
+      const woken = await new Promise<boolean>((resolve) => {
+        const done = (appended: boolean) => {
+          clearTimeout(timer);
+          waiters.delete(wake);
+          signal?.removeEventListener('abort', onAbort);
+          resolve(appended);
+        };
+        const wake = () => done(true);
+        const onAbort = () => done(false);
+        const timer = setTimeout(() => done(false), blockMs);
+        waiters.add(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+      return woken && !closed ? collect(conversationId, after, limit) : [];
+    },
+
+    async last(conversationId: string): Promise<StreamPosition> {
+      return topOf(conversationId);
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+      for (const stream of streams.values()) {
+        const waiters = [...stream.waiters];
+        stream.waiters.clear();
+        for (const wake of waiters) wake();
+      }
+      streams.clear();
+    },
+  };
+}

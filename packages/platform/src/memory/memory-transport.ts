@@ -1,0 +1,37 @@
+/**
+ * The embedded single-process mode's transport: every service of the process shares one
+ * instance. Nothing survives a restart, which is fine there because Postgres (the outbox)
+ * holds the truth and re-sends what was not finished.
+ */
+import type { Transport } from '../interfaces.ts';
+import { createMemoryCancelBus } from './memory-cancel-bus.ts';
+import { createMemoryQueues } from './memory-queues.ts';
+import type { MemoryQueuesOptions } from './memory-queues.ts';
+import { createMemoryRunnerRegistry } from './memory-runner-registry.ts';
+import { createMemoryStreams } from './memory-streams.ts';
+import type { MemoryStreamsOptions } from './memory-streams.ts';
+
+export interface MemoryTransportOptions {
+  readonly queues?: MemoryQueuesOptions;
+  readonly streams?: MemoryStreamsOptions;
+  /** Called when a cancel subscriber throws. Default: console.error. */
+  readonly onError?: (error: unknown) => void;
+}
+
+export function createMemoryTransport(options: MemoryTransportOptions = {}): Transport {
+  const queues = createMemoryQueues(options.queues);
+  const streams = createMemoryStreams(options.streams);
+  const cancels = createMemoryCancelBus({ onError: options.onError });
+  const runners = createMemoryRunnerRegistry();
+  let closing: Promise<void> | undefined;
+  return {
+    queues,
+    streams,
+    cancels,
+    runners,
+    close() {
+      closing ??= Promise.all([queues.close(), streams.close(), cancels.close(), runners.close()]).then(() => undefined);
+      return closing;
+    },
+  };
+}

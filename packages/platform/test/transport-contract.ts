@@ -1,0 +1,489 @@
+/**
+ * The behaviour every Transport implementation must have, as one set of Jest cases. The
+ * test file runs it against each implementation (in-process and Redis), so the embedded and
+ * distributed modes cannot drift apart.
+ */
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { CancelSignalSchema, ConversationEventSchema, LlmRequestJobSchema, RunnerCapabilitiesSchema } from '@bedrock/contracts';
+import type { CancelSignal, ConversationEvent, LlmRequestJob } from '@bedrock/contracts';
+import { STREAM_START } from '../src/index.ts';
+import type { Consumer, Job, StreamPosition, Transport } from '../src/index.ts';
+
+export interface TransportHarness {
+  /** A fresh transport; may be called more than once (e.g. a second "replica"). */
+  make(): Promise<Transport>;
+  /** Called after every transport made is closed (delete keys, ...). */
+  cleanup?(): Promise<void>;
+}
+
+/** Generous: conditions are awaited, never slept for, so this only bounds a failing test. */
+const WAIT_MS = 15_000;
+
+export async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = WAIT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+let counter = 0;
+function unique(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+function llmJob(requestId: string, extra: MessageInitShape<typeof LlmRequestJobSchema> = {}): LlmRequestJob {
+  return create(LlmRequestJobSchema, {
+    requestId,
+    conversationId: 'conv-1',
+    model: 'claude-test',
+    toolNames: ['bash', 'patch'],
+    attempt: 2,
+    notifySequence: 12345678901234n,
+    traceContext: { traceparent: '00-abc-def-01' },
+    ...extra,
+  });
+}
+
+function durable(conversationId: string, sequence: bigint): ConversationEvent {
+  return create(ConversationEventSchema, {
+    conversationId,
+    sequence,
+    kind: { case: 'contextExhausted', value: { summary: `summary ${sequence}` } },
+  });
+}
+
+function delta(conversationId: string, sequence: bigint, text: string): ConversationEvent {
+  return create(ConversationEventSchema, {
+    conversationId,
+    sequence,
+    kind: { case: 'tokenDelta', value: { requestId: 'req-1', blockIndex: 0, text } },
+  });
+}
+
+function positions(events: ConversationEvent[]): string[] {
+  return events.map((e) => `${e.sequence}-${e.deltaIndex}`);
+}
+
+export function transportContract(name: string, harness: TransportHarness): void {
+  describe(`${name} transport contract`, () => {
+    const made: Transport[] = [];
+    let t: Transport;
+    const consumers: Consumer[] = [];
+
+    async function make(): Promise<Transport> {
+      const transport = await harness.make();
+      made.push(transport);
+      return transport;
+    }
+
+    /** Closes what a test left open (a failing test must not hang the others). */
+    async function closeConsumers(): Promise<void> {
+      await Promise.all(consumers.splice(0).map((c) => c.close(0)));
+    }
+
+    beforeAll(async () => {
+      t = await make();
+    });
+
+    afterAll(async () => {
+      await closeConsumers();
+      await Promise.all(made.map((transport) => transport.close()));
+      await harness.cleanup?.();
+    });
+
+    function consume(
+      transport: Transport,
+      queue: string,
+      handler: (job: Job<LlmRequestJob>, signal: AbortSignal) => Promise<void>,
+      options?: Parameters<Transport['queues']['consume']>[3],
+    ): Consumer {
+      const consumer = transport.queues.consume(queue, LlmRequestJobSchema, handler, options);
+      consumers.push(consumer);
+      return consumer;
+    }
+
+    describe('queues', () => {
+      it('de-duplicates job ids, including ids with colons, also after completion', async () => {
+        const queue = unique('dedup');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const id = 'conv-1:llm:3';
+        expect(await producer.add(id, llmJob('r1'))).toBe(true);
+        expect(await producer.add(id, llmJob('r1-again'))).toBe(false);
+        expect(await producer.add('a:b', llmJob('r2'))).toBe(true);
+        expect(await producer.add('42', llmJob('r3'))).toBe(true);
+        const seen: Job<LlmRequestJob>[] = [];
+        const consumer = consume(t, queue, async (job) => {
+          seen.push(job);
+        });
+        await waitFor(() => seen.length === 3, 'three deliveries');
+        await waitFor(async () => (await t.queues.depth(queue)).active === 0, 'jobs to complete');
+        expect(seen.map((j) => j.id).sort()).toEqual(['42', 'a:b', 'conv-1:llm:3']);
+        const first = seen.find((j) => j.id === id)!;
+        expect(first.data.requestId).toBe('r1');
+        expect(first.data.notifySequence).toBe(12345678901234n);
+        expect(first.data.toolNames).toEqual(['bash', 'patch']);
+        expect(first.data.traceContext).toEqual({ traceparent: '00-abc-def-01' });
+        expect(first.attemptsMade).toBe(1);
+        // Completed ids are remembered: an outbox re-publish after a crash is still a duplicate.
+        expect(await producer.add(id, llmJob('r1-late'))).toBe(false);
+        await consumer.close();
+        expect(seen).toHaveLength(3);
+      });
+
+      it('delays a job and reports it in depth', async () => {
+        const queue = unique('delay');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const addedAt = Date.now();
+        expect(await producer.add('later', llmJob('later'), { delayMs: 400 })).toBe(true);
+        expect(await producer.add('now', llmJob('now'))).toBe(true);
+        expect(await t.queues.depth(queue)).toEqual({ waiting: 1, active: 0, delayed: 1, failed: 0 });
+        const seen: { id: string; at: number; readyAt: number }[] = [];
+        consume(t, queue, async (job) => {
+          seen.push({ id: job.id, at: Date.now(), readyAt: job.readyAt });
+        });
+        await waitFor(() => seen.length === 2, 'both jobs');
+        expect(seen.map((s) => s.id)).toEqual(['now', 'later']);
+        // A few ms of slack: timers and Redis timestamps have ms resolution.
+        expect(seen[1]!.at - addedAt).toBeGreaterThanOrEqual(390);
+        expect(seen[1]!.readyAt - addedAt).toBeGreaterThanOrEqual(390);
+        expect(seen[0]!.readyAt).toBeLessThanOrEqual(seen[0]!.at);
+        await closeConsumers();
+      });
+
+      it('removes a job that has not started, but not a running one', async () => {
+        const queue = unique('remove');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        expect(await producer.add('timer:1', llmJob('t1'), { delayMs: 60_000 })).toBe(true);
+        expect(await producer.add('waiting:1', llmJob('w1'))).toBe(true);
+        expect(await producer.remove('timer:1')).toBe(true);
+        expect(await producer.remove('timer:1')).toBe(false);
+        expect(await producer.remove('waiting:1')).toBe(true);
+        expect(await producer.remove('never-added')).toBe(false);
+        expect(await t.queues.depth(queue)).toEqual({ waiting: 0, active: 0, delayed: 0, failed: 0 });
+        // A removed id is forgotten, so it can be queued again.
+        expect(await producer.add('timer:1', llmJob('t1-again'))).toBe(true);
+        const release = deferred();
+        const started: string[] = [];
+        consume(t, queue, async (job) => {
+          started.push(job.id);
+          await release.promise;
+        });
+        await waitFor(() => started.length === 1, 'the job to start');
+        expect(started).toEqual(['timer:1']);
+        expect(await producer.remove('timer:1')).toBe(false);
+        release.resolve();
+        await waitFor(async () => (await t.queues.depth(queue)).active === 0, 'the job to finish');
+        await closeConsumers();
+      });
+
+      it('delivers in the order added', async () => {
+        const queue = unique('order');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const ids = Array.from({ length: 8 }, (_, i) => `job:${i}`);
+        for (const id of ids) expect(await producer.add(id, llmJob(id))).toBe(true);
+        const seen: string[] = [];
+        consume(t, queue, async (job) => {
+          seen.push(job.id);
+        });
+        await waitFor(() => seen.length === ids.length, 'every job');
+        expect(seen).toEqual(ids);
+        await closeConsumers();
+      });
+
+      it('hands a running job back when its consumer closes, and another consumer gets it', async () => {
+        const queue = unique('handback');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        let abortedA = false;
+        const startedA: Job<LlmRequestJob>[] = [];
+        const consumerA = consume(t, queue, async (job, signal) => {
+          startedA.push(job);
+          // A handler that ignores nothing: it runs until told to stop.
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+          abortedA = signal.aborted;
+        });
+        expect(await producer.add('conv-9:tool:1', llmJob('h1'))).toBe(true);
+        await waitFor(() => startedA.length === 1, 'consumer A to start the job');
+        expect(startedA[0]!.attemptsMade).toBe(1);
+
+        const other = await make();
+        const seenB: Job<LlmRequestJob>[] = [];
+        consume(other, queue, async (job) => {
+          seenB.push(job);
+        });
+        await consumerA.close(200);
+        expect(abortedA).toBe(true);
+        await waitFor(() => seenB.length === 1, 'consumer B to get the handed-back job');
+        expect(seenB[0]!.id).toBe('conv-9:tool:1');
+        expect(seenB[0]!.data.requestId).toBe('h1');
+        expect(seenB[0]!.attemptsMade).toBe(2);
+        await waitFor(async () => (await t.queues.depth(queue)).active === 0, 'the job to complete');
+        expect(startedA).toHaveLength(1);
+        await closeConsumers();
+      });
+
+      it('close waits for running jobs within the grace period', async () => {
+        const queue = unique('grace');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const started = deferred();
+        let finished = false;
+        let aborted = false;
+        const consumer = consume(t, queue, async (_job, signal) => {
+          started.resolve();
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          aborted = signal.aborted;
+          finished = true;
+        });
+        await producer.add('slow', llmJob('slow'));
+        await started.promise;
+        await consumer.close(10_000);
+        expect(finished).toBe(true);
+        expect(aborted).toBe(false);
+        expect(await t.queues.depth(queue)).toEqual({ waiting: 0, active: 0, delayed: 0, failed: 0 });
+        expect(await producer.add('slow', llmJob('slow'))).toBe(false);
+      });
+
+      it('retries a throwing handler up to `attempts`, then fails the job', async () => {
+        const queue = unique('attempts');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const attempts: number[] = [];
+        consume(
+          t,
+          queue,
+          async (job) => {
+            attempts.push(job.attemptsMade);
+            throw new Error('boom');
+          },
+          { attempts: 3, backoffMs: 20 },
+        );
+        await producer.add('always-fails', llmJob('f'));
+        await waitFor(async () => (await t.queues.depth(queue)).failed === 1, 'the job to fail');
+        expect(attempts).toEqual([1, 2, 3]);
+        expect(await producer.add('always-fails', llmJob('f'))).toBe(false);
+
+        const flaky: number[] = [];
+        const flakyQueue = unique('flaky');
+        consume(
+          t,
+          flakyQueue,
+          async (job) => {
+            flaky.push(job.attemptsMade);
+            if (job.attemptsMade === 1) throw new Error('first try fails');
+          },
+          { attempts: 2, backoffMs: 0 },
+        );
+        await t.queues.producer(flakyQueue, LlmRequestJobSchema).add('flaky', llmJob('x'));
+        await waitFor(() => flaky.length === 2, 'the retry');
+        await waitFor(async () => (await t.queues.depth(flakyQueue)).active === 0, 'completion');
+        expect(await t.queues.depth(flakyQueue)).toEqual({ waiting: 0, active: 0, delayed: 0, failed: 0 });
+        await closeConsumers();
+      });
+
+      it('runs at most `concurrency` jobs at once per consumer', async () => {
+        const queue = unique('concurrency');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        for (let i = 0; i < 6; i++) await producer.add(`c:${i}`, llmJob(`c${i}`));
+        let running = 0;
+        let maxRunning = 0;
+        let done = 0;
+        const release = deferred();
+        consume(
+          t,
+          queue,
+          async () => {
+            running += 1;
+            maxRunning = Math.max(maxRunning, running);
+            await release.promise;
+            running -= 1;
+            done += 1;
+          },
+          { concurrency: 3 },
+        );
+        await waitFor(() => running === 3, 'three jobs in flight');
+        release.resolve();
+        await waitFor(() => done === 6, 'every job');
+        expect(maxRunning).toBe(3);
+        await closeConsumers();
+      });
+
+      it('applies the queue-wide limiter', async () => {
+        const queue = unique('limiter');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        for (let i = 0; i < 4; i++) await producer.add(`l:${i}`, llmJob(`l${i}`));
+        const startedAt: number[] = [];
+        consume(
+          t,
+          queue,
+          async () => {
+            startedAt.push(Date.now());
+          },
+          { concurrency: 4, limiter: { max: 2, durationMs: 600 } },
+        );
+        await waitFor(() => startedAt.length === 4, 'every job');
+        startedAt.sort((a, b) => a - b);
+        // Two per 600 ms window: the third cannot start in the first window.
+        expect(startedAt[2]! - startedAt[0]!).toBeGreaterThanOrEqual(500);
+        await closeConsumers();
+      });
+    });
+
+    describe('notification streams', () => {
+      it('appends durable events once, in sequence order', async () => {
+        const conv = unique('conv');
+        expect(await t.streams.last(conv)).toEqual(STREAM_START);
+        for (const seq of [1n, 2n, 3n]) expect(await t.streams.appendDurable(durable(conv, seq))).toBe(true);
+        expect(await t.streams.appendDurable(durable(conv, 2n))).toBe(false);
+        expect(await t.streams.appendDurable(durable(conv, 3n))).toBe(false);
+        expect(await t.streams.appendDurable(durable(conv, 0n))).toBe(false);
+        const events = await t.streams.read(conv, STREAM_START);
+        expect(positions(events)).toEqual(['1-0', '2-0', '3-0']);
+        expect(events[2]!.kind).toEqual({ case: 'contextExhausted', value: expect.objectContaining({ summary: 'summary 3' }) });
+        expect(events[0]!.conversationId).toBe(conv);
+        expect(await t.streams.last(conv)).toEqual({ sequence: 3n, deltaIndex: 0 });
+      });
+
+      it('numbers ephemeral events after the last durable one and drops stale ones', async () => {
+        const conv = unique('conv');
+        expect(await t.streams.appendEphemeral(delta(conv, 0n, 'before anything'))).toEqual({ sequence: 0n, deltaIndex: 1 });
+        expect(await t.streams.appendDurable(durable(conv, 1n))).toBe(true);
+        expect(await t.streams.appendEphemeral(delta(conv, 1n, 'a'))).toEqual({ sequence: 1n, deltaIndex: 1 });
+        expect(await t.streams.appendEphemeral(delta(conv, 1n, 'b'))).toEqual({ sequence: 1n, deltaIndex: 2 });
+        // A durable event at a position the deltas already passed is a re-publish.
+        expect(await t.streams.appendDurable(durable(conv, 1n))).toBe(false);
+        expect(await t.streams.appendDurable(durable(conv, 2n))).toBe(true);
+        // Stale: a later durable event exists.
+        expect(await t.streams.appendEphemeral(delta(conv, 1n, 'late'))).toBeNull();
+        // Ahead: durable event 5 is not in the stream yet.
+        expect(await t.streams.appendEphemeral(delta(conv, 5n, 'early'))).toBeNull();
+        expect(await t.streams.appendEphemeral(delta(conv, 2n, 'c'))).toEqual({ sequence: 2n, deltaIndex: 1 });
+        const events = await t.streams.read(conv, STREAM_START);
+        expect(positions(events)).toEqual(['0-1', '1-0', '1-1', '1-2', '2-0', '2-1']);
+        const texts = events.filter((e) => e.kind.case === 'tokenDelta').map((e) => (e.kind.value as { text: string }).text);
+        expect(texts).toEqual(['before anything', 'a', 'b', 'c']);
+        expect(await t.streams.last(conv)).toEqual({ sequence: 2n, deltaIndex: 1 });
+      });
+
+      it('resumes after any position with no gap and no duplicate', async () => {
+        const conv = unique('conv');
+        for (let seq = 1n; seq <= 5n; seq++) {
+          await t.streams.appendDurable(durable(conv, seq));
+          for (let i = 0; i < Number(seq % 3n); i++) await t.streams.appendEphemeral(delta(conv, seq, `${seq}.${i}`));
+        }
+        const all = positions(await t.streams.read(conv, STREAM_START));
+        expect(all).toEqual(['1-0', '1-1', '2-0', '2-1', '2-2', '3-0', '4-0', '4-1', '5-0', '5-1', '5-2']);
+        // Page through with a small limit, resuming from the last position seen each time.
+        const paged: string[] = [];
+        let after: StreamPosition = STREAM_START;
+        for (;;) {
+          const page = await t.streams.read(conv, after, { limit: 2 });
+          if (page.length === 0) break;
+          expect(page.length).toBeLessThanOrEqual(2);
+          paged.push(...positions(page));
+          const lastEvent = page[page.length - 1]!;
+          after = { sequence: lastEvent.sequence, deltaIndex: lastEvent.deltaIndex };
+        }
+        expect(paged).toEqual(all);
+        expect(positions(await t.streams.read(conv, { sequence: 2n, deltaIndex: 1 }))).toEqual(all.slice(4));
+        expect(positions(await t.streams.read(conv, { sequence: 3n, deltaIndex: 0 }))).toEqual(all.slice(6));
+        expect(await t.streams.read(conv, { sequence: 5n, deltaIndex: 2 })).toEqual([]);
+      });
+
+      it('a blocking read is woken by an append', async () => {
+        const conv = unique('conv');
+        await t.streams.appendDurable(durable(conv, 1n));
+        const startedAt = Date.now();
+        const reading = t.streams.read(conv, { sequence: 1n, deltaIndex: 0 }, { blockMs: 20_000 });
+        // Give the read a moment to block; the append must wake it whether it arrives before or after.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(await t.streams.appendEphemeral(delta(conv, 1n, 'wake'))).toEqual({ sequence: 1n, deltaIndex: 1 });
+        const events = await reading;
+        expect(positions(events)).toEqual(['1-1']);
+        expect(Date.now() - startedAt).toBeLessThan(10_000);
+      });
+
+      it('a blocking read resolves with [] on abort, and at once when already aborted', async () => {
+        const conv = unique('conv');
+        const controller = new AbortController();
+        const startedAt = Date.now();
+        const reading = t.streams.read(conv, STREAM_START, { blockMs: 20_000, signal: controller.signal });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        controller.abort();
+        expect(await reading).toEqual([]);
+        expect(Date.now() - startedAt).toBeLessThan(10_000);
+        // The stream still works after an aborted read.
+        await t.streams.appendDurable(durable(conv, 1n));
+        expect(await t.streams.read(conv, STREAM_START, { signal: controller.signal })).toEqual([]);
+        expect(positions(await t.streams.read(conv, STREAM_START, { blockMs: 1000 }))).toEqual(['1-0']);
+      });
+
+      it('a blocking read times out with []', async () => {
+        const conv = unique('conv');
+        const startedAt = Date.now();
+        expect(await t.streams.read(conv, STREAM_START, { blockMs: 100 })).toEqual([]);
+        expect(Date.now() - startedAt).toBeGreaterThanOrEqual(90);
+      });
+
+      it('many blocking reads at once are all woken', async () => {
+        const conv = unique('conv');
+        const reads = Array.from({ length: 12 }, () => t.streams.read(conv, STREAM_START, { blockMs: 20_000 }));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await t.streams.appendDurable(durable(conv, 1n));
+        for (const events of await Promise.all(reads)) expect(positions(events)).toEqual(['1-0']);
+      });
+    });
+
+    describe('cancel bus', () => {
+      it('reaches every subscriber until it unsubscribes', async () => {
+        const other = await make();
+        const gotA: CancelSignal[] = [];
+        const gotB: CancelSignal[] = [];
+        const unsubscribeA = await t.cancels.subscribe((s) => gotA.push(s));
+        const unsubscribeB = await other.cancels.subscribe((s) => gotB.push(s));
+        const conv = unique('conv');
+        await t.cancels.publish(create(CancelSignalSchema, { conversationId: conv, target: { case: 'toolUseId', value: 'tu-1' } }));
+        await waitFor(() => gotA.length === 1 && gotB.length === 1, 'both subscribers');
+        expect(gotA[0]!.conversationId).toBe(conv);
+        expect(gotB[0]!.target).toEqual({ case: 'toolUseId', value: 'tu-1' });
+        await unsubscribeA();
+        await other.cancels.publish(create(CancelSignalSchema, { conversationId: conv, target: { case: 'llmRequestId', value: 'r-2' } }));
+        await waitFor(() => gotB.length === 2, 'the remaining subscriber');
+        expect(gotB[1]!.target).toEqual({ case: 'llmRequestId', value: 'r-2' });
+        // Delivered to B, so A (unsubscribed before the publish) would have had it by now.
+        expect(gotA).toHaveLength(1);
+        await unsubscribeB();
+      });
+    });
+
+    describe('runner registry', () => {
+      it('lists runners until their ttl passes without a refresh', async () => {
+        const short = unique('runner-short');
+        const long = unique('runner-long');
+        await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: short, sandboxAvailable: true, landlockAbi: 4, queues: ['tool-exec'] }), 300);
+        await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: long, hostname: 'h1' }), 60_000);
+        const ids = async () => (await t.runners.list()).map((r) => r.runnerId).filter((id) => id === short || id === long).sort();
+        expect(await ids()).toEqual([long, short].sort());
+        const listed = (await t.runners.list()).find((r) => r.runnerId === short)!;
+        expect(listed).toMatchObject({ sandboxAvailable: true, landlockAbi: 4, queues: ['tool-exec'] });
+        await waitFor(async () => (await ids()).length === 1, 'the short-lived runner to expire');
+        expect(await ids()).toEqual([long]);
+        // A refresh brings a runner back with its new capabilities.
+        await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: short, landlockAbi: 5 }), 60_000);
+        expect((await t.runners.list()).find((r) => r.runnerId === short)?.landlockAbi).toBe(5);
+        await t.runners.remove(short);
+        await t.runners.remove(long);
+        expect(await ids()).toEqual([]);
+      });
+    });
+  });
+}

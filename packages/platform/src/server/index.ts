@@ -10,3 +10,6 @@ export * from './logger.ts';
 export * from './env.ts';
 export * from './common-env.ts';
 export * from './reflection.ts';
+export * from './metric-names.ts';
+export * from './metrics.ts';
+export * from './metrics-server.ts';

@@ -1,0 +1,87 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import type { Health } from './health.ts';
+import { OVERALL } from './health.ts';
+
+/** Options of {@link startMetricsServer}. */
+export interface MetricsServerOptions {
+  /** TCP port; `0` picks a free one. Conventionally `BEDROCK_METRICS_PORT` (default 9464). */
+  port: number;
+  /** Interface to bind. Default `0.0.0.0`. */
+  host?: string;
+  registry: Registry;
+  /** Mirrored by `/readyz`; without it `/readyz` answers 200 like `/healthz`. */
+  health?: Health;
+}
+
+/** A running metrics server. */
+export interface MetricsServer {
+  readonly port: number;
+  /** e.g. `http://127.0.0.1:9464`. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Plain HTTP/1.1 for Prometheus scrapes and kubelet probes, apart from the gRPC port so a
+ * busy or draining gRPC server never fails a scrape:
+ * - `GET /metrics`: the registry in Prometheus text format.
+ * - `GET /healthz`: liveness; 200 whenever the process can answer. It deliberately ignores
+ *   the health holder: a dependency outage should drain a pod, not restart it.
+ * - `GET /readyz`: readiness; 200 when the overall (`""`) status is SERVING, else 503, with
+ *   every status as JSON. `/readyz?service=NAME` checks one name (404 if unknown).
+ */
+export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+  const { registry, health } = options;
+  const host = options.host ?? '0.0.0.0';
+  const server = http.createServer((req, res) => {
+    const reply = (status: number, body: string, type = 'text/plain; charset=utf-8'): void => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      return reply(405, 'method not allowed\n');
+    }
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    switch (url.pathname) {
+      case '/metrics':
+        registry.metrics().then(
+          (text) => reply(200, text, registry.contentType),
+          (err: unknown) => reply(500, `collecting metrics failed: ${String(err)}\n`),
+        );
+        return;
+      case '/healthz':
+        return reply(200, 'ok\n');
+      case '/readyz': {
+        if (!health) return reply(200, JSON.stringify({ status: 'SERVING' }), 'application/json');
+        const service = url.searchParams.get('service') ?? OVERALL;
+        const status = health.get(service);
+        if (status === undefined) return reply(404, JSON.stringify({ error: `unknown service "${service}"` }), 'application/json');
+        const body = JSON.stringify({ service, status, services: health.list() });
+        return reply(status === 'SERVING' ? 200 : 503, body, 'application/json');
+      }
+      default:
+        return reply(404, 'not found: try /metrics, /healthz or /readyz\n');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    port,
+    url: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        // Scrapers keep connections alive; nothing here is worth waiting for.
+        server.closeAllConnections();
+      }),
+  };
+}

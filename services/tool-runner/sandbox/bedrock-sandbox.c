@@ -1,0 +1,426 @@
+/*
+ * bedrock-sandbox: restricts itself, then execs a command (REQ-BASH-008, REQ-BED-014).
+ *
+ *   bedrock-sandbox --probe
+ *       Prints {"landlock_abi":N,"seccomp":B,"sandbox":B,"error":"..."} after applying the full
+ *       Restricted sandbox in a forked child and checking that a write and a socket are refused.
+ *   bedrock-sandbox [options] -- PROGRAM [ARGS...]
+ *       --restricted      Landlock read-only filesystem (writable: /dev/null and --scratch),
+ *                         Landlock TCP bind/connect denied, Landlock signal and abstract unix
+ *                         socket scoping (ABI >= 6), a seccomp filter denying every socket(),
+ *                         io_uring, namespaces and a few kernel-facing calls, all capabilities
+ *                         dropped. Fails (exit 125) rather than run unsandboxed.
+ *       --scratch DIR     a directory left writable in Restricted mode
+ *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
+ *       --mem BYTES       RLIMIT_AS           --cpu SECONDS   RLIMIT_CPU (hard = soft + 5)
+ *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
+ *       --nofile N        RLIMIT_NOFILE       (0 or absent: leave the limit unchanged)
+ *   Stderr is joined to stdout just before exec, so the command's output keeps its order;
+ *   the helper's own errors, before that point, stay on stderr.
+ *
+ * The system headers may predate the running kernel, so the Landlock ABI is defined here and
+ * the kernel is asked for its version; rights the kernel does not know are left out.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- Landlock ABI (include/uapi/linux/landlock.h, up to ABI 7) ---- */
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#endif
+#ifndef __NR_landlock_add_rule
+#define __NR_landlock_add_rule 445
+#endif
+#ifndef __NR_landlock_restrict_self
+#define __NR_landlock_restrict_self 446
+#endif
+
+struct br_ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net; /* ABI 4 */
+  uint64_t scoped;             /* ABI 6 */
+};
+
+struct br_path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+
+#define BR_CREATE_RULESET_VERSION (1U << 0)
+#define BR_RULE_PATH_BENEATH 1
+
+#define BR_FS_EXECUTE (1ULL << 0)
+#define BR_FS_WRITE_FILE (1ULL << 1)
+#define BR_FS_READ_FILE (1ULL << 2)
+#define BR_FS_READ_DIR (1ULL << 3)
+#define BR_FS_REMOVE_DIR (1ULL << 4)
+#define BR_FS_REMOVE_FILE (1ULL << 5)
+#define BR_FS_MAKE_CHAR (1ULL << 6)
+#define BR_FS_MAKE_DIR (1ULL << 7)
+#define BR_FS_MAKE_REG (1ULL << 8)
+#define BR_FS_MAKE_SOCK (1ULL << 9)
+#define BR_FS_MAKE_FIFO (1ULL << 10)
+#define BR_FS_MAKE_BLOCK (1ULL << 11)
+#define BR_FS_MAKE_SYM (1ULL << 12)
+#define BR_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define BR_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
+#define BR_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+
+#define BR_NET_BIND_TCP (1ULL << 0)    /* ABI 4 */
+#define BR_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
+
+#define BR_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
+#define BR_SCOPE_SIGNAL (1ULL << 1)               /* ABI 6 */
+
+static int landlock_abi(void) {
+  long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, BR_CREATE_RULESET_VERSION);
+  return abi < 0 ? 0 : (int)abi;
+}
+
+static uint64_t fs_rights_for(int abi) {
+  uint64_t rights = (BR_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0..12 */
+  if (abi >= 2) rights |= BR_FS_REFER;
+  if (abi >= 3) rights |= BR_FS_TRUNCATE;
+  if (abi >= 5) rights |= BR_FS_IOCTL_DEV;
+  return rights;
+}
+
+static int add_path_rule(int ruleset, const char *path, uint64_t allowed) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct br_path_beneath_attr attr = {.allowed_access = allowed, .parent_fd = fd};
+  long rc = syscall(__NR_landlock_add_rule, ruleset, BR_RULE_PATH_BENEATH, &attr, 0);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return rc < 0 ? -1 : 0;
+}
+
+/* Everything readable and executable, nothing writable except /dev/null and the scratch dir. */
+static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen) {
+  uint64_t handled = fs_rights_for(abi);
+  struct br_ruleset_attr attr = {.handled_access_fs = handled};
+  if (abi >= 4) attr.handled_access_net = BR_NET_BIND_TCP | BR_NET_CONNECT_TCP;
+  if (abi >= 6) attr.scoped = BR_SCOPE_ABSTRACT_UNIX_SOCKET | BR_SCOPE_SIGNAL;
+  /* Older kernels take a shorter struct; the fields they do not know must be zero anyway. */
+  size_t size = abi >= 6 ? sizeof(attr) : abi >= 4 ? offsetof(struct br_ruleset_attr, scoped)
+                                                   : offsetof(struct br_ruleset_attr, handled_access_net);
+  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, size, 0);
+  if (ruleset < 0) {
+    snprintf(err, errlen, "landlock_create_ruleset: %s", strerror(errno));
+    return -1;
+  }
+  uint64_t read_only = BR_FS_EXECUTE | BR_FS_READ_FILE | BR_FS_READ_DIR;
+  if (add_path_rule(ruleset, "/", read_only) < 0) {
+    snprintf(err, errlen, "landlock rule for /: %s", strerror(errno));
+    close(ruleset);
+    return -1;
+  }
+  uint64_t devnull = BR_FS_READ_FILE | BR_FS_WRITE_FILE | (abi >= 3 ? BR_FS_TRUNCATE : 0);
+  if (add_path_rule(ruleset, "/dev/null", devnull) < 0) {
+    snprintf(err, errlen, "landlock rule for /dev/null: %s", strerror(errno));
+    close(ruleset);
+    return -1;
+  }
+  if (scratch && add_path_rule(ruleset, scratch, handled) < 0) {
+    snprintf(err, errlen, "landlock rule for %s: %s", scratch, strerror(errno));
+    close(ruleset);
+    return -1;
+  }
+  if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0) {
+    snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
+    close(ruleset);
+    return -1;
+  }
+  close(ruleset);
+  return 0;
+}
+
+/* ---- seccomp ---- */
+#if defined(__x86_64__)
+#define BR_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define BR_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "bedrock-sandbox supports x86_64 and aarch64"
+#endif
+
+#define BR_DENY(err) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((err) & SECCOMP_RET_DATA))
+#define BR_IF_NR(nr, ret) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), ret
+
+#define BR_NS_FLAGS \
+  (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP)
+
+/*
+ * Landlock covers TCP only; this covers the rest of the network and the ways around both.
+ * socket() of every family is refused with EACCES: UDP (DNS), raw, packet, netlink, and also
+ * AF_UNIX, because a pathname unix socket (a Docker or database socket) would reach a writer
+ * outside the sandbox and Landlock ABI 7 does not mediate connecting to one. socketpair()
+ * stays allowed: it cannot reach anything. io_uring is refused because its operations bypass
+ * seccomp; namespaces, bpf, perf, userfaultfd, keyrings and mounts are refused as defence in
+ * depth. clone3 gets ENOSYS so that libc falls back to clone(), whose flags can be checked.
+ */
+static int apply_seccomp(char *err, size_t errlen) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_AUDIT_ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+      /* x32 system calls are the same calls under other numbers: refuse them all. */
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
+      BR_DENY(EPERM),
+#endif
+      BR_IF_NR(__NR_socket, BR_DENY(EACCES)),
+      BR_IF_NR(__NR_io_uring_setup, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_io_uring_enter, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_io_uring_register, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_unshare, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_setns, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_clone3, BR_DENY(ENOSYS)),
+      BR_IF_NR(__NR_bpf, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_perf_event_open, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_userfaultfd, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_keyctl, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_add_key, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_request_key, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_mount, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_umount2, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_pivot_root, BR_DENY(EPERM)),
+      BR_IF_NR(__NR_open_by_handle_at, BR_DENY(EPERM)),
+      /* clone(flags, ...): refuse new namespaces (flags are argument 0 on both arches). */
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, BR_NS_FLAGS, 0, 1),
+      BR_DENY(EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = (unsigned short)(sizeof(filter) / sizeof(filter[0])), .filter = filter};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0) {
+    snprintf(err, errlen, "seccomp: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- capabilities ---- */
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT (1 << 0)
+#define SECBIT_NOROOT_LOCKED (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
+#endif
+struct br_cap_header {
+  uint32_t version;
+  int pid;
+};
+struct br_cap_data {
+  uint32_t effective, permitted, inheritable;
+};
+
+/*
+ * Root keeps uid 0 (so the tree stays readable) but loses every capability, for good: with
+ * SECBIT_NOROOT, exec does not hand them back. Without CAP_SETPCAP (not root) the securebits
+ * and bounding-set calls fail and there is nothing to drop anyway.
+ */
+static int drop_capabilities(char *err, size_t errlen) {
+  prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED);
+  for (int cap = 0; cap < 64; cap++) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL) break;
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  struct br_cap_header header = {.version = 0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, .pid = 0};
+  struct br_cap_data data[2];
+  memset(data, 0, sizeof(data));
+  if (syscall(SYS_capset, &header, data) < 0) {
+    snprintf(err, errlen, "capset: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Lowering a limit needs no privilege; raising one above the current hard limit does, so a
+ * request above it is clamped to it rather than failing. */
+static int set_limit(int resource, unsigned long long soft, unsigned long long hard) {
+  if (soft == 0) return 0;
+  struct rlimit current;
+  if (getrlimit(resource, &current) < 0) return -1;
+  if (current.rlim_max != RLIM_INFINITY) {
+    if (hard > current.rlim_max) hard = current.rlim_max;
+    if (soft > current.rlim_max) soft = current.rlim_max;
+  }
+  struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+  return setrlimit(resource, &rl);
+}
+
+static int join_cgroup(const char *dir, char *err, size_t errlen) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "0\n", 2) != 2) {
+    snprintf(err, errlen, "joining cgroup %s: %s", dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  return 0;
+}
+
+static int restrict_fully(int abi, const char *scratch, char *err, size_t errlen) {
+  if (abi < 1) {
+    snprintf(err, errlen, "Landlock is not available on this kernel");
+    return -1;
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+    snprintf(err, errlen, "no_new_privs: %s", strerror(errno));
+    return -1;
+  }
+  if (drop_capabilities(err, errlen) < 0) return -1;
+  if (apply_landlock(abi, scratch, err, errlen) < 0) return -1;
+  return apply_seccomp(err, errlen);
+}
+
+static void json_escape(const char *s, char *out, size_t outlen) {
+  size_t j = 0;
+  for (; *s && j + 7 < outlen; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      out[j++] = '\\';
+      out[j++] = (char)c;
+    } else if (c < 0x20) {
+      j += (size_t)snprintf(out + j, outlen - j, "\\u%04x", c);
+    } else {
+      out[j++] = (char)c;
+    }
+  }
+  out[j] = 0;
+}
+
+/* Applies the whole sandbox in a child and checks that a write and a socket are refused. */
+static int probe(void) {
+  int abi = landlock_abi();
+  int seccomp_ok = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+  char err[512] = "";
+  int pipefd[2];
+  if (pipe(pipefd) < 0) return 1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    char cerr[512] = "";
+    if (restrict_fully(abi, NULL, cerr, sizeof(cerr)) == 0) {
+      char path[64];
+      snprintf(path, sizeof(path), "/tmp/.bedrock-sandbox-probe-%d", (int)getpid());
+      int fd = open(path, O_CREAT | O_WRONLY | O_EXCL, 0600);
+      if (fd >= 0) {
+        close(fd);
+        unlink(path);
+        snprintf(cerr, sizeof(cerr), "a write was not refused");
+      } else if (socket(AF_INET, SOCK_DGRAM, 0) >= 0) {
+        snprintf(cerr, sizeof(cerr), "a UDP socket was not refused");
+      }
+    }
+    ssize_t n = write(pipefd[1], cerr, strlen(cerr));
+    (void)n;
+    _exit(0);
+  }
+  close(pipefd[1]);
+  ssize_t n = read(pipefd[0], err, sizeof(err) - 1);
+  err[n > 0 ? n : 0] = 0;
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) && !err[0]) snprintf(err, sizeof(err), "probe child died (status %d)", status);
+  char escaped[1024];
+  json_escape(err, escaped, sizeof(escaped));
+  printf("{\"landlock_abi\":%d,\"seccomp\":%s,\"sandbox\":%s,\"error\":\"%s\"}\n", abi, seccomp_ok ? "true" : "false",
+         err[0] ? "false" : "true", escaped);
+  return 0;
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "bedrock-sandbox: %s\n", what);
+  return 125;
+}
+
+static unsigned long long parse_number(const char *s, int *ok) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  *ok = errno == 0 && end && *end == 0 && s[0] != '-';
+  return v;
+}
+
+int main(int argc, char **argv) {
+  int restricted = 0;
+  const char *scratch = NULL, *cgroup = NULL;
+  unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    int ok = 1;
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "--probe") == 0) {
+      return probe();
+    } else if (strcmp(a, "--restricted") == 0) {
+      restricted = 1;
+    } else if (i + 1 < argc && strcmp(a, "--scratch") == 0) {
+      scratch = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
+      cgroup = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--mem") == 0) {
+      mem = parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--cpu") == 0) {
+      cpu = parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--nproc") == 0) {
+      nproc = parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--fsize") == 0) {
+      fsize = parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--nofile") == 0) {
+      nofile = parse_number(argv[++i], &ok);
+    } else {
+      fprintf(stderr, "bedrock-sandbox: unknown option %s\n", a);
+      return 125;
+    }
+    if (!ok) return fail("option values are non-negative integers");
+  }
+  if (i >= argc) return fail("usage: bedrock-sandbox [--restricted] [--scratch DIR] [limits] -- PROGRAM [ARGS...]");
+
+  char err[512] = "";
+  if (cgroup && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
+  /* No core dumps: a crashing command must not write (or fill the disk) outside its limits. */
+  struct rlimit nocore = {0, 0};
+  setrlimit(RLIMIT_CORE, &nocore);
+  if (set_limit(RLIMIT_AS, mem, mem) < 0) return fail("setrlimit(RLIMIT_AS) failed");
+  if (set_limit(RLIMIT_CPU, cpu, cpu + 5) < 0) return fail("setrlimit(RLIMIT_CPU) failed");
+  if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");
+  if (set_limit(RLIMIT_FSIZE, fsize, fsize) < 0) return fail("setrlimit(RLIMIT_FSIZE) failed");
+  if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
+
+  if (restricted && restrict_fully(landlock_abi(), scratch, err, sizeof(err)) < 0) return fail(err);
+
+  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
+  execvp(argv[i], argv + i);
+  /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
+  fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[i], strerror(errno));
+  return 127;
+}

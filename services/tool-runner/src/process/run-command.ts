@@ -1,0 +1,149 @@
+/**
+ * Runs one command as the leader of its own process group, with stdin on /dev/null,
+ * reading its output as it comes (so a full pipe never blocks it), and kills the whole
+ * group on timeout, on abort, and when the command itself exits: nothing a tool starts
+ * outlives the tool, so a backgrounded child cannot hold the output pipe open forever.
+ */
+import { spawn } from 'node:child_process';
+import { StringDecoder } from 'node:string_decoder';
+import { OutputCapture } from './output-capture.ts';
+import type { OutputCaptureOptions } from './output-capture.ts';
+import { killGroup } from './process-group.ts';
+
+export interface RunCommandOptions {
+  /** Program and arguments; argv[0] is looked up on PATH. */
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  readonly env: NodeJS.ProcessEnv;
+  /** Wall-clock limit, ms; the group is killed when it passes. */
+  readonly timeoutMs: number;
+  /** Aborting kills the group at once (cancel). */
+  readonly signal?: AbortSignal;
+  readonly capture?: OutputCaptureOptions;
+  /** Live output, decoded as UTF-8 without splitting characters across calls. */
+  readonly onOutput?: (text: string) => void;
+  /** Called with the pid (== pgid) once the process exists. */
+  readonly onSpawn?: (pid: number) => void;
+}
+
+export interface RunCommandResult {
+  /** Exit status, or null when killed by a signal. */
+  readonly exitCode: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly timedOut: boolean;
+  readonly cancelled: boolean;
+  /** Combined output, head and tail kept around a marker. */
+  readonly output: string;
+  readonly totalBytes: number;
+  readonly truncated: boolean;
+  /** What the process wrote on its own stderr pipe (the sandbox helper's errors; at most 4 KB). */
+  readonly stderr: string;
+  /** Set when the process could not be started at all. */
+  readonly spawnError?: string;
+  readonly pid: number;
+}
+
+/** After the command exits and its group is killed, how long to wait for the pipe to close, ms. */
+const PIPE_CLOSE_GRACE_MS = 500;
+const STDERR_LIMIT = 4096;
+
+export function runCommand(options: RunCommandOptions): Promise<RunCommandResult> {
+  return new Promise((resolve) => {
+    const capture = new OutputCapture(options.capture);
+    const decoder = new StringDecoder('utf8');
+    let stderr = '';
+    let timedOut = false;
+    let cancelled = false;
+    let exitCode: number | null = null;
+    let exitSignal: NodeJS.Signals | null = null;
+    let exited = false;
+    let outputClosed = false;
+    let settled = false;
+    let graceTimer: NodeJS.Timeout | undefined;
+
+    const [file, ...args] = options.argv;
+    const child = spawn(file as string, args, {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const pid = child.pid ?? 0;
+
+    const kill = (): void => {
+      if (pid > 0) killGroup(pid);
+    };
+    const onAbort = (): void => {
+      if (exited) return;
+      cancelled = true;
+      kill();
+    };
+    const timer = setTimeout(() => {
+      if (exited) return;
+      timedOut = true;
+      kill();
+    }, options.timeoutMs);
+
+    const finish = (spawnError?: string): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      clearTimeout(graceTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      const tail = decoder.end();
+      if (tail) options.onOutput?.(tail);
+      resolve({
+        exitCode,
+        signal: exitSignal,
+        timedOut,
+        cancelled,
+        output: capture.render(),
+        totalBytes: capture.totalBytes,
+        truncated: capture.truncated,
+        stderr,
+        pid,
+        ...(spawnError === undefined ? {} : { spawnError }),
+      });
+    };
+    const maybeFinish = (): void => {
+      if (exited && outputClosed) finish();
+    };
+
+    child.on('error', (err) => {
+      exited = true;
+      finish(err.message);
+    });
+    if (pid > 0) options.onSpawn?.(pid);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.stdout?.on('data', (chunk: Buffer) => {
+      capture.push(chunk);
+      if (options.onOutput) {
+        const text = decoder.write(chunk);
+        if (text) options.onOutput(text);
+      }
+    });
+    child.stdout?.on('close', () => {
+      outputClosed = true;
+      maybeFinish();
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      if (stderr.length < STDERR_LIMIT) stderr += chunk.toString('utf8').slice(0, STDERR_LIMIT - stderr.length);
+    });
+    child.on('exit', (code, sig) => {
+      exited = true;
+      exitCode = code;
+      exitSignal = sig;
+      // Whatever the command left running in its group goes with it.
+      kill();
+      // Something outside the group (setsid) may still hold the pipe: do not wait for it forever.
+      graceTimer = setTimeout(() => {
+        child.stdout?.destroy();
+        outputClosed = true;
+        maybeFinish();
+      }, PIPE_CLOSE_GRACE_MS);
+      maybeFinish();
+    });
+  });
+}

@@ -1,0 +1,16 @@
+/**
+ * The environment commands run with: the runner's own, minus its secrets and settings.
+ * A command (and so the model) must not read the Redis URL, database URLs or API keys the
+ * runner was started with.
+ */
+const SECRET = /(^BEDROCK_|^REDIS_|^DATABASE_|^PG(PASSWORD|USER|HOST|DATABASE|PORT)$|_API_KEY$|_TOKEN$|_SECRET$|PASSWORD|^ANTHROPIC_)/i;
+
+export function commandEnv(base: NodeJS.ProcessEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(base)) {
+    if (value !== undefined && !SECRET.test(name)) env[name] = value;
+  }
+  // Nothing can answer a prompt: stdin is /dev/null.
+  env.GIT_TERMINAL_PROMPT = '0';
+  return { ...env, ...extra };
+}

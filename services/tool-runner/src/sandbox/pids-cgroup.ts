@@ -1,0 +1,119 @@
+/**
+ * A pids cgroup per run, so that `pids.max` bounds the process count of one tool's whole
+ * tree. RLIMIT_NPROC alone cannot: the kernel does not enforce it for uid 0, and for other
+ * users it counts every process of the user, not of the tool. The cgroup also lists every
+ * process of the tool, including ones that left its process group with setsid, so that
+ * nothing survives the tool.
+ *
+ * Best effort: used when a writable pids hierarchy exists (cgroup v1 `pids`, or a cgroup v2
+ * directory delegated to this process with `pids` in its subtree_control); otherwise the
+ * runner falls back to RLIMIT_NPROC and process-group kills.
+ */
+import { mkdirSync, readFileSync, rmdirSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface PidsCgroups {
+  /** The directory this runner creates its per-run cgroups in. */
+  readonly base: string;
+  /** Creates a cgroup allowing at most `maxPids` tasks; returns its directory. */
+  create(name: string, maxPids: number): string;
+  /** Kills every process still in `dir`, waits for it to empty, removes it. */
+  destroy(dir: string): Promise<void>;
+  /** Removes the base directory (once every run is destroyed). */
+  close(): void;
+}
+
+function writable(dir: string): boolean {
+  const probe = join(dir, `.bedrock-probe-${process.pid}`);
+  try {
+    mkdirSync(probe);
+    rmdirSync(probe);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Finds a pids hierarchy this process may create cgroups in, or null. */
+export function findPidsCgroupRoot(): string | null {
+  const v1 = '/sys/fs/cgroup/pids';
+  if (existsSync(join(v1, 'pids.max')) || existsSync(join(v1, 'cgroup.procs'))) {
+    if (writable(v1)) return v1;
+  }
+  try {
+    const line = readFileSync('/proc/self/cgroup', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('0::'));
+    if (line) {
+      const own = join('/sys/fs/cgroup', line.slice(3));
+      const controllers = readFileSync(join(own, 'cgroup.subtree_control'), 'utf8');
+      if (controllers.split(/\s+/).includes('pids') && writable(own)) return own;
+    }
+  } catch {
+    // no cgroup v2, or not delegated
+  }
+  return null;
+}
+
+function procsOf(dir: string): number[] {
+  try {
+    return readFileSync(join(dir, 'cgroup.procs'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Sets up `<root>/bedrock-<runnerId>` for this runner's per-run cgroups. */
+export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
+  const base = join(root, `bedrock-${runnerId}`);
+  mkdirSync(base, { recursive: true });
+  return {
+    base,
+    create(name, maxPids) {
+      const dir = join(base, name);
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'pids.max'), String(maxPids));
+      return dir;
+    },
+    async destroy(dir) {
+      // Kill until empty: a process forking while we read the list shows up next round.
+      for (let round = 0; round < 200; round++) {
+        const pids = procsOf(dir);
+        if (pids.length === 0) {
+          try {
+            rmdirSync(dir);
+            return;
+          } catch (err) {
+            // EBUSY while the last tasks are being torn down; ENOENT if already gone.
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+          }
+        }
+        if (existsSync(join(dir, 'cgroup.kill'))) {
+          try {
+            writeFileSync(join(dir, 'cgroup.kill'), '1');
+          } catch {
+            // fall back to signalling each process
+          }
+        }
+        for (const pid of pids) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+        await new Promise((resolve) => setTimeout(resolve, round < 20 ? 5 : 50));
+      }
+    },
+    close() {
+      try {
+        rmdirSync(base);
+      } catch {
+        // still in use or gone
+      }
+    },
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * Asks the helper what this kernel can do. The helper asks the kernel for its Landlock ABI
+ * (landlock_create_ruleset with the version flag, not /sys: securityfs is often not mounted)
+ * and applies the whole Restricted sandbox in a child to check that a write and a socket are
+ * really refused, so "available" means "works here", not "compiled in".
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+export interface SandboxProbe {
+  /** The full Restricted sandbox works on this machine. */
+  readonly sandboxAvailable: boolean;
+  /** Landlock ABI version the kernel reports, 0 when none. */
+  readonly landlockAbi: number;
+  readonly seccompAvailable: boolean;
+  /** Why the sandbox is unavailable, empty when it is available. */
+  readonly reason: string;
+}
+
+export async function probeSandbox(helperPath: string): Promise<SandboxProbe> {
+  if (!existsSync(helperPath)) {
+    return {
+      sandboxAvailable: false,
+      landlockAbi: 0,
+      seccompAvailable: false,
+      reason: `sandbox helper not found at ${helperPath} (build it: npm run build -w services/tool-runner)`,
+    };
+  }
+  const stdout = await new Promise<string>((resolve) => {
+    execFile(helperPath, ['--probe'], { timeout: 10_000 }, (err, out) => resolve(err ? `!${err.message}` : out));
+  });
+  if (stdout.startsWith('!')) {
+    return { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, reason: `sandbox probe failed: ${stdout.slice(1)}` };
+  }
+  try {
+    const parsed = JSON.parse(stdout) as { landlock_abi: number; seccomp: boolean; sandbox: boolean; error: string };
+    const reason = parsed.sandbox ? '' : parsed.landlock_abi === 0 ? 'Landlock is not available on this kernel' : parsed.error;
+    return { sandboxAvailable: parsed.sandbox, landlockAbi: parsed.landlock_abi, seccompAvailable: parsed.seccomp, reason };
+  } catch {
+    return { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, reason: `unexpected probe output: ${stdout.slice(0, 200)}` };
+  }
+}

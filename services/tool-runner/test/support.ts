@@ -1,0 +1,43 @@
+/** Shared by the tool-runner tests: the real helper, real sandbox settings, temp dirs. */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_HELPER_PATH } from '../src/config.ts';
+import { DEFAULT_RESTRICTED_LIMITS, DEFAULT_UNRESTRICTED_LIMITS } from '../src/sandbox/limits.ts';
+import type { ResourceLimits } from '../src/sandbox/limits.ts';
+import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
+import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
+import type { ExecuteContext } from '../src/tools/execute-tool.ts';
+
+const packageDir = new URL('..', import.meta.url).pathname;
+
+/** Builds the helper when a test run starts without `npm run build`. */
+export function ensureHelper(): string {
+  if (!existsSync(DEFAULT_HELPER_PATH)) execFileSync('npm', ['run', 'build'], { cwd: packageDir, stdio: 'ignore' });
+  return DEFAULT_HELPER_PATH;
+}
+
+export async function testSandboxSettings(
+  overrides: { restrictedLimits?: Partial<ResourceLimits>; unrestrictedLimits?: Partial<ResourceLimits>; pidsCgroup?: string } = {},
+): Promise<SandboxSettings> {
+  const { settings } = await createSandboxSettings({
+    runnerId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    helperPath: ensureHelper(),
+    scratch: true,
+    scratchRoot: tmpdir(),
+    pidsCgroup: overrides.pidsCgroup ?? 'auto',
+    restrictedLimits: { ...DEFAULT_RESTRICTED_LIMITS, ...overrides.restrictedLimits },
+    unrestrictedLimits: { ...DEFAULT_UNRESTRICTED_LIMITS, ...overrides.unrestrictedLimits },
+  });
+  return settings;
+}
+
+export function executeContext(sandbox: SandboxSettings, signal = new AbortController().signal): ExecuteContext {
+  return { sandbox, signal, capture: { headBytes: 50_000, tailBytes: 50_000 } };
+}
+
+export function tempDir(prefix = 'bedrock-tr-test-'): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}

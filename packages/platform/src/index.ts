@@ -10,3 +10,8 @@ export { createMemoryStreams } from './memory/memory-streams.ts';
 export type { MemoryStreamsOptions } from './memory/memory-streams.ts';
 export { createMemoryCancelBus } from './memory/memory-cancel-bus.ts';
 export { createMemoryRunnerRegistry } from './memory/memory-runner-registry.ts';
+export { createRedisTransport } from './redis/redis-transport.ts';
+export { redisTransportOptionsFromEnv, DEFAULT_REDIS_URL, DEFAULT_REDIS_PREFIX } from './redis/redis-transport-options.ts';
+export type { RedisTransportOptions } from './redis/redis-transport-options.ts';
+export { redisKeys } from './redis/redis-keys.ts';
+export type { RedisKeys } from './redis/redis-keys.ts';

@@ -1,0 +1,226 @@
+/**
+ * Job queues on BullMQ. Payloads are stored as protobuf JSON (readable with redis-cli);
+ * job ids go through encodeJobId because BullMQ refuses `:` and integer-looking ids.
+ *
+ * Attempts and backoff are consumer options in our interface but job options in BullMQ, so
+ * every job is added with a very high `attempts` and a custom backoff type, and each Worker's
+ * `backoffStrategy` applies its own consumer's `attempts`/`backoffMs` (returning -1, "do not
+ * retry", once they are used up).
+ */
+import { randomUUID } from 'node:crypto';
+import { Queue, WaitingError, Worker } from 'bullmq';
+import type { Job as BullJob } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { fromJson, toJson } from '@bufbuild/protobuf';
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { ConsumeOptions, Consumer, Job, JobHandler, Producer, QueueDepth, Queues } from '../interfaces.ts';
+import {
+  DEFAULT_ATTEMPTS,
+  DEFAULT_BACKOFF_MS,
+  DEFAULT_CLOSE_GRACE_MS,
+  DEFAULT_COMPLETED_RETENTION_MS,
+  DEFAULT_FAILED_RETENTION_MS,
+  assertQueueName,
+  backoffDelay,
+} from '../defaults.ts';
+import { decodeJobId, encodeJobId } from '../job-id.ts';
+
+export interface RedisQueuesOptions {
+  readonly redisUrl: string;
+  /** BullMQ key prefix (`<prefix>:q` from the transport). */
+  readonly bullPrefix: string;
+  /** Connection for producers and depth; owned by the caller (not closed here). */
+  readonly connection: Redis;
+  /** How long a completed job (and so its id) is kept, ms. Default 24 h. */
+  readonly completedRetentionMs?: number;
+  /** How long a job that used up its attempts is kept, ms. Default 7 days. */
+  readonly failedRetentionMs?: number;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Ceiling for BullMQ's own attempt count; the consumer's backoffStrategy decides the real limit. */
+const BULL_ATTEMPTS = 1_000_000;
+/** Our custom BullMQ backoff type, resolved by each Worker's `settings.backoffStrategy`. */
+const BACKOFF_TYPE = 'bedrock-consumer';
+
+/** BullMQ states that mean "not started yet". */
+const NOT_STARTED = new Set(['waiting', 'delayed', 'prioritized', 'wait']);
+
+export function createRedisQueues(options: RedisQueuesOptions): Queues {
+  const completedAgeSec = Math.ceil((options.completedRetentionMs ?? DEFAULT_COMPLETED_RETENTION_MS) / 1000);
+  const failedAgeSec = Math.ceil((options.failedRetentionMs ?? DEFAULT_FAILED_RETENTION_MS) / 1000);
+  const { bullPrefix, connection, onError } = options;
+  const bullQueues = new Map<string, Queue>();
+  const consumers = new Set<RedisConsumer>();
+  let closed = false;
+
+  function bullQueue(name: string): Queue {
+    if (closed) throw new Error('queues are closed');
+    assertQueueName(name);
+    let queue = bullQueues.get(name);
+    if (!queue) {
+      queue = new Queue(name, { connection, prefix: bullPrefix });
+      queue.on('error', onError);
+      bullQueues.set(name, queue);
+    }
+    return queue;
+  }
+
+  function jobKey(queue: string, encodedId: string): string {
+    return `${bullPrefix}:${queue}:${encodedId}`;
+  }
+
+  class RedisConsumer implements Consumer {
+    readonly queue: string;
+    private readonly worker: Worker;
+    /** Aborted when close() stops waiting: running jobs are handed back. */
+    private readonly handBack = new AbortController();
+    private closing?: Promise<void>;
+
+    constructor(
+      queue: string,
+      private readonly schema: DescMessage,
+      private readonly handler: JobHandler<MessageShape<DescMessage>>,
+      consumeOptions: ConsumeOptions,
+    ) {
+      this.queue = queue;
+      const attempts = consumeOptions.attempts ?? DEFAULT_ATTEMPTS;
+      const backoffMs = consumeOptions.backoffMs ?? DEFAULT_BACKOFF_MS;
+      // Three declared parameters: BullMQ only passes its signal (lock lost) to such processors.
+      const processor = (job: BullJob, token?: string, signal?: AbortSignal) => this.process(job, token, signal);
+      this.worker = new Worker(queue, processor, {
+        connection: { url: options.redisUrl },
+        prefix: bullPrefix,
+        concurrency: consumeOptions.concurrency ?? 1,
+        limiter: consumeOptions.limiter ? { max: consumeOptions.limiter.max, duration: consumeOptions.limiter.durationMs } : undefined,
+        settings: {
+          // `failures` counts handler throws including this one.
+          backoffStrategy: (failures: number) => (failures >= attempts ? -1 : backoffDelay(backoffMs, failures)),
+        },
+      });
+      this.worker.on('error', onError);
+    }
+
+    private async process(bullJob: BullJob, token: string | undefined, lockLost: AbortSignal | undefined): Promise<void> {
+      const handBack = this.handBack.signal;
+      if (!handBack.aborted) {
+        const job: Job<MessageShape<DescMessage>> = {
+          id: decodeJobId(bullJob.id ?? ''),
+          // Unknown fields are ignored so a newer producer does not break an older consumer mid-deploy.
+          data: fromJson(this.schema, bullJob.data, { ignoreUnknownFields: true }),
+          attemptsMade: bullJob.attemptsStarted,
+          readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
+        };
+        const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
+        const outcome = await raceAbort(Promise.resolve().then(() => this.handler(job, signal)), handBack);
+        if (outcome === 'done') return;
+      }
+      // Back to the front of the wait list for another consumer; WaitingError tells the Worker
+      // the job was moved on purpose (neither completed nor failed).
+      await bullJob.moveToWait(token);
+      throw new WaitingError();
+    }
+
+    close(graceMs = DEFAULT_CLOSE_GRACE_MS): Promise<void> {
+      this.closing ??= this.shutDown(graceMs);
+      return this.closing;
+    }
+
+    private async shutDown(graceMs: number): Promise<void> {
+      // Worker.close() stops fetching at once and resolves when running jobs are done.
+      const closed = this.worker.close();
+      let timer: NodeJS.Timeout | undefined;
+      const finished = await Promise.race([
+        closed.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (!finished) this.handBack.abort(new Error(`consumer of ${this.queue} closed; job handed back`));
+      await closed;
+      consumers.delete(this);
+    }
+  }
+
+  return {
+    producer<S extends DescMessage>(queue: string, schema: S): Producer<S> {
+      const bull = bullQueue(queue);
+      return {
+        queue,
+        async add(jobId: string, payload: MessageShape<S>, addOptions = {}): Promise<boolean> {
+          const encoded = encodeJobId(jobId);
+          // BullMQ returns the id whether it added the job or found it already there, so each
+          // add carries a unique name and reading it back tells which happened.
+          const name = `${schema.typeName}/${randomUUID()}`;
+          await bull.add(name, toJson(schema, payload), {
+            jobId: encoded,
+            delay: Math.max(0, addOptions.delayMs ?? 0),
+            attempts: BULL_ATTEMPTS,
+            backoff: { type: BACKOFF_TYPE },
+            removeOnComplete: { age: completedAgeSec },
+            removeOnFail: { age: failedAgeSec },
+          });
+          const stored = await connection.hget(jobKey(queue, encoded), 'name');
+          // null: the job is already gone (removed in between); it was ours to add, so true.
+          return stored === null || stored === name;
+        },
+
+        async remove(jobId: string): Promise<boolean> {
+          const encoded = encodeJobId(jobId);
+          const job = await bull.getJob(encoded);
+          if (!job || !NOT_STARTED.has(await job.getState())) return false;
+          // BullMQ refuses (0) to remove a job locked by a worker, so a job that started
+          // between the state check and here is left alone.
+          return (await bull.remove(encoded)) === 1;
+        },
+      };
+    },
+
+    consume<S extends DescMessage>(
+      queue: string,
+      schema: S,
+      handler: JobHandler<MessageShape<S>>,
+      consumeOptions: ConsumeOptions = {},
+    ): Consumer {
+      if (closed) throw new Error('queues are closed');
+      assertQueueName(queue);
+      const consumer = new RedisConsumer(queue, schema, handler as JobHandler<MessageShape<DescMessage>>, consumeOptions);
+      consumers.add(consumer);
+      return consumer;
+    },
+
+    async depth(queue: string): Promise<QueueDepth> {
+      const counts = await bullQueue(queue).getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed');
+      return {
+        waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0),
+        active: counts.active ?? 0,
+        delayed: counts.delayed ?? 0,
+        failed: counts.failed ?? 0,
+      };
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      // Consumers still open lose their running jobs (handed back): close them first to let work finish.
+      await Promise.all([...consumers].map((consumer) => consumer.close(0)));
+      await Promise.all([...bullQueues.values()].map((queue) => queue.close()));
+      bullQueues.clear();
+    },
+  };
+}
+
+/** Resolves 'done' when work settles first (rejecting if it rejects), 'aborted' when the signal fires first. */
+async function raceAbort(work: Promise<void>, signal: AbortSignal): Promise<'done' | 'aborted'> {
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<'aborted'>((resolve) => {
+    onAbort = () => resolve('aborted');
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work.then(() => 'done' as const), aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * Notification streams on Redis Streams. Entry id = stream position: a durable event at
+ * sequence n is `n-0`, the ephemeral events after it `n-1`, `n-2`, ... Each entry has two
+ * fields: `kind` (the event's oneof case, for operators) and `event` (protobuf JSON). The
+ * entry id is authoritative for (sequence, deltaIndex) when reading.
+ *
+ * Every append trims with `MAXLEN ~ maxLen` and resets the key's expiry to `ttlMs`, so a
+ * conversation's stream disappears `ttlMs` after its last event.
+ */
+import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
+import { ConversationEventSchema } from '@bedrock/contracts';
+import type { ConversationEvent } from '@bedrock/contracts';
+import type { Redis } from 'ioredis';
+import { STREAM_START } from '../interfaces.ts';
+import type { NotificationStreams, StreamPosition } from '../interfaces.ts';
+import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
+import { positionToStreamId, streamIdToPosition } from '../stream-position.ts';
+import { luaScript, runScript } from './redis-script.ts';
+import type { RedisKeys } from './redis-keys.ts';
+import { createBlockingPool } from './blocking-pool.ts';
+
+export interface RedisStreamsOptions {
+  /** Shared connection for non-blocking commands; owned by the caller. */
+  readonly connection: Redis;
+  readonly keys: RedisKeys;
+  /** Approximate entries kept per stream (XADD MAXLEN ~). Default 10 000. */
+  readonly maxLen?: number;
+  /** Expiry after the last append, ms. Default 24 h. */
+  readonly ttlMs?: number;
+  /** Idle dedicated connections kept for blocking reads. Default 4. */
+  readonly maxIdleBlockingConnections?: number;
+  readonly onError: (error: unknown) => void;
+}
+
+/**
+ * KEYS[1] stream; ARGV sequence, maxLen, ttlMs, kind, event JSON. Returns 1 when appended, 0
+ * when the stream already holds (sequence, 0) or a later position: Redis itself refuses an
+ * explicit id not above the stream's last id, even after that entry was trimmed.
+ */
+const APPEND_DURABLE = luaScript(`
+local added = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], ARGV[1] .. '-0', 'kind', ARGV[4], 'event', ARGV[5])
+if type(added) == 'table' and added.err then
+  if string.find(added.err, 'equal or smaller', 1, true) then return 0 end
+  return added
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`);
+
+/**
+ * KEYS[1] stream; ARGV sequence, maxLen, ttlMs, kind, event JSON. Appends at
+ * (sequence, top delta + 1) when the stream's last entry belongs to durable event `sequence`
+ * (an empty stream counts as sequence 0); returns the new id, or nil when the last entry is
+ * from another sequence (a later durable event: stale; an earlier one: ours is not there yet).
+ * Done in Lua because XADD `<ms>-*` would take `<ms>-0`, a durable position, in the latter case.
+ */
+const APPEND_EPHEMERAL = luaScript(`
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local ms, seq = '0', '0'
+if top[1] then ms, seq = string.match(top[1][1], '^(%d+)%-(%d+)$') end
+if ms ~= ARGV[1] then return false end
+local id = ms .. '-' .. (tonumber(seq) + 1)
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], id, 'kind', ARGV[4], 'event', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return id
+`);
+
+type StreamEntry = [id: string, fields: string[]];
+
+export function createRedisStreams(options: RedisStreamsOptions): NotificationStreams {
+  const { connection, keys } = options;
+  const maxLen = options.maxLen ?? DEFAULT_STREAM_MAX_LEN;
+  const ttlMs = options.ttlMs ?? DEFAULT_STREAM_TTL_MS;
+  const pool = createBlockingPool(connection, options.maxIdleBlockingConnections ?? 4, options.onError);
+  let closed = false;
+
+  function assertOpen(): void {
+    if (closed) throw new Error('notification streams are closed');
+  }
+
+  function appendArgs(event: ConversationEvent): (string | number)[] {
+    return [event.sequence.toString(), maxLen, ttlMs, event.kind.case ?? '', toJsonString(ConversationEventSchema, event)];
+  }
+
+  function decode(entries: StreamEntry[]): ConversationEvent[] {
+    return entries.map(([id, fields]) => {
+      const json = fields[fields.indexOf('event') + 1];
+      if (json === undefined) throw new Error(`stream entry ${id} has no event field`);
+      const event = fromJsonString(ConversationEventSchema, json, { ignoreUnknownFields: true });
+      const position = streamIdToPosition(id);
+      event.sequence = position.sequence;
+      event.deltaIndex = position.deltaIndex;
+      return event;
+    });
+  }
+
+  /**
+   * XREAD reply for one stream: null, or over RESP2 [[key, entries]], over RESP3 (ioredis 6's
+   * default for raw `call`) the map flattened to [key, entries]. Entries: [[id, [field, value, ...]], ...].
+   */
+  function entriesOf(reply: unknown): StreamEntry[] {
+    if (!Array.isArray(reply) || reply.length === 0) return [];
+    const pair = typeof reply[0] === 'string' ? reply : reply[0];
+    return (pair as [string, StreamEntry[]])[1] ?? [];
+  }
+
+  return {
+    async appendDurable(event: ConversationEvent): Promise<boolean> {
+      assertOpen();
+      // Sequence 0 is STREAM_START, which no event occupies (and Redis refuses id 0-0).
+      if (event.sequence < 1n) return false;
+      const added = await runScript(connection, APPEND_DURABLE, [keys.stream(event.conversationId)], appendArgs(event));
+      return added === 1;
+    },
+
+    async appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null> {
+      assertOpen();
+      const id = await runScript(connection, APPEND_EPHEMERAL, [keys.stream(event.conversationId)], appendArgs(event));
+      return typeof id === 'string' ? streamIdToPosition(id) : null;
+    },
+
+    async read(conversationId, after, readOptions = {}): Promise<ConversationEvent[]> {
+      const { limit = DEFAULT_READ_LIMIT, blockMs = 0, signal } = readOptions;
+      if (signal?.aborted || closed) return [];
+      const key = keys.stream(conversationId);
+      const from = positionToStreamId(after);
+      // Non-blocking first, on the shared connection: most reads find something.
+      const found = entriesOf(await connection.call('XREAD', 'COUNT', limit, 'STREAMS', key, from));
+      if (found.length > 0 || blockMs <= 0) return decode(found);
+      // Nothing yet: block on a dedicated connection. XREAD from an explicit id (not `$`)
+      // also returns anything appended between the two reads, so no wake-up is lost.
+      const reply = await pool.block(['XREAD', 'COUNT', limit, 'BLOCK', blockMs, 'STREAMS', key, from], signal);
+      return decode(entriesOf(reply));
+    },
+
+    async last(conversationId: string): Promise<StreamPosition> {
+      const top = (await connection.call('XREVRANGE', keys.stream(conversationId), '+', '-', 'COUNT', 1)) as StreamEntry[];
+      return top[0] ? streamIdToPosition(top[0][0]) : STREAM_START;
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+      await pool.close();
+    },
+  };
+}

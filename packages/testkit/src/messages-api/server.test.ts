@@ -97,7 +97,7 @@ describe('local Messages API server', () => {
     const res = await post(server, request);
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
-    const body = await res.json();
+    const body = (await res.json()) as { request_id: string };
     expect(body).toMatchObject({ type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } });
     expect(body.request_id).toBe(res.headers.get('request-id'));
   });
@@ -105,7 +105,7 @@ describe('local Messages API server', () => {
   it('validates requests like the API: alternating roles, required fields', async () => {
     const res = await post(server, { ...request, messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }] });
     expect(res.status).toBe(400);
-    expect((await res.json()).error.type).toBe('invalid_request_error');
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
     expect((await post(server, { model: 'x', messages: request.messages })).status).toBe(400);
     expect((await fetch(`${server.url}/v1/nothing`, { method: 'POST', headers: { 'x-api-key': 'k' } })).status).toBe(404);
   });

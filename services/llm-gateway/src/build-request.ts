@@ -1,0 +1,144 @@
+/**
+ * Builds the Messages API request for one LlmRequestJob: system prompt, the static tool
+ * schemas (none for a continuation summary, REQ-BED-020), the history with images, and
+ * prompt-caching breakpoints so a long conversation re-reads its cached prefix.
+ */
+import type Anthropic from '@anthropic-ai/sdk';
+import { isToolName, TOOLS } from '@bedrock/contracts/tools';
+import type { ModelRegistry } from '@bedrock/contracts/models';
+import { LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
+import { ImageRejectedError, prepareImage, type ImageCache, type ImageLimits } from './images.ts';
+
+type MessageParam = Anthropic.MessageParam;
+type BlockParam = Anthropic.ContentBlockParam;
+
+export interface BuildOptions {
+  readonly registry: ModelRegistry;
+  /** Used when the job names no model. */
+  readonly defaultModel: string;
+  /** `max_tokens` when the job asks for 0 (the default), capped by the model's output limit. */
+  readonly defaultMaxTokens: number;
+  readonly imageLimits: ImageLimits;
+  readonly imageCache?: ImageCache;
+}
+
+/** A job that cannot become a valid request; `message` is safe to show to the user. */
+export class InvalidJobError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidJobError';
+  }
+}
+
+const EPHEMERAL = { type: 'ephemeral' } as const;
+
+/** Text shown to the model for a tool result with no output: the API rejects empty content. */
+export const EMPTY_TOOL_RESULT = '(no output)';
+
+export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOptions): Promise<Anthropic.MessageCreateParamsStreaming> {
+  const model = job.model || options.defaultModel;
+  const limits = options.registry.lookup(model);
+  const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, limits.maxOutputTokens);
+
+  const tools: Anthropic.Tool[] = [];
+  if (job.purpose !== LlmRequestPurpose.CONTINUATION) {
+    for (const name of job.toolNames) {
+      if (!isToolName(name)) throw new InvalidJobError(`unknown tool "${name}" requested; it is not in the tool registry`);
+      const def = TOOLS[name];
+      tools.push({ name, description: def.description, input_schema: def.inputSchema as Anthropic.Tool.InputSchema });
+    }
+  }
+
+  const messages = await convertMessages(job, options);
+  if (messages.length === 0) throw new InvalidJobError('the request has no messages to send');
+  if (messages[0]?.role !== 'user') throw new InvalidJobError('the history must start with a user message');
+
+  // Breakpoints (at most 4): the prefix tools+system, the end of the previous user turn (so
+  // this request reads what the last one wrote, even when more than the API's ~20-block
+  // lookback lies between), and the end of this request (written for the next turn).
+  let system: Anthropic.TextBlockParam[] | undefined;
+  if (job.systemPrompt) system = [{ type: 'text', text: job.systemPrompt, cache_control: EPHEMERAL }];
+  else if (tools.length > 0) tools[tools.length - 1] = { ...tools[tools.length - 1]!, cache_control: EPHEMERAL };
+  const userTurns = messages.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  const previousUser = userTurns.length >= 2 ? userTurns[userTurns.length - 2] : undefined;
+  if (previousUser !== undefined) markLastBlock(messages[previousUser]!);
+  markLastBlock(messages[messages.length - 1]!);
+
+  const params: Anthropic.MessageCreateParamsStreaming = { model, max_tokens: maxTokens, messages, stream: true };
+  if (system) params.system = system;
+  if (tools.length > 0) params.tools = tools;
+  return params;
+}
+
+function markLastBlock(message: MessageParam): void {
+  const content = message.content as BlockParam[];
+  const last = content[content.length - 1];
+  if (last && (last.type === 'text' || last.type === 'image' || last.type === 'tool_use' || last.type === 'tool_result')) {
+    content[content.length - 1] = { ...last, cache_control: EPHEMERAL };
+  }
+}
+
+async function convertMessages(job: LlmRequestJob, options: BuildOptions): Promise<MessageParam[]> {
+  const imageCount = job.messages.reduce((n, m) => n + m.content.filter((b) => b.block.case === 'image').length, 0);
+  const out: MessageParam[] = [];
+  for (const [mi, message] of job.messages.entries()) {
+    const role = message.role === Role.USER ? 'user' : message.role === Role.ASSISTANT ? 'assistant' : undefined;
+    if (!role) throw new InvalidJobError(`message ${mi + 1} has no role`);
+    const blocks: BlockParam[] = [];
+    let imageIndex = 0;
+    for (const block of message.content) {
+      const b = block.block;
+      switch (b.case) {
+        case 'text':
+          // The API rejects empty text blocks.
+          if (b.value.text.trim() !== '') blocks.push({ type: 'text', text: b.value.text });
+          break;
+        case 'image': {
+          imageIndex++;
+          const label = `image ${imageIndex} of message ${mi + 1}`;
+          const prepared = await prepareImage({ mediaType: b.value.mediaType, data: b.value.data }, { imageCount, label }, options.imageLimits, options.imageCache);
+          blocks.push({ type: 'image', source: { type: 'base64', media_type: prepared.mediaType, data: prepared.data } });
+          break;
+        }
+        case 'toolUse':
+          blocks.push({ type: 'tool_use', id: b.value.id, name: b.value.name, input: parseToolInput(b.value.inputJson) });
+          break;
+        case 'toolResult':
+          blocks.push({
+            type: 'tool_result',
+            tool_use_id: b.value.toolUseId,
+            content: b.value.content === '' ? EMPTY_TOOL_RESULT : b.value.content,
+            is_error: b.value.isError,
+          });
+          break;
+        case undefined:
+          break;
+      }
+    }
+    if (blocks.length === 0) continue;
+    const previous = out[out.length - 1];
+    // Consecutive same-role turns are merged: the API requires alternating roles.
+    if (previous && previous.role === role) (previous.content as BlockParam[]).push(...blocks);
+    else out.push({ role, content: blocks });
+  }
+  // In a user turn the API wants every tool_result before any other block.
+  for (const m of out) {
+    if (m.role !== 'user') continue;
+    const content = m.content as BlockParam[];
+    m.content = [...content.filter((b) => b.type === 'tool_result'), ...content.filter((b) => b.type !== 'tool_result')];
+  }
+  return out;
+}
+
+/** A tool_use input is a JSON object string; anything else is sent as `{}` (the API requires an object). */
+function parseToolInput(json: string): Record<string, unknown> {
+  if (!json) return {};
+  try {
+    const value: unknown = JSON.parse(json);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export { ImageRejectedError };

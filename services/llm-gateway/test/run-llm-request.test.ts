@@ -1,0 +1,250 @@
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { ErrorKind, StopReason, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
+import { runLlmRequest, type LlmOutcome } from '../src/run-llm-request.ts';
+import { STOP_REASONS } from '../src/stop-reason.ts';
+import { makeJob, runOptions, sdkClient } from './helpers.ts';
+
+let server: MessagesApiServer;
+beforeAll(async () => {
+  server = await startMessagesApiServer();
+});
+afterAll(async () => {
+  await server.close();
+});
+
+function response(o: LlmOutcome): LlmResponseEvent {
+  if (o.case !== 'llmResponse') throw new Error(`expected a response, got error: ${JSON.stringify({ ...o.value, retryAfterMs: String(o.value.retryAfterMs) })}`);
+  return o.value;
+}
+function error(o: LlmOutcome): LlmErrorEvent {
+  if (o.case !== 'llmError') throw new Error('expected an error, got a response');
+  return o.value;
+}
+
+async function run(scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
+  server.enqueue(scripted);
+  const deltas: Array<[number, string]> = [];
+  const outcome = await runLlmRequest(makeJob(), { client: sdkClient(server.url), options, onDelta: (i, t) => deltas.push([i, t]), ...extra });
+  return { outcome, deltas };
+}
+
+describe('runLlmRequest: responses', () => {
+  it('streams text deltas in order and completely, and returns text and tool calls', async () => {
+    const long = 'The quick brown fox jumps over the lazy dog. '.repeat(20) + 'ünïcödé ✓ 🚀';
+    const { outcome, deltas } = await run({
+      kind: 'message',
+      chunkChars: 5,
+      content: [
+        { type: 'text', text: long },
+        { type: 'tool_use', id: 'toolu_a', name: 'bash', input: { command: 'ls -la' } },
+        { type: 'tool_use', id: 'toolu_b', name: 'think', input: { thoughts: 'x' } },
+      ],
+    });
+    const r = response(outcome);
+    expect(deltas.length).toBeGreaterThan(100);
+    expect(deltas.every(([i]) => i === 0)).toBe(true);
+    expect(deltas.map(([, t]) => t).join('')).toBe(long);
+    expect(r.stopReason).toBe(StopReason.TOOL_USE);
+    expect(r.content.map((b) => b.block.case)).toEqual(['text', 'toolUse', 'toolUse']);
+    expect(r.content[1]!.block.value).toMatchObject({ id: 'toolu_a', name: 'bash', inputJson: '{"command":"ls -la"}' });
+    expect(r.model).toBe('claude-haiku-4-5');
+  });
+
+  it('reports usage with cache read and creation tokens: input from message_start, output from message_delta', async () => {
+    const usage = { input_tokens: 1200, output_tokens: 345, cache_creation_input_tokens: 800, cache_read_input_tokens: 9000 };
+    const r = response((await run({ kind: 'message', content: [{ type: 'text', text: 'ok' }], usage })).outcome);
+    expect(r.usage).toMatchObject({ inputTokens: 1200n, outputTokens: 345n, cacheCreationInputTokens: 800n, cacheReadInputTokens: 9000n });
+    // Newer API versions repeat cumulative counts in message_delta; those win.
+    const r2 = response((await run({ kind: 'message', content: [{ type: 'text', text: 'ok' }], usage, usageInDelta: true })).outcome);
+    expect(r2.usage).toMatchObject({ inputTokens: 1200n, outputTokens: 345n, cacheCreationInputTokens: 800n, cacheReadInputTokens: 9000n });
+  });
+
+  it('maps every documented stop reason', async () => {
+    expect(Object.keys(STOP_REASONS).sort()).toEqual(
+      ['end_turn', 'max_tokens', 'model_context_window_exceeded', 'pause_turn', 'refusal', 'stop_sequence', 'tool_use'].sort(),
+    );
+    for (const [api, mapped] of Object.entries(STOP_REASONS)) {
+      const r = response((await run({ kind: 'message', content: [{ type: 'text', text: api }], stopReason: api })).outcome);
+      expect(r.stopReason).toBe(mapped);
+    }
+  });
+
+  it('infers the stop reason when message_stop arrives without one, or when the reason is new', async () => {
+    const none = response((await run({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'ls' } }], stopReason: null })).outcome);
+    expect(none.stopReason).toBe(StopReason.TOOL_USE);
+    const warnings: string[] = [];
+    const novel = response((await run({ kind: 'message', content: [{ type: 'text', text: 'x' }], stopReason: 'brand_new_reason' }, { onWarning: (m) => warnings.push(m) })).outcome);
+    expect(novel.stopReason).toBe(StopReason.END_TURN);
+    expect(warnings).toContain('stop reason inferred from content');
+  });
+});
+
+describe('runLlmRequest: malformed streams (spec/004)', () => {
+  it('keeps block indexes aligned across unknown block types and leaves them out', async () => {
+    const warnings: Array<[string, Record<string, unknown>]> = [];
+    const { outcome, deltas } = await run(
+      {
+        kind: 'message',
+        content: [
+          { type: 'thinking', thinking: 'hmm, let me think' },
+          { type: 'raw', start: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} }, deltas: [{ type: 'input_json_delta', partial_json: '{"q":"x"}' }] },
+          { type: 'text', text: 'after unknown blocks' },
+          { type: 'tool_use', id: 'toolu_z', name: 'bash', input: { command: 'pwd' } },
+        ],
+      },
+      { onWarning: (m, f) => warnings.push([m, f]) },
+    );
+    const r = response(outcome);
+    expect(r.content.map((b) => b.block.case)).toEqual(['text', 'toolUse']);
+    expect(r.content[0]!.block.value).toEqual(expect.objectContaining({ text: 'after unknown blocks' }));
+    expect(r.content[1]!.block.value).toEqual(expect.objectContaining({ id: 'toolu_z', inputJson: '{"command":"pwd"}' }));
+    expect(new Set(deltas.map(([i]) => i))).toEqual(new Set([2]));
+    expect(warnings.find(([m]) => m.includes('unknown types'))?.[1].types).toEqual(['thinking', 'server_tool_use']);
+  });
+
+  it('drops a tool_use cut by max_tokens and keeps the text and the MAX_TOKENS stop reason', async () => {
+    const { outcome } = await run({
+      kind: 'message',
+      stopReason: 'max_tokens',
+      content: [
+        { type: 'text', text: 'Let me run it' },
+        { type: 'tool_use', name: 'bash', input: { command: 'echo a very long command' }, partialJsonChars: 14 },
+      ],
+    });
+    const r = response(outcome);
+    expect(r.stopReason).toBe(StopReason.MAX_TOKENS);
+    expect(r.content.map((b) => b.block.case)).toEqual(['text']);
+  });
+
+  it('reports a stream that ends without a stop reason as a retryable network error, never a partial response', async () => {
+    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'end', afterEvents: 3 } })).outcome);
+    expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true, httpStatus: 0 });
+    expect(e.message).toMatch(/ended before the response was complete/);
+    expect(e.providerRequestId).toMatch(/^req_/);
+  });
+
+  it('reports a connection cut mid-stream as a retryable network error', async () => {
+    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'cut', afterEvents: 3 } })).outcome);
+    expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
+  });
+
+  it('classifies mid-stream error events by their type', async () => {
+    const overloaded = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 3, errorType: 'overloaded_error', message: 'Overloaded' } })).outcome,
+    );
+    expect(overloaded).toMatchObject({ kind: ErrorKind.SERVER, retryable: true, httpStatus: 0, aborted: false });
+    expect(overloaded.message).toMatch(/mid-stream overloaded_error.*Overloaded/);
+    expect(overloaded.providerRequestId).toMatch(/^req_/);
+    const limited = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 2, errorType: 'rate_limit_error', message: 'slow' } })).outcome,
+    );
+    expect(limited).toMatchObject({ kind: ErrorKind.RATE_LIMIT, retryable: true });
+    const invalid = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 2, errorType: 'invalid_request_error', message: 'bad' } })).outcome,
+    );
+    expect(invalid).toMatchObject({ kind: ErrorKind.INVALID_REQUEST, retryable: false });
+  });
+
+  it('reports a malformed event as a retryable server error', async () => {
+    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'malformed', afterEvents: 3 } })).outcome);
+    expect(e).toMatchObject({ kind: ErrorKind.SERVER, retryable: true });
+    expect(e.message).toMatch(/malformed stream event/);
+  });
+
+  it('abandons a stalled stream after the idle timeout', async () => {
+    const started = Date.now();
+    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'stall', afterEvents: 2 } }, {}, runOptions({ idleTimeoutMs: 150 }))).outcome);
+    expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
+    expect(e.message).toMatch(/sent nothing for 150 ms/);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('runLlmRequest: HTTP errors', () => {
+  const cases: Array<[number, string, ErrorKind, boolean]> = [
+    [400, 'invalid_request_error', ErrorKind.INVALID_REQUEST, false],
+    [401, 'authentication_error', ErrorKind.AUTH, false],
+    [402, 'billing_error', ErrorKind.AUTH, false],
+    [403, 'permission_error', ErrorKind.AUTH, false],
+    [404, 'not_found_error', ErrorKind.INVALID_REQUEST, false],
+    [413, 'request_too_large', ErrorKind.INVALID_REQUEST, false],
+    [429, 'rate_limit_error', ErrorKind.RATE_LIMIT, true],
+    [500, 'api_error', ErrorKind.SERVER, true],
+    [503, 'api_error', ErrorKind.SERVER, true],
+    [504, 'timeout_error', ErrorKind.SERVER, true],
+    [529, 'overloaded_error', ErrorKind.SERVER, true],
+  ];
+  it.each(cases)('HTTP %i %s → kind %i, retryable %s', async (status, errorType, kind, retryable) => {
+    const e = error((await run({ kind: 'error', status, errorType, message: `scripted ${errorType}` })).outcome);
+    expect(e).toMatchObject({ kind, retryable, httpStatus: status, aborted: false });
+    expect(e.message).toContain(`scripted ${errorType}`);
+    expect(e.providerRequestId).toBe(server.requests.at(-1)!.requestId);
+  });
+
+  it('passes the retry-after hint on, in seconds or as retry-after-ms', async () => {
+    const s = error((await run({ kind: 'error', status: 429, errorType: 'rate_limit_error', message: 'slow', retryAfter: '7' })).outcome);
+    expect(s.retryAfterMs).toBe(7000n);
+    const ms = error((await run({ kind: 'error', status: 529, errorType: 'overloaded_error', message: 'busy', headers: { 'retry-after-ms': '1250.5' } })).outcome);
+    expect(ms.retryAfterMs).toBe(1251n);
+    const none = error((await run({ kind: 'error', status: 500, errorType: 'api_error', message: 'x' })).outcome);
+    expect(none.retryAfterMs).toBe(0n);
+  });
+
+  it('classifies a dropped connection and a request timeout as retryable network errors', async () => {
+    const dropped = error((await run({ kind: 'drop' })).outcome);
+    expect(dropped).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true, httpStatus: 0 });
+    const timedOut = error((await run({ kind: 'hang' }, {}, runOptions({ requestTimeoutMs: 100 }))).outcome);
+    expect(timedOut).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
+    expect(timedOut.message).toMatch(/timed out/);
+  });
+
+  it('classifies an unreachable provider as a network error', async () => {
+    const outcome = await runLlmRequest(makeJob(), { client: sdkClient('http://127.0.0.1:1'), options: runOptions() });
+    expect(error(outcome)).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
+  });
+});
+
+describe('runLlmRequest: cancel', () => {
+  it('aborts the HTTP stream at once and reports nothing partial', async () => {
+    server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'x'.repeat(400) }], chunkChars: 4, eventDelayMs: 20 });
+    const controller = new AbortController();
+    let abortedAt = 0;
+    const deltas: string[] = [];
+    const pending = runLlmRequest(makeJob(), {
+      client: sdkClient(server.url),
+      options: runOptions(),
+      signal: controller.signal,
+      onDelta: (_i, t) => {
+        deltas.push(t);
+        if (deltas.length === 3) {
+          abortedAt = performance.now();
+          controller.abort();
+        }
+      },
+    });
+    const e = error(await pending);
+    const took = performance.now() - abortedAt;
+    expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true, retryable: false });
+    expect(took).toBeLessThan(50);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.clientAborts.map((a) => a.requestId)).toContain(server.requests.at(-1)!.requestId);
+  });
+
+  it('aborts a request still waiting for headers', async () => {
+    server.enqueue({ kind: 'hang' });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 30);
+    const e = error(await runLlmRequest(makeJob(), { client: sdkClient(server.url), options: runOptions(), signal: controller.signal }));
+    expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true });
+  });
+
+  it('does not call the provider when already cancelled', async () => {
+    const before = server.requests.length;
+    const controller = new AbortController();
+    controller.abort();
+    const e = error(await runLlmRequest(makeJob(), { client: sdkClient(server.url), options: runOptions(), signal: controller.signal }));
+    expect(e.aborted).toBe(true);
+    expect(server.requests.length).toBe(before);
+  });
+});

@@ -1,0 +1,247 @@
+/**
+ * The internal API: `bedrock.v1.ConversationService`, served to web-bff over gRPC (h2c).
+ * web-bff authenticates the user and names them in the `bedrock-user-id` header; this
+ * service enforces ownership (someone else's conversation is NOT_FOUND) and validates input.
+ * Errors are Connect codes with messages a person can act on; internal detail stays in logs.
+ */
+import { randomUUID } from 'node:crypto';
+import { isAbsolute } from 'node:path';
+import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
+import { create } from '@bufbuild/protobuf';
+import {
+  CancelResponseSchema,
+  ConversationService,
+  CreateConversationResponseSchema,
+  DowngradeModeResponseSchema,
+  GetConversationResponseSchema,
+  ListConversationsResponseSchema,
+  RespondToModeUpgradeResponseSchema,
+  SendMessageResponseSchema,
+  TriggerContinuationResponseSchema,
+  type ImageAttachment,
+} from '@bedrock/contracts';
+import type { NotificationStreams } from '@bedrock/platform';
+import type { Logger } from '@bedrock/platform/server';
+import type { ConversationEvent, Policy } from '../core/index.ts';
+import { conversationToProto } from '../mapping/conversation.ts';
+import { messageToProto, stateToProto } from '../mapping/proto.ts';
+import type { OutboxRelay } from '../outbox/relay.ts';
+import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
+import { LIMITS } from './limits.ts';
+import { watchConversation } from '@bedrock/platform/watch';
+
+/** The header web-bff sets to the authenticated user's id. */
+export const USER_HEADER = 'bedrock-user-id';
+
+export interface ConversationApiOptions {
+  readonly store: ConversationStore;
+  readonly relay: OutboxRelay;
+  readonly streams: NotificationStreams;
+  readonly logger: Logger;
+  readonly policy: Policy;
+  /** Model for conversations created without one. */
+  readonly defaultModel: string;
+  /** Whether a sandbox-capable tool-runner exists now (decides Restricted mode for new conversations). */
+  readonly sandboxAvailable: () => Promise<boolean>;
+  /** Heartbeat interval of watch streams, ms. Default 15000. */
+  readonly heartbeatMs?: number;
+}
+
+const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
+
+function userOf(ctx: HandlerContext): string {
+  const user = ctx.requestHeader.get(USER_HEADER)?.trim();
+  if (!user) throw new ConnectError(`missing ${USER_HEADER} header: call this service through web-bff`, Code.Unauthenticated);
+  return user;
+}
+
+function requireId(id: string, field = 'conversation_id'): string {
+  if (!id.trim()) throw new ConnectError(`${field} is required`, Code.InvalidArgument);
+  if (id.length > 512) throw new ConnectError(`${field} is too long (at most 512 characters)`, Code.InvalidArgument);
+  return id;
+}
+
+function notFound(id: string): ConnectError {
+  return new ConnectError(`conversation ${id} not found`, Code.NotFound);
+}
+
+function validateImages(images: readonly ImageAttachment[]): void {
+  if (images.length > LIMITS.maxImages) {
+    throw new ConnectError(`too many images: ${images.length} (at most ${LIMITS.maxImages} per message)`, Code.InvalidArgument);
+  }
+  images.forEach((image, i) => {
+    if (!LIMITS.imageMediaTypes.includes(image.mediaType)) {
+      throw new ConnectError(
+        `image ${i + 1}: media type ${JSON.stringify(image.mediaType)} is not supported (use ${LIMITS.imageMediaTypes.join(', ')})`,
+        Code.InvalidArgument,
+      );
+    }
+    if (image.data.length === 0) throw new ConnectError(`image ${i + 1} is empty`, Code.InvalidArgument);
+    if (image.data.length > LIMITS.maxImageBytes) {
+      throw new ConnectError(
+        `image ${i + 1} is ${image.data.length} bytes; the limit is ${LIMITS.maxImageBytes} bytes (${LIMITS.maxImageBytes / 1024 / 1024} MiB)`,
+        Code.InvalidArgument,
+      );
+    }
+  });
+}
+
+export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
+  const { store, relay, policy } = options;
+
+  async function owned(ctx: HandlerContext, id: string): Promise<ConversationRecord> {
+    const user = userOf(ctx);
+    const record = await store.get(requireId(id));
+    if (!record || record.ownerId !== user) throw notFound(id);
+    return record;
+  }
+
+  /** Applies a user action; a rejection becomes FAILED_PRECONDITION with the state machine's words. */
+  async function act(ctx: HandlerContext, id: string, event: ConversationEvent) {
+    await owned(ctx, id);
+    const result = await store.applyEvent(id, event);
+    switch (result.kind) {
+      case 'not_found':
+        throw notFound(id);
+      case 'rejected':
+        throw new ConnectError(result.rejection.message, Code.FailedPrecondition, { 'bedrock-rejection': result.rejection.code });
+      case 'applied':
+        // Publish before answering: a cancel must reach the worker now, not at the next sweep.
+        await relay.kick(id);
+        return result;
+      case 'noop':
+        return result;
+    }
+  }
+
+  router.service(ConversationService, {
+    async createConversation(req, ctx) {
+      const user = userOf(ctx);
+      const cwd = req.cwd.trim();
+      if (!cwd) throw new ConnectError('cwd is required: the absolute working directory of the conversation', Code.InvalidArgument);
+      if (!isAbsolute(cwd)) throw new ConnectError(`cwd must be an absolute path, got ${JSON.stringify(cwd)}`, Code.InvalidArgument);
+      if (cwd.length > LIMITS.maxCwdChars) throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
+      const model = req.model.trim() || options.defaultModel;
+      if (!MODEL_PATTERN.test(model)) throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
+      let seed: { summary: string } | undefined;
+      if (req.continueFromId) {
+        const from = await store.get(req.continueFromId);
+        if (!from || from.ownerId !== user) throw notFound(req.continueFromId);
+        if (from.state.phase.kind !== 'context_exhausted') {
+          throw new ConnectError(
+            `conversation ${req.continueFromId} has no continuation summary yet (it is not context-exhausted)`,
+            Code.FailedPrecondition,
+          );
+        }
+        seed = { summary: from.state.phase.summary };
+      }
+      const id = randomUUID();
+      const record = await store.create(
+        {
+          id,
+          ownerId: user,
+          slug: `c-${id.slice(0, 8)}`,
+          cwd,
+          model,
+          sandboxAvailable: await options.sandboxAvailable(),
+          continuedFromId: req.continueFromId || null,
+        },
+        seed,
+      );
+      return create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+    },
+
+    async listConversations(req, ctx) {
+      const user = userOf(ctx);
+      const limit = req.pageSize === 0 ? LIMITS.defaultPageSize : Math.min(req.pageSize, LIMITS.maxPageSize);
+      if (req.parentId) {
+        const parent = await store.get(req.parentId);
+        if (!parent || parent.ownerId !== user) throw notFound(req.parentId);
+      }
+      try {
+        const page = await store.list({
+          ownerId: user,
+          limit,
+          ...(req.parentId ? { parentId: req.parentId } : {}),
+          ...(req.pageToken ? { after: req.pageToken } : {}),
+          includeArchived: req.includeArchived,
+        });
+        return create(ListConversationsResponseSchema, {
+          conversations: page.records.map((r) => conversationToProto(r, policy)),
+          nextPageToken: page.next ?? '',
+        });
+      } catch (err) {
+        if (err instanceof InvalidCursorError) throw new ConnectError(err.message, Code.InvalidArgument);
+        throw err;
+      }
+    },
+
+    async getConversation(req, ctx) {
+      await owned(ctx, req.conversationId);
+      const snapshot = await store.snapshot(req.conversationId);
+      if (!snapshot) throw notFound(req.conversationId);
+      return create(GetConversationResponseSchema, {
+        conversation: conversationToProto(snapshot.record, policy),
+        messages: snapshot.messages.map(messageToProto),
+        sequence: BigInt(snapshot.record.notifySeq),
+      });
+    },
+
+    async sendMessage(req, ctx) {
+      if (req.text.length > LIMITS.maxTextChars) {
+        throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
+      }
+      validateImages(req.images);
+      const result = await act(ctx, req.conversationId, {
+        type: 'user_message',
+        text: req.text,
+        images: req.images.map((image) => ({ mediaType: image.mediaType, data: Buffer.from(image.data).toString('base64') })),
+      });
+      const message = result.kind === 'applied' ? result.persisted.find((m) => m.type === 'user') : undefined;
+      return create(SendMessageResponseSchema, {
+        ...(message ? { message: messageToProto(message) } : {}),
+        state: stateToProto(result.record.state, policy),
+      });
+    },
+
+    async cancel(req, ctx) {
+      const result = await act(ctx, req.conversationId, { type: 'user_cancel' });
+      return create(CancelResponseSchema, { state: stateToProto(result.record.state, policy) });
+    },
+
+    async respondToModeUpgrade(req, ctx) {
+      const result = await act(ctx, req.conversationId, { type: req.approve ? 'user_approve_upgrade' : 'user_deny_upgrade' });
+      return create(RespondToModeUpgradeResponseSchema, { conversation: conversationToProto(result.record, policy) });
+    },
+
+    async downgradeMode(req, ctx) {
+      const result = await act(ctx, req.conversationId, { type: 'user_request_downgrade' });
+      return create(DowngradeModeResponseSchema, { conversation: conversationToProto(result.record, policy) });
+    },
+
+    async triggerContinuation(req, ctx) {
+      const result = await act(ctx, req.conversationId, { type: 'user_trigger_continuation' });
+      return create(TriggerContinuationResponseSchema, { state: stateToProto(result.record.state, policy) });
+    },
+
+    async *watchConversation(req, ctx) {
+      await owned(ctx, req.conversationId);
+      yield* watchConversation({
+        conversationId: req.conversationId,
+        after: { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex },
+        streams: options.streams,
+        snapshot: async () => {
+          const s = await store.snapshot(req.conversationId);
+          if (!s) throw notFound(req.conversationId);
+          return {
+            conversation: conversationToProto(s.record, policy),
+            messages: s.messages.map(messageToProto),
+            sequence: BigInt(s.record.notifySeq),
+          };
+        },
+        heartbeatMs: options.heartbeatMs ?? 15_000,
+        signal: ctx.signal,
+      });
+    },
+  });
+}

@@ -1,0 +1,173 @@
+/**
+ * The conversation service: owns Postgres, applies events, relays effects, recovers lost work,
+ * and serves the internal API. `start()` and `stop()`; main.ts only reads the environment.
+ */
+import pg from 'pg';
+import { ConversationService } from '@bedrock/contracts';
+import { createModelRegistry } from '@bedrock/contracts/models';
+import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type Consumer, type Transport } from '@bedrock/platform';
+import {
+  createHealth,
+  createLogger,
+  createMetrics,
+  registerHealth,
+  registerReflection,
+  rpcMetricsInterceptor,
+  startGrpcServer,
+  startMetricsServer,
+  type GrpcServer,
+  type Logger,
+  type MetricsServer,
+} from '@bedrock/platform/server';
+import { registerConversationApi } from './api/conversation-api.ts';
+import { LIMITS } from './api/limits.ts';
+import type { ConversationConfig } from './config.ts';
+import { DEFAULT_POLICY, type Policy } from './core/index.ts';
+import { migrate } from './db/migrate.ts';
+import { startEventConsumer } from './events/event-consumer.ts';
+import { createOutboxRelay, type OutboxRelay } from './outbox/relay.ts';
+import { createRecoverySweeper, type RecoverySweeper } from './recovery/sweeper.ts';
+import { createSandboxProbe } from './recovery/sandbox-probe.ts';
+import { createConversationStore, type ConversationStore } from './store/conversation-store.ts';
+
+export const SERVICE_NAME = 'conversation';
+
+/** Parts a caller may supply instead of having them built from config (tests, the embedded mode). */
+export interface ConversationServiceDeps {
+  readonly pool?: pg.Pool;
+  readonly transport?: Transport;
+  readonly logger?: Logger;
+}
+
+export interface RunningConversationService {
+  readonly grpcUrl: string;
+  readonly grpcPort: number;
+  readonly metricsUrl: string;
+  readonly store: ConversationStore;
+  readonly relay: OutboxRelay;
+  readonly transport: Transport;
+  readonly sweeper: RecoverySweeper;
+  stop(): Promise<void>;
+}
+
+export async function startConversationService(
+  config: ConversationConfig,
+  deps: ConversationServiceDeps = {},
+): Promise<RunningConversationService> {
+  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
+  const metrics = createMetrics(SERVICE_NAME);
+  const health = createHealth();
+  health.set('', 'NOT_SERVING');
+  const ownsPool = !deps.pool;
+  const pool = deps.pool ?? new pg.Pool({ connectionString: config.databaseUrl, max: config.dbPoolSize });
+  pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
+  const ownsTransport = !deps.transport;
+  const transport =
+    deps.transport ??
+    (config.transport === 'memory'
+      ? createMemoryTransport()
+      : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') }));
+
+  if (config.runMigrations) {
+    const applied = await migrate(pool);
+    if (applied.length) logger.info({ applied }, 'database migrated');
+  }
+
+  const policy: Policy = {
+    ...DEFAULT_POLICY,
+    retryBaseDelayMs: config.llmRetryBaseMs,
+    cancelAckTimeoutMs: config.cancelAckTimeoutMs,
+    subAgentTimeoutMs: config.subAgentTimeoutMs,
+  };
+  const models = createModelRegistry(config.models ?? null);
+  const store = createConversationStore({ pool, models, policy, maxOutputTokens: config.maxOutputTokens });
+  const relay = createOutboxRelay({
+    pool,
+    transport,
+    logger,
+    pollIntervalMs: config.outboxPollMs,
+    onPublished: (kind, lagMs) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000),
+  });
+  const sandboxAvailable = createSandboxProbe(config.sandbox, transport.runners);
+
+  let consumer: Consumer | null = null;
+  let server: GrpcServer | null = null;
+  let metricsServer: MetricsServer | null = null;
+  const sweeper = createRecoverySweeper({
+    store,
+    relay,
+    queues: transport.queues,
+    logger,
+    intervalMs: config.recoveryIntervalMs,
+    staleAfterMs: config.recoveryStaleMs,
+  });
+  try {
+    relay.start();
+    consumer = startEventConsumer({
+      transport,
+      store,
+      relay,
+      logger,
+      concurrency: config.eventConcurrency,
+      onApplied: (event, outcome) => metrics.transitionsTotal.inc({ state: 'any', event, result: outcome }),
+    });
+    sweeper.start();
+    server = await startGrpcServer({
+      host: config.host,
+      port: config.grpcPort,
+      logger,
+      readMaxBytes: LIMITS.maxRequestBytes,
+      interceptors: [rpcMetricsInterceptor(metrics)],
+      routes: (router) => {
+        registerConversationApi(router, {
+          store,
+          relay,
+          streams: transport.streams,
+          logger,
+          policy,
+          defaultModel: config.defaultModel,
+          sandboxAvailable,
+        });
+        registerHealth(router, health);
+        registerReflection(router, [ConversationService]);
+      },
+    });
+    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
+  } catch (err) {
+    await sweeper.stop();
+    await consumer?.close(0);
+    await relay.stop();
+    await server?.close(0);
+    if (ownsTransport) await transport.close();
+    if (ownsPool) await pool.end();
+    throw err;
+  }
+  health.set('', 'SERVING');
+  health.set('bedrock.v1.ConversationService', 'SERVING');
+  logger.info({ grpc_port: server.port, metrics_port: metricsServer.port }, 'conversation service started');
+
+  const grpc = server;
+  const metricsSrv = metricsServer;
+  const eventConsumer = consumer;
+  return {
+    grpcUrl: grpc.url,
+    grpcPort: grpc.port,
+    metricsUrl: metricsSrv.url,
+    store,
+    relay,
+    transport,
+    sweeper,
+    async stop() {
+      health.set('', 'NOT_SERVING');
+      // Stop taking new work first; running events finish or go back to the queue.
+      await eventConsumer.close(config.shutdownGraceMs);
+      await sweeper.stop();
+      await grpc.close(config.shutdownGraceMs);
+      await relay.stop();
+      await metricsSrv.close();
+      if (ownsTransport) await transport.close();
+      if (ownsPool) await pool.end();
+      logger.info('conversation service stopped');
+    },
+  };
+}

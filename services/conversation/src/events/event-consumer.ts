@@ -1,0 +1,80 @@
+/**
+ * Consumes `conversation-events` (LLM results, tool results, sub-agent results and starts,
+ * timers) and applies each to its conversation. Duplicates and stale answers are no-ops in
+ * the state machine, so redelivery is harmless.
+ */
+import { ConversationEventJobSchema, Mode as PMode, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
+import type { Consumer, Transport } from '@bedrock/platform';
+import type { Logger } from '@bedrock/platform/server';
+import { decodeEventJob } from '../mapping/proto.ts';
+import type { ConversationStore } from '../store/conversation-store.ts';
+import type { OutboxRelay } from '../outbox/relay.ts';
+
+export interface EventConsumerOptions {
+  readonly transport: Transport;
+  readonly store: ConversationStore;
+  readonly relay: OutboxRelay;
+  readonly logger: Logger;
+  /** Events applied at once by this replica (different conversations run in parallel). Default 16. */
+  readonly concurrency?: number;
+  /** Called after each event with its outcome (metrics). */
+  readonly onApplied?: (event: string, outcome: string) => void;
+}
+
+/** Thrown so the queue retries the job later (with backoff). */
+class RetryLater extends Error {}
+
+export function startEventConsumer(options: EventConsumerOptions): Consumer {
+  const { transport, store, relay, logger } = options;
+  return transport.queues.consume(
+    QUEUE_CONVERSATION_EVENTS,
+    ConversationEventJobSchema,
+    async (job) => {
+      const data = job.data;
+      const id = data.conversationId;
+      const decoded = decodeEventJob(data);
+      if (decoded.kind === 'empty') {
+        logger.warn({ conversation_id: id, job_id: job.id }, 'conversation event without a payload; dropped');
+        return;
+      }
+      let eventType: string;
+      let result;
+      if (decoded.kind === 'sub_agent_start') {
+        const start = decoded.start;
+        await store.ensureSubAgent({
+          id,
+          ownerId: start.ownerId,
+          slug: id,
+          cwd: start.cwd,
+          model: start.model,
+          // The parent asked for Restricted exactly when the sandbox exists (REQ-BED-018).
+          sandboxAvailable: start.mode === PMode.RESTRICTED,
+          parentId: start.parentId,
+        });
+        eventType = 'sub_agent_start';
+        result = await store.applyEvent(id, { type: 'sub_agent_start', task: start.task }, data.traceContext);
+      } else {
+        eventType = decoded.event.type;
+        result = await store.applyEvent(id, decoded.event, data.traceContext);
+      }
+      options.onApplied?.(eventType, result.kind);
+      switch (result.kind) {
+        case 'applied':
+          await relay.kick(id);
+          return;
+        case 'not_found':
+          // A stop can overtake the start of the sub-agent it stops: try again shortly.
+          if (eventType === 'sub_agent_stop') throw new RetryLater(`sub-agent ${id} does not exist yet`);
+          logger.warn({ conversation_id: id, event: eventType }, 'event for an unknown conversation; dropped');
+          return;
+        case 'rejected':
+          logger.warn({ conversation_id: id, event: eventType, rejection: result.rejection.code }, 'event rejected');
+          return;
+        case 'noop':
+          logger.debug({ conversation_id: id, event: eventType }, 'event answered nothing pending; ignored');
+          return;
+      }
+    },
+    { concurrency: options.concurrency ?? 16 },
+  );
+}

@@ -1,0 +1,85 @@
+/**
+ * Builds the `llm-requests` job from the persisted history, so a request always reflects
+ * exactly what was committed (and a re-published job is identical).
+ */
+import { create } from '@bufbuild/protobuf';
+import { LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
+import { buildContinuationPrompt, buildLlmHistory, type Effect, type HistoryMessage, type LlmTurn } from '../core/index.ts';
+import { blockToProto } from '../mapping/proto.ts';
+
+export interface ConversationFacts {
+  readonly id: string;
+  readonly cwd: string;
+  readonly model: string;
+  readonly isSubAgent: boolean;
+  readonly sandboxAvailable: boolean;
+  /** Mode at creation; later changes reach the agent as system notices. */
+  readonly initialMode: 'restricted' | 'unrestricted';
+}
+
+/**
+ * The system prompt is fixed for a conversation's life so the provider can cache it with the
+ * tool schemas (prompt caching); mode changes are announced in the history instead.
+ */
+export function systemPrompt(facts: ConversationFacts): string {
+  const lines = [
+    'You are Bedrock, a careful software engineering agent working in a real repository.',
+    `Your working directory is ${facts.cwd}. Every tool call starts there; \`cd\` does not persist between calls.`,
+    'Use tools one at a time and read before you edit. Prefer small, verifiable steps and report what you verified.',
+  ];
+  if (facts.sandboxAvailable) {
+    lines.push(
+      `This conversation started in ${facts.initialMode === 'restricted' ? 'Restricted' : 'Unrestricted'} mode.`,
+      'Restricted mode is read-only: bash runs in a kernel sandbox (no writes, no network) and patch is disabled. ' +
+        (facts.isSubAgent ? 'Sub-agents cannot change mode.' : 'Call request_mode_upgrade with a reason if you need to write; the user decides.'),
+      'Mode changes are announced in messages starting with "[System notice]".',
+    );
+  } else {
+    lines.push('The kernel sandbox is not available on this deployment, so the conversation runs in Unrestricted mode.');
+  }
+  if (facts.isSubAgent) {
+    lines.push(
+      'You are a sub-agent working on one task for a parent agent. When you are done (or cannot go on), call submit_result ' +
+        'with your complete result and success=false if the task failed. Ending your turn without submit_result counts as a failure.',
+    );
+  }
+  return lines.join('\n');
+}
+
+function turnToProto(turn: LlmTurn) {
+  return create(LlmMessageSchema, {
+    role: turn.role === 'user' ? Role.USER : Role.ASSISTANT,
+    content: turn.content.map(blockToProto),
+  });
+}
+
+type RequestLlm = Extract<Effect, { type: 'request_llm' }>;
+
+export function buildLlmRequestJob(
+  facts: ConversationFacts,
+  effect: RequestLlm,
+  history: readonly HistoryMessage[],
+  options: { maxTokens: number; notifySequence: bigint; traceContext?: Record<string, string> },
+): LlmRequestJob {
+  const turns = buildLlmHistory(history);
+  if (effect.purpose === 'continuation') {
+    // REQ-BED-020: a tool-less request whose prompt names the tools that did not run.
+    const prompt = { type: 'text' as const, text: buildContinuationPrompt(effect.rejectedToolCalls) };
+    const last = turns[turns.length - 1];
+    if (last && last.role === 'user') last.content.push(prompt);
+    else turns.push({ role: 'user', content: [prompt] });
+  }
+  return create(LlmRequestJobSchema, {
+    requestId: effect.requestId,
+    conversationId: facts.id,
+    model: facts.model,
+    systemPrompt: systemPrompt(facts),
+    toolNames: [...effect.toolNames],
+    messages: turns.map(turnToProto),
+    maxTokens: options.maxTokens,
+    purpose: effect.purpose === 'continuation' ? LlmRequestPurpose.CONTINUATION : LlmRequestPurpose.TURN,
+    attempt: effect.attempt,
+    notifySequence: options.notifySequence,
+    traceContext: options.traceContext ?? {},
+  });
+}

@@ -1,0 +1,276 @@
+/**
+ * Turns the effects of one transition into outbox rows: queue jobs, cancel signals and the
+ * conversation's numbered notifications. Runs inside the applying transaction; pure apart
+ * from the data it is handed.
+ */
+import { create, equals, toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import {
+  CancelSignalSchema,
+  ContextUsageSchema,
+  ConversationEventJobSchema,
+  ConversationEventSchema,
+  ConversationStateSchema,
+  LlmRequestJobSchema,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_LLM_REQUESTS,
+  QUEUE_TOOL_EXEC,
+  QUEUE_TOOL_EXEC_RESTRICTED,
+  StateKind,
+  TimerKind,
+  ToolExecJobSchema,
+  type ContextUsage,
+} from '@bedrock/contracts';
+import {
+  contextTokens,
+  WARNING_THRESHOLD,
+  type ConversationContext,
+  type ConversationState,
+  type Effect,
+  type HistoryMessage,
+  type Notification,
+  type TimerPurpose,
+} from '../core/index.ts';
+import { errorKindToProto, messageToProto, modeToProto, stateToProto, type MessageRow } from '../mapping/proto.ts';
+import { buildLlmRequestJob } from '../llm/request-builder.ts';
+
+/** The protobuf type of a job payload, so the relay can decode it. */
+export type JobSchemaName = 'LlmRequestJob' | 'ToolExecJob' | 'ConversationEventJob';
+
+export type OutboxRow =
+  | {
+      readonly effectId: string;
+      readonly conversationId: string;
+      readonly kind: 'job';
+      readonly payload: { queue: string; schema: JobSchemaName; jobId: string; delayMs: number; message: JsonValue };
+    }
+  | {
+      readonly effectId: string;
+      readonly conversationId: string;
+      readonly kind: 'remove_job';
+      readonly payload: { queue: string; jobId: string };
+    }
+  | { readonly effectId: string; readonly conversationId: string; readonly kind: 'cancel'; readonly payload: { message: JsonValue } }
+  | {
+      readonly effectId: string;
+      readonly conversationId: string;
+      readonly kind: 'notification';
+      readonly payload: { sequence: number; message: JsonValue };
+    };
+
+export interface OutboxInput {
+  readonly record: {
+    readonly id: string;
+    readonly ownerId: string;
+    readonly cwd: string;
+    readonly model: string;
+    readonly sandboxAvailable: boolean;
+    readonly notifySeq: number;
+    readonly parentId: string | null;
+  };
+  readonly context: ConversationContext;
+  readonly previous: ConversationState;
+  readonly next: ConversationState;
+  readonly effects: readonly Effect[];
+  /** Messages persisted by this transition, in effect order. */
+  readonly persisted: readonly MessageRow[];
+  /** The whole persisted history, needed only when a request_llm effect is present. */
+  readonly history: readonly HistoryMessage[];
+  readonly maxTokens: number;
+  readonly traceContext: Record<string, string>;
+}
+
+type EventKind = MessageInitShape<typeof ConversationEventSchema>['kind'];
+
+const TIMER_KINDS: Record<TimerPurpose, TimerKind> = {
+  retry: TimerKind.RETRY,
+  cancel_timeout: TimerKind.CANCEL_TIMEOUT,
+  sub_agent_timeout: TimerKind.SUB_AGENT_TIMEOUT,
+};
+
+export function contextUsageOf(state: ConversationState, contextWindow: number): ContextUsage {
+  const used = state.lastUsage ? contextTokens(state.lastUsage) : 0;
+  return create(ContextUsageSchema, {
+    usedTokens: BigInt(used),
+    contextWindow: BigInt(contextWindow),
+    warning: used >= contextWindow * WARNING_THRESHOLD,
+  });
+}
+
+export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notifySeq: number } {
+  const { record, context, effects } = input;
+  const id = record.id;
+  const rows: OutboxRow[] = [];
+  let notifySeq = record.notifySeq;
+  let persistedIndex = 0;
+
+  const notify = (kind: EventKind) => {
+    notifySeq += 1;
+    const event = create(ConversationEventSchema, { conversationId: id, sequence: BigInt(notifySeq), deltaIndex: 0, kind });
+    rows.push({
+      effectId: `${id}/n/${notifySeq}`,
+      conversationId: id,
+      kind: 'notification',
+      payload: { sequence: notifySeq, message: toJson(ConversationEventSchema, event) },
+    });
+  };
+
+  // Durable notifications come first so that jobs (and their live output) follow them.
+  for (const effect of effects) {
+    if (effect.type === 'persist_message') {
+      const message = input.persisted[persistedIndex++];
+      if (message) notify({ case: 'messagePersisted', value: { message: messageToProto(message) } });
+    } else if (effect.type === 'notify') {
+      const kind = notificationKind(effect.notification, input.next, context.contextWindow);
+      if (kind) notify(kind);
+    }
+  }
+  const before = stateToProto(input.previous, context.policy);
+  const after = stateToProto(input.next, context.policy);
+  if (!equals(ConversationStateSchema, before, after) || input.previous.mode !== input.next.mode || input.previous.lastUsage !== input.next.lastUsage) {
+    notify({
+      case: 'stateChanged',
+      value: { state: after, mode: modeToProto(input.next.mode), contextUsage: contextUsageOf(input.next, context.contextWindow) },
+    });
+  }
+
+  const job = (effectId: string, conversationId: string, queue: string, schema: JobSchemaName, jobId: string, message: JsonValue, delayMs = 0) =>
+    rows.push({ effectId, conversationId, kind: 'job', payload: { queue, schema, jobId, delayMs, message } });
+  const eventJob = (effect: Effect, conversationId: string, jobId: string, event: Parameters<typeof create<typeof ConversationEventJobSchema>>[1], delayMs = 0) =>
+    job(effect.id, conversationId, QUEUE_CONVERSATION_EVENTS, 'ConversationEventJob', jobId,
+      toJson(ConversationEventJobSchema, create(ConversationEventJobSchema, { ...event, eventId: jobId, conversationId, traceContext: input.traceContext })),
+      delayMs);
+  const cancel = (effect: Effect, target: { case: 'llmRequestId' | 'toolUseId'; value: string }) =>
+    rows.push({
+      effectId: effect.id,
+      conversationId: id,
+      kind: 'cancel',
+      payload: { message: toJson(CancelSignalSchema, create(CancelSignalSchema, { conversationId: id, target })) },
+    });
+
+  for (const effect of effects) {
+    switch (effect.type) {
+      case 'request_llm': {
+        const request = buildLlmRequestJob(
+          {
+            id,
+            cwd: record.cwd,
+            model: record.model,
+            isSubAgent: context.isSubAgent,
+            sandboxAvailable: record.sandboxAvailable,
+            initialMode: record.sandboxAvailable ? 'restricted' : 'unrestricted',
+          },
+          effect,
+          input.history,
+          { maxTokens: input.maxTokens, notifySequence: BigInt(notifySeq), traceContext: input.traceContext },
+        );
+        job(effect.id, id, QUEUE_LLM_REQUESTS, 'LlmRequestJob', effect.requestId, toJson(LlmRequestJobSchema, request));
+        break;
+      }
+      case 'execute_tool': {
+        // Restricted work goes only to runners with a working sandbox (DESIGN.md).
+        const queue = effect.mode === 'restricted' ? QUEUE_TOOL_EXEC_RESTRICTED : QUEUE_TOOL_EXEC;
+        const message = create(ToolExecJobSchema, {
+          toolUseId: effect.toolUseId,
+          conversationId: id,
+          toolName: effect.name,
+          inputJson: JSON.stringify(effect.input),
+          cwd: record.cwd,
+          mode: modeToProto(effect.mode),
+          notifySequence: BigInt(notifySeq),
+          traceContext: input.traceContext,
+        });
+        job(effect.id, id, queue, 'ToolExecJob', `${id}/${effect.toolUseId}`, toJson(ToolExecJobSchema, message));
+        break;
+      }
+      case 'schedule_timer':
+        eventJob(effect, id, effect.timerId, { event: { case: 'timerFired', value: { timerId: effect.timerId, kind: TIMER_KINDS[effect.purpose] } } }, effect.delayMs);
+        break;
+      case 'cancel_timer':
+        rows.push({ effectId: effect.id, conversationId: id, kind: 'remove_job', payload: { queue: QUEUE_CONVERSATION_EVENTS, jobId: effect.timerId } });
+        break;
+      case 'spawn_sub_agent':
+        eventJob(effect, effect.agentId, `start/${effect.agentId}`, {
+          event: {
+            case: 'subAgentStart',
+            value: {
+              parentId: id,
+              task: effect.task,
+              model: record.model,
+              mode: modeToProto(effect.mode),
+              cwd: record.cwd,
+              ownerId: record.ownerId,
+              spawnToolUseId: effect.spawnToolUseId,
+              index: effect.index,
+            },
+          },
+        });
+        break;
+      case 'stop_sub_agent':
+        eventJob(effect, effect.agentId, `stop/${effect.agentId}`, { event: { case: 'subAgentStop', value: { reason: effect.reason } } });
+        break;
+      case 'notify_parent':
+        eventJob(effect, effect.parentId, `result/${id}`, {
+          event: {
+            case: 'subAgentResult',
+            value: {
+              subAgentId: id,
+              success: effect.outcome.success,
+              result: effect.outcome.result,
+              ...(effect.outcome.errorKind ? { errorKind: errorKindToProto(effect.outcome.errorKind) } : {}),
+            },
+          },
+        });
+        break;
+      case 'abort_llm':
+        cancel(effect, { case: 'llmRequestId', value: effect.requestId });
+        break;
+      case 'kill_tool':
+        cancel(effect, { case: 'toolUseId', value: effect.toolUseId });
+        break;
+      case 'persist_message':
+      case 'notify':
+        break;
+    }
+  }
+  return { rows, notifySeq };
+}
+
+function notificationKind(n: Notification, state: ConversationState, contextWindow: number): EventKind | null {
+  switch (n.kind) {
+    case 'retry_scheduled':
+      return {
+        case: 'retryScheduled',
+        value: {
+          attempt: n.attempt,
+          maxAttempts: n.maxAttempts,
+          delayMs: BigInt(n.delayMs),
+          errorKind: errorKindToProto(n.errorKind),
+          errorMessage: n.message,
+        },
+      };
+    case 'mode_upgrade_requested':
+      return { case: 'modeUpgradeRequested', value: { toolUseId: n.toolUseId, reason: n.reason } };
+    case 'mode_changed':
+      return { case: 'modeChanged', value: { mode: modeToProto(n.mode), notice: n.notice } };
+    case 'context_warning':
+      return { case: 'contextWarning', value: { contextUsage: contextUsageOf(state, contextWindow) } };
+    case 'context_exhausted':
+      return { case: 'contextExhausted', value: { summary: n.summary } };
+    case 'sub_agent_progress':
+      return {
+        case: 'subAgentProgress',
+        value: {
+          subAgentId: n.agentId,
+          task: n.task,
+          state: n.success ? StateKind.COMPLETED : StateKind.FAILED,
+          success: n.success,
+          result: n.result,
+          finishedCount: n.finishedCount,
+          totalCount: n.totalCount,
+        },
+      };
+    case 'error':
+      // The state_changed notification carries the error (message and kind).
+      return null;
+  }
+}

@@ -13,3 +13,6 @@ export * from './reflection.ts';
 export * from './metric-names.ts';
 export * from './metrics.ts';
 export * from './metrics-server.ts';
+export * from './trace-context.ts';
+export * from './w3c-propagator.ts';
+export * from './shutdown.ts';

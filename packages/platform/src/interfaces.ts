@@ -63,6 +63,14 @@ export interface QueueDepth {
   readonly failed: number;
 }
 
+/** Where a job is, for recovery: is the work a conversation waits on still there? */
+export interface JobStatus {
+  /** 'unknown': never added, removed, or forgotten after its retention period. */
+  readonly state: 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'unknown';
+  /** When it completed, or failed for good, ms since epoch; null in the other states. */
+  readonly finishedAt: number | null;
+}
+
 export interface Queues {
   producer<S extends DescMessage>(queue: string, schema: S): Producer<S>;
   consume<S extends DescMessage>(
@@ -72,6 +80,8 @@ export interface Queues {
     options?: ConsumeOptions,
   ): Consumer;
   depth(queue: string): Promise<QueueDepth>;
+  /** The state of one job by its producer id (a handed-back or retrying job is 'waiting' or 'delayed'). */
+  jobStatus(queue: string, jobId: string): Promise<JobStatus>;
   close(): Promise<void>;
 }
 

@@ -188,6 +188,43 @@ export function transportContract(name: string, harness: TransportHarness): void
         await closeConsumers();
       });
 
+      it('reports where a job is through its life', async () => {
+        const queue = unique('status');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        expect(await t.queues.jobStatus(queue, 'nope:1')).toEqual({ state: 'unknown', finishedAt: null });
+        await producer.add('later:1', llmJob('later'), { delayMs: 60_000 });
+        await producer.add('ok:1', llmJob('ok'));
+        await producer.add('bad:1', llmJob('bad'));
+        expect(await t.queues.jobStatus(queue, 'later:1')).toEqual({ state: 'delayed', finishedAt: null });
+        expect(await t.queues.jobStatus(queue, 'ok:1')).toEqual({ state: 'waiting', finishedAt: null });
+        const release = deferred();
+        const started: string[] = [];
+        const before = Date.now();
+        consume(
+          t,
+          queue,
+          async (job) => {
+            started.push(job.id);
+            if (job.id === 'bad:1') throw new Error('no');
+            await release.promise;
+          },
+          { attempts: 1 },
+        );
+        await waitFor(() => started.includes('ok:1'), 'ok:1 to start');
+        expect(await t.queues.jobStatus(queue, 'ok:1')).toEqual({ state: 'active', finishedAt: null });
+        release.resolve();
+        await waitFor(async () => (await t.queues.jobStatus(queue, 'ok:1')).state === 'completed', 'ok:1 to complete');
+        await waitFor(async () => (await t.queues.jobStatus(queue, 'bad:1')).state === 'failed', 'bad:1 to fail');
+        for (const id of ['ok:1', 'bad:1']) {
+          const { finishedAt } = await t.queues.jobStatus(queue, id);
+          expect(finishedAt).toBeGreaterThanOrEqual(before - 5);
+          expect(finishedAt).toBeLessThanOrEqual(Date.now() + 5);
+        }
+        expect(await producer.remove('later:1')).toBe(true);
+        expect(await t.queues.jobStatus(queue, 'later:1')).toEqual({ state: 'unknown', finishedAt: null });
+        await closeConsumers();
+      });
+
       it('delivers in the order added', async () => {
         const queue = unique('order');
         const producer = t.queues.producer(queue, LlmRequestJobSchema);

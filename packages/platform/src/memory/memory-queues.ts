@@ -6,7 +6,7 @@
  */
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import type { ConsumeOptions, Consumer, Job, JobHandler, Producer, QueueDepth, Queues } from '../interfaces.ts';
+import type { ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_MS,
@@ -321,6 +321,14 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
       const counts = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
       for (const record of q.jobs.values()) counts[record.state] += 1;
       return { waiting: counts.waiting, active: counts.active, delayed: counts.delayed, failed: counts.failed };
+    },
+
+    async jobStatus(queue: string, jobId: string): Promise<JobStatus> {
+      const q = stateOf(queue);
+      prune(q, Date.now());
+      const record = q.jobs.get(jobId);
+      if (!record) return { state: 'unknown', finishedAt: null };
+      return { state: record.state, finishedAt: record.finishedAt ?? null };
     },
 
     async close(): Promise<void> {

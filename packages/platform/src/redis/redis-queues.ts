@@ -13,7 +13,7 @@ import type { Job as BullJob } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { fromJson, toJson } from '@bufbuild/protobuf';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import type { ConsumeOptions, Consumer, Job, JobHandler, Producer, QueueDepth, Queues } from '../interfaces.ts';
+import type { ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_MS,
@@ -42,6 +42,18 @@ export interface RedisQueuesOptions {
 const BULL_ATTEMPTS = 1_000_000;
 /** Our custom BullMQ backoff type, resolved by each Worker's `settings.backoffStrategy`. */
 const BACKOFF_TYPE = 'bedrock-consumer';
+
+/** BullMQ job states as ours; anything else (e.g. 'unknown') is 'unknown'. */
+const STATUS_OF: Partial<Record<string, JobStatus['state']>> = {
+  waiting: 'waiting',
+  wait: 'waiting',
+  prioritized: 'waiting',
+  'waiting-children': 'waiting',
+  delayed: 'delayed',
+  active: 'active',
+  completed: 'completed',
+  failed: 'failed',
+};
 
 /** BullMQ states that mean "not started yet". */
 const NOT_STARTED = new Set(['waiting', 'delayed', 'prioritized', 'wait']);
@@ -198,6 +210,14 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
         delayed: counts.delayed ?? 0,
         failed: counts.failed ?? 0,
       };
+    },
+
+    async jobStatus(queue: string, jobId: string): Promise<JobStatus> {
+      const job = await bullQueue(queue).getJob(encodeJobId(jobId));
+      if (!job) return { state: 'unknown', finishedAt: null };
+      const state = STATUS_OF[await job.getState()] ?? 'unknown';
+      const finished = state === 'completed' || state === 'failed';
+      return { state, finishedAt: finished ? (job.finishedOn ?? null) : null };
     },
 
     async close(): Promise<void> {

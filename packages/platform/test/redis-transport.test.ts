@@ -1,0 +1,149 @@
+/**
+ * What only the Redis transport has: the key layout operators rely on (docs/transports.md),
+ * readable payloads, trimming and expiry, prefix isolation, and settings from the environment.
+ * Runs on the real Redis with a prefix unique to this file.
+ */
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { CancelSignalSchema, ConversationEventSchema, LlmRequestJobSchema, RunnerCapabilitiesSchema } from '@bedrock/contracts';
+import { STREAM_START, createRedisTransport, redisKeys, redisTransportOptionsFromEnv } from '../src/index.ts';
+import type { Transport } from '../src/index.ts';
+import { waitFor } from './transport-contract.ts';
+import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
+
+const prefix = uniquePrefix('redis');
+const keys = redisKeys(prefix);
+
+describe('redis transport specifics', () => {
+  let t: Transport;
+  let redis: Redis;
+
+  beforeAll(() => {
+    t = createRedisTransport({ redisUrl: REDIS_URL, prefix, streamMaxLen: 20, streamTtlMs: 60_000 });
+    redis = new Redis(REDIS_URL);
+  });
+
+  afterAll(async () => {
+    await t.close();
+    await deleteKeys(prefix);
+    // Nothing may be left under the prefix once the test data is deleted.
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
+    await redis.quit();
+  });
+
+  it('derives keys from the contract names with the prefix in place of `bedrock`', () => {
+    expect(redisKeys('bedrock')).toMatchObject({
+      bullPrefix: 'bedrock:q',
+      cancelChannel: 'bedrock:cancel',
+      runners: 'bedrock:runners',
+      runnersExpiry: 'bedrock:runners:expiry',
+    });
+    expect(redisKeys('bedrock').stream('c1')).toBe('bedrock:conv:c1:events');
+    expect(redisKeys('staging').stream('c1')).toBe('staging:conv:c1:events');
+    expect(() => redisKeys('')).toThrow();
+  });
+
+  it('BullMQ itself refuses ids with a colon, which is why ids are encoded', async () => {
+    const queue = new Queue('raw-ids', { connection: { url: REDIS_URL }, prefix: keys.bullPrefix });
+    try {
+      await expect(queue.add('x', {}, { jobId: 'conv-1:llm' })).rejects.toThrow(/cannot contain :/);
+      await expect(queue.add('x', {}, { jobId: '42' })).rejects.toThrow(/integers/);
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('stores jobs as readable protobuf JSON under an encoded id, with retention set', async () => {
+    const producer = t.queues.producer('readable', LlmRequestJobSchema);
+    const job = create(LlmRequestJobSchema, { requestId: 'r-1', conversationId: 'c-1', notifySequence: 7n });
+    expect(await producer.add('c-1:llm:1', job, { delayMs: 60_000 })).toBe(true);
+    const hash = await redis.hgetall(`${keys.bullPrefix}:readable:c-1%3Allm%3A1`);
+    expect(JSON.parse(hash.data!)).toEqual({ requestId: 'r-1', conversationId: 'c-1', notifySequence: '7' });
+    expect(hash.name).toMatch(/^bedrock\.internal\.v1\.LlmRequestJob\//);
+    expect(JSON.parse(hash.opts!)).toMatchObject({ removeOnComplete: { age: 86_400 }, removeOnFail: { age: 604_800 } });
+    expect(await producer.remove('c-1:llm:1')).toBe(true);
+  });
+
+  it('stores stream entries with kind and JSON event fields, an expiry, and trims to about maxLen', async () => {
+    const key = keys.stream('trim');
+    for (let seq = 1n; seq <= 200n; seq++) {
+      const event = create(ConversationEventSchema, {
+        conversationId: 'trim',
+        sequence: seq,
+        kind: { case: 'contextExhausted', value: { summary: `s${seq}` } },
+      });
+      expect(await t.streams.appendDurable(event)).toBe(true);
+    }
+    const length = await redis.xlen(key);
+    // MAXLEN ~ trims whole radix-tree nodes, so the length is near, not exactly, maxLen.
+    expect(length).toBeLessThan(200);
+    expect(length).toBeGreaterThanOrEqual(20);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    const [entry] = await redis.xrevrange(key, '+', '-', 'COUNT', 1);
+    expect(entry![0]).toBe('200-0');
+    expect(entry![1]).toEqual(['kind', 'contextExhausted', 'event', expect.any(String)]);
+    expect(JSON.parse(entry![1][3]!)).toMatchObject({ conversationId: 'trim', sequence: '200', contextExhausted: { summary: 's200' } });
+    // A re-publish of a trimmed-away position is still refused.
+    expect(await t.streams.appendDurable(create(ConversationEventSchema, { conversationId: 'trim', sequence: 3n }))).toBe(false);
+    expect(await t.streams.last('trim')).toEqual({ sequence: 200n, deltaIndex: 0 });
+  });
+
+  it('keeps runners in a readable hash with a server-clock expiry set', async () => {
+    await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: 'r-hash', hostname: 'h' }), 30_000);
+    expect(JSON.parse((await redis.hget(keys.runners, 'r-hash'))!)).toEqual({ runnerId: 'r-hash', hostname: 'h' });
+    expect(Number(await redis.zscore(keys.runnersExpiry, 'r-hash'))).toBeGreaterThan(Date.now() - 60_000);
+    expect(await redis.pttl(keys.runners)).toBeGreaterThan(0);
+    await t.runners.remove('r-hash');
+    expect(await redis.hexists(keys.runners, 'r-hash')).toBe(0);
+  });
+
+  it('isolates deployments with different prefixes', async () => {
+    const otherPrefix = `${prefix}-other`;
+    const other = createRedisTransport({ redisUrl: REDIS_URL, prefix: otherPrefix });
+    try {
+      const event = create(ConversationEventSchema, { conversationId: 'iso', sequence: 1n });
+      expect(await t.streams.appendDurable(event)).toBe(true);
+      expect(await other.streams.appendDurable(event)).toBe(true);
+      expect(await other.streams.read('iso', STREAM_START)).toHaveLength(1);
+      const seen: string[] = [];
+      const unsubscribe = await other.cancels.subscribe((s) => seen.push(s.conversationId));
+      const unsubscribeHere = await t.cancels.subscribe((s) => seen.push(`here:${s.conversationId}`));
+      await t.cancels.publish(create(CancelSignalSchema, { conversationId: 'x' }));
+      await waitFor(() => seen.includes('here:x'), 'the local subscriber');
+      // Had the other deployment's subscriber been on the same channel, it would get x before y.
+      await other.cancels.publish(create(CancelSignalSchema, { conversationId: 'y' }));
+      await waitFor(() => seen.includes('y'), 'the other deployment');
+      expect(seen).toEqual(['here:x', 'y']);
+      await unsubscribe();
+      await unsubscribeHere();
+    } finally {
+      await other.close();
+      await deleteKeys(otherPrefix);
+    }
+  });
+
+  it('reads its settings from the environment', () => {
+    expect(redisTransportOptionsFromEnv({})).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      prefix: 'bedrock',
+      completedRetentionMs: undefined,
+      failedRetentionMs: undefined,
+      streamMaxLen: undefined,
+      streamTtlMs: undefined,
+      maxIdleBlockingConnections: undefined,
+    });
+    expect(
+      redisTransportOptionsFromEnv({
+        REDIS_URL: 'redis://redis:6380/2',
+        BEDROCK_REDIS_PREFIX: 'staging',
+        BEDROCK_COMPLETED_JOB_RETENTION_MS: '3600000',
+        BEDROCK_STREAM_MAXLEN: '500',
+      }),
+    ).toMatchObject({ redisUrl: 'redis://redis:6380/2', prefix: 'staging', completedRetentionMs: 3_600_000, streamMaxLen: 500 });
+    expect(() => redisTransportOptionsFromEnv({ BEDROCK_STREAM_TTL_MS: 'soon' })).toThrow(/BEDROCK_STREAM_TTL_MS/);
+  });
+});

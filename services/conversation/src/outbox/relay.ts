@@ -110,6 +110,9 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     let published = 0;
     try {
       await client.query('BEGIN');
+      // Losing this transaction in a crash only means publishing its rows again, which is
+      // harmless (see above): it need not wait for the WAL flush. One fsync per event, not two.
+      await client.query('SET LOCAL synchronous_commit = off');
       const lock = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [
         RELAY_LOCK_SPACE,
         conversationId,

@@ -1,0 +1,158 @@
+/**
+ * Conversation service throughput and latency (issue 3's benchmark), against the local
+ * PostgreSQL and Redis:
+ *  1. events applied per second by one replica (store.applyEvent + relay publish), beside a
+ *     minimal single-row UPDATE transaction on the same database, same concurrency, same run;
+ *  2. median and p99 from an event's arrival on `conversation-events` to its effect being on
+ *     the next queue (a tool result in → the next tool job out), through the real service.
+ * Prints figures; asserts nothing.
+ */
+import pg from 'pg';
+import { create } from '@bufbuild/protobuf';
+import {
+  ConversationEventJobSchema,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_TOOL_EXEC,
+  StopReason,
+  ToolExecJobSchema,
+} from '@bedrock/contracts';
+import { createRedisTransport } from '@bedrock/platform';
+import { createLogger } from '@bedrock/platform/server';
+import { readConversationConfig } from '../src/config.ts';
+import { startConversationService } from '../src/create-conversation-service.ts';
+import type { ConversationEvent } from '../src/core/index.ts';
+import { createTestDatabase } from '../test/support/database.ts';
+
+const CONCURRENCY = 8;
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4000);
+const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 300);
+
+const usage = { inputTokens: 1000, outputTokens: 50, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+async function main(): Promise<void> {
+  const db = await createTestDatabase('bench');
+  const prefix = `bench-${process.pid}`;
+  const transport = createRedisTransport({ redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
+  const pool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY + 2 });
+  const config = readConversationConfig({
+    DATABASE_URL: db.url,
+    BEDROCK_GRPC_PORT: '0',
+    BEDROCK_METRICS_PORT: '0',
+    BEDROCK_HOST: '127.0.0.1',
+    BEDROCK_SANDBOX: 'unavailable',
+    BEDROCK_RECOVERY_INTERVAL: '3600000',
+    LOG_LEVEL: 'error',
+  });
+  const service = await startConversationService(config, { pool, transport, logger: createLogger({ service: 'bench', level: 'error' }) });
+  try {
+    // --- 1. baseline: the cheapest possible write transaction ---------------------------
+    await pool.query('CREATE TABLE bench_counter (id INT PRIMARY KEY, v BIGINT NOT NULL)');
+    await pool.query('INSERT INTO bench_counter SELECT g, 0 FROM generate_series(1, $1) g', [CONCURRENCY]);
+    const baseline = await runFor(DURATION_MS, CONCURRENCY, async (worker) => {
+      const c = await pool.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query('UPDATE bench_counter SET v = v + 1 WHERE id = $1', [worker + 1]);
+        await c.query('COMMIT');
+      } finally {
+        c.release();
+      }
+    });
+
+    // --- 2. applied events: a realistic turn cycle per conversation ---------------------
+    // user message → (request_llm) response with one bash call → (execute_tool) result →
+    // (request_llm) end_turn → idle. Each step is one applyEvent plus its relay publish.
+    const ids: string[] = [];
+    for (let i = 0; i < CONCURRENCY; i++) {
+      const r = await service.store.create({ id: `bench-${i}`, ownerId: 'bench', slug: `bench-${i}`, cwd: '/tmp', model: 'bench', sandboxAvailable: false });
+      ids.push(r.id);
+    }
+    const counts = new Map<string, number>();
+    const step = new Map<string, number>();
+    const applied = await runFor(DURATION_MS, CONCURRENCY, async (worker) => {
+      const id = ids[worker]!;
+      const record = (await service.store.get(id))!;
+      const n = step.get(id) ?? 0;
+      const phase = record.state.phase;
+      let event: ConversationEvent;
+      if (phase.kind === 'idle') event = { type: 'user_message', text: `message ${n}`, images: [] };
+      else if (phase.kind === 'llm_requesting' && record.state.llmRequests % 2 === 1) {
+        event = { type: 'llm_response', requestId: phase.requestId, stopReason: 'tool_use', usage, content: [{ type: 'tool_use', id: `t${n}`, name: 'bash', input: { command: 'true' } }] };
+      } else if (phase.kind === 'llm_requesting') {
+        event = { type: 'llm_response', requestId: phase.requestId, stopReason: 'end_turn', usage, content: [{ type: 'text', text: 'done' }] };
+      } else if (phase.kind === 'tool_executing') {
+        event = { type: 'tool_complete', result: { toolUseId: phase.current.id, content: 'ok', isError: false } };
+      } else throw new Error(`unexpected phase ${phase.kind}`);
+      step.set(id, n + 1);
+      const result = await service.store.applyEvent(id, event);
+      if (result.kind !== 'applied') throw new Error(`event ${event.type} was ${result.kind}`);
+      counts.set(event.type, (counts.get(event.type) ?? 0) + 1);
+      await service.relay.kick(id);
+    });
+
+    // --- 3. latency: tool result in → next tool job out, through the queues ---------------
+    const conv = await service.store.create({ id: 'bench-latency', ownerId: 'bench', slug: 'bench-latency', cwd: '/tmp', model: 'bench', sandboxAvailable: false });
+    const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({ type: 'tool_use' as const, id: `L${i}`, name: 'bash', input: { command: 'true' } }));
+    await service.store.applyEvent(conv.id, { type: 'user_message', text: 'go', images: [] });
+    const rec = (await service.store.get(conv.id))!;
+    if (rec.state.phase.kind !== 'llm_requesting') throw new Error('latency setup failed');
+    await service.store.applyEvent(conv.id, { type: 'llm_response', requestId: rec.state.phase.requestId, stopReason: 'tool_use', usage, content: calls });
+    await service.relay.kick(conv.id);
+    const arrivals = new Map<string, number>();
+    const latencies: number[] = [];
+    const events = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
+    let done!: () => void;
+    const finished = new Promise<void>((r) => (done = r));
+    const runner = transport.queues.consume(QUEUE_TOOL_EXEC, ToolExecJobSchema, async (job) => {
+      const index = Number(job.data.toolUseId.slice(1));
+      const sentAt = arrivals.get(`L${index - 1}`);
+      if (sentAt !== undefined) latencies.push(performance.now() - sentAt);
+      if (index >= LATENCY_SAMPLES) return done();
+      arrivals.set(job.data.toolUseId, performance.now());
+      await events.add(`bench-result-${job.data.toolUseId}`, create(ConversationEventJobSchema, {
+        eventId: `bench-result-${job.data.toolUseId}`,
+        conversationId: conv.id,
+        event: { case: 'toolComplete', value: { toolUseId: job.data.toolUseId, content: 'ok' } },
+      }));
+    });
+    await finished;
+    await runner.close(0);
+    latencies.sort((a, b) => a - b);
+
+    const ratio = applied.perSecond / baseline.perSecond;
+    console.log(`concurrency ${CONCURRENCY}, ${DURATION_MS} ms per measurement`);
+    console.log(`single-row UPDATE transactions: ${baseline.perSecond.toFixed(0)}/s`);
+    console.log(`events applied (transaction + relay publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`);
+    console.log(`ratio events/baseline: ${ratio.toFixed(3)} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`);
+    console.log(
+      `event arrival → effect on queue, ${latencies.length} samples: median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
+    );
+    void StopReason;
+  } finally {
+    await service.stop();
+    await transport.close();
+    await pool.end();
+    await db.drop();
+  }
+}
+
+async function runFor(durationMs: number, concurrency: number, work: (worker: number) => Promise<void>): Promise<{ perSecond: number; count: number }> {
+  let count = 0;
+  const start = performance.now();
+  const deadline = start + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      while (performance.now() < deadline) {
+        await work(worker);
+        count++;
+      }
+    }),
+  );
+  return { perSecond: (count * 1000) / (performance.now() - start), count };
+}
+
+await main();

@@ -1,0 +1,86 @@
+/**
+ * Recovery (REQ-BED-007, DESIGN.md resolution 3): a conversation whose work is lost — here the
+ * "worker" takes the job and dies without answering — comes back to rest with synthetic
+ * results and a valid chain; one waiting for the user's approval is left alone.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { MessageType, StateKind, StopReason } from '@bedrock/contracts';
+import { buildLlmHistory, checkToolChain, LOST_RESULT } from '../src/core/index.ts';
+import { startHarness, type Harness } from './support/harness.ts';
+
+let h: Harness;
+beforeAll(async () => {
+  // The test's workers take every job and never answer: each conversation's work is "lost".
+  h = await startHarness({
+    label: 'recovery',
+    env: { BEDROCK_RECOVERY_INTERVAL: '100', BEDROCK_RECOVERY_STALE_AFTER: '300' },
+  });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const usage = { inputTokens: 10n, outputTokens: 5n };
+
+async function conversationAt(tools: { id: string; name: string; input: object }[]) {
+  const conv = (await h.client().createConversation({ cwd: '/tmp' })).conversation!;
+  await h.client().sendMessage({ conversationId: conv.id, text: 'go' });
+  const job = await h.waitFor('llm job', () => h.llmJobs.find((j) => j.conversationId === conv.id));
+  await h.send(conv.id, `r/${job.requestId}`, {
+    case: 'llmResponse',
+    value: {
+      requestId: job.requestId,
+      stopReason: StopReason.TOOL_USE,
+      usage,
+      content: tools.map((t) => ({ block: { case: 'toolUse' as const, value: { id: t.id, name: t.name, inputJson: JSON.stringify(t.input) } } })),
+    },
+  });
+  return conv.id;
+}
+
+async function kind(id: string) {
+  return (await h.client().getConversation({ conversationId: id })).conversation!.state!.kind;
+}
+
+describe('recovery sweeper', () => {
+  it('returns a conversation whose tool job was taken and never answered to idle, chain valid', async () => {
+    const id = await conversationAt([
+      { id: 'lost1', name: 'bash', input: { command: 'sleep 100' } },
+      { id: 'lost2', name: 'bash', input: { command: 'true' } },
+    ]);
+    await h.waitFor('tool job taken', () => h.toolJobs.find((j) => j.toolUseId === 'lost1'));
+    await h.waitFor('idle after recovery', async () => (await kind(id)) === StateKind.IDLE, 15_000);
+    const { messages } = await h.client().getConversation({ conversationId: id });
+    const results = messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value] : [])));
+    expect(results.map((r) => [r.toolUseId, r.content, r.cancelled])).toEqual([
+      ['lost1', LOST_RESULT, true],
+      ['lost2', LOST_RESULT, true],
+    ]);
+    // The persisted history is still a valid chain for the next request.
+    const stored = await h.pool.query('SELECT message_type AS type, content FROM messages WHERE conversation_id = $1 ORDER BY sequence', [id]);
+    expect(checkToolChain(buildLlmHistory(stored.rows))).toEqual([]);
+    // And the user can go on.
+    await h.client().sendMessage({ conversationId: id, text: 'again' });
+    expect(await kind(id)).toBe(StateKind.LLM_REQUESTING);
+  });
+
+  it('returns a conversation whose LLM request was taken and never answered to idle, keeping the user message', async () => {
+    const conv = (await h.client().createConversation({ cwd: '/tmp' })).conversation!;
+    await h.client().sendMessage({ conversationId: conv.id, text: 'are you there?' });
+    await h.waitFor('llm job taken', () => h.llmJobs.find((j) => j.conversationId === conv.id));
+    await h.waitFor('idle after recovery', async () => (await kind(conv.id)) === StateKind.IDLE, 15_000);
+    const { messages } = await h.client().getConversation({ conversationId: conv.id });
+    expect(messages.map((m) => m.type)).toEqual([MessageType.USER]);
+  });
+
+  it('leaves a conversation awaiting mode approval alone, however long it waits', async () => {
+    const id = await conversationAt([{ id: 'up1', name: 'request_mode_upgrade', input: { reason: 'write a file' } }]);
+    await h.waitFor('awaiting approval', async () => (await kind(id)) === StateKind.AWAITING_MODE_APPROVAL);
+    // Several sweeps pass (interval 100 ms, stale after 300 ms).
+    const before = await h.service.sweeper.sweep();
+    await new Promise((r) => setTimeout(r, 800));
+    expect(before).not.toContain(id);
+    expect(await h.service.sweeper.sweep()).not.toContain(id);
+    expect(await kind(id)).toBe(StateKind.AWAITING_MODE_APPROVAL);
+  });
+});

@@ -26,6 +26,8 @@ export interface ToolRunnerConfig {
   readonly grpcHost: string;
   /** Port of the ToolRunnerService; 0 picks a free port. Default 50053. */
   readonly grpcPort: number;
+  /** Port of /metrics, /healthz, /readyz; 0 picks a free port. Default 9464. */
+  readonly metricsPort: number;
   /** Jobs run at once per queue. Default 8. */
   readonly concurrency: number;
   /** Path of the bedrock-sandbox helper. */
@@ -56,6 +58,7 @@ export interface ToolRunnerConfig {
 const spec = {
   logLevel: commonEnv.logLevel,
   shutdownGraceMs: commonEnv.shutdownGraceMs,
+  metricsPort: commonEnv.metricsPort,
   runnerId: setting({ name: 'BEDROCK_RUNNER_ID', parse: optional(str()), default: undefined, doc: 'Runner id in results and the runner registry; default `<hostname>-<random>`.' }),
   transport: setting({ name: 'BEDROCK_TRANSPORT', parse: oneOf(['redis', 'memory'] as const), default: 'redis', doc: 'Queues and streams: Redis (distributed) or in-process.' }),
   redisUrl: setting({ name: 'REDIS_URL', parse: url({ protocols: ['redis', 'rediss'] }), default: new URL('redis://127.0.0.1:6379'), doc: 'Redis for queues, notification streams, cancel channel and runner registry.' }),
@@ -93,6 +96,7 @@ export function readToolRunnerConfig(env: Record<string, string | undefined> = p
     consumeQueues: v.consumeQueues,
     grpcHost: v.grpcHost,
     grpcPort: v.grpcPort,
+    metricsPort: v.metricsPort,
     concurrency: v.concurrency,
     helperPath: v.helperPath,
     scratch: v.scratch,

@@ -1,0 +1,179 @@
+/**
+ * A tool-runner: the tools and the sandbox behind a ToolRunnerService (gRPC, with health and
+ * reflection), a worker on the tool-exec queues, cancel handling, capability reports and
+ * metrics. `createToolRunner(config)` builds it; `start()` and `stop()` run it.
+ */
+import { PATCH_RESTRICTED_ERROR, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED, ToolRunnerService, health as healthPb } from '@bedrock/contracts';
+import type { RunnerCapabilities } from '@bedrock/contracts';
+import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv } from '@bedrock/platform';
+import type { Transport } from '@bedrock/platform';
+import {
+  createHealth,
+  createLogger,
+  createMetrics,
+  registerHealth,
+  registerReflection,
+  rpcMetricsInterceptor,
+  startGrpcServer,
+  startMetricsServer,
+} from '@bedrock/platform/server';
+import type { GrpcServer, Logger, MetricsServer, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
+import type { ToolRunnerConfig } from './config.ts';
+import { runnerCapabilities } from './capabilities.ts';
+import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
+import { startToolExecWorker } from './queue/tool-exec-worker.ts';
+import type { ToolExecWorker } from './queue/tool-exec-worker.ts';
+import { createSandboxSettings } from './sandbox/sandbox-settings.ts';
+import type { SandboxProbe } from './sandbox/probe.ts';
+import { createToolExecutor } from './tool-executor.ts';
+import type { ToolExecutor } from './tool-executor.ts';
+import type { ToolOutcome } from './tools/tool-types.ts';
+
+export interface ToolRunnerDeps {
+  /** Queues, streams, cancel bus and registry; default built from the config (and closed on stop). */
+  readonly transport?: Transport;
+  readonly logger?: Logger;
+}
+
+export interface ToolRunner {
+  start(): Promise<void>;
+  /** Stops taking work, lets running tools finish for the shutdown grace, then kills them. */
+  stop(): Promise<void>;
+  /** After start: the bound gRPC port and base URL. */
+  readonly grpcPort: number;
+  readonly grpcUrl: string;
+  readonly metricsUrl: string;
+  /** After start: what this runner reports. */
+  capabilities(): RunnerCapabilities;
+  /** After start: the executor (for embedding and tests). */
+  readonly executor: ToolExecutor;
+}
+
+function outcomeLabel(outcome: ToolOutcome): ToolOutcomeLabel {
+  if (outcome.cancelled) return 'cancelled';
+  if (outcome.display?.timedOut === true) return 'timeout';
+  if (outcome.content === PATCH_RESTRICTED_ERROR) return 'denied';
+  return outcome.isError ? 'error' : 'ok';
+}
+
+export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps = {}): ToolRunner {
+  const logger = deps.logger ?? createLogger({ service: 'tool-runner', level: config.logLevel });
+  const metrics = createMetrics('tool-runner');
+  const health = createHealth({ overall: 'NOT_SERVING' });
+  let executor: ToolExecutor | undefined;
+  let probe: SandboxProbe | undefined;
+  let queues: string[] = [];
+  let server: GrpcServer | undefined;
+  let metricsServer: MetricsServer | undefined;
+  let worker: ToolExecWorker | undefined;
+  let transport: Transport | undefined;
+  let ownsTransport = false;
+  let reportTimer: NodeJS.Timeout | undefined;
+  let closeCgroups: (() => void) | undefined;
+
+  const capabilities = (): RunnerCapabilities => {
+    if (!probe) throw new Error('tool-runner not started');
+    return runnerCapabilities(config.runnerId, probe, queues);
+  };
+
+  async function report(): Promise<void> {
+    if (!transport) return;
+    try {
+      await transport.runners.report(capabilities(), config.reportIntervalMs * 3);
+    } catch (err) {
+      logger.warn({ err }, 'capability report failed');
+    }
+  }
+
+  return {
+    get grpcPort() {
+      return server?.port ?? 0;
+    },
+    get grpcUrl() {
+      return server?.url ?? '';
+    },
+    get metricsUrl() {
+      return metricsServer?.url ?? '';
+    },
+    get executor() {
+      if (!executor) throw new Error('tool-runner not started');
+      return executor;
+    },
+    capabilities,
+
+    async start() {
+      const sandbox = await createSandboxSettings(config);
+      probe = sandbox.probe;
+      closeCgroups = () => sandbox.settings.cgroups?.close();
+      if (probe.sandboxAvailable) {
+        logger.info({ landlockAbi: probe.landlockAbi, pidsCgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
+      } else {
+        // REQ-BASH-009: detected at startup, logged, and Restricted work is never taken here.
+        logger.warn({ reason: probe.reason, landlockAbi: probe.landlockAbi }, 'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)');
+      }
+      executor = createToolExecutor({
+        runnerId: config.runnerId,
+        context: { sandbox: sandbox.settings, capture: { headBytes: config.outputHeadBytes, tailBytes: config.outputTailBytes } },
+        onComplete: (job, outcome, ms) => metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
+      });
+      const exec = executor;
+      queues = config.consumeQueues ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];
+
+      server = await startGrpcServer({
+        host: config.grpcHost,
+        port: config.grpcPort,
+        logger,
+        interceptors: [rpcMetricsInterceptor(metrics)],
+        routes: (router) => {
+          registerToolRunnerService(router, { executor: exec, capabilities });
+          registerHealth(router, health);
+          registerReflection(router, [ToolRunnerService, healthPb.Health]);
+        },
+      });
+      metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.grpcHost, registry: metrics.registry, health });
+
+      if (config.consumeQueues) {
+        transport = deps.transport;
+        if (!transport) {
+          ownsTransport = true;
+          transport = config.transport === 'memory' ? createMemoryTransport() : createRedisTransport({ ...redisTransportOptionsFromEnv(), redisUrl: config.redisUrl });
+        }
+        worker = await startToolExecWorker({
+          transport,
+          executor: exec,
+          queues,
+          concurrency: config.concurrency,
+          outputFlushMs: config.outputFlushMs,
+          outputStreamMaxBytes: config.outputStreamMaxBytes,
+          logger,
+          onJob: (queue, outcome, seconds, waitSeconds) => {
+            metrics.jobsTotal.inc({ queue, outcome });
+            metrics.jobDurationSeconds.observe({ queue, outcome }, seconds);
+            if (outcome !== 'failed') metrics.queueWaitSeconds.observe({ queue }, waitSeconds);
+          },
+        });
+        await report();
+        reportTimer = setInterval(() => void report(), config.reportIntervalMs);
+        reportTimer.unref();
+      }
+      health.set('', 'SERVING');
+      health.set(ToolRunnerService.typeName, 'SERVING');
+      logger.info({ runnerId: config.runnerId, grpcPort: server.port, queues }, 'tool-runner started');
+    },
+
+    async stop() {
+      health.shutdown();
+      clearInterval(reportTimer);
+      await worker?.close(config.shutdownGraceMs);
+      await executor?.abortAll();
+      if (transport) {
+        await transport.runners.remove(config.runnerId).catch((err: unknown) => logger.warn({ err }, 'runner deregistration failed'));
+        if (ownsTransport) await transport.close();
+      }
+      await server?.close(config.shutdownGraceMs);
+      await metricsServer?.close();
+      closeCgroups?.();
+      logger.info({ runnerId: config.runnerId }, 'tool-runner stopped');
+    },
+  };
+}

@@ -1,0 +1,98 @@
+/** The ToolRunnerService over a real HTTP/2 socket, driven like an operator or the load generator would. */
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { Mode, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
+import type { ToolCompleteEvent } from '@bedrock/contracts';
+import type { ToolRunner } from '../src/create-tool-runner.ts';
+import { groupGone, grpcClient, startTestRunner } from './support-runner.ts';
+import { tempDir } from './support.ts';
+
+let runner: ToolRunner;
+const dir = tempDir('bedrock-grpc-');
+
+beforeAll(async () => {
+  runner = await startTestRunner();
+});
+afterAll(async () => {
+  await runner.stop();
+  dir.remove();
+});
+
+function job(toolUseId: string, command: string, mode = Mode.UNRESTRICTED) {
+  return create(ToolExecJobSchema, { toolUseId, conversationId: 'conv-grpc', toolName: 'bash', inputJson: JSON.stringify({ command }), cwd: dir.path, mode });
+}
+
+describe('ToolRunnerService', () => {
+  it('reports its capabilities, sandbox included', async () => {
+    const { capabilities } = await grpcClient(runner).getCapabilities({});
+    expect(capabilities).toMatchObject({ sandboxAvailable: true, seccompAvailable: true });
+    expect(capabilities?.landlockAbi).toBeGreaterThanOrEqual(6);
+  });
+
+  it('serves grpc.health.v1', async () => {
+    const client = createClient(health.Health, createGrpcTransport({ baseUrl: runner.grpcUrl }));
+    expect((await client.check({ service: '' })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
+    expect((await client.check({ service: ToolRunnerService.typeName })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
+  });
+
+  it('streams output, then exactly one result', async () => {
+    const chunks: string[] = [];
+    const results: ToolCompleteEvent[] = [];
+    for await (const msg of grpcClient(runner).executeTool({ job: job('g-1', 'echo first; sleep 0.2; echo second') })) {
+      if (msg.kind.case === 'output') chunks.push(msg.kind.value);
+      if (msg.kind.case === 'result') results.push(msg.kind.value);
+    }
+    expect(chunks.join('')).toBe('first\nsecond\n');
+    expect(chunks.length).toBeGreaterThanOrEqual(2);
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ toolUseId: 'g-1', content: 'first\nsecond\n', isError: false, exitCode: 0, cancelled: false, runnerId: runner.capabilities().runnerId });
+  });
+
+  it('runs Restricted jobs in the sandbox', async () => {
+    let result: ToolCompleteEvent | undefined;
+    for await (const msg of grpcClient(runner).executeTool({ job: job('g-2', `touch ${dir.path}/x`, Mode.RESTRICTED) })) {
+      if (msg.kind.case === 'result') result = msg.kind.value;
+    }
+    expect(result?.isError).toBe(true);
+    expect(result?.content).toContain('Permission denied');
+  });
+
+  it('cancels a running sleep tree: the whole process group is killed and the result says cancelled', async () => {
+    const client = grpcClient(runner);
+    const stream = client.executeTool({ job: job('g-cancel', 'echo "pgid=$$"; sleep 60 & (sleep 60 & sleep 60) & wait') });
+    let pgid = 0;
+    let result: ToolCompleteEvent | undefined;
+    let cancelledAt = 0;
+    for await (const msg of stream) {
+      if (msg.kind.case === 'output' && pgid === 0) {
+        pgid = Number(/pgid=(\d+)/.exec(msg.kind.value)?.[1]);
+        // Let the children and grandchildren start.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        cancelledAt = Date.now();
+        expect((await client.cancelTool({ toolUseId: 'g-cancel' })).found).toBe(true);
+      }
+      if (msg.kind.case === 'result') result = msg.kind.value;
+    }
+    expect(pgid).toBeGreaterThan(0);
+    expect(result).toMatchObject({ toolUseId: 'g-cancel', cancelled: true, isError: true });
+    expect(await groupGone(pgid)).toBe(true);
+    // Generous bound for a loaded CI machine; the benchmark measures the real figure.
+    expect(Date.now() - cancelledAt).toBeLessThan(2000);
+  });
+
+  it('says when there is nothing to cancel', async () => {
+    expect((await grpcClient(runner).cancelTool({ toolUseId: 'not-running' })).found).toBe(false);
+  });
+
+  it('rejects a request without a job', async () => {
+    await expect(
+      (async () => {
+        for await (const _ of grpcClient(runner).executeTool({})) {
+          // drain
+        }
+      })(),
+    ).rejects.toThrow(/tool_use_id and tool_name is required/);
+  });
+});

@@ -1,0 +1,152 @@
+/**
+ * The runner on the queues, with the in-process transport and with the real Redis one
+ * (unique key prefix): jobs in, results out under the deterministic event id, live output
+ * on the notification stream, cancel over the cancel bus, capabilities in the registry.
+ */
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { execSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { create } from '@bufbuild/protobuf';
+import {
+  CancelSignalSchema,
+  ConversationEventJobSchema,
+  ConversationEventSchema,
+  Mode,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_TOOL_EXEC,
+  QUEUE_TOOL_EXEC_RESTRICTED,
+  ToolExecJobSchema,
+} from '@bedrock/contracts';
+import type { ConversationEventJob, ToolCompleteEvent } from '@bedrock/contracts';
+import { STREAM_START, createMemoryTransport, createRedisTransport } from '@bedrock/platform';
+import type { Consumer, Transport } from '@bedrock/platform';
+import type { ToolRunner } from '../src/create-tool-runner.ts';
+import { toolResultEventId } from '../src/queue/tool-exec-worker.ts';
+import { groupGone, startTestRunner } from './support-runner.ts';
+import { tempDir } from './support.ts';
+
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+function deleteRedisKeys(prefix: string): void {
+  execSync(`redis-cli -u ${REDIS_URL} --scan --pattern '${prefix}:*' | xargs -r redis-cli -u ${REDIS_URL} del > /dev/null`);
+}
+
+describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind) => {
+  const prefix = `bedrock-test-tr-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const dir = tempDir('bedrock-queue-');
+  let transport: Transport;
+  let runner: ToolRunner;
+  let events: Consumer;
+  const received = new Map<string, ConversationEventJob>();
+  const waiters = new Map<string, (e: ConversationEventJob) => void>();
+
+  function resultFor(conversationId: string, toolUseId: string): Promise<ToolCompleteEvent> {
+    const id = toolResultEventId(conversationId, toolUseId);
+    const known = received.get(id);
+    const event = known ? Promise.resolve(known) : new Promise<ConversationEventJob>((resolve) => waiters.set(id, resolve));
+    return event.then((e) => {
+      if (e.event.case !== 'toolComplete') throw new Error(`unexpected event ${e.event.case}`);
+      return e.event.value;
+    });
+  }
+
+  function enqueue(queue: string, conversationId: string, toolUseId: string, command: string, mode: Mode, notifySequence = 0n) {
+    const producer = transport.queues.producer(queue, ToolExecJobSchema);
+    return producer.add(`${conversationId}/${toolUseId}`, create(ToolExecJobSchema, {
+      toolUseId, conversationId, toolName: 'bash', inputJson: JSON.stringify({ command }), cwd: dir.path, mode, notifySequence,
+    }));
+  }
+
+  beforeAll(async () => {
+    transport = kind === 'memory' ? createMemoryTransport() : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {} });
+    events = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
+      received.set(job.data.eventId, job.data);
+      waiters.get(job.data.eventId)?.(job.data);
+    });
+    runner = await startTestRunner({ consumeQueues: true, concurrency: 4 }, transport);
+  });
+
+  afterAll(async () => {
+    await runner.stop();
+    await events.close(0);
+    await transport.close();
+    if (kind === 'redis') deleteRedisKeys(prefix);
+    dir.remove();
+  });
+
+  it('reports its capabilities to the registry, consuming the restricted queue too', async () => {
+    const runners = await transport.runners.list();
+    const me = runners.find((r) => r.runnerId === runner.capabilities().runnerId);
+    expect(me).toMatchObject({ sandboxAvailable: true, queues: [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED] });
+  });
+
+  it('runs a tool-exec job and sends the result as a conversation event with a deterministic id', async () => {
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-a', 'tu-1', 'echo hello', Mode.UNRESTRICTED);
+    const result = await resultFor('conv-a', 'tu-1');
+    expect(result).toMatchObject({ toolUseId: 'tu-1', content: 'hello\n', isError: false, exitCode: 0 });
+    const event = received.get('tool-result/conv-a/tu-1');
+    expect(event).toMatchObject({ eventId: 'tool-result/conv-a/tu-1', conversationId: 'conv-a' });
+  });
+
+  it('runs a tool-exec-restricted job under the sandbox', async () => {
+    await enqueue(QUEUE_TOOL_EXEC_RESTRICTED, 'conv-b', 'tu-2', `echo x > ${dir.path}/f`, Mode.RESTRICTED);
+    const result = await resultFor('conv-b', 'tu-2');
+    expect(result.isError).toBe(true);
+    expect(result.content).toContain('Permission denied');
+  });
+
+  it('appends live output to the notification stream after the job notify sequence', async () => {
+    // The conversation's durable events 1..7 are in the stream, as the conversation service would have them.
+    for (let sequence = 1n; sequence <= 7n; sequence++) {
+      await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId: 'conv-c', sequence, kind: { case: 'heartbeat', value: {} } }));
+    }
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-c', 'tu-3', 'echo one; sleep 0.2; echo two', Mode.UNRESTRICTED, 7n);
+    await resultFor('conv-c', 'tu-3');
+    const stream = await transport.streams.read('conv-c', STREAM_START, { limit: 100 });
+    const outputs = stream.filter((e) => e.kind.case === 'toolOutput');
+    expect(outputs.length).toBeGreaterThanOrEqual(2);
+    expect(outputs.every((e) => e.sequence === 7n)).toBe(true);
+    expect(outputs.map((e) => (e.kind.case === 'toolOutput' ? e.kind.value.text : '')).join('')).toBe('one\ntwo\n');
+    expect(outputs[0]?.kind.value).toMatchObject({ toolUseId: 'tu-3' });
+  });
+
+  it('kills the tool process group on a cancel signal and reports cancelled', async () => {
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-d', 'tu-4', 'echo "pgid=$$"; sleep 60 & sleep 60', Mode.UNRESTRICTED);
+    let pgid = 0;
+    for (let i = 0; i < 200 && pgid === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const stream = await transport.streams.read('conv-d', STREAM_START, { limit: 10 });
+      const text = stream.map((e) => (e.kind.case === 'toolOutput' ? e.kind.value.text : '')).join('');
+      pgid = Number(/pgid=(\d+)/.exec(text)?.[1] ?? 0);
+    }
+    expect(pgid).toBeGreaterThan(0);
+    await transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'conv-d', target: { case: 'toolUseId', value: 'tu-4' } }));
+    const result = await resultFor('conv-d', 'tu-4');
+    expect(result).toMatchObject({ cancelled: true, isError: true });
+    expect(await groupGone(pgid)).toBe(true);
+  });
+
+  it('answers a job whose cancel came first as cancelled, without running it', async () => {
+    await transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'conv-e', target: { case: 'toolUseId', value: 'tu-5' } }));
+    // Subscribers get the signal asynchronously (Redis pub/sub): give it a moment.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-e', 'tu-5', `touch ${dir.path}/ran-tu-5`, Mode.UNRESTRICTED);
+    const result = await resultFor('conv-e', 'tu-5');
+    expect(result.cancelled).toBe(true);
+    expect(existsSync(`${dir.path}/ran-tu-5`)).toBe(false);
+  });
+
+  it('does not run a redelivered tool call twice at the same time', async () => {
+    const marker = `${dir.path}/count-tu-6`;
+    // Two deliveries of the same tool_use_id under different job ids, as a redelivery would be.
+    const producer = transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema);
+    const data = create(ToolExecJobSchema, {
+      toolUseId: 'tu-6', conversationId: 'conv-f', toolName: 'bash', inputJson: JSON.stringify({ command: `echo run >> ${marker}; sleep 0.5` }), cwd: dir.path, mode: Mode.UNRESTRICTED,
+    });
+    await producer.add('conv-f/tu-6', data);
+    await producer.add('conv-f/tu-6/redelivery', data);
+    await resultFor('conv-f', 'tu-6');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(readFileSync(marker, 'utf8')).toBe('run\n');
+  });
+});

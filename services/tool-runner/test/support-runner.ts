@@ -1,0 +1,47 @@
+/** Starts a real tool-runner for integration tests (ephemeral ports, quiet logs). */
+import { createClient } from '@connectrpc/connect';
+import type { Client } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ToolRunnerService } from '@bedrock/contracts';
+import type { Transport } from '@bedrock/platform';
+import { createLogger } from '@bedrock/platform/server';
+import { defaultToolRunnerConfig } from '../src/config.ts';
+import type { ToolRunnerConfig } from '../src/config.ts';
+import { createToolRunner } from '../src/create-tool-runner.ts';
+import type { ToolRunner } from '../src/create-tool-runner.ts';
+import { ensureHelper } from './support.ts';
+
+export async function startTestRunner(overrides: Partial<ToolRunnerConfig> = {}, transport?: Transport): Promise<ToolRunner> {
+  ensureHelper();
+  const config = defaultToolRunnerConfig({
+    runnerId: `test-runner-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    grpcHost: '127.0.0.1',
+    grpcPort: 0,
+    metricsPort: 0,
+    consumeQueues: false,
+    shutdownGraceMs: 2000,
+    outputFlushMs: 20,
+    ...overrides,
+  });
+  const runner = createToolRunner(config, { logger: createLogger({ service: 'tool-runner', level: 'silent' }), ...(transport ? { transport } : {}) });
+  await runner.start();
+  return runner;
+}
+
+export function grpcClient(runner: ToolRunner): Client<typeof ToolRunnerService> {
+  return createClient(ToolRunnerService, createGrpcTransport({ baseUrl: runner.grpcUrl }));
+}
+
+/** Waits until process group `pgid` has no process left (all reaped), up to `ms`. */
+export async function groupGone(pgid: number, ms = 2000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch {
+      return true;
+    }
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -270,6 +270,39 @@ export function transportContract(name: string, harness: TransportHarness): void
         await closeConsumers();
       });
 
+      it('hands a job back even when its handler ignores the signal, and ignores its late end', async () => {
+        const queue = unique('stubborn');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        const release = deferred();
+        let startedA = 0;
+        let signalA: AbortSignal | undefined;
+        const consumerA = consume(t, queue, async (_job, signal) => {
+          startedA += 1;
+          signalA = signal;
+          await release.promise;
+          throw new Error('finished late, after the job was handed back');
+        });
+        await producer.add('stubborn:1', llmJob('s1'));
+        await waitFor(() => startedA === 1, 'consumer A to start the job');
+        await consumerA.close(0);
+        expect(signalA?.aborted).toBe(true);
+        const other = await make();
+        const seenB: number[] = [];
+        consume(other, queue, async (job) => {
+          seenB.push(job.attemptsMade);
+        });
+        await waitFor(() => seenB.length === 1, 'consumer B to get the job');
+        expect(seenB).toEqual([2]);
+        await waitFor(async () => (await t.queues.jobStatus(queue, 'stubborn:1')).state === 'completed', 'completion by B');
+        release.resolve();
+        // A's late failure must not reopen or fail the job that B completed.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect((await t.queues.jobStatus(queue, 'stubborn:1')).state).toBe('completed');
+        expect(await t.queues.depth(queue)).toEqual({ waiting: 0, active: 0, delayed: 0, failed: 0 });
+        expect(seenB).toEqual([2]);
+        await closeConsumers();
+      });
+
       it('close waits for running jobs within the grace period', async () => {
         const queue = unique('grace');
         const producer = t.queues.producer(queue, LlmRequestJobSchema);

@@ -122,8 +122,8 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
   }
 
   function schedule(q: QueueState, record: JobRecord, delayMs: number): void {
+    // readyAt stays the first time the job was ready, retries included, as with BullMQ.
     if (delayMs <= 0) {
-      record.readyAt = Math.max(record.readyAt, Date.now());
       makeReady(q, record);
       return;
     }

@@ -120,7 +120,8 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
     },
 
     async read(conversationId, after, readOptions = {}): Promise<ConversationEvent[]> {
-      const { limit = DEFAULT_READ_LIMIT, blockMs = 0, signal } = readOptions;
+      const { blockMs = 0, signal } = readOptions;
+      const limit = Math.max(1, Math.floor(readOptions.limit ?? DEFAULT_READ_LIMIT));
       if (signal?.aborted || closed) return [];
       const found = collect(conversationId, after, limit);
       if (found.length > 0 || blockMs <= 0) return found;

@@ -69,8 +69,8 @@ type StreamEntry = [id: string, fields: string[]];
 
 export function createRedisStreams(options: RedisStreamsOptions): NotificationStreams {
   const { connection, keys } = options;
-  const maxLen = options.maxLen ?? DEFAULT_STREAM_MAX_LEN;
-  const ttlMs = options.ttlMs ?? DEFAULT_STREAM_TTL_MS;
+  const maxLen = Math.max(1, Math.floor(options.maxLen ?? DEFAULT_STREAM_MAX_LEN));
+  const ttlMs = Math.max(1, Math.round(options.ttlMs ?? DEFAULT_STREAM_TTL_MS));
   const pool = createBlockingPool(connection, options.maxIdleBlockingConnections ?? 4, options.onError);
   let closed = false;
 
@@ -120,7 +120,10 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
     },
 
     async read(conversationId, after, readOptions = {}): Promise<ConversationEvent[]> {
-      const { limit = DEFAULT_READ_LIMIT, blockMs = 0, signal } = readOptions;
+      const { signal } = readOptions;
+      // Redis wants whole numbers here.
+      const limit = Math.max(1, Math.floor(readOptions.limit ?? DEFAULT_READ_LIMIT));
+      const blockMs = Math.ceil(readOptions.blockMs ?? 0);
       if (signal?.aborted || closed) return [];
       const key = keys.stream(conversationId);
       const from = positionToStreamId(after);

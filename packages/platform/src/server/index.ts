@@ -16,3 +16,4 @@ export * from './metrics-server.ts';
 export * from './trace-context.ts';
 export * from './w3c-propagator.ts';
 export * from './shutdown.ts';
+export * from './request-context.ts';

@@ -34,7 +34,13 @@ test: setup services lint ## Every suite; ends with "N passed, N failed"
 bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=name to pick some)
 	npx tsx bench/run.ts $(BENCH)
 
+cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs)
+	npx tsx scripts/cluster.ts up
+
+cluster-down: ## Stop the local cluster
+	npx tsx scripts/cluster.ts down
+
 loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
 	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
 
-.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner
+.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner cluster cluster-down

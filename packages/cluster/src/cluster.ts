@@ -1,0 +1,164 @@
+/**
+ * The services as separate processes, in the cluster layout: several replicas of each
+ * against one PostgreSQL and one Redis, with their logs under one folder. Used by
+ * `make cluster` (fixed ports, left running) and by the end-to-end tests (free ports).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { freePort } from './free-port.ts';
+import { serviceProcess, type Runtime, type ServiceName, type ServiceProcess } from './service-process.ts';
+
+export interface ClusterOptions {
+  /** Folder for logs/, pids/ and the user's token. */
+  readonly dir: string;
+  /** A database URL; the database is created if it does not exist. */
+  readonly databaseUrl: string;
+  readonly redisUrl: string;
+  /** Key prefix in Redis, so several clusters (or test runs) can share one server. */
+  readonly redisPrefix: string;
+  readonly replicas?: { conversation?: number; gateway?: number; toolRunner?: number };
+  /** `fixed`: the documented default ports (8080, 8081, …); `free`: any free ports (tests). */
+  readonly ports?: 'fixed' | 'free';
+  readonly runtime?: Runtime;
+  /** Left running when this process exits (make cluster). */
+  readonly detached?: boolean;
+  /** Extra environment for every process (e.g. ANTHROPIC_BASE_URL of a test server). */
+  readonly env?: Record<string, string>;
+  /** Extra environment per service. */
+  readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+}
+
+export interface Cluster {
+  readonly dir: string;
+  /** web-bff over HTTP/1.1 (Connect, gRPC-Web, the web UI). */
+  readonly httpUrl: string;
+  /** web-bff over h2c (gRPC). */
+  readonly grpcUrl: string;
+  readonly userId: string;
+  readonly token: string;
+  readonly processes: ServiceProcess[];
+  byName(name: string): ServiceProcess;
+  /** Starts a stopped replica again with the same settings. */
+  restart(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const USER_ID = 'local';
+
+async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rows.length === 0) await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function startCluster(options: ClusterOptions): Promise<Cluster> {
+  const runtime = options.runtime ?? 'node';
+  const fixed = (options.ports ?? 'free') === 'fixed';
+  const port = async (fixedPort: number) => (fixed ? fixedPort : freePort());
+  const replicas = { conversation: 2, gateway: 2, toolRunner: 3, ...options.replicas };
+  mkdirSync(options.dir, { recursive: true });
+  await ensureDatabase(options.databaseUrl);
+
+  const token = randomBytes(24).toString('base64url');
+  const hash = createHash('sha256').update(token).digest('hex');
+  writeFileSync(join(options.dir, 'token'), `${token}\n`, { mode: 0o600 });
+
+  const common = {
+    REDIS_URL: options.redisUrl,
+    BEDROCK_REDIS_PREFIX: options.redisPrefix,
+    BEDROCK_TRANSPORT: 'redis',
+    BEDROCK_HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    ...options.env,
+  };
+  const processes: ServiceProcess[] = [];
+  const add = async (service: ServiceName, index: number, env: Record<string, string>, metricsFixed: number) => {
+    const metricsPort = await port(metricsFixed);
+    processes.push(
+      serviceProcess(
+        {
+          name: `${service}-${index}`,
+          service,
+          metricsPort,
+          env: { ...common, ...options.serviceEnv?.[service], ...env, BEDROCK_METRICS_PORT: String(metricsPort) },
+        },
+        { dir: options.dir, runtime, detached: options.detached ?? false },
+      ),
+    );
+  };
+
+  const conversationPorts: number[] = [];
+  for (let i = 1; i <= replicas.conversation; i++) {
+    const grpc = await port(50050 + i);
+    conversationPorts.push(grpc);
+    await add('conversation', i, { DATABASE_URL: options.databaseUrl, BEDROCK_GRPC_PORT: String(grpc) }, 9470 + i);
+  }
+  for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, {}, 9480 + i);
+  for (let i = 1; i <= replicas.toolRunner; i++) {
+    await add('tool-runner', i, { BEDROCK_GRPC_PORT: String(await port(50060 + i)), BEDROCK_RUNNER_ID: `tool-runner-${i}` }, 9490 + i);
+  }
+  const httpPort = await port(8080);
+  const grpcPort = await port(8081);
+  await add(
+    'web-bff',
+    1,
+    {
+      BEDROCK_PORT: String(httpPort),
+      BEDROCK_GRPC_PORT: String(grpcPort),
+      // Without a load balancer in front, the BFF talks to the first conversation replica.
+      BEDROCK_CONVERSATION_URL: `http://127.0.0.1:${conversationPorts[0]}`,
+      BEDROCK_TOKENS: `${USER_ID}:${hash}`,
+    },
+    9499,
+  );
+
+  const cluster: Cluster = {
+    dir: options.dir,
+    httpUrl: `http://127.0.0.1:${httpPort}`,
+    grpcUrl: `http://127.0.0.1:${grpcPort}`,
+    userId: USER_ID,
+    token,
+    processes,
+    byName(name) {
+      const p = processes.find((x) => x.name === name);
+      if (!p) throw new Error(`no process ${name}`);
+      return p;
+    },
+    async restart(name) {
+      const p = cluster.byName(name);
+      await p.start();
+      await p.waitReady();
+    },
+    async stop() {
+      for (const p of processes) p.kill('SIGTERM');
+      const all = Promise.all(processes.map((p) => p.exited()));
+      const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000).unref());
+      if ((await Promise.race([all, timeout])) === 'timeout') for (const p of processes) p.kill('SIGKILL');
+      await all;
+    },
+  };
+  try {
+    // Conversation replicas first: they run the migrations the others do not need.
+    const conv = processes.filter((p) => p.service === 'conversation');
+    for (const p of conv) await p.start();
+    await Promise.all(conv.map((p) => p.waitReady()));
+    const rest = processes.filter((p) => p.service !== 'conversation');
+    for (const p of rest) await p.start();
+    await Promise.all(rest.map((p) => p.waitReady()));
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  return cluster;
+}

@@ -1,0 +1,773 @@
+/**
+ * Property-based tests of the conversation state machine (spec 000 "Property-Based Tests",
+ * spec 002 "Property Invariants" as resolved by DESIGN.md, REQ-BED-001..024), written against
+ * docs/state-machine.md. Scenarios are random but realistic event sequences produced by the
+ * driver in arbitraries.ts; counterexamples print as event traces.
+ */
+import { describe, it, expect } from '@jest/globals';
+import { isDeepStrictEqual } from 'node:util';
+import fc from 'fast-check';
+import { toolSetFor, PATCH_RESTRICTED_ERROR } from '@bedrock/contracts/tools';
+import {
+  transition,
+  initialState,
+  buildLlmHistory,
+  checkToolChain,
+  contextTokens,
+  REJECTION_MESSAGES,
+  CANCELLED_CURRENT,
+  CANCELLED_SKIPPED,
+  CONTINUATION_FALLBACK_SUMMARY,
+  MODE_NOTICE_RESTRICTED,
+  CONTINUATION_THRESHOLD,
+} from './index.ts';
+import type {
+  ConversationContext,
+  ConversationState,
+  Effect,
+  NewMessage,
+  PhaseKind,
+  RejectionCode,
+  TransitionResult,
+} from './index.ts';
+import {
+  scenarioArb,
+  shapeWith,
+  runChoices,
+  probeEvents,
+  deepFreeze,
+  describeRun,
+} from './arbitraries.ts';
+import type { Run, Scenario } from './arbitraries.ts';
+
+/** Runs per property: the whole file stays well under 25 s. */
+const RUNS = 250;
+const opts = { numRuns: RUNS };
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const BUSY: readonly PhaseKind[] = [
+  'awaiting_llm',
+  'llm_requesting',
+  'tool_executing',
+  'awaiting_sub_agents',
+  'awaiting_mode_approval',
+  'awaiting_continuation',
+];
+const TERMINAL: readonly PhaseKind[] = ['context_exhausted', 'completed', 'failed'];
+
+function run(sc: Scenario): Run {
+  return runChoices(sc.ctx, sc.choices);
+}
+
+function effectsOf(r: TransitionResult): readonly Effect[] {
+  return r.ok ? r.effects : [];
+}
+
+function persisted(effects: readonly Effect[]): NewMessage[] {
+  return effects.flatMap((e) => (e.type === 'persist_message' ? [e.message] : []));
+}
+
+/** Every state a run visits, the initial one included. */
+function statesOf(r: Run): ConversationState[] {
+  return [r.initial, ...r.steps.filter((s) => s.result.ok && s.after !== s.before).map((s) => s.after)];
+}
+
+/** A deep copy made in this realm (jest's structuredClone gives objects of another realm's prototypes). States, events and contexts are JSON by design. */
+function clone<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+function fail(r: Run, why: string): never {
+  throw new Error(`${why}\n${describeRun(r)}`);
+}
+
+/**
+ * Direct check of the chain: walking the persisted messages, every tool_use of an agent message
+ * is answered by exactly one tool_result, in request order, before the next agent message.
+ */
+function directChainProblems(messages: readonly NewMessage[]): string[] {
+  const problems: string[] = [];
+  const asked = new Set<string>();
+  let queue: string[] = [];
+  messages.forEach((m, i) => {
+    if (m.type === 'agent') {
+      if (queue.length > 0) problems.push(`message ${i}: agent message while [${queue.join(', ')}] are unanswered`);
+      queue = [];
+      for (const b of m.content) {
+        if (b.type !== 'tool_use') continue;
+        if (asked.has(b.id)) problems.push(`message ${i}: tool_use ${b.id} asked twice`);
+        asked.add(b.id);
+        queue.push(b.id);
+      }
+    } else if (m.type === 'tool') {
+      for (const b of m.content) {
+        if (b.type !== 'tool_result') continue;
+        const expected = queue.shift();
+        if (expected !== b.toolUseId) problems.push(`message ${i}: tool_result for ${b.toolUseId}, expected ${expected ?? 'none'}`);
+      }
+    }
+  });
+  if (queue.length > 0) problems.push(`unanswered tool_use: [${queue.join(', ')}]`);
+  return problems;
+}
+
+function toolResults(messages: readonly NewMessage[]) {
+  return messages.flatMap((m) => m.content.flatMap((b) => (b.type === 'tool_result' ? [b] : [])));
+}
+
+function expectedRejectionForUserMessage(state: ConversationState, ctx: ConversationContext): RejectionCode | null {
+  const kind = state.phase.kind;
+  if (ctx.isSubAgent) return kind === 'completed' || kind === 'failed' ? 'conversation_finished' : 'sub_agent_driven_by_parent';
+  if (kind === 'idle' || kind === 'error') return null;
+  if (kind === 'cancelling') return 'cancellation_in_progress';
+  if (kind === 'context_exhausted') return 'context_exhausted';
+  return 'agent_busy';
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('conversation state machine properties', () => {
+  it('is deterministic and never mutates its inputs (REQ-BED-001)', () => {
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 30 }), (sc) => {
+        const r = run(sc);
+        const ctx = deepFreeze(clone(sc.ctx));
+        for (const s of r.steps) {
+          // The reached state, frozen: a mutation by transition() throws (ESM code is strict).
+          const snapshot = JSON.stringify(s.before);
+          const state = deepFreeze(clone(s.before));
+          const probes = probeEvents(s.before, sc.ctx);
+          for (const event of [s.event, probes[s.index % probes.length]!, probes[(s.index * 7 + 3) % probes.length]!]) {
+            const frozenEvent = deepFreeze(clone(event));
+            const a = transition(state, ctx, frozenEvent);
+            const b = transition(state, ctx, frozenEvent);
+            if (!isDeepStrictEqual(a, b)) fail(r, `step ${s.index}: two calls with ${event.type} differ`);
+            // Same as on the unfrozen original: freezing changes nothing.
+            if (!isDeepStrictEqual(a, transition(s.before, sc.ctx, event))) fail(r, `step ${s.index}: frozen and unfrozen inputs differ`);
+          }
+          expect(JSON.stringify(state)).toBe(snapshot);
+          expect(JSON.stringify(s.before)).toBe(snapshot);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('rejects a user message in every busy state (agent_busy, cancellation_in_progress, ...) with the documented words', () => {
+    const seen = new Set<string>();
+    fc.assert(
+      fc.property(scenarioArb(), (sc) => {
+        const r = run(sc);
+        for (const state of statesOf(r)) {
+          const expected = expectedRejectionForUserMessage(state, sc.ctx);
+          const result = transition(state, sc.ctx, { type: 'user_message', text: 'are you there?', images: [] });
+          if (expected === null) {
+            if (!result.ok) fail(r, `user_message in ${state.phase.kind} was rejected (${result.rejection.code})`);
+            continue;
+          }
+          seen.add(state.phase.kind);
+          if (result.ok) fail(r, `user_message in ${state.phase.kind} was accepted, expected rejection ${expected}`);
+          expect(result.rejection.code).toBe(expected);
+          expect(result.rejection.message).toBe(REJECTION_MESSAGES[expected]);
+        }
+      }),
+      opts,
+    );
+    for (const kind of ['llm_requesting', 'tool_executing', 'awaiting_sub_agents', 'awaiting_mode_approval', 'awaiting_continuation', 'cancelling']) {
+      expect(seen).toContain(kind);
+    }
+  });
+
+  it('cancel in tool_executing persists exactly one synthetic result per pending tool (current + remaining), then idle', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false }) }), (sc) => {
+        const r = run(sc);
+        for (const state of statesOf(r)) {
+          const p = state.phase;
+          if (p.kind !== 'tool_executing') continue;
+          checked++;
+          const result = transition(state, sc.ctx, { type: 'user_cancel' });
+          if (!result.ok) return fail(r, `user_cancel in tool_executing rejected: ${result.rejection.code}`);
+          expect(result.state.phase.kind).toBe('idle');
+          const messages = persisted(result.effects);
+          const results = toolResults(messages);
+          const pending = [p.current, ...p.remaining].map((c) => c.id);
+          expect(results.map((x) => x.toolUseId)).toEqual(pending);
+          // One `tool` message per result.
+          expect(messages.filter((m) => m.type === 'tool').map((m) => m.content.length)).toEqual(pending.map(() => 1));
+          results.forEach((x, i) => {
+            expect(x.cancelled).toBe(true);
+            expect(x.isError).toBe(true);
+            expect(x.content).toBe(i === 0 ? CANCELLED_CURRENT : CANCELLED_SKIPPED);
+          });
+          // The current tool runs on a runner (tools resolved in the conversation never stay current): kill it.
+          const kills = result.effects.filter((e) => e.type === 'kill_tool');
+          expect(kills.map((e) => (e.type === 'kill_tool' ? e.toolUseId : ''))).toEqual([p.current.id]);
+          // The chain is valid after the cancel.
+        }
+        return true;
+      }),
+      opts,
+    );
+    expect(checked).toBeGreaterThan(50);
+  });
+
+  it('keeps the persisted tool_use/tool_result chain valid at every request_llm', () => {
+    let requests = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const messages: NewMessage[] = [];
+        for (const s of r.steps) {
+          // In effect order: a request_llm must already be valid with the messages persisted before it
+          // (stricter than needed: the shell commits the whole transition before dispatching).
+          for (const e of effectsOf(s.result)) {
+            if (e.type === 'persist_message') messages.push(e.message);
+            if (e.type !== 'request_llm') continue;
+            requests++;
+            const problems = checkToolChain(buildLlmHistory(messages));
+            if (problems.length > 0) fail(r, `step ${s.index}: checkToolChain: ${problems.join('; ')}`);
+            const direct = directChainProblems(messages);
+            if (direct.length > 0) fail(r, `step ${s.index}: ${direct.join('; ')}`);
+          }
+        }
+      }),
+      opts,
+    );
+    expect(requests).toBeGreaterThan(RUNS);
+  });
+
+  it('retries at most maxLlmAttempts per request chain, with exponential, capped backoff that honours retry-after (REQ-BED-006)', () => {
+    let retries = 0;
+    let exhausted = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const policy = sc.ctx.policy;
+        const max = policy.maxLlmAttempts;
+        let lastAttempt = 0;
+        let lastDelay: { delay: number; retryAfter: number } | null = null;
+        for (const s of r.steps) {
+          const after = s.after.phase;
+          if ((after.kind === 'llm_requesting' || after.kind === 'awaiting_continuation') && after.attempt > max) {
+            fail(r, `step ${s.index}: attempt ${after.attempt} > ${max}`);
+          }
+          for (const e of effectsOf(s.result)) {
+            if (e.type === 'request_llm') {
+              if (e.attempt > max) fail(r, `step ${s.index}: request_llm attempt ${e.attempt} > ${max}`);
+              if (e.attempt !== 1 && e.attempt !== lastAttempt + 1) {
+                fail(r, `step ${s.index}: request_llm attempt ${e.attempt} follows attempt ${lastAttempt}`);
+              }
+              if (e.attempt === 1) lastDelay = null;
+              lastAttempt = e.attempt;
+            }
+            if (e.type === 'schedule_timer' && e.purpose === 'retry') {
+              retries++;
+              const ev = s.event;
+              const before = s.before.phase;
+              if (ev.type !== 'llm_error' || !ev.retryable) return fail(r, `step ${s.index}: retry timer without a retryable error`);
+              if (before.kind !== 'llm_requesting' && before.kind !== 'awaiting_continuation') return fail(r, `step ${s.index}: retry from ${before.kind}`);
+              const n = before.attempt;
+              if (n >= max) fail(r, `step ${s.index}: retry scheduled after attempt ${n} of ${max}`);
+              if (after.kind !== before.kind || after.attempt !== n + 1) fail(r, `step ${s.index}: retry does not move to attempt ${n + 1}`);
+              const expected = Math.min(policy.retryMaxDelayMs, Math.max(policy.retryBaseDelayMs * 2 ** (n - 1), ev.retryAfterMs));
+              expect(e.delayMs).toBe(expected);
+              expect(e.delayMs).toBeGreaterThanOrEqual(Math.min(ev.retryAfterMs, policy.retryMaxDelayMs));
+              if (lastDelay && lastDelay.retryAfter === 0 && ev.retryAfterMs === 0 && e.delayMs < policy.retryMaxDelayMs) {
+                expect(e.delayMs).toBeGreaterThanOrEqual(2 * lastDelay.delay);
+              }
+              lastDelay = { delay: e.delayMs, retryAfter: ev.retryAfterMs };
+            }
+          }
+          // A retryable error on the last attempt ends the chain.
+          const before = s.before.phase;
+          const ev = s.event;
+          if (
+            ev.type === 'llm_error' &&
+            ev.retryable &&
+            !ev.aborted &&
+            (before.kind === 'llm_requesting' || before.kind === 'awaiting_continuation') &&
+            before.retry === null &&
+            before.requestId === ev.requestId &&
+            before.attempt === max
+          ) {
+            exhausted++;
+            if (before.kind === 'awaiting_continuation') {
+              expect(after.kind).toBe('context_exhausted');
+              if (after.kind === 'context_exhausted') expect(after.summary).toBe(CONTINUATION_FALLBACK_SUMMARY);
+            } else if (sc.ctx.isSubAgent) {
+              expect(after.kind).toBe('failed');
+            } else {
+              expect(after.kind).toBe('error');
+              if (after.kind === 'error') expect(after.message.startsWith(`Failed after ${max} attempts`)).toBe(true);
+            }
+          }
+        }
+        return true;
+      }),
+      opts,
+    );
+    expect(retries).toBeGreaterThan(50);
+    expect(exhausted).toBeGreaterThan(0);
+  });
+
+  it('context_exhausted absorbs every event: no-op or rejection, state unchanged (REQ-BED-021)', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false }), maxLength: 30 }), (sc) => {
+        const r = run(sc);
+        const exhausted = statesOf(r).filter((s) => s.phase.kind === 'context_exhausted');
+        for (const state of exhausted) {
+          checked++;
+          const frozen = deepFreeze(clone(state));
+          const events = [...probeEvents(state, sc.ctx), ...r.steps.map((s) => s.event)];
+          for (const event of events) {
+            const result = transition(frozen, sc.ctx, event);
+            if (result.ok) {
+              if (result.state !== frozen || result.effects.length > 0) {
+                fail(r, `context_exhausted + ${event.type} changed something: ${JSON.stringify(result).slice(0, 400)}`);
+              }
+            }
+          }
+          const msg = transition(frozen, sc.ctx, { type: 'user_message', text: 'more', images: [] });
+          expect(msg.ok ? null : msg.rejection.code).toBe('context_exhausted');
+        }
+      }),
+      opts,
+    );
+    expect(checked).toBeGreaterThan(10);
+  });
+
+  describe('mode invariants (spec 002, as resolved by DESIGN.md)', () => {
+    it('(1) once awaiting_mode_approval, only approve, deny (or cancel) leave it', () => {
+      let checked = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ sandboxAvailable: true }) }), (sc) => {
+          const r = run(sc);
+          for (const state of statesOf(r)) {
+            const phase = state.phase;
+            if (phase.kind !== 'awaiting_mode_approval') continue;
+            for (const event of [...probeEvents(state, sc.ctx), ...r.steps.map((s) => s.event)]) {
+              checked++;
+              const result = transition(state, sc.ctx, event);
+              if (!result.ok) continue;
+              const leaves = ['user_approve_upgrade', 'user_deny_upgrade', 'user_cancel'].includes(event.type);
+              if (!leaves) {
+                if (JSON.stringify(result.state.phase) !== JSON.stringify(state.phase)) {
+                  fail(r, `awaiting_mode_approval + ${event.type} -> ${result.state.phase.kind}`);
+                }
+                expect(result.state.mode).toBe(state.mode);
+              } else {
+                // It may wait again, but only for the next request_mode_upgrade call of the response.
+                const next = result.state.phase;
+                if (next.kind === 'awaiting_mode_approval' && next.toolUseId === phase.toolUseId) {
+                  fail(r, `awaiting_mode_approval + ${event.type} still waits for ${next.toolUseId}`);
+                }
+                expect(result.state.mode).toBe(event.type === 'user_approve_upgrade' ? 'unrestricted' : state.mode);
+              }
+            }
+          }
+        }),
+        opts,
+      );
+      expect(checked).toBeGreaterThan(100);
+    });
+
+    it('(2) sub-agents are restricted whenever the sandbox is available and are never offered request_mode_upgrade or spawn_agents', () => {
+      let subAgentRequests = 0;
+      let spawnsFromUnrestricted = 0;
+      fc.assert(
+        fc.property(scenarioArb(), (sc) => {
+          const r = run(sc);
+          const ctx = sc.ctx;
+          const expectedMode = ctx.sandboxAvailable ? 'restricted' : 'unrestricted';
+          if (ctx.isSubAgent) {
+            for (const state of statesOf(r)) {
+              if (state.mode !== expectedMode) fail(r, `sub-agent mode ${state.mode}, expected ${expectedMode}`);
+            }
+          }
+          for (const s of r.steps) {
+            for (const e of effectsOf(s.result)) {
+              if (e.type === 'request_llm' && ctx.isSubAgent) {
+                subAgentRequests++;
+                expect(e.toolNames).not.toContain('request_mode_upgrade');
+                expect(e.toolNames).not.toContain('spawn_agents');
+                expect(e.toolNames).toEqual(e.purpose === 'turn' ? toolSetFor({ isSubAgent: true, sandboxAvailable: ctx.sandboxAvailable }) : []);
+              }
+              if (e.type === 'spawn_sub_agent') {
+                if (s.before.mode === 'unrestricted') spawnsFromUnrestricted++;
+                if (e.mode !== expectedMode) fail(r, `step ${s.index}: spawn_sub_agent mode ${e.mode} (parent ${s.before.mode}), expected ${expectedMode}`);
+              }
+            }
+          }
+        }),
+        opts,
+      );
+      expect(subAgentRequests).toBeGreaterThan(RUNS / 4);
+      expect(spawnsFromUnrestricted).toBeGreaterThan(0);
+    });
+
+    it('(3) in restricted mode patch always gets the REQ-PATCH-009 error and never an execute_tool', () => {
+      let refused = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ sandboxAvailable: true }) }), (sc) => {
+          const r = run(sc);
+          const patchCalls = new Set<string>();
+          const executed = new Set<string>();
+          for (const s of r.steps) {
+            const effects = effectsOf(s.result);
+            for (const m of persisted(effects)) {
+              for (const b of m.content) if (m.type === 'agent' && b.type === 'tool_use' && b.name === 'patch') patchCalls.add(b.id);
+            }
+            for (const e of effects) {
+              if (e.type !== 'execute_tool') continue;
+              expect(e.mode).toBe(s.after.mode);
+              executed.add(e.toolUseId);
+              if (e.name === 'patch' && (e.mode === 'restricted' || s.after.mode === 'restricted')) {
+                fail(r, `step ${s.index}: patch ${e.toolUseId} executed in restricted mode`);
+              }
+            }
+            for (const result of toolResults(persisted(effects))) {
+              if (!patchCalls.has(result.toolUseId) || executed.has(result.toolUseId) || result.cancelled) continue;
+              // A patch answered in the transition that made it current: refused or synthetic.
+              if (s.after.mode === 'restricted') {
+                refused++;
+                expect(result.content).toBe(PATCH_RESTRICTED_ERROR);
+                expect(result.isError).toBe(true);
+              }
+            }
+          }
+        }),
+        opts,
+      );
+      expect(refused).toBeGreaterThan(20);
+    });
+
+    it('(4) downgrade from idle (parent, unrestricted) always succeeds at once', () => {
+      let checked = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false, sandboxAvailable: true }) }), (sc) => {
+          const r = run(sc);
+          for (const state of statesOf(r)) {
+            if (state.phase.kind !== 'idle' || state.mode !== 'unrestricted') continue;
+            checked++;
+            const result = transition(state, sc.ctx, { type: 'user_request_downgrade' });
+            if (!result.ok) return fail(r, `downgrade from idle rejected: ${result.rejection.code}`);
+            expect(result.state.mode).toBe('restricted');
+            expect(result.state.phase).toEqual(state.phase);
+            const notices = persisted(result.effects).filter((m) => m.type === 'system');
+            expect(notices).toHaveLength(1);
+            expect(JSON.stringify(notices[0]!.content)).toContain(JSON.stringify(MODE_NOTICE_RESTRICTED).slice(1, -1));
+            expect(result.effects.some((e) => e.type === 'notify' && e.notification.kind === 'mode_changed')).toBe(true);
+          }
+          return true;
+        }),
+        opts,
+      );
+      expect(checked).toBeGreaterThan(10);
+    });
+
+    it('(4b) downgrade in any non-terminal parent phase keeps the phase and restricts at once', () => {
+      let checked = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false, sandboxAvailable: true }) }), (sc) => {
+          const r = run(sc);
+          for (const state of statesOf(r)) {
+            if (TERMINAL.includes(state.phase.kind)) continue;
+            const result = transition(state, sc.ctx, { type: 'user_request_downgrade' });
+            if (state.mode === 'restricted') {
+              expect(result.ok ? null : result.rejection.code).toBe('already_restricted');
+              continue;
+            }
+            checked++;
+            if (!result.ok) return fail(r, `downgrade in ${state.phase.kind} rejected: ${result.rejection.code}`);
+            expect(result.state.mode).toBe('restricted');
+            expect(result.state.phase).toEqual(state.phase);
+          }
+          return true;
+        }),
+        opts,
+      );
+      expect(checked).toBeGreaterThan(10);
+    });
+
+    it('(5) no event sequence reaches unrestricted from restricted without user_approve_upgrade', () => {
+      let upgrades = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ sandboxAvailable: true }) }), (sc) => {
+          const r = run(sc);
+          for (const s of r.steps) {
+            if (s.before.mode === 'restricted' && s.after.mode === 'unrestricted') {
+              upgrades++;
+              if (s.event.type !== 'user_approve_upgrade' || s.before.phase.kind !== 'awaiting_mode_approval') {
+                fail(r, `step ${s.index}: ${s.event.type} in ${s.before.phase.kind} upgraded the mode`);
+              }
+            }
+          }
+          // And probing every reached restricted state with every event.
+          for (const state of statesOf(r)) {
+            if (state.mode !== 'restricted') continue;
+            for (const event of probeEvents(state, sc.ctx)) {
+              const result = transition(state, sc.ctx, event);
+              if (result.ok && result.state.mode === 'unrestricted' && (event.type !== 'user_approve_upgrade' || state.phase.kind !== 'awaiting_mode_approval')) {
+                fail(r, `${event.type} in ${state.phase.kind} upgraded the mode`);
+              }
+            }
+          }
+        }),
+        opts,
+      );
+      expect(upgrades).toBeGreaterThan(5);
+    });
+
+    it('(6) without the sandbox the mode is always unrestricted and a downgrade is refused as sandbox_unavailable', () => {
+      let downgrades = 0;
+      fc.assert(
+        fc.property(scenarioArb({ shape: shapeWith({ sandboxAvailable: false }) }), (sc) => {
+          const r = run(sc);
+          expect(initialState(sc.ctx).mode).toBe('unrestricted');
+          for (const state of statesOf(r)) {
+            if (state.mode !== 'unrestricted') fail(r, `mode ${state.mode} without sandbox`);
+            if (!sc.ctx.isSubAgent && !TERMINAL.includes(state.phase.kind)) {
+              downgrades++;
+              const result = transition(state, sc.ctx, { type: 'user_request_downgrade' });
+              expect(result.ok ? 'accepted' : result.rejection.code).toBe('sandbox_unavailable');
+            }
+          }
+          for (const s of r.steps) {
+            for (const e of effectsOf(s.result)) {
+              if (e.type === 'execute_tool' || e.type === 'spawn_sub_agent') expect(e.mode).toBe('unrestricted');
+              if (e.type === 'request_llm') expect(e.toolNames).not.toContain('request_mode_upgrade');
+            }
+          }
+        }),
+        opts,
+      );
+      expect(downgrades).toBeGreaterThan(50);
+    });
+  });
+
+  it('conserves sub-agent results: every spawn of N agents gets one aggregated result naming all N (REQ-BED-008)', () => {
+    let aggregated = 0;
+    let withTimeouts = 0;
+    fc.assert(
+      fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false }), maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const spawned = new Map<string, { agentId: string; task: string }[]>();
+        const reported = new Map<string, string>(); // agentId -> result text accepted while pending
+        for (const s of r.steps) {
+          const effects = effectsOf(s.result);
+          const bp = s.before.phase;
+          if (s.event.type === 'sub_agent_result' && bp.kind === 'awaiting_sub_agents' && bp.pending.includes(s.event.outcome.agentId) && s.result.ok) {
+            reported.set(s.event.outcome.agentId, s.event.outcome.result);
+          }
+          for (const e of effects) {
+            if (e.type !== 'spawn_sub_agent') continue;
+            const list = spawned.get(e.spawnToolUseId) ?? [];
+            list.push({ agentId: e.agentId, task: e.task });
+            spawned.set(e.spawnToolUseId, list);
+          }
+          // The spawn call's input names the tasks: N spawned = N tasks.
+          for (const m of persisted(effects)) {
+            for (const b of m.content) {
+              if (m.type !== 'agent' || b.type !== 'tool_use' || b.name !== 'spawn_agents') continue;
+              const tasks = (b.input as { tasks?: { task: string }[] }).tasks;
+              const agents = spawned.get(b.id);
+              if (agents) expect(agents.map((a) => a.task)).toEqual((tasks ?? []).map((t) => t.task));
+            }
+          }
+          if (s.event.type === 'timer_fired' && bp.kind === 'awaiting_sub_agents' && bp.timerId === s.event.timerId) {
+            withTimeouts++;
+            const stopped = effects.flatMap((e) => (e.type === 'stop_sub_agent' ? [e.agentId] : []));
+            expect([...stopped].sort()).toEqual([...bp.pending].sort());
+          }
+          for (const result of toolResults(persisted(effects))) {
+            const agents = spawned.get(result.toolUseId);
+            if (!agents || result.cancelled) continue;
+            aggregated++;
+            for (const a of agents) {
+              if (!result.content.includes(a.task)) fail(r, `step ${s.index}: aggregated result of ${result.toolUseId} does not name ${a.task}:\n${result.content}`);
+              const text = reported.get(a.agentId);
+              if (text !== undefined && !result.content.includes(text)) fail(r, `step ${s.index}: aggregated result omits the outcome of ${a.agentId}`);
+            }
+          }
+        }
+      }),
+      opts,
+    );
+    expect(aggregated).toBeGreaterThan(20);
+    expect(withTimeouts).toBeGreaterThan(0);
+  });
+
+  it('effect, request and timer ids are unique across a run and deterministic', () => {
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const again = runChoices(sc.ctx, sc.choices);
+        if (!isDeepStrictEqual(again.steps.map((s) => s.result), r.steps.map((s) => s.result))) fail(r, 'two runs of the same events differ');
+        const cid = sc.ctx.conversationId;
+        const requestPattern = new RegExp(`^${cid}/llm/\\d+$`);
+        const timerPattern = new RegExp(`^${cid}/timer/\\d+$`);
+        const ids = new Set<string>();
+        const requestIds = new Set<string>();
+        const timerIds = new Set<string>();
+        for (const s of r.steps) {
+          for (const e of effectsOf(s.result)) {
+            if (ids.has(e.id)) fail(r, `step ${s.index}: duplicate effect id ${e.id}`);
+            ids.add(e.id);
+            // ${conversationId}/${seq}/${i}, seq of this transition, i its position.
+            const m = /^(.*)\/(\d+)\/(\d+)$/.exec(e.id);
+            const seq = Number(m?.[2]);
+            if (m?.[1] !== cid || seq <= s.before.seq || seq > s.after.seq) fail(r, `step ${s.index}: effect id ${e.id} (seq ${s.before.seq} -> ${s.after.seq})`);
+            if (e.type === 'request_llm') {
+              if (requestIds.has(e.requestId)) fail(r, `step ${s.index}: request id ${e.requestId} reused`);
+              if (!requestPattern.test(e.requestId)) fail(r, `step ${s.index}: request id ${e.requestId}`);
+              requestIds.add(e.requestId);
+            }
+            if (e.type === 'schedule_timer') {
+              if (timerIds.has(e.timerId)) fail(r, `step ${s.index}: timer id ${e.timerId} reused`);
+              if (!timerPattern.test(e.timerId)) fail(r, `step ${s.index}: timer id ${e.timerId}`);
+              timerIds.add(e.timerId);
+            }
+          }
+        }
+      }),
+      opts,
+    );
+  });
+
+  it('never has two LLM requests in flight, nor two tools running (serial tools, REQ-BED-004)', () => {
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        // The outside world: what has been asked for and neither answered nor aborted/killed.
+        const llm = new Set<string>();
+        const tools = new Set<string>();
+        for (const s of r.steps) {
+          const ev = s.event;
+          // The event is delivered: it answers what it names.
+          if (ev.type === 'llm_response' || ev.type === 'llm_error') llm.delete(ev.requestId);
+          if (ev.type === 'tool_complete') tools.delete(ev.result.toolUseId);
+          if (ev.type === 'work_lost') {
+            llm.clear();
+            tools.clear();
+          }
+          for (const e of effectsOf(s.result)) {
+            if (e.type === 'abort_llm') llm.delete(e.requestId);
+            if (e.type === 'kill_tool') tools.delete(e.toolUseId);
+            if (e.type === 'request_llm') {
+              if (llm.size > 0) fail(r, `step ${s.index}: request_llm ${e.requestId} while ${[...llm].join(', ')} in flight`);
+              llm.add(e.requestId);
+            }
+            if (e.type === 'execute_tool') {
+              if (tools.size > 0) fail(r, `step ${s.index}: execute_tool ${e.toolUseId} while ${[...tools].join(', ')} runs`);
+              tools.add(e.toolUseId);
+            }
+          }
+        }
+      }),
+      opts,
+    );
+  });
+
+  it('never returns the transient phase awaiting_llm', () => {
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 30 }), (sc) => {
+        const r = run(sc);
+        for (const state of statesOf(r)) {
+          if (state.phase.kind === 'awaiting_llm') fail(r, 'a run reached awaiting_llm');
+          for (const event of probeEvents(state, sc.ctx)) {
+            const result = transition(state, sc.ctx, event);
+            if (result.ok && result.state.phase.kind === 'awaiting_llm') fail(r, `${state.phase.kind} + ${event.type} returned awaiting_llm`);
+          }
+        }
+      }),
+      opts,
+    );
+  });
+
+  it('follows the conventions: no-op = same state object and no effects; accepted = seq grows; rejections carry the documented words', () => {
+    fc.assert(
+      fc.property(scenarioArb(), (sc) => {
+        const r = run(sc);
+        for (const s of r.steps) {
+          const res = s.result;
+          if (!res.ok) {
+            if (res.rejection.message !== REJECTION_MESSAGES[res.rejection.code]) fail(r, `step ${s.index}: rejection words of ${res.rejection.code}`);
+            continue;
+          }
+          if (res.state.seq === s.before.seq) {
+            if (res.state !== s.before || res.effects.length > 0) fail(r, `step ${s.index}: seq unchanged but the state or effects changed`);
+          } else if (res.state.seq < s.before.seq) {
+            fail(r, `step ${s.index}: seq went down`);
+          }
+        }
+      }),
+      opts,
+    );
+  });
+
+  it('a response at >= 90% of the window runs no tool (REQ-BED-019/024), and the 80% warning is given at most once', () => {
+    let triggered = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        let warnings = 0;
+        for (const s of r.steps) {
+          const effects = effectsOf(s.result);
+          warnings += effects.filter((e) => e.type === 'notify' && e.notification.kind === 'context_warning').length;
+          const ev = s.event;
+          const bp = s.before.phase;
+          if (ev.type !== 'llm_response' || bp.kind !== 'llm_requesting' || bp.retry !== null || bp.requestId !== ev.requestId) continue;
+          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * sc.ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          if (!over) continue;
+          triggered++;
+          if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent')) fail(r, `step ${s.index}: a tool ran at the threshold`);
+          if (sc.ctx.isSubAgent) {
+            expect(s.after.phase.kind).toBe('failed');
+            if (s.after.phase.kind === 'failed') expect(s.after.phase.errorKind).toBe('context_exhausted');
+            expect(effects.some((e) => e.type === 'notify_parent' && !e.outcome.success)).toBe(true);
+          } else {
+            expect(s.after.phase.kind).toBe('awaiting_continuation');
+            const req = effects.filter((e) => e.type === 'request_llm');
+            expect(req).toHaveLength(1);
+            if (req[0]?.type === 'request_llm') {
+              expect(req[0].purpose).toBe('continuation');
+              expect(req[0].toolNames).toEqual([]);
+              const asked = ev.content.flatMap((b) => (b.type === 'tool_use' ? [b.id] : []));
+              expect(req[0].rejectedToolCalls.map((c) => c.id)).toEqual(asked);
+            }
+          }
+        }
+        if (warnings > 1) fail(r, `${warnings} context warnings`);
+      }),
+      opts,
+    );
+    expect(triggered).toBeGreaterThan(20);
+  });
+
+  it('the driver reaches every phase (guards the other properties against vacuity)', () => {
+    const seen = new Set<PhaseKind>();
+    const samples = fc.sample(scenarioArb({ maxLength: 50 }), { numRuns: 300, seed: 42 });
+    for (const sc of samples) for (const state of statesOf(run(sc))) seen.add(state.phase.kind);
+    const all: PhaseKind[] = [
+      'idle',
+      'llm_requesting',
+      'tool_executing',
+      'cancelling',
+      'awaiting_sub_agents',
+      'awaiting_mode_approval',
+      'awaiting_continuation',
+      'context_exhausted',
+      'error',
+      'completed',
+      'failed',
+    ];
+    expect([...seen].sort()).toEqual([...all].sort());
+    // Busy phases are listed for the user-message property.
+    expect(BUSY.filter((k) => seen.has(k))).toHaveLength(BUSY.length - 1);
+  });
+});

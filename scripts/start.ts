@@ -1,10 +1,18 @@
 /**
- * `npm start`: the whole product on its embedded defaults. Until the services land, this
- * says plainly what is missing instead of pretending to run.
+ * `npm start`: the whole product on its embedded defaults, in this one process. See
+ * packages/embedded and docs/embedded.md. Stops cleanly on Ctrl-C or SIGTERM.
  */
-const missing = ['conversation service', 'tool-runner', 'llm-gateway', 'web-bff'];
-console.error(
-  `Bedrock cannot start yet: ${missing.join(', ')} are not built. ` +
-    'The contracts and the pure state machine are in place; run `make test` to exercise them.',
-);
-process.exit(2);
+import { onShutdown } from '@bedrock/platform/server';
+import { startEmbedded } from '@bedrock/embedded';
+
+const bedrock = await startEmbedded();
+const cli = `BEDROCK_URL=${bedrock.httpUrl} npx bedrock`;
+console.log(`
+Bedrock is running (embedded: PostgreSQL in-process, in-process queues, data in ${bedrock.dataDir}).
+${bedrock.offline ? 'Model: the OFFLINE DEMO model (no ANTHROPIC_API_KEY set). It is not a language model: try "$ ls" lines, /write, /think, /upgrade, /agents, /usage.\n' : ''}
+  Web UI:   ${bedrock.httpUrl}/?token=${bedrock.token}
+  gRPC:     ${bedrock.grpcUrl}   (token in ${bedrock.dataDir}/token)
+  Try:      ID=$(${cli} new --cwd "$PWD") && ${cli} send "$ID" '$ ls' --wait
+
+Press Ctrl-C to stop.`);
+onShutdown(() => bedrock.stop(), { graceMs: 20_000 });

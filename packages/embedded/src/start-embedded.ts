@@ -1,0 +1,106 @@
+/**
+ * The whole product in one process on its embedded defaults (`npm start`): PostgreSQL
+ * embedded (PGlite behind its socket server, reached by the same `pg` code), the in-process
+ * queue, stream, cancel and registry implementations, a tool-runner with the kernel sandbox
+ * when this machine has it, the gateway (with the offline demo model unless
+ * ANTHROPIC_API_KEY is set) and web-bff with the web UI. Data lives in BEDROCK_DATA_DIR and
+ * survives a restart; a local user's token is kept there for the CLI and the browser.
+ */
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { createMemoryTransport } from '@bedrock/platform';
+import { createLogger, type Logger } from '@bedrock/platform/server';
+import { readConversationConfig, startConversationService, startEmbeddedPostgres } from '@bedrock/conversation';
+import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
+import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
+import { createTokenStore, generateToken, hashToken, parseTokenEntries, readWebBffConfig, startWebBff } from '@bedrock/web-bff';
+
+/** Default data directory: BEDROCK_DATA_DIR, else ~/.bedrock. */
+export function defaultDataDir(env: Record<string, string | undefined> = process.env): string {
+  return env.BEDROCK_DATA_DIR || join(homedir(), '.bedrock');
+}
+
+/** The local user of the embedded default. */
+export const LOCAL_USER = 'local';
+
+/** Reads the local user's token from the data directory, creating it (mode 0600) on first start. */
+export function localToken(dataDir: string): string {
+  const file = join(dataDir, 'token');
+  if (existsSync(file)) {
+    const token = readFileSync(file, 'utf8').trim();
+    if (token) return token;
+  }
+  const token = generateToken();
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return token;
+}
+
+export interface EmbeddedOptions {
+  /** Environment the services read their settings from. Default process.env. */
+  readonly env?: Record<string, string | undefined>;
+  readonly logger?: Logger;
+}
+
+export interface RunningEmbedded {
+  readonly dataDir: string;
+  readonly httpUrl: string;
+  readonly grpcUrl: string;
+  readonly token: string;
+  readonly offline: boolean;
+  stop(): Promise<void>;
+}
+
+export async function startEmbedded(options: EmbeddedOptions = {}): Promise<RunningEmbedded> {
+  const env = options.env ?? process.env;
+  const dataDir = defaultDataDir(env);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const logger = options.logger ?? createLogger({ service: 'bedrock', level: (env.LOG_LEVEL as 'info') || 'warn' });
+  const token = localToken(dataDir);
+  const offline = !env.ANTHROPIC_API_KEY;
+  // One process: internal ports are ephemeral so only the public ones need to be free.
+  const internal = { ...env, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1' };
+
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
+  };
+  try {
+    const postgres = await startEmbeddedPostgres(join(dataDir, 'postgres'));
+    stops.push(() => postgres.stop());
+    const transport = createMemoryTransport();
+    stops.push(() => transport.close());
+
+    // The runner first, so the conversation service sees its sandbox report.
+    const runner = createToolRunner(readToolRunnerConfig({ ...internal, BEDROCK_RUNNER_ID: 'embedded' }), { transport, logger: logger.child({ component: 'tool-runner' }) });
+    await runner.start();
+    stops.push(() => runner.stop());
+
+    const gateway = createLlmGateway(readLlmGatewayConfig(internal), { transport, logger: logger.child({ component: 'llm-gateway' }), serveMetrics: false });
+    await gateway.start();
+    stops.push(() => gateway.stop());
+
+    const conversation = await startConversationService(
+      readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-4-5') }),
+      { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }) },
+    );
+    stops.push(() => conversation.stop());
+
+    const bff = await startWebBff(
+      readWebBffConfig({
+        ...env,
+        BEDROCK_TRANSPORT: 'memory',
+        BEDROCK_METRICS_PORT: '0',
+        BEDROCK_HOST: env.BEDROCK_HOST || '127.0.0.1',
+        BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+      }),
+      { streams: transport.streams, tokens: createTokenStore(parseTokenEntries(`${LOCAL_USER}:${hashToken(token)}`, 'the embedded local user')), logger: logger.child({ component: 'web-bff' }) },
+    );
+    stops.push(() => bff.stop());
+    return { dataDir, httpUrl: bff.httpUrl, grpcUrl: bff.grpcUrl, token, offline, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

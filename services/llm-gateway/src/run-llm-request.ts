@@ -60,7 +60,8 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
       aborted,
     }),
   });
-  const cancelled = () => fail(base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE), true);
+  let providerRequestId = '';
+  const cancelled = () => fail(base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true);
   if (signal?.aborted) return cancelled();
 
   let params: Anthropic.MessageCreateParamsStreaming;
@@ -76,7 +77,7 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
 
   // One controller for the HTTP request: a cancel and the idle timer both abort it.
   const controller = new AbortController();
-  const onAbort = () => controller.abort();
+  const onAbort = () => abortQuietly(controller);
   signal?.addEventListener('abort', onAbort, { once: true });
   let idleTimer: NodeJS.Timeout | undefined;
   let idleExpired = false;
@@ -84,11 +85,10 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
     clearTimeout(idleTimer);
     idleTimer = setTimeout(() => {
       idleExpired = true;
-      controller.abort();
+      abortQuietly(controller);
     }, options.idleTimeoutMs);
   };
   const accumulator = new StreamAccumulator(deps.onDelta);
-  let providerRequestId = '';
   try {
     const { data: stream, response } = await client.messages
       .create(params, { signal: controller.signal, timeout: options.requestTimeoutMs, maxRetries: 0 })
@@ -152,4 +152,20 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
 
 function idle(ms: number, providerRequestId: string): Classified {
   return base(ErrorKind.NETWORK, true, `The model provider sent nothing for ${ms} ms; the stream was abandoned. Retrying may help.`, providerRequestId);
+}
+
+/**
+ * Aborts without capturing stack traces. Node's stream teardown reads the stack of every
+ * abort error synchronously, and under a source-map hook (tsx, jest) the first such read maps
+ * every frame of the stack: tens of milliseconds on the first cancel, which REQ-BED-005 asks
+ * to be immediate. These errors are expected and never logged with their stacks.
+ */
+function abortQuietly(controller: AbortController): void {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    controller.abort();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }

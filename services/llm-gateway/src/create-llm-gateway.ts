@@ -1,0 +1,142 @@
+/**
+ * The LLM gateway service: a worker on `llm-requests` that streams each request from the
+ * model provider through the Anthropic SDK, plus /metrics, /healthz and /readyz. Without an
+ * API key it starts the local Messages API server in-process and answers with the offline
+ * demo model through the very same SDK path.
+ */
+import Anthropic from '@anthropic-ai/sdk';
+import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv } from '@bedrock/platform';
+import type { Transport } from '@bedrock/platform';
+import { createHealth, createLogger, createMetrics, startMetricsServer } from '@bedrock/platform/server';
+import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
+import { offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
+import type { MessagesApiServer } from '@bedrock/testkit';
+import type { LlmGatewayConfig } from './config.ts';
+import { ImageCache } from './images.ts';
+import { startLlmWorker } from './llm-worker.ts';
+import type { LlmWorker, LlmWorkerOptions } from './llm-worker.ts';
+import { warmUpAbortPath } from './warm-up.ts';
+
+export interface LlmGatewayDeps {
+  /** Queues, streams and cancel bus; default built from the config (and then closed on stop). */
+  readonly transport?: Transport;
+  readonly logger?: Logger;
+  readonly metrics?: Metrics;
+  /** Start the /metrics server. Default true. */
+  readonly serveMetrics?: boolean;
+  /** Test and benchmark hooks, passed to the worker. */
+  readonly onDeltaAppended?: LlmWorkerOptions['onDeltaAppended'];
+  readonly onFirstEvent?: LlmWorkerOptions['onFirstEvent'];
+}
+
+export interface LlmGateway {
+  start(): Promise<void>;
+  /** Stops taking requests; running ones get the shutdown grace, then are handed back to the queue. */
+  stop(): Promise<void>;
+  /** After start: whether answers come from the offline demo model. */
+  readonly offline: boolean;
+  /** After start: the provider base URL in use (the local server's when offline). */
+  readonly providerUrl: string;
+  readonly metricsUrl: string;
+  /** Requests being streamed now. */
+  readonly inFlight: number;
+}
+
+export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps = {}): LlmGateway {
+  const logger = deps.logger ?? createLogger({ service: 'llm-gateway', level: config.logLevel });
+  const metrics = deps.metrics ?? createMetrics('llm-gateway');
+  const health = createHealth({ overall: 'NOT_SERVING' });
+  const offline = !config.apiKey;
+  let transport: Transport | undefined;
+  let ownsTransport = false;
+  let localServer: MessagesApiServer | undefined;
+  let metricsServer: MetricsServer | undefined;
+  let worker: LlmWorker | undefined;
+  let providerUrl = '';
+
+  return {
+    get offline() {
+      return offline;
+    },
+    get providerUrl() {
+      return providerUrl;
+    },
+    get metricsUrl() {
+      return metricsServer?.url ?? '';
+    },
+    get inFlight() {
+      return worker?.inFlight ?? 0;
+    },
+    async start() {
+      if (offline) {
+        localServer = await startMessagesApiServer({ fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }), keepRequests: 0 });
+        providerUrl = localServer.url;
+        logger.warn({ provider_url: providerUrl }, 'ANTHROPIC_API_KEY is not set: answering with the offline demo model (not a real language model)');
+      } else {
+        providerUrl = config.baseUrl ?? 'https://api.anthropic.com';
+      }
+      const client = new Anthropic({
+        apiKey: config.apiKey ?? 'offline-demo',
+        baseURL: providerUrl,
+        // The state machine owns retries so the user sees them (REQ-BED-006).
+        maxRetries: 0,
+        timeout: config.requestTimeoutMs,
+        logger: {
+          debug: (msg, ...rest) => logger.debug({ sdk: rest }, msg),
+          info: (msg, ...rest) => logger.debug({ sdk: rest }, msg),
+          warn: (msg, ...rest) => logger.warn({ sdk: rest }, msg),
+          error: (msg, ...rest) => logger.warn({ sdk: rest }, msg),
+        },
+      });
+      try {
+        await warmUpAbortPath(client);
+      } catch (err) {
+        logger.warn({ err }, 'warm-up of the cancel path failed (the first cancel may be slower)');
+      }
+      if (deps.transport) transport = deps.transport;
+      else {
+        ownsTransport = true;
+        transport =
+          config.transport === 'memory'
+            ? createMemoryTransport({ onError: (err) => logger.error({ err }, 'transport error') })
+            : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.error({ err }, 'transport error') });
+      }
+      worker = await startLlmWorker({
+        transport,
+        client,
+        runOptions: {
+          registry: config.registry,
+          defaultModel: config.defaultModel,
+          defaultMaxTokens: config.defaultMaxTokens,
+          imageLimits: config.imageLimits,
+          imageCache: new ImageCache(),
+          requestTimeoutMs: config.requestTimeoutMs,
+          idleTimeoutMs: config.idleTimeoutMs,
+        },
+        concurrency: config.concurrency,
+        ...(config.limiter ? { limiter: config.limiter } : {}),
+        cancelMemoryMs: config.cancelMemoryMs,
+        logger,
+        metrics,
+        ...(deps.onDeltaAppended ? { onDeltaAppended: deps.onDeltaAppended } : {}),
+        ...(deps.onFirstEvent ? { onFirstEvent: deps.onFirstEvent } : {}),
+      });
+      if (deps.serveMetrics !== false) {
+        metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.host, registry: metrics.registry, health });
+      }
+      health.set('', 'SERVING');
+      logger.info(
+        { offline, provider_url: providerUrl, transport: config.transport, concurrency: config.concurrency, limiter: config.limiter ?? null, default_model: config.defaultModel, metrics_url: metricsServer?.url },
+        'llm-gateway started',
+      );
+    },
+    async stop() {
+      health.shutdown();
+      await worker?.close(config.shutdownGraceMs);
+      if (ownsTransport) await transport?.close();
+      await metricsServer?.close();
+      await localServer?.close();
+      logger.info('llm-gateway stopped');
+    },
+  };
+}

@@ -1,0 +1,5 @@
+/** The LLM gateway, for embedding (the single-process default) and tests. */
+export { createLlmGateway, type LlmGateway, type LlmGatewayDeps } from './create-llm-gateway.ts';
+export { readLlmGatewayConfig, llmGatewayEnv, type LlmGatewayConfig } from './config.ts';
+export { runLlmRequest, type LlmOutcome, type RunDeps, type RunOptions } from './run-llm-request.ts';
+export { resultEventId } from './llm-worker.ts';

@@ -1,0 +1,169 @@
+/**
+ * The queue side of the gateway: consumes `llm-requests`, runs each request, appends its
+ * text deltas to the conversation's notification stream, and enqueues the result on
+ * `conversation-events` under a deterministic id (`llm-result/<request id>`), so a
+ * redelivered job cannot answer twice. Cancels from the cancel bus abort the matching HTTP
+ * stream at once and are answered with an aborted LlmErrorEvent, never partial content.
+ */
+import type Anthropic from '@anthropic-ai/sdk';
+import { create } from '@bufbuild/protobuf';
+import {
+  ConversationEventJobSchema,
+  ErrorKind,
+  LlmRequestJobSchema,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_LLM_REQUESTS,
+  type CancelSignal,
+  type LlmRequestJob,
+} from '@bedrock/contracts';
+import type { Consumer, Job, Transport } from '@bedrock/platform';
+import type { LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
+import { createDeltaPublisher } from './delta-publisher.ts';
+import { runLlmRequest, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
+
+export interface LlmWorkerOptions {
+  readonly transport: Transport;
+  readonly client: Anthropic;
+  readonly runOptions: RunOptions;
+  readonly concurrency: number;
+  readonly limiter?: { readonly max: number; readonly durationMs: number };
+  /** How long a cancel for a request not started yet is remembered, ms. */
+  readonly cancelMemoryMs: number;
+  readonly logger: Logger;
+  readonly metrics?: Metrics;
+  /** Test and benchmark hook: a delta reached the notification stream. */
+  readonly onDeltaAppended?: (requestId: string, blockIndex: number, text: string) => void;
+  /** Test and benchmark hook: the first stream event of a request arrived from the provider. */
+  readonly onFirstEvent?: (requestId: string) => void;
+}
+
+export interface LlmWorker {
+  /** Requests being streamed now. */
+  readonly inFlight: number;
+  /** Stops taking jobs; running ones get `graceMs` to finish, then are aborted and handed back. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** The id of the result event of a request: deterministic, so the queue drops duplicates. */
+export const resultEventId = (requestId: string) => `llm-result/${requestId}`;
+
+const OUTCOME_LABEL: Partial<Record<ErrorKind, LlmOutcomeLabel>> = {
+  [ErrorKind.CANCELLED]: 'cancelled',
+  [ErrorKind.AUTH]: 'auth',
+  [ErrorKind.RATE_LIMIT]: 'rate_limit',
+  [ErrorKind.NETWORK]: 'network',
+  [ErrorKind.SERVER]: 'server',
+  [ErrorKind.INVALID_REQUEST]: 'invalid_request',
+};
+
+export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWorker> {
+  const { transport, logger, metrics } = options;
+  const results = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
+  const inFlight = new Map<string, AbortController>();
+  // Cancels that arrived before their job started (or on another replica's job): expiry time by request id.
+  const cancelled = new Map<string, number>();
+
+  const rememberCancel = (requestId: string) => {
+    const now = Date.now();
+    cancelled.set(requestId, now + options.cancelMemoryMs);
+    // Sweep lazily; the map stays as small as the cancels of the last few minutes.
+    if (cancelled.size > 1000) for (const [id, until] of cancelled) if (until < now) cancelled.delete(id);
+  };
+  const isCancelled = (requestId: string) => {
+    const until = cancelled.get(requestId);
+    return until !== undefined && until >= Date.now();
+  };
+
+  const unsubscribe = await transport.cancels.subscribe((signal: CancelSignal) => {
+    if (signal.target.case !== 'llmRequestId') return;
+    const requestId = signal.target.value;
+    rememberCancel(requestId);
+    const controller = inFlight.get(requestId);
+    if (controller) {
+      logger.info({ request_id: requestId, conversation_id: signal.conversationId }, 'cancel: aborting the provider stream');
+      controller.abort();
+    }
+  });
+
+  async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
+    const data = job.data;
+    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt });
+    const controller = new AbortController();
+    inFlight.set(data.requestId, controller);
+    const onShutdown = () => controller.abort();
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+    if (isCancelled(data.requestId)) controller.abort();
+    const model = data.model || options.runOptions.defaultModel;
+    const started = performance.now();
+    metrics?.activeStreams.inc({ kind: 'llm' });
+    const publisher = createDeltaPublisher({
+      streams: transport.streams,
+      conversationId: data.conversationId,
+      sequence: data.notifySequence,
+      requestId: data.requestId,
+      onError: (err) => log.warn({ err }, 'token delta not appended (dropped)'),
+      onAppended: options.onDeltaAppended && ((i, t) => options.onDeltaAppended!(data.requestId, i, t)),
+    });
+    let outcome: LlmOutcome;
+    try {
+      outcome = await runLlmRequest(data, {
+        client: options.client,
+        options: options.runOptions,
+        signal: controller.signal,
+        onDelta: publisher.push,
+        onFirstEvent: () => {
+          metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
+          options.onFirstEvent?.(data.requestId);
+        },
+        onWarning: (msg, fields) => log.warn(fields, msg),
+      });
+    } finally {
+      inFlight.delete(data.requestId);
+      shutdown.removeEventListener('abort', onShutdown);
+      metrics?.activeStreams.dec({ kind: 'llm' });
+    }
+    // Aborted by our own shutdown, not by a cancel: hand the job back for another replica.
+    if (shutdown.aborted && !isCancelled(data.requestId)) throw new Error('gateway shutting down: request handed back to the queue');
+
+    await publisher.flush();
+    const label: LlmOutcomeLabel = outcome.case === 'llmResponse' ? 'ok' : (OUTCOME_LABEL[outcome.value.kind] ?? 'unknown');
+    metrics?.llmRequestSeconds.observe({ model, outcome: label }, (performance.now() - started) / 1000);
+    if (outcome.case === 'llmResponse') {
+      const u = outcome.value.usage;
+      if (u) {
+        metrics?.llmTokensTotal.inc({ model, kind: 'input' }, Number(u.inputTokens));
+        metrics?.llmTokensTotal.inc({ model, kind: 'output' }, Number(u.outputTokens));
+        metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
+        metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
+      }
+      log.info({ stop_reason: outcome.value.stopReason, blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
+    } else {
+      const e = outcome.value;
+      log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);
+    }
+    await results.add(
+      resultEventId(data.requestId),
+      create(ConversationEventJobSchema, {
+        eventId: resultEventId(data.requestId),
+        conversationId: data.conversationId,
+        event: outcome,
+        traceContext: { ...data.traceContext },
+      }),
+    );
+  }
+
+  const consumer: Consumer = transport.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, handle, {
+    concurrency: options.concurrency,
+    ...(options.limiter ? { limiter: options.limiter } : {}),
+  });
+
+  return {
+    get inFlight() {
+      return inFlight.size;
+    },
+    async close(graceMs) {
+      await consumer.close(graceMs);
+      await unsubscribe();
+    },
+  };
+}

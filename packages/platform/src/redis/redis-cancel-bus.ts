@@ -9,6 +9,7 @@ import { CancelSignalSchema } from '@bedrock/contracts';
 import type { CancelSignal } from '@bedrock/contracts';
 import type { Redis } from 'ioredis';
 import type { CancelBus } from '../interfaces.ts';
+import { quitOrDisconnect } from './quit.ts';
 
 export interface RedisCancelBusOptions {
   /** Shared connection used to publish; owned by the caller. */
@@ -90,7 +91,7 @@ export function createRedisCancelBus(options: RedisCancelBusOptions): CancelBus 
       await serial(async () => {
         handlers.clear();
         subscribed = false;
-        if (subscriber) await subscriber.quit().catch(() => subscriber?.disconnect());
+        if (subscriber) await quitOrDisconnect(subscriber);
         subscriber = undefined;
       });
     },

@@ -12,14 +12,16 @@ import { createRedisQueues } from './redis-queues.ts';
 import { createRedisRunnerRegistry } from './redis-runner-registry.ts';
 import { createRedisStreams } from './redis-streams.ts';
 import { DEFAULT_REDIS_PREFIX } from './redis-transport-options.ts';
+import { quitOrDisconnect } from './quit.ts';
 import type { RedisTransportOptions } from './redis-transport-options.ts';
 
 export function createRedisTransport(options: RedisTransportOptions): Transport {
   const onError = options.onError ?? ((error: unknown) => console.error('bedrock redis transport:', error));
   const keys = redisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
-  // maxRetriesPerRequest null: commands wait out a Redis restart instead of failing after 20
-  // reconnects (BullMQ requires it on connections it blocks on; we keep one policy for all).
-  const connection = new Redis(options.redisUrl, { maxRetriesPerRequest: null, connectionName: 'bedrock-transport' });
+  // ioredis' default retry policy here (a command fails after ~20 reconnect attempts) so that
+  // request paths fail rather than hang while Redis is away. BullMQ workers open their own
+  // connections, which wait indefinitely as BullMQ requires.
+  const connection = new Redis(options.redisUrl, { connectionName: 'bedrock-transport' });
   connection.on('error', onError);
 
   const queues = createRedisQueues({
@@ -44,7 +46,7 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   let closing: Promise<void> | undefined;
   async function close(): Promise<void> {
     await Promise.all([queues.close(), streams.close(), cancels.close(), runners.close()]);
-    await connection.quit().catch(() => connection.disconnect());
+    await quitOrDisconnect(connection);
   }
   return {
     queues,

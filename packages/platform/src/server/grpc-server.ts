@@ -1,6 +1,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import type { Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
@@ -20,10 +21,12 @@ export interface GrpcServerOptions {
    * `h2c` (default): HTTP/2 without TLS, which gRPC clients speak with prior knowledge
    * (grpc-js insecure, grpc-go, `buf curl --http2-prior-knowledge`) and which carries the
    * Connect and gRPC-Web protocols too, including bidi streams.
-   * `http1`: HTTP/1.1 for browsers without a proxy; Connect unary and server streams and
-   * gRPC-Web work, but gRPC (trailers) and bidi streams do not.
+   * `http1`: HTTP/1.1 only, for browsers without a proxy; Connect unary and server streams
+   * and gRPC-Web work, but gRPC (trailers) and bidi streams do not.
+   * `auto`: both on one port, told apart by the HTTP/2 connection preface, so browsers
+   * (HTTP/1.1) and gRPC clients (h2c) share the web-bff port.
    */
-  protocol?: 'h2c' | 'http1';
+  protocol?: 'h2c' | 'http1' | 'auto';
   /** Connect interceptors applied to every call (logging, metrics, auth). Default none. */
   interceptors?: Interceptor[];
   /** Largest request message accepted, in bytes. Default 4 MiB, gRPC's usual limit. */
@@ -68,22 +71,29 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
 
   const sessions = new Set<http2.ServerHttp2Session>();
   const sockets = new Set<Socket>();
-  let server: http.Server | http2.Http2Server;
-  if (protocol === 'h2c') {
-    const h2 = http2.createServer(handler);
-    h2.on('session', (session) => {
-      sessions.add(session);
-      session.once('close', () => sessions.delete(session));
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  };
+  const h2 = protocol === 'http1' ? undefined : http2.createServer(handler);
+  h2?.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  const h1 = protocol === 'h2c' ? undefined : http.createServer(handler);
+  let draining = false;
+  // HTTP/1.1 has no GOAWAY: once draining, answer with `Connection: close` and end each
+  // keep-alive connection after its response, so idle clients do not hold the close open.
+  h1?.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (draining) res.shouldKeepAlive = false;
+    res.once('finish', () => {
+      if (draining) req.socket.end();
     });
-    server = h2;
-  } else {
-    const h1 = http.createServer(handler);
-    h1.on('connection', (socket) => {
-      sockets.add(socket);
-      socket.once('close', () => sockets.delete(socket));
-    });
-    server = h1;
-  }
+  });
+  // The listening server: one of the two, or for `auto` a TCP server that hands each
+  // connection to the right one by its first bytes.
+  const server: net.Server = h2 && h1 ? net.createServer((socket) => dispatch(socket, h2, h1)) : ((h2 ?? h1) as net.Server);
+  server.on('connection', track);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -99,11 +109,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   let closing: Promise<void> | undefined;
   async function close(graceMs = DEFAULT_GRACE_MS): Promise<void> {
     const started = Date.now();
+    draining = true;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     // GOAWAY: clients stop opening streams on this connection and reconnect elsewhere,
     // while streams already open run to completion.
     for (const session of sessions) session.close();
-    if (server instanceof http.Server) server.closeIdleConnections();
+    h1?.closeIdleConnections();
 
     const drained = await raceTimeout(closed, graceMs);
     if (!drained) {
@@ -126,6 +137,32 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       return closing;
     },
   };
+}
+
+/** Every HTTP/2 connection starts with this preface (RFC 9113 §3.4); no HTTP/1 method is `PRI`. */
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+
+/** Reads enough of the first bytes to tell HTTP/2 prior knowledge from HTTP/1.1, then hands over. */
+function dispatch(socket: Socket, h2: http2.Http2Server, h1: http.Server): void {
+  let head = Buffer.alloc(0);
+  const onData = (chunk: Buffer): void => {
+    head = Buffer.concat([head, chunk]);
+    const n = Math.min(head.length, H2_PREFACE.length);
+    const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+    if (isH2 && head.length < H2_PREFACE.length) return;
+    socket.off('data', onData);
+    socket.pause();
+    socket.unshift(head);
+    if (isH2) {
+      // The HTTP/2 session reads what is buffered on the next tick, then the handle directly;
+      // resuming here would emit the preface to nobody.
+      h2.emit('connection', socket);
+    } else {
+      h1.emit('connection', socket);
+      socket.resume();
+    }
+  };
+  socket.on('data', onData);
 }
 
 /** Resolves true if `promise` settles within `ms`, false otherwise. */

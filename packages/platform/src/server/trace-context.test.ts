@@ -55,6 +55,12 @@ describe('with the W3C propagator installed', () => {
     expect(injectTraceContext(ctx)).toEqual(job.traceContext);
   });
 
+  it('keeps trace flags it does not know (W3C level 2 random bit), as OpenTelemetry does', () => {
+    const ctx = extractTraceContext({ traceparent: `00-${TRACE_ID}-${SPAN_ID}-03` }, ROOT_CONTEXT);
+    expect(trace.getSpanContext(ctx)?.traceFlags).toBe(3);
+    expect(injectTraceContext(ctx)).toEqual({ traceparent: `00-${TRACE_ID}-${SPAN_ID}-03` });
+  });
+
   it('ignores malformed traceparent headers', () => {
     const bad = [
       `00-${'0'.repeat(32)}-${SPAN_ID}-01`, // all-zero trace id

@@ -1,4 +1,4 @@
-import { TraceFlags, createTraceState, isSpanContextValid, trace } from '@opentelemetry/api';
+import { createTraceState, isSpanContextValid, trace } from '@opentelemetry/api';
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
 
 export const TRACEPARENT = 'traceparent';
@@ -35,7 +35,8 @@ export class W3CTraceContextPropagator implements TextMapPropagator {
       traceId,
       spanId,
       isRemote: true,
-      traceFlags: parseInt(flags, 16) & TraceFlags.SAMPLED,
+      // All bits kept, as OpenTelemetry does: level 2 defines 0x02 (random trace id).
+      traceFlags: parseInt(flags, 16),
       traceState: undefined as ReturnType<typeof createTraceState> | undefined,
     };
     if (!isSpanContextValid(spanContext)) return context;

@@ -1,0 +1,123 @@
+/**
+ * End-to-end support: a cluster of real service processes, a scripted local Messages API
+ * server the gateways call through the real SDK, and a client of the public API (web-bff).
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type Client } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import type { StateKind} from '@bedrock/contracts';
+import { ConversationService, type ConversationEvent } from '@bedrock/contracts';
+import {
+  startMessagesApiServer,
+  type MessagesApiServer,
+  type ReceivedRequest,
+  type ScriptedResponse,
+} from '@bedrock/testkit';
+import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
+
+export interface E2e {
+  readonly cluster: Cluster;
+  readonly llm: MessagesApiServer;
+  readonly client: Client<typeof ConversationService>;
+  /** Routes requests by the text of their first user message (sub-agents run in parallel). */
+  route(firstUserText: string, ...responses: ScriptedResponse[]): void;
+  watch(conversationId: string): Watcher;
+  waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
+  stateOf(id: string): Promise<StateKind>;
+  close(): Promise<void>;
+}
+
+export interface Watcher {
+  readonly events: ConversationEvent[];
+  stop(): void;
+}
+
+export function firstUserText(request: ReceivedRequest): string {
+  const first = request.body?.messages.find((m) => m.role === 'user');
+  if (!first) return '';
+  if (typeof first.content === 'string') return first.content;
+  return first.content.map((b) => (b.type === 'text' ? (b.text ?? '') : '')).join('');
+}
+
+export async function startE2e(label: string, options: Partial<ClusterOptions> = {}): Promise<E2e> {
+  const routes = new Map<string, ScriptedResponse[]>();
+  const llm = await startMessagesApiServer({
+    fallback: (request) => {
+      const text = firstUserText(request);
+      const queue = [...routes.entries()].find(([key]) => text.startsWith(key))?.[1];
+      const next = queue?.shift();
+      return next ?? { kind: 'error', status: 500, errorType: 'api_error', message: `e2e: nothing scripted for ${JSON.stringify(text.slice(0, 60))}` };
+    },
+  });
+  const dir = mkdtempSync(join(tmpdir(), `bedrock-e2e-${label}-`));
+  const cluster = await startCluster({
+    dir,
+    databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_e2e_${label}_${process.pid}`,
+    redisUrl: 'redis://127.0.0.1:6379',
+    redisPrefix: `e2e-${label}-${process.pid}`,
+    env: {
+      ANTHROPIC_API_KEY: 'e2e-key',
+      ANTHROPIC_BASE_URL: llm.url,
+      LOG_LEVEL: 'info',
+      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-5',
+      BEDROCK_LLM_RETRY_BASE: '200ms',
+      BEDROCK_RECOVERY_INTERVAL: '500ms',
+      BEDROCK_RECOVERY_STALE_AFTER: '3s',
+      BEDROCK_SHUTDOWN_GRACE: '3s',
+      ...options.env,
+    },
+    ...options,
+  });
+  const transport = createConnectTransport({
+    baseUrl: cluster.httpUrl,
+    httpVersion: '1.1',
+    interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${cluster.token}`); return next(req); }],
+  });
+  const client = createClient(ConversationService, transport);
+  const watchers: AbortController[] = [];
+
+  const waitFor: E2e['waitFor'] = async (what, probe, timeoutMs = 30_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value as never;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  return {
+    cluster,
+    llm,
+    client,
+    route(key, ...responses) {
+      routes.set(key, [...(routes.get(key) ?? []), ...responses]);
+    },
+    watch(conversationId) {
+      const abort = new AbortController();
+      watchers.push(abort);
+      const events: ConversationEvent[] = [];
+      void (async () => {
+        try {
+          for await (const res of client.watchConversation({ conversationId }, { signal: abort.signal })) {
+            if (res.event) events.push(res.event);
+          }
+        } catch {
+          // aborted at the end of the test
+        }
+      })();
+      return { events, stop: () => abort.abort() };
+    },
+    waitFor,
+    async stateOf(id) {
+      return (await client.getConversation({ conversationId: id })).conversation!.state!.kind;
+    },
+    async close() {
+      for (const w of watchers) w.abort();
+      await cluster.stop();
+      await llm.close();
+    },
+  };
+}

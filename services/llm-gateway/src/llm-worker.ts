@@ -5,6 +5,7 @@
  * redelivered job cannot answer twice. Cancels from the cancel bus abort the matching HTTP
  * stream at once and are answered with an aborted LlmErrorEvent, never partial content.
  */
+import { setMaxListeners } from 'node:events';
 import type Anthropic from '@anthropic-ai/sdk';
 import { create } from '@bufbuild/protobuf';
 import {
@@ -91,6 +92,9 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const onShutdown = () => controller.abort();
+    // A consumer may hand every job the same shutdown signal: one listener per running job is
+    // expected, not a leak (each is removed when its job ends).
+    setMaxListeners(options.concurrency + 10, shutdown);
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (isCancelled(data.requestId)) controller.abort();
     const model = data.model || options.runOptions.defaultModel;

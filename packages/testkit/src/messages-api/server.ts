@@ -23,6 +23,8 @@ export interface MessagesApiServerOptions {
   readonly apiKeys?: readonly string[];
   /** Requests kept in `requests` (oldest dropped first). Default 1000. */
   readonly keepRequests?: number;
+  /** Called right after each SSE event is written, with `performance.now()` (for latency benchmarks). */
+  readonly onEventWritten?: (requestId: string, event: SseEvent, at: number) => void;
 }
 
 export interface MessagesApiServer {
@@ -35,8 +37,8 @@ export interface MessagesApiServer {
   setFallback(responder: Responder): void;
   /** Requests received so far, oldest first. */
   readonly requests: ReceivedRequest[];
-  /** Requests whose connection the client closed before the response ended (e.g. aborts). */
-  readonly clientAborts: ReadonlyArray<{ readonly requestId: string; readonly at: number }>;
+  /** Requests whose connection the client closed before the response ended (e.g. aborts); `at` is Date.now(), `hr` performance.now(). */
+  readonly clientAborts: ReadonlyArray<{ readonly requestId: string; readonly at: number; readonly hr: number }>;
   /** Scripted responses not yet used. */
   pending(): number;
   close(): Promise<void>;
@@ -54,7 +56,7 @@ const notScripted: Responder = () => ({
 export async function startMessagesApiServer(options: MessagesApiServerOptions = {}): Promise<MessagesApiServer> {
   const queue: ScriptedResponse[] = [];
   const requests: ReceivedRequest[] = [];
-  const clientAborts: Array<{ requestId: string; at: number }> = [];
+  const clientAborts: Array<{ requestId: string; at: number; hr: number }> = [];
   const keep = options.keepRequests ?? 1000;
   let fallback = options.fallback ?? notScripted;
   const sockets = new Set<Socket>();
@@ -66,6 +68,8 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     });
   });
   server.on('connection', (socket) => {
+    // SSE is many small writes; without this, Nagle holds each behind the client's delayed ACK.
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
@@ -85,7 +89,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     if (requests.length > keep) requests.shift();
     let finished = false;
     res.on('close', () => {
-      if (!finished) clientAborts.push({ requestId, at: Date.now() });
+      if (!finished) clientAborts.push({ requestId, at: Date.now(), hr: performance.now() });
     });
     res.on('finish', () => {
       finished = true;
@@ -167,6 +171,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
       if (res.destroyed) return;
       if (scripted.eventDelayMs && i > 0) await sleep(scripted.eventDelayMs);
       res.write(encodeSse(event));
+      options.onEventWritten?.(requestId, event, performance.now());
     }
     res.end();
   }

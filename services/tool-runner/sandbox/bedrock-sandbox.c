@@ -22,6 +22,7 @@
  * the kernel is asked for its version; rights the kernel does not know are left out.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -355,6 +356,79 @@ static int probe(void) {
   return 0;
 }
 
+/* fd on which the supervisor reports the command's process group ("pgid N\n"), if open. */
+#define REPORT_FD 3
+
+/* SIGKILLs every direct child of this process (orphans of the tree land here: subreaper).
+ * /proc/PID/task/PID/children is cheap; without it (CONFIG_PROC_CHILDREN off), scan /proc. */
+static void kill_children(pid_t self) {
+  char list_path[64];
+  snprintf(list_path, sizeof(list_path), "/proc/%d/task/%d/children", (int)self, (int)self);
+  FILE *list = fopen(list_path, "re");
+  if (list) {
+    int pid;
+    while (fscanf(list, "%d", &pid) == 1) kill(pid, SIGKILL);
+    fclose(list);
+    return;
+  }
+  DIR *proc = opendir("/proc");
+  if (!proc) return;
+  struct dirent *entry;
+  while ((entry = readdir(proc)) != NULL) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof(path), "/proc/%s/stat", entry->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the last ')'. */
+    char *rparen = strrchr(buf, ')');
+    char state;
+    int ppid;
+    if (rparen && sscanf(rparen + 1, " %c %d", &state, &ppid) == 2 && ppid == self) kill(atoi(entry->d_name), SIGKILL);
+  }
+  closedir(proc);
+}
+
+/*
+ * Waits for the command, reaping every process of its tree the moment it dies (so "the
+ * process group is gone" follows a kill within milliseconds, whatever PID 1 does). When the
+ * command exits, whatever it left running is killed: nothing outlives the tool. Exits with
+ * the command's status, or dies of the signal that killed it.
+ */
+static int supervise(pid_t child) {
+  char report[32];
+  int len = snprintf(report, sizeof(report), "pgid %d\n", (int)child);
+  if (write(REPORT_FD, report, (size_t)len) == len) close(REPORT_FD);
+  pid_t self = getpid();
+  int status = 0, child_status = 0, child_done = 0;
+  for (;;) {
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break; /* ECHILD: the whole tree is gone */
+    }
+    if (pid == child) {
+      child_status = status;
+      child_done = 1;
+    }
+    if (child_done) {
+      kill(-child, SIGKILL);
+      kill_children(self);
+    }
+  }
+  if (WIFSIGNALED(child_status)) {
+    int sig = WTERMSIG(child_status);
+    signal(sig, SIG_DFL);
+    kill(self, sig);
+    return 128 + sig;
+  }
+  return WEXITSTATUS(child_status);
+}
+
 static int fail(const char *what) {
   fprintf(stderr, "bedrock-sandbox: %s\n", what);
   return 125;
@@ -405,22 +479,34 @@ int main(int argc, char **argv) {
   }
   if (i >= argc) return fail("usage: bedrock-sandbox [--restricted] [--scratch DIR] [limits] -- PROGRAM [ARGS...]");
 
-  char err[512] = "";
-  if (cgroup && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
-  /* No core dumps: a crashing command must not write (or fill the disk) outside its limits. */
+  /* The supervisor (this process) stays outside the command's session and sandbox and reaps
+   * every process of the tree as soon as it dies; see supervise(). */
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) return fail("cannot become a child subreaper");
   struct rlimit nocore = {0, 0};
   setrlimit(RLIMIT_CORE, &nocore);
-  if (set_limit(RLIMIT_AS, mem, mem) < 0) return fail("setrlimit(RLIMIT_AS) failed");
-  if (set_limit(RLIMIT_CPU, cpu, cpu + 5) < 0) return fail("setrlimit(RLIMIT_CPU) failed");
-  if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");
-  if (set_limit(RLIMIT_FSIZE, fsize, fsize) < 0) return fail("setrlimit(RLIMIT_FSIZE) failed");
-  if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
-
-  if (restricted && restrict_fully(landlock_abi(), scratch, err, sizeof(err)) < 0) return fail(err);
-
-  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
-  execvp(argv[i], argv + i);
-  /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
-  fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[i], strerror(errno));
-  return 127;
+  pid_t supervisor = getpid();
+  pid_t child = fork();
+  if (child < 0) return fail("fork failed");
+  if (child == 0) {
+    /* Own session and process group: the group the runner kills on timeout and cancel. */
+    if (setsid() < 0) return fail("setsid failed");
+    /* If the supervisor dies (runner killed), the command goes with it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != supervisor) _exit(125);
+    char err[512] = "";
+    if (cgroup && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
+    if (set_limit(RLIMIT_AS, mem, mem) < 0) return fail("setrlimit(RLIMIT_AS) failed");
+    if (set_limit(RLIMIT_CPU, cpu, cpu + 5) < 0) return fail("setrlimit(RLIMIT_CPU) failed");
+    if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");
+    if (set_limit(RLIMIT_FSIZE, fsize, fsize) < 0) return fail("setrlimit(RLIMIT_FSIZE) failed");
+    if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
+    if (restricted && restrict_fully(landlock_abi(), scratch, err, sizeof(err)) < 0) return fail(err);
+    close(REPORT_FD);
+    if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
+    execvp(argv[i], argv + i);
+    /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
+    fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[i], strerror(errno));
+    _exit(127);
+  }
+  return supervise(child);
 }

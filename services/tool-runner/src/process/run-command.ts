@@ -1,8 +1,11 @@
 /**
- * Runs one command as the leader of its own process group, with stdin on /dev/null,
- * reading its output as it comes (so a full pipe never blocks it), and kills the whole
- * group on timeout, on abort, and when the command itself exits: nothing a tool starts
- * outlives the tool, so a backgrounded child cannot hold the output pipe open forever.
+ * Runs one command through the sandbox helper, with stdin on /dev/null, reading its output
+ * as it comes (so a full pipe never blocks it), and kills the command's whole process group
+ * on timeout and on abort. The helper is a supervisor: it runs the command in a new session
+ * and process group, reports that group on fd 3, reaps the tree as it dies, kills whatever
+ * the command leaves behind when it exits (nothing a tool starts outlives the tool, so a
+ * backgrounded child cannot hold the output pipe open), and exits last. So the helper's
+ * exit means the whole group is gone.
  */
 import { spawn } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
@@ -22,8 +25,8 @@ export interface RunCommandOptions {
   readonly capture?: OutputCaptureOptions;
   /** Live output, decoded as UTF-8 without splitting characters across calls. */
   readonly onOutput?: (text: string) => void;
-  /** Called with the pid (== pgid) once the process exists. */
-  readonly onSpawn?: (pid: number) => void;
+  /** Called with the command's process group id once the helper reports it. */
+  readonly onGroup?: (pgid: number) => void;
 }
 
 export interface RunCommandResult {
@@ -40,7 +43,10 @@ export interface RunCommandResult {
   readonly stderr: string;
   /** Set when the process could not be started at all. */
   readonly spawnError?: string;
+  /** The helper's pid. */
   readonly pid: number;
+  /** The command's process group, 0 if never reported. */
+  readonly pgid: number;
 }
 
 /** After the command exits and its group is killed, how long to wait for the pipe to close, ms. */
@@ -66,13 +72,31 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
       cwd: options.cwd,
       env: options.env,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     });
     const pid = child.pid ?? 0;
+    let pgid = 0;
+    let killWanted = false;
 
+    // Before the group is known, killing the helper's own group makes the command die with it
+    // (PR_SET_PDEATHSIG); once known, the kill goes to the command's group.
     const kill = (): void => {
-      if (pid > 0) killGroup(pid);
+      killWanted = true;
+      if (pgid > 0) killGroup(pgid);
+      else if (pid > 0) killGroup(pid);
     };
+    const report = child.stdio[3] as NodeJS.ReadableStream | null;
+    let reportText = '';
+    report?.on('data', (chunk: Buffer) => {
+      reportText += chunk.toString('utf8');
+      const match = /pgid (\d+)\n/.exec(reportText);
+      if (match && pgid === 0) {
+        pgid = Number(match[1]);
+        options.onGroup?.(pgid);
+        if (killWanted && !exited) killGroup(pgid);
+      }
+    });
+    report?.on('error', () => {});
     const onAbort = (): void => {
       if (exited) return;
       cancelled = true;
@@ -102,6 +126,7 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
         truncated: capture.truncated,
         stderr,
         pid,
+        pgid,
         ...(spawnError === undefined ? {} : { spawnError }),
       });
     };
@@ -113,7 +138,6 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
       exited = true;
       finish(err.message);
     });
-    if (pid > 0) options.onSpawn?.(pid);
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
 
@@ -135,9 +159,10 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
       exited = true;
       exitCode = code;
       exitSignal = sig;
-      // Whatever the command left running in its group goes with it.
-      kill();
-      // Something outside the group (setsid) may still hold the pipe: do not wait for it forever.
+      // The helper has killed and reaped the tree; without its report (helper missing or
+      // dead early), kill what can be reached.
+      if (pgid === 0 && pid > 0) killGroup(pid);
+      // Something that escaped may still hold the pipe: do not wait for it forever.
       graceTimer = setTimeout(() => {
         child.stdout?.destroy();
         outputClosed = true;

@@ -92,6 +92,17 @@ describe('bash', () => {
     marker.remove();
   });
 
+  it('kills a process that left the group with setsid when the command exits', async () => {
+    const marker = tempDir('bedrock-setsid-');
+    const started = Date.now();
+    const r = await bash({ command: `setsid bash -c 'sleep 1; touch ${marker.path}/survived' & echo started` });
+    expect(r).toMatchObject({ isError: false, content: 'started\n' });
+    expect(Date.now() - started).toBeLessThan(900);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(existsSync(`${marker.path}/survived`)).toBe(false);
+    marker.remove();
+  });
+
   it('reports invalid input as an error result, never a crash', async () => {
     expect((await bash({})).content).toBe('Invalid input for bash: input.command is required.');
     expect((await bash({ command: 'ls', timeout_seconds: 0 })).content).toContain('input.timeout_seconds must be at least 1');

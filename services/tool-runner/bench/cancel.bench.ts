@@ -1,0 +1,91 @@
+/**
+ * Cancel latency, from the cancel message to the tool's process group being gone (every
+ * process killed and reaped), for a running tree of sleeps (children and grandchildren):
+ *   bus      CancelSignal published on the Redis cancel channel, received by a runner on the
+ *            Redis transport (the production path)
+ *   direct   the runner's own cancel (what ToolRunnerService.CancelTool calls)
+ * Prints median and p99 against the 100 ms target. Asserts nothing.
+ */
+import { execSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { CancelSignalSchema, Mode, ToolExecJobSchema } from '@bedrock/contracts';
+import { createRedisTransport } from '@bedrock/platform';
+import { createLogger } from '@bedrock/platform/server';
+import { defaultToolRunnerConfig } from '../src/config.ts';
+import { createToolRunner } from '../src/create-tool-runner.ts';
+import { summary, quantile } from './stats.ts';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 40);
+const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const prefix = `bedrock-bench-cancel-${process.pid}`;
+const cwd = mkdtempSync(join(tmpdir(), 'bedrock-cancel-bench-'));
+
+const transport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
+// The runner gets its own transport, as a separate process would; the bench publishes on this one.
+const runnerTransport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
+const runner = createToolRunner(
+  defaultToolRunnerConfig({ runnerId: `bench-${process.pid}`, grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, consumeQueues: true }),
+  { transport: runnerTransport, logger: createLogger({ service: 'tool-runner', level: 'silent' }) },
+);
+await runner.start();
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Starts a sleep tree through the runner; resolves with its pgid once every sleep runs. */
+async function startTree(id: string): Promise<{ pgid: number; done: Promise<unknown> }> {
+  let resolvePgid!: (n: number) => void;
+  const pgidKnown = new Promise<number>((resolve) => (resolvePgid = resolve));
+  let text = '';
+  const job = create(ToolExecJobSchema, {
+    toolUseId: id,
+    conversationId: 'bench',
+    toolName: 'bash',
+    inputJson: JSON.stringify({ command: 'sleep 60 & (sleep 60 & sleep 60) & sleep 0.05; echo "pgid=$$"; wait' }),
+    cwd,
+    mode: Mode.RESTRICTED,
+  });
+  const done = runner.executor.execute(job, (chunk) => {
+    text += chunk;
+    const m = /pgid=(\d+)/.exec(text);
+    if (m) resolvePgid(Number(m[1]));
+  });
+  return { pgid: await pgidKnown, done };
+}
+
+async function measure(cancel: (id: string) => Promise<unknown> | unknown): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const id = `cancel-${i}-${Math.random().toString(36).slice(2, 6)}`;
+    const { pgid, done } = await startTree(id);
+    const t0 = performance.now();
+    await cancel(id);
+    while (groupAlive(pgid)) await new Promise((resolve) => setImmediate(resolve));
+    out.push(performance.now() - t0);
+    await done;
+  }
+  return out;
+}
+
+const bus = await measure((id) => transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'bench', target: { case: 'toolUseId', value: id } })));
+const direct = await measure((id) => runner.executor.cancel(id));
+
+console.log(`cancel latency, cancel message -> process group gone (sleep tree of 4 processes, Restricted), ${ROUNDS} rounds`);
+console.log(`  bus (Redis)  ${summary(bus)}`);
+console.log(`  direct       ${summary(direct)}`);
+console.log(`  target 100 ms: bus p99 ${quantile(bus, 0.99) <= 100 ? 'within' : 'OVER'}, direct p99 ${quantile(direct, 0.99) <= 100 ? 'within' : 'OVER'}`);
+
+await runner.stop();
+await runnerTransport.close();
+await transport.close();
+rmSync(cwd, { recursive: true, force: true });
+execSync(`redis-cli -u ${redisUrl} --scan --pattern '${prefix}:*' | xargs -r redis-cli -u ${redisUrl} del > /dev/null`);

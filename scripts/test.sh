@@ -4,10 +4,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-results
-results=test-results/jest.json
-rm -f "$results"
+# One file per run, so runs in parallel do not read each other's results.
+results=$(mktemp test-results/jest-XXXXXX.json)
 node --experimental-vm-modules node_modules/jest/bin/jest.js --json --outputFile="$results" "$@"
 status=$?
+trap 'rm -f "$results"' EXIT
 if [ ! -s "$results" ]; then
   echo "jest wrote no results (exit $status)"
   echo "0 passed, 1 failed"

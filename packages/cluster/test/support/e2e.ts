@@ -52,11 +52,13 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
     },
   });
   const dir = mkdtempSync(join(tmpdir(), `bedrock-e2e-${label}-`));
+  const { env: extraEnv, ...clusterOptions } = options;
   const cluster = await startCluster({
     dir,
     databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_e2e_${label}_${process.pid}`,
     redisUrl: 'redis://127.0.0.1:6379',
     redisPrefix: `e2e-${label}-${process.pid}`,
+    ...clusterOptions,
     env: {
       ANTHROPIC_API_KEY: 'e2e-key',
       ANTHROPIC_BASE_URL: llm.url,
@@ -66,9 +68,8 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       BEDROCK_RECOVERY_INTERVAL: '500ms',
       BEDROCK_RECOVERY_STALE_AFTER: '3s',
       BEDROCK_SHUTDOWN_GRACE: '3s',
-      ...options.env,
+      ...extraEnv,
     },
-    ...options,
   });
   const transport = createConnectTransport({
     baseUrl: cluster.httpUrl,

@@ -35,6 +35,14 @@ export interface RedisQueuesOptions {
   readonly completedRetentionMs?: number;
   /** How long a job that used up its attempts is kept, ms. Default 7 days. */
   readonly failedRetentionMs?: number;
+  /**
+   * How long a consumer's lock on a running job lasts before it must be renewed, ms. A job
+   * whose consumer died without closing (kill -9, lost node) is taken back from it after at
+   * most lockDuration + stalledInterval. Default 30 s (BullMQ's).
+   */
+  readonly lockDurationMs?: number;
+  /** How often consumers look for jobs whose lock expired, ms. Default 30 s (BullMQ's). */
+  readonly stalledIntervalMs?: number;
   readonly onError: (error: unknown) => void;
 }
 
@@ -104,6 +112,8 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
         connection: { url: options.redisUrl },
         prefix: bullPrefix,
         concurrency: consumeOptions.concurrency ?? 1,
+        ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
+        ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
         limiter: consumeOptions.limiter ? { max: consumeOptions.limiter.max, duration: consumeOptions.limiter.durationMs } : undefined,
         settings: {
           // `failures` counts handler throws including this one.

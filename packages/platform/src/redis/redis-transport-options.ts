@@ -13,6 +13,10 @@ export interface RedisTransportOptions {
   readonly streamMaxLen?: number;
   /** A notification stream expires this long after its last event, ms. Env BEDROCK_STREAM_TTL_MS. Default 24 h. */
   readonly streamTtlMs?: number;
+  /** Lock on a running job, ms; a dead consumer's job is taken back within lock + stalled interval. Env BEDROCK_JOB_LOCK_MS. Default 30 s. */
+  readonly lockDurationMs?: number;
+  /** How often consumers look for jobs whose lock expired, ms. Env BEDROCK_JOB_STALLED_INTERVAL_MS. Default 30 s. */
+  readonly stalledIntervalMs?: number;
   /** Idle dedicated connections kept for blocking stream reads. Env BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS. Default 4. */
   readonly maxIdleBlockingConnections?: number;
   /** Connection and background errors (Redis, BullMQ, cancel handlers). Default: console.error. */
@@ -40,5 +44,7 @@ export function redisTransportOptionsFromEnv(env: NodeJS.ProcessEnv = process.en
     streamMaxLen: positiveInt(env, 'BEDROCK_STREAM_MAXLEN'),
     streamTtlMs: positiveInt(env, 'BEDROCK_STREAM_TTL_MS'),
     maxIdleBlockingConnections: positiveInt(env, 'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS'),
+    lockDurationMs: positiveInt(env, 'BEDROCK_JOB_LOCK_MS'),
+    stalledIntervalMs: positiveInt(env, 'BEDROCK_JOB_STALLED_INTERVAL_MS'),
   };
 }

@@ -30,6 +30,8 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
     connection,
     completedRetentionMs: options.completedRetentionMs,
     failedRetentionMs: options.failedRetentionMs,
+    lockDurationMs: options.lockDurationMs,
+    stalledIntervalMs: options.stalledIntervalMs,
     onError,
   });
   const streams = createRedisStreams({

@@ -14,6 +14,7 @@ import {
   LlmRequestJobSchema,
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_LLM_REQUESTS,
+  StopReason,
   type CancelSignal,
   type LlmRequestJob,
 } from '@bedrock/contracts';
@@ -140,7 +141,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
         metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
         metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
       }
-      log.info({ stop_reason: outcome.value.stopReason, blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
+      log.info({ stop_reason: StopReason[outcome.value.stopReason], blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
     } else {
       const e = outcome.value;
       log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);

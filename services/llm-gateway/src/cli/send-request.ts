@@ -1,0 +1,80 @@
+/**
+ * Drives a gateway running alone (no conversation service): enqueues one LlmRequestJob on
+ * `llm-requests` in Redis, prints its token deltas from the notification stream as they
+ * arrive, then the result from `conversation-events`.
+ *
+ *   npx tsx services/llm-gateway/src/cli/send-request.ts [--model M] [--cancel-after MS] "message"
+ *
+ * It consumes `conversation-events` itself, so do not run it against a deployment whose
+ * conversation service is running. Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
+ */
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { create, toJsonString } from '@bufbuild/protobuf';
+import {
+  CancelSignalSchema,
+  ConversationEventJobSchema,
+  ConversationEventSchema,
+  LlmRequestJobSchema,
+  LlmRequestPurpose,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_LLM_REQUESTS,
+  Role,
+  toolSetFor,
+} from '@bedrock/contracts';
+import { createRedisTransport, redisTransportOptionsFromEnv, STREAM_START, type StreamPosition } from '@bedrock/platform';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { model: { type: 'string', default: '' }, 'cancel-after': { type: 'string' }, 'timeout-ms': { type: 'string', default: '120000' } },
+});
+const text = positionals.join(' ') || 'hello';
+const transport = createRedisTransport(redisTransportOptionsFromEnv());
+const conversationId = `cli-${randomUUID()}`;
+const requestId = `cli-req-${randomUUID()}`;
+
+const done = new Promise<string>((resolve) => {
+  const consumer = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
+    if (job.data.conversationId !== conversationId) throw new Error('not ours: handed back');
+    await consumer.close(0);
+    resolve(toJsonString(ConversationEventJobSchema, job.data, { prettySpaces: 2 }));
+  });
+});
+
+await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId, sequence: 1n, kind: { case: 'heartbeat', value: {} } }));
+await transport.queues.producer(QUEUE_LLM_REQUESTS, LlmRequestJobSchema).add(
+  requestId,
+  create(LlmRequestJobSchema, {
+    requestId,
+    conversationId,
+    model: values.model,
+    systemPrompt: 'You are a coding agent driven from the Bedrock command line.',
+    toolNames: [...toolSetFor({ isSubAgent: false, sandboxAvailable: true })],
+    messages: [{ role: Role.USER, content: [{ block: { case: 'text', value: { text } } }] }],
+    purpose: LlmRequestPurpose.TURN,
+    attempt: 1,
+    notifySequence: 1n,
+  }),
+);
+if (values['cancel-after']) {
+  setTimeout(() => void transport.cancels.publish(create(CancelSignalSchema, { conversationId, target: { case: 'llmRequestId', value: requestId } })), Number(values['cancel-after']));
+}
+
+let position: StreamPosition = STREAM_START;
+let finished = false;
+const result = done.then((r) => {
+  finished = true;
+  return r;
+});
+const deadline = Date.now() + Number(values['timeout-ms']);
+while (!finished && Date.now() < deadline) {
+  const events = await transport.streams.read(conversationId, position, { blockMs: 200 });
+  for (const e of events) {
+    position = { sequence: e.sequence, deltaIndex: e.deltaIndex };
+    if (e.kind.case === 'tokenDelta') process.stdout.write(e.kind.value.text);
+  }
+}
+process.stdout.write('\n');
+console.log(finished ? await result : 'no result before the timeout');
+await transport.close();
+process.exit(finished ? 0 : 1);

@@ -105,3 +105,13 @@ describe('offline model grammar', () => {
     expect(text(reply.content)).toMatch(/Session summary \(offline demo model\): 2 user message\(s\), 1 tool call\(s\) \(bash\)/);
   });
 });
+
+describe('offline model parsing', () => {
+  it('finds a slash command after other text in the same turn', () => {
+    const parsed = parseOfflineCommand('[Mode changed to Unrestricted.]\n/write a.txt\nhello');
+    expect(parsed.command).toEqual({ kind: 'write', path: 'a.txt', text: 'hello\n' });
+    expect(parseOfflineCommand('note\n/think  deeply').command).toEqual({ kind: 'think', thoughts: 'deeply' });
+    expect(parseOfflineCommand('/usage 7\nplain words').command).toEqual({ kind: 'help' });
+    expect(parseOfflineCommand('/agents').command).toEqual({ kind: 'help' });
+  });
+});

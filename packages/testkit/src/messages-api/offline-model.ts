@@ -60,23 +60,26 @@ export function parseOfflineCommand(text: string): Parsed {
     if (m) inputTokens = Number(m[1]);
     return !m;
   });
-  while (lines.length && lines[0]?.trim() === '') lines.shift();
-  const first = lines[0]?.trim() ?? '';
+  // The command may follow other text in the same turn (e.g. a synthetic mode-change notice
+  // merged into the user's message): take the first line that starts with a slash command.
+  const at = lines.findIndex((l) => /^\s*\/(write|think|upgrade|agents)\s+\S/.test(l));
+  const first = at >= 0 ? lines[at]!.trim() : '';
+  const after = at >= 0 ? lines.slice(at + 1) : [];
   const rest = (prefix: string) => first.slice(prefix.length).trim();
   let command: Command = { kind: 'help' };
   const bash = lines.filter((l) => l.startsWith('$ ')).map((l) => l.slice(2).trim()).filter(Boolean);
-  if (first.startsWith('/write ') && rest('/write ')) {
-    command = { kind: 'write', path: rest('/write '), text: lines.slice(1).join('\n') + (lines.length > 1 ? '\n' : '') };
-  } else if (first.startsWith('/think ') && rest('/think ')) {
-    command = { kind: 'think', thoughts: [rest('/think '), ...lines.slice(1)].join('\n').trim() };
-  } else if (first.startsWith('/upgrade ') && rest('/upgrade ')) {
+  if (first.startsWith('/write ')) {
+    command = { kind: 'write', path: rest('/write '), text: after.join('\n') + (after.length > 0 ? '\n' : '') };
+  } else if (first.startsWith('/think ')) {
+    command = { kind: 'think', thoughts: [rest('/think '), ...after].join('\n').trim() };
+  } else if (first.startsWith('/upgrade ')) {
     command = { kind: 'upgrade', reason: rest('/upgrade ') };
   } else if (first.startsWith('/agents ')) {
     const tasks = rest('/agents ').split('|').map((t) => t.trim()).filter(Boolean);
     if (tasks.length) command = { kind: 'agents', tasks };
   } else if (bash.length > 0) {
     command = { kind: 'bash', commands: bash };
-  } else if (inputTokens !== undefined && first === '') {
+  } else if (inputTokens !== undefined && lines.every((l) => l.trim() === '')) {
     command = { kind: 'usage' };
   }
   return inputTokens === undefined ? { command } : { command, inputTokens };

@@ -16,7 +16,16 @@
  *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
  *       --nofile N        RLIMIT_NOFILE       (0 or absent: leave the limit unchanged)
  *   Stderr is joined to stdout just before exec, so the command's output keeps its order;
- *   the helper's own errors, before that point, stay on stderr.
+ *   the helper's own errors, before that point, stay on stderr (exit status 125).
+ *
+ * The helper stays as a supervisor: it becomes a child subreaper, forks the command into a
+ * new session and process group (the group the runner kills on timeout and cancel), writes
+ * "pgid N\n" on fd 3 when that fd is open, reaps every process of the tree the moment it
+ * dies, kills whatever the command leaves running when it exits (setsid escapees included:
+ * as orphans they become the supervisor's children), and exits last with the command's
+ * status (or dies of its signal). So the helper's exit means the whole tree is gone, without
+ * depending on how promptly PID 1 reaps orphans. Limits, the cgroup and the sandbox apply to
+ * the command only; the supervisor stays outside them, where the command cannot signal it.
  *
  * The system headers may predate the running kernel, so the Landlock ABI is defined here and
  * the kernel is asked for its version; rights the kernel does not know are left out.

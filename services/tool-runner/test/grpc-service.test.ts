@@ -3,7 +3,9 @@ import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { Mode, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
+import { existsSync } from 'node:fs';
+import { Mode, QUEUE_TOOL_EXEC, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
+import { createMemoryTransport } from '@bedrock/platform';
 import type { ToolCompleteEvent } from '@bedrock/contracts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { groupGone, grpcClient, startTestRunner } from './support-runner.ts';
@@ -94,5 +96,34 @@ describe('ToolRunnerService', () => {
         }
       })(),
     ).rejects.toThrow(/tool_use_id and tool_name is required/);
+  });
+});
+
+describe('a runner without a working sandbox', () => {
+  let plain: ToolRunner;
+  const transport = createMemoryTransport();
+
+  beforeAll(async () => {
+    plain = await startTestRunner({ helperPath: '/nonexistent/bedrock-sandbox', consumeQueues: true }, transport);
+  });
+  afterAll(async () => {
+    await plain.stop();
+    await transport.close();
+  });
+
+  it('reports no sandbox and never consumes the Restricted queue', async () => {
+    expect(plain.capabilities()).toMatchObject({ sandboxAvailable: false, landlockAbi: 0, queues: [QUEUE_TOOL_EXEC] });
+    const registered = (await transport.runners.list()).find((r) => r.runnerId === plain.capabilities().runnerId);
+    expect(registered?.queues).toEqual([QUEUE_TOOL_EXEC]);
+  });
+
+  it('refuses a Restricted job sent to it directly rather than run it unsandboxed', async () => {
+    let result: ToolCompleteEvent | undefined;
+    for await (const msg of grpcClient(plain).executeTool({ job: job('p-1', `touch ${dir.path}/unsandboxed`, Mode.RESTRICTED) })) {
+      if (msg.kind.case === 'result') result = msg.kind.value;
+    }
+    expect(result?.isError).toBe(true);
+    expect(result?.content).toContain('no working kernel sandbox');
+    expect(existsSync(`${dir.path}/unsandboxed`)).toBe(false);
   });
 });

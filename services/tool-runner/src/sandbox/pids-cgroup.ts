@@ -9,14 +9,19 @@
  * directory delegated to this process with `pids` in its subtree_control); otherwise the
  * runner falls back to RLIMIT_NPROC and process-group kills.
  */
-import { mkdirSync, readFileSync, rmdirSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, existsSync } from 'node:fs';
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 export interface PidsCgroups {
   /** The directory this runner creates its per-run cgroups in. */
   readonly base: string;
-  /** Creates a cgroup allowing at most `maxPids` tasks; returns its directory. */
-  create(name: string, maxPids: number): string;
+  /**
+   * Creates a cgroup allowing at most `maxPids` tasks; resolves to its directory. Async on
+   * purpose, like destroy: cgroup mkdir and rmdir wait for RCU grace periods (about 10 ms),
+   * which must not block the event loop.
+   */
+  create(name: string, maxPids: number): Promise<string>;
   /** Kills every process still in `dir`, waits for it to empty, removes it. */
   destroy(dir: string): Promise<void>;
   /** Removes the base directory (once every run is destroyed). */
@@ -55,9 +60,9 @@ export function findPidsCgroupRoot(): string | null {
   return null;
 }
 
-function procsOf(dir: string): number[] {
+async function procsOf(dir: string): Promise<number[]> {
   try {
-    return readFileSync(join(dir, 'cgroup.procs'), 'utf8')
+    return (await readFile(join(dir, 'cgroup.procs'), 'utf8'))
       .split('\n')
       .filter(Boolean)
       .map(Number);
@@ -72,19 +77,19 @@ export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
   mkdirSync(base, { recursive: true });
   return {
     base,
-    create(name, maxPids) {
+    async create(name, maxPids) {
       const dir = join(base, name);
-      mkdirSync(dir);
-      writeFileSync(join(dir, 'pids.max'), String(maxPids));
+      await mkdir(dir);
+      await writeFile(join(dir, 'pids.max'), String(maxPids));
       return dir;
     },
     async destroy(dir) {
       // Kill until empty: a process forking while we read the list shows up next round.
       for (let round = 0; round < 200; round++) {
-        const pids = procsOf(dir);
+        const pids = await procsOf(dir);
         if (pids.length === 0) {
           try {
-            rmdirSync(dir);
+            await rmdir(dir);
             return;
           } catch (err) {
             // EBUSY while the last tasks are being torn down; ENOENT if already gone.
@@ -93,7 +98,7 @@ export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
         }
         if (existsSync(join(dir, 'cgroup.kill'))) {
           try {
-            writeFileSync(join(dir, 'cgroup.kill'), '1');
+            await writeFile(join(dir, 'cgroup.kill'), '1');
           } catch {
             // fall back to signalling each process
           }

@@ -61,7 +61,7 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   let cgroupDir: string | undefined;
   if (settings.cgroups) {
     try {
-      cgroupDir = settings.cgroups.create(`run-${process.pid}-${++runSequence}`, limits.processes);
+      cgroupDir = await settings.cgroups.create(`run-${process.pid}-${++runSequence}`, limits.processes);
     } catch {
       cgroupDir = undefined; // rlimits and the group kill still apply
     }

@@ -220,3 +220,48 @@ describe('gateway config', () => {
   });
 });
 
+
+describe('llm gateway limits', () => {
+  it('streams at most BEDROCK_LLM_CONCURRENCY requests at once per replica', async () => {
+    const server = await startMessagesApiServer();
+    const h = await harness(createMemoryTransport(), { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: server.url, BEDROCK_LLM_CONCURRENCY: '2' });
+    try {
+      const jobs = Array.from({ length: 4 }, () => makeJob());
+      for (const _ of jobs) server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'x' }], delayMs: 200 });
+      const before = server.requests.length;
+      await Promise.all(jobs.map((j) => h.submit(j)));
+      await Promise.all(jobs.map((j) => h.result(j.requestId)));
+      const starts = server.requests.slice(before).map((r) => r.receivedAt);
+      // Two at once: the third starts only after one of the first two finished (200 ms).
+      expect(starts[2]! - starts[0]!).toBeGreaterThanOrEqual(180);
+      expect(starts[1]! - starts[0]!).toBeLessThan(150);
+    } finally {
+      await h.close();
+      await server.close();
+    }
+  });
+
+  it('starts at most BEDROCK_LLM_RATE_LIMIT_MAX requests per window, queue-wide', async () => {
+    const server = await startMessagesApiServer();
+    const h = await harness(createMemoryTransport(), {
+      ANTHROPIC_API_KEY: 'k',
+      ANTHROPIC_BASE_URL: server.url,
+      BEDROCK_LLM_CONCURRENCY: '8',
+      BEDROCK_LLM_RATE_LIMIT_MAX: '2',
+      BEDROCK_LLM_RATE_LIMIT_WINDOW: '400ms',
+    });
+    try {
+      const jobs = Array.from({ length: 4 }, () => makeJob());
+      for (const _ of jobs) server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'x' }] });
+      const before = server.requests.length;
+      await Promise.all(jobs.map((j) => h.submit(j)));
+      await Promise.all(jobs.map((j) => h.result(j.requestId)));
+      const starts = server.requests.slice(before).map((r) => r.receivedAt);
+      expect(starts).toHaveLength(4);
+      expect(starts[2]! - starts[0]!).toBeGreaterThanOrEqual(300);
+    } finally {
+      await h.close();
+      await server.close();
+    }
+  });
+});

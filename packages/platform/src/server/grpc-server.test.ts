@@ -12,11 +12,16 @@ const logger = createLogger({ service: 'test', level: 'silent' });
 const SERVING = health.HealthCheckResponse_ServingStatus.SERVING;
 const reply = create(health.HealthCheckResponseSchema, { status: SERVING });
 
-/** A Health implementation whose calls take `delayMs` and whose Watch never ends on its own. */
-function slowRoutes(delayMs: number) {
+/**
+ * A Health implementation whose calls take `delayMs` and whose Watch never ends on its own.
+ * `onStarted` runs when a Check reaches its handler, so tests close the server only once
+ * the call is really in flight (a call still in the network when GOAWAY is sent is refused).
+ */
+function slowRoutes(delayMs: number, onStarted: () => void = () => undefined) {
   return (router: Parameters<Parameters<typeof startGrpcServer>[0]['routes']>[0]) => {
     router.service(health.Health, {
       async check() {
+        onStarted();
         await new Promise((resolve) => setTimeout(resolve, delayMs));
         return reply;
       },
@@ -28,6 +33,12 @@ function slowRoutes(delayMs: number) {
       },
     });
   };
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  for (const started = Date.now(); !check(); await new Promise((resolve) => setTimeout(resolve, 5))) {
+    if (Date.now() - started > ms) throw new Error('condition not met in time');
+  }
 }
 
 function canConnect(port: number): Promise<boolean> {
@@ -99,15 +110,16 @@ describe('startGrpcServer', () => {
   });
 
   it('closes an auto server gracefully with open HTTP/1.1 keep-alive and h2c connections', async () => {
-    const server = await startGrpcServer({ routes: slowRoutes(300), port: 0, host: '127.0.0.1', logger, protocol: 'auto' });
+    let handling = 0;
+    const server = await startGrpcServer({ routes: slowRoutes(300, () => handling++), port: 0, host: '127.0.0.1', logger, protocol: 'auto' });
     const h1 = createClient(health.Health, createConnectTransport({ baseUrl: server.url, httpVersion: '1.1' }));
     const h2 = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
     const calls = [h1.check({}), h2.check({})];
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => handling === 2);
     const started = Date.now();
-    await server.close(5000);
+    await server.close(10_000);
     expect((await Promise.all(calls)).map((r) => r.status)).toEqual([SERVING, SERVING]);
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(5000);
     expect(await canConnect(server.port)).toBe(false);
   });
 
@@ -118,15 +130,16 @@ describe('startGrpcServer', () => {
   });
 
   it('lets in-flight calls finish on close and then refuses connections', async () => {
-    const server = await startGrpcServer({ routes: slowRoutes(300), port: 0, host: '127.0.0.1', logger });
+    let handling = 0;
+    const server = await startGrpcServer({ routes: slowRoutes(300, () => handling++), port: 0, host: '127.0.0.1', logger });
     const client = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
     const inFlight = client.check({});
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => handling === 1);
     const started = Date.now();
-    await server.close(5000);
+    await server.close(10_000);
     expect((await inFlight).status).toBe(SERVING);
     // Closed as soon as the call drained, not after the whole grace period.
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(5000);
     expect(await canConnect(server.port)).toBe(false);
   });
 
@@ -142,13 +155,13 @@ describe('startGrpcServer', () => {
       () => undefined,
       (e: unknown) => ConnectError.from(e),
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(() => received.length === 1);
     expect(received).toEqual([SERVING]);
     const started = Date.now();
     await server.close(300);
     const elapsed = Date.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(290);
-    expect(elapsed).toBeLessThan(2000);
+    expect(elapsed).toBeLessThan(5000);
     const err = await consumed;
     expect(err?.code).toBe(Code.Unavailable);
   });

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, createFileRegistry, fromBinary, toBinary } from '@bufbuild/protobuf';
@@ -17,7 +18,7 @@ import { registerReflection } from './reflection.ts';
 
 const logger = createLogger({ service: 'test', level: 'silent' });
 const execFileAsync = promisify(execFile);
-const BUF = path.resolve('node_modules/.bin/buf');
+const BUF = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../node_modules/.bin/buf');
 
 /**
  * A hand-built file with extensions (the generated contracts have none), so the

@@ -10,10 +10,10 @@ import { health as pb } from '@bedrock/contracts';
 import { onShutdown } from './shutdown.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const TSX = path.resolve(here, '../../../../node_modules/.bin/tsx');
+const ROOT = path.resolve(here, '../../../..');
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-async function until(check: () => boolean, ms = 3000): Promise<void> {
+async function until(check: () => boolean, ms = 15_000): Promise<void> {
   for (const started = Date.now(); !check(); await sleep(10)) {
     if (Date.now() - started > ms) throw new Error('condition not met in time');
   }
@@ -21,7 +21,10 @@ async function until(check: () => boolean, ms = 3000): Promise<void> {
 
 /** Starts a TypeScript fixture in a real child process and collects its JSON log lines. */
 async function startFixture(file: string, env: Record<string, string>) {
-  const child = spawn(TSX, [path.join(here, 'testdata', file)], {
+  // Plain node with tsx as a loader, not the tsx CLI: the CLI is a parent process that relays
+  // signals and may exit 128+signo on its own when the machine is busy.
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'testdata', file)], {
+    cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -15,6 +15,7 @@
  *       --mem BYTES       RLIMIT_AS           --cpu SECONDS   RLIMIT_CPU (hard = soft + 5)
  *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
  *       --nofile N        RLIMIT_NOFILE       (0 or absent: leave the limit unchanged)
+ *       --max-abi N       use at most Landlock ABI N (tests of the older-kernel fallbacks)
  *   Stderr is joined to stdout just before exec, so the command's output keeps its order;
  *   the helper's own errors, before that point, stay on stderr (exit status 125).
  *
@@ -188,7 +189,10 @@ static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen
  * seccomp; namespaces, bpf, perf, userfaultfd, keyrings and mounts are refused as defence in
  * depth. clone3 gets ENOSYS so that libc falls back to clone(), whose flags can be checked.
  */
-static int apply_seccomp(char *err, size_t errlen) {
+static int apply_seccomp(int abi, char *err, size_t errlen) {
+  /* Landlock handles truncate(2) only from ABI 3: before that, refuse the path-based call here
+   * (ftruncate needs a file opened for writing, which Landlock already refuses). */
+  uint32_t truncate_nr = abi < 3 ? (uint32_t)__NR_truncate : 0xffffffffu;
   struct sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_AUDIT_ARCH, 1, 0),
@@ -200,6 +204,7 @@ static int apply_seccomp(char *err, size_t errlen) {
       BR_DENY(EPERM),
 #endif
       BR_IF_NR(__NR_socket, BR_DENY(EACCES)),
+      BR_IF_NR(truncate_nr, BR_DENY(EACCES)),
       BR_IF_NR(__NR_io_uring_setup, BR_DENY(EPERM)),
       BR_IF_NR(__NR_io_uring_enter, BR_DENY(EPERM)),
       BR_IF_NR(__NR_io_uring_register, BR_DENY(EPERM)),
@@ -305,7 +310,7 @@ static int restrict_fully(int abi, const char *scratch, char *err, size_t errlen
   }
   if (drop_capabilities(err, errlen) < 0) return -1;
   if (apply_landlock(abi, scratch, err, errlen) < 0) return -1;
-  return apply_seccomp(err, errlen);
+  return apply_seccomp(abi, err, errlen);
 }
 
 static void json_escape(const char *s, char *out, size_t outlen) {
@@ -453,6 +458,7 @@ static unsigned long long parse_number(const char *s, int *ok) {
 
 int main(int argc, char **argv) {
   int restricted = 0;
+  int max_abi = -1;
   const char *scratch = NULL, *cgroup = NULL;
   unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0;
   int i = 1;
@@ -466,6 +472,8 @@ int main(int argc, char **argv) {
       return probe();
     } else if (strcmp(a, "--restricted") == 0) {
       restricted = 1;
+    } else if (i + 1 < argc && strcmp(a, "--max-abi") == 0) {
+      max_abi = (int)parse_number(argv[++i], &ok);
     } else if (i + 1 < argc && strcmp(a, "--scratch") == 0) {
       scratch = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
@@ -509,7 +517,9 @@ int main(int argc, char **argv) {
     if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");
     if (set_limit(RLIMIT_FSIZE, fsize, fsize) < 0) return fail("setrlimit(RLIMIT_FSIZE) failed");
     if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
-    if (restricted && restrict_fully(landlock_abi(), scratch, err, sizeof(err)) < 0) return fail(err);
+    int abi = landlock_abi();
+    if (max_abi >= 0 && abi > max_abi) abi = max_abi;
+    if (restricted && restrict_fully(abi, scratch, err, sizeof(err)) < 0) return fail(err);
     close(REPORT_FD);
     if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
     execvp(argv[i], argv + i);

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Mode } from '@bedrock/contracts';
 import { executeTool } from '../src/tools/execute-tool.ts';
+import { runCommand } from '../src/process/run-command.ts';
 import type { ToolOutcome } from '../src/tools/tool-types.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
 import { executeContext, testSandboxSettings } from './support.ts';
@@ -276,5 +277,37 @@ describe('Unrestricted mode: the same writes succeed', () => {
         expect(changed).toBe(true);
       });
     }
+  }
+});
+
+describe('best effort by Landlock ABI (helper pinned to older ABIs)', () => {
+  // Every ABI the helper knows, down to 1: writes stay refused at each (truncate(2) by seccomp
+  // before ABI 3); signal scoping exists only from ABI 6, as the kernel defines it.
+  for (const abi of [1, 2, 3, 4, 5, 6, 7]) {
+    it(`ABI ${abi}`, async () => {
+      const dir = dirs['/tmp'] as string;
+      seed(dir);
+      const command = [
+        `: > ${dir}/new.txt`,
+        `echo more >> ${dir}/existing.txt`,
+        `perl -e 'truncate("${dir}/existing.txt", 0) or die "truncate: $!\\n"'`,
+        `mv ${dir}/existing.txt ${dir}/renamed.txt`,
+        `ln ${dir}/existing.txt ${dir}/hard.txt`,
+        `mkdir ${dir}/sub`,
+        `echo x > /dev/tcp/127.0.0.1/9`,
+        `kill -0 1 && echo signal-allowed`,
+      ].join('; ');
+      const result = await runCommand({
+        argv: [sandbox.helperPath, '--restricted', '--max-abi', String(abi), '--', 'bash', '-c', command],
+        cwd: dir,
+        env: process.env,
+        timeoutMs: 10_000,
+      });
+      // The /dev/tcp attempt prints two lines (socket, then the redirection).
+      expect(result.output.match(/Permission denied/g)?.length).toBe(8);
+      expect(readdirSync(dir)).toEqual(['existing.txt']);
+      expect(readFileSync(join(dir, 'existing.txt'), 'utf8')).toBe('original\n');
+      expect(result.output.includes('signal-allowed')).toBe(abi < 6);
+    });
   }
 });

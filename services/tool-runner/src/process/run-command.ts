@@ -52,6 +52,8 @@ export interface RunCommandResult {
 /** After the command exits and its group is killed, how long to wait for the pipe to close, ms. */
 const PIPE_CLOSE_GRACE_MS = 500;
 const STDERR_LIMIT = 4096;
+/** How long a kill waits for the helper to report the command's group, ms. */
+const REPORT_WAIT_MS = 200;
 
 export function runCommand(options: RunCommandOptions): Promise<RunCommandResult> {
   return new Promise((resolve) => {
@@ -78,12 +80,18 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
     let pgid = 0;
     let killWanted = false;
 
-    // Before the group is known, killing the helper's own group makes the command die with it
-    // (PR_SET_PDEATHSIG); once known, the kill goes to the command's group.
+    // The kill goes to the command's group, which the helper reports right after forking.
+    // Before that report, wait for it (killing the helper instead would orphan the command's
+    // children to PID 1), but not forever: after REPORT_WAIT_MS kill the helper, whose death
+    // takes the command with it (PR_SET_PDEATHSIG).
     const kill = (): void => {
       killWanted = true;
       if (pgid > 0) killGroup(pgid);
-      else if (pid > 0) killGroup(pid);
+      else if (pid > 0) {
+        setTimeout(() => {
+          if (pgid === 0 && !exited) killGroup(pid);
+        }, REPORT_WAIT_MS).unref();
+      }
     };
     const report = child.stdio[3] as NodeJS.ReadableStream | null;
     let reportText = '';

@@ -118,7 +118,7 @@ async function deltaLatency(name: string, makeTransport: () => Transport): Promi
   });
   try {
     for (let j = 0; j < 25; j++) {
-      const tokens = Array.from({ length: 80 }, (_, i) => `j${String(j).padStart(2, '0')}t${String(i).padStart(3, '0')} `);
+      const tokens = Array.from({ length: 80 }, (_, i) => `j${String(j).padStart(2, '0')}t${String(i).padStart(4, '0')} `);
       server.enqueue({ kind: 'message', content: [{ type: 'text', text: tokens.join('') }], chunkChars: 9, eventDelayMs: 2 });
       const job = makeJob();
       await r.submit(job);

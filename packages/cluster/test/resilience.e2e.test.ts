@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
 import { MessageType, StateKind } from '@bedrock/contracts';
 import type { ScriptedMessage } from '@bedrock/testkit';
 import { freePort } from '../src/index.ts';
@@ -22,7 +23,6 @@ function startRedis(): ChildProcess {
 }
 
 async function redisUp(): Promise<void> {
-  const { default: Redis } = await import('ioredis');
   const deadline = Date.now() + 10_000;
   for (;;) {
     const client = new Redis({ port: redisPort, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });

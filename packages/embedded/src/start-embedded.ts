@@ -5,10 +5,12 @@
  * when this machine has it, the gateway (with the offline demo model unless
  * ANTHROPIC_API_KEY is set) and web-bff with the web UI. Data lives in BEDROCK_DATA_DIR and
  * survives a restart; a local user's token is kept there for the CLI and the browser.
+ * With DATABASE_URL set, a real PostgreSQL server is used instead of the embedded one.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { createMemoryTransport } from '@bedrock/platform';
 import { createLogger, type Logger } from '@bedrock/platform/server';
 import { readConversationConfig, startConversationService, startEmbeddedPostgres } from '@bedrock/conversation';
@@ -67,8 +69,13 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
   };
   try {
-    const postgres = await startEmbeddedPostgres(join(dataDir, 'postgres'));
-    stops.push(() => postgres.stop());
+    const postgres = env.DATABASE_URL
+      ? { pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 10 }), stop: async () => undefined }
+      : await startEmbeddedPostgres(join(dataDir, 'postgres'));
+    stops.push(async () => {
+      await postgres.stop();
+      if (env.DATABASE_URL) await postgres.pool.end();
+    });
     const transport = createMemoryTransport();
     stops.push(() => transport.close());
 
@@ -82,7 +89,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => gateway.stop());
 
     const conversation = await startConversationService(
-      readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-4-5') }),
+      readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5') }),
       { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }) },
     );
     stops.push(() => conversation.stop());

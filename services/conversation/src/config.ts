@@ -17,7 +17,7 @@ export const conversationEnv = {
     doc: 'Queues and streams: `redis` (BullMQ/Redis, distributed) or `memory` (in-process, single-process only).',
   }),
   grpcPort: setting({ name: 'BEDROCK_GRPC_PORT', parse: port(), default: 50051, doc: 'Port of the internal gRPC API (h2c) used by web-bff, with grpc.health.v1 and reflection.' }),
-  defaultModel: setting({ name: 'BEDROCK_DEFAULT_MODEL', parse: str(), default: 'claude-sonnet-4-5', doc: 'Model of conversations created without one.' }),
+  defaultModel: setting({ name: 'BEDROCK_DEFAULT_MODEL', parse: str(), default: 'claude-sonnet-5-5', doc: 'Model of conversations created without one.' }),
   models: setting({
     name: 'BEDROCK_MODELS',
     parse: optional(str()),

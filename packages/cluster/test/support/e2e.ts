@@ -63,7 +63,7 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       ANTHROPIC_API_KEY: 'e2e-key',
       ANTHROPIC_BASE_URL: llm.url,
       LOG_LEVEL: 'info',
-      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-5',
+      BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5',
       BEDROCK_LLM_RETRY_BASE: '200ms',
       BEDROCK_RECOVERY_INTERVAL: '500ms',
       BEDROCK_RECOVERY_STALE_AFTER: '3s',

@@ -1,0 +1,159 @@
+/**
+ * Issue 7's benchmark, against the local PostgreSQL and Redis:
+ *  1. N tool calls of `true` in one turn through the whole distributed pipeline (every service
+ *     its own process, Redis between them) versus the same turn in one process with the
+ *     in-process implementations (the embedded mode): the ratio, and the overhead per queue
+ *     hop in milliseconds;
+ *  2. the time from the Cancel RPC to the idle state arriving on a watcher's stream (median,
+ *     p99), in the distributed pipeline.
+ * Prints figures; asserts nothing. BENCH_TOOLS (default 40) and BENCH_CANCELS (default 20).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { createClient, type Client } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { ConversationService, StateKind } from '@bedrock/contracts';
+import { startCluster } from '@bedrock/cluster';
+import { startEmbedded } from '@bedrock/embedded';
+import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+
+const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
+const CANCELS = Number(process.env.BENCH_CANCELS ?? 20);
+
+function client(baseUrl: string, token: string): Client<typeof ConversationService> {
+  return createClient(
+    ConversationService,
+    createConnectTransport({
+      baseUrl,
+      httpVersion: '1.1',
+      interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${token}`); return next(req); }],
+    }),
+  );
+}
+
+async function createDatabase(url: string): Promise<void> {
+  const admin = new URL(url);
+  const name = admin.pathname.slice(1);
+  admin.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: admin.toString() });
+  await c.connect();
+  await c.query(`DROP DATABASE IF EXISTS ${name}`);
+  await c.query(`CREATE DATABASE ${name}`);
+  await c.end();
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** One turn: a response with TOOLS bash `true` calls, then a closing answer. Returns ms from send to idle. */
+async function timedTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
+  llm.enqueue(
+    { kind: 'message', content: Array.from({ length: TOOLS }, () => ({ type: 'tool_use' as const, name: 'bash', input: { command: 'true' } })) },
+    { kind: 'message', content: [{ type: 'text', text: 'done' }] },
+  );
+  const conv = (await api.createConversation({ cwd: '/tmp' })).conversation!;
+  const watch = new AbortController();
+  let idle!: () => void;
+  const reachedIdle = new Promise<void>((r) => (idle = r));
+  const started = performance.now();
+  void (async () => {
+    try {
+      for await (const res of api.watchConversation({ conversationId: conv.id }, { signal: watch.signal })) {
+        const ev = res.event?.kind;
+        if (ev?.case === 'stateChanged' && ev.value.state?.kind === StateKind.IDLE) idle();
+      }
+    } catch {
+      // aborted below
+    }
+  })();
+  await api.sendMessage({ conversationId: conv.id, text: 'run the tools' });
+  await reachedIdle;
+  const ms = performance.now() - started;
+  watch.abort();
+  return ms;
+}
+
+async function cancelLatencies(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < CANCELS; i++) {
+    llm.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'sleep 300' } }] });
+    const conv = (await api.createConversation({ cwd: '/tmp' })).conversation!;
+    const watch = new AbortController();
+    let running!: () => void;
+    let idle!: (at: number) => void;
+    const toolRunning = new Promise<void>((r) => (running = r));
+    const reachedIdle = new Promise<number>((r) => (idle = r));
+    void (async () => {
+      try {
+        for await (const res of api.watchConversation({ conversationId: conv.id }, { signal: watch.signal })) {
+          const ev = res.event?.kind;
+          if (ev?.case === 'stateChanged' && ev.value.state?.kind === StateKind.TOOL_EXECUTING) running();
+          if (ev?.case === 'stateChanged' && ev.value.state?.kind === StateKind.IDLE) idle(performance.now());
+        }
+      } catch {
+        // aborted below
+      }
+    })();
+    await api.sendMessage({ conversationId: conv.id, text: 'sleep' });
+    await toolRunning;
+    const t0 = performance.now();
+    await api.cancel({ conversationId: conv.id });
+    samples.push((await reachedIdle) - t0);
+    watch.abort();
+  }
+  return samples.sort((a, b) => a - b);
+}
+
+async function main(): Promise<void> {
+  const llm = await startMessagesApiServer();
+  const env = { ANTHROPIC_API_KEY: 'bench', ANTHROPIC_BASE_URL: llm.url, LOG_LEVEL: 'error' };
+
+  // --- in one process: the embedded mode's in-process queues, on the same PostgreSQL server ---
+  const dataDir = mkdtempSync(join(tmpdir(), 'bedrock-bench-embedded-'));
+  const databaseUrl = `postgres://postgres@127.0.0.1:5432/bedrock_bench_local_${process.pid}`;
+  await createDatabase(databaseUrl);
+  const embedded = await startEmbedded({
+    env: { ...process.env, ...env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', DATABASE_URL: databaseUrl, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5' },
+  });
+  const local = client(embedded.httpUrl, embedded.token);
+  await timedTurn(local, llm); // warm-up
+  const inProcess = await timedTurn(local, llm);
+  await embedded.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+
+  // --- distributed: every service its own process ----------------------------------------
+  const dir = mkdtempSync(join(tmpdir(), 'bedrock-bench-cluster-'));
+  const cluster = await startCluster({
+    dir,
+    databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_bench_${process.pid}`,
+    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    redisPrefix: `bench-${process.pid}`,
+    env: { ...env, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5' },
+  });
+  try {
+    const remote = client(cluster.httpUrl, cluster.token);
+    await timedTurn(remote, llm); // warm-up
+    const distributed = await timedTurn(remote, llm);
+    const cancels = await cancelLatencies(remote, llm);
+
+    // Queue hops in the turn: each tool goes out to a runner and its result comes back (2 per
+    // tool); each of the 2 LLM requests goes out to a gateway and its result comes back.
+    const hops = 2 * TOOLS + 4;
+    console.log(`${TOOLS} tool calls of \`true\` in one turn (2 LLM requests), send → idle on the watch stream:`);
+    console.log(`  one process, in-process queues:             ${inProcess.toFixed(0)} ms (${(inProcess / TOOLS).toFixed(1)} ms per tool)`);
+    console.log(`  distributed, ${cluster.processes.length} processes over Redis:        ${distributed.toFixed(0)} ms (${(distributed / TOOLS).toFixed(1)} ms per tool)`);
+    console.log(`  ratio distributed / one process: ${(distributed / inProcess).toFixed(2)}`);
+    console.log(`  overhead per queue hop (${hops} hops): ${((distributed - inProcess) / hops).toFixed(2)} ms`);
+    console.log(`cancel RPC → idle on a watcher's stream, ${cancels.length} samples: median ${percentile(cancels, 50).toFixed(1)} ms, p99 ${percentile(cancels, 99).toFixed(1)} ms`);
+  } finally {
+    await cluster.stop();
+    await llm.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
+process.exit(0);

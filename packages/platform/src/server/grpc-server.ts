@@ -76,12 +76,14 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     socket.once('close', () => sockets.delete(socket));
   };
   const h2 = protocol === 'http1' ? undefined : http2.createServer(handler);
+  let draining = false;
   h2?.on('session', (session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
+    // A connection accepted just before close() whose preface arrives after it.
+    if (draining) session.close();
   });
   const h1 = protocol === 'h2c' ? undefined : http.createServer(handler);
-  let draining = false;
   // HTTP/1.1 has no GOAWAY: once draining, answer with `Connection: close` and end each
   // keep-alive connection after its response, so idle clients do not hold the close open.
   h1?.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {

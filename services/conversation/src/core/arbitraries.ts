@@ -39,6 +39,8 @@ export interface ContextShape {
   readonly retryMaxDelayMs: number | null;
   /** Mostly the default 3; sometimes 5 so that backoff beyond the second retry is exercised. */
   readonly maxLlmAttempts: number;
+  /** The default 3, or 1 so that the cap is reached often. */
+  readonly maxAutoContinuations: number;
 }
 
 /** Windows where 80% and 90% are exact integers, so the boundaries are hit exactly. */
@@ -51,6 +53,7 @@ export const contextShapeArb: Arbitrary<ContextShape> = fc.record({
   contextWindow: fc.constantFrom(...CONTEXT_WINDOWS),
   retryMaxDelayMs: fc.oneof({ weight: 4, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constant(1500) }),
   maxLlmAttempts: fc.oneof({ weight: 3, arbitrary: fc.constant(3) }, { weight: 1, arbitrary: fc.constant(5) }),
+  maxAutoContinuations: fc.oneof({ weight: 1, arbitrary: fc.constant(3) }, { weight: 1, arbitrary: fc.constant(1) }),
 });
 
 export function contextFromShape(shape: ContextShape): ConversationContext {
@@ -62,6 +65,7 @@ export function contextFromShape(shape: ContextShape): ConversationContext {
     sandboxAvailable: shape.sandboxAvailable,
     policy: {
       maxLlmAttempts: shape.maxLlmAttempts,
+      maxAutoContinuations: shape.maxAutoContinuations,
       ...(shape.retryMaxDelayMs === null ? {} : { retryMaxDelayMs: shape.retryMaxDelayMs }),
     },
   });
@@ -179,20 +183,40 @@ const toolSpecArb: Arbitrary<ToolSpec> = fc.record({
   variant: fc.integer({ min: 0, max: 7 }),
 });
 
-export const responseSpecArb: Arbitrary<ResponseSpec> = fc.record({
-  text: fc.oneof(
-    { weight: 6, arbitrary: fc.constantFrom('Let me look.', 'Done.', 'Here is what I found: ...') },
-    { weight: 2, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.constant('') },
-  ),
-  tools: fc.oneof(
-    { weight: 7, arbitrary: fc.constant([]) },
-    { weight: 6, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) },
-    { weight: 7, arbitrary: fc.array(toolSpecArb, { minLength: 2, maxLength: 4 }) },
-  ),
-  stopReason: fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 2, arbitrary: fc.constantFrom(...ALL_STOP_REASONS) }),
-  usage: usageSpecArb,
-});
+const textArb: Arbitrary<string | null> = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom('Let me look.', 'Done.', 'Here is what I found: ...') },
+  { weight: 2, arbitrary: fc.constant(null) },
+  { weight: 1, arbitrary: fc.constant('') },
+);
+
+export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      text: textArb,
+      tools: fc.oneof(
+        { weight: 7, arbitrary: fc.constant([]) },
+        { weight: 6, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) },
+        { weight: 7, arbitrary: fc.array(toolSpecArb, { minLength: 2, maxLength: 4 }) },
+      ),
+      stopReason: fc.oneof(
+        { weight: 5, arbitrary: fc.constant(null) },
+        { weight: 2, arbitrary: fc.constantFrom(...ALL_STOP_REASONS) },
+      ),
+      usage: usageSpecArb,
+    }),
+  },
+  {
+    // A text response cut short: the model is asked to continue (REQ-BED-003, end_turn = false).
+    weight: 2,
+    arbitrary: fc.record({
+      text: textArb,
+      tools: fc.constant([]),
+      stopReason: fc.constantFrom<StopReason | null>('max_tokens', 'pause_turn'),
+      usage: usageSpecArb,
+    }),
+  },
+);
 
 export const errorSpecArb: Arbitrary<ErrorSpec> = fc.oneof(
   {
@@ -538,7 +562,7 @@ function describeEvent(e: ConversationEvent): string {
 /** One line per event, with the phase it led to: a readable counterexample. */
 export function describeRun(run: Run): string {
   const c = run.ctx;
-  const head = `ctx{${c.conversationId}, ${c.isSubAgent ? 'sub-agent' : 'parent'}, sandbox=${c.sandboxAvailable}, window=${c.contextWindow}, retryMaxDelay=${c.policy.retryMaxDelayMs}, maxLlmAttempts=${c.policy.maxLlmAttempts}}`;
+  const head = `ctx{${c.conversationId}, ${c.isSubAgent ? 'sub-agent' : 'parent'}, sandbox=${c.sandboxAvailable}, window=${c.contextWindow}, retryMaxDelay=${c.policy.retryMaxDelayMs}, maxLlmAttempts=${c.policy.maxLlmAttempts}, maxAutoContinuations=${c.policy.maxAutoContinuations}}`;
   const lines = run.steps.map((s) => {
     const outcome = s.result.ok
       ? s.result.state === s.before

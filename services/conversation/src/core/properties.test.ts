@@ -14,6 +14,9 @@ import {
   buildLlmHistory,
   checkToolChain,
   contextTokens,
+  addUsage,
+  CONTINUATION_CANCELLED_SUMMARY,
+  ALREADY_UNRESTRICTED,
   REJECTION_MESSAGES,
   CANCELLED_CURRENT,
   CANCELLED_SKIPPED,
@@ -41,7 +44,7 @@ import {
 import type { Run, Scenario } from './arbitraries.ts';
 
 /** Runs per property: the whole file stays well under 25 s. */
-const RUNS = 250;
+const RUNS = 200;
 const opts = { numRuns: RUNS };
 
 // ---------------------------------------------------------------------------------------------
@@ -747,6 +750,323 @@ describe('conversation state machine properties', () => {
       opts,
     );
     expect(triggered).toBeGreaterThan(20);
+  });
+
+  it('user_cancel works from every phase as documented and answers every tool call still owed (REQ-BED-005)', () => {
+    const seen = new Set<string>();
+    fc.assert(
+      fc.property(scenarioArb(), (sc) => {
+        const r = run(sc);
+        const ctx = sc.ctx;
+        for (const state of statesOf(r)) {
+          const p = state.phase;
+          const result = transition(state, ctx, { type: 'user_cancel' });
+          seen.add(`${ctx.isSubAgent ? 'S' : 'P'}:${p.kind}`);
+          const where = `user_cancel in ${p.kind} (${ctx.isSubAgent ? 'sub-agent' : 'parent'})`;
+          if (p.kind === 'context_exhausted') {
+            if (result.ok && (result.state !== state || result.effects.length > 0)) fail(r, `${where} changed the state`);
+            continue;
+          }
+          if (p.kind === 'completed' || p.kind === 'failed') {
+            expect(result.ok ? 'accepted' : result.rejection.code).toBe('conversation_finished');
+            continue;
+          }
+          if (p.kind === 'idle' && !ctx.isSubAgent) {
+            expect(result.ok ? 'accepted' : result.rejection.code).toBe('nothing_to_cancel');
+            continue;
+          }
+          if (p.kind === 'error') {
+            expect(result.ok ? 'accepted' : result.rejection.code).toBe('nothing_to_cancel');
+            continue;
+          }
+          if (p.kind === 'cancelling') {
+            if (!result.ok || result.state !== state || result.effects.length > 0) fail(r, `${where} is not a no-op`);
+            continue;
+          }
+          if (!result.ok) return fail(r, `${where} rejected: ${result.rejection.code}`);
+          const effects = result.effects;
+          const next = result.state.phase;
+          const of = <T extends Effect['type']>(type: T) => effects.filter((e): e is Extract<Effect, { type: T }> => e.type === type);
+          // What is in flight is stopped.
+          if ((p.kind === 'llm_requesting' || p.kind === 'awaiting_continuation') && p.retry === null) {
+            expect(of('abort_llm').map((e) => e.requestId)).toEqual([p.requestId]);
+          }
+          if ((p.kind === 'llm_requesting' || p.kind === 'awaiting_continuation') && p.retry !== null) {
+            expect(of('cancel_timer').map((e) => e.timerId)).toEqual([p.retry.timerId]);
+          }
+          if (p.kind === 'tool_executing') expect(of('kill_tool').map((e) => e.toolUseId)).toEqual([p.current.id]);
+          if (p.kind === 'awaiting_sub_agents') {
+            expect(of('stop_sub_agent').map((e) => e.agentId).sort()).toEqual([...p.pending].sort());
+            expect(of('cancel_timer').map((e) => e.timerId)).toEqual([p.timerId]);
+          }
+          if (result.state.mode !== state.mode) fail(r, `${where} changed the mode`);
+          if (ctx.isSubAgent) {
+            // A sub-agent that is stopped fails, and its parent is told.
+            expect(next.kind).toBe('failed');
+            if (next.kind === 'failed') expect(next.errorKind).toBe('cancelled');
+            const told = of('notify_parent');
+            expect(told).toHaveLength(1);
+            expect(told[0]?.outcome.success).toBe(false);
+            continue;
+          }
+          // Parent: what it goes to, and no partial response persisted (REQ-BED-005).
+          if (p.kind === 'llm_requesting' && p.retry === null) {
+            expect(next.kind).toBe('cancelling');
+            expect(of('persist_message')).toHaveLength(0);
+            const timers = of('schedule_timer');
+            expect(timers.map((e) => e.purpose)).toEqual(['cancel_timeout']);
+            if (next.kind === 'cancelling') expect(next.timerId).toBe(timers[0]?.timerId);
+          } else if (p.kind === 'awaiting_continuation') {
+            expect(next.kind).toBe('context_exhausted');
+            if (next.kind === 'context_exhausted') expect(next.summary).toBe(CONTINUATION_CANCELLED_SUMMARY);
+          } else {
+            expect(next.kind).toBe('idle');
+          }
+          const owed =
+            p.kind === 'tool_executing'
+              ? [p.current.id, ...p.remaining.map((c) => c.id)]
+              : p.kind === 'awaiting_sub_agents'
+                ? [p.spawnToolUseId, ...p.remaining.map((c) => c.id)]
+                : p.kind === 'awaiting_mode_approval'
+                  ? [p.toolUseId, ...p.remaining.map((c) => c.id)]
+                  : [];
+          const answered = toolResults(persisted(effects));
+          expect(answered.map((x) => x.toolUseId)).toEqual(owed);
+          for (const x of answered) {
+            expect(x.cancelled).toBe(true);
+            expect(x.isError).toBe(true);
+          }
+        }
+        return true;
+      }),
+      opts,
+    );
+    for (const kind of ['llm_requesting', 'tool_executing', 'awaiting_sub_agents', 'awaiting_mode_approval', 'awaiting_continuation', 'cancelling']) {
+      expect(seen).toContain(`P:${kind}`);
+    }
+    expect(seen).toContain('S:tool_executing');
+  });
+
+  it('never waits for something nobody was asked for: every wait is backed by a request, tool, sub-agent or timer still outstanding', () => {
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        // The outside world, as the effects asked it to be and the events say it is.
+        const requests = new Set<string>();
+        const tools = new Set<string>();
+        const agents = new Set<string>();
+        const timers = new Set<string>();
+        for (const s of r.steps) {
+          const ev = s.event;
+          if (ev.type === 'llm_response' || ev.type === 'llm_error') requests.delete(ev.requestId);
+          if (ev.type === 'tool_complete') tools.delete(ev.result.toolUseId);
+          if (ev.type === 'sub_agent_result') agents.delete(ev.outcome.agentId);
+          if (ev.type === 'timer_fired') timers.delete(ev.timerId);
+          if (ev.type === 'work_lost') {
+            requests.clear();
+            tools.clear();
+            agents.clear();
+          }
+          for (const e of effectsOf(s.result)) {
+            if (e.type === 'request_llm') requests.add(e.requestId);
+            if (e.type === 'abort_llm') requests.delete(e.requestId);
+            if (e.type === 'execute_tool') tools.add(e.toolUseId);
+            if (e.type === 'kill_tool') tools.delete(e.toolUseId);
+            if (e.type === 'spawn_sub_agent') agents.add(e.agentId);
+            if (e.type === 'stop_sub_agent') agents.delete(e.agentId);
+            if (e.type === 'schedule_timer') timers.add(e.timerId);
+            if (e.type === 'cancel_timer') timers.delete(e.timerId);
+          }
+          const p = s.after.phase;
+          const stuck = (what: string) => fail(r, `step ${s.index}: ${p.kind} waits for ${what}, which is not outstanding`);
+          switch (p.kind) {
+            case 'llm_requesting':
+            case 'awaiting_continuation':
+              if (p.retry ? !timers.has(p.retry.timerId) : !requests.has(p.requestId)) stuck(p.retry ? `timer ${p.retry.timerId}` : `request ${p.requestId}`);
+              break;
+            case 'tool_executing':
+              if (!tools.has(p.current.id)) stuck(`tool ${p.current.id}`);
+              break;
+            case 'awaiting_sub_agents':
+              if (!timers.has(p.timerId)) stuck(`timer ${p.timerId}`);
+              for (const id of p.pending) if (!agents.has(id)) stuck(`sub-agent ${id}`);
+              break;
+            case 'cancelling':
+              // The acknowledgement may be lost; the timer must not be (DESIGN.md resolution 2).
+              if (!timers.has(p.timerId)) stuck(`timer ${p.timerId}`);
+              break;
+            default:
+              break;
+          }
+        }
+      }),
+      opts,
+    );
+  });
+
+  it('a sub-agent reports to its parent exactly once, when it finishes; a parent never does', () => {
+    let finished = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const ctx = sc.ctx;
+        let reports = 0;
+        for (const s of r.steps) {
+          const told = effectsOf(s.result).filter((e) => e.type === 'notify_parent');
+          reports += told.length;
+          if (!ctx.isSubAgent) {
+            if (told.length > 0) fail(r, `step ${s.index}: a parent emitted notify_parent`);
+            continue;
+          }
+          const entered = (s.after.phase.kind === 'completed' || s.after.phase.kind === 'failed') && s.before.phase.kind !== s.after.phase.kind;
+          if (entered !== (told.length === 1) || told.length > 1) fail(r, `step ${s.index}: ${told.length} notify_parent entering ${s.after.phase.kind}`);
+          for (const e of told) {
+            if (e.type !== 'notify_parent') continue;
+            finished++;
+            expect(e.parentId).toBe(ctx.parentId);
+            expect(e.outcome.agentId).toBe(ctx.conversationId);
+            const a = s.after.phase;
+            expect(e.outcome.success).toBe(a.kind === 'completed' && a.success);
+            if (a.kind === 'completed') expect(e.outcome.result).toBe(a.result);
+          }
+        }
+        if (reports > 1) fail(r, `${reports} reports to the parent`);
+      }),
+      opts,
+    );
+    expect(finished).toBeGreaterThan(RUNS / 4);
+  });
+
+  it('tracks usage (REQ-BED-012) and continues a cut response at most maxAutoContinuations times (REQ-BED-003)', () => {
+    let continued = 0;
+    let capped = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const ctx = sc.ctx;
+        let auto = 0;
+        for (const s of r.steps) {
+          const ev = s.event;
+          const bp = s.before.phase;
+          const effects = effectsOf(s.result);
+          const requests = effects.filter((e) => e.type === 'request_llm');
+          const matching =
+            ev.type === 'llm_response' &&
+            (bp.kind === 'llm_requesting' || bp.kind === 'awaiting_continuation') &&
+            bp.retry === null &&
+            bp.requestId === ev.requestId;
+          if (!matching || ev.type !== 'llm_response') {
+            if (requests.some((e) => e.type === 'request_llm' && e.attempt === 1)) auto = 0;
+            continue;
+          }
+          if (bp.kind === 'awaiting_continuation') {
+            const a = s.after.phase;
+            expect(a.kind).toBe('context_exhausted');
+            if (a.kind === 'context_exhausted') expect(a.finalUsage).toEqual(addUsage(bp.triggerUsage, ev.usage));
+            continue;
+          }
+          expect(s.after.lastUsage).toEqual(ev.usage);
+          expect(s.after.totalUsage).toEqual(addUsage(s.before.totalUsage, ev.usage));
+          const hasTools = ev.content.some((b) => b.type === 'tool_use');
+          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          if (hasTools || over) {
+            auto = 0;
+            continue;
+          }
+          const cut = ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn';
+          if (cut && auto < ctx.policy.maxAutoContinuations) {
+            continued++;
+            auto++;
+            if (requests.length !== 1) fail(r, `step ${s.index}: a cut response (${ev.stopReason}) was not continued`);
+            const req = requests[0];
+            if (req?.type === 'request_llm') {
+              expect(req.purpose).toBe('turn');
+              expect(req.attempt).toBe(1);
+            }
+            expect(s.after.phase.kind).toBe('llm_requesting');
+          } else {
+            if (cut) capped++;
+            if (requests.length !== 0) fail(r, `step ${s.index}: ${ev.stopReason} response continued (${auto} continuations so far)`);
+            if (ctx.isSubAgent) {
+              const a = s.after.phase;
+              expect(a.kind).toBe('failed');
+              if (a.kind === 'failed') expect(a.error.startsWith('Sub-agent ended its turn without calling submit_result')).toBe(true);
+            } else {
+              expect(s.after.phase.kind).toBe('idle');
+            }
+            auto = 0;
+          }
+        }
+      }),
+      opts,
+    );
+    expect(continued).toBeGreaterThan(20);
+    expect(capped).toBeGreaterThan(0);
+  });
+
+  it('answers calls outside the tool set with "Unknown tool", invalid spawn_agents input with an error, and upgrade requests in unrestricted mode with ALREADY_UNRESTRICTED; none of them runs', () => {
+    let unknown = 0;
+    let already = 0;
+    let invalidSpawn = 0;
+    fc.assert(
+      fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
+        const r = run(sc);
+        const offered: readonly string[] = toolSetFor({ isSubAgent: sc.ctx.isSubAgent, sandboxAvailable: sc.ctx.sandboxAvailable });
+        const calls = new Map<string, { name: string; input: Readonly<Record<string, unknown>> }>();
+        const started = new Set<string>();
+        for (const s of r.steps) {
+          const effects = effectsOf(s.result);
+          for (const m of persisted(effects)) {
+            for (const b of m.content) if (m.type === 'agent' && b.type === 'tool_use') calls.set(b.id, { name: b.name, input: b.input });
+          }
+          for (const e of effects) {
+            if (e.type === 'execute_tool') started.add(e.toolUseId);
+            if (e.type === 'spawn_sub_agent') started.add(e.spawnToolUseId);
+          }
+          for (const result of toolResults(persisted(effects))) {
+            const call = calls.get(result.toolUseId);
+            if (!call || result.cancelled) continue;
+            if (!offered.includes(call.name)) {
+              unknown++;
+              if (started.has(result.toolUseId)) fail(r, `step ${s.index}: ${call.name} is not offered but ran`);
+              expect(result.isError).toBe(true);
+              expect(result.content.startsWith(`Unknown tool: ${call.name}.`)).toBe(true);
+            } else if (call.name === 'request_mode_upgrade' && s.before.mode === 'unrestricted' && s.after.mode === 'unrestricted' && s.before.phase.kind !== 'awaiting_mode_approval') {
+              already++;
+              expect(result.content).toBe(ALREADY_UNRESTRICTED);
+              expect(result.isError).toBe(true);
+            } else if (call.name === 'spawn_agents' && !Array.isArray(call.input.tasks) || (call.name === 'spawn_agents' && (call.input.tasks as unknown[]).length === 0)) {
+              invalidSpawn++;
+              if (started.has(result.toolUseId)) fail(r, `step ${s.index}: spawn_agents with invalid input spawned agents`);
+              expect(result.isError).toBe(true);
+            }
+          }
+        }
+        // And directly: a parent in unrestricted mode (sandbox available) that is asked for an upgrade.
+        if (sc.ctx.isSubAgent || !sc.ctx.sandboxAvailable) return;
+        for (const state of statesOf(r)) {
+          const p = state.phase;
+          if (p.kind !== 'llm_requesting' || p.retry !== null || state.mode !== 'unrestricted') continue;
+          already++;
+          const result = transition(state, sc.ctx, {
+            type: 'llm_response',
+            requestId: p.requestId,
+            content: [{ type: 'tool_use', id: 'toolu_upgrade_probe', name: 'request_mode_upgrade', input: { reason: 'write' } }],
+            stopReason: 'tool_use',
+            usage: { inputTokens: 10, outputTokens: 1, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+          });
+          if (!result.ok) return fail(r, `response rejected: ${result.rejection.code}`);
+          expect(result.state.phase.kind).not.toBe('awaiting_mode_approval');
+          expect(result.state.mode).toBe('unrestricted');
+          const answers = toolResults(persisted(result.effects));
+          expect(answers.map((x) => [x.toolUseId, x.content, x.isError])).toEqual([['toolu_upgrade_probe', ALREADY_UNRESTRICTED, true]]);
+        }
+      }),
+      opts,
+    );
+    expect(unknown).toBeGreaterThan(20);
+    expect(already).toBeGreaterThan(5);
+    expect(invalidSpawn).toBeGreaterThan(5);
   });
 
   it('the driver reaches every phase (guards the other properties against vacuity)', () => {

@@ -122,6 +122,15 @@ describe('patch', () => {
     expect(statSync(path).mode & 0o777).toBe(0o755);
   });
 
+  it('refuses a binary file', async () => {
+    const path = join(dir.path, 'blob.bin');
+    writeFileSync(path, Buffer.from([0x61, 0x00, 0xff, 0x62]));
+    const r = await patch({ path: 'blob.bin', patches: [{ operation: 'append_eof', new_text: 'x' }] });
+    expect(r.isError).toBe(true);
+    expect(r.content).toContain('binary file');
+    expect(readFileSync(path)).toEqual(Buffer.from([0x61, 0x00, 0xff, 0x62]));
+  });
+
   it('refuses in Restricted mode with the REQ-PATCH-009 message, touching nothing', async () => {
     const path = file('ro.txt', 'keep\n');
     const r = await runPatch({ path: 'ro.txt', patches: [{ operation: 'overwrite', new_text: 'gone' }] }, { cwd: dir.path, mode: 'restricted' });

@@ -48,6 +48,8 @@ export async function runPatch(input: PatchInput, ctx: Pick<ToolContext, 'cwd' |
   } catch (err) {
     return errorOutcome(`Cannot read ${shown}: ${(err as Error).message}`);
   }
+  // Decoding a binary file as UTF-8 and writing it back would corrupt it.
+  if (original?.includes('\u0000')) return errorOutcome(`${shown} looks like a binary file (it contains NUL bytes); patch edits text files only.`);
   const applied = applyPatches(original, input.patches, shown);
   if (!applied.ok) return errorOutcome(`${applied.error} The file was not changed.`);
   if (original !== null && applied.text === original) {

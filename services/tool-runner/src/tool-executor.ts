@@ -13,8 +13,9 @@ import type { ToolOutcome } from './tools/tool-types.ts';
 
 export interface ToolExecutor {
   /**
-   * Runs the job (or joins the run of the same tool_use_id already in progress) and returns
-   * its result. `onOutput` receives live output of this call's run.
+   * Runs the job (or joins the run of the same tool_use_id already in progress, or returns
+   * its result if it finished in the last 10 minutes) and returns its result. `onOutput`
+   * receives live output of this call's run.
    */
   execute(job: ToolExecJob, onOutput?: (text: string) => void): Promise<ToolCompleteEvent>;
   /** Kills the tool's process group. False when it is not running here. */
@@ -32,9 +33,22 @@ export interface ToolExecutorOptions {
   readonly onComplete?: (job: ToolExecJob, outcome: ToolOutcome, durationMs: number) => void;
 }
 
+/** Finished results are kept this long, ms, so a retried or redelivered job is answered again without running twice. */
+const RECENT_TTL_MS = 10 * 60_000;
+/** At most this many finished results are kept (oldest dropped first). */
+const RECENT_MAX = 2000;
+
 export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
   const running = new RunningTools<ToolCompleteEvent>();
   const listeners = new Map<string, Set<(text: string) => void>>();
+  // A job is retried when publishing its result failed (Redis hiccup) and redelivered when a
+  // consumer stalled: the command must not run again on this runner for either.
+  const recent = new Map<string, { result: ToolCompleteEvent; expires: number }>();
+  const remember = (toolUseId: string, result: ToolCompleteEvent): void => {
+    recent.delete(toolUseId);
+    recent.set(toolUseId, { result, expires: Date.now() + RECENT_TTL_MS });
+    while (recent.size > RECENT_MAX) recent.delete(recent.keys().next().value as string);
+  };
 
   async function run(job: ToolExecJob, signal: AbortSignal): Promise<ToolCompleteEvent> {
     const started = performance.now();
@@ -78,7 +92,11 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
         set.add(onOutput);
       }
       try {
-        return await running.run(job.toolUseId, (signal) => run(job, signal));
+        const known = recent.get(job.toolUseId);
+        if (known && known.expires > Date.now()) return known.result;
+        const result = await running.run(job.toolUseId, (signal) => run(job, signal));
+        remember(job.toolUseId, result);
+        return result;
       } finally {
         if (set && onOutput) {
           set.delete(onOutput);

@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { create } from '@bufbuild/protobuf';
 import {
@@ -173,6 +174,7 @@ async function throughput(name: string, makeTransport: () => Transport, url: str
     await Promise.all(warm.map((j) => r.submit(j)));
     await Promise.all(warm.map((j) => r.result(j.requestId)));
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     let done = 0;
     const total = 3000;
     const batch = 200;
@@ -183,7 +185,13 @@ async function throughput(name: string, makeTransport: () => Transport, url: str
       done += batch;
     }
     const seconds = (performance.now() - started) / 1000;
-    console.log(`throughput (${name}, concurrency ${concurrency}, reply "${message.slice(0, 12)}"): ${(done / seconds).toFixed(0)} requests/s (${done} in ${seconds.toFixed(1)} s)`);
+    const cpu = process.cpuUsage(cpuBefore);
+    // CPU time per request does not depend on how busy the machine is, unlike requests/s.
+    const cpuMs = (cpu.user + cpu.system) / 1000 / done;
+    console.log(
+      `throughput (${name}, concurrency ${concurrency}, reply "${message.slice(0, 12)}"): ${(done / seconds).toFixed(0)} requests/s (${done} in ${seconds.toFixed(1)} s); ` +
+        `CPU ${cpuMs.toFixed(2)} ms per request in this process (gateway + test harness${name === 'in-process' ? ' + transport' : ''}), i.e. at most ~${(1000 / cpuMs).toFixed(0)} requests/s per core`,
+    );
   } finally {
     await r.stop();
   }
@@ -203,7 +211,7 @@ async function startServerProcess(): Promise<{ url: string; stop: () => Promise<
   };
 }
 
-console.log('llm-gateway benchmark (one replica; local Messages API server over loopback)');
+console.log(`llm-gateway benchmark (one replica; local Messages API server over loopback; load average ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores)`);
 for (const [name, make] of transports) await deltaLatency(name, make);
 for (const [name, make] of transports) await cancelLatency(name, make);
 const upstream = await startServerProcess();

@@ -103,11 +103,15 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     switch (result.kind) {
       case 'not_found':
         throw notFound(id);
-      case 'rejected':
-        throw new ConnectError(result.rejection.message, Code.FailedPrecondition, { 'bedrock-rejection': result.rejection.code });
+      case 'rejected': {
+        // An empty message is malformed whatever the state; every other rejection depends on the state.
+        const code = result.rejection.code === 'empty_message' ? Code.InvalidArgument : Code.FailedPrecondition;
+        throw new ConnectError(result.rejection.message, code, { 'bedrock-rejection': result.rejection.code });
+      }
       case 'applied':
         // Publish before answering: a cancel must reach the worker now, not at the next sweep.
-        await relay.kick(id);
+        // (and a stop must reach a sub-agent now: rows of other conversations are kicked too).
+        for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
         return result;
       case 'noop':
         return result;

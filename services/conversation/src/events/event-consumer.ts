@@ -60,7 +60,8 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
       options.onApplied?.(eventType, result.kind);
       switch (result.kind) {
         case 'applied':
-          await relay.kick(id);
+          // Rows for other conversations too (a sub-agent's start, a parent's result): they go out now, not at the next poll.
+          for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
           return;
         case 'not_found':
           // A stop can overtake the start of the sub-agent it stops: try again shortly.

@@ -28,6 +28,8 @@ const SCHEMAS: Record<JobSchemaName, DescMessage> = {
 
 /** Namespace of the per-conversation advisory locks (first key of the two-key form). */
 const RELAY_LOCK_SPACE = 0x6f7574; // "out"
+/** How long a kick waits for another publisher of the same conversation before leaving the rows to the sweep. */
+const KICK_LOCK_TIMEOUT_MS = 5000;
 
 export interface RelayOptions {
   readonly pool: Pool;
@@ -105,7 +107,12 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     }
   }
 
-  async function publishConversation(conversationId: string): Promise<number> {
+  /**
+   * `wait` (after a commit): wait for whoever is publishing this conversation, then publish
+   * what is left. That publisher may have read the unsent rows before this commit, so skipping
+   * would leave the new rows for the next poll. The periodic sweep skips busy conversations.
+   */
+  async function publishConversation(conversationId: string, wait = false): Promise<number> {
     const client = await pool.connect();
     let published = 0;
     try {
@@ -113,12 +120,13 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
       // Losing this transaction in a crash only means publishing its rows again, which is
       // harmless (see above): it need not wait for the WAL flush. One fsync per event, not two.
       await client.query('SET LOCAL synchronous_commit = off');
-      const lock = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [
-        RELAY_LOCK_SPACE,
-        conversationId,
-      ]);
+      if (wait) await client.query(`SET LOCAL lock_timeout = '${KICK_LOCK_TIMEOUT_MS}ms'`);
+      const lock = await client.query<{ ok: boolean }>(
+        wait ? 'SELECT true AS ok FROM pg_advisory_xact_lock($1, hashtext($2))' : 'SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok',
+        [RELAY_LOCK_SPACE, conversationId],
+      );
       if (!lock.rows[0]?.ok) {
-        // Another replica is publishing this conversation right now; it will take these rows too.
+        // The sweep: another replica is publishing this conversation right now; a later sweep takes what it leaves.
         await client.query('ROLLBACK');
         return 0;
       }
@@ -190,7 +198,7 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     async kick(conversationId: string): Promise<void> {
       if (stopped) return;
       try {
-        await track(publishConversation(conversationId));
+        await track(publishConversation(conversationId, true));
       } catch (err) {
         // The periodic sweep publishes it later; the caller's transaction is committed already.
         logger.warn({ err, conversation_id: conversationId }, 'outbox publish failed; the sweep will retry');

@@ -63,6 +63,11 @@ export type ApplyResult =
       /** Messages this event persisted, with their ids and sequences. */
       readonly persisted: readonly MessageRow[];
       readonly outbox: number;
+      /**
+       * Conversations the new outbox rows belong to: this one, and others it affects (a
+       * sub-agent's start, a parent's result). The caller kicks the relay for each.
+       */
+      readonly outboxConversations: readonly string[];
     }
   | { readonly kind: 'noop'; readonly record: ConversationRecord }
   | { readonly kind: 'rejected'; readonly record: ConversationRecord; readonly rejection: Rejection }
@@ -410,7 +415,14 @@ export function createConversationStore(options: StoreOptions) {
             phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
           ],
         );
-        return { kind: 'applied', record: toRecord(updated.rows[0]!), effects: result.effects, persisted, outbox: outboxRows.length } as const;
+        return {
+          kind: 'applied',
+          record: toRecord(updated.rows[0]!),
+          effects: result.effects,
+          persisted,
+          outbox: outboxRows.length,
+          outboxConversations: [...new Set([id, ...outboxRows.map((row) => row.conversationId)])],
+        } as const;
       });
     },
 

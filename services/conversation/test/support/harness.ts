@@ -4,49 +4,102 @@
  * conversation-events, exactly as those services do.
  */
 import pg from 'pg';
+import { Redis } from 'ioredis';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
-import { createClient, type Client } from '@connectrpc/connect';
+import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import {
   CancelSignalSchema,
   ConversationEventJobSchema,
   ConversationService,
+  type LlmErrorEventSchema,
   LlmRequestJobSchema,
+  type LlmResponseEventSchema,
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_LLM_REQUESTS,
   QUEUE_TOOL_EXEC,
   QUEUE_TOOL_EXEC_RESTRICTED,
+  StateKind,
+  StopReason,
+  type ToolCompleteEventSchema,
   ToolExecJobSchema,
   type CancelSignal,
+  type ConversationEvent,
+  type GetConversationResponse,
   type LlmRequestJob,
   type ToolExecJob,
 } from '@bedrock/contracts';
-import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
+import { STREAM_START, createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
 import { USER_HEADER } from '../../src/api/conversation-api.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { chainProblems, usage } from './blocks.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
+type ResponseInit = Omit<MessageInitShape<typeof LlmResponseEventSchema>, '$typeName'>;
+type ErrorInit = Omit<MessageInitShape<typeof LlmErrorEventSchema>, '$typeName'>;
+type ToolCompleteInit = Omit<MessageInitShape<typeof ToolCompleteEventSchema>, '$typeName'>;
+
+export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+export interface ToolJobRecord {
+  readonly queue: string;
+  readonly job: ToolExecJob;
+}
 
 export interface Harness {
   readonly db: TestDatabase;
   readonly pool: pg.Pool;
   readonly transport: Transport;
+  /** The primary replica (replaced by `restart()`). */
   readonly service: RunningConversationService;
   readonly prefix: string;
-  client(user?: string): Client<typeof ConversationService>;
+  /** A client of the primary replica (or of `target`) acting as `user`. */
+  client(user?: string, target?: RunningConversationService): Client<typeof ConversationService>;
   /** Jobs the "gateway" and "runner" received, in order. */
   readonly llmJobs: LlmRequestJob[];
   readonly toolJobs: ToolExecJob[];
+  /** The same tool jobs with the queue each came from. */
+  readonly toolJobRecords: ToolJobRecord[];
   readonly cancels: CancelSignal[];
+  /** Called for every LLM / tool job after it is recorded (an automatic gateway or runner). */
+  onLlmJob: ((job: LlmRequestJob) => Promise<void>) | null;
+  onToolJob: ((job: ToolExecJob) => Promise<void>) | null;
   /** Sends a result event the way the gateway and runner do. */
   send(conversationId: string, eventId: string, event: EventInit): Promise<void>;
+  /** Answers an LLM request (event id `r/<request id>` unless given). */
+  respond(job: LlmRequestJob, value: Partial<ResponseInit>, eventId?: string): Promise<void>;
+  /** Answers an LLM request with an error (event id `e/<request id>` unless given). */
+  fail(job: LlmRequestJob, value: Partial<ErrorInit>, eventId?: string): Promise<void>;
+  /** Answers a tool job (event id `t/<conversation>/<tool use id>` unless given). */
+  complete(job: ToolExecJob, value: Partial<ToolCompleteInit>, eventId?: string): Promise<void>;
+  /** The n-th (0-based) LLM request of a conversation, waiting for it. */
+  llmJob(conversationId: string, index?: number): Promise<LlmRequestJob>;
+  /** The tool job for a tool_use id of a conversation, waiting for it. */
+  toolJob(conversationId: string, toolUseId: string): Promise<ToolExecJob>;
+  llmJobsOf(conversationId: string): LlmRequestJob[];
+  toolJobsOf(conversationId: string): ToolExecJob[];
+  /** Creates a conversation through the API. */
+  createConversation(user?: string, cwd?: string): Promise<string>;
+  /** The conversation's state kind through the API. */
+  stateOf(conversationId: string, user?: string): Promise<StateKind>;
+  waitState(conversationId: string, kind: StateKind, user?: string, timeoutMs?: number): Promise<void>;
+  /** Waits until the conversation service has finished with an event job (it was applied, or found to change nothing). */
+  processed(eventId: string): Promise<void>;
+  /** The conversation and its persisted messages through the API. */
+  get(conversationId: string, user?: string): Promise<GetConversationResponse>;
+  /** Every event of the conversation's notification stream, from the start. */
+  notifications(conversationId: string): Promise<ConversationEvent[]>;
+  /** Problems in the tool_use/tool_result chain of every LLM request received so far. */
+  chainProblems(): string[];
   /** Waits until `predicate` holds, polling; throws with `what` after `timeoutMs`. */
   waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
   /** Starts another replica of the service on the same database and Redis. */
   startReplica(): Promise<RunningConversationService>;
+  /** Stops the primary replica (as a deploy would) and starts a new one on the same DB and Redis. */
+  restart(): Promise<RunningConversationService>;
   close(): Promise<void>;
 }
 
@@ -55,7 +108,24 @@ export interface HarnessOptions {
   readonly env?: Record<string, string>;
   /** Consume llm-requests and tool-exec in the test (default true). */
   readonly playWorkers?: boolean;
+  /** Jobs the test gateway and runner take at once (default 8). */
+  readonly workerConcurrency?: number;
+  /** Postgres connections per replica (default 5). */
+  readonly poolSize?: number;
 }
+
+/** The ConnectError of a rejected call, or a failure if the call succeeded. */
+export async function rpcError(call: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await call;
+  } catch (err) {
+    if (err instanceof ConnectError) return err;
+    throw err;
+  }
+  throw new Error('expected the call to fail, but it succeeded');
+}
+
+export { Code };
 
 export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const db = await createTestDatabase(options.label);
@@ -79,77 +149,198 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const pools: pg.Pool[] = [];
   const replicas: RunningConversationService[] = [];
   const newTransport = () => {
-    const t = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
+    const t = createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => undefined });
     transports.push(t);
     return t;
   };
   const newPool = () => {
-    const p = new pg.Pool({ connectionString: db.url, max: 5 });
+    const p = new pg.Pool({ connectionString: db.url, max: options.poolSize ?? 5 });
     pools.push(p);
     return p;
   };
   const logger = createLogger({ service: 'conversation-test', level: 'warn' });
-  const service = await startConversationService(config, { pool: newPool(), transport: newTransport(), logger });
-  replicas.push(service);
+  let primary = await startConversationService(config, { pool: newPool(), transport: newTransport(), logger });
+  replicas.push(primary);
 
   const workerTransport = newTransport();
   const llmJobs: LlmRequestJob[] = [];
   const toolJobs: ToolExecJob[] = [];
+  const toolJobRecords: ToolJobRecord[] = [];
   const cancels: CancelSignal[] = [];
   const consumers: Consumer[] = [];
-  if (options.playWorkers !== false) {
-    consumers.push(workerTransport.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(job.data)));
-    for (const q of [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]) {
-      consumers.push(workerTransport.queues.consume(q, ToolExecJobSchema, async (job) => void toolJobs.push(job.data)));
-    }
-  }
-  const unsubscribe = await workerTransport.cancels.subscribe((signal) => void cancels.push(signal));
+  const concurrency = options.workerConcurrency ?? 8;
   const events = workerTransport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
   const httpClients: ReturnType<typeof createGrpcTransport>[] = [];
 
-  return {
+  const send = async (conversationId: string, eventId: string, event: EventInit) => {
+    await events.add(eventId, create(ConversationEventJobSchema, { eventId, conversationId, event }));
+  };
+  const waitFor: Harness['waitFor'] = async (what, probe, timeoutMs = 10_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value as never;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const clientFor = (user: string, target: RunningConversationService) => {
+    const t = createGrpcTransport({
+      baseUrl: target.grpcUrl,
+      interceptors: [(next) => (req) => { req.header.set(USER_HEADER, user); return next(req); }],
+    });
+    httpClients.push(t);
+    return createClient(ConversationService, t);
+  };
+
+  const h: Harness = {
     db,
     pool: pools[0]!,
     transport: workerTransport,
-    service,
+    get service() {
+      return primary;
+    },
     prefix,
     llmJobs,
     toolJobs,
+    toolJobRecords,
     cancels,
-    client(user = 'alice') {
-      const t = createGrpcTransport({
-        baseUrl: service.grpcUrl,
-        interceptors: [(next) => (req) => { req.header.set(USER_HEADER, user); return next(req); }],
+    onLlmJob: null,
+    onToolJob: null,
+    client(user = 'alice', target = primary) {
+      return clientFor(user, target);
+    },
+    send,
+    async respond(job, value, eventId = `r/${job.requestId}`) {
+      await send(job.conversationId, eventId, {
+        case: 'llmResponse',
+        value: { requestId: job.requestId, stopReason: StopReason.END_TURN, usage: usage(), content: [], ...value },
       });
-      httpClients.push(t);
-      return createClient(ConversationService, t);
     },
-    async send(conversationId, eventId, event) {
-      await events.add(eventId, create(ConversationEventJobSchema, { eventId, conversationId, event }));
+    async fail(job, value, eventId = `e/${job.requestId}`) {
+      await send(job.conversationId, eventId, { case: 'llmError', value: { requestId: job.requestId, message: 'failed', ...value } });
     },
-    async waitFor(what, probe, timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const value = await probe();
-        if (value !== undefined && value !== false) return value as never;
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 20));
+    async complete(job, value, eventId = `t/${job.conversationId}/${job.toolUseId}`) {
+      await send(job.conversationId, eventId, { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'ok', ...value } });
+    },
+    llmJobsOf: (id) => llmJobs.filter((j) => j.conversationId === id),
+    toolJobsOf: (id) => toolJobs.filter((j) => j.conversationId === id),
+    llmJob(id, index = 0) {
+      return waitFor(`LLM request #${index + 1} of ${id}`, () => llmJobs.filter((j) => j.conversationId === id)[index]);
+    },
+    toolJob(id, toolUseId) {
+      return waitFor(`tool job ${toolUseId} of ${id}`, () => toolJobs.find((j) => j.conversationId === id && j.toolUseId === toolUseId));
+    },
+    async createConversation(user = 'alice', cwd = '/tmp') {
+      const res = await h.client(user).createConversation({ cwd });
+      return res.conversation!.id;
+    },
+    async stateOf(id, user = 'alice') {
+      return (await h.client(user).getConversation({ conversationId: id })).conversation!.state!.kind;
+    },
+    async waitState(id, kind, user = 'alice', timeoutMs = 10_000) {
+      let last: StateKind | undefined;
+      try {
+        await waitFor(
+          `state ${StateKind[kind]} of ${id}`,
+          async () => {
+            last = await h.stateOf(id, user);
+            return last === kind;
+          },
+          timeoutMs,
+        );
+      } catch (err) {
+        throw new Error(`${(err as Error).message} (last seen ${last === undefined ? 'nothing' : StateKind[last]})`);
       }
     },
+    async processed(eventId) {
+      await waitFor(`event ${eventId} processed`, async () => {
+        const status = await workerTransport.queues.jobStatus(QUEUE_CONVERSATION_EVENTS, eventId);
+        if (status.state === 'failed') throw new Error(`event ${eventId} failed`);
+        return status.state === 'completed';
+      });
+    },
+    get(id, user = 'alice') {
+      return h.client(user).getConversation({ conversationId: id });
+    },
+    async notifications(id) {
+      const out: ConversationEvent[] = [];
+      let after = STREAM_START;
+      for (;;) {
+        const batch = await workerTransport.streams.read(id, after, { limit: 1000 });
+        if (batch.length === 0) return out;
+        out.push(...batch);
+        const last = batch[batch.length - 1]!;
+        after = { sequence: last.sequence, deltaIndex: last.deltaIndex };
+      }
+    },
+    chainProblems: () => llmJobs.flatMap(chainProblems),
+    waitFor,
     async startReplica() {
       const replica = await startConversationService(config, { pool: newPool(), transport: newTransport(), logger });
       replicas.push(replica);
       return replica;
+    },
+    async restart() {
+      await primary.stop();
+      primary = await h.startReplica();
+      return primary;
     },
     async close() {
       await unsubscribe();
       await Promise.all(consumers.map((c) => c.close(0)));
       for (const r of replicas) await r.stop().catch(() => undefined);
       for (const t of transports) await t.close();
-      for (const p of pools) await p.end();
+      for (const p of pools) await p.end().catch(() => undefined);
+      await deleteRedisKeys(prefix);
       await db.drop();
     },
   };
+
+  if (options.playWorkers !== false) {
+    consumers.push(
+      workerTransport.queues.consume(
+        QUEUE_LLM_REQUESTS,
+        LlmRequestJobSchema,
+        async (job) => {
+          llmJobs.push(job.data);
+          await h.onLlmJob?.(job.data);
+        },
+        { concurrency },
+      ),
+    );
+    for (const queue of [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]) {
+      consumers.push(
+        workerTransport.queues.consume(
+          queue,
+          ToolExecJobSchema,
+          async (job) => {
+            toolJobs.push(job.data);
+            toolJobRecords.push({ queue, job: job.data });
+            await h.onToolJob?.(job.data);
+          },
+          { concurrency },
+        ),
+      );
+    }
+  }
+  const unsubscribe = await workerTransport.cancels.subscribe((signal) => void cancels.push(signal));
+  return h;
+}
+
+/** Deletes every Redis key of a test's prefix (queues, streams, registry). */
+export async function deleteRedisKeys(prefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    await redis.quit();
+  }
 }
 
 export { CancelSignalSchema };

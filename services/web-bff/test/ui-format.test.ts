@@ -1,0 +1,91 @@
+/** The web UI's wording and arithmetic (ui/src/format.ts), pure functions run in Node. */
+import { describe, expect, it } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import { ContextUsageSchema, ConversationStateSchema, ErrorKind, Mode, StateKind } from '@bedrock/contracts';
+import { canCancel, diffLines, formatTokens, imageProblem, isBusy, modeLine, patchDisplay, secondsLeft, stateLine, toolSummary, usageView } from '../ui/src/format.ts';
+
+const state = (init: Parameters<typeof create<typeof ConversationStateSchema>>[1]) => create(ConversationStateSchema, init);
+
+describe('the state line', () => {
+  it('says what the agent is doing', () => {
+    expect(stateLine(state({ kind: StateKind.IDLE }), undefined, 0).text).toBe('Ready');
+    expect(stateLine(state({ kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 }), undefined, 0).text).toBe('Thinking…');
+    expect(stateLine(state({ kind: StateKind.LLM_REQUESTING, attempt: 2, maxAttempts: 3 }), undefined, 0).text).toBe('Thinking… (attempt 2 of 3)');
+    expect(stateLine(state({ kind: StateKind.TOOL_EXECUTING, toolIndex: 2, toolCount: 3, currentToolName: 'bash' }), undefined, 0).text).toBe('Running tool 2 of 3: bash');
+    expect(stateLine(state({ kind: StateKind.AWAITING_SUB_AGENTS, subAgentCount: 3, pendingSubAgentIds: ['a'] }), undefined, 0).text).toBe('Waiting for sub-agents: 2 of 3 finished');
+  });
+
+  it('counts a retry down in whole seconds, rounded up', () => {
+    const retry = { attempt: 2, maxAttempts: 3, at: 4000, errorKind: ErrorKind.SERVER, errorMessage: 'Overloaded' };
+    const s = state({ kind: StateKind.LLM_REQUESTING, attempt: 2, maxAttempts: 3, retryDelayMs: 4000n });
+    expect(stateLine(s, retry, 0)).toEqual({ text: 'Retrying: attempt 2 of 3 in 4s (server error)', tone: 'attention' });
+    expect(stateLine(s, retry, 2100).text).toBe('Retrying: attempt 2 of 3 in 2s (server error)');
+    expect(stateLine(s, retry, 4000).text).toBe('Retrying: attempt 2 of 3 now (server error)');
+    expect(secondsLeft(1001, 0)).toBe(2);
+  });
+
+  it('shows an error with its kind', () => {
+    const line = stateLine(state({ kind: StateKind.ERROR, errorKind: ErrorKind.RATE_LIMIT, errorMessage: 'Failed after 3 attempts: slow down' }), undefined, 0);
+    expect(line.tone).toBe('error');
+    expect(line.text).toBe('Error (rate limited): Failed after 3 attempts: slow down. Send a message to try again.');
+  });
+
+  it('knows which states are busy and cancellable', () => {
+    expect(isBusy(StateKind.TOOL_EXECUTING)).toBe(true);
+    expect(isBusy(StateKind.IDLE)).toBe(false);
+    expect(isBusy(StateKind.CONTEXT_EXHAUSTED)).toBe(false);
+    expect(canCancel(StateKind.CANCELLING)).toBe(false);
+    expect(canCancel(StateKind.AWAITING_MODE_APPROVAL)).toBe(true);
+  });
+});
+
+describe('the mode line', () => {
+  it('names the three situations', () => {
+    expect(modeLine(Mode.RESTRICTED, true)).toMatchObject({ label: 'Restricted', detail: 'read-only, sandboxed' });
+    expect(modeLine(Mode.UNRESTRICTED, true).label).toBe('Unrestricted');
+    expect(modeLine(Mode.UNRESTRICTED, false)).toMatchObject({ label: 'Sandbox unavailable', tone: 'unavailable' });
+  });
+});
+
+describe('context usage', () => {
+  it('warns at 80% of the window', () => {
+    expect(usageView(create(ContextUsageSchema, { usedTokens: 159_999n, contextWindow: 200_000n })).warning).toBe(false);
+    const v = usageView(create(ContextUsageSchema, { usedTokens: 160_000n, contextWindow: 200_000n }));
+    expect(v).toMatchObject({ warning: true, fraction: 0.8, text: '160k / 200k tokens (80%)' });
+    expect(usageView(undefined).text).toBe('no usage yet');
+    expect(formatTokens(950)).toBe('950');
+    expect(formatTokens(12_345)).toBe('12.3k');
+    expect(formatTokens(1_000_000)).toBe('1M');
+  });
+});
+
+describe('tools and diffs', () => {
+  it('summarises tool calls', () => {
+    expect(toolSummary('bash', '{"command":"ls -la"}')).toBe('$ ls -la');
+    expect(toolSummary('patch', '{"path":"src/a.ts","patches":[]}')).toBe('src/a.ts');
+    expect(toolSummary('spawn_agents', '{"tasks":[{"task":"a"},{"task":"b"}]}')).toBe('2 sub-agents');
+    expect(toolSummary('bash', 'not json')).toBe('$ ');
+  });
+
+  it('classifies diff lines and drops the Index header', () => {
+    const diff = 'Index: a.txt\n===================\n--- a.txt\n+++ a.txt\n@@ -1,2 +1,2 @@\n keep\n-old\n+new\n';
+    expect(diffLines(diff)).toEqual([
+      { kind: 'meta', text: '--- a.txt' },
+      { kind: 'meta', text: '+++ a.txt' },
+      { kind: 'hunk', text: '@@ -1,2 +1,2 @@' },
+      { kind: 'context', text: ' keep' },
+      { kind: 'del', text: '-old' },
+      { kind: 'add', text: '+new' },
+    ]);
+    expect(patchDisplay('{"path":"a.txt","created":false,"diff":"@@"}')).toEqual({ path: 'a.txt', created: false, diff: '@@' });
+    expect(patchDisplay('{"diff":""}')).toBeUndefined();
+    expect(patchDisplay('')).toBeUndefined();
+  });
+
+  it('accepts only the image types and sizes the service takes', () => {
+    expect(imageProblem('image/png', 1000, 0)).toBeUndefined();
+    expect(imageProblem('image/svg+xml', 1000, 0)).toMatch(/only PNG, JPEG, GIF and WebP/);
+    expect(imageProblem('image/jpeg', 21 * 1024 * 1024, 0)).toMatch(/at most 20 MiB/);
+    expect(imageProblem('image/webp', 10, 20)).toMatch(/at most 20 images/);
+  });
+});

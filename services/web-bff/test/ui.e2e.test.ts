@@ -1,0 +1,269 @@
+/**
+ * The web UI in headless Chromium (Debian's, driven by playwright-core) against a whole
+ * system started in-process (`startEmbedded`) with a scripted local Messages API: send a
+ * message and see the tool run, cancel a running tool, approve a mode upgrade (and see the
+ * patch diff that follows), see a retry notice. Screenshots go to test-results/screenshots.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
+import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
+
+const CHROMIUM = '/usr/bin/chromium';
+const REPO = resolve(import.meta.dirname, '../../..');
+const UI_DIST = resolve(import.meta.dirname, '../ui/dist');
+const SHOTS = join(REPO, 'test-results', 'screenshots');
+/** Backoff before the 2nd attempt: long enough to see and photograph the countdown. */
+const RETRY_BASE = '3s';
+/** A 1×1 PNG. */
+const PIXEL_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==', 'base64');
+
+let api: MessagesApiServer;
+let system: RunningEmbedded;
+let browser: Browser;
+let page: Page;
+let dataDir: string;
+let workDir: string;
+let database: { url: string; drop(): Promise<void> } | undefined;
+
+const ADMIN_URL = process.env.BEDROCK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/**
+ * A fresh database on the local PostgreSQL server when one answers (`make test` starts it):
+ * the embedded PGlite's first start (initdb in WebAssembly) takes 30 s or more on a busy
+ * machine. Without a server the test runs on PGlite all the same, only slower.
+ */
+async function freshDatabase(): Promise<typeof database> {
+  const name = `bedrock_ui_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+  } catch {
+    return undefined;
+  } finally {
+    await admin.end().catch(() => undefined);
+  }
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: ADMIN_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
+  // Test the current sources, not a stale build.
+  execFileSync(process.execPath, [resolve(import.meta.dirname, '../ui/build.mjs')], { stdio: 'pipe' });
+  mkdirSync(SHOTS, { recursive: true });
+  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-data-'));
+  workDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-work-'));
+  // Unscripted requests (none expected) get a plain answer rather than an error.
+  database = await freshDatabase();
+  api = await startMessagesApiServer({ fallback: () => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }) });
+  system = await startEmbedded({
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_UI_DIR: UI_DIST,
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: api.url,
+      BEDROCK_LLM_RETRY_BASE: RETRY_BASE,
+      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-6',
+      LOG_LEVEL: 'error',
+      ...(database ? { DATABASE_URL: database.url } : {}),
+    },
+  });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
+  page.setDefaultTimeout(15_000);
+  await page.goto(`${system.httpUrl}/?token=${system.token}`);
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await system?.stop();
+  await api?.close();
+  await database?.drop();
+  for (const dir of [dataDir, workDir]) if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+async function shot(name: string): Promise<void> {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+}
+
+/** Creates a conversation through the form and waits until its view is live. */
+async function newConversation(): Promise<void> {
+  const before = page.url();
+  await page.getByLabel('Working directory').fill(workDir);
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForURL((u) => u.href !== before && /\/c\/[^/]+$/.test(u.pathname));
+  await waitForStateLine(/Ready/);
+}
+
+function stateLine(): Promise<string> {
+  return page.getByTestId('state-line').innerText();
+}
+
+async function waitForStateLine(re: RegExp): Promise<void> {
+  await page.getByTestId('state-line').filter({ hasText: re }).waitFor();
+}
+
+async function send(text: string): Promise<void> {
+  await page.getByLabel('Message', { exact: true }).fill(text);
+  await page.keyboard.press('Enter');
+}
+
+describe('the web UI', () => {
+  it('signs in from the printed link: the token leaves the address bar and is kept', async () => {
+    await page.getByRole('heading', { name: 'New conversation' }).waitFor();
+    expect(new URL(page.url()).searchParams.has('token')).toBe(false);
+    expect(await page.evaluate("localStorage.getItem('bedrock.token')")).toBe(system.token);
+  });
+
+  it('sends a message and shows the tool run with its output', async () => {
+    await newConversation();
+    await expect(page.getByTestId('mode-line').innerText()).resolves.toMatch(/Restricted|Sandbox unavailable/);
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'text', text: 'Let me look at the directory.' }, { type: 'tool_use', name: 'bash', input: { command: 'echo hello-from-bash; echo second line' } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'The command printed two lines.' }] },
+    );
+    await send('What does echo print?');
+
+    const card = page.locator('article.tool[data-tool="bash"]');
+    await card.locator('.tool-summary', { hasText: '$ echo hello-from-bash; echo second line' }).waitFor();
+    await card.locator('.tool-result pre', { hasText: 'hello-from-bash' }).waitFor();
+    await expect(card.getAttribute('data-status')).resolves.toBe('ok');
+    await page.getByText('The command printed two lines.').waitFor();
+    await waitForStateLine(/Ready/);
+    await expect(page.locator('.msg-user').innerText()).resolves.toContain('What does echo print?');
+    // The list shows the conversation as the current one.
+    await expect(page.locator('.conversation-list a[aria-current="page"]').count()).resolves.toBe(1);
+    await shot('tool-run');
+  });
+
+  it('cancels a running tool: back to idle with a synthetic "Cancelled by user" result', async () => {
+    await newConversation();
+    api.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'sleep 30' } }] });
+    await send('Wait for a while.');
+    await waitForStateLine(/Running tool 1 of 1: bash/);
+    await page.locator('article.tool[data-status="running"]').waitFor();
+    await shot('cancel-running');
+    const clicked = Date.now();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await waitForStateLine(/Ready/);
+    const card = page.locator('article.tool[data-tool="bash"]');
+    await card.locator('.tool-result', { hasText: 'Cancelled by user' }).waitFor();
+    await expect(card.getAttribute('data-status')).resolves.toBe('cancelled');
+    expect(Date.now() - clicked).toBeLessThan(10_000);
+    await expect(page.getByRole('button', { name: 'Cancel' }).isVisible()).resolves.toBe(false);
+    await expect(page.getByRole('button', { name: 'Send' }).isEnabled()).resolves.toBe(true);
+    await shot('cancelled');
+  });
+
+  it('asks for an upgrade in a dialog; approving switches the mode line to Unrestricted and the patch diff shows', async () => {
+    await newConversation();
+    const modeText = await page.getByTestId('mode-line').innerText();
+    // Approving needs Restricted mode, which needs the kernel sandbox on this machine.
+    if (!/Restricted/.test(modeText)) throw new Error(`this machine has no working sandbox, so no Restricted mode to upgrade from (mode line: ${modeText})`);
+    expect(modeText).toMatch(/Restricted.*read-only, sandboxed/s);
+    const reason = 'I need to write the fix into notes.txt.';
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'tool_use', name: 'request_mode_upgrade', input: { reason } }] },
+      { kind: 'message', content: [{ type: 'tool_use', name: 'patch', input: { path: 'notes.txt', patches: [{ operation: 'overwrite', new_text: 'first line\nsecond line\n' }] } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'I wrote notes.txt.' }] },
+    );
+    await send('Please fix it.');
+    const dialog = page.getByRole('dialog', { name: 'Allow Unrestricted mode?' });
+    await dialog.waitFor();
+    await expect(dialog.innerText()).resolves.toContain(reason);
+    await waitForStateLine(/Waiting for your approval/);
+    await shot('upgrade-dialog');
+    await dialog.getByRole('button', { name: 'Approve' }).click();
+
+    await page.getByTestId('mode-line').filter({ hasText: 'Unrestricted' }).waitFor();
+    await page.getByText('I wrote notes.txt.').waitFor();
+    await waitForStateLine(/Ready/);
+    const diff = page.locator('article.tool[data-tool="patch"] .diff');
+    await diff.locator('.diff-add', { hasText: '+first line' }).waitFor();
+    await expect(page.locator('[data-type="system"]').innerText()).resolves.toMatch(/Unrestricted/);
+    await expect(page.getByRole('button', { name: 'Switch to Restricted' }).isVisible()).resolves.toBe(true);
+    await shot('upgrade-approved');
+
+    // The downgrade button goes back to Restricted at once.
+    await page.getByRole('button', { name: 'Switch to Restricted' }).click();
+    await page.getByTestId('mode-line').filter({ hasText: 'read-only, sandboxed' }).waitFor();
+  });
+
+  it('shows a retry notice with its countdown, then the answer', async () => {
+    await newConversation();
+    api.enqueue(
+      { kind: 'error', status: 529, errorType: 'overloaded_error', message: 'Overloaded' },
+      { kind: 'message', content: [{ type: 'text', text: 'Answered on the second attempt.' }] },
+    );
+    await send('Hello?');
+    await waitForStateLine(/Retrying: attempt 2 of 3 in \ds/);
+    await expect(stateLine()).resolves.toMatch(/server error/);
+    await page.locator('.notice-warn', { hasText: 'Retrying: attempt 2 of 3' }).waitFor();
+    await shot('retry');
+    await page.getByText('Answered on the second attempt.').waitFor();
+    await waitForStateLine(/Ready/);
+  });
+
+  it('attaches images (refusing other files) and shows them in the message', async () => {
+    await newConversation();
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'I see a single pixel.' }] });
+    const file = page.locator('input[type="file"]');
+    await file.setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hi') });
+    await page.getByRole('alert').filter({ hasText: 'notes.txt: only PNG, JPEG, GIF and WebP images can be attached' }).waitFor();
+    await file.setInputFiles({ name: 'pixel.png', mimeType: 'image/png', buffer: PIXEL_PNG });
+    await page.locator('.attachments img[alt="pixel.png"]').waitFor();
+    await send('What is in this image?');
+    await page.locator('.msg-user img.thumb').waitFor();
+    await page.getByText('I see a single pixel.').waitFor();
+    await expect(page.locator('.attachments img').count()).resolves.toBe(0);
+    const sent = api.requests.at(-1)!.body!.messages.at(-1)!;
+    expect(JSON.stringify(sent.content)).toContain('"type":"image"');
+  });
+
+  it('warns at 80% context, summarises on request, and starts a new conversation from the summary', async () => {
+    await newConversation();
+    // claude-sonnet-4-6 has a 1M window: 850k tokens is 85%, under the 90% automatic threshold.
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'text', text: 'That was a long read.' }], usage: { input_tokens: 850_000 } },
+      { kind: 'message', content: [{ type: 'text', text: 'Summary: we read the code; next, fix the parser.' }] },
+    );
+    await send('Read everything.');
+    await page.getByText('That was a long read.').waitFor();
+    await page.getByTestId('context-usage').filter({ hasText: 'nearly full' }).waitFor();
+    await page.locator('.notice-warn', { hasText: '85% full' }).waitFor();
+    await shot('context-warning');
+    await page.getByRole('button', { name: 'Summarise and continue' }).click();
+    await page.locator('[data-type="continuation"]', { hasText: 'Summary: we read the code; next, fix the parser.' }).waitFor();
+    await waitForStateLine(/read-only/);
+    await expect(page.getByLabel('Message', { exact: true }).isVisible()).resolves.toBe(false);
+    await shot('continuation');
+    const before = page.url();
+    await page.locator('.exhausted').getByRole('button', { name: 'Start a new conversation from this' }).click();
+    await page.waitForURL((u) => u.href !== before);
+    await waitForStateLine(/Ready/);
+    await page.locator('.conv-meta').filter({ hasText: 'continued from' }).waitFor();
+  });
+});

@@ -1,0 +1,35 @@
+/** The ConversationService client over Connect (fetch; HTTP/1.1 is enough, streams included). */
+import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-web';
+import { ConversationService } from '@bedrock/contracts';
+import { storedToken } from './auth.ts';
+
+export type Api = Client<typeof ConversationService>;
+
+const bearer: Interceptor = (next) => (req) => {
+  const token = storedToken();
+  if (token) req.header.set('Authorization', `Bearer ${token}`);
+  return next(req);
+};
+
+export function createApi(baseUrl: string = location.origin): Api {
+  const transport = createConnectTransport({ baseUrl, useBinaryFormat: true, interceptors: [bearer] });
+  return createClient(ConversationService, transport);
+}
+
+export function isUnauthenticated(err: unknown): boolean {
+  return ConnectError.from(err).code === Code.Unauthenticated;
+}
+
+/** What the user reads: the server's own message, without the "[code]" prefix. */
+export function errorText(err: unknown): string {
+  const e = ConnectError.from(err);
+  if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';
+  return e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;
+}
+
+/** Errors after which a watch stream should not be resumed. */
+export function isFinal(err: unknown): boolean {
+  const code = ConnectError.from(err).code;
+  return code === Code.Unauthenticated || code === Code.NotFound || code === Code.PermissionDenied || code === Code.InvalidArgument;
+}

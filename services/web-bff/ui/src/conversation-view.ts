@@ -1,0 +1,325 @@
+/**
+ * One conversation: header, mode line, live state line, context usage, the transcript, the
+ * upgrade dialog and the composer. Everything shown follows the watch stream; the buttons
+ * only send requests and the stream reports their effect.
+ */
+import { Mode, StateKind, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
+import { errorText, isUnauthenticated, type Api } from './api.ts';
+import { Composer } from './composer.ts';
+import { h, replace } from './dom.ts';
+import { canCancel, errorKindLabel, isBusy, modeLine, stateLine, usageView, type PendingRetry } from './format.ts';
+import { Transcript } from './transcript.ts';
+import { watch } from './watch.ts';
+
+export interface ViewDeps {
+  readonly api: Api;
+  /** The token was refused: back to the sign-in form with this message. */
+  authFailed(message: string): void;
+  /** Something the conversation list shows changed (state, a new conversation). */
+  listChanged(): void;
+  navigate(path: string): void;
+}
+
+export interface View {
+  readonly el: HTMLElement;
+  dispose(): void;
+}
+
+export function conversationView(deps: ViewDeps, id: string): View {
+  const { api } = deps;
+  let conversation: Conversation | undefined;
+  let state: ConversationState | undefined;
+  let mode = Mode.UNSPECIFIED;
+  let usage: ContextUsage | undefined;
+  let retry: PendingRetry | undefined;
+  let upgradeReason = '';
+  let askedForThisUpgrade = false;
+  let connected = true;
+  let ticker: number | undefined;
+  let lastListedKind: StateKind | undefined;
+
+  const title = h('h1', { class: 'conv-title' }, 'Loading…');
+  const meta = h('p', { class: 'conv-meta' });
+  const modeEl = h('div', { class: 'mode-line', 'data-testid': 'mode-line' });
+  const stateEl = h('div', { class: 'state-line', role: 'status', 'aria-live': 'polite', 'data-testid': 'state-line' });
+  const usageEl = h('div', { class: 'usage', 'data-testid': 'context-usage' });
+  const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
+  const connectionEl = h('div', { class: 'connection', role: 'status', hidden: true }, 'Connection lost: reconnecting…');
+  const upgradeBanner = h('div', { class: 'upgrade-banner', hidden: true });
+  const exhaustedPanel = h('div', { class: 'exhausted', hidden: true });
+
+  const transcript = new Transcript();
+  const composer = new Composer({
+    send: (text, images) => act(async () => {
+      await api.sendMessage({ conversationId: id, text, images });
+    }),
+    cancel: () => void act(() => api.cancel({ conversationId: id })),
+    problem: (message) => showError(message),
+  });
+
+  const dialogReason = h('blockquote', { class: 'upgrade-reason' });
+  const dialog = h(
+    'dialog',
+    { class: 'upgrade-dialog', 'aria-labelledby': 'upgrade-title', 'aria-describedby': 'upgrade-desc' },
+    h('h2', { id: 'upgrade-title' }, 'Allow Unrestricted mode?'),
+    h('p', { id: 'upgrade-desc' }, 'The agent asks to leave the read-only sandbox so it can change files and use the network. Its reason:'),
+    dialogReason,
+    h(
+      'div',
+      { class: 'dialog-buttons' },
+      h('button', { type: 'button', class: 'secondary', onclick: () => void respond(false), autofocus: true }, 'Deny'),
+      h('button', { type: 'button', class: 'primary', onclick: () => void respond(true) }, 'Approve'),
+    ),
+  );
+  // Escape closes the dialog without answering; the banner reopens it.
+  dialog.addEventListener('close', () => render());
+
+  const el = h(
+    'div',
+    { class: 'conversation' },
+    h(
+      'header',
+      { class: 'conv-header' },
+      h('div', { class: 'conv-heading' }, title, meta),
+      h('div', { class: 'status-bar' }, modeEl, stateEl, usageEl),
+    ),
+    connectionEl,
+    upgradeBanner,
+    transcript.el,
+    alertEl,
+    exhaustedPanel,
+    composer.el,
+    dialog,
+  );
+
+  function showError(message: string): void {
+    alertEl.hidden = false;
+    replace(alertEl, h('span', {}, message), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss error', onclick: () => (alertEl.hidden = true) }, 'Dismiss'));
+  }
+
+  async function act(fn: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await fn();
+      alertEl.hidden = true;
+      return true;
+    } catch (err) {
+      if (isUnauthenticated(err)) deps.authFailed(errorText(err));
+      else showError(errorText(err));
+      return false;
+    }
+  }
+
+  async function respond(approve: boolean): Promise<void> {
+    if (dialog.open) dialog.close();
+    await act(() => api.respondToModeUpgrade({ conversationId: id, approve }));
+  }
+
+  async function continueFrom(): Promise<void> {
+    if (!conversation) return;
+    const from = conversation;
+    await act(async () => {
+      const res = await api.createConversation({ cwd: from.cwd, model: from.model, continueFromId: from.id });
+      deps.listChanged();
+      if (res.conversation) deps.navigate(`/c/${res.conversation.id}`);
+    });
+  }
+
+  function onEvent(e: ConversationEvent): void {
+    const now = performance.now();
+    switch (e.kind.case) {
+      case 'snapshot': {
+        conversation = e.kind.value.conversation;
+        if (conversation) {
+          state = conversation.state;
+          mode = conversation.mode;
+          usage = conversation.contextUsage;
+        }
+        retry = retryFromState(state, now, retry);
+        transcript.reset(e.kind.value.messages);
+        break;
+      }
+      case 'stateChanged': {
+        const v = e.kind.value;
+        state = v.state;
+        if (v.mode !== Mode.UNSPECIFIED) mode = v.mode;
+        if (v.contextUsage) usage = v.contextUsage;
+        retry = retryFromState(state, now, retry);
+        break;
+      }
+      case 'messagePersisted':
+        if (e.kind.value.message) transcript.add(e.kind.value.message);
+        break;
+      case 'tokenDelta':
+        transcript.tokenDelta(e.kind.value);
+        break;
+      case 'toolOutput':
+        transcript.toolOutput(e.kind.value.toolUseId, e.kind.value.text);
+        break;
+      case 'retryScheduled': {
+        const v = e.kind.value;
+        retry = { attempt: v.attempt, maxAttempts: v.maxAttempts, at: now + Number(v.delayMs), errorKind: v.errorKind, errorMessage: v.errorMessage };
+        const failed = `Attempt ${v.attempt - 1} of ${v.maxAttempts} failed (${errorKindLabel(v.errorKind)})${v.errorMessage ? `: ${v.errorMessage}` : '.'}`;
+        transcript.notice(`${failed}\nRetrying: attempt ${v.attempt} of ${v.maxAttempts} in ${Math.ceil(Number(v.delayMs) / 1000)}s.`, 'warn');
+        break;
+      }
+      case 'modeUpgradeRequested':
+        upgradeReason = e.kind.value.reason;
+        askedForThisUpgrade = false;
+        break;
+      case 'modeChanged':
+        mode = e.kind.value.mode;
+        break;
+      case 'contextWarning':
+        usage = e.kind.value.contextUsage ?? usage;
+        transcript.notice(`The context window is ${Math.round(usageView(usage).fraction * 100)}% full. You can summarise this conversation and continue in a new one.`, 'warn');
+        break;
+      case 'contextExhausted':
+        if (state) state = { ...state, kind: StateKind.CONTEXT_EXHAUSTED, summary: e.kind.value.summary };
+        break;
+      case 'subAgentProgress':
+        transcript.subAgentProgress(e.kind.value);
+        break;
+      default:
+        return;
+    }
+    render();
+  }
+
+  function render(): void {
+    const now = performance.now();
+    const kind = state?.kind ?? StateKind.UNSPECIFIED;
+    if (conversation) {
+      title.textContent = conversation.slug || conversation.id;
+      document.title = `${conversation.slug} · Bedrock`;
+      replace(
+        meta,
+        h('code', { title: 'Working directory' }, conversation.cwd),
+        ' · ',
+        h('span', { title: 'Model' }, conversation.model),
+        conversation.continuedFromId ? [' · continued from ', h('a', { href: `/c/${conversation.continuedFromId}`, 'data-link': true }, 'the earlier conversation')] : null,
+      );
+    }
+
+    const sandbox = conversation?.sandboxAvailable ?? true;
+    const m = modeLine(mode, sandbox);
+    replace(
+      modeEl,
+      h('span', { class: `mode-badge mode-${m.tone}` }, m.label),
+      h('span', { class: 'mode-detail' }, m.detail),
+      sandbox && mode === Mode.UNRESTRICTED && !isFinished(kind)
+        ? h('button', { type: 'button', class: 'small', onclick: () => void act(() => api.downgradeMode({ conversationId: id })) }, 'Switch to Restricted')
+        : null,
+    );
+
+    const line = stateLine(state, retry, now);
+    stateEl.dataset.tone = line.tone;
+    stateEl.dataset.state = StateKind[kind] ?? String(kind);
+    replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: line.text }, line.text));
+
+    const u = usageView(usage);
+    usageEl.classList.toggle('usage-warning', u.warning);
+    const bar = h('div', {
+      class: 'usage-bar',
+      role: 'meter',
+      'aria-label': 'Context window used',
+      'aria-valuemin': 0,
+      'aria-valuemax': 100,
+      'aria-valuenow': Math.round(u.fraction * 100),
+      'aria-valuetext': u.text,
+    });
+    bar.append(h('div', { class: 'usage-fill', style: `width: ${(u.fraction * 100).toFixed(1)}%` }));
+    replace(
+      usageEl,
+      h('span', { class: 'usage-label' }, u.warning ? `Context ${u.text}: nearly full` : `Context ${u.text}`),
+      bar,
+      u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR)
+        ? h('button', { type: 'button', class: 'small warn', onclick: () => void act(() => api.triggerContinuation({ conversationId: id })) }, 'Summarise and continue')
+        : null,
+    );
+
+    // The upgrade question: a modal dialog once per request; a banner reopens it after Escape.
+    const awaiting = kind === StateKind.AWAITING_MODE_APPROVAL;
+    if (awaiting) {
+      const reason = upgradeReason || state?.upgradeReason || '';
+      dialogReason.textContent = reason || '(no reason given)';
+      if (!askedForThisUpgrade && !dialog.open) {
+        askedForThisUpgrade = true;
+        dialog.showModal();
+      }
+      upgradeBanner.hidden = dialog.open;
+      replace(
+        upgradeBanner,
+        h('span', {}, 'The agent is waiting for your answer to its request for Unrestricted mode.'),
+        h('button', { type: 'button', class: 'small primary', onclick: () => dialog.showModal() }, 'Review request'),
+      );
+    } else {
+      askedForThisUpgrade = false;
+      upgradeReason = '';
+      upgradeBanner.hidden = true;
+      if (dialog.open) dialog.close();
+    }
+
+    const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
+    exhaustedPanel.hidden = !exhausted;
+    if (exhausted) {
+      replace(
+        exhaustedPanel,
+        h('p', {}, 'The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary above.'),
+        h('button', { type: 'button', class: 'primary', onclick: () => void continueFrom() }, 'Start a new conversation from this'),
+      );
+    }
+    composer.setState({ busy: isBusy(kind), canCancel: canCancel(kind), hidden: exhausted || isFinished(kind) || !conversation?.userInitiated });
+    transcript.onState(kind, state?.currentToolUseId ?? '');
+    connectionEl.hidden = connected;
+
+    // Keep the countdown moving while a retry waits.
+    if (retry && ticker === undefined) ticker = window.setInterval(render, 250);
+    if (!retry && ticker !== undefined) {
+      window.clearInterval(ticker);
+      ticker = undefined;
+    }
+    if (kind !== lastListedKind) {
+      lastListedKind = kind;
+      deps.listChanged();
+    }
+  }
+
+  const stopWatch = watch(api, id, {
+    event: onEvent,
+    connected(ok) {
+      connected = ok;
+      render();
+    },
+    failed(err) {
+      if (isUnauthenticated(err)) deps.authFailed(errorText(err));
+      else {
+        title.textContent = 'Conversation unavailable';
+        showError(errorText(err));
+        composer.setState({ busy: false, canCancel: false, hidden: true });
+      }
+    },
+  });
+  render();
+
+  return {
+    el,
+    dispose() {
+      stopWatch();
+      if (ticker !== undefined) window.clearInterval(ticker);
+      if (dialog.open) dialog.close();
+      composer.dispose();
+    },
+  };
+}
+
+function isFinished(kind: StateKind): boolean {
+  return kind === StateKind.CONTEXT_EXHAUSTED || kind === StateKind.COMPLETED || kind === StateKind.FAILED;
+}
+
+/** A retry pending according to the state (kept as is when already known, so the countdown does not jump). */
+function retryFromState(state: ConversationState | undefined, now: number, known: PendingRetry | undefined): PendingRetry | undefined {
+  if (!state || state.retryDelayMs === 0n) return undefined;
+  if (state.kind !== StateKind.LLM_REQUESTING && state.kind !== StateKind.AWAITING_CONTINUATION) return undefined;
+  if (known && known.attempt === state.attempt) return known;
+  return { attempt: state.attempt, maxAttempts: state.maxAttempts, at: now + Number(state.retryDelayMs), errorKind: state.errorKind, errorMessage: state.errorMessage };
+}

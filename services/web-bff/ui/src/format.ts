@@ -1,0 +1,253 @@
+/**
+ * Pure wording and arithmetic of the UI (no DOM): the state line, the mode line, token
+ * counts, tool input summaries and diff lines. Tested in Node by test/ui-format.test.ts.
+ */
+import { ErrorKind, Mode, StateKind, type ContextUsage, type ConversationState } from '@bedrock/contracts';
+
+export type Tone = 'idle' | 'busy' | 'attention' | 'error' | 'done';
+
+/** A retry waiting for its backoff, as last announced by retry_scheduled or state_changed. */
+export interface PendingRetry {
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** When the next attempt starts, in the clock passed as `now` (ms). */
+  readonly at: number;
+  readonly errorKind: ErrorKind;
+  readonly errorMessage: string;
+}
+
+const ERROR_KINDS: Record<ErrorKind, string> = {
+  [ErrorKind.UNSPECIFIED]: 'error',
+  [ErrorKind.AUTH]: 'authentication error',
+  [ErrorKind.RATE_LIMIT]: 'rate limited',
+  [ErrorKind.NETWORK]: 'network error',
+  [ErrorKind.SERVER]: 'server error',
+  [ErrorKind.INVALID_REQUEST]: 'invalid request',
+  [ErrorKind.UNKNOWN]: 'unknown error',
+  [ErrorKind.CONTEXT_EXHAUSTED]: 'context exhausted',
+  [ErrorKind.TIMEOUT]: 'timed out',
+  [ErrorKind.CANCELLED]: 'cancelled',
+};
+
+export function errorKindLabel(kind: ErrorKind): string {
+  return ERROR_KINDS[kind] ?? 'error';
+}
+
+/** States in which the agent is working (a message is refused; cancel is offered). */
+export function isBusy(kind: StateKind): boolean {
+  return (
+    kind === StateKind.AWAITING_LLM ||
+    kind === StateKind.LLM_REQUESTING ||
+    kind === StateKind.TOOL_EXECUTING ||
+    kind === StateKind.CANCELLING ||
+    kind === StateKind.AWAITING_SUB_AGENTS ||
+    kind === StateKind.AWAITING_MODE_APPROVAL ||
+    kind === StateKind.AWAITING_CONTINUATION
+  );
+}
+
+/** Whether Cancel means something now (cancelling is already under way). */
+export function canCancel(kind: StateKind): boolean {
+  return isBusy(kind) && kind !== StateKind.CANCELLING;
+}
+
+/** Whole seconds left until `at`, rounded up (a countdown never shows 0 before the time). */
+export function secondsLeft(at: number, now: number): number {
+  return Math.max(0, Math.ceil((at - now) / 1000));
+}
+
+/** "Retrying: attempt 2 of 3 in 4s (server error)"; the provider's message is in the transcript notice. */
+export function retryText(retry: PendingRetry, now: number): string {
+  const s = secondsLeft(retry.at, now);
+  const when = s > 0 ? `in ${s}s` : 'now';
+  return `Retrying: attempt ${retry.attempt} of ${retry.maxAttempts} ${when} (${errorKindLabel(retry.errorKind)})`;
+}
+
+/** The live state line: "Thinking…", "Running tool 2 of 3: bash", "Retrying: attempt 2 of 3 in 4s", "Error (server error): …". */
+export function stateLine(state: ConversationState | undefined, retry: PendingRetry | undefined, now: number): { text: string; tone: Tone } {
+  const kind = state?.kind ?? StateKind.UNSPECIFIED;
+  switch (kind) {
+    case StateKind.IDLE:
+      return { text: 'Ready', tone: 'idle' };
+    case StateKind.AWAITING_LLM:
+    case StateKind.LLM_REQUESTING: {
+      if (retry) return { text: retryText(retry, now), tone: 'attention' };
+      const attempt = state!.attempt > 1 ? ` (attempt ${state!.attempt} of ${state!.maxAttempts})` : '';
+      return { text: `Thinking…${attempt}`, tone: 'busy' };
+    }
+    case StateKind.TOOL_EXECUTING: {
+      const s = state!;
+      const pos = s.toolCount > 0 ? ` ${s.toolIndex} of ${s.toolCount}` : '';
+      return { text: `Running tool${pos}${s.currentToolName ? `: ${s.currentToolName}` : ''}`, tone: 'busy' };
+    }
+    case StateKind.CANCELLING:
+      return { text: 'Cancelling…', tone: 'busy' };
+    case StateKind.AWAITING_SUB_AGENTS: {
+      const s = state!;
+      const done = s.subAgentCount - s.pendingSubAgentIds.length;
+      return { text: `Waiting for sub-agents: ${done} of ${s.subAgentCount} finished`, tone: 'busy' };
+    }
+    case StateKind.AWAITING_MODE_APPROVAL:
+      return { text: 'Waiting for your approval: the agent asks for Unrestricted mode', tone: 'attention' };
+    case StateKind.AWAITING_CONTINUATION:
+      if (retry) return { text: retryText(retry, now), tone: 'attention' };
+      return { text: 'Writing the continuation summary…', tone: 'busy' };
+    case StateKind.CONTEXT_EXHAUSTED:
+      return { text: 'Context window full: this conversation is read-only', tone: 'done' };
+    case StateKind.ERROR: {
+      const s = state!;
+      return { text: `Error (${errorKindLabel(s.errorKind)}): ${s.errorMessage || 'the request failed'}. Send a message to try again.`, tone: 'error' };
+    }
+    case StateKind.COMPLETED:
+      return { text: 'Completed', tone: 'done' };
+    case StateKind.FAILED:
+      return { text: `Failed (${errorKindLabel(state!.errorKind)}): ${state!.errorMessage}`, tone: 'error' };
+    default:
+      return { text: 'Connecting…', tone: 'busy' };
+  }
+}
+
+const SHORT_STATES: Partial<Record<StateKind, string>> = {
+  [StateKind.IDLE]: 'idle',
+  [StateKind.AWAITING_LLM]: 'thinking',
+  [StateKind.LLM_REQUESTING]: 'thinking',
+  [StateKind.TOOL_EXECUTING]: 'running tool',
+  [StateKind.CANCELLING]: 'cancelling',
+  [StateKind.AWAITING_SUB_AGENTS]: 'sub-agents',
+  [StateKind.AWAITING_MODE_APPROVAL]: 'needs approval',
+  [StateKind.AWAITING_CONTINUATION]: 'summarising',
+  [StateKind.CONTEXT_EXHAUSTED]: 'context full',
+  [StateKind.ERROR]: 'error',
+  [StateKind.COMPLETED]: 'completed',
+  [StateKind.FAILED]: 'failed',
+};
+
+/** One or two words for the conversation list. */
+export function stateShort(kind: StateKind): string {
+  return SHORT_STATES[kind] ?? '';
+}
+
+export type ModeTone = 'restricted' | 'unrestricted' | 'unavailable';
+
+/** The mode line (REQ-BED-014): what the agent may do right now. */
+export function modeLine(mode: Mode, sandboxAvailable: boolean): { label: string; detail: string; tone: ModeTone } {
+  if (!sandboxAvailable) {
+    return { label: 'Sandbox unavailable', detail: 'Unrestricted only: no tool runner has the kernel sandbox', tone: 'unavailable' };
+  }
+  if (mode === Mode.UNRESTRICTED) return { label: 'Unrestricted', detail: 'full access: files and network', tone: 'unrestricted' };
+  return { label: 'Restricted', detail: 'read-only, sandboxed', tone: 'restricted' };
+}
+
+/** "950", "12.3k", "1.2M". */
+export function formatTokens(n: number): string {
+  if (n < 1000) return String(n);
+  if (n < 1_000_000) return `${trim(n / 1000)}k`;
+  return `${trim(n / 1_000_000)}M`;
+}
+
+function trim(x: number): string {
+  return (x >= 100 ? x.toFixed(0) : x.toFixed(1)).replace(/\.0$/, '');
+}
+
+export interface UsageView {
+  readonly used: number;
+  readonly window: number;
+  /** 0..1 */
+  readonly fraction: number;
+  readonly warning: boolean;
+  readonly text: string;
+}
+
+export function usageView(usage: ContextUsage | undefined): UsageView {
+  const used = Number(usage?.usedTokens ?? 0n);
+  const window = Number(usage?.contextWindow ?? 0n);
+  const fraction = window > 0 ? Math.min(1, used / window) : 0;
+  // The server's flag is the truth; the ratio covers a usage that arrived without it.
+  const warning = Boolean(usage?.warning) || fraction >= 0.8;
+  const pct = Math.round(fraction * 100);
+  const text = window > 0 ? `${formatTokens(used)} / ${formatTokens(window)} tokens (${pct}%)` : 'no usage yet';
+  return { used, window, fraction, warning, text };
+}
+
+export function parseJsonObject(text: string): Record<string, unknown> | undefined {
+  if (!text) return undefined;
+  try {
+    const v: unknown = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The one line that says what a tool call does, e.g. "$ ls -la" for bash. */
+export function toolSummary(name: string, inputJson: string): string {
+  const input = parseJsonObject(inputJson) ?? {};
+  const str = (k: string) => (typeof input[k] === 'string' ? (input[k] as string) : '');
+  switch (name) {
+    case 'bash':
+      return `$ ${str('command')}`;
+    case 'patch':
+      return str('path');
+    case 'keyword_search':
+      return str('query');
+    case 'think':
+      return 'thinking';
+    case 'request_mode_upgrade':
+      return str('reason');
+    case 'submit_result':
+      return 'result submitted';
+    case 'spawn_agents': {
+      const tasks = Array.isArray(input.tasks) ? input.tasks.length : 0;
+      return `${tasks} sub-agent${tasks === 1 ? '' : 's'}`;
+    }
+    default:
+      return '';
+  }
+}
+
+/** The tool input as the user reads it: bash's command and the think text as is, anything else as indented JSON. */
+export function toolInputText(name: string, inputJson: string): string {
+  const input = parseJsonObject(inputJson);
+  if (!input) return inputJson;
+  if (name === 'bash' && typeof input.command === 'string') {
+    const extra = Object.fromEntries(Object.entries(input).filter(([k]) => k !== 'command'));
+    return Object.keys(extra).length ? `${input.command}\n\n${JSON.stringify(extra, null, 2)}` : input.command;
+  }
+  if (name === 'think' && typeof input.thoughts === 'string') return input.thoughts;
+  return JSON.stringify(input, null, 2);
+}
+
+export type DiffLineKind = 'add' | 'del' | 'hunk' | 'meta' | 'context';
+
+/** Classifies the lines of a unified diff for colouring. */
+export function diffLines(diff: string): Array<{ kind: DiffLineKind; text: string }> {
+  // The "Index:" header and its "=====" rule say nothing the file name does not.
+  const lines = diff.replace(/\n$/, '').split('\n').filter((l) => !/^(Index: .*|=+)$/.test(l));
+  return lines.map((text) => {
+    if (text.startsWith('+++') || text.startsWith('---') || text.startsWith('diff ') || text.startsWith('\\')) return { kind: 'meta', text };
+    if (text.startsWith('@@')) return { kind: 'hunk', text };
+    if (text.startsWith('+')) return { kind: 'add', text };
+    if (text.startsWith('-')) return { kind: 'del', text };
+    return { kind: 'context', text };
+  });
+}
+
+/** The diff of a patch result's display_json ({"path", "created", "diff"}), if any. */
+export function patchDisplay(displayJson: string): { path: string; created: boolean; diff: string } | undefined {
+  const d = parseJsonObject(displayJson);
+  if (!d || typeof d.diff !== 'string' || d.diff === '') return undefined;
+  return { path: typeof d.path === 'string' ? d.path : '', created: d.created === true, diff: d.diff };
+}
+
+export const IMAGE_TYPES: readonly string[] = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+/** The conversation service's limits (services/conversation/src/api/limits.ts). */
+export const MAX_IMAGES = 20;
+export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+
+/** Why an attachment is refused, or undefined when it is acceptable. */
+export function imageProblem(type: string, size: number, alreadyAttached: number): string | undefined {
+  if (!IMAGE_TYPES.includes(type)) return `only PNG, JPEG, GIF and WebP images can be attached (this file is ${type || 'of an unknown type'})`;
+  if (size > MAX_IMAGE_BYTES) return `the image is ${(size / 1024 / 1024).toFixed(1)} MiB; at most 20 MiB`;
+  if (alreadyAttached >= MAX_IMAGES) return `at most ${MAX_IMAGES} images per message`;
+  return undefined;
+}

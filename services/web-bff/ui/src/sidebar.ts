@@ -1,0 +1,125 @@
+/** The conversation list (newest first) and the new-conversation form. */
+import { StateKind, type Conversation } from '@bedrock/contracts';
+import { errorText, isUnauthenticated, type Api } from './api.ts';
+import { h, replace } from './dom.ts';
+import { isBusy, stateShort } from './format.ts';
+
+export interface SidebarDeps {
+  readonly api: Api;
+  authFailed(message: string): void;
+  navigate(path: string): void;
+}
+
+const LAST_CWD = 'bedrock.lastCwd';
+
+export class Sidebar {
+  readonly el: HTMLElement;
+  private readonly list: HTMLUListElement;
+  private readonly status: HTMLElement;
+  private readonly formError: HTMLElement;
+  private current = '';
+  private refreshing: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly deps: SidebarDeps) {
+    const cwd = h('input', { id: 'new-cwd', name: 'cwd', required: true, placeholder: '/home/me/project', autocomplete: 'off', spellcheck: 'false', value: localStorage.getItem(LAST_CWD) ?? '' });
+    const model = h('input', { id: 'new-model', name: 'model', placeholder: 'default', autocomplete: 'off', spellcheck: 'false' });
+    this.formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
+    const form = h(
+      'form',
+      { class: 'new-conversation', 'aria-labelledby': 'new-title' },
+      h('h2', { id: 'new-title' }, 'New conversation'),
+      h('label', { for: 'new-cwd' }, 'Working directory'),
+      cwd,
+      h('label', { for: 'new-model' }, 'Model (optional)'),
+      model,
+      this.formError,
+      h('button', { type: 'submit', class: 'primary' }, 'Start'),
+    );
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      void this.create(cwd.value.trim(), model.value.trim());
+    });
+    this.list = h('ul', { class: 'conversation-list' });
+    this.status = h('p', { class: 'list-status' }, 'Loading…');
+    this.el = h(
+      'nav',
+      { class: 'sidebar', 'aria-label': 'Conversations' },
+      form,
+      h('h2', { class: 'list-title' }, 'Conversations'),
+      this.status,
+      this.list,
+    );
+  }
+
+  select(id: string): void {
+    this.current = id;
+    for (const a of this.list.querySelectorAll<HTMLAnchorElement>('a[data-id]')) {
+      if (a.dataset.id === id) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+  }
+
+  /** Reloads the list; calls that come while one runs are merged into one more. */
+  refresh(): Promise<void> {
+    if (this.refreshing) {
+      this.again = true;
+      return this.refreshing;
+    }
+    this.refreshing = (async () => {
+      do {
+        this.again = false;
+        await this.load();
+      } while (this.again);
+      this.refreshing = undefined;
+    })();
+    return this.refreshing;
+  }
+
+  private async load(): Promise<void> {
+    try {
+      const res = await this.deps.api.listConversations({ pageSize: 100 });
+      this.status.hidden = res.conversations.length > 0;
+      this.status.textContent = 'No conversations yet.';
+      replace(this.list, res.conversations.map((c) => this.item(c)));
+      this.select(this.current);
+    } catch (err) {
+      if (isUnauthenticated(err)) this.deps.authFailed(errorText(err));
+      else {
+        this.status.hidden = false;
+        this.status.textContent = `Could not load conversations: ${errorText(err)}`;
+      }
+    }
+  }
+
+  private item(c: Conversation): HTMLElement {
+    const kind = c.state?.kind ?? StateKind.UNSPECIFIED;
+    const label = stateShort(kind);
+    const tone = kind === StateKind.ERROR || kind === StateKind.FAILED ? 'error' : kind === StateKind.AWAITING_MODE_APPROVAL ? 'attention' : isBusy(kind) ? 'busy' : 'idle';
+    return h(
+      'li',
+      {},
+      h(
+        'a',
+        { href: `/c/${c.id}`, 'data-link': true, 'data-id': c.id },
+        h('span', { class: 'conv-slug' }, c.slug || c.id),
+        h('span', { class: 'conv-cwd' }, c.cwd),
+        h('span', { class: `conv-state tone-${tone}` }, label),
+      ),
+    );
+  }
+
+  private async create(cwd: string, model: string): Promise<void> {
+    this.formError.hidden = true;
+    try {
+      const res = await this.deps.api.createConversation({ cwd, model });
+      localStorage.setItem(LAST_CWD, cwd);
+      await this.refresh();
+      if (res.conversation) this.deps.navigate(`/c/${res.conversation.id}`);
+    } catch (err) {
+      if (isUnauthenticated(err)) return this.deps.authFailed(errorText(err));
+      this.formError.hidden = false;
+      this.formError.textContent = errorText(err);
+    }
+  }
+}

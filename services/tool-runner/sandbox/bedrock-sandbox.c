@@ -24,7 +24,8 @@
  * "pgid N\n" on fd 3 when that fd is open, reaps every process of the tree the moment it
  * dies, kills whatever the command leaves running when it exits (setsid escapees included:
  * as orphans they become the supervisor's children), and exits last with the command's
- * status (or dies of its signal). So the helper's exit means the whole tree is gone, without
+ * status (or dies of its signal). SIGTERM, SIGINT, SIGHUP, and the runner's death (delivered
+ * as SIGTERM by PR_SET_PDEATHSIG) make it kill the tree. So the helper's exit means the whole tree is gone, without
  * depending on how promptly PID 1 reaps orphans. Limits, the cgroup and the sandbox apply to
  * the command only; the supervisor stays outside them, where the command cannot signal it.
  *
@@ -413,7 +414,16 @@ static void kill_children(pid_t self) {
  * command exits, whatever it left running is killed: nothing outlives the tool. Exits with
  * the command's status, or dies of the signal that killed it.
  */
+static volatile pid_t supervised_group = 0;
+
+/* SIGTERM, SIGINT, SIGHUP, or the runner dying (PR_SET_PDEATHSIG): take the tree down. */
+static void on_terminate(int sig) {
+  (void)sig;
+  if (supervised_group > 0) kill(-supervised_group, SIGKILL);
+}
+
 static int supervise(pid_t child) {
+  supervised_group = child;
   char report[32];
   int len = snprintf(report, sizeof(report), "pgid %d\n", (int)child);
   if (write(REPORT_FD, report, (size_t)len) == len) close(REPORT_FD);
@@ -502,9 +512,24 @@ int main(int argc, char **argv) {
   struct rlimit nocore = {0, 0};
   setrlimit(RLIMIT_CORE, &nocore);
   pid_t supervisor = getpid();
+  /* If the runner dies, the supervisor gets SIGTERM and kills the tree instead of leaving it
+   * running unsupervised. Installed before fork so that no window is left uncovered. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+  if (getppid() != parent) return fail("the runner went away");
   pid_t child = fork();
   if (child < 0) return fail("fork failed");
   if (child == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     /* Own session and process group: the group the runner kills on timeout and cancel. */
     if (setsid() < 0) return fail("setsid failed");
     /* If the supervisor dies (runner killed), the command goes with it. */

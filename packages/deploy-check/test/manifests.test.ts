@@ -1,0 +1,134 @@
+/**
+ * deploy/k8s without a cluster: both overlays render (with this package's kustomize subset,
+ * and identically with `kubectl kustomize` where kubectl exists), every object is valid
+ * against the Kubernetes v1.36 / KEDA v2.19 schemas, and the objects refer to each other
+ * correctly (selectors, ports, keys, secrets, scale targets).
+ */
+import { describe, expect, it } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { objectId, parseYamlDocuments, renderKustomization, type K8sObject } from '../src/kustomize.ts';
+import { validateObjects } from '../src/validate.ts';
+import { crossReferenceProblems, securityProblems, workloads } from '../src/cross-refs.ts';
+import { K8S, OVERLAYS, byKind, externalSecrets, render } from './support.ts';
+
+const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+
+/** Secret data compared decoded (kubectl wraps long base64 lines). */
+function normalize(o: K8sObject): unknown {
+  const copy = JSON.parse(JSON.stringify(o)) as K8sObject & { data?: Record<string, string> };
+  if (copy.kind === 'Secret' && copy.data) for (const k of Object.keys(copy.data)) copy.data[k] = Buffer.from(copy.data[k]!, 'base64').toString();
+  return copy;
+}
+
+describe('rendering', () => {
+  it('renders the expected objects in each overlay', () => {
+    const count = (objects: K8sObject[]) => Object.fromEntries([...new Set(objects.map((o) => o.kind))].sort().map((k) => [k, objects.filter((o) => o.kind === k).length]));
+    expect(count(render('dev'))).toEqual({ ConfigMap: 1, Deployment: 5, Namespace: 1, PersistentVolumeClaim: 1, PodDisruptionBudget: 4, Secret: 2, Service: 5, StatefulSet: 1 });
+    expect(count(render('prod'))).toEqual({
+      ConfigMap: 1,
+      Deployment: 4,
+      HorizontalPodAutoscaler: 1,
+      Namespace: 1,
+      NetworkPolicy: 2,
+      PersistentVolumeClaim: 1,
+      PodDisruptionBudget: 4,
+      ScaledObject: 2,
+      Service: 3,
+      TriggerAuthentication: 1,
+    });
+    for (const o of render('dev')) if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock-dev']);
+    for (const o of render('prod')) if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock']);
+  });
+
+  it('applies replicas, images, patches and generated config per overlay', () => {
+    const dev = render('dev');
+    const prod = render('prod');
+    const spec = (o: K8sObject) => o.spec as { replicas: number; template: { spec: { containers: { image: string }[]; affinity?: unknown } } };
+    for (const name of ['conversation', 'llm-gateway', 'tool-runner', 'web-bff']) {
+      expect(spec(byKind(dev, 'Deployment', name)).replicas).toBe(1);
+      expect(spec(byKind(dev, 'Deployment', name)).template.spec.containers[0]!.image).toBe(`bedrock/${name}:dev`);
+      expect(spec(byKind(prod, 'Deployment', name)).template.spec.containers[0]!.image).toBe(`bedrock/${name}:0.1.0`);
+    }
+    expect(spec(byKind(prod, 'Deployment', 'conversation')).replicas).toBe(3);
+    expect((byKind(dev, 'ConfigMap', 'bedrock-config').data as Record<string, string>).LOG_LEVEL).toBe('debug');
+    expect((byKind(prod, 'ConfigMap', 'bedrock-config').data as Record<string, string>).LOG_LEVEL).toBe('info');
+    expect((byKind(prod, 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual(['ReadWriteMany']);
+    expect(spec(byKind(dev, 'Deployment', 'tool-runner')).template.spec.affinity).toBeUndefined();
+    // The base is not modified by rendering an overlay (objects are fresh per render).
+    expect((byKind(render('base'), 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual(['ReadWriteOnce']);
+  });
+
+  (kubectl ? it : it.skip)('matches kubectl kustomize exactly (kubectl present)', () => {
+    for (const overlay of OVERLAYS) {
+      const dir = join(K8S, 'overlays', overlay);
+      const out = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+      expect(out.status).toBe(0);
+      const theirs = parseYamlDocuments(out.stdout, 'kubectl') as unknown as K8sObject[];
+      const mine = renderKustomization(dir);
+      expect(mine.map(objectId).sort()).toEqual(theirs.map(objectId).sort());
+      for (const t of theirs) {
+        const m = mine.find((x) => objectId(x) === objectId(t))!;
+        if (!isDeepStrictEqual(normalize(m), normalize(t))) expect([objectId(t), normalize(m)]).toEqual([objectId(t), normalize(t)]);
+      }
+    }
+  });
+});
+
+describe('schemas', () => {
+  it.each(OVERLAYS)('every object of %s is valid for Kubernetes v1.36 and KEDA v2.19', async (overlay) => {
+    expect(await validateObjects(render(overlay))).toEqual([]);
+  });
+
+  it('reports invalid objects and unknown kinds', async () => {
+    const objects = render('prod');
+    (byKind(objects, 'ScaledObject', 'tool-runner').spec as { minReplicaCount: unknown }).minReplicaCount = 'two';
+    (byKind(objects, 'Service', 'web-bff').spec as { ports: { port: unknown }[] }).ports[0]!.port = 'http';
+    objects.push({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } });
+    const errors = await validateObjects(objects);
+    expect(errors.map((e) => e.object).sort()).toEqual(['ScaledObject/tool-runner', 'Service/web-bff', 'Widget/w']);
+    expect(errors.find((e) => e.object === 'ScaledObject/tool-runner')!.message).toMatch(/minReplicaCount must be integer/);
+  });
+});
+
+describe('cross-references', () => {
+  it.each(OVERLAYS)('%s: selectors, ports, keys, secrets and scale targets all resolve', (overlay) => {
+    expect(crossReferenceProblems(render(overlay), externalSecrets(overlay))).toEqual([]);
+  });
+
+  it('finds broken references', () => {
+    const objects = render('prod');
+    const svc = byKind(objects, 'Service', 'conversation').spec as { ports: { targetPort: string }[] };
+    svc.ports[0]!.targetPort = 'grcp';
+    const pdb = byKind(objects, 'PodDisruptionBudget', 'web-bff').spec as { selector: { matchLabels: Record<string, string> } };
+    pdb.selector.matchLabels = { 'app.kubernetes.io/name': 'web-bf' };
+    const hpa = byKind(objects, 'HorizontalPodAutoscaler', 'web-bff').spec as { scaleTargetRef: { name: string } };
+    hpa.scaleTargetRef.name = 'webbff';
+    const runner = byKind(objects, 'Deployment', 'tool-runner').spec as { template: { spec: { containers: { env: { name: string; valueFrom?: { secretKeyRef?: { key: string } } }[]; readinessProbe: { grpc: { port: number } } }[] } } };
+    runner.template.spec.containers[0]!.env.find((e) => e.name === 'REDIS_URL')!.valueFrom!.secretKeyRef!.key = 'REDIS';
+    runner.template.spec.containers[0]!.readinessProbe.grpc.port = 50052;
+    const problems = crossReferenceProblems(objects, externalSecrets('prod'));
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'Service/conversation: targetPort grcp is not a container port of Deployment/conversation',
+        'PodDisruptionBudget/web-bff: selector selects no pod template',
+        'HorizontalPodAutoscaler/web-bff: scaleTargetRef Deployment/webbff does not exist',
+        'Deployment/tool-runner: tool-runner env REDIS_URL refers to missing Secret key bedrock-secrets/REDIS',
+        'Deployment/tool-runner: tool-runner readinessProbe uses port 50052, which the container does not declare',
+      ]),
+    );
+    expect(problems).toHaveLength(5);
+    // Without the list of external secrets, prod's references to them are all reported.
+    expect(crossReferenceProblems(render('prod')).filter((p) => p.includes('bedrock-secrets') || p.includes('bedrock-keda-redis')).length).toBeGreaterThanOrEqual(8);
+  });
+
+  it.each(OVERLAYS)('%s: every container runs non-root, unprivileged, read-only, RuntimeDefault seccomp, with requests and limits', (overlay) => {
+    expect(securityProblems(workloads(render(overlay)))).toEqual([]);
+    const broken = render(overlay);
+    const web = workloads(broken).find((w) => w.object.metadata.name === 'web-bff')!;
+    web.pod.containers[0]!.securityContext!.allowPrivilegeEscalation = true;
+    web.pod.containers[0]!.securityContext!.capabilities = { drop: ['ALL'], add: ['NET_ADMIN'] };
+    expect(securityProblems([web])).toEqual(['Deployment/web-bff web-bff: allowPrivilegeEscalation is not false', 'Deployment/web-bff web-bff: capabilities are not all dropped']);
+  });
+});

@@ -1,0 +1,163 @@
+/**
+ * web-bff: the public API for browsers, the CLI and gRPC clients. Serves
+ * `bedrock.v1.ConversationService` (Connect, gRPC, gRPC-Web) with health checking and
+ * reflection on two listeners — HTTP/1.1 (browsers, the web UI's files) and h2c (gRPC) —
+ * authenticates every call, forwards it to the conversation service as the caller, and
+ * serves watch streams itself from a per-process fan-out of the notification streams.
+ */
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { ConversationService, health as healthPb } from '@bedrock/contracts';
+import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type NotificationStreams, type Transport } from '@bedrock/platform';
+import {
+  createHealth,
+  createLogger,
+  createMetrics,
+  registerHealth,
+  registerReflection,
+  rpcMetricsInterceptor,
+  startMetricsServer,
+  type Logger,
+  type MetricsServer,
+} from '@bedrock/platform/server';
+import { registerConversationRoutes } from './api/conversation-routes.ts';
+import { authInterceptor } from './auth/auth-interceptor.ts';
+import { loadTokenStore, type TokenStore } from './auth/token-store.ts';
+import type { WebBffConfig } from './config.ts';
+import { parseOrigins, withCors } from './http/cors.ts';
+import { listen, type Listener } from './http/listener.ts';
+import { exposeExchange } from './http/raw-request.ts';
+import { staticFiles } from './http/static-files.ts';
+import { createUpstream } from './upstream/conversation-client.ts';
+import { createFanout, type Fanout, type FanoutStats } from './watch/fanout.ts';
+import { createStallWatchdog } from './watch/stall-watchdog.ts';
+
+export const SERVICE_NAME = 'web-bff';
+
+/** Largest request accepted from clients, bytes: a message with images (the conversation service checks the details). */
+const READ_MAX_BYTES = 64 * 1024 * 1024;
+
+/** Parts a caller may supply instead of having them built from config (tests, the embedded mode). */
+export interface WebBffDeps {
+  readonly logger?: Logger;
+  /** Notification streams to watch (e.g. the embedded mode's in-process ones). */
+  readonly streams?: NotificationStreams;
+  /** Tokens; default: loaded from BEDROCK_TOKENS_FILE / BEDROCK_TOKENS. */
+  readonly tokens?: TokenStore;
+}
+
+export interface RunningWebBff {
+  /** HTTP/1.1 base URL (Connect, gRPC-Web, UI). */
+  readonly httpUrl: string;
+  /** h2c base URL (gRPC, Connect, gRPC-Web). */
+  readonly grpcUrl: string;
+  readonly metricsUrl: string;
+  /** Re-reads the token sources (SIGHUP); the old tokens stay if the new ones are invalid. */
+  reloadTokens(): void;
+  watchStats(): FanoutStats & { readonly stallResets: number };
+  stop(): Promise<void>;
+}
+
+export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): Promise<RunningWebBff> {
+  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
+  const tokenSources = { file: config.tokensFile, inline: config.tokens };
+  let tokens = deps.tokens ?? loadTokenStore(tokenSources);
+  if (tokens.users.length === 0) logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
+
+  const metrics = createMetrics(SERVICE_NAME);
+  const health = createHealth();
+  let ownedTransport: Transport | undefined;
+  let streams = deps.streams;
+  if (!streams) {
+    ownedTransport =
+      config.transport === 'memory'
+        ? createMemoryTransport()
+        : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') });
+    streams = ownedTransport.streams;
+  }
+  const upstream = createUpstream({ baseUrl: config.conversationUrl.href.replace(/\/$/, ''), timeoutMs: config.upstreamTimeoutMs });
+  const fanout: Fanout = createFanout({
+    streams,
+    bufferEvents: config.watchBufferEvents,
+    maxLagMs: config.watchMaxLagMs,
+    readBlockMs: config.watchReadBlockMs,
+    lingerMs: config.watchLingerMs,
+    onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
+  });
+  const watchdog = createStallWatchdog(config.watchStallMs, () => logger.info('watch stream reset: the client stopped reading'));
+  const shutdown = new AbortController();
+
+  const exchange = exposeExchange();
+  const handler = connectNodeAdapter({
+    readMaxBytes: READ_MAX_BYTES,
+    shutdownSignal: shutdown.signal,
+    interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],
+    contextValues: exchange.contextValues,
+    fallback: staticFiles(config.uiDir),
+    routes(router) {
+      registerConversationRoutes(router, {
+        upstream,
+        fanout,
+        watchdog,
+        logger,
+        heartbeatMs: config.heartbeatMs,
+        maxLagMs: config.watchMaxLagMs,
+        onWatchers: (delta) => {
+          metrics.activeStreams.inc({ kind: 'watch' }, delta);
+          metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
+        },
+      });
+      registerHealth(router, health);
+      registerReflection(router, [ConversationService, healthPb.Health]);
+    },
+  });
+  const app = withCors(parseOrigins(config.corsOrigins), exchange.wrap(handler));
+
+  const listeners: Listener[] = [];
+  let metricsServer: MetricsServer | undefined;
+  try {
+    listeners.push(await listen('http1', config.host, config.httpPort, app));
+    listeners.push(await listen('h2c', config.host, config.grpcPort, app));
+    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
+  } catch (err) {
+    for (const l of listeners) await l.close(0, () => undefined);
+    await fanout.close();
+    watchdog.stop();
+    await ownedTransport?.close();
+    throw err;
+  }
+  health.set('', 'SERVING');
+  health.set(ConversationService.typeName, 'SERVING');
+  const [http1, h2c] = listeners as [Listener, Listener];
+  logger.info({ http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.users.length }, 'web-bff started');
+
+  const metricsSrv = metricsServer;
+  let stopping: Promise<void> | undefined;
+  return {
+    httpUrl: http1.url,
+    grpcUrl: h2c.url,
+    metricsUrl: metricsSrv.url,
+    reloadTokens() {
+      try {
+        tokens = loadTokenStore(tokenSources);
+        logger.info({ users: tokens.users.length }, 'bearer tokens reloaded');
+      } catch (err) {
+        logger.error({ err: err instanceof Error ? err.message : String(err) }, 'reloading bearer tokens failed; keeping the old ones');
+      }
+    },
+    watchStats: () => ({ ...fanout.stats(), stallResets: watchdog.resets }),
+    stop() {
+      stopping ??= (async () => {
+        health.shutdown();
+        const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
+        await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs, abort)));
+        watchdog.stop();
+        await fanout.close();
+        await metricsSrv.close();
+        await ownedTransport?.close();
+        logger.info('web-bff stopped');
+      })();
+      return stopping;
+    },
+  };
+}

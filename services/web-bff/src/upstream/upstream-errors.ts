@@ -1,0 +1,49 @@
+/**
+ * Errors of the conversation service as clients see them. Its answers are already written
+ * for users (codes and messages a person can act on), so they pass through with their code,
+ * message and the `bedrock-rejection` detail. What would leak internals — connection errors
+ * naming hosts, internal/unknown failures — becomes a generic message; the detail is logged.
+ */
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { Logger } from '@bedrock/platform/server';
+
+/** Codes whose messages come from the conversation service's own validation and state machine. */
+const PASS_THROUGH = new Set<Code>([
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.FailedPrecondition,
+  Code.AlreadyExists,
+  Code.PermissionDenied,
+  Code.OutOfRange,
+  Code.ResourceExhausted,
+  Code.Aborted,
+]);
+
+/** Response metadata worth passing on. */
+const PASSED_METADATA = ['bedrock-rejection'];
+
+export function mapUpstreamError(err: unknown, logger: Logger, method: string): ConnectError {
+  const e = ConnectError.from(err);
+  if (PASS_THROUGH.has(e.code)) {
+    const metadata = new Headers();
+    for (const name of PASSED_METADATA) {
+      const value = e.metadata.get(name);
+      if (value !== null) metadata.set(name, value);
+    }
+    return new ConnectError(e.rawMessage, e.code, metadata);
+  }
+  switch (e.code) {
+    case Code.Canceled:
+      return new ConnectError('the call was cancelled', Code.Canceled);
+    case Code.DeadlineExceeded:
+      logger.warn({ method, err: e.message }, 'conversation service call timed out');
+      return new ConnectError('the conversation service did not answer in time; try again', Code.DeadlineExceeded);
+    case Code.Unavailable:
+      logger.warn({ method, err: e.message }, 'conversation service unavailable');
+      return new ConnectError('the conversation service is unavailable; try again shortly', Code.Unavailable);
+    default:
+      // Unauthenticated from upstream means web-bff itself failed to name the user: our bug.
+      logger.error({ method, code: Code[e.code], err: e.message }, 'conversation service call failed');
+      return new ConnectError('internal error', Code.Internal);
+  }
+}

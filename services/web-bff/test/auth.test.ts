@@ -1,0 +1,129 @@
+/**
+ * Authentication and ownership through the real web-bff and conversation service: every RPC
+ * without a token or with a wrong one is UNAUTHENTICATED; another user's conversation is
+ * NOT_FOUND for every RPC that names one; sub-agents are hidden from listings.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Code, ConnectError, type Client } from '@connectrpc/connect';
+import type { ConversationService } from '@bedrock/contracts';
+import { startSystem, type System } from './support/system.ts';
+
+let s: System;
+let aliceConversation: string;
+beforeAll(async () => {
+  s = await startSystem({ label: 'auth' });
+  const created = await s.client(s.tokens.alice).createConversation({ cwd: '/tmp' });
+  aliceConversation = created.conversation!.id;
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+type Svc = Client<typeof ConversationService>;
+
+/** Every RPC of the service, naming `id` where it takes a conversation. */
+function everyRpc(id: string): Record<string, (c: Svc) => Promise<unknown>> {
+  return {
+    CreateConversation: (c) => c.createConversation({ cwd: '/tmp' }),
+    ListConversations: (c) => c.listConversations({}),
+    GetConversation: (c) => c.getConversation({ conversationId: id }),
+    SendMessage: (c) => c.sendMessage({ conversationId: id, text: 'hi' }),
+    Cancel: (c) => c.cancel({ conversationId: id }),
+    RespondToModeUpgrade: (c) => c.respondToModeUpgrade({ conversationId: id, approve: true }),
+    DowngradeMode: (c) => c.downgradeMode({ conversationId: id }),
+    TriggerContinuation: (c) => c.triggerContinuation({ conversationId: id }),
+    WatchConversation: async (c) => {
+      for await (const _ of c.watchConversation({ conversationId: id })) return;
+    },
+  };
+}
+
+async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    return ConnectError.from(err).code;
+  }
+}
+
+describe('authentication', () => {
+  const cases: [string, () => string | undefined][] = [
+    ['no token', () => undefined],
+    ['a wrong token', () => `${s.tokens.alice}x`],
+    ['an empty bearer', () => ''],
+  ];
+  for (const [what, token] of cases) {
+    it(`refuses every RPC with ${what} as UNAUTHENTICATED`, async () => {
+      for (const protocol of ['grpc', 'connect-h1', 'grpc-web-h1'] as const) {
+        const client = s.client(token(), protocol);
+        const codes: Record<string, Code | 'ok'> = {};
+        for (const [name, rpc] of Object.entries(everyRpc(aliceConversation))) codes[name] = await codeOf(rpc(client));
+        expect(Object.values(codes).every((c) => c === Code.Unauthenticated)).toBe(true);
+        expect(Object.keys(codes)).toHaveLength(9);
+      }
+    });
+  }
+
+  it('says why in the message and never echoes the token', async () => {
+    const err = ConnectError.from(await s.client(undefined).listConversations({}).catch((e: unknown) => e));
+    expect(err.rawMessage).toMatch(/missing bearer token/);
+    const wrong = `${s.tokens.alice}-nope`;
+    const err2 = ConnectError.from(await s.client(wrong).listConversations({}).catch((e: unknown) => e));
+    expect(err2.rawMessage).toBe('invalid bearer token');
+    expect(err2.rawMessage).not.toContain(wrong);
+  });
+
+  it("serves a valid token's own conversations", async () => {
+    const ok = await s.client(s.tokens.alice).listConversations({});
+    expect(ok.conversations.map((c) => c.id)).toContain(aliceConversation);
+  });
+});
+
+describe('ownership', () => {
+  it("answers NOT_FOUND to bob for every RPC on alice's conversation", async () => {
+    const bob = s.client(s.tokens.bob);
+    const rpcs = everyRpc(aliceConversation);
+    const codes: Record<string, Code | 'ok'> = {};
+    for (const [name, rpc] of Object.entries(rpcs)) {
+      if (name === 'CreateConversation' || name === 'ListConversations') continue;
+      codes[name] = await codeOf(rpc(bob));
+    }
+    expect(codes).toEqual({
+      GetConversation: Code.NotFound,
+      SendMessage: Code.NotFound,
+      Cancel: Code.NotFound,
+      RespondToModeUpgrade: Code.NotFound,
+      DowngradeMode: Code.NotFound,
+      TriggerContinuation: Code.NotFound,
+      WatchConversation: Code.NotFound,
+    });
+    // Resuming a watch (no snapshot) is checked too.
+    const resumed = await codeOf(
+      (async () => {
+        for await (const _ of bob.watchConversation({ conversationId: aliceConversation, afterSequence: 1n })) return;
+      })(),
+    );
+    expect(resumed).toBe(Code.NotFound);
+    // Listing under alice's conversation as a parent, and continuing from it.
+    expect(await codeOf(bob.listConversations({ parentId: aliceConversation }))).toBe(Code.NotFound);
+    expect(await codeOf(bob.createConversation({ cwd: '/tmp', continueFromId: aliceConversation }))).toBe(Code.NotFound);
+    // And bob's list does not show it.
+    const list = await bob.listConversations({});
+    expect(list.conversations.map((c) => c.id)).not.toContain(aliceConversation);
+  });
+
+  it('ignores a bedrock-user-id header sent by a client', async () => {
+    const bob = s.client(s.tokens.bob);
+    const err = await bob
+      .getConversation({ conversationId: aliceConversation }, { headers: { 'bedrock-user-id': 'alice' } })
+      .catch((e: unknown) => ConnectError.from(e));
+    expect((err as ConnectError).code).toBe(Code.NotFound);
+  });
+
+  it('passes validation errors through with their code and message', async () => {
+    const err = ConnectError.from(await s.client(s.tokens.alice).createConversation({ cwd: 'relative' }).catch((e: unknown) => e));
+    expect(err.code).toBe(Code.InvalidArgument);
+    expect(err.rawMessage).toMatch(/cwd must be an absolute path/);
+  });
+});

@@ -1,0 +1,184 @@
+/**
+ * The real conversation service (real Postgres and Redis) behind a real web-bff, both on
+ * ephemeral loopback ports. The test plays the llm-gateway and the tool-runner on the real
+ * queues, as those services do (the pattern of services/conversation/test/support/harness.ts).
+ */
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
+import {
+  ConversationEventJobSchema,
+  ConversationEventSchema,
+  ConversationService,
+  LlmRequestJobSchema,
+  QUEUE_CONVERSATION_EVENTS,
+  QUEUE_LLM_REQUESTS,
+  QUEUE_TOOL_EXEC,
+  QUEUE_TOOL_EXEC_RESTRICTED,
+  ToolExecJobSchema,
+  type LlmRequestJob,
+  type ToolExecJob,
+} from '@bedrock/contracts';
+import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
+import { createLogger } from '@bedrock/platform/server';
+import { readConversationConfig } from '../../../conversation/src/config.ts';
+import { startConversationService, type RunningConversationService } from '../../../conversation/src/create-conversation-service.ts';
+import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
+import { readWebBffConfig } from '../../src/config.ts';
+import { startWebBff, type RunningWebBff } from '../../src/create-web-bff.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+
+export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
+export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-web-h1';
+
+export interface System {
+  readonly db: TestDatabase;
+  readonly conversation: RunningConversationService;
+  readonly bff: RunningWebBff;
+  readonly transport: Transport;
+  readonly prefix: string;
+  /** Plaintext tokens by user (alice, bob). */
+  readonly tokens: Record<string, string>;
+  readonly llmJobs: LlmRequestJob[];
+  readonly toolJobs: ToolExecJob[];
+  /** A client of web-bff; `token` undefined sends none. */
+  client(token: string | undefined, protocol?: Protocol): Client<typeof ConversationService>;
+  /** Sends a result event the way the gateway and runner do. */
+  send(conversationId: string, eventId: string, event: EventInit): Promise<void>;
+  /** Streams a token delta the way the gateway does (after the stream's last durable event). */
+  delta(conversationId: string, requestId: string, text: string): Promise<void>;
+  waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
+  close(): Promise<void>;
+}
+
+export interface SystemOptions {
+  readonly label: string;
+  /** Extra web-bff environment. */
+  readonly bffEnv?: Record<string, string>;
+  /** Consume llm-requests and tool-exec in the test (default true). */
+  readonly playWorkers?: boolean;
+}
+
+export async function startSystem(options: SystemOptions): Promise<System> {
+  const db = await createTestDatabase(options.label);
+  const prefix = `test-bff-${options.label}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const transports: Transport[] = [];
+  const newTransport = () => {
+    const t = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
+    transports.push(t);
+    return t;
+  };
+  const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
+  const conversation = await startConversationService(
+    readConversationConfig({
+      DATABASE_URL: db.url,
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_METRICS_PORT: '0',
+      BEDROCK_HOST: '127.0.0.1',
+      BEDROCK_SANDBOX: 'available',
+      BEDROCK_DEFAULT_MODEL: 'test-model',
+      BEDROCK_LLM_RETRY_BASE: '50',
+      BEDROCK_CANCEL_ACK_TIMEOUT: '2000',
+      BEDROCK_RECOVERY_INTERVAL: '3600000',
+      BEDROCK_SHUTDOWN_GRACE: '1000',
+      LOG_LEVEL: 'warn',
+    }),
+    { transport: newTransport(), logger },
+  );
+
+  const tokens = { alice: generateToken(), bob: generateToken() };
+  const entries = parseTokenEntries(
+    Object.entries(tokens)
+      .map(([user, token]) => `${user}:${hashToken(token)}`)
+      .join('\n'),
+    'test',
+  );
+  const bff = await startWebBff(
+    readWebBffConfig({
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_METRICS_PORT: '0',
+      BEDROCK_HOST: '127.0.0.1',
+      BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+      BEDROCK_SHUTDOWN_GRACE: '1000',
+      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
+      ...options.bffEnv,
+    }),
+    { logger, streams: newTransport().streams, tokens: createTokenStore(entries) },
+  );
+
+  const workers = newTransport();
+  const llmJobs: LlmRequestJob[] = [];
+  const toolJobs: ToolExecJob[] = [];
+  const consumers: Consumer[] = [];
+  if (options.playWorkers !== false) {
+    consumers.push(workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(job.data)));
+    for (const q of [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]) {
+      consumers.push(workers.queues.consume(q, ToolExecJobSchema, async (job) => void toolJobs.push(job.data)));
+    }
+  }
+  const events = workers.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
+
+  const bearer = (token: string | undefined): Interceptor => (next) => (req) => {
+    if (token !== undefined) req.header.set('authorization', `Bearer ${token}`);
+    return next(req);
+  };
+
+  return {
+    db,
+    conversation,
+    bff,
+    transport: workers,
+    prefix,
+    tokens,
+    llmJobs,
+    toolJobs,
+    client(token, protocol = 'grpc') {
+      const interceptors = [bearer(token)];
+      const h2 = { baseUrl: bff.grpcUrl, httpVersion: '2' as const, interceptors };
+      const h1 = { baseUrl: bff.httpUrl, httpVersion: '1.1' as const, interceptors };
+      const transport =
+        protocol === 'grpc'
+          ? createGrpcTransport(h2)
+          : protocol === 'connect'
+            ? createConnectTransport(h2)
+            : protocol === 'grpc-web'
+              ? createGrpcWebTransport(h2)
+              : protocol === 'connect-h1'
+                ? createConnectTransport(h1)
+                : createGrpcWebTransport(h1);
+      return createClient(ConversationService, transport);
+    },
+    async send(conversationId, eventId, event) {
+      await events.add(eventId, create(ConversationEventJobSchema, { eventId, conversationId, event }));
+    },
+    async delta(conversationId, requestId, text) {
+      const last = await workers.streams.last(conversationId);
+      await workers.streams.appendEphemeral(
+        create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value: { requestId, text } } }),
+      );
+    },
+    async waitFor(what, probe, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const value = await probe();
+        if (value !== undefined && value !== false) return value as never;
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    async close() {
+      const t0 = Date.now();
+      const step = (what: string) => process.env.DEBUG_CLOSE && console.log(what, Date.now() - t0);
+      await Promise.all(consumers.map((c) => c.close(0)));
+      step('consumers');
+      await bff.stop().catch(() => undefined);
+      step('bff');
+      await conversation.stop().catch(() => undefined);
+      step('conversation');
+      for (const t of transports) await t.close();
+      step('transports');
+      await db.drop();
+    },
+  };
+}

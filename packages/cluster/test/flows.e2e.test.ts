@@ -28,6 +28,15 @@ async function converse(text: string) {
   return conv.id;
 }
 
+/** Like converse, but watching from before the message is sent, so no event is missed. */
+async function converseWatched(text: string) {
+  const conv = (await e.client.createConversation({ cwd: '/tmp' })).conversation!;
+  const watcher = e.watch(conv.id);
+  await e.waitFor('the watch snapshot', () => watcher.events.some((ev) => ev.kind.case === 'snapshot'));
+  await e.client.sendMessage({ conversationId: conv.id, text });
+  return { id: conv.id, watcher };
+}
+
 async function rest(id: string, kind = StateKind.IDLE) {
   return e.waitFor(`${id} to reach ${StateKind[kind]}`, async () => (await e.stateOf(id)) === kind);
 }
@@ -58,8 +67,7 @@ describe('end to end through the public API', () => {
 
   it('cancels a running tool: its process group is gone, results are synthetic, the conversation is idle', async () => {
     e.route('cancel a tool', tools(call('bash', { command: 'echo PID=$$; sleep 300 & wait' }), call('bash', { command: 'echo never' })));
-    const id = await converse('cancel a tool');
-    const watcher = e.watch(id);
+    const { id, watcher } = await converseWatched('cancel a tool');
     const pid = await e.waitFor('the tool to print its pid', () => {
       const out = watcher.events.flatMap((ev) => (ev.kind.case === 'toolOutput' ? [ev.kind.value.text] : [])).join('');
       const m = /PID=(\d+)/.exec(out);
@@ -97,8 +105,7 @@ describe('end to end through the public API', () => {
 
   it('retries a 529 visibly on the watch stream, then succeeds', async () => {
     e.route('overloaded', { kind: 'error', status: 529, errorType: 'overloaded_error', message: 'Overloaded' }, say('Recovered.'));
-    const id = await converse('overloaded first');
-    const watcher = e.watch(id);
+    const { id, watcher } = await converseWatched('overloaded first');
     await rest(id);
     const retry = await e.waitFor('a retry notice', () => watcher.events.find((ev) => ev.kind.case === 'retryScheduled'));
     expect(retry.kind.case === 'retryScheduled' && [retry.kind.value.attempt, retry.kind.value.maxAttempts, retry.kind.value.errorKind]).toEqual([2, 3, ErrorKind.SERVER]);

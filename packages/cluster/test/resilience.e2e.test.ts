@@ -103,8 +103,11 @@ describe('failures in the middle of turns', () => {
 
   it('survives kill -9 of the tool-runner running a tool: another runner takes the job', async () => {
     e.route('runner victim', bash('echo PID=$$; sleep 2; echo finished'), say('The tool finished.'));
-    const id = await converse('runner victim');
+    const conv = (await e.client.createConversation({ cwd: '/tmp' })).conversation!;
+    const id = conv.id;
     const watcher = e.watch(id);
+    await e.waitFor('the watch snapshot', () => watcher.events.some((ev) => ev.kind.case === 'snapshot'));
+    await e.client.sendMessage({ conversationId: id, text: 'runner victim' });
     const pid = await e.waitFor('the tool to print its pid', () => {
       const out = watcher.events.flatMap((ev) => (ev.kind.case === 'toolOutput' ? [ev.kind.value.text] : [])).join('');
       const m = /PID=(\d+)/.exec(out);

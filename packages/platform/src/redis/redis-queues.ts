@@ -7,6 +7,7 @@
  * `backoffStrategy` applies its own consumer's `attempts`/`backoffMs` (returning -1, "do not
  * retry", once they are used up).
  */
+import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { Queue, WaitingError, Worker } from 'bullmq';
 import type { Job as BullJob } from 'bullmq';
@@ -94,7 +95,12 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
     readonly queue: string;
     private readonly worker: Worker;
     /** Aborted when close() stops waiting: running jobs are handed back. */
-    private readonly handBack = new AbortController();
+    private readonly handBack = (() => {
+      const controller = new AbortController();
+      // One listener per running job (bounded by concurrency), so Node's default of 10 is no leak sign.
+      setMaxListeners(0, controller.signal);
+      return controller;
+    })();
     private closing?: Promise<void>;
 
     constructor(

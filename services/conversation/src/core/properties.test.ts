@@ -23,6 +23,7 @@ import {
   CONTINUATION_FALLBACK_SUMMARY,
   MODE_NOTICE_RESTRICTED,
   CONTINUATION_THRESHOLD,
+  WARNING_THRESHOLD,
 } from './index.ts';
 import type {
   ConversationContext,
@@ -176,6 +177,20 @@ describe('conversation state machine properties', () => {
           expect(result.rejection.code).toBe(expected);
           expect(result.rejection.message).toBe(REJECTION_MESSAGES[expected]);
         }
+        // Order of checks (docs): exhausted, finished sub-agent, sub-agent, then an empty message, then the phase.
+        for (const state of statesOf(r)) {
+          const kind = state.phase.kind;
+          const expected: RejectionCode =
+            kind === 'context_exhausted'
+              ? 'context_exhausted'
+              : sc.ctx.isSubAgent && (kind === 'completed' || kind === 'failed')
+                ? 'conversation_finished'
+                : sc.ctx.isSubAgent
+                  ? 'sub_agent_driven_by_parent'
+                  : 'empty_message';
+          const result = transition(state, sc.ctx, { type: 'user_message', text: ' \n\t', images: [] });
+          if (result.ok || result.rejection.code !== expected) fail(r, `blank message in ${kind}: ${result.ok ? 'accepted' : result.rejection.code}, expected ${expected}`);
+        }
       }),
       opts,
     );
@@ -284,6 +299,9 @@ describe('conversation state machine properties', () => {
                 expect(e.delayMs).toBeGreaterThanOrEqual(2 * lastDelay.delay);
               }
               lastDelay = { delay: e.delayMs, retryAfter: ev.retryAfterMs };
+              // The client is told which attempt runs next, of how many, and when.
+              const told = effectsOf(s.result).flatMap((x) => (x.type === 'notify' && x.notification.kind === 'retry_scheduled' ? [x.notification] : []));
+              expect(told).toEqual([expect.objectContaining({ attempt: n + 1, maxAttempts: max, delayMs: e.delayMs })]);
             }
           }
           // A retryable error on the last attempt ends the chain.
@@ -714,7 +732,7 @@ describe('conversation state machine properties', () => {
     );
   });
 
-  it('a response at >= 90% of the window runs no tool (REQ-BED-019/024), and the 80% warning is given at most once', () => {
+  it('a response at >= 90% of the window runs no tool (REQ-BED-019/024), and the 80% warning is given once, on the first response at >= 80% (REQ-BED-023)', () => {
     let triggered = 0;
     fc.assert(
       fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
@@ -727,7 +745,14 @@ describe('conversation state machine properties', () => {
           const bp = s.before.phase;
           if (ev.type !== 'llm_response' || bp.kind !== 'llm_requesting' || bp.retry !== null || bp.requestId !== ev.requestId) continue;
           const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * sc.ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
-          if (!over) continue;
+          if (!over) {
+            // REQ-BED-023: the warning is given on the first response at >= 80%, and only then.
+            const due = !s.before.contextWarned && contextTokens(ev.usage) >= WARNING_THRESHOLD * sc.ctx.contextWindow;
+            const given = effects.filter((e) => e.type === 'notify' && e.notification.kind === 'context_warning').length;
+            if (given !== (due ? 1 : 0)) fail(r, `step ${s.index}: ${given} context warnings, expected ${due ? 1 : 0}`);
+            expect(s.after.contextWarned).toBe(s.before.contextWarned || due);
+            continue;
+          }
           triggered++;
           if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent')) fail(r, `step ${s.index}: a tool ran at the threshold`);
           if (sc.ctx.isSubAgent) {
@@ -801,13 +826,28 @@ describe('conversation state machine properties', () => {
             expect(of('cancel_timer').map((e) => e.timerId)).toEqual([p.timerId]);
           }
           if (result.state.mode !== state.mode) fail(r, `${where} changed the mode`);
+          const owedIds =
+            p.kind === 'tool_executing'
+              ? [p.current.id, ...p.remaining.map((c) => c.id)]
+              : p.kind === 'awaiting_sub_agents'
+                ? [p.spawnToolUseId, ...p.remaining.map((c) => c.id)]
+                : p.kind === 'awaiting_mode_approval'
+                  ? [p.toolUseId, ...p.remaining.map((c) => c.id)]
+                  : [];
           if (ctx.isSubAgent) {
-            // A sub-agent that is stopped fails, and its parent is told.
-            expect(next.kind).toBe('failed');
-            if (next.kind === 'failed') expect(next.errorKind).toBe('cancelled');
-            const told = of('notify_parent');
-            expect(told).toHaveLength(1);
-            expect(told[0]?.outcome.success).toBe(false);
+            // A sub-agent that is stopped (by a person or by its parent) fails, answers what it owes, and its parent is told.
+            const stop = transition(state, ctx, { type: 'sub_agent_stop', reason: 'parent gave up' });
+            for (const [how, res] of [['user_cancel', result], ['sub_agent_stop', stop]] as const) {
+              if (!res.ok) return fail(r, `${how} in ${p.kind} (sub-agent) rejected: ${res.rejection.code}`);
+              const phase = res.state.phase;
+              if (phase.kind !== 'failed' || phase.errorKind !== 'cancelled') fail(r, `${how} in ${p.kind} (sub-agent) -> ${phase.kind}`);
+              const told = res.effects.filter((e) => e.type === 'notify_parent');
+              if (told.length !== 1 || told[0]?.type !== 'notify_parent' || told[0].outcome.success) fail(r, `${how} in ${p.kind}: notify_parent ${JSON.stringify(told)}`);
+              const answered = toolResults(persisted(res.effects));
+              if (JSON.stringify(answered.map((x) => x.toolUseId)) !== JSON.stringify(owedIds) || answered.some((x) => !x.cancelled || !x.isError)) {
+                fail(r, `${how} in ${p.kind} (sub-agent) answered [${answered.map((x) => x.toolUseId).join(', ')}], owed [${owedIds.join(', ')}]`);
+              }
+            }
             continue;
           }
           // Parent: what it goes to, and no partial response persisted (REQ-BED-005).
@@ -823,16 +863,8 @@ describe('conversation state machine properties', () => {
           } else {
             expect(next.kind).toBe('idle');
           }
-          const owed =
-            p.kind === 'tool_executing'
-              ? [p.current.id, ...p.remaining.map((c) => c.id)]
-              : p.kind === 'awaiting_sub_agents'
-                ? [p.spawnToolUseId, ...p.remaining.map((c) => c.id)]
-                : p.kind === 'awaiting_mode_approval'
-                  ? [p.toolUseId, ...p.remaining.map((c) => c.id)]
-                  : [];
           const answered = toolResults(persisted(effects));
-          expect(answered.map((x) => x.toolUseId)).toEqual(owed);
+          expect(answered.map((x) => x.toolUseId)).toEqual(owedIds);
           for (const x of answered) {
             expect(x.cancelled).toBe(true);
             expect(x.isError).toBe(true);
@@ -963,7 +995,12 @@ describe('conversation state machine properties', () => {
           if (bp.kind === 'awaiting_continuation') {
             const a = s.after.phase;
             expect(a.kind).toBe('context_exhausted');
-            if (a.kind === 'context_exhausted') expect(a.finalUsage).toEqual(addUsage(bp.triggerUsage, ev.usage));
+            if (a.kind === 'context_exhausted') {
+              expect(a.finalUsage).toEqual(addUsage(bp.triggerUsage, ev.usage));
+              // The summary is the response's text, or the fallback when it has none.
+              const text = ev.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
+              expect(a.summary.trim()).toBe(text.trim() === '' ? CONTINUATION_FALLBACK_SUMMARY : text.trim());
+            }
             continue;
           }
           expect(s.after.lastUsage).toEqual(ev.usage);

@@ -157,14 +157,19 @@ describe('the web UI', () => {
     // The list shows the conversation as the current one.
     await expect(page.locator('.conversation-list a[aria-current="page"]').count()).resolves.toBe(1);
     await shot('tool-run');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('tool-run-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('cancels a running tool: back to idle with a synthetic "Cancelled by user" result', async () => {
     await newConversation();
-    api.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'sleep 30' } }] });
+    api.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo started; sleep 30' } }] });
     await send('Wait for a while.');
     await waitForStateLine(/Running tool 1 of 1: bash/);
     await page.locator('article.tool[data-status="running"]').waitFor();
+    // The live output (tool_output events) shows while the command still runs.
+    await page.locator('article.tool .tool-live', { hasText: 'started' }).waitFor();
     await shot('cancel-running');
     const clicked = Date.now();
     await page.getByRole('button', { name: 'Cancel' }).click();
@@ -196,6 +201,11 @@ describe('the web UI', () => {
     await expect(dialog.innerText()).resolves.toContain(reason);
     await waitForStateLine(/Waiting for your approval/);
     await shot('upgrade-dialog');
+    // Escape closes the dialog without answering; the banner brings it back.
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+    await page.getByRole('button', { name: 'Review request' }).click();
+    await dialog.waitFor();
     await dialog.getByRole('button', { name: 'Approve' }).click();
 
     await page.getByTestId('mode-line').filter({ hasText: 'Unrestricted' }).waitFor();

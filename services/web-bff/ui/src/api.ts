@@ -27,9 +27,3 @@ export function errorText(err: unknown): string {
   if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';
   return e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;
 }
-
-/** Errors after which a watch stream should not be resumed. */
-export function isFinal(err: unknown): boolean {
-  const code = ConnectError.from(err).code;
-  return code === Code.Unauthenticated || code === Code.NotFound || code === Code.PermissionDenied || code === Code.InvalidArgument;
-}

@@ -3,9 +3,17 @@
  * from the last (sequence, delta_index) seen, with backoff, until stopped or told the
  * conversation is gone or the token is refused.
  */
-import type { ConversationEvent } from '@bedrock/contracts';
-import type { Api } from './api.ts';
-import { isFinal } from './api.ts';
+import { Code, ConnectError, type Client } from '@connectrpc/connect';
+import type { ConversationEvent, ConversationService } from '@bedrock/contracts';
+
+/** The one call the watch needs (kept apart from api.ts so this file needs no DOM). */
+type WatchClient = Pick<Client<typeof ConversationService>, 'watchConversation'>;
+
+/** Errors after which a watch stream should not be resumed. */
+function isFinal(err: unknown): boolean {
+  const code = ConnectError.from(err).code;
+  return code === Code.Unauthenticated || code === Code.NotFound || code === Code.PermissionDenied || code === Code.InvalidArgument;
+}
 
 export interface WatchHandlers {
   event(e: ConversationEvent): void;
@@ -15,7 +23,7 @@ export interface WatchHandlers {
   failed(err: unknown): void;
 }
 
-export function watch(api: Api, conversationId: string, handlers: WatchHandlers): () => void {
+export function watch(api: WatchClient, conversationId: string, handlers: WatchHandlers): () => void {
   const stop = new AbortController();
   let sequence = 0n;
   let deltaIndex = 0;

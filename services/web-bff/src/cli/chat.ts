@@ -1,0 +1,69 @@
+/**
+ * `bedrock chat [ID]`: a prompt; each line is sent and the turn streams until the agent is
+ * done. Ctrl-C during a turn cancels it; at the prompt it quits. An upgrade request asks y/n.
+ */
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { StateKind } from '@bedrock/contracts';
+import type { Ctx } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
+import { createEventRenderer, describeState } from './render.ts';
+import { followTurn } from './turn.ts';
+import { ConnectError } from '@connectrpc/connect';
+
+export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string }): Promise<number> {
+  let id = opts.id;
+  if (!id) {
+    const res = await ctx.client.createConversation({ cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '' });
+    id = res.conversation!.id;
+  }
+  const got = await ctx.client.getConversation({ conversationId: id });
+  ctx.output.err(`conversation ${id} in ${got.conversation!.cwd} (${describeState(got.conversation!.state)}). Ctrl-C cancels a turn; Ctrl-D quits.\n`);
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+  const render = createEventRenderer(ctx.output);
+  let turn: AbortController | undefined;
+  let closed = false;
+  rl.on('close', () => (closed = true));
+  rl.on('SIGINT', () => {
+    if (!turn) {
+      rl.close();
+      return;
+    }
+    ctx.output.err('\n· cancelling\n');
+    ctx.client.cancel({ conversationId: id }).catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
+  });
+  let last = EXIT.ok as number;
+  while (!closed) {
+    let line: string;
+    try {
+      line = (await rl.question('> ')).trim();
+    } catch {
+      break;
+    }
+    if (!line) continue;
+    turn = new AbortController();
+    try {
+      const rest = await followTurn({
+        client: ctx.client,
+        conversationId: id,
+        start: async () => (await ctx.client.sendMessage({ conversationId: id, text: line })).message?.id,
+        onEvent: render,
+        signal: turn.signal,
+        onRest: async (state) => {
+          if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
+          const answer = (await rl.question(`Allow the agent to write (${state.upgradeReason})? [y/N] `)).trim().toLowerCase();
+          await ctx.client.respondToModeUpgrade({ conversationId: id, approve: answer === 'y' || answer === 'yes' });
+          return true;
+        },
+      });
+      if (rest) ctx.output.err(`· ${describeState(rest)}\n`);
+      last = rest?.kind === StateKind.ERROR ? EXIT.turnError : EXIT.ok;
+    } catch (err) {
+      ctx.output.err(`${ConnectError.from(err).rawMessage}\n`);
+    } finally {
+      turn = undefined;
+    }
+  }
+  rl.close();
+  return last;
+}

@@ -1,0 +1,148 @@
+/** The scriptable subcommands (docs/cli.md). Each returns its exit code. */
+import { readFile } from 'node:fs/promises';
+import { extname, resolve } from 'node:path';
+import { toJson } from '@bufbuild/protobuf';
+import {
+  CancelResponseSchema,
+  ConversationSchema,
+  DowngradeModeResponseSchema,
+  GetConversationResponseSchema,
+  RespondToModeUpgradeResponseSchema,
+  StateKind,
+  TriggerContinuationResponseSchema,
+  type ConversationState,
+  type ImageAttachment,
+} from '@bedrock/contracts';
+import type { ApiClient } from './connection.ts';
+import { EXIT, UsageError } from './exit-codes.ts';
+import { createEventRenderer, describeState, ndjson, renderConversationLine, renderMessage, type Output } from './render.ts';
+import { followTurn, resumingWatch } from './turn.ts';
+
+export interface Ctx {
+  readonly client: ApiClient;
+  readonly output: Output;
+  readonly json: boolean;
+  readonly signal: AbortSignal;
+}
+
+const json = (value: unknown) => `${JSON.stringify(value)}\n`;
+
+const MEDIA_TYPES: Record<string, string> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
+
+export async function loadImage(path: string): Promise<Omit<ImageAttachment, '$typeName'>> {
+  const mediaType = MEDIA_TYPES[extname(path).toLowerCase()];
+  if (!mediaType) throw new UsageError(`--image ${path}: use a .png, .jpg, .gif or .webp file`);
+  const data = await readFile(path).catch(() => {
+    throw new UsageError(`--image ${path}: cannot read the file`);
+  });
+  return { mediaType, data };
+}
+
+export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: string; from?: string }): Promise<number> {
+  const res = await ctx.client.createConversation({ cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '' });
+  const c = res.conversation!;
+  ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
+  return EXIT.ok;
+}
+
+export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean }): Promise<number> {
+  let pageToken = '';
+  do {
+    const page = await ctx.client.listConversations({ pageToken, parentId: opts.parent ?? '', includeArchived: opts.archived, pageSize: 200 });
+    for (const c of page.conversations) ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : renderConversationLine(c));
+    pageToken = opts.all ? page.nextPageToken : '';
+  } while (pageToken);
+  return EXIT.ok;
+}
+
+export async function show(ctx: Ctx, id: string): Promise<number> {
+  const res = await ctx.client.getConversation({ conversationId: id });
+  if (ctx.json) {
+    ctx.output.out(`${JSON.stringify(toJson(GetConversationResponseSchema, res), null, 2)}\n`);
+    return EXIT.ok;
+  }
+  const c = res.conversation!;
+  ctx.output.out(`${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\n`);
+  const u = c.contextUsage;
+  if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
+  if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId}\n`);
+  ctx.output.out('\n');
+  for (const m of res.messages) ctx.output.out(renderMessage(m));
+  return EXIT.ok;
+}
+
+/** Exit code for the state a turn came to rest in. */
+export function restExit(state: ConversationState | undefined): number {
+  switch (state?.kind) {
+    case StateKind.IDLE:
+    case StateKind.COMPLETED:
+      return EXIT.ok;
+    case StateKind.AWAITING_MODE_APPROVAL:
+      return EXIT.awaitingApproval;
+    case StateKind.CONTEXT_EXHAUSTED:
+      return EXIT.exhausted;
+    case undefined:
+      return EXIT.interrupted;
+    default:
+      return EXIT.turnError;
+  }
+}
+
+export async function send(ctx: Ctx, id: string, text: string, opts: { images: string[]; wait: boolean }): Promise<number> {
+  const images = await Promise.all(opts.images.map(loadImage));
+  const sendIt = async () => {
+    const res = await ctx.client.sendMessage({ conversationId: id, text, images });
+    return res.message?.id;
+  };
+  if (!opts.wait) {
+    const res = await ctx.client.sendMessage({ conversationId: id, text, images });
+    ctx.output.out(ctx.json ? json({ messageId: res.message?.id ?? '', state: describeState(res.state) }) : `${res.message?.id ?? ''}\n`);
+    return EXIT.ok;
+  }
+  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output);
+  const rest = await followTurn({ client: ctx.client, conversationId: id, start: sendIt, onEvent: render, signal: ctx.signal });
+  if (!ctx.json && rest) ctx.output.err(`· ${describeState(rest)}\n`);
+  return restExit(rest);
+}
+
+export async function watch(ctx: Ctx, id: string): Promise<number> {
+  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output);
+  for await (const event of resumingWatch(ctx.client, id, ctx.signal)) {
+    if (event.kind.case === 'snapshot' && !ctx.json) {
+      const c = event.kind.value.conversation!;
+      ctx.output.err(`watching ${c.id} (${describeState(c.state)}); Ctrl-C to stop\n`);
+      continue;
+    }
+    if (event.kind.case === 'heartbeat' && !ctx.json) continue;
+    render(event);
+  }
+  return EXIT.ok;
+}
+
+export async function action(ctx: Ctx, verb: 'cancel' | 'approve' | 'deny' | 'downgrade' | 'continue', id: string): Promise<number> {
+  const req = { conversationId: id };
+  switch (verb) {
+    case 'cancel': {
+      const res = await ctx.client.cancel(req);
+      ctx.output.out(ctx.json ? json(toJson(CancelResponseSchema, res)) : `${describeState(res.state)}\n`);
+      break;
+    }
+    case 'approve':
+    case 'deny': {
+      const res = await ctx.client.respondToModeUpgrade({ ...req, approve: verb === 'approve' });
+      ctx.output.out(ctx.json ? json(toJson(RespondToModeUpgradeResponseSchema, res)) : `${describeState(res.conversation?.state)}\n`);
+      break;
+    }
+    case 'downgrade': {
+      const res = await ctx.client.downgradeMode(req);
+      ctx.output.out(ctx.json ? json(toJson(DowngradeModeResponseSchema, res)) : `${describeState(res.conversation?.state)}\n`);
+      break;
+    }
+    case 'continue': {
+      const res = await ctx.client.triggerContinuation(req);
+      ctx.output.out(ctx.json ? json(toJson(TriggerContinuationResponseSchema, res)) : `${describeState(res.state)}\n`);
+      break;
+    }
+  }
+  return EXIT.ok;
+}

@@ -28,6 +28,8 @@ describe('the state line', () => {
     const line = stateLine(state({ kind: StateKind.ERROR, errorKind: ErrorKind.RATE_LIMIT, errorMessage: 'Failed after 3 attempts: slow down' }), undefined, 0);
     expect(line.tone).toBe('error');
     expect(line.text).toBe('Error (rate limited): Failed after 3 attempts: slow down. Send a message to try again.');
+    const long = stateLine(state({ kind: StateKind.ERROR, errorKind: ErrorKind.INVALID_REQUEST, errorMessage: `${'x'.repeat(200)}.` }), undefined, 0).text;
+    expect(long).toBe(`Error (invalid request): ${'x'.repeat(119)}… Send a message to try again.`);
   });
 
   it('knows which states are busy and cancellable', () => {

@@ -276,4 +276,31 @@ describe('the web UI', () => {
     await waitForStateLine(/Ready/);
     await page.locator('.conv-meta').filter({ hasText: 'continued from' }).waitFor();
   });
+
+  it('shows a failed request as an error with its kind, and recovers on the next message', async () => {
+    await newConversation();
+    api.enqueue(
+      { kind: 'error', status: 400, errorType: 'invalid_request_error', message: 'messages: text content blocks must be non-empty' },
+      { kind: 'message', content: [{ type: 'text', text: 'Back on track.' }] },
+    );
+    await send('Break, please.');
+    await waitForStateLine(/^Error \(invalid request\): .*non-empty/);
+    await page.locator('[data-type="error"]', { hasText: 'non-empty' }).waitFor();
+    await shot('error');
+    await send('Try again.');
+    await page.getByText('Back on track.').waitFor();
+    await waitForStateLine(/Ready/);
+  });
+
+  it('sends a refused token back to the sign-in form, which takes a pasted token', async () => {
+    await page.evaluate("localStorage.setItem('bedrock.token', 'not-the-token')");
+    await page.reload();
+    const form = page.locator('form.sign-in');
+    await form.getByRole('alert').filter({ hasText: 'Signed out: invalid bearer token' }).waitFor();
+    await shot('sign-in');
+    await form.getByLabel('Token').fill(system.token);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'New conversation' }).waitFor();
+    await expect(page.locator('.conversation-list li').count()).resolves.toBeGreaterThan(0);
+  });
 });

@@ -214,7 +214,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
     const line = stateLine(state, retry, now);
     stateEl.dataset.tone = line.tone;
     stateEl.dataset.state = StateKind[kind] ?? String(kind);
-    replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: line.text }, line.text));
+    replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: kind === StateKind.ERROR ? state?.errorMessage : line.text }, line.text));
 
     const u = usageView(usage);
     usageEl.classList.toggle('usage-warning', u.warning);

@@ -96,7 +96,8 @@ export function stateLine(state: ConversationState | undefined, retry: PendingRe
       return { text: 'Context window full: this conversation is read-only', tone: 'done' };
     case StateKind.ERROR: {
       const s = state!;
-      return { text: `Error (${errorKindLabel(s.errorKind)}): ${s.errorMessage || 'the request failed'}. Send a message to try again.`, tone: 'error' };
+      // The full message is the error message in the transcript (and this line's tooltip).
+      return { text: `Error (${errorKindLabel(s.errorKind)}): ${shorten(s.errorMessage || 'the request failed', 120)} Send a message to try again.`, tone: 'error' };
     }
     case StateKind.COMPLETED:
       return { text: 'Completed', tone: 'done' };
@@ -125,6 +126,12 @@ const SHORT_STATES: Partial<Record<StateKind, string>> = {
 /** One or two words for the conversation list. */
 export function stateShort(kind: StateKind): string {
   return SHORT_STATES[kind] ?? '';
+}
+
+/** At most `max` characters: a full stop when whole, an ellipsis when cut. */
+function shorten(text: string, max: number): string {
+  const t = text.trim().replace(/\.+$/, '');
+  return t.length <= max ? `${t}.` : `${t.slice(0, max - 1).trimEnd()}…`;
 }
 
 export type ModeTone = 'restricted' | 'unrestricted' | 'unavailable';

@@ -14,8 +14,11 @@ const api = createApi();
 let view: View | undefined;
 let sidebar: Sidebar | undefined;
 let main: HTMLElement | undefined;
+/** The sign-in form is showing: later refusals of calls already in flight add nothing. */
+let signingIn = false;
 
 function signIn(message?: string): void {
+  signingIn = true;
   view?.dispose();
   view = undefined;
   sidebar = undefined;
@@ -41,6 +44,7 @@ function signIn(message?: string): void {
 }
 
 function authFailed(message: string): void {
+  if (signingIn) return;
   forgetToken();
   signIn(`Signed out: ${message}`);
 }
@@ -51,6 +55,7 @@ function navigate(path: string): void {
 }
 
 function shell(): void {
+  signingIn = false;
   sidebar = new Sidebar({ api, authFailed, navigate });
   main = h('main', { class: 'main', id: 'main' });
   const signOut = h('button', { type: 'button', class: 'link', onclick: () => authFailed('you signed out') }, 'Sign out');

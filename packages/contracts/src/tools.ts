@@ -191,15 +191,22 @@ export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = {
   },
 };
 
+const BASE_TOOLS: readonly ToolName[] = ['bash', 'patch', 'keyword_search', 'think'];
+/** The four possible sets, built once: tool sets are asked for on every request and tool start. */
+const TOOL_SETS = {
+  subAgent: Object.freeze([...BASE_TOOLS, 'submit_result'] as ToolName[]),
+  parentWithSandbox: Object.freeze([...BASE_TOOLS, 'spawn_agents', 'request_mode_upgrade'] as ToolName[]),
+  parentWithoutSandbox: Object.freeze([...BASE_TOOLS, 'spawn_agents'] as ToolName[]),
+};
+
 /**
  * The tools a conversation is offered, fixed for its whole life (descriptions are static):
  * sub-agents get submit_result and never spawn_agents or request_mode_upgrade (REQ-BED-009,
  * REQ-BED-018); request_mode_upgrade is offered only where Restricted mode exists at all.
  */
 export function toolSetFor(opts: { isSubAgent: boolean; sandboxAvailable: boolean }): readonly ToolName[] {
-  const base: ToolName[] = ['bash', 'patch', 'keyword_search', 'think'];
-  if (opts.isSubAgent) return [...base, 'submit_result'];
-  return opts.sandboxAvailable ? [...base, 'spawn_agents', 'request_mode_upgrade'] : [...base, 'spawn_agents'];
+  if (opts.isSubAgent) return TOOL_SETS.subAgent;
+  return opts.sandboxAvailable ? TOOL_SETS.parentWithSandbox : TOOL_SETS.parentWithoutSandbox;
 }
 
 export function isToolName(name: string): name is ToolName {

@@ -45,8 +45,18 @@ export function conversationView(deps: ViewDeps, id: string): View {
   const usageEl = h('div', { class: 'usage', 'data-testid': 'context-usage' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
   const connectionEl = h('div', { class: 'connection', role: 'status', hidden: true }, 'Connection lost: reconnecting…');
-  const upgradeBanner = h('div', { class: 'upgrade-banner', hidden: true });
-  const exhaustedPanel = h('div', { class: 'exhausted', hidden: true });
+  const upgradeBanner = h(
+    'div',
+    { class: 'upgrade-banner', hidden: true },
+    h('span', {}, 'The agent is waiting for your answer to its request for Unrestricted mode.'),
+    h('button', { type: 'button', class: 'small primary', onclick: () => dialog.showModal() }, 'Review request'),
+  );
+  const exhaustedPanel = h(
+    'div',
+    { class: 'exhausted', hidden: true },
+    h('p', {}, 'The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary above.'),
+    h('button', { type: 'button', class: 'primary', onclick: () => void continueFrom() }, 'Start a new conversation from this'),
+  );
 
   const transcript = new Transcript();
   const composer = new Composer({
@@ -185,38 +195,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
     render();
   }
 
-  function render(): void {
-    const now = performance.now();
-    const kind = state?.kind ?? StateKind.UNSPECIFIED;
-    if (conversation) {
-      title.textContent = conversation.slug || conversation.id;
-      document.title = `${conversation.slug} · Bedrock`;
-      replace(
-        meta,
-        h('code', { title: 'Working directory' }, conversation.cwd),
-        ' · ',
-        h('span', { title: 'Model' }, conversation.model),
-        conversation.continuedFromId ? [' · continued from ', h('a', { href: `/c/${conversation.continuedFromId}`, 'data-link': true }, 'the earlier conversation')] : null,
-      );
-    }
-
-    const sandbox = conversation?.sandboxAvailable ?? true;
-    const m = modeLine(mode, sandbox);
-    replace(
-      modeEl,
-      h('span', { class: `mode-badge mode-${m.tone}` }, m.label),
-      h('span', { class: 'mode-detail' }, m.detail),
-      sandbox && mode === Mode.UNRESTRICTED && !isFinished(kind)
-        ? h('button', { type: 'button', class: 'small', onclick: () => void act(() => api.downgradeMode({ conversationId: id })) }, 'Switch to Restricted')
-        : null,
-    );
-
-    const line = stateLine(state, retry, now);
-    stateEl.dataset.tone = line.tone;
-    stateEl.dataset.state = StateKind[kind] ?? String(kind);
-    replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: kind === StateKind.ERROR ? state?.errorMessage : line.text }, line.text));
-
-    const u = usageView(usage);
+  function renderUsage(u: ReturnType<typeof usageView>, offerContinuation: boolean): void {
     usageEl.classList.toggle('usage-warning', u.warning);
     const bar = h('div', {
       class: 'usage-bar',
@@ -232,10 +211,52 @@ export function conversationView(deps: ViewDeps, id: string): View {
       usageEl,
       h('span', { class: 'usage-label' }, u.warning ? `Context ${u.text}: nearly full` : `Context ${u.text}`),
       bar,
-      u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR)
+      offerContinuation
         ? h('button', { type: 'button', class: 'small warn', onclick: () => void act(() => api.triggerContinuation({ conversationId: id })) }, 'Summarise and continue')
         : null,
     );
+  }
+
+  function render(): void {
+    const now = performance.now();
+    const kind = state?.kind ?? StateKind.UNSPECIFIED;
+    if (conversation) {
+      const c = conversation;
+      title.textContent = c.slug || c.id;
+      document.title = `${c.slug} · Bedrock`;
+      renderIf(meta, [c.cwd, c.model, c.continuedFromId].join('\n'), () =>
+        replace(
+          meta,
+          h('code', { title: 'Working directory' }, c.cwd),
+          ' · ',
+          h('span', { title: 'Model' }, c.model),
+          c.continuedFromId ? [' · continued from ', h('a', { href: `/c/${c.continuedFromId}`, 'data-link': true }, 'the earlier conversation')] : null,
+        ),
+      );
+    }
+
+    const sandbox = conversation?.sandboxAvailable ?? true;
+    const m = modeLine(mode, sandbox);
+    const canDowngrade = sandbox && mode === Mode.UNRESTRICTED && !isFinished(kind);
+    renderIf(modeEl, `${m.label}|${m.detail}|${canDowngrade}`, () =>
+      replace(
+        modeEl,
+        h('span', { class: `mode-badge mode-${m.tone}` }, m.label),
+        h('span', { class: 'mode-detail' }, m.detail),
+        canDowngrade ? h('button', { type: 'button', class: 'small', onclick: () => void act(() => api.downgradeMode({ conversationId: id })) }, 'Switch to Restricted') : null,
+      ),
+    );
+
+    const line = stateLine(state, retry, now);
+    stateEl.dataset.tone = line.tone;
+    stateEl.dataset.state = StateKind[kind] ?? String(kind);
+    renderIf(stateEl, `${line.tone}|${line.text}`, () =>
+      replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: kind === StateKind.ERROR ? state?.errorMessage : line.text }, line.text)),
+    );
+
+    const u = usageView(usage);
+    const offerContinuation = u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR);
+    renderIf(usageEl, `${u.text}|${u.warning}|${offerContinuation}`, () => renderUsage(u, offerContinuation));
 
     // The upgrade question: a modal dialog once per request; a banner reopens it after Escape.
     const awaiting = kind === StateKind.AWAITING_MODE_APPROVAL;
@@ -247,11 +268,6 @@ export function conversationView(deps: ViewDeps, id: string): View {
         dialog.showModal();
       }
       upgradeBanner.hidden = dialog.open;
-      replace(
-        upgradeBanner,
-        h('span', {}, 'The agent is waiting for your answer to its request for Unrestricted mode.'),
-        h('button', { type: 'button', class: 'small primary', onclick: () => dialog.showModal() }, 'Review request'),
-      );
     } else {
       askedForThisUpgrade = false;
       upgradeReason = '';
@@ -261,13 +277,6 @@ export function conversationView(deps: ViewDeps, id: string): View {
 
     const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
     exhaustedPanel.hidden = !exhausted;
-    if (exhausted) {
-      replace(
-        exhaustedPanel,
-        h('p', {}, 'The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary above.'),
-        h('button', { type: 'button', class: 'primary', onclick: () => void continueFrom() }, 'Start a new conversation from this'),
-      );
-    }
     composer.setState({ busy: isBusy(kind), canCancel: canCancel(kind), hidden: exhausted || isFinished(kind) || !conversation?.userInitiated });
     transcript.onState(kind, state?.currentToolUseId ?? '');
     connectionEl.hidden = connected;
@@ -310,6 +319,17 @@ export function conversationView(deps: ViewDeps, id: string): View {
       composer.dispose();
     },
   };
+}
+
+/**
+ * Rebuilds `el` only when `key` changed: render() runs on every event and on the retry
+ * countdown's tick, and rebuilding unchanged parts would drop keyboard focus from their
+ * buttons and make screen readers repeat the state line.
+ */
+function renderIf(el: HTMLElement, key: string, build: () => void): void {
+  if (el.dataset.key === key) return;
+  el.dataset.key = key;
+  build();
 }
 
 function isFinished(kind: StateKind): boolean {

@@ -81,8 +81,11 @@ export class Sidebar {
       const res = await this.deps.api.listConversations({ pageSize: 100 });
       this.status.hidden = res.conversations.length > 0;
       this.status.textContent = 'No conversations yet.';
+      // Keep keyboard focus on the same conversation across the rebuild.
+      const focused = (document.activeElement as HTMLElement | null)?.dataset?.id;
       replace(this.list, res.conversations.map((c) => this.item(c)));
       this.select(this.current);
+      if (focused) this.list.querySelector<HTMLElement>(`a[data-id="${CSS.escape(focused)}"]`)?.focus();
     } catch (err) {
       if (isUnauthenticated(err)) this.deps.authFailed(errorText(err));
       else {

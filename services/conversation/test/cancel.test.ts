@@ -21,7 +21,8 @@ import { Code, rpcError, startHarness, type Harness } from './support/harness.ts
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ label: 'cancel', env: { BEDROCK_CANCEL_ACK_TIMEOUT: '1000' } });
+  // Long enough for the acknowledgement to win under load; the lost-acknowledgement test waits it out.
+  h = await startHarness({ label: 'cancel', env: { BEDROCK_CANCEL_ACK_TIMEOUT: '2500' } });
 });
 afterAll(async () => {
   await h?.close();
@@ -92,7 +93,7 @@ describe('cancel during an LLM request', () => {
   it('goes idle when the acknowledgement is lost, repeating the abort', async () => {
     const { id, job } = await started();
     await h.client().cancel({ conversationId: id });
-    await h.waitState(id, StateKind.IDLE, 'alice', 5000);
+    await h.waitState(id, StateKind.IDLE, 'alice', 10_000);
     await h.waitFor('second abort', () => abortsOf(job.requestId).length === 2);
     expect(await types(id)).toEqual(['USER']);
     await h.client().sendMessage({ conversationId: id, text: 'again' });
@@ -112,7 +113,7 @@ describe('cancel during an LLM request', () => {
     );
     expect(timers.rows).toHaveLength(1);
     const timerId = timers.rows[0]!.job_id;
-    expect((await h.transport.queues.jobStatus(QUEUE_CONVERSATION_EVENTS, timerId)).state).toBe('delayed');
+    await h.waitFor('the timer queued', async () => (await h.transport.queues.jobStatus(QUEUE_CONVERSATION_EVENTS, timerId)).state === 'delayed');
 
     const res = await h.client().cancel({ conversationId: id });
     expect(res.state!.kind).toBe(StateKind.IDLE);

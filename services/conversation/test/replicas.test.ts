@@ -6,7 +6,7 @@
  * a gap-free notification stream).
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ErrorKind, StateKind, StopReason } from '@bedrock/contracts';
+import { ErrorKind, Mode, StateKind, StopReason } from '@bedrock/contracts';
 import type { RunningConversationService } from '../src/create-conversation-service.ts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
@@ -21,7 +21,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-const N = 8;
+const N = 5;
 const both = (user = 'alice') => [h.client(user), h.client(user, b)] as const;
 
 /** The stored conversation is one serial history. */
@@ -150,6 +150,35 @@ describe('two replicas racing', () => {
       h.llmJobsOf(id).some((j) => j.messages.at(-1)!.content.some((c) => c.block.case === 'text' && c.block.value.text === 'next'));
     for (const { id } of runs) {
       await h.waitFor('the request for the next message', () => asksNext(id));
+      await expectSerial(id);
+    }
+  });
+
+  it('accept exactly one of an approval and a denial sent through both APIs at once', async () => {
+    const ids = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        const id = await h.createConversation();
+        await h.client().sendMessage({ conversationId: id, text: 'go' });
+        await h.respond(await h.llmJob(id), { stopReason: StopReason.TOOL_USE, content: [toolUse('u1', 'request_mode_upgrade', { reason: 'write' })] });
+        await h.waitState(id, StateKind.AWAITING_MODE_APPROVAL);
+        return id;
+      }),
+    );
+    const [ca, cb] = both();
+    for (const id of ids) {
+      const [approve, deny] = await Promise.allSettled([
+        ca.respondToModeUpgrade({ conversationId: id, approve: true }),
+        cb.respondToModeUpgrade({ conversationId: id, approve: false }),
+      ]);
+      const accepted = [approve, deny].filter((o) => o.status === 'fulfilled');
+      expect(accepted).toHaveLength(1);
+      const refused = [approve, deny].find((o) => o.status === 'rejected') as PromiseRejectedResult;
+      expect((refused.reason as { code: Code }).code).toBe(Code.FailedPrecondition);
+      const { conversation, messages } = await h.get(id);
+      expect(conversation!.mode).toBe(approve.status === 'fulfilled' ? Mode.UNRESTRICTED : Mode.RESTRICTED);
+      const answers = messages.flatMap((m) => m.content.flatMap((c) => (c.block.case === 'toolResult' ? [c.block.value.content] : [])));
+      expect(answers).toHaveLength(1);
+      await h.llmJob(id, 1);
       await expectSerial(id);
     }
   });

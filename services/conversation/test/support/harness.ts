@@ -5,6 +5,7 @@
  */
 import pg from 'pg';
 import { Redis } from 'ioredis';
+import { expect } from '@jest/globals';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -41,6 +42,21 @@ export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['eve
 type ResponseInit = Omit<MessageInitShape<typeof LlmResponseEventSchema>, '$typeName'>;
 type ErrorInit = Omit<MessageInitShape<typeof LlmErrorEventSchema>, '$typeName'>;
 type ToolCompleteInit = Omit<MessageInitShape<typeof ToolCompleteEventSchema>, '$typeName'>;
+
+/** Core phase names (the `state_kind` column) by API state kind. */
+const STATE_KINDS: Partial<Record<StateKind, string>> = {
+  [StateKind.IDLE]: 'idle',
+  [StateKind.LLM_REQUESTING]: 'llm_requesting',
+  [StateKind.TOOL_EXECUTING]: 'tool_executing',
+  [StateKind.CANCELLING]: 'cancelling',
+  [StateKind.AWAITING_SUB_AGENTS]: 'awaiting_sub_agents',
+  [StateKind.AWAITING_MODE_APPROVAL]: 'awaiting_mode_approval',
+  [StateKind.AWAITING_CONTINUATION]: 'awaiting_continuation',
+  [StateKind.CONTEXT_EXHAUSTED]: 'context_exhausted',
+  [StateKind.ERROR]: 'error',
+  [StateKind.COMPLETED]: 'completed',
+  [StateKind.FAILED]: 'failed',
+};
 
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
@@ -85,6 +101,7 @@ export interface Harness {
   createConversation(user?: string, cwd?: string): Promise<string>;
   /** The conversation's state kind through the API. */
   stateOf(conversationId: string, user?: string): Promise<StateKind>;
+  /** Waits until the conversation is in `kind` and its outbox is published (so its notifications can be read). */
   waitState(conversationId: string, kind: StateKind, user?: string, timeoutMs?: number): Promise<void>;
   /** Waits until the conversation service has finished with an event job (it was applied, or found to change nothing). */
   processed(eventId: string): Promise<void>;
@@ -239,19 +256,28 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       return (await h.client(user).getConversation({ conversationId: id })).conversation!.state!.kind;
     },
     async waitState(id, kind, user = 'alice', timeoutMs = 10_000) {
-      let last: StateKind | undefined;
+      // Polls the row (one cheap query), then confirms through the API as `user`.
+      const want = STATE_KINDS[kind];
+      let last: string | undefined;
       try {
         await waitFor(
           `state ${StateKind[kind]} of ${id}`,
           async () => {
-            last = await h.stateOf(id, user);
-            return last === kind;
+            const { rows } = await h.pool.query<{ state_kind: string }>('SELECT state_kind FROM conversations WHERE id = $1', [id]);
+            last = rows[0]?.state_kind;
+            return last === want;
           },
           timeoutMs,
         );
       } catch (err) {
-        throw new Error(`${(err as Error).message} (last seen ${last === undefined ? 'nothing' : StateKind[last]})`);
+        throw new Error(`${(err as Error).message} (last seen ${last ?? 'nothing'})`);
       }
+      expect(await h.stateOf(id, user)).toBe(kind);
+      // And its effects are out (notifications included), so the test may read them.
+      await waitFor(`outbox of ${id} published`, async () => {
+        const { rows } = await h.pool.query('SELECT 1 FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL LIMIT 1', [id]);
+        return rows.length === 0;
+      });
     },
     async processed(eventId) {
       await waitFor(`event ${eventId} processed`, async () => {

@@ -7,7 +7,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -15,8 +16,10 @@ import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
 
 const CHROMIUM = '/usr/bin/chromium';
-const REPO = resolve(import.meta.dirname, '../../..');
-const UI_DIST = resolve(import.meta.dirname, '../ui/dist');
+/** This folder (import.meta.dirname needs Node 20.11; the engines field allows 20.9). */
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, '../../..');
+const UI_DIST = resolve(HERE, '../ui/dist');
 const SHOTS = join(REPO, 'test-results', 'screenshots');
 /** Backoff before the 2nd attempt: long enough to see and photograph the countdown. */
 const RETRY_BASE = '3s';
@@ -65,7 +68,7 @@ async function freshDatabase(): Promise<typeof database> {
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
   // Test the current sources, not a stale build.
-  execFileSync(process.execPath, [resolve(import.meta.dirname, '../ui/build.mjs')], { stdio: 'pipe' });
+  execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
   mkdirSync(SHOTS, { recursive: true });
   dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-data-'));
   workDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-work-'));

@@ -1,0 +1,128 @@
+/**
+ * The rendered manifests against the services' own code: every variable a pod gets is one its
+ * service reads, the whole environment parses with the service's config reader, shutdown
+ * grace fits in the termination grace period, KEDA watches the real queue keys, and the
+ * prod tool-runners sit on Landlock nodes behind a tight NetworkPolicy.
+ */
+import { describe, expect, it } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import { QUEUE_LLM_REQUESTS, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED } from '@bedrock/contracts';
+import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
+import { llmGatewayEnv, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
+import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
+import { readWebBffConfig, webBffEnv } from '../../../services/web-bff/src/config.ts';
+import type { K8sObject } from '../src/kustomize.ts';
+import { workloads, type Workload } from '../src/cross-refs.ts';
+import { OVERLAYS, byKind, durationMs, render, type Overlay } from './support.ts';
+
+/** Variables read by the Redis transport (redisTransportOptionsFromEnv), shared by all services. */
+const TRANSPORT_ENV = ['REDIS_URL', 'BEDROCK_REDIS_PREFIX', 'BEDROCK_COMPLETED_JOB_RETENTION_MS', 'BEDROCK_FAILED_JOB_RETENTION_MS', 'BEDROCK_STREAM_MAXLEN', 'BEDROCK_STREAM_TTL_MS', 'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS', 'BEDROCK_JOB_LOCK_MS', 'BEDROCK_JOB_STALLED_INTERVAL_MS'];
+
+const names = (spec: Record<string, { name: string }>) => Object.values(spec).map((s) => s.name);
+const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {
+  conversation: { reads: [...names(conversationEnv), ...TRANSPORT_ENV], parse: readConversationConfig },
+  'llm-gateway': { reads: [...names(llmGatewayEnv), ...TRANSPORT_ENV], parse: readLlmGatewayConfig },
+  'tool-runner': { reads: [...names(toolRunnerEnv), ...TRANSPORT_ENV], parse: readToolRunnerConfig },
+  'web-bff': { reads: [...names(webBffEnv), ...TRANSPORT_ENV], parse: readWebBffConfig },
+};
+
+/** The environment a container would see; Secret values decoded (prod's external ones get a sample value). */
+function containerEnv(objects: K8sObject[], w: Workload): Record<string, string> {
+  const c = w.pod.containers[0]!;
+  const data = (kind: string, name: string): Record<string, string> => {
+    const o = objects.find((x) => x.kind === kind && x.metadata.name === name);
+    const d = (o?.data ?? {}) as Record<string, string>;
+    return kind === 'Secret' ? Object.fromEntries(Object.entries(d).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()])) : d;
+  };
+  const sample: Record<string, string> = { DATABASE_URL: 'postgres://bedrock:secret@db.internal:5432/bedrock', REDIS_URL: 'rediss://:secret@redis.internal:6380', ANTHROPIC_API_KEY: 'sk-ant-sample', BEDROCK_TOKENS: `ops:${'a'.repeat(64)}` };
+  const env: Record<string, string> = {};
+  for (const from of c.envFrom ?? []) Object.assign(env, from.configMapRef ? data('ConfigMap', from.configMapRef.name) : data('Secret', from.secretRef!.name));
+  for (const e of c.env ?? []) {
+    const sk = e.valueFrom?.secretKeyRef;
+    const cm = e.valueFrom?.configMapKeyRef;
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (sk) env[e.name] = data('Secret', sk.name)[sk.key] ?? sample[sk.key] ?? 'x';
+    else if (cm) env[e.name] = data('ConfigMap', cm.name)[cm.key]!;
+    else env[e.name] = 'pod-name-1';
+  }
+  return env;
+}
+
+const bedrock = (overlay: Overlay) => workloads(render(overlay)).filter((w) => w.object.metadata.name in SERVICES);
+
+describe('service configuration in the manifests', () => {
+  it.each(OVERLAYS)('%s: every variable set on a container is read by its service, and the environment parses', (overlay) => {
+    const objects = render(overlay);
+    const list = bedrock(overlay);
+    expect(list.map((w) => w.object.metadata.name).sort()).toEqual(Object.keys(SERVICES).sort());
+    for (const w of list) {
+      const svc = SERVICES[w.object.metadata.name]!;
+      const explicit = (w.pod.containers[0]!.env ?? []).map((e) => e.name);
+      expect([w.object.metadata.name, explicit.filter((n) => !svc.reads.includes(n))]).toEqual([w.object.metadata.name, []]);
+      expect(() => svc.parse(containerEnv(objects, w))).not.toThrow();
+    }
+    // Every shared setting is read by at least one service.
+    const shared = Object.keys(byKind(objects, 'ConfigMap', 'bedrock-config').data as object);
+    expect(shared.filter((n) => !Object.values(SERVICES).some((s) => s.reads.includes(n)))).toEqual([]);
+  });
+
+  it('a mistyped variable or a bad value is caught', () => {
+    const objects = render('dev');
+    const w = bedrock('dev').find((x) => x.object.metadata.name === 'web-bff')!;
+    w.pod.containers[0]!.env!.find((e) => e.name === 'BEDROCK_GRPC_PORT')!.value = '70000';
+    expect(() => SERVICES['web-bff']!.parse(containerEnv(objects, w))).toThrow(/BEDROCK_GRPC_PORT/);
+  });
+
+  it.each(OVERLAYS)('%s: the termination grace period covers preStop plus two shutdown graces (jobs, then RPCs)', (overlay) => {
+    const objects = render(overlay);
+    for (const w of bedrock(overlay)) {
+      const env = containerEnv(objects, w);
+      const graceS = durationMs(env.BEDROCK_SHUTDOWN_GRACE!) / 1000;
+      const preStop = w.pod.containers[0]!.lifecycle?.preStop?.sleep?.seconds ?? 0;
+      const needed = preStop + 2 * graceS + 5;
+      expect([w.object.metadata.name, (w.pod.terminationGracePeriodSeconds ?? 30) >= needed]).toEqual([w.object.metadata.name, true]);
+    }
+  });
+
+  it('conversation and web-bff probe grpc.health.v1 on their gRPC port; the gateway (no gRPC server) its /readyz', () => {
+    const dev = bedrock('dev');
+    const probe = (name: string) => dev.find((w) => w.object.metadata.name === name)!.pod.containers[0]!.readinessProbe!;
+    expect(probe('conversation').grpc!.port).toBe(50051);
+    expect(probe('tool-runner').grpc!.port).toBe(50053);
+    expect(probe('web-bff').grpc!.port).toBe(8081);
+    expect(probe('llm-gateway').httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+  });
+
+  it('the dev token is the documented one', () => {
+    const secret = byKind(render('dev'), 'Secret', 'bedrock-secrets').data as Record<string, string>;
+    const tokens = Buffer.from(secret.BEDROCK_TOKENS!, 'base64').toString();
+    expect(tokens).toBe(`dev:${createHash('sha256').update('bedrock-dev-token').digest('hex')}`);
+  });
+});
+
+describe('prod scaling, network and placement', () => {
+  const prod = render('prod');
+  const prefix = (byKind(prod, 'ConfigMap', 'bedrock-config').data as Record<string, string>).BEDROCK_REDIS_PREFIX;
+  const lists = (name: string) => ((byKind(prod, 'ScaledObject', name).spec as { triggers: { type: string; metadata: { listName: string } }[] }).triggers).map((t) => [t.type, t.metadata.listName]);
+
+  it('KEDA scales the gateway and the runners on the BullMQ wait lists of their queues', () => {
+    expect(lists('llm-gateway')).toEqual([['redis', `${prefix}:q:${QUEUE_LLM_REQUESTS}:wait`]]);
+    expect(lists('tool-runner')).toEqual([
+      ['redis', `${prefix}:q:${QUEUE_TOOL_EXEC}:wait`],
+      ['redis', `${prefix}:q:${QUEUE_TOOL_EXEC_RESTRICTED}:wait`],
+    ]);
+    expect((byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name).toBe('cpu');
+  });
+
+  it('tool-runners: Landlock nodes only, no capabilities, egress only to DNS and Redis', () => {
+    const runner = workloads(prod).find((w) => w.object.metadata.name === 'tool-runner')!;
+    const affinity = (runner.pod as unknown as { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } } }).affinity;
+    expect(affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([{ matchExpressions: [{ key: 'bedrock.dev/landlock', operator: 'In', values: ['true'] }] }]);
+    expect(runner.pod.containers[0]!.securityContext!.capabilities).toEqual({ drop: ['ALL'] });
+    const np = byKind(prod, 'NetworkPolicy', 'tool-runner').spec as { policyTypes: string[]; egress: { to?: unknown[]; ports: { protocol: string; port: number }[] }[] };
+    expect(np.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.egress.flatMap((r) => r.ports.map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
+    // DNS only to kube-dns; only the Redis ports may go anywhere.
+    expect(np.egress.find((r) => r.ports.some((p) => p.port === 53))!.to).toHaveLength(1);
+  });
+});

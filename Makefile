@@ -17,13 +17,15 @@ setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci), generate the prot
 gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
 	npm run gen
 
-services: ## Start PostgreSQL and Redis (installing them if missing)
+services: ## Start PostgreSQL and Redis, install Chromium for the UI tests (each only if missing)
 	bash scripts/ensure-services.sh
+	bash scripts/ensure-chromium.sh
 
 lint: setup ## buf lint, eslint (with the pure-core rules) and tsc --noEmit
 	npx buf lint
 	npx eslint .
 	npx tsc --noEmit -p tsconfig.json
+	npx tsc --noEmit -p services/web-bff/ui/tsconfig.json
 
 breaking: setup ## buf breaking against main
 	npx buf breaking --against '.git#branch=main'

@@ -89,6 +89,7 @@ export async function startConversationService(
     onPublished: (kind, lagMs) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000),
   });
   const sandboxAvailable = createSandboxProbe(config.sandbox, transport.runners);
+  const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
   let consumer: Consumer | null = null;
   let server: GrpcServer | null = null;
@@ -109,7 +110,7 @@ export async function startConversationService(
       relay,
       logger,
       concurrency: config.eventConcurrency,
-      onApplied: (event, outcome) => metrics.transitionsTotal.inc({ state: 'any', event, result: outcome }),
+      onApplied: recordTransition,
     });
     sweeper.start();
     server = await startGrpcServer({
@@ -127,6 +128,7 @@ export async function startConversationService(
           policy,
           defaultModel: config.defaultModel,
           sandboxAvailable,
+          onApplied: recordTransition,
         });
         registerHealth(router, health);
         registerReflection(router, [ConversationService]);

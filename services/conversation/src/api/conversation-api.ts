@@ -43,6 +43,8 @@ export interface ConversationApiOptions {
   readonly defaultModel: string;
   /** Whether a sandbox-capable tool-runner exists now (decides Restricted mode for new conversations). */
   readonly sandboxAvailable: () => Promise<boolean>;
+  /** Called after each user action with the phase it found, the event type and the outcome (metrics). */
+  readonly onApplied?: (from: string, event: string, outcome: string) => void;
   /** Heartbeat interval of watch streams, ms. Default 15000. */
   readonly heartbeatMs?: number;
 }
@@ -100,6 +102,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
   async function act(ctx: HandlerContext, id: string, event: ConversationEvent) {
     await owned(ctx, id);
     const result = await store.applyEvent(id, event);
+    options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
     switch (result.kind) {
       case 'not_found':
         throw notFound(id);

@@ -91,6 +91,7 @@ class Draft {
   totalUsage: Usage;
   contextWarned: boolean;
   readonly seq: number;
+  private readonly idPrefix: string;
   private readonly bodies: EffectBody[] = [];
   private timers = 0;
 
@@ -105,9 +106,12 @@ class Draft {
     this.totalUsage = prev.totalUsage;
     this.contextWarned = prev.contextWarned;
     this.seq = prev.seq + 1;
+    this.idPrefix = `${ctx.conversationId}/${this.seq}/`;
   }
 
+  /** `body` is always a literal made at the call site, so it becomes the effect itself (no copy). */
   emit(body: EffectBody): void {
+    (body as { id?: string }).id = this.idPrefix + this.bodies.length;
     this.bodies.push(body);
   }
   notify(notification: Notification): void {
@@ -139,8 +143,7 @@ class Draft {
     };
   }
   effects(): Effect[] {
-    const prefix = `${this.ctx.conversationId}/${this.seq}/`;
-    return this.bodies.map((body, i) => ({ ...body, id: prefix + i }) as Effect);
+    return this.bodies as Effect[];
   }
 }
 

@@ -17,8 +17,8 @@ export interface EventConsumerOptions {
   readonly logger: Logger;
   /** Events applied at once by this replica (different conversations run in parallel). Default 16. */
   readonly concurrency?: number;
-  /** Called after each event with its outcome (metrics). */
-  readonly onApplied?: (event: string, outcome: string) => void;
+  /** Called after each event with the phase it found, the event type and the outcome (metrics). */
+  readonly onApplied?: (from: string, event: string, outcome: string) => void;
 }
 
 /** Thrown so the queue retries the job later (with backoff). */
@@ -57,7 +57,7 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
         eventType = decoded.event.type;
         result = await store.applyEvent(id, decoded.event, data.traceContext);
       }
-      options.onApplied?.(eventType, result.kind);
+      options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, eventType, result.kind);
       switch (result.kind) {
         case 'applied':
           // Rows for other conversations too (a sub-agent's start, a parent's result): they go out now, not at the next poll.

@@ -84,7 +84,8 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
   async function apply(id: string, event: ConversationEvent): Promise<boolean> {
     const result = await store.applyEvent(id, event);
     if (result.kind !== 'applied') return false;
-    await relay.kick(id);
+    // Recovery can stop sub-agents: their rows belong to them, so publish each conversation's.
+    for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
     return true;
   }
 

@@ -16,6 +16,7 @@ import {
   type ConversationState,
   type Effect,
   type MessageType,
+  type PhaseKind,
   type Policy,
   type Rejection,
   type Usage,
@@ -55,9 +56,11 @@ export interface NewConversation {
   readonly continuedFromId?: string | null;
 }
 
+/** What applying an event did; `from` is the phase the conversation was in (for metrics). */
 export type ApplyResult =
   | {
       readonly kind: 'applied';
+      readonly from: PhaseKind;
       readonly record: ConversationRecord;
       readonly effects: readonly Effect[];
       /** Messages this event persisted, with their ids and sequences. */
@@ -69,8 +72,8 @@ export type ApplyResult =
        */
       readonly outboxConversations: readonly string[];
     }
-  | { readonly kind: 'noop'; readonly record: ConversationRecord }
-  | { readonly kind: 'rejected'; readonly record: ConversationRecord; readonly rejection: Rejection }
+  | { readonly kind: 'noop'; readonly from: PhaseKind; readonly record: ConversationRecord }
+  | { readonly kind: 'rejected'; readonly from: PhaseKind; readonly record: ConversationRecord; readonly rejection: Rejection }
   | { readonly kind: 'not_found' };
 
 export interface StoreOptions {
@@ -358,8 +361,9 @@ export function createConversationStore(options: StoreOptions) {
         const record = toRecord(rows[0]);
         const ctx = contextFor(record);
         const result = transition(record.state, ctx, event);
-        if (!result.ok) return { kind: 'rejected', record, rejection: result.rejection } as const;
-        if (result.state === record.state) return { kind: 'noop', record } as const;
+        const from = record.state.phase.kind;
+        if (!result.ok) return { kind: 'rejected', from, record, rejection: result.rejection } as const;
+        if (result.state === record.state) return { kind: 'noop', from, record } as const;
 
         // Messages first: their sequence numbers and ids go into notifications and jobs.
         let messageSeq = record.messageSeq;
@@ -417,6 +421,7 @@ export function createConversationStore(options: StoreOptions) {
         );
         return {
           kind: 'applied',
+          from,
           record: toRecord(updated.rows[0]!),
           effects: result.effects,
           persisted,

@@ -21,7 +21,7 @@ import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../src/config.ts';
 import { startConversationService } from '../src/create-conversation-service.ts';
 import type { ConversationEvent } from '../src/core/index.ts';
-import { createTestDatabase } from '../test/support/database.ts';
+import { createTestDatabase } from '@bedrock/testkit/database';
 
 const CONCURRENCY = 8;
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4000);

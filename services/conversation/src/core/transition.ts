@@ -333,15 +333,20 @@ function inFlight(phase: Phase, requestId: string): boolean {
   );
 }
 
+/**
+ * Any answer to the request being cancelled (response, error or the abort acknowledgement)
+ * ends Cancelling; REQ-BED-005: the answer is dropped, nothing partial is persisted.
+ */
+function onCancelledAnswer(d: Draft, phase: Extract<Phase, { kind: 'cancelling' }>, requestId: string): Outcome {
+  if (phase.requestId !== requestId) return NOOP;
+  d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+  d.phase = { kind: 'idle' };
+  return;
+}
+
 function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   const phase = d.phase;
-  if (phase.kind === 'cancelling') {
-    if (phase.requestId !== event.requestId) return NOOP;
-    // REQ-BED-005: the answer to a cancelled request is dropped, nothing partial persisted.
-    d.emit({ type: 'cancel_timer', timerId: phase.timerId });
-    d.phase = { kind: 'idle' };
-    return;
-  }
+  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event.requestId);
   if (!inFlight(phase, event.requestId)) return NOOP;
   d.lastUsage = event.usage;
   d.totalUsage = addUsage(d.totalUsage, event.usage);
@@ -392,12 +397,7 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
 
 function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
   const phase = d.phase;
-  if (phase.kind === 'cancelling') {
-    if (phase.requestId !== event.requestId) return NOOP;
-    d.emit({ type: 'cancel_timer', timerId: phase.timerId });
-    d.phase = { kind: 'idle' };
-    return;
-  }
+  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event.requestId);
   if (!inFlight(phase, event.requestId)) return NOOP;
   if (phase.kind !== 'llm_requesting' && phase.kind !== 'awaiting_continuation') return NOOP;
   const max = d.ctx.policy.maxLlmAttempts;

@@ -35,7 +35,7 @@ import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
 import { USER_HEADER } from '../../src/api/conversation-api.ts';
-import { createTestDatabase, type TestDatabase } from './database.ts';
+import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { chainProblems, usage } from './blocks.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];

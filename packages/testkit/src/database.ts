@@ -1,4 +1,4 @@
-/** A fresh PostgreSQL database per test file on the real server (never a mock). */
+/** A fresh PostgreSQL database per test file on the real server (never a mock): `@bedrock/testkit/database`. */
 import pg from 'pg';
 
 export const ADMIN_URL = process.env.BEDROCK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -197,4 +197,36 @@ describe('end to end through the public API', () => {
     expect((err as ConnectError).code).toBe(Code.FailedPrecondition);
     expect((err as ConnectError).rawMessage).toMatch(/context limit/);
   });
+  it('serves /metrics on every process, with the families each service records', async () => {
+    const scrape = async (p: (typeof e.cluster.processes)[number]) => {
+      const res = await fetch(`http://127.0.0.1:${p.metricsPort}/metrics`);
+      expect([p.name, res.status, res.headers.get('content-type')?.startsWith('text/plain')]).toEqual([p.name, 200, true]);
+      return res.text();
+    };
+    const texts = new Map<string, string>();
+    for (const p of e.cluster.processes) texts.set(p.name, await scrape(p));
+    const of = (service: string) => e.cluster.processes.filter((p) => p.service === service).map((p) => texts.get(p.name)!);
+    // A family with a given label on at least one replica (work lands on whichever replica takes it).
+    const anyHas = (service: string, re: RegExp) => expect([service, String(re), of(service).some((t) => re.test(t))]).toEqual([service, String(re), true]);
+    const allHave = (service: string, re: RegExp) => expect([service, String(re), of(service).every((t) => re.test(t))]).toEqual([service, String(re), true]);
+    for (const p of e.cluster.processes) {
+      const t = texts.get(p.name)!;
+      expect([p.name, t.includes(`service="${p.service}"`), /^process_resident_memory_bytes\{/m.test(t)]).toEqual([p.name, true, true]);
+    }
+    anyHas('conversation', /^bedrock_transitions_total\{[^}]*event="[a-z_]+"/m);
+    anyHas('conversation', /^bedrock_rpc_server_seconds_count\{[^}]*method="bedrock\.v1\.ConversationService\/SendMessage"/m);
+    allHave('llm-gateway', /^bedrock_queue_depth\{(?=[^}]*queue="llm-requests")(?=[^}]*state="waiting")/m);
+    anyHas('llm-gateway', /^bedrock_jobs_total\{(?=[^}]*queue="llm-requests")(?=[^}]*outcome="completed")/m);
+    anyHas('llm-gateway', /^bedrock_queue_wait_seconds_count\{(?=[^}]*queue="llm-requests")/m);
+    anyHas('llm-gateway', /^bedrock_llm_tokens_total\{[^}]*kind="output"/m);
+    anyHas('llm-gateway', /^bedrock_llm_request_seconds_count\{[^}]*outcome="ok"/m);
+    anyHas('llm-gateway', /^bedrock_llm_request_seconds_count\{[^}]*outcome="cancelled"/m);
+    anyHas('llm-gateway', /^bedrock_llm_time_to_first_token_seconds_count\{/m);
+    anyHas('llm-gateway', /^bedrock_active_streams\{(?=[^}]*kind="llm")/m);
+    allHave('tool-runner', /^bedrock_queue_depth\{(?=[^}]*queue="tool-exec")(?=[^}]*state="waiting")/m);
+    anyHas('tool-runner', /^bedrock_tool_duration_seconds_count\{(?=[^}]*tool="bash")(?=[^}]*outcome="ok")/m);
+    anyHas('tool-runner', /^bedrock_tool_duration_seconds_count\{(?=[^}]*tool="bash")(?=[^}]*outcome="cancelled")/m);
+    anyHas('tool-runner', /^bedrock_jobs_total\{(?=[^}]*queue="tool-exec")(?=[^}]*outcome="completed")/m);
+    anyHas('web-bff', /^bedrock_active_streams\{(?=[^}]*kind="watch")/m);
+  });
 });

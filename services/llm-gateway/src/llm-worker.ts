@@ -19,7 +19,8 @@ import {
   type LlmRequestJob,
 } from '@bedrock/contracts';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
-import type { LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
+import { traceLogFields, extractTraceContext, startQueueDepthSampler } from '@bedrock/platform/server';
+import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
 import { createDeltaPublisher } from './delta-publisher.ts';
 import { runLlmRequest, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
 
@@ -89,7 +90,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
     const data = job.data;
-    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt });
+    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt, ...traceLogFields(extractTraceContext(data.traceContext)) });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const onShutdown = () => controller.abort();
@@ -157,16 +158,39 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     );
   }
 
-  const consumer: Consumer = transport.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, handle, {
+  /** `bedrock_jobs_total`, `bedrock_job_duration_seconds` and `bedrock_queue_wait_seconds` around {@link handle}. */
+  async function measured(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
+    const started = performance.now();
+    metrics?.queueWaitSeconds.observe({ queue: QUEUE_LLM_REQUESTS }, Math.max(0, Date.now() - job.readyAt) / 1000);
+    let outcome: JobOutcome = 'completed';
+    try {
+      await handle(job, shutdown);
+      if (isCancelled(job.data.requestId)) outcome = 'cancelled';
+    } catch (err) {
+      // Handed back on shutdown (another replica takes it) or failed (the queue retries it).
+      outcome = shutdown.aborted ? 'retried' : 'failed';
+      throw err;
+    } finally {
+      metrics?.jobsTotal.inc({ queue: QUEUE_LLM_REQUESTS, outcome });
+      metrics?.jobDurationSeconds.observe({ queue: QUEUE_LLM_REQUESTS, outcome }, (performance.now() - started) / 1000);
+    }
+  }
+
+  const consumer: Consumer = transport.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, measured, {
     concurrency: options.concurrency,
     ...(options.limiter ? { limiter: options.limiter } : {}),
   });
+
+  const sampler = metrics
+    ? startQueueDepthSampler({ queues: transport.queues, names: [QUEUE_LLM_REQUESTS], metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') })
+    : undefined;
 
   return {
     get inFlight() {
       return inFlight.size;
     },
     async close(graceMs) {
+      sampler?.stop();
       await consumer.close(graceMs);
       await unsubscribe();
     },

@@ -16,8 +16,9 @@ import {
   rpcMetricsInterceptor,
   startGrpcServer,
   startMetricsServer,
+  startQueueDepthSampler,
 } from '@bedrock/platform/server';
-import type { GrpcServer, Logger, MetricsServer, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
+import type { GrpcServer, Logger, MetricsServer, QueueDepthSampler, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
 import type { ToolRunnerConfig } from './config.ts';
 import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
@@ -69,6 +70,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   let transport: Transport | undefined;
   let ownsTransport = false;
   let reportTimer: NodeJS.Timeout | undefined;
+  let depthSampler: QueueDepthSampler | undefined;
   let closeCgroups: (() => void) | undefined;
 
   const capabilities = (): RunnerCapabilities => {
@@ -152,6 +154,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
             if (outcome !== 'failed') metrics.queueWaitSeconds.observe({ queue }, waitSeconds);
           },
         });
+        depthSampler = startQueueDepthSampler({ queues: transport.queues, names: queues, metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') });
         await report();
         reportTimer = setInterval(() => void report(), config.reportIntervalMs);
         reportTimer.unref();
@@ -164,6 +167,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
     async stop() {
       health.shutdown();
       clearInterval(reportTimer);
+      depthSampler?.stop();
       await worker?.close(config.shutdownGraceMs);
       await executor?.abortAll();
       if (transport) {

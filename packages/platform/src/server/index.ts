@@ -17,3 +17,4 @@ export * from './trace-context.ts';
 export * from './w3c-propagator.ts';
 export * from './shutdown.ts';
 export * from './request-context.ts';
+export * from './queue-depth-sampler.ts';

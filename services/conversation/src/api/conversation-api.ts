@@ -28,6 +28,7 @@ import { messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { OutboxRelay } from '../outbox/relay.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { LIMITS } from './limits.ts';
+import { turnTraceContext } from './turn-trace.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 
 /** The header web-bff sets to the authenticated user's id. */
@@ -101,7 +102,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
   /** Applies a user action; a rejection becomes FAILED_PRECONDITION with the state machine's words. */
   async function act(ctx: HandlerContext, id: string, event: ConversationEvent) {
     await owned(ctx, id);
-    const result = await store.applyEvent(id, event);
+    // One user turn is one trace: the caller's traceparent (web-bff forwards it) or a new one.
+    const result = await store.applyEvent(id, event, turnTraceContext(ctx.requestHeader));
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
     switch (result.kind) {
       case 'not_found':

@@ -11,6 +11,7 @@ import { watchConversation } from '@bedrock/platform/watch';
 import { USER_KEY } from '../auth/auth-interceptor.ts';
 import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
+import { traceHeaders } from '../upstream/trace-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 import { watchLagError, type Fanout } from '../watch/fanout.ts';
 import type { StallWatchdog } from '../watch/stall-watchdog.ts';
@@ -44,7 +45,8 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
 
   /** Calls the conversation service as the caller, mapping its errors for clients. */
   async function call<T>(method: string, ctx: HandlerContext, fn: (opts: ReturnType<Upstream['options']>) => Promise<T>): Promise<T> {
-    const opts = upstream.options(userOf(ctx), ctx.signal);
+    const base = upstream.options(userOf(ctx), ctx.signal);
+    const opts = { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } };
     try {
       return await fn(opts);
     } catch (err) {

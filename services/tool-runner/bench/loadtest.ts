@@ -68,7 +68,7 @@ if (!Number.isInteger(maxRequests) || maxRequests < 0) fail('--requests is a non
 const mode = args.mode === 'restricted' ? Mode.RESTRICTED : args.mode === 'unrestricted' ? Mode.UNRESTRICTED : fail('--mode is restricted or unrestricted');
 const LOCAL = new Set(['127.0.0.1', 'localhost', '[::1]']);
 for (const u of [args.target, args['redis-url']]) {
-  const host = new URL(u as string).hostname;
+  const host = URL.canParse(u as string) ? new URL(u as string).hostname : fail(`${u} is not a URL: write it like http://127.0.0.1:50053 or redis://127.0.0.1:6379`);
   if (!LOCAL.has(host)) fail(`only local targets are allowed, got ${u}`);
 }
 

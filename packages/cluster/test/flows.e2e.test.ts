@@ -4,6 +4,7 @@
  * the public API; the model is the scripted local Messages API server, reached by the
  * gateways through the real SDK.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorKind, MessageType, Mode, StateKind } from '@bedrock/contracts';
@@ -228,5 +229,11 @@ describe('end to end through the public API', () => {
     anyHas('tool-runner', /^bedrock_tool_duration_seconds_count\{(?=[^}]*tool="bash")(?=[^}]*outcome="cancelled")/m);
     anyHas('tool-runner', /^bedrock_jobs_total\{(?=[^}]*queue="tool-exec")(?=[^}]*outcome="completed")/m);
     anyHas('web-bff', /^bedrock_active_streams\{(?=[^}]*kind="watch")/m);
+    allHave('conversation', /^bedrock_queue_depth\{(?=[^}]*queue="conversation-events")(?=[^}]*state="waiting")/m);
+    // Every turn has a trace (the caller's or a new one): the gateways' and runners' job log lines carry its id.
+    for (const service of ['llm-gateway', 'tool-runner']) {
+      const lines = e.cluster.processes.filter((p) => p.service === service).flatMap((p) => readFileSync(p.logFile, 'utf8').split('\n'));
+      expect([service, lines.some((l) => /"trace_id":"[\da-f]{32}"/.test(l))]).toEqual([service, true]);
+    }
   });
 });

@@ -3,7 +3,7 @@
  * and serves the internal API. `start()` and `stop()`; main.ts only reads the environment.
  */
 import pg from 'pg';
-import { ConversationService } from '@bedrock/contracts';
+import { ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -15,6 +15,7 @@ import {
   rpcMetricsInterceptor,
   startGrpcServer,
   startMetricsServer,
+  startQueueDepthSampler,
   type GrpcServer,
   type Logger,
   type MetricsServer,
@@ -92,6 +93,7 @@ export async function startConversationService(
   const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
   let consumer: Consumer | null = null;
+  let depthSampler: { stop(): void } | null = null;
   let server: GrpcServer | null = null;
   let metricsServer: MetricsServer | null = null;
   const sweeper = createRecoverySweeper({
@@ -113,6 +115,7 @@ export async function startConversationService(
       onApplied: recordTransition,
     });
     sweeper.start();
+    depthSampler = startQueueDepthSampler({ queues: transport.queues, names: [QUEUE_CONVERSATION_EVENTS], metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') });
     server = await startGrpcServer({
       host: config.host,
       port: config.grpcPort,
@@ -136,6 +139,7 @@ export async function startConversationService(
     });
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
   } catch (err) {
+    depthSampler?.stop();
     await sweeper.stop();
     await consumer?.close(0);
     await relay.stop();
@@ -163,6 +167,7 @@ export async function startConversationService(
       health.set('', 'NOT_SERVING');
       // Stop taking new work first; running events finish or go back to the queue.
       await eventConsumer.close(config.shutdownGraceMs);
+      depthSampler?.stop();
       await sweeper.stop();
       await grpc.close(config.shutdownGraceMs);
       await relay.stop();

@@ -19,7 +19,7 @@ import {
   type LlmRequestJob,
 } from '@bedrock/contracts';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
-import { traceLogFields, extractTraceContext, startQueueDepthSampler } from '@bedrock/platform/server';
+import { startQueueDepthSampler, traceLogFieldsOf } from '@bedrock/platform/server';
 import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
 import { createDeltaPublisher } from './delta-publisher.ts';
 import { runLlmRequest, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
@@ -90,7 +90,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
     const data = job.data;
-    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt, ...traceLogFields(extractTraceContext(data.traceContext)) });
+    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt, ...traceLogFieldsOf(data.traceContext) });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const onShutdown = () => controller.abort();

@@ -18,3 +18,4 @@ export * from './w3c-propagator.ts';
 export * from './shutdown.ts';
 export * from './request-context.ts';
 export * from './queue-depth-sampler.ts';
+export * from './trace-log-fields.ts';

@@ -7,6 +7,7 @@
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventJobSchema, QUEUE_CONVERSATION_EVENTS, ToolExecJobSchema } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
+import { traceLogFieldsOf } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
 import { createOutputStreamer } from './output-streamer.ts';
@@ -50,7 +51,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
       async (job, signal) => {
         const data = job.data;
         const started = Date.now();
-        const log = logger.child({ queue, jobId: job.id, conversationId: data.conversationId, toolUseId: data.toolUseId, tool: data.toolName });
+        const log = logger.child({ queue, jobId: job.id, conversationId: data.conversationId, toolUseId: data.toolUseId, tool: data.toolName, ...traceLogFieldsOf(data.traceContext) });
         // Shutting down without finishing: kill the tool and hand the job back for another runner.
         const onShutdown = (): void => {
           executor.cancel(data.toolUseId);

@@ -42,7 +42,16 @@ cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 
 cluster-down: ## Stop the local cluster
 	npx tsx scripts/cluster.ts down
 
+bundles: setup ## Production bundles dist/<service>/main.js (what the images run)
+	npx tsx scripts/bundle.ts
+
+images: ## Build the four container images (needs a Docker engine; TAG=dev)
+	for s in conversation llm-gateway tool-runner web-bff; do docker build -f services/$$s/Dockerfile -t bedrock/$$s:$(or $(TAG),dev) . || exit 1; done
+
+k8s-render: setup ## Render and validate the manifests of an overlay (OVERLAY=dev|prod)
+	npm run render -w packages/deploy-check -- $(or $(OVERLAY),dev)
+
 loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
 	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
 
-.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner cluster cluster-down
+.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner cluster cluster-down bundles images k8s-render

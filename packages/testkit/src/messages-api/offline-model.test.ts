@@ -106,6 +106,30 @@ describe('offline model grammar', () => {
   });
 });
 
+describe('offline model after a cancel', () => {
+  it('takes a message that shares a user turn with cancelled results as the new instruction', () => {
+    const first = [user('$ sleep 20')];
+    const calls = toolUses(offlineReply(body(first)).content);
+    const afterCancel = answer(first, calls, [{ content: 'Cancelled by user', is_error: true }]);
+    // The history builder merges the next message into the user turn holding the synthetic result.
+    const last = afterCancel[afterCancel.length - 1]!;
+    const merged: Turn = { role: 'user', content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '/upgrade I need to write' }] };
+    const reply = offlineReply(body([...afterCancel.slice(0, -1), merged]));
+    expect(toolUses(reply.content).map((c) => [c.name, c.input])).toEqual([['request_mode_upgrade', { reason: 'I need to write' }]]);
+  });
+
+  it('does not take a system notice beside tool results for an instruction', () => {
+    const first = [user('/upgrade write access')];
+    const calls = toolUses(offlineReply(body(first)).content);
+    const approved = answer(first, calls, [{ content: 'The user approved the upgrade.' }]);
+    const last = approved[approved.length - 1]!;
+    const withNotice: Turn = { role: 'user', content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '[System notice] Mode changed to Unrestricted' }] };
+    const reply = offlineReply(body([...approved.slice(0, -1), withNotice]));
+    expect(toolUses(reply.content)).toEqual([]);
+    expect(text(reply.content)).toMatch(/request_mode_upgrade ok/);
+  });
+});
+
 describe('offline model parsing', () => {
   it('finds a slash command after other text in the same turn', () => {
     const parsed = parseOfflineCommand('[Mode changed to Unrestricted.]\n/write a.txt\nhello');

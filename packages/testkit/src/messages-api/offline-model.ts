@@ -88,8 +88,18 @@ export function parseOfflineCommand(text: string): Parsed {
 type Msg = MessagesRequestBody['messages'][number];
 
 const blocksOf = (m: Msg): readonly ApiContentBlock[] => (typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content);
-const textOf = (m: Msg) => blocksOf(m).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('\n');
-const isInstruction = (m: Msg) => m.role === 'user' && !blocksOf(m).some((b) => b.type === 'tool_result') && textOf(m).trim() !== '';
+/** Synthetic notices to the agent (mode changes) start so; they are not the user's words. */
+const NOTICE_PREFIX = '[System notice]';
+/**
+ * The user's own words in a turn. A turn may also carry tool results: after a cancel, the next
+ * message shares a user turn with the synthetic results, and it is still an instruction.
+ */
+const instructionText = (m: Msg) =>
+  blocksOf(m)
+    .filter((b) => b.type === 'text' && !(b.text ?? '').startsWith(NOTICE_PREFIX))
+    .map((b) => b.text ?? '')
+    .join('\n');
+const isInstruction = (m: Msg) => m.role === 'user' && instructionText(m).trim() !== '';
 
 function resultText(b: ApiContentBlock): string {
   if (typeof b.content === 'string') return b.content;
@@ -111,7 +121,7 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
 
   // A continuation-summary request offers no tools (REQ-BED-020).
   if (tools.size === 0 && messages.length > 1) {
-    const asked = messages.filter(isInstruction).map((m) => clip(textOf(m), 80));
+    const asked = messages.filter(isInstruction).map((m) => clip(instructionText(m), 80));
     const toolCalls = messages.flatMap((m) => blocksOf(m).filter((b) => b.type === 'tool_use').map((b) => b.name ?? '?'));
     return reply([
       {
@@ -130,7 +140,7 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
   });
   const instruction = messages[lastInstruction];
   if (!instruction) return reply([{ type: 'text', text: OFFLINE_HELP }]);
-  const parsed = parseOfflineCommand(textOf(instruction));
+  const parsed = parseOfflineCommand(instructionText(instruction));
   const since = messages.slice(lastInstruction + 1);
   const results = since.flatMap((m) => (m.role === 'user' ? blocksOf(m).filter((b) => b.type === 'tool_result') : []));
   const calls = since.flatMap((m) => (m.role === 'assistant' ? blocksOf(m).filter((b) => b.type === 'tool_use') : []));
@@ -146,7 +156,7 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
       return reply([{ type: 'text', text: `Running ${commands.length} command(s) for this task.` }, ...commands.map(bashCall)], usage);
     }
     const failed = results.filter((r) => r.is_error).length;
-    const summary = results.length ? summarise(calls, results) : `Nothing to run for this task: ${clip(textOf(instruction), 200)}`;
+    const summary = results.length ? summarise(calls, results) : `Nothing to run for this task: ${clip(instructionText(instruction), 200)}`;
     return reply([{ type: 'tool_use', name: 'submit_result', input: { result: summary, success: failed === 0 } }], usage);
   }
 

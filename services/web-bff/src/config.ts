@@ -65,7 +65,7 @@ export const webBffEnv = {
     name: 'BEDROCK_WATCH_MAX_LAG',
     parse: duration(),
     default: 30_000,
-    doc: 'A watcher whose next event has waited this long (it reads slower than events arrive) is cut off with RESOURCE_EXHAUSTED and its resume position.',
+    doc: 'A watcher that stays behind the live stream this long (it reads slower than events arrive) is cut off with RESOURCE_EXHAUSTED naming its resume position.',
   }),
   watchStallMs: setting({
     name: 'BEDROCK_WATCH_STALL_TIMEOUT',

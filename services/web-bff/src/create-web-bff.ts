@@ -5,6 +5,7 @@
  * authenticates every call, forwards it to the conversation service as the caller, and
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
+import { setMaxListeners } from 'node:events';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ConversationService, health as healthPb } from '@bedrock/contracts';
@@ -86,6 +87,8 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   });
   const watchdog = createStallWatchdog(config.watchStallMs, () => logger.info('watch stream reset: the client stopped reading'));
   const shutdown = new AbortController();
+  // Every call listens on the shutdown signal (10,000 watches are 10,000 listeners, not a leak).
+  setMaxListeners(0, shutdown.signal);
 
   const exchange = exposeExchange();
   const handler = connectNodeAdapter({

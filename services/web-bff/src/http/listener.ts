@@ -37,6 +37,8 @@ export async function listen(protocol: 'http1' | 'h2c', host: string, port: numb
     server = h1;
   }
   server.on('connection', (socket: Socket) => {
+    // Watch events are small writes that must leave at once; Nagle would hold them for an ACK.
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });

@@ -304,6 +304,8 @@ describe('the web UI', () => {
     await form.getByLabel('Token').fill(system.token);
     await form.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'New conversation' }).waitFor();
+    // The list loads after sign-in: wait for it (the earlier tests' conversations are there).
+    await page.locator('.conversation-list li').first().waitFor();
     await expect(page.locator('.conversation-list li').count()).resolves.toBeGreaterThan(0);
   });
 });

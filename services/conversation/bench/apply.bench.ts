@@ -23,7 +23,7 @@ import { startConversationService } from '../src/create-conversation-service.ts'
 import type { ConversationEvent } from '../src/core/index.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
-const CONCURRENCY = 8;
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 300);
 

@@ -4,7 +4,8 @@
  * and the watchers each in their own process; loopback only. Prints figures, asserts nothing.
  *
  * BENCH_WATCHERS (default 10000), BENCH_CONVERSATIONS (100), BENCH_CONNECTIONS (20 HTTP/2
- * connections), BENCH_ROUNDS (20 rounds of one token delta per conversation, every 500 ms).
+ * connections), BENCH_ROUNDS (15) rounds every BENCH_ROUND_MS (1000), each appending one token
+ * delta to BENCH_PER_ROUND (10) of the conversations in turn; BENCH_DRAIN_MS (5000) to finish.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -25,8 +26,11 @@ import { createTestDatabase } from '../test/support/database.ts';
 const WATCHERS = Number(process.env.BENCH_WATCHERS ?? 10_000);
 const CONVERSATIONS = Number(process.env.BENCH_CONVERSATIONS ?? 100);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
-const ROUND_MS = 500;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
+/** A round every this many ms, each appending one token delta to BENCH_PER_ROUND conversations. */
+const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 1000);
+const PER_ROUND = Number(process.env.BENCH_PER_ROUND ?? 10);
+const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 5000);
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
 const mib = (kb: number) => `${(kb / 1024).toFixed(0)} MiB`;
@@ -120,8 +124,9 @@ try {
   let peakRss = watchingRss;
   for (let round = 0; round < ROUNDS; round++) {
     const t0 = Date.now();
+    const targets = Array.from({ length: PER_ROUND }, (_, i) => ids[(round * PER_ROUND + i) % ids.length]!);
     await Promise.all(
-      ids.map(async (id) => {
+      targets.map(async (id) => {
         const last = await transport.streams.last(id);
         await transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: id, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text: String(now()) } } }));
       }),
@@ -129,17 +134,17 @@ try {
     peakRss = Math.max(peakRss, rssKb(bff.pid!));
     await new Promise((r) => setTimeout(r, Math.max(0, ROUND_MS - (Date.now() - t0))));
   }
-  await new Promise((r) => setTimeout(r, 2000));
+  await new Promise((r) => setTimeout(r, DRAIN_MS));
   clients.stdin!.write('report\n');
   const report = await lineOf(clients, (l) => (json(l)?.deliveries !== undefined ? json(l)! : undefined), 'report');
   const ms = (v: unknown) => `${Number(v).toFixed(1)} ms`;
-  const expected = ROUNDS * WATCHERS;
+  const expected = (ROUNDS * PER_ROUND * WATCHERS) / CONVERSATIONS;
 
   console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations over ${CONNECTIONS} HTTP/2 connections (one web-bff process)`);
   console.log(`all watching after:               ${(Number(ready.setupMs) / 1000).toFixed(1)} s (snapshot each), stream errors ${ready.errors}`);
   console.log(`blocking Redis reads (shared):    ${blockingReads} connections for ${WATCHERS} watchers`);
-  console.log(`events published:                 ${ROUNDS * CONVERSATIONS} token deltas (${ROUNDS} rounds, every ${ROUND_MS} ms)`);
-  console.log(`deliveries:                       ${report.deliveries} of ${expected}; events that reached every watcher: ${report.eventsReachingEveryWatcher} of ${ROUNDS * CONVERSATIONS}`);
+  console.log(`events published:                 ${ROUNDS * PER_ROUND} token deltas (${PER_ROUND} every ${ROUND_MS} ms, ${WATCHERS / CONVERSATIONS} watchers each: ${(PER_ROUND * WATCHERS * 1000) / CONVERSATIONS / ROUND_MS} deliveries/s)`);
+  console.log(`deliveries:                       ${report.deliveries} of ${expected} within ${DRAIN_MS} ms of the last event; events that reached every watcher: ${report.eventsReachingEveryWatcher} of ${ROUNDS * PER_ROUND}`);
   console.log(`delay stream → one watcher:       p50 ${ms(report.deliveryP50)}, p99 ${ms(report.deliveryP99)}, max ${ms(report.deliveryMax)}`);
   console.log(`delay stream → every watcher:     p50 ${ms(report.everyWatcherP50)}, p99 ${ms(report.everyWatcherP99)} (per event, the last of its watchers)`);
   console.log(`web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`);

@@ -198,6 +198,25 @@ describe('bedrock CLI', () => {
     expect(down.code).toBe(4);
   }, 60_000);
 
+  it('chat streams turns, asks y/n on an upgrade request and quits on end of input', async () => {
+    const child = spawn(BIN, ['chat', '--cwd', '/tmp'], { env: { PATH: process.env.PATH, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice } });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    await s.waitFor('prompt', () => err.includes('> '), 20_000);
+    child.stdin.write('hello\n');
+    await s.waitFor('streamed answer', () => out.includes('Hello!'), 20_000);
+    child.stdin.write('write\n');
+    await s.waitFor('upgrade question', () => /Allow the agent to write \(to fix the bug\)\? \[y\/N\]/.test(err), 20_000);
+    child.stdin.write('y\n');
+    // The turn goes on after the answer (the agent gets the upgrade's result) until it rests.
+    await s.waitFor('turn after approval', () => /\[y\/N\] [\s\S]*mode: unrestricted[\s\S]*· idle/.test(err), 20_000);
+    child.stdin.end();
+    expect(await exited).toBe(0);
+  }, 60_000);
+
   it("uses the embedded default's local token when BEDROCK_TOKEN is unset", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bedrock-cli-'));
     writeFileSync(join(dir, 'token'), `${s.tokens.bob}\n`);

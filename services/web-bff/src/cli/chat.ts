@@ -20,10 +20,15 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
   const got = await ctx.client.getConversation({ conversationId: id });
   ctx.output.err(`conversation ${id} in ${got.conversation!.cwd} (${describeState(got.conversation!.state)}). Ctrl-C cancels a turn; Ctrl-D quits.\n`);
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+  // Lines typed (or piped) while a turn streams are kept for the next prompt, not lost.
+  const lines = rl[Symbol.asyncIterator]();
+  const ask = async (prompt: string): Promise<string | undefined> => {
+    ctx.output.err(prompt);
+    const next = await lines.next();
+    return next.done ? undefined : String(next.value);
+  };
   const render = createEventRenderer(ctx.output);
   let turn: AbortController | undefined;
-  let closed = false;
-  rl.on('close', () => (closed = true));
   rl.on('SIGINT', () => {
     if (!turn) {
       rl.close();
@@ -33,13 +38,10 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
     ctx.client.cancel({ conversationId: id }).catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
   });
   let last = EXIT.ok as number;
-  while (!closed) {
-    let line: string;
-    try {
-      line = (await rl.question('> ')).trim();
-    } catch {
-      break;
-    }
+  for (;;) {
+    const input = await ask('> ');
+    if (input === undefined) break;
+    const line = input.trim();
     if (!line) continue;
     turn = new AbortController();
     try {
@@ -51,7 +53,7 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
         signal: turn.signal,
         onRest: async (state) => {
           if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
-          const answer = (await rl.question(`Allow the agent to write (${state.upgradeReason})? [y/N] `)).trim().toLowerCase();
+          const answer = ((await ask(`Allow the agent to write (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
           await ctx.client.respondToModeUpgrade({ conversationId: id, approve: answer === 'y' || answer === 'yes' });
           return true;
         },

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, type Client } from '@connectrpc/connect';
-import type { ConversationService } from '@bedrock/contracts';
+import { StopReason, type ConversationService } from '@bedrock/contracts';
 import { startSystem, type System } from './support/system.ts';
 
 let s: System;
@@ -119,6 +119,34 @@ describe('ownership', () => {
       .getConversation({ conversationId: aliceConversation }, { headers: { 'bedrock-user-id': 'alice' } })
       .catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.NotFound);
+  });
+
+  it('hides sub-agents from listings; their parent lists them; only the owner can read them', async () => {
+    const alice = s.client(s.tokens.alice);
+    const parent = (await alice.createConversation({ cwd: '/tmp' })).conversation!.id;
+    await alice.sendMessage({ conversationId: parent, text: 'split the work' });
+    const job = await s.waitFor('llm request', () => s.llmJobs.find((j) => j.conversationId === parent));
+    await s.send(parent, `r/${job.requestId}`, {
+      case: 'llmResponse',
+      value: {
+        requestId: job.requestId,
+        stopReason: StopReason.TOOL_USE,
+        usage: { inputTokens: 10n, outputTokens: 5n },
+        content: [{ block: { case: 'toolUse', value: { id: 'sp1', name: 'spawn_agents', inputJson: JSON.stringify({ tasks: [{ task: 'look at a' }] }) } } }],
+      },
+    });
+    const children = await s.waitFor('sub-agent listed under its parent', async () => {
+      const page = await alice.listConversations({ parentId: parent });
+      return page.conversations.length > 0 && page.conversations;
+    });
+    const child = children[0]!;
+    expect(child.parentId).toBe(parent);
+    expect(child.userInitiated).toBe(false);
+    const top = await alice.listConversations({});
+    expect(top.conversations.map((c) => c.id)).toContain(parent);
+    expect(top.conversations.map((c) => c.id)).not.toContain(child.id);
+    expect((await alice.getConversation({ conversationId: child.id })).conversation!.parentId).toBe(parent);
+    expect(await codeOf(s.client(s.tokens.bob).getConversation({ conversationId: child.id }))).toBe(Code.NotFound);
   });
 
   it('passes validation errors through with their code and message', async () => {

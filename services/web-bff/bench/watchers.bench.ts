@@ -21,7 +21,7 @@ import { Redis } from 'ioredis';
 import { readConversationConfig } from '../../conversation/src/config.ts';
 import { startConversationService } from '../../conversation/src/create-conversation-service.ts';
 import { generateToken, hashToken } from '../src/auth/token-store.ts';
-import { createTestDatabase } from '../test/support/database.ts';
+import { createTestDatabase } from '@bedrock/testkit/database';
 
 const WATCHERS = Number(process.env.BENCH_WATCHERS ?? 10_000);
 const CONVERSATIONS = Number(process.env.BENCH_CONVERSATIONS ?? 100);

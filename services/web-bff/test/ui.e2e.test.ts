@@ -9,8 +9,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createTestDatabase } from '@bedrock/testkit/database';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
@@ -34,35 +34,13 @@ let dataDir: string;
 let workDir: string;
 let database: { url: string; drop(): Promise<void> } | undefined;
 
-const ADMIN_URL = process.env.BEDROCK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
 /**
  * A fresh database on the local PostgreSQL server when one answers (`make test` starts it):
  * the embedded PGlite's first start (initdb in WebAssembly) takes 30 s or more on a busy
  * machine. Without a server the test runs on PGlite all the same, only slower.
  */
 async function freshDatabase(): Promise<typeof database> {
-  const name = `bedrock_ui_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 });
-  try {
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-  } catch {
-    return undefined;
-  } finally {
-    await admin.end().catch(() => undefined);
-  }
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
+  return createTestDatabase('ui').catch(() => undefined);
 }
 
 beforeAll(async () => {

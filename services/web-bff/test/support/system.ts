@@ -26,7 +26,7 @@ import { startConversationService, type RunningConversationService } from '../..
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
 import { readWebBffConfig } from '../../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../../src/create-web-bff.ts';
-import { createTestDatabase, type TestDatabase } from './database.ts';
+import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
 export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-web-h1';

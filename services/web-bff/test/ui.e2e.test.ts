@@ -277,7 +277,16 @@ describe('the web UI', () => {
     await page.evaluate("localStorage.setItem('bedrock.token', 'not-the-token')");
     await page.reload();
     const form = page.locator('form.sign-in');
-    await form.getByRole('alert').filter({ hasText: 'Signed out: invalid bearer token' }).waitFor();
+    // Generous: right after a cold start the first refused call can take a while. A failure
+    // leaves a screenshot of what the page showed instead.
+    await form
+      .getByRole('alert')
+      .filter({ hasText: /^Signed out: .*bearer token/ })
+      .waitFor({ timeout: 30_000 })
+      .catch(async (err: unknown) => {
+        await shot('sign-in-failure');
+        throw err;
+      });
     await shot('sign-in');
     await form.getByLabel('Token').fill(system.token);
     await form.getByRole('button', { name: 'Sign in' }).click();

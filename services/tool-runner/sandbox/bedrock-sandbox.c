@@ -11,6 +11,20 @@
  *                         io_uring, namespaces and a few kernel-facing calls, all capabilities
  *                         dropped. Fails (exit 125) rather than run unsandboxed.
  *       --scratch DIR     a directory left writable in Restricted mode
+ *       --private-tmp DIR the run's own scratch: with CAP_SYS_ADMIN, a fresh tmpfs mounted on DIR
+ *                         in a private mount namespace (other runs' scratch is not visible, and
+ *                         it vanishes with the run); otherwise a mkdtemp directory under DIR,
+ *                         removed when the run ends. DIR/tmp (TMPDIR) and DIR/home (HOME) are
+ *                         created for the tool user and stay writable in both modes.
+ *       --hide PATH       (repeatable, needs the mount namespace) an empty read-only tmpfs over PATH
+ *       --uid N --gid N   run the command as this user and group (never 0), with no
+ *                         supplementary groups; needs CAP_SETUID/CAP_SETGID. Capabilities are
+ *                         gone after the switch (checked), no_new_privs is set.
+ *       --write-scope S   Unrestricted mode: `workspace` (default) = Landlock lets the command
+ *                         write only the working directory, its scratch and /dev/null; `host` =
+ *                         no filesystem restriction beyond the user's own permissions
+ *       --deny-port N     (repeatable) Unrestricted mode: TCP connect to port N is refused by
+ *                         Landlock (ABI >= 4), whatever the address; every other port is allowed
  *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
  *       --mem BYTES       RLIMIT_AS           --cpu SECONDS   RLIMIT_CPU (hard = soft + 5)
  *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
@@ -52,6 +66,10 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <ftw.h>
+#include <grp.h>
 #include <unistd.h>
 
 /* ---- Landlock ABI (include/uapi/linux/landlock.h, up to ABI 7) ---- */
@@ -126,11 +144,44 @@ static int add_path_rule(int ruleset, const char *path, uint64_t allowed) {
   return rc < 0 ? -1 : 0;
 }
 
-/* Everything readable and executable, nothing writable except /dev/null and the scratch dir. */
-static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen) {
+#define BR_RULE_NET_PORT 2
+struct br_net_port_attr {
+  uint64_t allowed_access;
+  uint64_t port;
+} __attribute__((packed));
+
+#define MAX_DENY_PORTS 64
+#define MAX_HIDDEN 16
+#define MAX_WRITABLE 4
+
+/* What the Landlock domain lets the command do. */
+struct policy {
+  int restricted;                         /* read-only filesystem, no network */
+  int host_write;                         /* Unrestricted: no filesystem restriction */
+  const char *writable[MAX_WRITABLE];     /* Unrestricted workspace/scratch, Restricted scratch */
+  int nwritable;
+  unsigned deny_ports[MAX_DENY_PORTS];    /* Unrestricted: TCP connect refused to these ports */
+  int ndeny;
+};
+
+static int port_denied(const struct policy *p, unsigned port) {
+  for (int i = 0; i < p->ndeny; i++)
+    if (p->deny_ports[i] == port) return 1;
+  return 0;
+}
+
+/*
+ * Restricted: everything readable and executable, nothing writable except /dev/null and the
+ * scratch directory, TCP bind and connect denied. Unrestricted: the working directory and the
+ * scratch writable (or everything with host_write), TCP connect allowed to every port but the
+ * denied ones (Landlock rules are allow-lists, hence one rule per allowed port). Both: signals
+ * and abstract unix sockets scoped to the sandbox (ABI >= 6), and ptrace of anything outside it
+ * refused (every ABI), which keeps /proc/PID/environ of the services closed even to the same uid.
+ */
+static int apply_landlock(int abi, const struct policy *policy, char *err, size_t errlen) {
   uint64_t handled = fs_rights_for(abi);
   struct br_ruleset_attr attr = {.handled_access_fs = handled};
-  if (abi >= 4) attr.handled_access_net = BR_NET_BIND_TCP | BR_NET_CONNECT_TCP;
+  if (abi >= 4) attr.handled_access_net = policy->restricted ? BR_NET_BIND_TCP | BR_NET_CONNECT_TCP : (policy->ndeny ? BR_NET_CONNECT_TCP : 0);
   if (abi >= 6) attr.scoped = BR_SCOPE_ABSTRACT_UNIX_SOCKET | BR_SCOPE_SIGNAL;
   /* Older kernels take a shorter struct; the fields they do not know must be zero anyway. */
   size_t size = abi >= 6 ? sizeof(attr) : abi >= 4 ? offsetof(struct br_ruleset_attr, scoped)
@@ -141,7 +192,7 @@ static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen
     return -1;
   }
   uint64_t read_only = BR_FS_EXECUTE | BR_FS_READ_FILE | BR_FS_READ_DIR;
-  if (add_path_rule(ruleset, "/", read_only) < 0) {
+  if (add_path_rule(ruleset, "/", policy->host_write ? handled : read_only) < 0) {
     snprintf(err, errlen, "landlock rule for /: %s", strerror(errno));
     close(ruleset);
     return -1;
@@ -152,10 +203,23 @@ static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen
     close(ruleset);
     return -1;
   }
-  if (scratch && add_path_rule(ruleset, scratch, handled) < 0) {
-    snprintf(err, errlen, "landlock rule for %s: %s", scratch, strerror(errno));
-    close(ruleset);
-    return -1;
+  for (int i = 0; i < policy->nwritable; i++) {
+    if (add_path_rule(ruleset, policy->writable[i], handled) < 0) {
+      snprintf(err, errlen, "landlock rule for %s: %s", policy->writable[i], strerror(errno));
+      close(ruleset);
+      return -1;
+    }
+  }
+  if (attr.handled_access_net & BR_NET_CONNECT_TCP && !policy->restricted) {
+    for (unsigned port = 1; port <= 65535; port++) {
+      if (port_denied(policy, port)) continue;
+      struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
+      if (syscall(__NR_landlock_add_rule, ruleset, BR_RULE_NET_PORT, &net, 0) < 0) {
+        snprintf(err, errlen, "landlock rule for TCP port %u: %s", port, strerror(errno));
+        close(ruleset);
+        return -1;
+      }
+    }
   }
   if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0) {
     snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
@@ -190,10 +254,12 @@ static int apply_landlock(int abi, const char *scratch, char *err, size_t errlen
  * seccomp; namespaces, bpf, perf, userfaultfd, keyrings and mounts are refused as defence in
  * depth. clone3 gets ENOSYS so that libc falls back to clone(), whose flags can be checked.
  */
-static int apply_seccomp(int abi, char *err, size_t errlen) {
+static int apply_seccomp(int abi, const struct policy *policy, char *err, size_t errlen) {
   /* Landlock handles truncate(2) only from ABI 3: before that, refuse the path-based call here
    * (ftruncate needs a file opened for writing, which Landlock already refuses). */
-  uint32_t truncate_nr = abi < 3 ? (uint32_t)__NR_truncate : 0xffffffffu;
+  uint32_t truncate_nr = abi < 3 && !policy->host_write ? (uint32_t)__NR_truncate : 0xffffffffu;
+  /* Unrestricted commands keep the network (TCP to the denied ports is Landlock's job). */
+  uint32_t socket_nr = policy->restricted ? (uint32_t)__NR_socket : 0xffffffffu;
   struct sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_AUDIT_ARCH, 1, 0),
@@ -204,7 +270,7 @@ static int apply_seccomp(int abi, char *err, size_t errlen) {
       BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
       BR_DENY(EPERM),
 #endif
-      BR_IF_NR(__NR_socket, BR_DENY(EACCES)),
+      BR_IF_NR(socket_nr, BR_DENY(EACCES)),
       BR_IF_NR(truncate_nr, BR_DENY(EACCES)),
       BR_IF_NR(__NR_io_uring_setup, BR_DENY(EPERM)),
       BR_IF_NR(__NR_io_uring_enter, BR_DENY(EPERM)),
@@ -300,18 +366,55 @@ static int join_cgroup(const char *dir, char *err, size_t errlen) {
   return 0;
 }
 
-static int restrict_fully(int abi, const char *scratch, char *err, size_t errlen) {
-  if (abi < 1) {
+/*
+ * Becomes the tool user: no supplementary groups, the tool gid, the tool uid (real, effective
+ * and saved), so nothing of root or of the service's own uid is left. The bounding set is
+ * emptied first, while CAP_SETPCAP is still held; the uid change then clears every capability
+ * (checked below, not assumed).
+ */
+static int switch_user(long uid, long gid, char *err, size_t errlen) {
+  if (uid <= 0 || gid <= 0) {
+    snprintf(err, errlen, "refusing to run a tool as uid %ld gid %ld (never root)", uid, gid);
+    return -1;
+  }
+  for (int cap = 0; cap < 64; cap++) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL) break;
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  gid_t g = (gid_t)gid;
+  if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) {
+    snprintf(err, errlen,
+             "cannot switch to the tool user (uid %ld, gid %ld): %s; the runner needs CAP_SETUID and CAP_SETGID "
+             "(run it as root, or see BEDROCK_TOOL_UID in docs/tool-runner.md)",
+             uid, gid, strerror(errno));
+    return -1;
+  }
+  uid_t r, e, s;
+  struct br_cap_header header = {.version = 0x20080522, .pid = 0};
+  struct br_cap_data data[2];
+  memset(data, 0, sizeof(data));
+  if (getresuid(&r, &e, &s) < 0 || r != (uid_t)uid || e != (uid_t)uid || s != (uid_t)uid || syscall(SYS_capget, &header, data) < 0 ||
+      data[0].effective || data[0].permitted || data[1].effective || data[1].permitted) {
+    snprintf(err, errlen, "the switch to uid %ld left privileges behind", uid);
+    return -1;
+  }
+  return 0;
+}
+
+/* The whole sandbox, in order: the tool user, no_new_privs, no capabilities, Landlock, seccomp. */
+static int confine(int abi, const struct policy *policy, long uid, long gid, char *err, size_t errlen) {
+  if (abi < 1 && policy->restricted) {
     snprintf(err, errlen, "Landlock is not available on this kernel");
     return -1;
   }
+  if (uid >= 0 && switch_user(uid, gid, err, errlen) < 0) return -1;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
     snprintf(err, errlen, "no_new_privs: %s", strerror(errno));
     return -1;
   }
   if (drop_capabilities(err, errlen) < 0) return -1;
-  if (apply_landlock(abi, scratch, err, errlen) < 0) return -1;
-  return apply_seccomp(abi, err, errlen);
+  if (abi >= 1 && apply_landlock(abi, policy, err, errlen) < 0) return -1;
+  return apply_seccomp(abi, policy, err, errlen);
 }
 
 static void json_escape(const char *s, char *out, size_t outlen) {
@@ -330,8 +433,31 @@ static void json_escape(const char *s, char *out, size_t outlen) {
   out[j] = 0;
 }
 
-/* Applies the whole sandbox in a child and checks that a write and a socket are refused. */
-static int probe(void) {
+/* Whether this process may create a private mount namespace (CAP_SYS_ADMIN), tried in a child. */
+static int private_mounts_work(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0 ? 0 : 1);
+  int status = 1;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return 0;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Whether this process can switch a child to the tool user, tried in a child. */
+static int tool_user_works(long uid, long gid) {
+  if (uid < 0) return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    char err[512];
+    _exit(switch_user(uid, gid, err, sizeof(err)) == 0 ? 0 : 1);
+  }
+  int status = 1;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return 0;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Applies the whole Restricted sandbox (as the tool user, when one is given) in a child and
+ * checks that a write and a socket are refused and that the uid really changed. */
+static int probe(long uid, long gid) {
   int abi = landlock_abi();
   int seccomp_ok = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
   char err[512] = "";
@@ -341,7 +467,8 @@ static int probe(void) {
   if (pid == 0) {
     close(pipefd[0]);
     char cerr[512] = "";
-    if (restrict_fully(abi, NULL, cerr, sizeof(cerr)) == 0) {
+    struct policy restricted = {.restricted = 1};
+    if (confine(abi, &restricted, uid, gid, cerr, sizeof(cerr)) == 0) {
       char path[64];
       snprintf(path, sizeof(path), "/tmp/.bedrock-sandbox-probe-%d", (int)getpid());
       int fd = open(path, O_CREAT | O_WRONLY | O_EXCL, 0600);
@@ -351,6 +478,8 @@ static int probe(void) {
         snprintf(cerr, sizeof(cerr), "a write was not refused");
       } else if (socket(AF_INET, SOCK_DGRAM, 0) >= 0) {
         snprintf(cerr, sizeof(cerr), "a UDP socket was not refused");
+      } else if (uid >= 0 && (getuid() != (uid_t)uid || geteuid() != (uid_t)uid)) {
+        snprintf(cerr, sizeof(cerr), "the tool user was not applied");
       }
     }
     ssize_t n = write(pipefd[1], cerr, strlen(cerr));
@@ -366,8 +495,9 @@ static int probe(void) {
   if (!WIFEXITED(status) && !err[0]) snprintf(err, sizeof(err), "probe child died (status %d)", status);
   char escaped[1024];
   json_escape(err, escaped, sizeof(escaped));
-  printf("{\"landlock_abi\":%d,\"seccomp\":%s,\"sandbox\":%s,\"error\":\"%s\"}\n", abi, seccomp_ok ? "true" : "false",
-         err[0] ? "false" : "true", escaped);
+  printf("{\"landlock_abi\":%d,\"seccomp\":%s,\"sandbox\":%s,\"tool_uid\":%ld,\"private_mounts\":%s,\"error\":\"%s\"}\n", abi,
+         seccomp_ok ? "true" : "false", err[0] ? "false" : "true", tool_user_works(uid, gid) ? uid : -1L,
+         private_mounts_work() ? "true" : "false", escaped);
   return 0;
 }
 
@@ -444,13 +574,34 @@ static int supervise(pid_t child) {
       kill_children(self);
     }
   }
+  return child_status;
+}
+
+/* Exits the way the command did: its status, or death by its signal. */
+static int mirror(int child_status) {
   if (WIFSIGNALED(child_status)) {
     int sig = WTERMSIG(child_status);
     signal(sig, SIG_DFL);
-    kill(self, sig);
+    kill(getpid(), sig);
     return 128 + sig;
   }
   return WEXITSTATUS(child_status);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  if (type == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+/* Makes DIR/name for the tool user, private to it. */
+static int make_private_dir(const char *base, const char *name, long uid, long gid, char *out, size_t outlen) {
+  snprintf(out, outlen, "%s/%s", base, name);
+  if (mkdir(out, 0700) < 0 && errno != EEXIST) return -1;
+  if (uid >= 0 && chown(out, (uid_t)uid, (gid_t)gid) < 0) return -1;
+  return chmod(out, 0700);
 }
 
 static int fail(const char *what) {
@@ -467,9 +618,14 @@ static unsigned long long parse_number(const char *s, int *ok) {
 }
 
 int main(int argc, char **argv) {
-  int restricted = 0;
+  int restricted = 0, do_probe = 0;
   int max_abi = -1;
-  const char *scratch = NULL, *cgroup = NULL;
+  long uid = -1, gid = -1;
+  const char *scratch = NULL, *cgroup = NULL, *private_tmp = NULL;
+  const char *hidden[MAX_HIDDEN];
+  int nhidden = 0;
+  struct policy policy;
+  memset(&policy, 0, sizeof(policy));
   unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0;
   int i = 1;
   for (; i < argc; i++) {
@@ -479,13 +635,31 @@ int main(int argc, char **argv) {
       i++;
       break;
     } else if (strcmp(a, "--probe") == 0) {
-      return probe();
+      do_probe = 1;
     } else if (strcmp(a, "--restricted") == 0) {
       restricted = 1;
     } else if (i + 1 < argc && strcmp(a, "--max-abi") == 0) {
       max_abi = (int)parse_number(argv[++i], &ok);
     } else if (i + 1 < argc && strcmp(a, "--scratch") == 0) {
       scratch = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--private-tmp") == 0) {
+      private_tmp = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--hide") == 0) {
+      if (nhidden == MAX_HIDDEN) return fail("too many --hide paths");
+      hidden[nhidden++] = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--uid") == 0) {
+      uid = (long)parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--gid") == 0) {
+      gid = (long)parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--write-scope") == 0) {
+      const char *scope = argv[++i];
+      if (strcmp(scope, "host") == 0) policy.host_write = 1;
+      else if (strcmp(scope, "workspace") != 0) return fail("--write-scope is workspace or host");
+    } else if (i + 1 < argc && strcmp(a, "--deny-port") == 0) {
+      unsigned long long port = parse_number(argv[++i], &ok);
+      if (ok && (port < 1 || port > 65535)) ok = 0;
+      if (policy.ndeny == MAX_DENY_PORTS) return fail("too many --deny-port values");
+      policy.deny_ports[policy.ndeny++] = (unsigned)port;
     } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
       cgroup = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--mem") == 0) {
@@ -502,9 +676,46 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bedrock-sandbox: unknown option %s\n", a);
       return 125;
     }
-    if (!ok) return fail("option values are non-negative integers");
+    if (!ok) return fail("option values are non-negative integers (ports 1..65535)");
   }
-  if (i >= argc) return fail("usage: bedrock-sandbox [--restricted] [--scratch DIR] [limits] -- PROGRAM [ARGS...]");
+  if ((uid >= 0) != (gid >= 0)) return fail("--uid and --gid go together");
+  if (do_probe) return probe(uid, gid);
+  if (i >= argc) return fail("usage: bedrock-sandbox [--restricted] [--uid N --gid N] [--private-tmp DIR] [limits] -- PROGRAM [ARGS...]");
+  policy.restricted = restricted;
+  if (restricted) policy.host_write = 0;
+
+  /* The run's scratch, before the fork so that the supervisor can remove a fallback directory:
+   * a tmpfs in a private mount namespace when this process may mount (root), seen by this run
+   * only and gone with it; otherwise a fresh directory under DIR. */
+  char base[4096] = "", tmp_dir[4200] = "", home_dir[4200] = "";
+  int fallback_dir = 0;
+  if (private_tmp) {
+    if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0 &&
+        mount("bedrock-scratch", private_tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711") == 0) {
+      snprintf(base, sizeof(base), "%s", private_tmp);
+      for (int h = 0; h < nhidden; h++) {
+        if (mount("bedrock-hidden", hidden[h], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k") < 0 && errno != ENOENT &&
+            errno != ENOTDIR) {
+          char msg[4400];
+          snprintf(msg, sizeof(msg), "cannot hide %s: %s", hidden[h], strerror(errno));
+          return fail(msg);
+        }
+      }
+    } else {
+      snprintf(base, sizeof(base), "%s/bedrock-run-XXXXXX", private_tmp);
+      if (!mkdtemp(base)) return fail("cannot create the scratch directory");
+      chmod(base, 0711);
+      fallback_dir = 1;
+    }
+    if (make_private_dir(base, "tmp", uid, gid, tmp_dir, sizeof(tmp_dir)) < 0 ||
+        make_private_dir(base, "home", uid, gid, home_dir, sizeof(home_dir)) < 0) {
+      if (fallback_dir) nftw(base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+      return fail("cannot prepare the scratch directory");
+    }
+    policy.writable[policy.nwritable++] = base;
+  }
+  if (scratch) policy.writable[policy.nwritable++] = scratch;
+  if (!restricted && !policy.host_write) policy.writable[policy.nwritable++] = ".";
 
   /* The supervisor (this process) stays outside the command's session and sandbox and reaps
    * every process of the tree as soon as it dies; see supervise(). */
@@ -544,7 +755,25 @@ int main(int argc, char **argv) {
     if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
     int abi = landlock_abi();
     if (max_abi >= 0 && abi > max_abi) abi = max_abi;
-    if (restricted && restrict_fully(abi, scratch, err, sizeof(err)) < 0) return fail(err);
+    if (confine(abi, &policy, uid, gid, err, sizeof(err)) < 0) return fail(err);
+    /* A change of uid clears the parent-death signal: set it again. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != supervisor) _exit(125);
+    if (uid >= 0 && access(".", R_OK | X_OK) < 0) {
+      char cwd[4096], msg[4400];
+      if (!getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "(the working directory)");
+      snprintf(msg, sizeof(msg),
+               "the working directory %s is not readable by the tool user (uid %ld): give that user access to it "
+               "(for example chown -R %ld:%ld it, or choose another BEDROCK_TOOL_UID)",
+               cwd, uid, uid, gid);
+      return fail(msg);
+    }
+    if (tmp_dir[0]) {
+      setenv("TMPDIR", tmp_dir, 1);
+      setenv("HOME", home_dir, 1);
+    } else if (scratch) {
+      setenv("TMPDIR", scratch, 1);
+    }
     close(REPORT_FD);
     if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
     execvp(argv[i], argv + i);
@@ -552,5 +781,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[i], strerror(errno));
     _exit(127);
   }
-  return supervise(child);
+  int status = supervise(child);
+  if (fallback_dir) nftw(base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  return mirror(status);
 }

@@ -1,14 +1,15 @@
 /**
- * The Restricted-mode battery: every attempt to write, to reach the network or to signal
- * outside must be refused by the kernel and reported with the kernel's error, while the
- * same writes succeed in Unrestricted mode. Runs as whatever user the tests run as (root
- * here): root bypasses file permissions but not Landlock or seccomp, and the helper drops
- * root's capabilities.
+ * The sandbox battery: in Restricted mode every attempt to write, to reach the network or to
+ * signal outside must be refused by the kernel and reported with the kernel's error; in
+ * Unrestricted mode the same writes succeed in the working directory and are refused
+ * elsewhere. Tools run as the tool user (65534), never as the tests' own user (root here);
+ * the directories written to belong to the tool user, so that only the sandbox, not file
+ * permissions, can be what refuses a write.
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { createSocket } from 'node:dgram';
@@ -20,7 +21,7 @@ import { executeTool } from '../src/tools/execute-tool.ts';
 import { runCommand } from '../src/process/run-command.ts';
 import type { ToolOutcome } from '../src/tools/tool-types.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
-import { executeContext, testSandboxSettings } from './support.ts';
+import { executeContext, testSandboxSettings, TOOL_UID } from './support.ts';
 
 const KERNEL_DENIAL = /Permission denied|Operation not permitted/;
 
@@ -28,22 +29,29 @@ let sandbox: SandboxSettings;
 let workDir: string;
 const dirs: Record<string, string> = {};
 
-function bash(command: string, mode: Mode, cwd = workDir, timeoutSeconds?: number): Promise<ToolOutcome> {
+function bash(command: string, mode: Mode, cwd = workDir, timeoutSeconds?: number, settings = sandbox): Promise<ToolOutcome> {
   const input = timeoutSeconds === undefined ? { command } : { command, timeout_seconds: timeoutSeconds };
-  return executeTool({ toolName: 'bash', inputJson: JSON.stringify(input), cwd, mode }, executeContext(sandbox));
+  return executeTool({ toolName: 'bash', inputJson: JSON.stringify(input), cwd, mode }, executeContext(settings));
+}
+
+/** A directory the tool user owns (so file permissions would allow its writes). */
+function toolOwned(dir: string): string {
+  chownSync(dir, TOOL_UID, TOOL_UID);
+  return dir;
 }
 
 function seed(dir: string): void {
   for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
   writeFileSync(join(dir, 'existing.txt'), 'original\n');
+  chownSync(join(dir, 'existing.txt'), TOOL_UID, TOOL_UID);
 }
 
 beforeAll(async () => {
   sandbox = await testSandboxSettings({ restrictedLimits: { processes: 64, memoryBytes: 512 * 1024 ** 2 } });
-  workDir = mkdtempSync(join(tmpdir(), 'bedrock-battery-cwd-'));
+  workDir = toolOwned(mkdtempSync(join(tmpdir(), 'bedrock-battery-cwd-')));
   dirs.cwd = workDir;
-  dirs['/tmp'] = mkdtempSync('/tmp/bedrock-battery-');
-  dirs['/dev/shm'] = mkdtempSync('/dev/shm/bedrock-battery-');
+  dirs['/tmp'] = toolOwned(mkdtempSync('/tmp/bedrock-battery-'));
+  dirs['/dev/shm'] = toolOwned(mkdtempSync('/dev/shm/bedrock-battery-'));
 });
 
 afterAll(() => {
@@ -92,7 +100,8 @@ describe('Restricted mode: filesystem writes are refused by the kernel', () => {
     const lines = result.content.trim().split('\n');
     expect(lines.slice(0, 3)).toEqual(['original', 'null-ok', 's']);
     const scratch = lines[3] as string;
-    expect(scratch).toContain('bedrock-scratch-');
+    expect(scratch.startsWith(sandbox.scratchRoot)).toBe(true);
+    // A tmpfs in the run's own mount namespace: gone with the run, never visible outside it.
     expect(existsSync(scratch)).toBe(false);
   });
 });
@@ -211,7 +220,8 @@ describe('Restricted mode: signals and limits', () => {
   let outside: ChildProcess;
 
   beforeAll(() => {
-    outside = spawn('sleep', ['60'], { stdio: 'ignore' });
+    // Runs as the tool user too: only the sandbox, not the uid, can keep a tool from signalling it.
+    outside = spawn('sleep', ['60'], { stdio: 'ignore', uid: TOOL_UID, gid: TOOL_UID });
   });
 
   afterAll(() => {
@@ -220,7 +230,7 @@ describe('Restricted mode: signals and limits', () => {
 
   it('cannot signal a process outside the sandbox, even with the same uid', async () => {
     const result = await bash(`id -u; kill -TERM ${outside.pid}; kill -0 1`, Mode.RESTRICTED);
-    expect(result.content.split('\n')[0]).toBe(String(process.getuid?.() ?? ''));
+    expect(result.content.split('\n')[0]).toBe(String(TOOL_UID));
     expect(result.content.match(/Operation not permitted/g)?.length).toBe(2);
     expect(outside.exitCode).toBeNull();
     expect(outside.signalCode).toBeNull();
@@ -265,19 +275,44 @@ describe('Restricted mode: signals and limits', () => {
   });
 });
 
-describe('Unrestricted mode: the same writes succeed', () => {
+function changed(op: string, dir: string): boolean {
+  return op === 'write' || op === 'truncate' ? readFileSync(join(dir, 'existing.txt'), 'utf8') !== 'original\n' : readdirSync(dir).join() !== 'existing.txt';
+}
+
+describe('Unrestricted mode: the same writes succeed in the working directory only', () => {
   for (const where of ['cwd', '/tmp', '/dev/shm']) {
     for (const [op, command] of writes) {
       it(`${op} in ${where}`, async () => {
         const dir = dirs[where] as string;
         seed(dir);
+        // The working directory is the tool's cwd for the cwd case; elsewhere it stays workDir.
         const result = await bash(command(dir), Mode.UNRESTRICTED);
-        expect(result).toMatchObject({ isError: false, exitCode: 0 });
-        const changed = op === 'write' || op === 'truncate' ? readFileSync(join(dir, 'existing.txt'), 'utf8') !== 'original\n' : readdirSync(dir).join() !== 'existing.txt';
-        expect(changed).toBe(true);
+        if (where === 'cwd') {
+          expect(result).toMatchObject({ isError: false, exitCode: 0 });
+          expect(changed(op, dir)).toBe(true);
+        } else {
+          expect(result.isError).toBe(true);
+          expect(result.content).toMatch(KERNEL_DENIAL);
+          expect(changed(op, dir)).toBe(false);
+        }
       });
     }
   }
+
+  it('with BEDROCK_UNRESTRICTED_WRITE=host, writes outside the working directory succeed too', async () => {
+    const host = await testSandboxSettings({ unrestrictedWrite: 'host' });
+    try {
+      for (const [op, command] of writes) {
+        const dir = dirs['/tmp'] as string;
+        seed(dir);
+        const result = await bash(command(dir), Mode.UNRESTRICTED, workDir, undefined, host);
+        expect({ op, ...result }).toMatchObject({ op, isError: false, exitCode: 0 });
+        expect(changed(op, dir)).toBe(true);
+      }
+    } finally {
+      host.cgroups?.close();
+    }
+  });
 });
 
 describe('best effort by Landlock ABI (helper pinned to older ABIs)', () => {

@@ -1,6 +1,6 @@
 /** Shared by the tool-runner tests: the real helper, real sandbox settings, temp dirs. */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_HELPER_PATH } from '../src/config.ts';
@@ -19,16 +19,26 @@ export function ensureHelper(): string {
 }
 
 export async function testSandboxSettings(
-  overrides: { restrictedLimits?: Partial<ResourceLimits>; unrestrictedLimits?: Partial<ResourceLimits>; pidsCgroup?: string } = {},
+  overrides: {
+    restrictedLimits?: Partial<ResourceLimits>;
+    unrestrictedLimits?: Partial<ResourceLimits>;
+    pidsCgroup?: string;
+    unrestrictedWrite?: 'workspace' | 'host';
+    toolDenyPorts?: readonly number[];
+    toolHidePaths?: readonly string[];
+  } = {},
 ): Promise<SandboxSettings> {
   const { settings } = await createSandboxSettings({
     runnerId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     helperPath: ensureHelper(),
     scratch: true,
-    scratchRoot: tmpdir(),
+    scratchRoot: TEST_SCRATCH_ROOT,
     pidsCgroup: overrides.pidsCgroup ?? 'auto',
     restrictedLimits: { ...DEFAULT_RESTRICTED_LIMITS, ...overrides.restrictedLimits },
     unrestrictedLimits: { ...DEFAULT_UNRESTRICTED_LIMITS, ...overrides.unrestrictedLimits },
+    unrestrictedWrite: overrides.unrestrictedWrite ?? 'workspace',
+    toolDenyPorts: overrides.toolDenyPorts ?? [],
+    toolHidePaths: overrides.toolHidePaths ?? [],
   });
   return settings;
 }
@@ -37,7 +47,15 @@ export function executeContext(sandbox: SandboxSettings, signal = new AbortContr
   return { sandbox, signal, capture: { headBytes: 50_000, tailBytes: 50_000 } };
 }
 
+/** The runner's default tool user; a workspace must be usable by it, as a deployment's would be. */
+export const TOOL_UID = 65534;
+
+/** Scratch root of the tests' runners (never a parent of a working directory). */
+export const TEST_SCRATCH_ROOT = join(tmpdir(), 'bedrock-scratch-test');
+
+/** A working directory owned by the tool user (when the tests run as root, as CI does). */
 export function tempDir(prefix = 'bedrock-tr-test-'): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix));
+  if (process.getuid?.() === 0) chownSync(path, TOOL_UID, TOOL_UID);
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }

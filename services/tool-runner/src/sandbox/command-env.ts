@@ -12,5 +12,11 @@ export function commandEnv(base: NodeJS.ProcessEnv, extra: Record<string, string
   }
   // Nothing can answer a prompt: stdin is /dev/null.
   env.GIT_TERMINAL_PROMPT = '0';
+  // Tools run as their own user, so the workspace's .git is usually owned by someone else:
+  // git would refuse it as "dubious ownership". Every process that sees this setting is a
+  // sandboxed tool of the same user, which is the case safe.directory exists to protect.
+  env.GIT_CONFIG_COUNT = '1';
+  env.GIT_CONFIG_KEY_0 = 'safe.directory';
+  env.GIT_CONFIG_VALUE_0 = '*';
   return { ...env, ...extra };
 }

@@ -13,30 +13,43 @@ export interface SandboxProbe {
   /** Landlock ABI version the kernel reports, 0 when none. */
   readonly landlockAbi: number;
   readonly seccompAvailable: boolean;
+  /** Tools can be switched to the tool user (the probe ran as it). */
+  readonly toolUser: boolean;
+  /** Each run can get a private mount namespace (private scratch tmpfs, hidden paths). */
+  readonly privateMounts: boolean;
   /** Why the sandbox is unavailable, empty when it is available. */
   readonly reason: string;
 }
 
-export async function probeSandbox(helperPath: string): Promise<SandboxProbe> {
+const UNAVAILABLE = { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, toolUser: false, privateMounts: false } as const;
+
+/** Probes as the tool user when `user` is given. */
+export async function probeSandbox(helperPath: string, user?: { uid: number; gid: number }): Promise<SandboxProbe> {
   if (!existsSync(helperPath)) {
     return {
-      sandboxAvailable: false,
-      landlockAbi: 0,
-      seccompAvailable: false,
+      ...UNAVAILABLE,
       reason: `sandbox helper not found at ${helperPath} (build it: npm run build -w services/tool-runner)`,
     };
   }
   const stdout = await new Promise<string>((resolve) => {
-    execFile(helperPath, ['--probe'], { timeout: 10_000 }, (err, out) => resolve(err ? `!${err.message}` : out));
+    const args = user ? ['--uid', String(user.uid), '--gid', String(user.gid), '--probe'] : ['--probe'];
+    execFile(helperPath, args, { timeout: 10_000 }, (err, out) => resolve(err ? `!${err.message}` : out));
   });
   if (stdout.startsWith('!')) {
-    return { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, reason: `sandbox probe failed: ${stdout.slice(1)}` };
+    return { ...UNAVAILABLE, reason: `sandbox probe failed: ${stdout.slice(1)}` };
   }
   try {
-    const parsed = JSON.parse(stdout) as { landlock_abi: number; seccomp: boolean; sandbox: boolean; error: string };
+    const parsed = JSON.parse(stdout) as { landlock_abi: number; seccomp: boolean; sandbox: boolean; tool_uid: number; private_mounts: boolean; error: string };
     const reason = parsed.sandbox ? '' : parsed.landlock_abi === 0 ? 'Landlock is not available on this kernel' : parsed.error;
-    return { sandboxAvailable: parsed.sandbox, landlockAbi: parsed.landlock_abi, seccompAvailable: parsed.seccomp, reason };
+    return {
+      sandboxAvailable: parsed.sandbox,
+      landlockAbi: parsed.landlock_abi,
+      seccompAvailable: parsed.seccomp,
+      toolUser: user !== undefined && parsed.tool_uid === user.uid,
+      privateMounts: parsed.private_mounts,
+      reason,
+    };
   } catch {
-    return { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, reason: `unexpected probe output: ${stdout.slice(0, 200)}` };
+    return { ...UNAVAILABLE, reason: `unexpected probe output: ${stdout.slice(0, 200)}` };
   }
 }

@@ -1,8 +1,12 @@
-/** Builds the sandbox settings of a runner: probes the kernel, finds a pids cgroup hierarchy. */
+/**
+ * Builds the sandbox settings of a runner: probes the kernel (as the tool user), finds a pids
+ * cgroup hierarchy, prepares the scratch root, and works out which ports tools may not reach.
+ */
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { probeSandbox } from './probe.ts';
 import type { SandboxProbe } from './probe.ts';
 import { createPidsCgroups, findPidsCgroupRoot } from './pids-cgroup.ts';
-import type { SandboxSettings } from './sandboxed-run.ts';
+import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
 import type { ResourceLimits } from './limits.ts';
 
 export interface SandboxSettingsInput {
@@ -14,11 +18,49 @@ export interface SandboxSettingsInput {
   readonly pidsCgroup: string;
   readonly restrictedLimits: ResourceLimits;
   readonly unrestrictedLimits: ResourceLimits;
+  /** The user tools run as (a uid ≥ 1, or `owner` of the working directory). Default 65534. */
+  readonly toolUid?: number | 'owner';
+  readonly toolGid?: number;
+  readonly unrestrictedWrite?: 'workspace' | 'host';
+  /** TCP ports tools may never connect to. */
+  readonly toolDenyPorts?: readonly number[];
+  readonly toolHidePaths?: readonly string[];
   readonly baseEnv?: NodeJS.ProcessEnv;
 }
 
-export async function createSandboxSettings(input: SandboxSettingsInput): Promise<{ settings: SandboxSettings; probe: SandboxProbe }> {
-  const probe = await probeSandbox(input.helperPath);
+export interface SandboxSetup {
+  readonly settings: SandboxSettings;
+  readonly probe: SandboxProbe;
+  /** One line for the start-up log when tools cannot be given their own user, else undefined. */
+  readonly toolUserWarning?: string;
+}
+
+const NOBODY = 65534;
+
+/** The scratch root: created if missing, 0711 (tools may enter their own run's directory, not list others). */
+function prepareScratchRoot(root: string): void {
+  mkdirSync(root, { recursive: true, mode: 0o711 });
+  const st = statSync(root);
+  if (!st.isDirectory()) throw new Error(`BEDROCK_SANDBOX_SCRATCH_ROOT ${root} is not a directory`);
+  if (st.uid === process.getuid?.()) chmodSync(root, 0o711);
+}
+
+export async function createSandboxSettings(input: SandboxSettingsInput): Promise<SandboxSetup> {
+  const wanted = input.toolUid ?? NOBODY;
+  const gid = input.toolGid ?? NOBODY;
+  const probeUid = wanted === 'owner' ? NOBODY : wanted;
+  let probe = await probeSandbox(input.helperPath, { uid: probeUid, gid });
+  let toolUser: ToolUser | null = { uid: wanted, gid };
+  let toolUserWarning: string | undefined;
+  if (!probe.toolUser) {
+    // Not root (or no CAP_SETUID): tools can only run as this process's own user.
+    const self = await probeSandbox(input.helperPath);
+    if (self.sandboxAvailable || !probe.sandboxAvailable) probe = self;
+    toolUser = null;
+    toolUserWarning =
+      `tools run as this process's own user (uid ${process.getuid?.() ?? '?'}): it cannot switch them to uid ${probeUid} ` +
+      '(run it as root or with CAP_SETUID/CAP_SETGID); the kernel sandbox still applies, but files this user can read are readable to tools';
+  }
   const root = input.pidsCgroup === 'off' ? null : input.pidsCgroup === 'auto' ? findPidsCgroupRoot() : input.pidsCgroup;
   let cgroups = null;
   if (root) {
@@ -28,8 +70,10 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       cgroups = null;
     }
   }
+  prepareScratchRoot(input.scratchRoot);
   return {
     probe,
+    ...(toolUserWarning ? { toolUserWarning } : {}),
     settings: {
       helperPath: input.helperPath,
       sandboxAvailable: probe.sandboxAvailable,
@@ -38,6 +82,10 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       cgroups,
       scratch: input.scratch,
       scratchRoot: input.scratchRoot,
+      toolUser,
+      unrestrictedWrite: input.unrestrictedWrite ?? 'workspace',
+      denyPorts: new Set(input.toolDenyPorts ?? []),
+      hidePaths: input.toolHidePaths ?? [],
       baseEnv: input.baseEnv ?? process.env,
     },
   };

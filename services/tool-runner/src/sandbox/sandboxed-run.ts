@@ -1,10 +1,12 @@
 /**
- * Runs a command through the sandbox helper: Restricted mode under Landlock + seccomp with a
- * private scratch directory, Unrestricted with resource limits only; both in a pids cgroup
- * when the machine has one. The scratch directory and the cgroup are removed afterwards.
+ * Runs a command through the sandbox helper, always as the tool user (never root, never the
+ * runner's uid, when the runner may switch users), under Landlock and seccomp in both modes:
+ * Restricted = read-only, no network; Unrestricted = writes to the working directory, its
+ * scratch and home only (unless the operator widened it), network except the system's own
+ * ports. Each run gets a private scratch (TMPDIR, HOME) that the helper creates and removes.
+ * Both modes run in a pids cgroup when the machine has one; the cgroup is removed afterwards.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { stat } from 'node:fs/promises';
 import { runCommand } from '../process/run-command.ts';
 import type { RunCommandResult } from '../process/run-command.ts';
 import type { OutputCaptureOptions } from '../process/output-capture.ts';
@@ -22,15 +24,38 @@ export interface SandboxSettings {
   readonly unrestrictedLimits: ResourceLimits;
   /** Per-run pids cgroups, or null when the machine has no writable pids hierarchy. */
   readonly cgroups: PidsCgroups | null;
-  /** Give Restricted runs a private writable scratch directory (TMPDIR). */
+  /** Give runs a private writable scratch directory (TMPDIR, HOME). */
   readonly scratch: boolean;
-  /** Where scratch directories are created. */
+  /** Where each run's private scratch lives (see the helper's --private-tmp). */
   readonly scratchRoot: string;
+  /** Who tools run as; null when the runner cannot switch users (tools then run as the runner's uid). */
+  readonly toolUser: ToolUser | null;
+  /** What Unrestricted tools may write. */
+  readonly unrestrictedWrite: 'workspace' | 'host';
+  /** TCP ports tools may never connect to; compositions add the ports of their own endpoints. */
+  readonly denyPorts: Set<number>;
+  /** Paths hidden from tools in their private mount namespace. */
+  readonly hidePaths: readonly string[];
   /** Environment the command env is derived from (secrets removed). */
   readonly baseEnv: NodeJS.ProcessEnv;
 }
 
 export type RunMode = 'restricted' | 'unrestricted';
+
+export interface ToolUser {
+  /** A uid ≥ 1, or `owner`: the working directory's owner unless that is root (then 65534). */
+  readonly uid: number | 'owner';
+  readonly gid: number;
+}
+
+const NOBODY = 65534;
+
+/** The uid and gid a run in `cwd` gets. */
+export async function resolveToolUser(user: ToolUser, cwd: string): Promise<{ uid: number; gid: number }> {
+  if (user.uid !== 'owner') return { uid: user.uid, gid: user.gid };
+  const st = await stat(cwd).catch(() => undefined);
+  return st && st.uid !== 0 ? { uid: st.uid, gid: st.gid === 0 ? user.gid : st.gid } : { uid: NOBODY, gid: user.gid === 0 ? NOBODY : user.gid };
+}
 
 export interface SandboxedRunRequest {
   readonly mode: RunMode;
@@ -57,7 +82,6 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     throw new Error('refusing to run Restricted work without the kernel sandbox');
   }
   const limits = restricted ? settings.restrictedLimits : settings.unrestrictedLimits;
-  const scratchDir = restricted && settings.scratch ? await mkdtemp(join(settings.scratchRoot, 'bedrock-scratch-')) : undefined;
   let cgroupDir: string | undefined;
   if (settings.cgroups) {
     try {
@@ -66,16 +90,19 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
       cgroupDir = undefined; // rlimits and the group kill still apply
     }
   }
+  const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
   const argv = [
     settings.helperPath,
-    ...limitArgs(limits),
-    ...(restricted ? ['--restricted'] : []),
-    ...(scratchDir ? ['--scratch', scratchDir] : []),
+    // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together.
+    ...limitArgs(cgroupDir ? { ...limits, processes: 0 } : limits),
+    ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
+    ...(restricted ? ['--restricted'] : ['--write-scope', settings.unrestrictedWrite, ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)])]),
+    ...(settings.scratch ? ['--private-tmp', settings.scratchRoot, ...settings.hidePaths.flatMap((p) => ['--hide', p])] : []),
     ...(cgroupDir ? ['--cgroup', cgroupDir] : []),
     '--',
     ...request.argv,
   ];
-  const env = commandEnv(settings.baseEnv, scratchDir ? { TMPDIR: scratchDir } : {});
+  const env = commandEnv(settings.baseEnv);
   try {
     const result = await runCommand({
       argv,
@@ -90,6 +117,5 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     return setupFailed ? { ...result, setupError: result.stderr.trim() } : result;
   } finally {
     if (cgroupDir && settings.cgroups) await settings.cgroups.destroy(cgroupDir);
-    if (scratchDir) await rm(scratchDir, { recursive: true, force: true });
   }
 }

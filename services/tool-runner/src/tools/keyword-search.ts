@@ -5,7 +5,8 @@
  * A term whose matches exceed the per-term budget is dropped and reported, so one common word
  * cannot crowd out the rest; the total is bounded too. Runs under the same sandbox as bash.
  */
-import { execFile } from 'node:child_process';
+import { access } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
 import { workingDirectoryProblem } from './bash.ts';
 import { CANCELLED_OUTCOME, errorOutcome } from './tool-types.ts';
@@ -29,10 +30,16 @@ export interface KeywordSearchLimits {
 
 export const DEFAULT_SEARCH_LIMITS: KeywordSearchLimits = { perTermBytes: 16_000, totalBytes: 64_000, contextLines: 2, timeoutMs: 30_000 };
 
-function gitRoot(cwd: string): Promise<string | null> {
-  return new Promise((resolve) => {
-    execFile('git', ['-C', cwd, 'rev-parse', '--show-toplevel'], { timeout: 5000 }, (err, out) => resolve(err ? null : out.trim() || null));
-  });
+/**
+ * The nearest directory at or above `cwd` holding a `.git` (directory, or file for worktrees).
+ * Found by looking, not by running git: git run by the runner itself would obey the
+ * workspace's .git/config (core.fsmonitor and friends run commands), which a tool can write.
+ */
+async function gitRoot(cwd: string): Promise<string | null> {
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    if (await access(join(dir, '.git')).then(() => true, () => false)) return dir;
+    if (dirname(dir) === dir) return null;
+  }
 }
 
 export async function runKeywordSearch(

@@ -1,11 +1,11 @@
 import { describe, it, expect, afterAll } from '@jest/globals';
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, chmodSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
 import { PATCH_RESTRICTED_ERROR } from '@bedrock/contracts';
 import { runPatch } from './patch.ts';
 import type { PatchInput } from './patch.ts';
 import { applyPatches } from './patch-text.ts';
-import { tempDir } from '../../test/support.ts';
+import { tempDir, TOOL_UID } from '../../test/support.ts';
 
 const dir = tempDir('bedrock-patch-');
 afterAll(() => dir.remove());
@@ -136,6 +136,58 @@ describe('patch', () => {
     const r = await runPatch({ path: 'ro.txt', patches: [{ operation: 'overwrite', new_text: 'gone' }] }, { cwd: dir.path, mode: 'restricted' });
     expect(r).toMatchObject({ isError: true, content: PATCH_RESTRICTED_ERROR });
     expect(readFileSync(path, 'utf8')).toBe('keep\n');
+  });
+});
+
+describe('patch stays inside the working directory (both modes)', () => {
+  const outside = tempDir('bedrock-patch-outside-');
+  afterAll(() => outside.remove());
+  const secret = join(outside.path, 'secret.txt');
+
+  const refused = async (path: string, mode: 'restricted' | 'unrestricted' = 'unrestricted') => {
+    writeFileSync(secret, 'keep\n');
+    const r = await runPatch({ path, patches: [{ operation: 'overwrite', new_text: 'owned' }] }, { cwd: dir.path, mode });
+    expect(r.isError).toBe(true);
+    expect(readFileSync(secret, 'utf8')).toBe('keep\n');
+    return r;
+  };
+
+  it('refuses .. paths, absolute paths and symlinks that lead out, and a new file under an escaping link', async () => {
+    expect((await refused(`../${outside.path.split('/').pop()}/secret.txt`)).content).toMatch(/is outside the working directory .* patch edits files under it only/);
+    expect((await refused(secret)).content).toContain('is outside the working directory');
+    symlinkSync(secret, join(dir.path, 'link-out.txt'));
+    expect((await refused('link-out.txt')).content).toContain('is outside the working directory');
+    symlinkSync(outside.path, join(dir.path, 'dir-out'));
+    const r = await runPatch({ path: 'dir-out/new/created.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] }, { cwd: dir.path, mode: 'unrestricted' });
+    expect(r.content).toContain('is outside the working directory');
+    expect(existsSync(join(outside.path, 'new'))).toBe(false);
+    expect((await refused(secret, 'restricted')).content).toBe(PATCH_RESTRICTED_ERROR);
+  });
+
+  it('edits a symlink target that stays inside', async () => {
+    file('real.txt', 'a\n');
+    symlinkSync(join(dir.path, 'real.txt'), join(dir.path, 'link-in.txt'));
+    const r = await patch({ path: 'link-in.txt', patches: [{ operation: 'replace', old_text: 'a', new_text: 'b' }] });
+    expect(r.isError).toBe(false);
+    expect(readFileSync(join(dir.path, 'real.txt'), 'utf8')).toBe('b\n');
+  });
+
+  it('as the tool user: new files and directories are its own, and a file it may not write is refused', async () => {
+    const ctx = { cwd: dir.path, mode: 'unrestricted' as const, sandbox: { toolUser: { uid: TOOL_UID, gid: TOOL_UID } } };
+    const created = await runPatch({ path: 'made/deep/new.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] }, ctx);
+    expect(created.isError).toBe(false);
+    for (const p of ['made', 'made/deep', 'made/deep/new.txt']) expect(statSync(join(dir.path, p)).uid).toBe(TOOL_UID);
+    const rootOnly = file('root-only.txt', 'keep\n');
+    chownSync(rootOnly, 0, 0);
+    chmodSync(rootOnly, 0o644);
+    const r = await runPatch({ path: 'root-only.txt', patches: [{ operation: 'append_eof', new_text: 'more' }] }, ctx);
+    expect(r.content).toContain(`permission denied for the tool user (uid ${TOOL_UID})`);
+    expect(readFileSync(rootOnly, 'utf8')).toBe('keep\n');
+    mkdirSync(join(dir.path, 'locked'));
+    chownSync(join(dir.path, 'locked'), 0, 0);
+    chmodSync(join(dir.path, 'locked'), 0o755);
+    expect((await runPatch({ path: 'locked/x.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] }, ctx)).isError).toBe(true);
+    expect(existsSync(join(dir.path, 'locked/x.txt'))).toBe(false);
   });
 });
 

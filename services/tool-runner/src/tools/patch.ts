@@ -4,9 +4,15 @@
  * temporary file in the same directory and are renamed over the target, so a failure never
  * leaves a half-written file. Refused in Restricted mode (REQ-PATCH-009) before touching
  * anything.
+ *
+ * The runner applies patches itself (not a sandboxed process), so it enforces what the
+ * kernel enforces for bash: the path must resolve, symlinks followed, inside the working
+ * directory; the tool user must be allowed to write the file and its directory (mode bits);
+ * new files and directories belong to the tool user, edited ones keep their owner.
  */
-import { mkdir, readFile, realpath, rename, rm, stat, writeFile, chmod } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve } from 'node:path';
+import type { Stats } from 'node:fs';
+import { chown, mkdir, readFile, realpath, rename, rm, stat, writeFile, chmod } from 'node:fs/promises';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createTwoFilesPatch } from 'diff';
 import { PATCH_RESTRICTED_ERROR } from '@bedrock/contracts';
@@ -14,6 +20,7 @@ import { applyPatches } from './patch-text.ts';
 import type { PatchSpec } from './patch-text.ts';
 import { errorOutcome } from './tool-types.ts';
 import type { ToolContext, ToolOutcome } from './tool-types.ts';
+import { resolveToolUser, type SandboxSettings } from '../sandbox/sandboxed-run.ts';
 
 export interface PatchInput {
   readonly path: string;
@@ -33,17 +40,68 @@ async function readExisting(path: string): Promise<string | null> {
   }
 }
 
-export async function runPatch(input: PatchInput, ctx: Pick<ToolContext, 'cwd' | 'mode'>): Promise<ToolOutcome> {
+type User = { readonly uid: number; readonly gid: number };
+
+/** Mode-bit check of write permission for `user` (POSIX ACLs are not consulted). */
+function mayWrite(info: Stats, user: User): boolean {
+  if (info.uid === user.uid) return (info.mode & 0o200) !== 0;
+  if (info.gid === user.gid) return (info.mode & 0o020) !== 0;
+  return (info.mode & 0o002) !== 0;
+}
+
+/**
+ * Where `requested` really lands, symlinks followed, with the deepest directory that exists
+ * on the way (for a new file); null when it leaves `root` (already a real path).
+ */
+async function resolveInside(root: string, requested: string): Promise<{ target: string; existingDir: string } | null> {
+  const missing: string[] = [];
+  let probe = requested;
+  for (;;) {
+    try {
+      const real = await realpath(probe);
+      const target = join(real, ...missing);
+      const inside = (p: string) => p === root || p.startsWith(root + sep);
+      if (!inside(target) || target === root) return null;
+      return { target, existingDir: missing.length === 0 ? dirname(real) : real };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(probe) === probe) throw err;
+      missing.unshift(basename(probe));
+      probe = dirname(probe);
+    }
+  }
+}
+
+export interface PatchContext extends Pick<ToolContext, 'cwd' | 'mode'> {
+  /** Who tools run as; absent or null: the runner's own user (no checks, no chown). */
+  readonly sandbox?: Pick<SandboxSettings, 'toolUser'>;
+}
+
+export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<ToolOutcome> {
   if (ctx.mode === 'restricted') return errorOutcome(PATCH_RESTRICTED_ERROR);
   const requested = resolve(ctx.cwd, input.path);
   const shown = relative(ctx.cwd, requested).startsWith('..') ? requested : relative(ctx.cwd, requested) || basename(requested);
+  const user = ctx.sandbox?.toolUser ? await resolveToolUser(ctx.sandbox.toolUser, ctx.cwd) : undefined;
   let target = requested;
+  let existingDir: string;
   let original: string | null;
+  let info: Stats | null;
   try {
-    // Edit what a symlink points to rather than replacing the link with a file.
-    target = await realpath(requested).catch(() => requested);
-    const info = await stat(target).catch(() => null);
+    // Edit what a symlink points to rather than replacing the link with a file, but only
+    // inside the working directory: no path, link or `..` may lead the runner out of it.
+    const root = await realpath(ctx.cwd);
+    const resolved = await resolveInside(root, requested);
+    if (!resolved) {
+      return errorOutcome(`${shown} is outside the working directory ${ctx.cwd} (symlinks followed); patch edits files under it only. The file was not changed.`);
+    }
+    ({ target, existingDir } = resolved);
+    info = await stat(target).catch(() => null);
     if (info?.isDirectory()) return errorOutcome(`${shown} is a directory, not a file.`);
+    if (user) {
+      const dirInfo = await stat(existingDir);
+      if ((info && !mayWrite(info, user)) || !mayWrite(dirInfo, user)) {
+        return errorOutcome(`Cannot write ${shown}: permission denied for the tool user (uid ${user.uid}). The file was not changed.`);
+      }
+    }
     original = await readExisting(target);
   } catch (err) {
     return errorOutcome(`Cannot read ${shown}: ${(err as Error).message}`);
@@ -57,10 +115,15 @@ export async function runPatch(input: PatchInput, ctx: Pick<ToolContext, 'cwd' |
   }
   const temp = join(dirname(target), `.${basename(target)}.bedrock-${randomBytes(4).toString('hex')}.tmp`);
   try {
-    await mkdir(dirname(target), { recursive: true });
+    const firstCreated = await mkdir(dirname(target), { recursive: true });
+    if (user && firstCreated) {
+      // The directories just made belong to the tool user, like the file.
+      for (let dir = dirname(target); dir.length >= firstCreated.length; dir = dirname(dir)) await chown(dir, user.uid, user.gid);
+    }
     await writeFile(temp, applied.text, 'utf8');
     const mode = original === null ? null : (await stat(target)).mode & 0o7777;
     if (mode !== null) await chmod(temp, mode);
+    if (user) await chown(temp, info?.uid ?? user.uid, info?.gid ?? user.gid);
     await rename(temp, target);
   } catch (err) {
     await rm(temp, { force: true });

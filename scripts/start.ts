@@ -12,6 +12,7 @@ Bedrock is running (embedded: PostgreSQL in-process, in-process queues, data in 
 ${bedrock.offline ? 'Model: the OFFLINE DEMO model (no ANTHROPIC_API_KEY set). It is not a language model: try "$ ls" lines, /write, /think, /upgrade, /agents, /usage.\n' : ''}
   Web UI:   ${bedrock.httpUrl}/?token=${bedrock.token}
   gRPC:     ${bedrock.grpcUrl}   (token in ${bedrock.dataDir}/token)
+  Tools:    ${bedrock.toolIsolation}
   Try:      ID=$(${cli} new --cwd "$PWD") && ${cli} send "$ID" '$ ls' --wait
 
 Press Ctrl-C to stop.`);

@@ -25,6 +25,9 @@
  *                         no filesystem restriction beyond the user's own permissions
  *       --deny-port N     (repeatable) Unrestricted mode: TCP connect to port N is refused by
  *                         Landlock (ABI >= 4), whatever the address; every other port is allowed
+ *       --net-ruleset P:F take those port rules prebuilt from a holder process (pid P, fd F)
+ *   bedrock-sandbox --hold-net-ruleset --deny-port N...
+ *       Builds the port rules once, prints "ready PID FD", and keeps them until stdin closes.
  *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
  *       --mem BYTES       RLIMIT_AS           --cpu SECONDS   RLIMIT_CPU (hard = soft + 5)
  *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
@@ -162,6 +165,7 @@ struct policy {
   int nwritable;
   unsigned deny_ports[MAX_DENY_PORTS];    /* Unrestricted: TCP connect refused to these ports */
   int ndeny;
+  int net_ruleset;                        /* >= 0: a prebuilt ruleset with the port rules (holder) */
 };
 
 static int port_denied(const struct policy *p, unsigned port) {
@@ -181,7 +185,8 @@ static int port_denied(const struct policy *p, unsigned port) {
 static int apply_landlock(int abi, const struct policy *policy, char *err, size_t errlen) {
   uint64_t handled = fs_rights_for(abi);
   struct br_ruleset_attr attr = {.handled_access_fs = handled};
-  if (abi >= 4) attr.handled_access_net = policy->restricted ? BR_NET_BIND_TCP | BR_NET_CONNECT_TCP : (policy->ndeny ? BR_NET_CONNECT_TCP : 0);
+  if (abi >= 4)
+    attr.handled_access_net = policy->restricted ? BR_NET_BIND_TCP | BR_NET_CONNECT_TCP : (policy->ndeny && policy->net_ruleset < 0 ? BR_NET_CONNECT_TCP : 0);
   if (abi >= 6) attr.scoped = BR_SCOPE_ABSTRACT_UNIX_SOCKET | BR_SCOPE_SIGNAL;
   /* Older kernels take a shorter struct; the fields they do not know must be zero anyway. */
   size_t size = abi >= 6 ? sizeof(attr) : abi >= 4 ? offsetof(struct br_ruleset_attr, scoped)
@@ -211,6 +216,7 @@ static int apply_landlock(int abi, const struct policy *policy, char *err, size_
     }
   }
   if (attr.handled_access_net & BR_NET_CONNECT_TCP && !policy->restricted) {
+    /* No holder: build the port rules here (the slow path, about 0.1 s). */
     for (unsigned port = 1; port <= 65535; port++) {
       if (port_denied(policy, port)) continue;
       struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
@@ -227,7 +233,85 @@ static int apply_landlock(int abi, const struct policy *policy, char *err, size_
     return -1;
   }
   close(ruleset);
+  /* The port rules built once by a holder (see hold_net_ruleset): a second, stacked domain. */
+  if (!policy->restricted && abi >= 4 && policy->net_ruleset >= 0 && syscall(__NR_landlock_restrict_self, policy->net_ruleset, 0) < 0) {
+    snprintf(err, errlen, "landlock_restrict_self (ports): %s", strerror(errno));
+    return -1;
+  }
   return 0;
+}
+
+/* The Unrestricted port rules: TCP connect allowed to every port but the denied ones. */
+static int net_port_ruleset(const struct policy *policy, char *err, size_t errlen) {
+  struct br_ruleset_attr attr = {.handled_access_net = BR_NET_CONNECT_TCP};
+  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, offsetof(struct br_ruleset_attr, scoped), 0);
+  if (ruleset < 0) {
+    snprintf(err, errlen, "landlock_create_ruleset (ports): %s", strerror(errno));
+    return -1;
+  }
+  for (unsigned port = 1; port <= 65535; port++) {
+    if (port_denied(policy, port)) continue;
+    struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
+    if (syscall(__NR_landlock_add_rule, ruleset, BR_RULE_NET_PORT, &net, 0) < 0) {
+      snprintf(err, errlen, "landlock rule for TCP port %u: %s", port, strerror(errno));
+      close(ruleset);
+      return -1;
+    }
+  }
+  return ruleset;
+}
+
+/*
+ * --hold-net-ruleset: builds the port rules once (65 000 landlock_add_rule calls, about 0.1 s)
+ * and keeps the ruleset open, printing "ready PID FD"; each Unrestricted run then takes a copy
+ * with pidfd_getfd (--net-ruleset PID:FD) instead of building its own. Lives until its stdin
+ * closes or the runner dies.
+ */
+static int hold_net_ruleset(const struct policy *policy) {
+  char err[512];
+  if (landlock_abi() < 4) {
+    printf("unsupported\n");
+    return 0;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  int ruleset = net_port_ruleset(policy, err, sizeof(err));
+  if (ruleset < 0) {
+    fprintf(stderr, "bedrock-sandbox: %s\n", err);
+    return 125;
+  }
+  printf("ready %d %d\n", (int)getpid(), ruleset);
+  fflush(stdout);
+  char buf[64];
+  while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
+  }
+  return 0;
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* A copy of the holder's ruleset, or -1 (the run then builds the rules itself). */
+static int take_net_ruleset(const char *spec) {
+  int pid = 0, fd = -1;
+  if (sscanf(spec, "%d:%d", &pid, &fd) != 2 || pid <= 0 || fd < 0) return -1;
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd < 0) return -1;
+  int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+  close(pidfd);
+  if (copy < 0) return -1;
+  /* The pid may have been reused since the spec was handed out: only a ruleset will do. */
+  char link[64], target[64] = "";
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", copy);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  if (n <= 0 || strncmp(target, "anon_inode:[landlock-ruleset]", (size_t)n) != 0) {
+    close(copy);
+    return -1;
+  }
+  return copy;
 }
 
 /* ---- seccomp ---- */
@@ -618,7 +702,8 @@ static unsigned long long parse_number(const char *s, int *ok) {
 }
 
 int main(int argc, char **argv) {
-  int restricted = 0, do_probe = 0;
+  int restricted = 0, do_probe = 0, do_hold = 0;
+  const char *net_ruleset_spec = NULL;
   int max_abi = -1;
   long uid = -1, gid = -1;
   const char *scratch = NULL, *cgroup = NULL, *private_tmp = NULL;
@@ -626,6 +711,7 @@ int main(int argc, char **argv) {
   int nhidden = 0;
   struct policy policy;
   memset(&policy, 0, sizeof(policy));
+  policy.net_ruleset = -1;
   unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0;
   int i = 1;
   for (; i < argc; i++) {
@@ -636,6 +722,10 @@ int main(int argc, char **argv) {
       break;
     } else if (strcmp(a, "--probe") == 0) {
       do_probe = 1;
+    } else if (strcmp(a, "--hold-net-ruleset") == 0) {
+      do_hold = 1;
+    } else if (i + 1 < argc && strcmp(a, "--net-ruleset") == 0) {
+      net_ruleset_spec = argv[++i];
     } else if (strcmp(a, "--restricted") == 0) {
       restricted = 1;
     } else if (i + 1 < argc && strcmp(a, "--max-abi") == 0) {
@@ -680,6 +770,7 @@ int main(int argc, char **argv) {
   }
   if ((uid >= 0) != (gid >= 0)) return fail("--uid and --gid go together");
   if (do_probe) return probe(uid, gid);
+  if (do_hold) return hold_net_ruleset(&policy);
   if (i >= argc) return fail("usage: bedrock-sandbox [--restricted] [--uid N --gid N] [--private-tmp DIR] [limits] -- PROGRAM [ARGS...]");
   policy.restricted = restricted;
   if (restricted) policy.host_write = 0;
@@ -755,6 +846,8 @@ int main(int argc, char **argv) {
     if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
     int abi = landlock_abi();
     if (max_abi >= 0 && abi > max_abi) abi = max_abi;
+    /* Taken while still privileged: pidfd_getfd needs ptrace rights over the holder. */
+    if (net_ruleset_spec && !restricted && policy.ndeny) policy.net_ruleset = take_net_ruleset(net_ruleset_spec);
     if (confine(abi, &policy, uid, gid, err, sizeof(err)) < 0) return fail(err);
     /* A change of uid clears the parent-death signal: set it again. */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);

@@ -52,6 +52,8 @@ export interface ToolRunnerConfig {
   /** How long running tools may finish after SIGTERM before they are killed, ms. Default 10 000. */
   readonly shutdownGraceMs: number;
   readonly logLevel: LogLevel;
+  /** File of `service:sha256hex` lines: who may call the ToolRunnerService (unset: nobody). */
+  readonly servicePeersFile: string | undefined;
 }
 
 
@@ -59,6 +61,7 @@ const spec = {
   logLevel: commonEnv.logLevel,
   shutdownGraceMs: commonEnv.shutdownGraceMs,
   metricsPort: commonEnv.metricsPort,
+  servicePeersFile: commonEnv.servicePeersFile,
   runnerId: setting({ name: 'BEDROCK_RUNNER_ID', parse: optional(str()), default: undefined, doc: 'Runner id in results and the runner registry; default `<hostname>-<random>`.' }),
   transport: setting({ name: 'BEDROCK_TRANSPORT', parse: oneOf(['redis', 'memory'] as const), default: 'redis', doc: 'Queues and streams: Redis (distributed) or in-process.' }),
   redisUrl: setting({ name: 'REDIS_URL', parse: url({ protocols: ['redis', 'rediss'] }), default: new URL('redis://127.0.0.1:6379'), doc: 'Redis for queues, notification streams, cancel channel and runner registry.' }),
@@ -123,6 +126,7 @@ export function readToolRunnerConfig(env: Record<string, string | undefined> = p
     reportIntervalMs: v.reportIntervalMs,
     shutdownGraceMs: v.shutdownGraceMs,
     logLevel: v.logLevel,
+    servicePeersFile: v.servicePeersFile,
   };
 }
 

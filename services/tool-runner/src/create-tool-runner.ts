@@ -12,13 +12,15 @@ import {
   createLogger,
   createMetrics,
   registerHealth,
+  readServicePeersFile,
   registerReflection,
   rpcMetricsInterceptor,
+  serviceAuthInterceptor,
   startGrpcServer,
   startMetricsServer,
   startQueueDepthSampler,
 } from '@bedrock/platform/server';
-import type { GrpcServer, Logger, MetricsServer, QueueDepthSampler, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
+import type { GrpcServer, Logger, MetricsServer, QueueDepthSampler, TokenEntry, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
 import type { ToolRunnerConfig } from './config.ts';
 import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
@@ -34,6 +36,8 @@ export interface ToolRunnerDeps {
   /** Queues, streams, cancel bus and registry; default built from the config (and closed on stop). */
   readonly transport?: Transport;
   readonly logger?: Logger;
+  /** Services allowed to call the ToolRunnerService; default read from BEDROCK_SERVICE_PEERS_FILE (none: every call is refused). */
+  readonly servicePeers?: readonly TokenEntry[];
 }
 
 export interface ToolRunner {
@@ -104,6 +108,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
     capabilities,
 
     async start() {
+      // Read first: a missing or malformed peers file stops the runner before it takes work.
+      const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
       const sandbox = await createSandboxSettings(config);
       probe = sandbox.probe;
       closeCgroups = () => sandbox.settings.cgroups?.close();
@@ -125,7 +131,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         host: config.grpcHost,
         port: config.grpcPort,
         logger,
-        interceptors: [rpcMetricsInterceptor(metrics)],
+        // ExecuteTool runs commands: only services listed as peers may call it.
+        interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
         routes: (router) => {
           registerToolRunnerService(router, { executor: exec, capabilities });
           registerHealth(router, health);

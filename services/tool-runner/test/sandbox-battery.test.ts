@@ -315,6 +315,59 @@ describe('Unrestricted mode: the same writes succeed in the working directory on
   });
 });
 
+describe("Unrestricted mode: the network stays, the system's own ports do not", () => {
+  let denied: Server;
+  let open: Server;
+  const port = (s: Server) => (s.address() as { port: number }).port;
+  const connect = (p: number) => `if (exec 3<>/dev/tcp/127.0.0.1/${p}) 2>/dev/null; then echo "OPEN ${p}"; else echo "CLOSED ${p}"; fi`;
+
+  beforeAll(async () => {
+    denied = createServer((socket) => socket.destroy());
+    open = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => denied.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => open.listen(0, '127.0.0.1', resolve));
+  });
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => denied.close(() => resolve()));
+    await new Promise<void>((resolve) => open.close(() => resolve()));
+  });
+
+  it('refuses a denied port on every address, with the prebuilt rules and without them', async () => {
+    const withHolder = await testSandboxSettings({ toolDenyPorts: [port(denied)] });
+    expect(withHolder.netRuleset).toBeDefined();
+    const { netRuleset: _holder, ...slowPath } = withHolder;
+    try {
+      for (const settings of [withHolder, slowPath]) {
+        const result = await bash(`${connect(port(denied))}; ${connect(port(open))}; echo "v6 $( (exec 3<>/dev/tcp/::1/${port(denied)}) 2>&1 | grep -c 'Permission denied')"`, Mode.UNRESTRICTED, workDir, undefined, settings);
+        // IPv6 too: refused by the kernel (no listener there would say "Connection refused").
+        expect(result.content).toContain('v6 1');
+        expect(result.content).toContain(`CLOSED ${port(denied)}`);
+        expect(result.content).toContain(`OPEN ${port(open)}`);
+      }
+    } finally {
+      withHolder.netRuleset?.close();
+      withHolder.cgroups?.close();
+    }
+  });
+
+  it('follows a port added after start (a new holder), and a dead holder is never weaker', async () => {
+    const settings = await testSandboxSettings({ toolDenyPorts: [1] });
+    try {
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`OPEN ${port(denied)}`);
+      settings.denyPorts.add(port(denied));
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`CLOSED ${port(denied)}`);
+      const spec = (await settings.netRuleset?.spec(settings.denyPorts)) as string;
+      process.kill(Number(spec.split(':')[0]), 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 100));
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`CLOSED ${port(denied)}`);
+    } finally {
+      settings.netRuleset?.close();
+      settings.cgroups?.close();
+    }
+  });
+});
+
 describe('best effort by Landlock ABI (helper pinned to older ABIs)', () => {
   // Every ABI the helper knows, down to 1: writes stay refused at each (truncate(2) by seccomp
   // before ABI 3); signal scoping exists only from ABI 6, as the kernel defines it.

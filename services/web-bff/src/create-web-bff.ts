@@ -15,6 +15,7 @@ import {
   createLogger,
   createMetrics,
   registerHealth,
+  readServiceTokenFile,
   registerReflection,
   rpcMetricsInterceptor,
   startMetricsServer,
@@ -45,6 +46,8 @@ export interface WebBffDeps {
   readonly streams?: NotificationStreams;
   /** Tokens; default: loaded from BEDROCK_TOKENS_FILE / BEDROCK_TOKENS. */
   readonly tokens?: TokenStore;
+  /** web-bff's own service token, presented to the conversation service; default read from BEDROCK_SERVICE_TOKEN_FILE. */
+  readonly serviceToken?: string;
 }
 
 export interface RunningWebBff {
@@ -63,7 +66,9 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
   const tokenSources = { file: config.tokensFile, inline: config.tokens };
   let tokens = deps.tokens ?? loadTokenStore(tokenSources);
-  if (tokens.users.length === 0) logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
+  if (tokens.names.length === 0) logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
+  const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
+  if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every call');
 
   const metrics = createMetrics(SERVICE_NAME);
   const health = createHealth();
@@ -76,7 +81,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') });
     streams = ownedTransport.streams;
   }
-  const upstream = createUpstream({ baseUrl: config.conversationUrl.href.replace(/\/$/, ''), timeoutMs: config.upstreamTimeoutMs });
+  const upstream = createUpstream({ baseUrl: config.conversationUrl.href.replace(/\/$/, ''), timeoutMs: config.upstreamTimeoutMs, serviceToken });
   const fanout: Fanout = createFanout({
     streams,
     bufferEvents: config.watchBufferEvents,
@@ -132,7 +137,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   health.set('', 'SERVING');
   health.set(ConversationService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Listener, Listener];
-  logger.info({ http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.users.length }, 'web-bff started');
+  logger.info({ http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.names.length }, 'web-bff started');
 
   const metricsSrv = metricsServer;
   let stopping: Promise<void> | undefined;
@@ -143,7 +148,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     reloadTokens() {
       try {
         tokens = loadTokenStore(tokenSources);
-        logger.info({ users: tokens.users.length }, 'bearer tokens reloaded');
+        logger.info({ users: tokens.names.length }, 'bearer tokens reloaded');
       } catch (err) {
         logger.error({ err: err instanceof Error ? err.message : String(err) }, 'reloading bearer tokens failed; keeping the old ones');
       }

@@ -19,3 +19,5 @@ export * from './shutdown.ts';
 export * from './request-context.ts';
 export * from './queue-depth-sampler.ts';
 export * from './trace-log-fields.ts';
+export * from './token-entries.ts';
+export * from './service-auth.ts';

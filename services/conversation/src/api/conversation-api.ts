@@ -1,7 +1,9 @@
 /**
  * The internal API: `bedrock.v1.ConversationService`, served to web-bff over gRPC (h2c).
- * web-bff authenticates the user and names them in the `bedrock-user-id` header; this
- * service enforces ownership (someone else's conversation is NOT_FOUND) and validates input.
+ * Every call carries a service credential (checked by the platform's serviceAuthInterceptor);
+ * web-bff authenticates the user and names them in the `bedrock-user-id` header, believed only
+ * from web-bff. This service enforces ownership (someone else's conversation is NOT_FOUND)
+ * and validates input.
  * Errors are Connect codes with messages a person can act on; internal detail stays in logs.
  */
 import { randomUUID } from 'node:crypto';
@@ -21,7 +23,7 @@ import {
   type ImageAttachment,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
-import type { Logger } from '@bedrock/platform/server';
+import { servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
 import type { ConversationEvent, Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';
@@ -30,9 +32,6 @@ import { InvalidCursorError, type ConversationRecord, type ConversationStore } f
 import { LIMITS } from './limits.ts';
 import { turnTraceContext } from './turn-trace.ts';
 import { watchConversation } from '@bedrock/platform/watch';
-
-/** The header web-bff sets to the authenticated user's id. */
-export const USER_HEADER = 'bedrock-user-id';
 
 export interface ConversationApiOptions {
   readonly store: ConversationStore;
@@ -52,7 +51,17 @@ export interface ConversationApiOptions {
 
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
 
+/** The user web-bff acts for. The header is believed only alongside web-bff's own service credential. */
 function userOf(ctx: HandlerContext): string {
+  const peer = servicePeer(ctx);
+  if (peer !== USER_IDENTITY_PEER) {
+    throw new ConnectError(
+      peer === undefined
+        ? 'missing service credential: call this service through web-bff'
+        : `service ${peer} may not act for a user: only ${USER_IDENTITY_PEER} names users (${USER_HEADER}); call this service through web-bff`,
+      Code.Unauthenticated,
+    );
+  }
   const user = ctx.requestHeader.get(USER_HEADER)?.trim();
   if (!user) throw new ConnectError(`missing ${USER_HEADER} header: call this service through web-bff`, Code.Unauthenticated);
   return user;

@@ -6,6 +6,7 @@ import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { probeSandbox } from './probe.ts';
 import type { SandboxProbe } from './probe.ts';
 import { createPidsCgroups, findPidsCgroupRoot } from './pids-cgroup.ts';
+import { createNetRulesetHolder } from './net-ruleset-holder.ts';
 import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
 import type { ResourceLimits } from './limits.ts';
 
@@ -86,6 +87,7 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       unrestrictedWrite: input.unrestrictedWrite ?? 'workspace',
       denyPorts: new Set(input.toolDenyPorts ?? []),
       hidePaths: input.toolHidePaths ?? [],
+      ...(probe.landlockAbi >= 4 ? { netRuleset: createNetRulesetHolder(input.helperPath) } : {}),
       baseEnv: input.baseEnv ?? process.env,
     },
   };

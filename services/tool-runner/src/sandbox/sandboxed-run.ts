@@ -7,6 +7,7 @@
  * Both modes run in a pids cgroup when the machine has one; the cgroup is removed afterwards.
  */
 import { stat } from 'node:fs/promises';
+import type { NetRulesetHolder } from './net-ruleset-holder.ts';
 import { runCommand } from '../process/run-command.ts';
 import type { RunCommandResult } from '../process/run-command.ts';
 import type { OutputCaptureOptions } from '../process/output-capture.ts';
@@ -36,6 +37,8 @@ export interface SandboxSettings {
   readonly denyPorts: Set<number>;
   /** Paths hidden from tools in their private mount namespace. */
   readonly hidePaths: readonly string[];
+  /** Prebuilt Unrestricted port rules (Landlock ABI ≥ 4); without it each run builds its own. */
+  readonly netRuleset?: NetRulesetHolder;
   /** Environment the command env is derived from (secrets removed). */
   readonly baseEnv: NodeJS.ProcessEnv;
 }
@@ -91,12 +94,13 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     }
   }
   const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
+  const netRuleset = restricted ? undefined : await settings.netRuleset?.spec(settings.denyPorts);
   const argv = [
     settings.helperPath,
     // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together.
     ...limitArgs(cgroupDir ? { ...limits, processes: 0 } : limits),
     ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
-    ...(restricted ? ['--restricted'] : ['--write-scope', settings.unrestrictedWrite, ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)])]),
+    ...(restricted ? ['--restricted'] : ['--write-scope', settings.unrestrictedWrite, ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]), ...(netRuleset ? ['--net-ruleset', netRuleset] : [])]),
     ...(settings.scratch ? ['--private-tmp', settings.scratchRoot, ...settings.hidePaths.flatMap((p) => ['--hide', p])] : []),
     ...(cgroupDir ? ['--cgroup', cgroupDir] : []),
     '--',

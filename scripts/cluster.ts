@@ -55,6 +55,7 @@ async function up(): Promise<void> {
   console.log(`  web UI and Connect API: ${cluster.httpUrl}`);
   console.log(`  gRPC (h2c):             ${cluster.grpcUrl}`);
   console.log(`  logs:                   ${join(dir, 'logs')}`);
+  console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
   console.log(`  try: BEDROCK_URL=${cluster.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
   console.log('  stop: make cluster-down');
 }

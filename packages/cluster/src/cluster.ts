@@ -2,11 +2,14 @@
  * The services as separate processes, in the cluster layout: several replicas of each
  * against one PostgreSQL and one Redis, with their logs under one folder. Used by
  * `make cluster` (fixed ports, left running) and by the end-to-end tests (free ports).
+ * Each service gets its own token in `<dir>/secrets/<service>.token` and the internal servers
+ * the peers file `<dir>/secrets/peers` (directory 0700, files 0600), new at every start.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import { generateServiceCredentials } from '@bedrock/platform/server';
 import { freePort } from './free-port.ts';
 import { serviceProcess, type Runtime, type ServiceName, type ServiceProcess } from './service-process.ts';
 
@@ -38,6 +41,8 @@ export interface Cluster {
   readonly grpcUrl: string;
   readonly userId: string;
   readonly token: string;
+  /** Service identity: `<dir>/secrets/<service>.token` by service, and the peers file. */
+  readonly secrets: { readonly tokenFiles: Readonly<Record<ServiceName, string>>; readonly peersFile: string };
   readonly processes: ServiceProcess[];
   byName(name: string): ServiceProcess;
   /** Starts a stopped replica again with the same settings. */
@@ -46,6 +51,40 @@ export interface Cluster {
 }
 
 const USER_ID = 'local';
+const SERVICES: readonly ServiceName[] = ['conversation', 'llm-gateway', 'tool-runner', 'web-bff'];
+
+/**
+ * Which service-identity settings each service reads: the internal servers accept the peers,
+ * web-bff presents its token to the conversation service (llm-gateway calls no internal port).
+ */
+function identityEnv(service: ServiceName, tokenFile: string, peersFile: string): Record<string, string> {
+  switch (service) {
+    case 'conversation':
+    case 'tool-runner':
+      return { BEDROCK_SERVICE_PEERS_FILE: peersFile };
+    case 'web-bff':
+      return { BEDROCK_SERVICE_TOKEN_FILE: tokenFile };
+    case 'llm-gateway':
+      return {};
+  }
+}
+
+/** Fresh service tokens and the peers file under `<dir>/secrets` (0700; files 0600). */
+function writeServiceSecrets(dir: string): Cluster['secrets'] {
+  const secrets = join(dir, 'secrets');
+  mkdirSync(secrets, { recursive: true, mode: 0o700 });
+  chmodSync(secrets, 0o700);
+  const credentials = generateServiceCredentials(SERVICES);
+  const write = (file: string, text: string) => {
+    writeFileSync(file, text, { mode: 0o600 });
+    chmodSync(file, 0o600);
+  };
+  const tokenFiles = Object.fromEntries(SERVICES.map((name) => [name, join(secrets, `${name}.token`)])) as Record<ServiceName, string>;
+  for (const name of SERVICES) write(tokenFiles[name], `${credentials.tokens[name]}\n`);
+  const peersFile = join(secrets, 'peers');
+  write(peersFile, credentials.peersFile);
+  return { tokenFiles, peersFile };
+}
 
 async function ensureDatabase(url: string): Promise<void> {
   const target = new URL(url);
@@ -73,6 +112,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const token = randomBytes(24).toString('base64url');
   const hash = createHash('sha256').update(token).digest('hex');
   writeFileSync(join(options.dir, 'token'), `${token}\n`, { mode: 0o600 });
+  const secrets = writeServiceSecrets(options.dir);
 
   const common = {
     REDIS_URL: options.redisUrl,
@@ -91,7 +131,13 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           name: `${service}-${index}`,
           service,
           metricsPort,
-          env: { ...common, ...options.serviceEnv?.[service], ...env, BEDROCK_METRICS_PORT: String(metricsPort) },
+          env: {
+            ...common,
+            ...identityEnv(service, secrets.tokenFiles[service], secrets.peersFile),
+            ...options.serviceEnv?.[service],
+            ...env,
+            BEDROCK_METRICS_PORT: String(metricsPort),
+          },
         },
         { dir: options.dir, runtime, detached: options.detached ?? false },
       ),
@@ -129,6 +175,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     grpcUrl: `http://127.0.0.1:${grpcPort}`,
     userId: USER_ID,
     token,
+    secrets,
     processes,
     byName(name) {
       const p = processes.find((x) => x.name === name);

@@ -4,10 +4,14 @@
  * the public API; the model is the scripted local Messages API server, reached by the
  * gateways through the real SDK.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Code, ConnectError } from '@connectrpc/connect';
-import { ErrorKind, MessageType, Mode, StateKind } from '@bedrock/contracts';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, createClient, type Interceptor } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ConversationService, ErrorKind, MessageType, Mode, StateKind, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
+import { serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
 import type { ScriptedMessage } from '@bedrock/testkit';
 import { startE2e, type E2e } from './support/e2e.ts';
 
@@ -235,5 +239,38 @@ describe('end to end through the public API', () => {
       const lines = e.cluster.processes.filter((p) => p.service === service).flatMap((p) => readFileSync(p.logFile, 'utf8').split('\n'));
       expect([service, lines.some((l) => /"trace_id":"[\da-f]{32}"/.test(l))]).toEqual([service, true]);
     }
+  });
+
+  it('internal ports answer only services: the user header counts only from web-bff; health is open', async () => {
+    const { secrets } = e.cluster;
+    const mode = (path: string) => statSync(path).mode & 0o777;
+    expect(mode(dirname(secrets.peersFile))).toBe(0o700);
+    for (const file of [secrets.peersFile, ...Object.values(secrets.tokenFiles)]) expect([file, mode(file)]).toEqual([file, 0o600]);
+    const token = (service: keyof typeof secrets.tokenFiles) => readFileSync(secrets.tokenFiles[service], 'utf8').trim();
+    const asUser: Interceptor = (next) => (req) => {
+      req.header.set(USER_HEADER, e.cluster.userId);
+      return next(req);
+    };
+    const url = (name: string) => `http://127.0.0.1:${e.cluster.byName(name).env.BEDROCK_GRPC_PORT}`;
+    const codeOf = (p: Promise<unknown>) => p.then(() => 'ok', (err: unknown) => Code[ConnectError.from(err).code]);
+
+    const conversation = (...interceptors: Interceptor[]) => createClient(ConversationService, createGrpcTransport({ baseUrl: url('conversation-1'), interceptors }));
+    expect(await codeOf(conversation().listConversations({}))).toBe('Unauthenticated');
+    expect(await codeOf(conversation(asUser).listConversations({}))).toBe('Unauthenticated');
+    expect(await codeOf(conversation(serviceTokenInterceptor(token('tool-runner')), asUser).listConversations({}))).toBe('Unauthenticated');
+    expect(await codeOf(conversation(serviceTokenInterceptor(token('web-bff')), asUser).listConversations({}))).toBe('ok');
+    const probe = createClient(health.Health, createGrpcTransport({ baseUrl: url('conversation-1') }));
+    expect((await probe.check({ service: '' })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
+
+    const runner = (...interceptors: Interceptor[]) => createClient(ToolRunnerService, createGrpcTransport({ baseUrl: url('tool-runner-1'), interceptors }));
+    const job = create(ToolExecJobSchema, { toolUseId: `e2e-identity-${Date.now()}`, conversationId: 'e2e-identity', toolName: 'bash', inputJson: JSON.stringify({ command: 'echo ran' }), cwd: '/tmp', mode: Mode.UNRESTRICTED });
+    const execute = async (...interceptors: Interceptor[]) => {
+      let content = '';
+      for await (const msg of runner(...interceptors).executeTool({ job })) if (msg.kind.case === 'result') content = msg.kind.value.content;
+      return content;
+    };
+    expect(await codeOf(execute())).toBe('Unauthenticated');
+    expect(await codeOf(execute(serviceTokenInterceptor(`${token('conversation')}x`)))).toBe('Unauthenticated');
+    expect(await execute(serviceTokenInterceptor(token('conversation')))).toBe('ran\n');
   });
 });

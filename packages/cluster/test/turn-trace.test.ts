@@ -10,8 +10,9 @@ import { createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService, StateKind } from '@bedrock/contracts';
 import { createMemoryTransport, type Transport } from '@bedrock/platform';
+import { generateServiceCredentials, serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { readConversationConfig, startConversationService, USER_HEADER, type RunningConversationService } from '../../../services/conversation/src/index.ts';
+import { readConversationConfig, startConversationService, type RunningConversationService } from '../../../services/conversation/src/index.ts';
 import { createLlmGateway, readLlmGatewayConfig, type LlmGateway } from '../../../services/llm-gateway/src/index.ts';
 import { createToolRunner, defaultToolRunnerConfig, type ToolRunner } from '../../../services/tool-runner/src/index.ts';
 
@@ -62,6 +63,7 @@ let runner: ToolRunner;
 let memory: Transport;
 let client: Client<typeof ConversationService>;
 const added: Added[] = [];
+const services = generateServiceCredentials(['web-bff']);
 
 beforeAll(async () => {
   const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
@@ -78,13 +80,14 @@ beforeAll(async () => {
   const transport = recording(memory, added);
   conversation = await startConversationService(
     readConversationConfig({ DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'unavailable', LOG_LEVEL: 'warn' }),
-    { transport },
+    { transport, servicePeers: services.peers },
   );
   gateway = createLlmGateway(readLlmGatewayConfig({ ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: llm.url, BEDROCK_TRANSPORT: 'memory', LOG_LEVEL: 'warn' }), { transport, serveMetrics: false });
   await gateway.start();
   runner = createToolRunner(defaultToolRunnerConfig({ transport: 'memory', grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, logLevel: 'warn' }), { transport });
   await runner.start();
-  client = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl }));
+  // The test calls as web-bff does: with web-bff's service token beside the user header.
+  client = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }));
 }, 60_000);
 
 afterAll(async () => {

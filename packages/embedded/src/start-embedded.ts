@@ -4,7 +4,9 @@
  * queue, stream, cancel and registry implementations, a tool-runner with the kernel sandbox
  * when this machine has it, the gateway (with the offline demo model unless
  * ANTHROPIC_API_KEY is set) and web-bff with the web UI. Data lives in BEDROCK_DATA_DIR and
- * survives a restart; a local user's token is kept there for the CLI and the browser.
+ * survives a restart; a local user's token is kept there for the CLI and the browser. The
+ * services' own credentials (service identity on the internal gRPC ports) are generated in
+ * memory at each start and handed to them directly: no files.
  * With DATABASE_URL set, a real PostgreSQL server is used instead of the embedded one.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -12,7 +14,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { createMemoryTransport } from '@bedrock/platform';
-import { createLogger, type Logger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, type Logger } from '@bedrock/platform/server';
 import { readConversationConfig, startConversationService, startEmbeddedPostgres } from '@bedrock/conversation';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
 import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
@@ -63,6 +65,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const offline = !env.ANTHROPIC_API_KEY;
   // One process: internal ports are ephemeral so only the public ones need to be free.
   const internal = { ...env, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1' };
+  // Internal ports still answer only the services: fresh tokens per start, kept in memory.
+  const services = generateServiceCredentials(['conversation', 'llm-gateway', 'tool-runner', 'web-bff']);
 
   const stops: (() => Promise<void>)[] = [];
   const stopAll = async () => {
@@ -80,7 +84,11 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => transport.close());
 
     // The runner first, so the conversation service sees its sandbox report.
-    const runner = createToolRunner(readToolRunnerConfig({ ...internal, BEDROCK_RUNNER_ID: 'embedded' }), { transport, logger: logger.child({ component: 'tool-runner' }) });
+    const runner = createToolRunner(readToolRunnerConfig({ ...internal, BEDROCK_RUNNER_ID: 'embedded' }), {
+      transport,
+      logger: logger.child({ component: 'tool-runner' }),
+      servicePeers: services.peers,
+    });
     await runner.start();
     stops.push(() => runner.stop());
 
@@ -90,7 +98,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
 
     const conversation = await startConversationService(
       readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5') }),
-      { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }) },
+      { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
     );
     stops.push(() => conversation.stop());
 
@@ -102,7 +110,12 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
         BEDROCK_HOST: env.BEDROCK_HOST || '127.0.0.1',
         BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
       }),
-      { streams: transport.streams, tokens: createTokenStore(parseTokenEntries(`${LOCAL_USER}:${hashToken(token)}`, 'the embedded local user')), logger: logger.child({ component: 'web-bff' }) },
+      {
+        streams: transport.streams,
+        tokens: createTokenStore(parseTokenEntries(`${LOCAL_USER}:${hashToken(token)}`, 'the embedded local user')),
+        serviceToken: services.tokens['web-bff'],
+        logger: logger.child({ component: 'web-bff' }),
+      },
     );
     stops.push(() => bff.stop());
     return { dataDir, httpUrl: bff.httpUrl, grpcUrl: bff.grpcUrl, token, offline, stop: stopAll };

@@ -1,8 +1,12 @@
 /** Settings of the conversation service, from the environment (docs/conversation.md lists them). */
 import { bool, commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str } from '@bedrock/platform/server';
 
+// The conversation service calls no internal server, so it holds no service token of its own;
+// it serves one, so it reads the peers it accepts (BEDROCK_SERVICE_PEERS_FILE).
+const { serviceTokenFile: _noOutgoingInternalCalls, ...common } = commonEnv;
+
 export const conversationEnv = {
-  ...commonEnv,
+  ...common,
   databaseUrl: setting({
     name: 'DATABASE_URL',
     parse: str(),

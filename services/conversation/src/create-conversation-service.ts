@@ -11,14 +11,17 @@ import {
   createLogger,
   createMetrics,
   registerHealth,
+  readServicePeersFile,
   registerReflection,
   rpcMetricsInterceptor,
+  serviceAuthInterceptor,
   startGrpcServer,
   startMetricsServer,
   startQueueDepthSampler,
   type GrpcServer,
   type Logger,
   type MetricsServer,
+  type TokenEntry,
 } from '@bedrock/platform/server';
 import { registerConversationApi } from './api/conversation-api.ts';
 import { LIMITS } from './api/limits.ts';
@@ -38,6 +41,8 @@ export interface ConversationServiceDeps {
   readonly pool?: pg.Pool;
   readonly transport?: Transport;
   readonly logger?: Logger;
+  /** Services allowed to call the internal API; default read from BEDROCK_SERVICE_PEERS_FILE (none: every call is refused). */
+  readonly servicePeers?: readonly TokenEntry[];
 }
 
 export interface RunningConversationService {
@@ -56,6 +61,8 @@ export async function startConversationService(
   deps: ConversationServiceDeps = {},
 ): Promise<RunningConversationService> {
   const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
+  // Read first: a missing or malformed peers file stops the service before it touches anything.
+  const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
   const metrics = createMetrics(SERVICE_NAME);
   const health = createHealth();
   health.set('', 'NOT_SERVING');
@@ -121,7 +128,8 @@ export async function startConversationService(
       port: config.grpcPort,
       logger,
       readMaxBytes: LIMITS.maxRequestBytes,
-      interceptors: [rpcMetricsInterceptor(metrics)],
+      // Only services listed as peers get past this; the user header counts only from web-bff.
+      interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
       routes: (router) => {
         registerConversationApi(router, {
           store,

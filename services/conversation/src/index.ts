@@ -2,4 +2,3 @@
 export { startConversationService, SERVICE_NAME, type RunningConversationService, type ConversationServiceDeps } from './create-conversation-service.ts';
 export { readConversationConfig, conversationEnv, type ConversationConfig } from './config.ts';
 export { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded-postgres.ts';
-export { USER_HEADER } from './api/conversation-api.ts';

@@ -5,8 +5,11 @@
  *     [--duration 20] [--requests N] [--mix bash:8,think:2,keyword_search:1,patch:1]
  *     [--mode unrestricted|restricted] [--target http://127.0.0.1:50053]
  *     [--redis-url redis://127.0.0.1:6379] [--redis-prefix bedrock] [--bash-command "echo ok"]
+ *     [--token-file FILE]
  *
- * grpc: ExecuteTool calls on the runner's ToolRunnerService. queue: ToolExecJobs on
+ * grpc: ExecuteTool calls on the runner's ToolRunnerService, presenting the service token in
+ * --token-file (default $BEDROCK_SERVICE_TOKEN_FILE), whose SHA-256 must be listed in the
+ * runner's BEDROCK_SERVICE_PEERS_FILE. queue: ToolExecJobs on
  * `tool-exec` (or `tool-exec-restricted`), results read from `conversation-events` under the
  * same Redis prefix as the runner (this consumes that queue: point it at a runner with its
  * own BEDROCK_REDIS_PREFIX, not at a live deployment). Prints throughput, latency
@@ -17,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { create } from '@bufbuild/protobuf';
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import {
   ConversationEventJobSchema,
@@ -28,8 +31,9 @@ import {
   ToolExecJobSchema,
   ToolRunnerService,
 } from '@bedrock/contracts';
-import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
+import type { RunnerCapabilities, ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
+import { readServiceTokenFile, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { fmtMs, quantile } from './stats.ts';
 
 const { values: args } = parseArgs({
@@ -44,6 +48,7 @@ const { values: args } = parseArgs({
     'redis-url': { type: 'string', default: process.env.REDIS_URL || 'redis://127.0.0.1:6379' },
     'redis-prefix': { type: 'string', default: process.env.BEDROCK_REDIS_PREFIX || 'bedrock' },
     'bash-command': { type: 'string', default: 'echo ok' },
+    'token-file': { type: 'string', default: process.env.BEDROCK_SERVICE_TOKEN_FILE ?? '' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -113,9 +118,37 @@ function makeJob(tool: Tool): ToolExecJob {
 
 type Execute = (job: ToolExecJob) => Promise<ToolCompleteEvent>;
 
+/** Stops with one line (no stack trace) when the runner cannot be used at all. */
+function unusable(message: string): never {
+  console.error(`loadtest: ${message}`);
+  process.exit(1);
+}
+
 async function grpcExecutor(): Promise<{ execute: Execute; close(): Promise<void>; describe: string }> {
-  const client = createClient(ToolRunnerService, createGrpcTransport({ baseUrl: args.target as string }));
-  const { capabilities } = await client.getCapabilities({}, { timeoutMs: 5000 });
+  const tokenFile = args['token-file'] as string;
+  if (!tokenFile) {
+    fail('the gRPC path needs a service token: --token-file FILE (or BEDROCK_SERVICE_TOKEN_FILE), a token whose SHA-256 is listed in the runner\'s BEDROCK_SERVICE_PEERS_FILE');
+  }
+  let token: string;
+  try {
+    token = readServiceTokenFile(tokenFile);
+  } catch (err) {
+    fail((err as Error).message.replace('BEDROCK_SERVICE_TOKEN_FILE=', '--token-file '));
+  }
+  const client = createClient(ToolRunnerService, createGrpcTransport({ baseUrl: args.target as string, interceptors: [serviceTokenInterceptor(token)] }));
+  let capabilities: RunnerCapabilities | undefined;
+  try {
+    ({ capabilities } = await client.getCapabilities({}, { timeoutMs: 5000 }));
+  } catch (err) {
+    const e = ConnectError.from(err);
+    if (e.code === Code.Unauthenticated) {
+      unusable(`the runner at ${args.target} refused the service token in ${tokenFile}: list its SHA-256 in the runner's BEDROCK_SERVICE_PEERS_FILE (npx bedrock token hash "$(cat ${tokenFile})") and restart it`);
+    }
+    if (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded) {
+      unusable(`no tool-runner answers at ${args.target} (${e.rawMessage}): start one, e.g. BEDROCK_SERVICE_PEERS_FILE=... npx tsx services/tool-runner/src/main.ts`);
+    }
+    unusable(`GetCapabilities on ${args.target} failed: ${Code[e.code]}: ${e.rawMessage}`);
+  }
   return {
     describe: `gRPC ${args.target} (runner ${capabilities?.runnerId}, sandbox ${capabilities?.sandboxAvailable ? `Landlock ABI ${capabilities.landlockAbi}` : 'unavailable'})`,
     async execute(job) {

@@ -1,14 +1,15 @@
 /** The ToolRunnerService over a real HTTP/2 socket, driven like an operator or the load generator would. */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { existsSync } from 'node:fs';
 import { Mode, QUEUE_TOOL_EXEC, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
 import { createMemoryTransport } from '@bedrock/platform';
+import { generateToken } from '@bedrock/platform/server';
 import type { ToolCompleteEvent } from '@bedrock/contracts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
-import { groupGone, grpcClient, startTestRunner } from './support-runner.ts';
+import { groupGone, grpcClient, startTestRunner, TEST_SERVICES } from './support-runner.ts';
 import { tempDir } from './support.ts';
 
 let runner: ToolRunner;
@@ -33,7 +34,7 @@ describe('ToolRunnerService', () => {
     expect(capabilities?.landlockAbi).toBeGreaterThanOrEqual(6);
   });
 
-  it('serves grpc.health.v1', async () => {
+  it('serves grpc.health.v1 without a service credential', async () => {
     const client = createClient(health.Health, createGrpcTransport({ baseUrl: runner.grpcUrl }));
     expect((await client.check({ service: '' })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
     expect((await client.check({ service: ToolRunnerService.typeName })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
@@ -96,6 +97,46 @@ describe('ToolRunnerService', () => {
         }
       })(),
     ).rejects.toThrow(/tool_use_id and tool_name is required/);
+  });
+});
+
+describe('ToolRunnerService: service identity', () => {
+  /** Runs `touch <file>` through ExecuteTool presenting `token` (`null`: none); the call's error, if any. */
+  async function touch(token: string | null, file: string): Promise<ConnectError | undefined> {
+    try {
+      for await (const _ of grpcClient(runner, token).executeTool({ job: job(`id-${file}`, `touch ${dir.path}/${file}`) })) {
+        // drain
+      }
+      return undefined;
+    } catch (err) {
+      return ConnectError.from(err);
+    }
+  }
+
+  it('refuses ExecuteTool without a credential, and runs nothing', async () => {
+    const err = await touch(null, 'no-credential');
+    expect(err?.code).toBe(Code.Unauthenticated);
+    expect(err?.rawMessage).toMatch(/^missing service credential: this is an internal endpoint: present a service token \(BEDROCK_SERVICE_TOKEN_FILE\) listed in BEDROCK_SERVICE_PEERS_FILE/);
+    expect(existsSync(`${dir.path}/no-credential`)).toBe(false);
+  });
+
+  it('refuses ExecuteTool with a token that is not a peer, and runs nothing', async () => {
+    const err = await touch(generateToken(), 'wrong-token');
+    expect(err?.code).toBe(Code.Unauthenticated);
+    expect(err?.rawMessage).toMatch(/^service token not accepted: /);
+    expect(existsSync(`${dir.path}/wrong-token`)).toBe(false);
+  });
+
+  it('refuses the other methods without a credential too', async () => {
+    await expect(grpcClient(runner, null).getCapabilities({})).rejects.toMatchObject({ code: Code.Unauthenticated });
+    await expect(grpcClient(runner, null).cancelTool({ toolUseId: 'x' })).rejects.toMatchObject({ code: Code.Unauthenticated });
+  });
+
+  it('runs ExecuteTool for every listed peer', async () => {
+    expect(await touch(TEST_SERVICES.tokens.conversation!, 'peer-conversation')).toBeUndefined();
+    expect(await touch(TEST_SERVICES.tokens['web-bff']!, 'peer-web-bff')).toBeUndefined();
+    expect(existsSync(`${dir.path}/peer-conversation`)).toBe(true);
+    expect(existsSync(`${dir.path}/peer-web-bff`)).toBe(true);
   });
 });
 

@@ -4,12 +4,18 @@ import type { Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ToolRunnerService } from '@bedrock/contracts';
 import type { Transport } from '@bedrock/platform';
-import { createLogger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { defaultToolRunnerConfig } from '../src/config.ts';
 import type { ToolRunnerConfig } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { ensureHelper } from './support.ts';
+
+/**
+ * Service identity of the test runners: they accept these services' tokens (grpcClient
+ * presents the `conversation` one unless told otherwise).
+ */
+export const TEST_SERVICES = generateServiceCredentials(['conversation', 'web-bff']);
 
 export async function startTestRunner(overrides: Partial<ToolRunnerConfig> = {}, transport?: Transport): Promise<ToolRunner> {
   ensureHelper();
@@ -23,13 +29,18 @@ export async function startTestRunner(overrides: Partial<ToolRunnerConfig> = {},
     outputFlushMs: 20,
     ...overrides,
   });
-  const runner = createToolRunner(config, { logger: createLogger({ service: 'tool-runner', level: 'silent' }), ...(transport ? { transport } : {}) });
+  const runner = createToolRunner(config, {
+    logger: createLogger({ service: 'tool-runner', level: 'silent' }),
+    servicePeers: TEST_SERVICES.peers,
+    ...(transport ? { transport } : {}),
+  });
   await runner.start();
   return runner;
 }
 
-export function grpcClient(runner: ToolRunner): Client<typeof ToolRunnerService> {
-  return createClient(ToolRunnerService, createGrpcTransport({ baseUrl: runner.grpcUrl }));
+/** A client of the runner's ToolRunnerService presenting `token` (default a listed peer's; `null` sends none). */
+export function grpcClient(runner: ToolRunner, token: string | null = TEST_SERVICES.tokens.conversation!): Client<typeof ToolRunnerService> {
+  return createClient(ToolRunnerService, createGrpcTransport({ baseUrl: runner.grpcUrl, interceptors: token === null ? [] : [serviceTokenInterceptor(token)] }));
 }
 
 /** Waits until process group `pgid` has no process left (all reaped), up to `ms`. */

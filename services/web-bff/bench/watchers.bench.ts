@@ -8,7 +8,9 @@
  * delta to BENCH_PER_ROUND (10) of the conversations in turn; BENCH_DRAIN_MS (5000) to finish.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { create } from '@bufbuild/protobuf';
@@ -16,7 +18,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationEventSchema, ConversationService } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
-import { createLogger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
 import { Redis } from 'ioredis';
 import { readConversationConfig } from '../../conversation/src/config.ts';
 import { startConversationService } from '../../conversation/src/create-conversation-service.ts';
@@ -67,16 +69,22 @@ const db = await createTestDatabase('bench_watchers');
 const prefix = `bench-watchers-${process.pid}`;
 const logger = createLogger({ service: 'bench', level: 'warn' });
 const transport = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
+// Service identity: the conversation service accepts web-bff's token; the web-bff process reads it from a file.
+const services = generateServiceCredentials(['web-bff']);
+const secrets = mkdtempSync(join(tmpdir(), 'bedrock-bench-secrets-'));
+const serviceTokenFile = join(secrets, 'web-bff.token');
+writeFileSync(serviceTokenFile, `${services.tokens['web-bff']}\n`, { mode: 0o600 });
 const conversation = await startConversationService(
   readConversationConfig({ DATABASE_URL: db.url, BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'available', LOG_LEVEL: 'warn' }),
-  { transport: createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined }), logger },
+  { transport: createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined }), logger, servicePeers: services.peers },
 );
 const children: ChildProcess[] = [];
 try {
-  const direct = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl }));
+  // Straight to the conversation service, as web-bff calls it.
+  const direct = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }));
   const ids: string[] = [];
   for (let i = 0; i < CONVERSATIONS; i++) {
-    const res = await direct.createConversation({ cwd: '/tmp' }, { headers: { 'bedrock-user-id': 'bench' } });
+    const res = await direct.createConversation({ cwd: '/tmp' }, { headers: { [USER_HEADER]: 'bench' } });
     ids.push(res.conversation!.id);
   }
 
@@ -92,6 +100,7 @@ try {
       BEDROCK_REDIS_PREFIX: prefix,
       REDIS_URL: 'redis://127.0.0.1:6379',
       BEDROCK_TOKENS: `bench:${hashToken(token)}`,
+      BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
       LOG_LEVEL: 'info',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -152,6 +161,7 @@ try {
   console.log(`load average during the run:      ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`);
 } finally {
   for (const c of children) c.kill('SIGKILL');
+  rmSync(secrets, { recursive: true, force: true });
   await conversation.stop();
   await transport.close();
   await db.drop();

@@ -5,8 +5,12 @@ import { commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str,
 /** The web UI's build output inside this package, used when BEDROCK_UI_DIR is unset. */
 export const DEFAULT_UI_DIR = fileURLToPath(new URL('../ui/dist', import.meta.url));
 
+// web-bff serves no internal endpoint (its API authenticates users), so it has no service
+// peers; it calls the conversation service, so it holds a service token (BEDROCK_SERVICE_TOKEN_FILE).
+const { servicePeersFile: _servesNoInternalEndpoint, ...common } = commonEnv;
+
 export const webBffEnv = {
-  ...commonEnv,
+  ...common,
   httpPort: setting({
     name: 'BEDROCK_PORT',
     parse: port(),

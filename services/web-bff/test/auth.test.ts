@@ -4,8 +4,13 @@
  * NOT_FOUND for every RPC that names one; sub-agents are hidden from listings.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Code, ConnectError, type Client } from '@connectrpc/connect';
-import { StopReason, type ConversationService } from '@bedrock/contracts';
+import { Writable } from 'node:stream';
+import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ConversationService, StopReason } from '@bedrock/contracts';
+import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
+import { readWebBffConfig } from '../src/config.ts';
+import { startWebBff } from '../src/create-web-bff.ts';
 import { startSystem, type System } from './support/system.ts';
 
 let s: System;
@@ -78,6 +83,45 @@ describe('authentication', () => {
     const ok = await s.client(s.tokens.alice).listConversations({});
     expect(ok.conversations.map((c) => c.id)).toContain(aliceConversation);
   });
+});
+
+describe('service identity towards the conversation service', () => {
+  /** A second web-bff in front of the same conversation service, presenting `serviceToken`. */
+  async function otherBff(serviceToken: string | undefined) {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const user = generateToken();
+    const bff = await startWebBff(
+      readWebBffConfig({ BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_CONVERSATION_URL: s.conversation.grpcUrl, BEDROCK_TRANSPORT: 'memory', BEDROCK_SHUTDOWN_GRACE: '500' }),
+      {
+        logger: createLogger({ service: 'web-bff', level: 'warn', destination }),
+        tokens: createTokenStore(tokenEntriesOf({ alice: user })),
+        ...(serviceToken === undefined ? {} : { serviceToken }),
+      },
+    );
+    const client = createClient(ConversationService, createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }));
+    return { bff, client, log: () => lines.join('') };
+  }
+
+  for (const [what, token] of [['no service token', undefined], ['a service token the conversation service does not list', generateToken()]] as const) {
+    it(`with ${what}, web-bff gets nothing: INTERNAL to the user, the fix in its log`, async () => {
+      const other = await otherBff(token);
+      try {
+        const err = ConnectError.from(await other.client.getConversation({ conversationId: aliceConversation }).catch((e: unknown) => e));
+        expect([err.code, err.rawMessage]).toEqual([Code.Internal, 'internal error']);
+        expect(other.log()).toContain("the conversation service refused web-bff's service token: check BEDROCK_SERVICE_TOKEN_FILE");
+        if (token === undefined) expect(other.log()).toContain('no service token (BEDROCK_SERVICE_TOKEN_FILE)');
+        else expect(other.log()).not.toContain(token);
+      } finally {
+        await other.bff.stop();
+      }
+    });
+  }
 });
 
 describe('ownership', () => {

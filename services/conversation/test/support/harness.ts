@@ -31,10 +31,9 @@ import {
   type ToolExecJob,
 } from '@bedrock/contracts';
 import { STREAM_START, createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
-import { createLogger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor, USER_HEADER, type ServiceCredentials } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
-import { USER_HEADER } from '../../src/api/conversation-api.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { chainProblems, usage } from './blocks.ts';
 
@@ -72,7 +71,9 @@ export interface Harness {
   /** The primary replica (replaced by `restart()`). */
   readonly service: RunningConversationService;
   readonly prefix: string;
-  /** A client of the primary replica (or of `target`) acting as `user`. */
+  /** Service identity of this run: the service accepts every one of these tokens (web-bff's names users). */
+  readonly services: ServiceCredentials;
+  /** A client of the primary replica (or of `target`) acting as `user`, with web-bff's service token. */
   client(user?: string, target?: RunningConversationService): Client<typeof ConversationService>;
   /** Jobs the "gateway" and "runner" received, in order. */
   readonly llmJobs: LlmRequestJob[];
@@ -161,7 +162,10 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     LOG_LEVEL: 'warn',
     ...options.env,
   };
+  // Tokens of the four services; the conversation service accepts them all as peers.
+  const services = generateServiceCredentials(['web-bff', 'llm-gateway', 'tool-runner', 'conversation']);
   const config = readConversationConfig(env);
+  const deps = { servicePeers: services.peers };
   const transports: Transport[] = [];
   const pools: pg.Pool[] = [];
   const replicas: RunningConversationService[] = [];
@@ -176,7 +180,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     return p;
   };
   const logger = createLogger({ service: 'conversation-test', level: 'warn' });
-  let primary = await startConversationService(config, { pool: newPool(), transport: newTransport(), logger });
+  let primary = await startConversationService(config, { ...deps, pool: newPool(), transport: newTransport(), logger });
   replicas.push(primary);
 
   const workerTransport = newTransport();
@@ -204,7 +208,8 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const clientFor = (user: string, target: RunningConversationService) => {
     const t = createGrpcTransport({
       baseUrl: target.grpcUrl,
-      interceptors: [(next) => (req) => { req.header.set(USER_HEADER, user); return next(req); }],
+      // As web-bff calls: its service credential, and with it the user.
+      interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!), (next) => (req) => { req.header.set(USER_HEADER, user); return next(req); }],
     });
     httpClients.push(t);
     return createClient(ConversationService, t);
@@ -218,6 +223,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       return primary;
     },
     prefix,
+    services,
     llmJobs,
     toolJobs,
     toolJobRecords,
@@ -303,7 +309,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     chainProblems: () => llmJobs.flatMap(chainProblems),
     waitFor,
     async startReplica() {
-      const replica = await startConversationService(config, { pool: newPool(), transport: newTransport(), logger });
+      const replica = await startConversationService(config, { ...deps, pool: newPool(), transport: newTransport(), logger });
       replicas.push(replica);
       return replica;
     },

@@ -1,14 +1,13 @@
 /**
  * The conversation service's internal API, called on behalf of an authenticated user: every
- * call carries `bedrock-user-id`, which that service trusts to enforce ownership. One HTTP/2
+ * call carries web-bff's service credential (`authorization: Bearer <service token>`) and,
+ * with it, `bedrock-user-id`, which that service believes only from web-bff. One HTTP/2
  * connection is shared by all calls of this process.
  */
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService } from '@bedrock/contracts';
-
-/** The header the conversation service reads the caller from (its exported `USER_HEADER`). */
-export const USER_HEADER = 'bedrock-user-id';
+import { serviceCredentialHeaders, USER_HEADER } from '@bedrock/platform/server';
 
 export type ConversationClient = Client<typeof ConversationService>;
 
@@ -17,6 +16,8 @@ export interface UpstreamOptions {
   readonly baseUrl: string;
   /** Deadline of each unary call, ms. */
   readonly timeoutMs: number;
+  /** web-bff's own service token; without one, calls carry no credential and no user (and are refused). */
+  readonly serviceToken: string | undefined;
 }
 
 export interface Upstream {
@@ -35,10 +36,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     readMaxBytes: 256 * 1024 * 1024,
     writeMaxBytes: 64 * 1024 * 1024,
   });
+  const { serviceToken } = options;
   return {
     client: createClient(ConversationService, transport),
     options(user, signal) {
-      return { headers: { [USER_HEADER]: user }, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) };
+      // The user id travels only alongside the service credential, never on its own.
+      const headers = serviceToken ? { ...serviceCredentialHeaders(serviceToken), [USER_HEADER]: user } : {};
+      return { headers, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) };
     },
   };
 }

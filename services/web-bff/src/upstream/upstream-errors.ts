@@ -41,8 +41,14 @@ export function mapUpstreamError(err: unknown, logger: Logger, method: string): 
     case Code.Unavailable:
       logger.warn({ method, err: e.message }, 'conversation service unavailable');
       return new ConnectError('the conversation service is unavailable; try again shortly', Code.Unavailable);
+    case Code.Unauthenticated:
+      // web-bff's own service credential was refused: a deployment problem, not the user's.
+      logger.error(
+        { method, code: Code[e.code], err: e.message },
+        "the conversation service refused web-bff's service token: check BEDROCK_SERVICE_TOKEN_FILE here and the conversation service's BEDROCK_SERVICE_PEERS_FILE (a web-bff entry)",
+      );
+      return new ConnectError('internal error', Code.Internal);
     default:
-      // Unauthenticated from upstream means web-bff itself failed to name the user: our bug.
       logger.error({ method, code: Code[e.code], err: e.message }, 'conversation service call failed');
       return new ConnectError('internal error', Code.Internal);
   }

@@ -20,7 +20,7 @@ import {
   type ToolExecJob,
 } from '@bedrock/contracts';
 import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
-import { createLogger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../../conversation/src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../../conversation/src/create-conversation-service.ts';
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
@@ -69,6 +69,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     return t;
   };
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
+  // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
+  const services = generateServiceCredentials(['web-bff']);
   const conversation = await startConversationService(
     readConversationConfig({
       DATABASE_URL: db.url,
@@ -83,7 +85,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       BEDROCK_SHUTDOWN_GRACE: '1000',
       LOG_LEVEL: 'warn',
     }),
-    { transport: newTransport(), logger },
+    { transport: newTransport(), logger, servicePeers: services.peers },
   );
 
   const tokens = { alice: generateToken(), bob: generateToken() };
@@ -104,7 +106,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
       ...options.bffEnv,
     }),
-    { logger, streams: newTransport().streams, tokens: createTokenStore(entries) },
+    { logger, streams: newTransport().streams, tokens: createTokenStore(entries), serviceToken: services.tokens['web-bff']! },
   );
 
   const workers = newTransport();

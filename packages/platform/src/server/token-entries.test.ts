@@ -1,18 +1,18 @@
 import { describe, expect, it } from '@jest/globals';
-import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries } from './token-store.ts';
+import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries, tokenEntriesOf } from './token-entries.ts';
 
-describe('token store', () => {
+describe('token entries', () => {
   const a = generateToken();
   const b = generateToken();
   const store = createTokenStore(parseTokenEntries(`# users\nalice:${hashToken(a)}\n\nbob:${hashToken(b).toUpperCase()}  # upper-case hex is fine\n`, 'test'));
 
-  it('maps each token to its user and nothing else', () => {
+  it('maps each token to its name and nothing else', () => {
     expect(store.authenticate(a)).toBe('alice');
     expect(store.authenticate(b)).toBe('bob');
     expect(store.authenticate(`${a}x`)).toBeUndefined();
     expect(store.authenticate('')).toBeUndefined();
     expect(store.authenticate(hashToken(a))).toBeUndefined();
-    expect(store.users).toEqual(['alice', 'bob']);
+    expect(store.names).toEqual(['alice', 'bob']);
   });
 
   it('accepts comma-separated entries (BEDROCK_TOKENS)', () => {
@@ -28,6 +28,18 @@ describe('token store', () => {
     } catch (err) {
       expect(String(err)).not.toContain('plaintext-token');
     }
+  });
+
+  it('words errors for service peers', () => {
+    expect(() => parseTokenEntries('\n# peers\nweb-bff:plaintext', 'peers', 'service')).toThrow(/peers entry 3 \(service web-bff\): expected the token's SHA-256/);
+    expect(() => parseTokenEntries(`:${hashToken(a)}`, 'peers', 'service')).toThrow(/peers entry 1: expected service:sha256hex/);
+  });
+
+  it('builds entries from tokens held in memory', () => {
+    const s = createTokenStore(tokenEntriesOf({ 'web-bff': a, 'tool-runner': b }));
+    expect(s.authenticate(a)).toBe('web-bff');
+    expect(s.authenticate(b)).toBe('tool-runner');
+    expect(s.names).toEqual(['web-bff', 'tool-runner']);
   });
 
   it('parses bearer headers', () => {

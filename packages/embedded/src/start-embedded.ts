@@ -53,6 +53,10 @@ export interface RunningEmbedded {
   readonly grpcUrl: string;
   readonly token: string;
   readonly offline: boolean;
+  /** The internal gRPC ports (loopback, ephemeral): tools are denied them. */
+  readonly internalPorts: Readonly<Record<'conversation' | 'tool-runner', number>>;
+  /** One line: who tools run as, or why they cannot be given their own user here. */
+  readonly toolIsolation: string;
   stop(): Promise<void>;
 }
 
@@ -84,7 +88,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => transport.close());
 
     // The runner first, so the conversation service sees its sandbox report.
-    const runner = createToolRunner(readToolRunnerConfig({ ...internal, BEDROCK_RUNNER_ID: 'embedded' }), {
+    // One local user: tools run as the owner of the working directory (never root: nobody then).
+    const runner = createToolRunner(readToolRunnerConfig({ BEDROCK_TOOL_UID: 'owner', ...internal, BEDROCK_RUNNER_ID: 'embedded' }), {
       transport,
       logger: logger.child({ component: 'tool-runner' }),
       servicePeers: services.peers,
@@ -101,6 +106,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
     );
     stops.push(() => conversation.stop());
+    // Tools never reach the internal API's port (the runner denies its own ports itself).
+    runner.denyToolPorts([Number(new URL(conversation.grpcUrl).port)]);
 
     const bff = await startWebBff(
       readWebBffConfig({
@@ -118,7 +125,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       },
     );
     stops.push(() => bff.stop());
-    return { dataDir, httpUrl: bff.httpUrl, grpcUrl: bff.grpcUrl, token, offline, stop: stopAll };
+    return { dataDir, httpUrl: bff.httpUrl, grpcUrl: bff.grpcUrl, token, offline, toolIsolation: runner.toolIsolation,
+      internalPorts: { conversation: Number(new URL(conversation.grpcUrl).port), 'tool-runner': runner.grpcPort },
+      stop: stopAll,
+    };
   } catch (err) {
     await stopAll();
     throw err;

@@ -5,8 +5,9 @@
 import { hostname, tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { isAbsolute, join } from 'node:path';
 import { bool, commonEnv, int, oneOf, optional, port, readEnv, setting, str, url } from '@bedrock/platform/server';
-import type { LogLevel } from '@bedrock/platform/server';
+import type { EnvParser, LogLevel } from '@bedrock/platform/server';
 import { DEFAULT_RESTRICTED_LIMITS, DEFAULT_UNRESTRICTED_LIMITS } from './sandbox/limits.ts';
 import type { ResourceLimits } from './sandbox/limits.ts';
 
@@ -32,10 +33,20 @@ export interface ToolRunnerConfig {
   readonly concurrency: number;
   /** Path of the bedrock-sandbox helper. */
   readonly helperPath: string;
-  /** Give Restricted runs a private scratch directory (removed afterwards). Default true. */
+  /** Give every run a private scratch (TMPDIR, HOME), gone when it ends. Default true. */
   readonly scratch: boolean;
-  /** Parent of scratch directories. Default the OS temp directory. */
+  /** Where each run's private scratch (TMPDIR, HOME) lives: a tmpfs mounted there per run when the runner may mount, else a directory per run under it. Default `<os temp dir>/bedrock-scratch`. */
   readonly scratchRoot: string;
+  /** The user tools run as: a uid (never 0), or `owner` = the working directory's owner unless that is root. Default 65534. */
+  readonly toolUid: number | 'owner';
+  /** The group tools run as (with `owner`: the working directory's group). Default 65534. */
+  readonly toolGid: number;
+  /** Unrestricted mode may write `workspace` (the working directory, scratch, home) or the whole `host` the tool user can write. Default workspace. */
+  readonly unrestrictedWrite: 'workspace' | 'host';
+  /** TCP ports tools may never connect to (the system's own endpoints), besides Redis's and this runner's own ports. */
+  readonly toolDenyPorts: readonly number[];
+  /** Paths covered by an empty read-only tmpfs in every tool's private mount namespace (database sockets, data directories). */
+  readonly toolHidePaths: readonly string[];
   /** `auto` (find a writable pids hierarchy), `off`, or a directory to create per-run pids cgroups in. */
   readonly pidsCgroup: string;
   readonly restrictedLimits: ResourceLimits;
@@ -57,6 +68,31 @@ export interface ToolRunnerConfig {
 }
 
 
+/** A uid ≥ 1, or `owner`. */
+function toolUid(): EnvParser<number | 'owner'> {
+  const uid = int({ min: 1, max: 2 ** 32 - 2 });
+  return { expected: 'a uid ≥ 1, or owner', parse: (raw) => (raw === 'owner' ? 'owner' : uid.parse(raw)) };
+}
+
+/** Comma-separated ports 1..65535. */
+function portList(): EnvParser<readonly number[]> {
+  const one = int({ min: 1, max: 65535 });
+  return { expected: 'comma-separated ports 1..65535', parse: (raw) => raw.split(',').map((p) => one.parse(p.trim())), format: (v) => v.join(',') };
+}
+
+/** Comma-separated absolute paths. */
+function pathList(): EnvParser<readonly string[]> {
+  return {
+    expected: 'comma-separated absolute paths',
+    parse: (raw) =>
+      raw.split(',').map((p) => {
+        if (!isAbsolute(p.trim())) throw new Error(`${p} is not absolute`);
+        return p.trim();
+      }),
+    format: (v) => v.join(','),
+  };
+}
+
 const spec = {
   logLevel: commonEnv.logLevel,
   shutdownGraceMs: commonEnv.shutdownGraceMs,
@@ -70,8 +106,13 @@ const spec = {
   grpcPort: setting({ name: 'BEDROCK_GRPC_PORT', parse: port(), default: 50053, doc: 'Port of the ToolRunnerService and grpc.health.v1 (0 = any free port).' }),
   concurrency: setting({ name: 'BEDROCK_RUNNER_CONCURRENCY', parse: int({ min: 1, max: 256 }), default: 8, doc: 'Tool jobs run at once, per queue.' }),
   helperPath: setting({ name: 'BEDROCK_SANDBOX_HELPER', parse: str(), default: DEFAULT_HELPER_PATH, doc: 'Path of the bedrock-sandbox helper executable.' }),
-  scratch: setting({ name: 'BEDROCK_SANDBOX_SCRATCH', parse: bool(), default: true, doc: 'Give Restricted commands a private writable scratch directory (TMPDIR), deleted afterwards.' }),
-  scratchRoot: setting({ name: 'BEDROCK_SANDBOX_SCRATCH_ROOT', parse: str(), default: tmpdir(), doc: 'Where scratch directories are created.' }),
+  scratch: setting({ name: 'BEDROCK_SANDBOX_SCRATCH', parse: bool(), default: true, doc: 'Give every command a private writable scratch (TMPDIR and HOME), gone when it ends.' }),
+  scratchRoot: setting({ name: 'BEDROCK_SANDBOX_SCRATCH_ROOT', parse: str(), default: join(tmpdir(), 'bedrock-scratch'), doc: 'Where each run\'s private scratch (TMPDIR and HOME) lives: a tmpfs mounted per run in a private mount namespace when the runner may mount (root), else a directory per run under it. Created 0711 at start; must not contain working directories.' }),
+  toolUid: setting({ name: 'BEDROCK_TOOL_UID', parse: toolUid(), default: 65534 as number | 'owner', doc: 'The user tools run as (never 0, never the runner\'s own): a uid, or `owner` = the working directory\'s owner unless that is root (single-user machines). Needs a runner with CAP_SETUID/CAP_SETGID; otherwise tools run as the runner\'s uid and the runner says so at start.' }),
+  toolGid: setting({ name: 'BEDROCK_TOOL_GID', parse: int({ min: 1, max: 2 ** 32 - 2 }), default: 65534, doc: 'The group tools run as (no supplementary groups).' }),
+  unrestrictedWrite: setting({ name: 'BEDROCK_UNRESTRICTED_WRITE', parse: oneOf(['workspace', 'host'] as const), default: 'workspace', doc: 'What Unrestricted tools may write: `workspace` = the working directory, their scratch and home (Landlock); `host` = anything the tool user may write (single-user machines).' }),
+  toolDenyPorts: setting({ name: 'BEDROCK_TOOL_DENY_PORTS', parse: portList(), default: [5432, 6379, 50051, 50052, 50053] as readonly number[], doc: 'TCP ports tools may never connect to, on any address (Landlock ABI 4+): the system\'s own Postgres, Redis and internal gRPC ports. The port of REDIS_URL and the runner\'s own gRPC and metrics ports are always added.' }),
+  toolHidePaths: setting({ name: 'BEDROCK_TOOL_HIDE_PATHS', parse: pathList(), default: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'] as readonly string[], doc: 'Comma-separated paths hidden from tools under an empty read-only tmpfs (local database sockets), when the runner may mount.' }),
   pidsCgroup: setting({ name: 'BEDROCK_PIDS_CGROUP', parse: str(), default: 'auto', doc: '`auto`, `off`, or a pids cgroup directory to create per-run cgroups in (bounds the process count even for root).' }),
   restrictedMemory: setting({ name: 'BEDROCK_RESTRICTED_MEMORY_BYTES', parse: int({ min: 64 * 1024 ** 2 }), default: DEFAULT_RESTRICTED_LIMITS.memoryBytes, doc: 'Restricted: address-space limit per process, bytes.' }),
   restrictedCpu: setting({ name: 'BEDROCK_RESTRICTED_CPU_SECONDS', parse: int({ min: 1 }), default: DEFAULT_RESTRICTED_LIMITS.cpuSeconds, doc: 'Restricted: CPU time per process, seconds.' }),
@@ -104,6 +145,11 @@ export function readToolRunnerConfig(env: Record<string, string | undefined> = p
     helperPath: v.helperPath,
     scratch: v.scratch,
     scratchRoot: v.scratchRoot,
+    toolUid: v.toolUid,
+    toolGid: v.toolGid,
+    unrestrictedWrite: v.unrestrictedWrite,
+    toolDenyPorts: v.toolDenyPorts,
+    toolHidePaths: v.toolHidePaths,
     pidsCgroup: v.pidsCgroup,
     restrictedLimits: {
       memoryBytes: v.restrictedMemory,

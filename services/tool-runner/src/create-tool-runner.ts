@@ -50,6 +50,10 @@ export interface ToolRunner {
   readonly metricsUrl: string;
   /** After start: what this runner reports. */
   capabilities(): RunnerCapabilities;
+  /** After start: one line saying who tools run as (or why they cannot be given their own user). */
+  readonly toolIsolation: string;
+  /** Adds ports tools may never connect to (a composition's own endpoints, e.g. an embedded database). */
+  denyToolPorts(ports: readonly number[]): void;
   /** After start: the executor (for embedding and tests). */
   readonly executor: ToolExecutor;
 }
@@ -76,6 +80,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   let reportTimer: NodeJS.Timeout | undefined;
   let depthSampler: QueueDepthSampler | undefined;
   let closeCgroups: (() => void) | undefined;
+  let denyPorts = new Set<number>(config.toolDenyPorts);
+  let toolIsolation = '';
 
   const capabilities = (): RunnerCapabilities => {
     if (!probe) throw new Error('tool-runner not started');
@@ -98,6 +104,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
     get grpcUrl() {
       return server?.url ?? '';
     },
+    get toolIsolation() {
+      return toolIsolation;
+    },
     get metricsUrl() {
       return metricsServer?.url ?? '';
     },
@@ -106,19 +115,35 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       return executor;
     },
     capabilities,
+    denyToolPorts(ports) {
+      for (const port of ports) if (port > 0) denyPorts.add(port);
+    },
 
     async start() {
       // Read first: a missing or malformed peers file stops the runner before it takes work.
       const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
       const sandbox = await createSandboxSettings(config);
       probe = sandbox.probe;
-      closeCgroups = () => sandbox.settings.cgroups?.close();
+      closeCgroups = () => {
+        sandbox.settings.cgroups?.close();
+        sandbox.settings.netRuleset?.close();
+      };
       if (probe.sandboxAvailable) {
         logger.info({ landlockAbi: probe.landlockAbi, pidsCgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
       } else {
         // REQ-BASH-009: detected at startup, logged, and Restricted work is never taken here.
         logger.warn({ reason: probe.reason, landlockAbi: probe.landlockAbi }, 'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)');
       }
+      if (sandbox.toolUserWarning) logger.warn(sandbox.toolUserWarning);
+      else logger.info({ toolUid: config.toolUid, toolGid: config.toolGid, privateMounts: probe.privateMounts }, 'tools run as their own user');
+      toolIsolation =
+        sandbox.toolUserWarning ??
+        `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (uid 65534 for root-owned ones)" : `uid ${config.toolUid}`}, gid ${config.toolGid}, under Landlock and seccomp${probe.privateMounts ? ' with a private scratch' : ''}`;
+      if (probe.landlockAbi < 4) logger.warn({ landlockAbi: probe.landlockAbi }, 'this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system\'s own ports');
+      for (const port of denyPorts) sandbox.settings.denyPorts.add(port);
+      denyPorts = sandbox.settings.denyPorts;
+      const redisPort = Number(new URL(config.redisUrl).port || 6379);
+      if (config.transport === 'redis') denyPorts.add(redisPort);
       executor = createToolExecutor({
         runnerId: config.runnerId,
         context: { sandbox: sandbox.settings, capture: { headBytes: config.outputHeadBytes, tailBytes: config.outputTailBytes } },
@@ -140,6 +165,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         },
       });
       metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.grpcHost, registry: metrics.registry, health });
+      // Tools never reach this runner's own ports (ephemeral ones included).
+      denyPorts.add(server.port);
+      denyPorts.add(metricsServer.port);
 
       if (config.consumeQueues) {
         transport = deps.transport;

@@ -151,8 +151,22 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     await add('conversation', i, { DATABASE_URL: options.databaseUrl, BEDROCK_GRPC_PORT: String(grpc) }, 9470 + i);
   }
   for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, {}, 9480 + i);
+  const runnerPorts: number[] = [];
+  for (let i = 1; i <= replicas.toolRunner; i++) runnerPorts.push(await port(50060 + i));
+  // Tools never reach the system's own endpoints: Postgres, Redis, every internal gRPC port.
+  const denyPorts = [
+    Number(new URL(options.databaseUrl).port || 5432),
+    Number(new URL(options.redisUrl).port || 6379),
+    ...conversationPorts,
+    ...runnerPorts,
+  ];
   for (let i = 1; i <= replicas.toolRunner; i++) {
-    await add('tool-runner', i, { BEDROCK_GRPC_PORT: String(await port(50060 + i)), BEDROCK_RUNNER_ID: `tool-runner-${i}` }, 9490 + i);
+    await add(
+      'tool-runner',
+      i,
+      { BEDROCK_GRPC_PORT: String(runnerPorts[i - 1]), BEDROCK_RUNNER_ID: `tool-runner-${i}`, BEDROCK_TOOL_DENY_PORTS: denyPorts.join(',') },
+      9490 + i,
+    );
   }
   const httpPort = await port(8080);
   const grpcPort = await port(8081);

@@ -7,7 +7,7 @@
  * Prints median and p99 against the 100 ms target. Asserts nothing.
  */
 import { execSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -22,6 +22,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 40);
 const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const prefix = `bedrock-bench-cancel-${process.pid}`;
 const cwd = mkdtempSync(join(tmpdir(), 'bedrock-cancel-bench-'));
+// Tools run as the tool user (65534 by default): the working directory must be theirs.
+if (process.getuid?.() === 0) chownSync(cwd, 65534, 65534);
+else chmodSync(cwd, 0o777);
 
 const transport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
 // The runner gets its own transport, as a separate process would; the bench publishes on this one.

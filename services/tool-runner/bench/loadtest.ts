@@ -15,7 +15,7 @@
  * own BEDROCK_REDIS_PREFIX, not at a live deployment). Prints throughput, latency
  * percentiles per tool and errors. Bounded: at most 600 s, 256 workers, and only 127.0.0.1.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -95,6 +95,9 @@ function pickTool(): Tool {
 }
 
 const workDir = mkdtempSync(join(tmpdir(), 'bedrock-loadtest-'));
+// Tools run as the runner's tool user (65534 by default): the working directory must be theirs.
+if (process.getuid?.() === 0) chownSync(workDir, 65534, 65534);
+else chmodSync(workDir, 0o777);
 writeFileSync(join(workDir, 'sample.txt'), 'alpha\nbeta needle gamma\ndelta\n');
 const runId = `lt-${Date.now().toString(36)}`;
 let seq = 0;

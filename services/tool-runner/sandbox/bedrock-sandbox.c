@@ -492,6 +492,15 @@ static int confine(int abi, const struct policy *policy, long uid, long gid, cha
     return -1;
   }
   if (uid >= 0 && switch_user(uid, gid, err, errlen) < 0) return -1;
+  if (uid >= 0 && access(".", R_OK | X_OK) < 0) {
+    char cwd[2048];
+    if (!getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "(the working directory)");
+    snprintf(err, errlen,
+             "the working directory %.300s is not readable by the tool user (uid %ld): give that user access to it "
+             "(for example chown -R %ld:%ld it, or choose another BEDROCK_TOOL_UID)",
+             cwd, uid, uid, gid);
+    return -1;
+  }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
     snprintf(err, errlen, "no_new_privs: %s", strerror(errno));
     return -1;
@@ -852,15 +861,6 @@ int main(int argc, char **argv) {
     /* A change of uid clears the parent-death signal: set it again. */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != supervisor) _exit(125);
-    if (uid >= 0 && access(".", R_OK | X_OK) < 0) {
-      char cwd[4096], msg[4400];
-      if (!getcwd(cwd, sizeof(cwd))) snprintf(cwd, sizeof(cwd), "(the working directory)");
-      snprintf(msg, sizeof(msg),
-               "the working directory %s is not readable by the tool user (uid %ld): give that user access to it "
-               "(for example chown -R %ld:%ld it, or choose another BEDROCK_TOOL_UID)",
-               cwd, uid, uid, gid);
-      return fail(msg);
-    }
     if (tmp_dir[0]) {
       setenv("TMPDIR", tmp_dir, 1);
       setenv("HOME", home_dir, 1);

@@ -5,7 +5,7 @@
  * patch diff that follows), see a retry notice. Screenshots go to test-results/screenshots.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,6 +50,8 @@ beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-data-'));
   workDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-work-'));
+  // A project belongs to a person; tools run as its owner (root-owned: as nobody, who could not enter it).
+  if (process.getuid?.() === 0) chownSync(workDir, 65534, 65534);
   // Unscripted requests (none expected) get a plain answer rather than an error.
   database = await freshDatabase();
   api = await startMessagesApiServer({ fallback: () => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }) });

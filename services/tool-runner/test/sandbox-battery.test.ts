@@ -9,7 +9,7 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { createSocket } from 'node:dgram';
@@ -364,6 +364,33 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
     } finally {
       settings.netRuleset?.close();
       settings.cgroups?.close();
+    }
+  });
+});
+
+describe('separate users per working directory (BEDROCK_TOOL_UID=owner)', () => {
+  it("a tool runs as its directory's owner and cannot read another owner's directory; root-owned ones get nobody", async () => {
+    const settings = await testSandboxSettings({ toolUid: 'owner' });
+    const alice = mkdtempSync(join(tmpdir(), 'bedrock-owner-a-'));
+    const bob = mkdtempSync(join(tmpdir(), 'bedrock-owner-b-'));
+    const rootOwned = mkdtempSync(join(tmpdir(), 'bedrock-owner-root-'));
+    try {
+      chownSync(alice, 60001, 60001);
+      chownSync(bob, 60002, 60002);
+      writeFileSync(join(bob, 'notes.txt'), 'bob only\n', { mode: 0o600 });
+      chownSync(join(bob, 'notes.txt'), 60002, 60002);
+      const inAlice = await bash(`id -u; cat ${bob}/notes.txt || echo DENIED; echo mine > own.txt && echo WROTE`, Mode.UNRESTRICTED, alice, undefined, settings);
+      expect(inAlice.content).toMatch(/^60001\n/);
+      expect(inAlice.content).toContain('DENIED');
+      expect(inAlice.content).not.toContain('bob only');
+      expect(inAlice.content).toContain('WROTE');
+      chmodSync(rootOwned, 0o755);
+      const inRootOwned = await bash('id -u', Mode.RESTRICTED, rootOwned, undefined, settings);
+      expect(inRootOwned.content.trim()).toBe(String(TOOL_UID));
+    } finally {
+      for (const d of [alice, bob, rootOwned]) rmSync(d, { recursive: true, force: true });
+      settings.cgroups?.close();
+      settings.netRuleset?.close();
     }
   });
 });

@@ -26,6 +26,7 @@ export async function testSandboxSettings(
     unrestrictedWrite?: 'workspace' | 'host';
     toolDenyPorts?: readonly number[];
     toolHidePaths?: readonly string[];
+    toolUid?: number | 'owner';
   } = {},
 ): Promise<SandboxSettings> {
   const { settings } = await createSandboxSettings({
@@ -39,6 +40,7 @@ export async function testSandboxSettings(
     unrestrictedWrite: overrides.unrestrictedWrite ?? 'workspace',
     toolDenyPorts: overrides.toolDenyPorts ?? [],
     toolHidePaths: overrides.toolHidePaths ?? [],
+    ...(overrides.toolUid !== undefined ? { toolUid: overrides.toolUid } : {}),
   });
   return settings;
 }

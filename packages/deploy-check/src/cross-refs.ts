@@ -2,6 +2,7 @@
  * Checks what schemas cannot: that the rendered objects refer to each other correctly.
  * Each check returns human-readable problems; an empty list means the overlay is coherent.
  */
+import { BlockList, isIP } from 'node:net';
 import type { K8sObject } from './kustomize.ts';
 
 /** Secrets an overlay references but does not render (created outside git), with their keys. */
@@ -40,14 +41,21 @@ export interface Container {
     capabilities?: { drop?: string[]; add?: string[] };
     seccompProfile?: { type: string };
   };
-  volumeMounts?: { name: string; mountPath: string }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  command?: string[];
+  args?: string[];
+}
+export interface SecretVolumeSource {
+  secretName: string;
+  defaultMode?: number;
+  items?: { key: string; path: string }[];
 }
 export interface PodSpec {
   containers: Container[];
   initContainers?: Container[];
   terminationGracePeriodSeconds?: number;
-  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type: string } };
-  volumes?: { name: string; persistentVolumeClaim?: { claimName: string }; configMap?: { name: string }; secret?: { secretName: string } }[];
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; runAsGroup?: number; fsGroup?: number; seccompProfile?: { type: string } };
+  volumes?: { name: string; persistentVolumeClaim?: { claimName: string }; configMap?: { name: string }; secret?: SecretVolumeSource; emptyDir?: { sizeLimit?: string } }[];
 }
 export interface Workload {
   readonly object: K8sObject;
@@ -152,6 +160,9 @@ export function crossReferenceProblems(objects: K8sObject[], external: ExternalS
       if (v.persistentVolumeClaim && !find('PersistentVolumeClaim', w.namespace, v.persistentVolumeClaim.claimName)) problems.push(`${where}: volume ${v.name} refers to missing PVC ${v.persistentVolumeClaim.claimName}`);
       if (v.configMap && !keyExists('ConfigMap', w.namespace, v.configMap.name)) problems.push(`${where}: volume ${v.name} refers to missing ConfigMap ${v.configMap.name}`);
       if (v.secret && !keyExists('Secret', w.namespace, v.secret.secretName)) problems.push(`${where}: volume ${v.name} refers to missing Secret ${v.secret.secretName}`);
+      for (const item of v.secret?.items ?? []) {
+        if (!keyExists('Secret', w.namespace, v.secret!.secretName, item.key)) problems.push(`${where}: volume ${v.name} refers to missing Secret key ${v.secret!.secretName}/${item.key}`);
+      }
     }
   }
 
@@ -196,21 +207,46 @@ interface Peer {
 }
 
 /**
+ * Capabilities the `baseline` Pod Security Standard lets a container add (the namespaces
+ * enforce `baseline` because of the tool-runner; every other container must meet `restricted`).
+ */
+export const BASELINE_CAPABILITIES = ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'];
+
+/** A reviewed departure from the `restricted` rules for one container (`<workload>/<container>`). */
+export interface SecurityException {
+  /** May run as uid 0 (runAsNonRoot false). */
+  readonly runAsRoot?: boolean;
+  /** May add exactly these capabilities (after dropping ALL); each must be in the baseline set. */
+  readonly addCapabilities?: readonly string[];
+}
+
+/**
  * Pod-security problems of the given workloads: each container must run as non-root, without
  * privilege escalation or privileges, with every capability dropped, a read-only root
- * filesystem, RuntimeDefault seccomp and CPU and memory requests and limits.
+ * filesystem, RuntimeDefault seccomp and CPU and memory requests and limits. `exceptions`
+ * (keyed `<workload name>/<container name>`) allow root and a fixed set of added capabilities,
+ * never more than the baseline standard admits; the rest of the rules still hold.
  */
-export function securityProblems(list: Workload[]): string[] {
+export function securityProblems(list: Workload[], exceptions: Record<string, SecurityException> = {}): string[] {
   const problems: string[] = [];
   for (const w of list) {
     for (const c of containersOf(w.pod)) {
       const where = `${w.object.kind}/${w.object.metadata.name} ${c.name}`;
+      const allowed = exceptions[`${w.object.metadata.name}/${c.name}`] ?? {};
       const sc = c.securityContext ?? {};
-      if (!(sc.runAsNonRoot ?? w.pod.securityContext?.runAsNonRoot)) problems.push(`${where}: runAsNonRoot is not true`);
-      if (w.pod.securityContext?.runAsUser === 0) problems.push(`${where}: runs as uid 0`);
+      if (!allowed.runAsRoot) {
+        if (!(sc.runAsNonRoot ?? w.pod.securityContext?.runAsNonRoot)) problems.push(`${where}: runAsNonRoot is not true`);
+        if (w.pod.securityContext?.runAsUser === 0) problems.push(`${where}: runs as uid 0`);
+      }
       if (sc.allowPrivilegeEscalation !== false) problems.push(`${where}: allowPrivilegeEscalation is not false`);
       if (sc.privileged) problems.push(`${where}: privileged`);
-      if (!sc.capabilities?.drop?.includes('ALL') || (sc.capabilities.add ?? []).length) problems.push(`${where}: capabilities are not all dropped`);
+      const added = [...(sc.capabilities?.add ?? [])].sort();
+      const mayAdd = [...(allowed.addCapabilities ?? [])].sort();
+      if (!sc.capabilities?.drop?.includes('ALL') || added.join() !== mayAdd.join()) {
+        problems.push(mayAdd.length ? `${where}: capabilities are not ALL dropped plus exactly ${mayAdd.join(', ')}` : `${where}: capabilities are not all dropped`);
+      }
+      // (An excepted container may not go past baseline either: the namespaces would refuse it.)
+      if (mayAdd.length) for (const cap of added) if (!BASELINE_CAPABILITIES.includes(cap)) problems.push(`${where}: capability ${cap} is outside the baseline Pod Security Standard`);
       if (sc.readOnlyRootFilesystem !== true) problems.push(`${where}: root filesystem is writable`);
       if ((sc.seccompProfile ?? w.pod.securityContext?.seccompProfile)?.type !== 'RuntimeDefault') problems.push(`${where}: seccomp profile is not RuntimeDefault`);
       for (const r of ['cpu', 'memory']) {
@@ -220,4 +256,89 @@ export function securityProblems(list: Workload[]): string[] {
     }
   }
   return problems;
+}
+
+/** One end of a connection: a pod (namespace and labels) or an address outside the cluster. */
+export interface Endpoint {
+  readonly pod?: { readonly namespace: string; readonly labels: Record<string, string> };
+  /** Addresses it may have. Default for a pod: POD_ADDRESSES (pod IPs are not known in advance). */
+  readonly ips?: readonly string[];
+}
+
+/** Addresses a pod may have: the private and shared ranges clusters take pod CIDRs from. */
+export const POD_ADDRESSES = ['10.244.0.17', '10.0.3.9', '172.17.0.5', '192.168.10.4', '100.64.1.3', 'fd00:10:244::11'];
+
+interface PolicyPort {
+  protocol?: string;
+  port?: number | string;
+  endPort?: number;
+}
+interface PolicyPeer {
+  podSelector?: Selector;
+  namespaceSelector?: Selector;
+  ipBlock?: { cidr: string; except?: string[] };
+}
+interface PolicySpec {
+  podSelector: Selector;
+  policyTypes?: string[];
+  ingress?: { from?: PolicyPeer[]; ports?: PolicyPort[] }[];
+  egress?: { to?: PolicyPeer[]; ports?: PolicyPort[] }[];
+}
+
+function inCidr(ip: string, cidr: string): boolean {
+  const [address, bits] = cidr.split('/') as [string, string];
+  const family = isIP(address);
+  if (family === 0 || family !== isIP(ip)) return false;
+  const list = new BlockList();
+  list.addSubnet(address, Number(bits), family === 4 ? 'ipv4' : 'ipv6');
+  return list.check(ip, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/**
+ * Whether the NetworkPolicies among `objects` let `from` open a connection to `to` on `port`:
+ * the egress policies selecting `from` (if it is a pod) and the ingress policies selecting `to`
+ * (if it is a pod) must both allow it; a pod no policy of a direction selects is open in that
+ * direction. A pod's possible addresses are matched against ipBlocks (any one suffices), so a
+ * rule that could let a pod through counts as letting it through. Named ports are refused.
+ */
+export function connectionAllowed(objects: K8sObject[], from: Endpoint, to: Endpoint, port: number, protocol = 'TCP'): boolean {
+  const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
+  const namespaceLabels = (ns: string): Record<string, string> => {
+    const o = objects.find((x) => x.kind === 'Namespace' && x.metadata.name === ns);
+    return { ...o?.metadata.labels, 'kubernetes.io/metadata.name': ns };
+  };
+  const ipsOf = (e: Endpoint) => e.ips ?? (e.pod ? POD_ADDRESSES : []);
+  const peerMatches = (policyNamespace: string, peer: PolicyPeer, e: Endpoint): boolean => {
+    if (peer.ipBlock) {
+      const { cidr, except = [] } = peer.ipBlock;
+      return ipsOf(e).some((ip) => inCidr(ip, cidr) && !except.some((x) => inCidr(ip, x)));
+    }
+    if (!e.pod) return false;
+    const nsOk = peer.namespaceSelector ? selects(peer.namespaceSelector, namespaceLabels(e.pod.namespace)) : e.pod.namespace === policyNamespace;
+    return nsOk && (peer.podSelector ? selects(peer.podSelector, e.pod.labels) : true);
+  };
+  const portMatches = (ports: PolicyPort[] | undefined): boolean =>
+    !ports?.length ||
+    ports.some((p) => {
+      if (typeof p.port === 'string') throw new Error(`named port ${p.port}: not supported by this check`);
+      if ((p.protocol ?? 'TCP') !== protocol) return false;
+      if (p.port === undefined) return true;
+      return p.endPort === undefined ? p.port === port : port >= p.port && port <= p.endPort;
+    });
+  const side = (subject: Endpoint, other: Endpoint, direction: 'Ingress' | 'Egress'): boolean => {
+    if (!subject.pod) return true;
+    const { namespace, labels } = subject.pod;
+    const applying = policies.filter((np) => {
+      const spec = np.spec as PolicySpec;
+      const types = spec.policyTypes ?? (spec.egress ? ['Ingress', 'Egress'] : ['Ingress']);
+      return (np.metadata.namespace ?? '') === namespace && types.includes(direction) && selects(spec.podSelector ?? {}, labels);
+    });
+    if (applying.length === 0) return true;
+    return applying.some((np) => {
+      const spec = np.spec as PolicySpec;
+      const rules = direction === 'Ingress' ? (spec.ingress ?? []).map((r) => ({ peers: r.from, ports: r.ports })) : (spec.egress ?? []).map((r) => ({ peers: r.to, ports: r.ports }));
+      return rules.some((r) => portMatches(r.ports) && (!r.peers?.length || r.peers.some((peer) => peerMatches(np.metadata.namespace ?? '', peer, other))));
+    });
+  };
+  return side(from, to, 'Egress') && side(to, from, 'Ingress');
 }

@@ -4,7 +4,8 @@
  * kubectl. Supported fields: `resources` (files and directories), `namespace`, `labels`
  * (metadata labels only: `includeSelectors`/`includeTemplates` false), `replicas`, `images`
  * (`newName`, `newTag`, `digest`), `patches` (RFC 6902 files with a `target` of kind and
- * name), `configMapGenerator`/`secretGenerator` (`literals`) and `generatorOptions`
+ * name), `configMapGenerator`/`secretGenerator` (`literals`, and `files` inside the
+ * kustomization's directory) and `generatorOptions`
  * (`disableNameSuffixHash: true` is required: no hash suffixes). Anything else throws, so
  * a manifest can never use a feature this renderer would silently ignore. When `kubectl`
  * exists, the tests check the output equals `kubectl kustomize`.
@@ -55,6 +56,8 @@ interface Kustomization {
 interface Generator {
   name: string;
   literals?: string[];
+  /** `key=path` or `path` (the key is then the file name), relative to the kustomization. */
+  files?: string[];
   type?: string;
 }
 
@@ -96,6 +99,18 @@ function literalsToData(literals: string[] | undefined, source: string): Record<
     data[key] = literal.slice(eq + 1);
   }
   return data;
+}
+
+function filesToData(dir: string, files: string[] | undefined, source: string, data: Record<string, string>): void {
+  for (const entry of files ?? []) {
+    const eq = entry.indexOf('=');
+    const path = eq >= 0 ? entry.slice(eq + 1) : entry;
+    const key = eq >= 0 ? entry.slice(0, eq) : path.split('/').pop()!;
+    // kustomize's default load restrictor: files inside the kustomization's directory only.
+    if (!key || !path || path.startsWith('/') || path.split('/').includes('..')) throw new Error(`${source}: file ${JSON.stringify(entry)} must be a path inside the kustomization`);
+    if (key in data) throw new Error(`${source}: key ${key} given twice`);
+    data[key] = readFileSync(join(dir, path), 'utf8');
+  }
 }
 
 /** JSON pointer segments (RFC 6901). */
@@ -169,8 +184,9 @@ export function renderKustomization(dir: string): K8sObject[] {
   const generators = [...(k.configMapGenerator ?? []).map((g) => ['ConfigMap', g] as const), ...(k.secretGenerator ?? []).map((g) => ['Secret', g] as const)];
   if (generators.length && k.generatorOptions?.disableNameSuffixHash !== true) throw new Error(`${source}: generators need generatorOptions.disableNameSuffixHash: true here`);
   for (const [kind, g] of generators) {
-    for (const key of Object.keys(g)) if (!['name', 'literals', 'type'].includes(key)) throw new Error(`${source}: generator field ${key} is not supported`);
+    for (const key of Object.keys(g)) if (!['name', 'literals', 'files', 'type'].includes(key)) throw new Error(`${source}: generator field ${key} is not supported`);
     const data = literalsToData(g.literals, source);
+    filesToData(dir, g.files, source, data);
     if (kind === 'ConfigMap') objects.push({ apiVersion: 'v1', kind, metadata: { name: g.name }, data });
     else {
       const encoded = Object.fromEntries(Object.entries(data).map(([key, v]) => [key, Buffer.from(v).toString('base64')]));

@@ -13,7 +13,7 @@ import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runn
 import { readWebBffConfig, webBffEnv } from '../../../services/web-bff/src/config.ts';
 import type { K8sObject } from '../src/kustomize.ts';
 import { workloads, type Workload } from '../src/cross-refs.ts';
-import { OVERLAYS, byKind, durationMs, render, type Overlay } from './support.ts';
+import { OVERLAYS, TOOL_RUNNER_CAPABILITIES, byKind, durationMs, render, type Overlay } from './support.ts';
 
 /** Variables read by the Redis transport (redisTransportOptionsFromEnv), shared by all services. */
 const TRANSPORT_ENV = ['REDIS_URL', 'BEDROCK_REDIS_PREFIX', 'BEDROCK_COMPLETED_JOB_RETENTION_MS', 'BEDROCK_FAILED_JOB_RETENTION_MS', 'BEDROCK_STREAM_MAXLEN', 'BEDROCK_STREAM_TTL_MS', 'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS', 'BEDROCK_JOB_LOCK_MS', 'BEDROCK_JOB_STALLED_INTERVAL_MS'];
@@ -94,7 +94,7 @@ describe('service configuration in the manifests', () => {
   });
 
   it('the dev token is the documented one', () => {
-    const secret = byKind(render('dev'), 'Secret', 'bedrock-secrets').data as Record<string, string>;
+    const secret = byKind(render('dev'), 'Secret', 'bedrock-web-bff').data as Record<string, string>;
     const tokens = Buffer.from(secret.BEDROCK_TOKENS!, 'base64').toString();
     expect(tokens).toBe(`dev:${createHash('sha256').update('bedrock-dev-token').digest('hex')}`);
   });
@@ -114,15 +114,19 @@ describe('prod scaling, network and placement', () => {
     expect((byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name).toBe('cpu');
   });
 
-  it('tool-runners: Landlock nodes only, no capabilities, egress only to DNS and Redis', () => {
+  it('tool-runners: Landlock nodes only, the reviewed capabilities, egress only to DNS, Redis and the internet', () => {
     const runner = workloads(prod).find((w) => w.object.metadata.name === 'tool-runner')!;
     const affinity = (runner.pod as unknown as { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } } }).affinity;
     expect(affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([{ matchExpressions: [{ key: 'bedrock.dev/landlock', operator: 'In', values: ['true'] }] }]);
-    expect(runner.pod.containers[0]!.securityContext!.capabilities).toEqual({ drop: ['ALL'] });
-    const np = byKind(prod, 'NetworkPolicy', 'tool-runner').spec as { policyTypes: string[]; egress: { to?: unknown[]; ports: { protocol: string; port: number }[] }[] };
+    expect(runner.pod.containers[0]!.securityContext!.capabilities).toEqual({ drop: ['ALL'], add: TOOL_RUNNER_CAPABILITIES });
+    const np = byKind(prod, 'NetworkPolicy', 'tool-runner').spec as { policyTypes: string[]; egress: { to?: { ipBlock?: { cidr: string; except: string[] } }[]; ports?: { protocol: string; port: number }[] }[] };
     expect(np.policyTypes).toEqual(['Ingress', 'Egress']);
-    expect(np.egress.flatMap((r) => r.ports.map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
-    // DNS only to kube-dns; only the Redis ports may go anywhere.
-    expect(np.egress.find((r) => r.ports.some((p) => p.port === 53))!.to).toHaveLength(1);
+    // DNS only to kube-dns; only the Redis ports may go to any address; all other ports only
+    // outside the private, shared, link-local and loopback ranges.
+    expect(np.egress.flatMap((r) => (r.ports ?? []).map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
+    expect(np.egress.find((r) => r.ports?.some((p) => p.port === 53))!.to).toHaveLength(1);
+    const internet = np.egress.find((r) => !r.ports)!;
+    expect(internet.to!.map((p) => p.ipBlock!.cidr)).toEqual(['0.0.0.0/0', '::/0']);
+    expect(internet.to![0]!.ipBlock!.except).toEqual(expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']));
   });
 });

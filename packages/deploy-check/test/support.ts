@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../src/bundle.ts';
 import { renderKustomization, type K8sObject } from '../src/kustomize.ts';
-import type { ExternalSecrets } from '../src/cross-refs.ts';
+import type { ExternalSecrets, SecurityException } from '../src/cross-refs.ts';
 
 export const K8S = join(ROOT, 'deploy', 'k8s');
 export const OVERLAYS = ['dev', 'prod'] as const;
@@ -33,3 +33,14 @@ export function durationMs(value: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 'ms') as 'ms'];
   return Number(m[1]) * unit;
 }
+
+/**
+ * The tool-runner's reviewed departures from the `restricted` rules (docs/deploy.md, "The
+ * tool-runner's capabilities"): the runner starts as uid 0 with only what switching tools to
+ * their own uid needs; its init container only chowns the workspace root.
+ */
+export const TOOL_RUNNER_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'KILL', 'SETGID', 'SETPCAP', 'SETUID'];
+export const SECURITY_EXCEPTIONS: Record<string, SecurityException> = {
+  'tool-runner/tool-runner': { runAsRoot: true, addCapabilities: TOOL_RUNNER_CAPABILITIES },
+  'tool-runner/workspace-owner': { runAsRoot: true, addCapabilities: ['CHOWN'] },
+};

@@ -5,10 +5,11 @@
  * runner registry), a plain BullMQ queue + worker + events round trip and a raw stream round
  * trip under its prefix, and is refused everything else: other prefixes' keys and channels,
  * CONFIG, FLUSHALL, KEYS, SCAN, ACL. A private redis-server with the default user off shows a
- * connection without credentials is refused.
+ * connection without credentials is refused (no forged job, cancel or event), and there every
+ * refused command is really sent.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createRedisTransport } from '@bedrock/platform';
@@ -56,7 +57,7 @@ async function refusal(url: string): Promise<string> {
   } catch {
     return reason;
   } finally {
-    c.disconnect();
+    await close(c);
   }
 }
 
@@ -249,7 +250,7 @@ describe('a Redis whose default user is off', () => {
       await boot.call('ACL', 'SETUSER', 'bedrock-admin', 'on', '>admin-secret', '~*', '&*', '+@all');
       await boot.call('ACL', 'SETUSER', 'default', 'off');
     } finally {
-      boot.disconnect();
+      await close(boot);
     }
   });
 
@@ -263,6 +264,17 @@ describe('a Redis whose default user is off', () => {
 
   it('refuses a connection without credentials; the service users work and are refused the rest for real', async () => {
     expect(await refusal(`redis://127.0.0.1:${port}`)).toMatch(/^NOAUTH/);
+    // Without credentials nothing can be forged: no job, no cancel signal, no stream event.
+    for (const args of [
+      ['PUBLISH', 'bedrock:cancel', '{"conversationId":"c1"}'],
+      ['RPUSH', 'bedrock:q:tool-exec:wait', 'forged'],
+      ['HSET', 'bedrock:q:tool-exec:forged', 'data', '{}'],
+      ['XADD', 'bedrock:conv:c1:events', '*', 'kind', 'stateChanged'],
+      ['EVAL', "return redis.call('SET', KEYS[1], 'x')", '1', 'bedrock:x'],
+    ]) {
+      const out = spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
+      expect([args[0], `${out.stdout}${out.stderr}`.trim()]).toEqual([args[0], expect.stringMatching(/^NOAUTH/)]);
+    }
     expect(await refusal(`redis://default:guess@127.0.0.1:${port}`)).toMatch(/^WRONGPASS/);
     expect(await refusal(`redis://bedrock-tool-runner:guess@127.0.0.1:${port}`)).toMatch(/^WRONGPASS/);
 

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { generateServiceCredentials } from '@bedrock/platform/server';
 import { freePort } from './free-port.ts';
+import { createRedisAclUsers, type RedisAclUsers } from './redis-acl.ts';
 import { serviceProcess, type Runtime, type ServiceName, type ServiceProcess } from './service-process.ts';
 
 export interface ClusterOptions {
@@ -18,6 +19,7 @@ export interface ClusterOptions {
   readonly dir: string;
   /** A database URL; the database is created if it does not exist. */
   readonly databaseUrl: string;
+  /** A Redis URL allowed to create ACL users: each service gets its own user (see redis-acl.ts). */
   readonly redisUrl: string;
   /** Key prefix in Redis, so several clusters (or test runs) can share one server. */
   readonly redisPrefix: string;
@@ -113,6 +115,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const hash = createHash('sha256').update(token).digest('hex');
   writeFileSync(join(options.dir, 'token'), `${token}\n`, { mode: 0o600 });
   const secrets = writeServiceSecrets(options.dir);
+  // One Redis user per service, limited to this cluster's prefix: no service uses the admin URL.
+  const redisUsers: RedisAclUsers = await createRedisAclUsers({ adminUrl: options.redisUrl, prefix: options.redisPrefix });
 
   const common = {
     REDIS_URL: options.redisUrl,
@@ -134,6 +138,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           env: {
             ...common,
             ...identityEnv(service, secrets.tokenFiles[service], secrets.peersFile),
+            REDIS_URL: redisUsers.urls[service] as string,
             ...options.serviceEnv?.[service],
             ...env,
             BEDROCK_METRICS_PORT: String(metricsPort),
@@ -207,6 +212,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000).unref());
       if ((await Promise.race([all, timeout])) === 'timeout') for (const p of processes) p.kill('SIGKILL');
       await all;
+      await redisUsers.cleanup().catch(() => undefined);
     },
   };
   try {

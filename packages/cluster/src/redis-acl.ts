@@ -101,6 +101,16 @@ async function close(redis: Redis): Promise<void> {
   else if (redis.status !== 'end') redis.disconnect();
 }
 
+/**
+ * When the server keeps its users in an ACL file (`aclfile`), writes them there, so that a
+ * restarted Redis still knows them (a server configured with users in redis.conf cannot save
+ * them: nothing to do then).
+ */
+async function persist(admin: Redis): Promise<void> {
+  const config = (await admin.call('CONFIG', 'GET', 'aclfile')) as string[];
+  if (config[1]) await admin.call('ACL', 'SAVE');
+}
+
 export interface RedisAclUsersOptions {
   /** A URL whose user may run `ACL SETUSER` and `ACL DELUSER` (e.g. `redis://127.0.0.1:6379`). */
   readonly adminUrl: string;
@@ -137,6 +147,7 @@ export async function createRedisAclUsers(options: RedisAclUsersOptions): Promis
     const admin = adminConnection(options.adminUrl);
     try {
       await admin.call('ACL', 'DELUSER', ...names);
+      await persist(admin);
     } finally {
       await close(admin);
     }
@@ -154,6 +165,7 @@ export async function createRedisAclUsers(options: RedisAclUsersOptions): Promis
       url.password = password;
       urls[service] = url.href;
     }
+    await persist(admin);
   } catch (error) {
     await close(admin);
     await deleteUsers(created).catch(() => undefined);

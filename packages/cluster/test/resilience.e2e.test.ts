@@ -5,7 +5,9 @@
  * was persisted lost. This cluster has its own Redis server so the restart is safe.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { MessageType, StateKind } from '@bedrock/contracts';
@@ -17,9 +19,13 @@ let e: E2e;
 let redis: ChildProcess;
 let redisPort: number;
 
+// Users live in an ACL file, as in a deployment: the restart loses every key, not the services' users.
+const aclFile = join(mkdtempSync(join(tmpdir(), 'bedrock-resilience-acl-')), 'users.acl');
+writeFileSync(aclFile, 'user default on nopass ~* &* +@all\n');
+
 function startRedis(): ChildProcess {
-  const child = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  return child;
+  const args = ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--aclfile', aclFile];
+  return spawn('redis-server', args, { stdio: 'ignore' });
 }
 
 async function redisUp(): Promise<void> {

@@ -35,7 +35,7 @@ export interface ToolRunnerConfig {
   readonly helperPath: string;
   /** Give every run a private scratch (TMPDIR, HOME), gone when it ends. Default true. */
   readonly scratch: boolean;
-  /** Where each run's private scratch (TMPDIR, HOME) lives: a tmpfs mounted there per run when the runner may mount, else a directory per run under it. Default `<os temp dir>/bedrock-scratch`. */
+  /** Where each run's private scratch (TMPDIR, HOME) lives: a tmpfs mounted there per run when the runner may mount, else a directory per run under it. Default `<os temp dir>/bedrock-scratch-<runner uid>`. */
   readonly scratchRoot: string;
   /** The user tools run as: a uid (never 0), or `owner` = the working directory's owner unless that is root. Default 65534. */
   readonly toolUid: number | 'owner';
@@ -107,7 +107,7 @@ const spec = {
   concurrency: setting({ name: 'BEDROCK_RUNNER_CONCURRENCY', parse: int({ min: 1, max: 256 }), default: 8, doc: 'Tool jobs run at once, per queue.' }),
   helperPath: setting({ name: 'BEDROCK_SANDBOX_HELPER', parse: str(), default: DEFAULT_HELPER_PATH, doc: 'Path of the bedrock-sandbox helper executable.' }),
   scratch: setting({ name: 'BEDROCK_SANDBOX_SCRATCH', parse: bool(), default: true, doc: 'Give every command a private writable scratch (TMPDIR and HOME), gone when it ends.' }),
-  scratchRoot: setting({ name: 'BEDROCK_SANDBOX_SCRATCH_ROOT', parse: str(), default: join(tmpdir(), 'bedrock-scratch'), doc: 'Where each run\'s private scratch (TMPDIR and HOME) lives: a tmpfs mounted per run in a private mount namespace when the runner may mount (root), else a directory per run under it. Created 0711 at start; must not contain working directories.' }),
+  scratchRoot: setting({ name: 'BEDROCK_SANDBOX_SCRATCH_ROOT', parse: str(), default: join(tmpdir(), `bedrock-scratch-${process.getuid?.() ?? 0}`), doc: 'Where each run\'s private scratch (TMPDIR and HOME) lives: a tmpfs mounted per run in a private mount namespace when the runner may mount (root), else a directory per run under it. Created 0711 at start; must not contain working directories.' }),
   toolUid: setting({ name: 'BEDROCK_TOOL_UID', parse: toolUid(), default: 65534 as number | 'owner', doc: 'The user tools run as (never 0, never the runner\'s own): a uid, or `owner` = the working directory\'s owner unless that is root (single-user machines). Needs a runner with CAP_SETUID/CAP_SETGID; otherwise tools run as the runner\'s uid and the runner says so at start.' }),
   toolGid: setting({ name: 'BEDROCK_TOOL_GID', parse: int({ min: 1, max: 2 ** 32 - 2 }), default: 65534, doc: 'The group tools run as (no supplementary groups).' }),
   unrestrictedWrite: setting({ name: 'BEDROCK_UNRESTRICTED_WRITE', parse: oneOf(['workspace', 'host'] as const), default: 'workspace', doc: 'What Unrestricted tools may write: `workspace` = the working directory, their scratch and home (Landlock); `host` = anything the tool user may write (single-user machines).' }),

@@ -138,7 +138,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       else logger.info({ toolUid: config.toolUid, toolGid: config.toolGid, privateMounts: probe.privateMounts }, 'tools run as their own user');
       toolIsolation =
         sandbox.toolUserWarning ??
-        `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (uid 65534 for root-owned ones)" : `uid ${config.toolUid}`}, gid ${config.toolGid}, under Landlock and seccomp${probe.privateMounts ? ' with a private scratch' : ''}`;
+        `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.toolUid}, gid ${config.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
       if (probe.landlockAbi < 4) logger.warn({ landlockAbi: probe.landlockAbi }, 'this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system\'s own ports');
       for (const port of denyPorts) sandbox.settings.denyPorts.add(port);
       denyPorts = sandbox.settings.denyPorts;

@@ -7,6 +7,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import type { Logger } from './logger.ts';
+import { withMalformedRequestErrors } from './malformed-requests.ts';
 
 /** Options of {@link startGrpcServer}. */
 export interface GrpcServerOptions {
@@ -63,7 +64,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   // instead of being cut mid-message.
   const shutdown = new AbortController();
   const handler = connectNodeAdapter({
-    routes: options.routes,
+    // A request body that does not parse answers INVALID_ARGUMENT (connect says INTERNAL).
+    routes: withMalformedRequestErrors(options.routes),
     interceptors: options.interceptors ?? [],
     readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
     shutdownSignal: shutdown.signal,

@@ -5,6 +5,7 @@
  * docs/configuration.md.
  */
 export * from './grpc-server.ts';
+export * from './malformed-requests.ts';
 export * from './health.ts';
 export * from './logger.ts';
 export * from './env.ts';

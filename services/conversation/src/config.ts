@@ -43,6 +43,12 @@ export const conversationEnv = {
   recoveryStaleMs: setting({ name: 'BEDROCK_RECOVERY_STALE_AFTER', parse: duration(), default: 30_000, doc: 'A busy conversation is checked for lost work only after its state has not changed for this long.' }),
   outboxPollMs: setting({ name: 'BEDROCK_OUTBOX_POLL', parse: duration(), default: 500, doc: 'How often the relay looks for unsent outbox rows (rows are also published right after each commit).' }),
   runMigrations: setting({ name: 'BEDROCK_MIGRATE', parse: bool(), default: true, doc: 'Run database migrations at start-up.' }),
+  checkCwd: setting({
+    name: 'BEDROCK_CHECK_CWD',
+    parse: bool(),
+    default: true,
+    doc: 'CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners\' paths.',
+  }),
 };
 
 export type ConversationConfig = ReturnType<typeof readConversationConfig>;

@@ -138,6 +138,7 @@ export async function startConversationService(
           logger,
           policy,
           defaultModel: config.defaultModel,
+          checkCwd: config.checkCwd,
           sandboxAvailable,
           onApplied: recordTransition,
         });

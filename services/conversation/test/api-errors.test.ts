@@ -8,6 +8,7 @@ import type { ConnectError } from '@connectrpc/connect';
 import { StateKind, StopReason } from '@bedrock/contracts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
+import { tinyPng } from './support/images.ts';
 import { LIMITS } from '../src/api/limits.ts';
 
 let h: Harness;
@@ -18,7 +19,11 @@ afterAll(async () => {
   await h?.close();
 });
 
-const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+// A real image: SendMessage decodes each one.
+let PNG: Uint8Array;
+beforeAll(async () => {
+  PNG = await tinyPng();
+});
 
 /** Every call that names a conversation, for `user` on `id`. */
 function calls(id: string, user: string): [string, () => Promise<unknown>][] {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ErrorKind, MessageType, Role, StateKind, StopReason, type LlmRequestJob } from '@bedrock/contracts';
 import { chainProblems, shape, text, toolUse } from './support/blocks.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { tinyJpeg, tinyPng } from './support/images.ts';
 
 let h: Harness;
 beforeAll(async () => {
@@ -16,8 +17,12 @@ afterAll(async () => {
   await h?.close();
 });
 
-const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
-const JPEG = new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 4, 5, 6]);
+// Real images: SendMessage decodes each one.
+let PNG: Uint8Array;
+let JPEG: Uint8Array;
+beforeAll(async () => {
+  [PNG, JPEG] = await Promise.all([tinyPng(), tinyJpeg()]);
+});
 
 function images(job: LlmRequestJob) {
   return job.messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'image' ? [b.block.value] : [])));

@@ -4,6 +4,8 @@
  * service, and the Connect/gRPC-Web protocols on both listeners.
  */
 import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -27,12 +29,17 @@ const SERVICE = '/bedrock.v1.ConversationService';
 
 let s: System;
 let address: string;
+/** Working directories of the conversations created here: CreateConversation needs existing ones. */
+let work: string;
 beforeAll(async () => {
   s = await startSystem({ label: 'interop', playWorkers: false });
   address = new URL(s.bff.grpcUrl).host;
+  work = mkdtempSync(path.join(tmpdir(), 'bedrock-interop-'));
+  for (const dir of ['srv', 'bob', 'connect', 'grpc-web', 'connect-h1', 'grpc-web-h1', 'grpc']) mkdirSync(path.join(work, dir));
 });
 afterAll(async () => {
   await s?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
 });
 
 function metadata(token?: string): grpc.Metadata {
@@ -65,9 +72,9 @@ describe('a plain @grpc/grpc-js client', () => {
   it('creates, reads and watches a conversation with a bearer token', async () => {
     const client = new grpc.Client(address, grpc.credentials.createInsecure());
     try {
-      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: '/srv' }, metadata(s.tokens.alice));
+      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: path.join(work, 'srv') }, metadata(s.tokens.alice));
       const id = created.conversation!.id;
-      expect(created.conversation!.cwd).toBe('/srv');
+      expect(created.conversation!.cwd).toBe(path.join(work, 'srv'));
       const got = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: id }, metadata(s.tokens.alice));
       expect(got.conversation!.id).toBe(id);
 
@@ -93,7 +100,7 @@ describe('a plain @grpc/grpc-js client', () => {
   it('gets UNAUTHENTICATED (16) without a token and NOT_FOUND (5) for another user', async () => {
     const client = new grpc.Client(address, grpc.credentials.createInsecure());
     try {
-      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: '/srv' }, metadata(s.tokens.alice));
+      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: path.join(work, 'srv') }, metadata(s.tokens.alice));
       const noToken = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: created.conversation!.id }, metadata()).catch((e: grpc.ServiceError) => e);
       expect((noToken as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
       const other = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: created.conversation!.id }, metadata(s.tokens.bob)).catch((e: grpc.ServiceError) => e);
@@ -142,11 +149,11 @@ describe('buf curl through server reflection', () => {
       '-H',
       `Authorization: Bearer ${s.tokens.bob}`,
       '-d',
-      '{"cwd":"/home/bob"}',
+      JSON.stringify({ cwd: path.join(work, 'bob') }),
       `${s.bff.grpcUrl}/bedrock.v1.ConversationService/CreateConversation`,
     ]);
     const conversation = JSON.parse(created.stdout).conversation;
-    expect(conversation.cwd).toBe('/home/bob');
+    expect(conversation.cwd).toBe(path.join(work, 'bob'));
     const listed = await execFileAsync(BUF, [
       'curl',
       '--http2-prior-knowledge',
@@ -172,8 +179,8 @@ describe('buf curl through server reflection', () => {
 describe('browsers: Connect and gRPC-Web over HTTP/1.1', () => {
   it('serves every protocol on both listeners', async () => {
     for (const protocol of ['connect', 'grpc-web', 'connect-h1', 'grpc-web-h1', 'grpc'] as const) {
-      const created = await s.client(s.tokens.alice, protocol).createConversation({ cwd: `/p/${protocol}` });
-      expect(created.conversation!.cwd).toBe(`/p/${protocol}`);
+      const created = await s.client(s.tokens.alice, protocol).createConversation({ cwd: path.join(work, protocol) });
+      expect(created.conversation!.cwd).toBe(path.join(work, protocol));
     }
   });
 

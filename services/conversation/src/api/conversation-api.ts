@@ -7,6 +7,7 @@
  * Errors are Connect codes with messages a person can act on; internal detail stays in logs.
  */
 import { randomUUID } from 'node:crypto';
+import { stat } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
@@ -29,6 +30,7 @@ import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { OutboxRelay } from '../outbox/relay.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
+import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { turnTraceContext } from './turn-trace.ts';
 import { watchConversation } from '@bedrock/platform/watch';
@@ -47,6 +49,8 @@ export interface ConversationApiOptions {
   readonly onApplied?: (from: string, event: string, outcome: string) => void;
   /** Heartbeat interval of watch streams, ms. Default 15000. */
   readonly heartbeatMs?: number;
+  /** Refuse CreateConversation whose cwd is not a directory on this host (BEDROCK_CHECK_CWD). Default true. */
+  readonly checkCwd?: boolean;
 }
 
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
@@ -77,7 +81,8 @@ function notFound(id: string): ConnectError {
   return new ConnectError(`conversation ${id} not found`, Code.NotFound);
 }
 
-function validateImages(images: readonly ImageAttachment[]): void {
+/** Checks count, media types and sizes, then decodes every image (images.ts); nothing is stored if one fails. */
+async function validateImages(images: readonly ImageAttachment[]): Promise<void> {
   if (images.length > LIMITS.maxImages) {
     throw new ConnectError(`too many images: ${images.length} (at most ${LIMITS.maxImages} per message)`, Code.InvalidArgument);
   }
@@ -96,6 +101,32 @@ function validateImages(images: readonly ImageAttachment[]): void {
       );
     }
   });
+  // One at a time: decoding is the expensive part, and the first bad image ends the call.
+  for (const [i, image] of images.entries()) await checkImageDecodes(i, image.mediaType, image.data);
+}
+
+/**
+ * The working directory must be a directory this service can see: the tools run in it, and a
+ * conversation rooted nowhere fails at its first tool call. (The tool-runners must see the
+ * same paths; BEDROCK_CHECK_CWD turns this off where this service does not mount them.)
+ */
+async function requireDirectory(cwd: string): Promise<void> {
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(cwd)).isDirectory();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'does not exist'
+        : code === 'ENOTDIR'
+          ? 'does not exist (a part of the path is not a directory)'
+          : code === 'EACCES'
+            ? 'cannot be reached (permission denied)'
+            : `cannot be checked (${code ?? String(err)})`;
+    throw new ConnectError(`cwd ${JSON.stringify(cwd)} ${why}: give the absolute path of an existing directory`, Code.InvalidArgument);
+  }
+  if (!isDirectory) throw new ConnectError(`cwd ${JSON.stringify(cwd)} is not a directory: give the absolute path of an existing directory`, Code.InvalidArgument);
 }
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
@@ -139,6 +170,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       if (!cwd) throw new ConnectError('cwd is required: the absolute working directory of the conversation', Code.InvalidArgument);
       if (!isAbsolute(cwd)) throw new ConnectError(`cwd must be an absolute path, got ${JSON.stringify(cwd)}`, Code.InvalidArgument);
       if (cwd.length > LIMITS.maxCwdChars) throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
+      if (options.checkCwd ?? true) await requireDirectory(cwd);
       const model = req.model.trim() || options.defaultModel;
       if (!MODEL_PATTERN.test(model)) throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
       let seed: { summary: string } | undefined;
@@ -209,7 +241,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       if (req.text.length > LIMITS.maxTextChars) {
         throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
       }
-      validateImages(req.images);
+      await validateImages(req.images);
       const result = await act(ctx, req.conversationId, {
         type: 'user_message',
         text: req.text,

@@ -6,6 +6,8 @@ export const LIMITS = {
   maxImages: 20,
   /** Bytes of one attached image (the gateway resizes to the provider's limits). */
   maxImageBytes: 20 * 1024 * 1024,
+  /** Pixels of one attached image (width × height), so a small file cannot expand into an hour of decoding. */
+  maxImagePixels: 100_000_000,
   /** Bytes of one request on the wire (all images together). */
   maxRequestBytes: 64 * 1024 * 1024,
   /** Characters of a working directory path. */

@@ -19,16 +19,19 @@ import {
   registerReflection,
   rpcMetricsInterceptor,
   startMetricsServer,
+  withMalformedRequestErrors,
   type Logger,
   type MetricsServer,
 } from '@bedrock/platform/server';
 import { registerConversationRoutes } from './api/conversation-routes.ts';
-import { authInterceptor } from './auth/auth-interceptor.ts';
+import { authenticateBearer, authInterceptor } from './auth/auth-interceptor.ts';
 import { loadTokenStore, type TokenStore } from './auth/token-store.ts';
 import type { WebBffConfig } from './config.ts';
+import { apiGuard, withReadMaxBytes } from './http/api-guard.ts';
 import { parseOrigins, withCors } from './http/cors.ts';
 import { listen, type Listener } from './http/listener.ts';
 import { exposeExchange } from './http/raw-request.ts';
+import { withSecurityHeaders } from './http/security-headers.ts';
 import { staticFiles } from './http/static-files.ts';
 import { createUpstream } from './upstream/conversation-client.ts';
 import { createFanout, type Fanout, type FanoutStats } from './watch/fanout.ts';
@@ -38,6 +41,8 @@ export const SERVICE_NAME = 'web-bff';
 
 /** Largest request accepted from clients, bytes: a message with images (the conversation service checks the details). */
 const READ_MAX_BYTES = 64 * 1024 * 1024;
+/** Largest request to the open services (health checking, reflection), which need no token. */
+const OPEN_READ_MAX_BYTES = 64 * 1024;
 
 /** Parts a caller may supply instead of having them built from config (tests, the embedded mode). */
 export interface WebBffDeps {
@@ -96,13 +101,15 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   setMaxListeners(0, shutdown.signal);
 
   const exchange = exposeExchange();
+  const apiPaths = new Set<string>();
   const handler = connectNodeAdapter({
     readMaxBytes: READ_MAX_BYTES,
     shutdownSignal: shutdown.signal,
     interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],
     contextValues: exchange.contextValues,
     fallback: staticFiles(config.uiDir),
-    routes(router) {
+    // A body that does not parse is INVALID_ARGUMENT naming the message type (connect says INTERNAL).
+    routes: withMalformedRequestErrors((router) => {
       registerConversationRoutes(router, {
         upstream,
         fanout,
@@ -115,11 +122,24 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
           metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
         },
       });
-      registerHealth(router, health);
-      registerReflection(router, [ConversationService, healthPb.Health]);
-    },
+      // Open to anyone, so a small body cap: a probe or reflection request is tiny.
+      registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
+      registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [ConversationService, healthPb.Health]);
+      for (const h of router.handlers) apiPaths.add(h.requestPath);
+    }),
   });
-  const app = withCors(parseOrigins(config.corsOrigins), exchange.wrap(handler));
+  // Outside in: security headers on every answer, CORS, then the bearer token is checked before connect reads a body.
+  const guarded = apiGuard(
+    {
+      protectedServices: [ConversationService],
+      authenticate: (authorization) => authenticateBearer(authorization, tokens),
+      onRefused: (method, code) => {
+        if (method) metrics.rpcServerSeconds.observe({ method, code: Code[code] }, 0);
+      },
+    },
+    exchange.wrap(handler),
+  );
+  const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.corsOrigins), guarded));
 
   const listeners: Listener[] = [];
   let metricsServer: MetricsServer | undefined;

@@ -33,6 +33,8 @@ let page: Page;
 let dataDir: string;
 let workDir: string;
 let database: { url: string; drop(): Promise<void> } | undefined;
+/** What the browser reported against the page's Content-Security-Policy (web-bff sends a strict one). */
+const cspViolations: string[] = [];
 
 /**
  * A fresh database on the local PostgreSQL server when one answers (`make test` starts it):
@@ -77,6 +79,9 @@ beforeAll(async () => {
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
   page.setDefaultTimeout(15_000);
+  page.on('console', (message) => {
+    if (/Content Security Policy|Refused to/i.test(message.text())) cspViolations.push(message.text());
+  });
   await page.goto(`${system.httpUrl}/?token=${system.token}`);
 }, 240_000);
 
@@ -301,4 +306,10 @@ describe('the web UI', () => {
     await page.locator('.conversation-list li').first().waitFor();
     await expect(page.locator('.conversation-list li').count()).resolves.toBeGreaterThan(0);
   }, 90_000);
+
+  it('ran every scenario above under the strict Content-Security-Policy, without a violation', async () => {
+    const res = await page.request.get(`${system.httpUrl}/`);
+    expect(res.headers()['content-security-policy']).toMatch(/default-src 'self'.*frame-ancestors 'none'/);
+    expect(cspViolations).toEqual([]);
+  });
 });

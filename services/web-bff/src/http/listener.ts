@@ -36,6 +36,9 @@ export async function listen(protocol: 'http1' | 'h2c', host: string, port: numb
     h1.requestTimeout = 0;
     server = h1;
   }
+  // `Expect: 100-continue` goes to the handler, which sends 100 Continue only to a request it
+  // admits (a refused caller learns so before sending its body).
+  server.on('checkContinue', handler);
   server.on('connection', (socket: Socket) => {
     // Watch events are small writes that must leave at once; Nagle would hold them for an ACK.
     socket.setNoDelay(true);

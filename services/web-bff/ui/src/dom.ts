@@ -9,6 +9,8 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
     else if (name === 'class') el.className = String(value);
+    // Through CSSOM, which the page's Content-Security-Policy allows (a style attribute it blocks).
+    else if (name === 'style') el.style.cssText = String(value);
     else if (value === true) el.setAttribute(name, '');
     else el.setAttribute(name, String(value));
   }

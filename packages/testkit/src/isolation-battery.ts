@@ -10,7 +10,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@connectrpc/connect';
-import { ConversationService, Mode, StateKind } from '@bedrock/contracts';
+import type { ConversationService} from '@bedrock/contracts';
+import { Mode, StateKind } from '@bedrock/contracts';
 
 export interface IsolationTarget {
   readonly client: Client<typeof ConversationService>;

@@ -6,15 +6,15 @@
  * and write only its working directory, while Restricted reads and Unrestricted writes and
  * network keep working.
  */
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { beforeAll, afterAll } from '@jest/globals';
+import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { ConversationService } from '@bedrock/contracts';
-import { runIsolationBattery, type IsolationResults } from '@bedrock/testkit/isolation-battery';
+import { defineIsolationExpectations, runIsolationBattery, type IsolationResults } from '@bedrock/testkit/isolation-battery';
 import { startCluster, type Cluster } from '../src/index.ts';
 
 const NOBODY = 65534;
@@ -72,36 +72,12 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-describe.each(['restricted', 'unrestricted'] as const)('cluster: a %s tool', (mode) => {
-  const probes = () => results[mode];
-
-  it('runs as the unprivileged tool user', () => {
-    expect(probes().uid.trim()).toBe(`uid=${NOBODY} gid=${NOBODY}`);
-  });
-
-  it("cannot read the user token, the service tokens, the peers file, a root 0600 file or any service's environment", () => {
-    expect(probes().secrets).not.toContain('READ');
-    expect(probes().secrets.match(/DENIED/g)?.length).toBe(4 + 2 + 1 + cluster.processes.length);
-  });
-
-  it('cannot connect to Postgres, Redis or an internal port', () => {
-    for (const name of ['postgres', 'redis', 'conversation', 'tool-runner']) expect(probes().ports).toContain(`CLOSED ${name}`);
-  });
-
-  it('has a private scratch that the next run does not see', () => {
-    expect(probes().scratch).toContain('SCRATCH PRIVATE');
-  });
-});
-
-describe('cluster: network and writes', () => {
-  it('Restricted has no network; Unrestricted reaches a port outside the system', () => {
-    expect(results.restricted.ports).toContain('CLOSED outside');
-    expect(results.unrestricted.ports).toContain('OPEN outside');
-  });
-
-  it('Unrestricted writes its working directory and nothing else', () => {
-    expect(results.unrestricted.writes).toContain('WROTE-IN');
-    expect(results.unrestricted.writes).toContain('REFUSED-OUT');
-    expect(existsSync(join(dirs[1] as string, 'x'))).toBe(false);
-  });
+defineIsolationExpectations({
+  layout: 'cluster',
+  results: () => results,
+  toolUser: NOBODY,
+  // The user token, four service tokens, the peers file, a root-only file, every service's environment.
+  secrets: () => 1 + 4 + 1 + 1 + cluster.processes.length,
+  deniedPorts: ['postgres', 'redis', 'conversation', 'tool-runner'],
+  outsideDir: () => dirs[1] as string,
 });

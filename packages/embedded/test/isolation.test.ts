@@ -4,15 +4,15 @@
  * unprivileged user, read none of the product's secrets, reach none of its ports, and write
  * only their working directory, while the normal flows keep working.
  */
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { beforeAll, afterAll } from '@jest/globals';
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { ConversationService } from '@bedrock/contracts';
-import { runIsolationBattery, type IsolationResults } from '@bedrock/testkit/isolation-battery';
+import { defineIsolationExpectations, runIsolationBattery, type IsolationResults } from '@bedrock/testkit/isolation-battery';
 import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
 
 const NOBODY = 65534;
@@ -67,38 +67,12 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-describe.each(['restricted', 'unrestricted'] as const)('embedded: a %s tool', (mode) => {
-  const probes = () => results[mode];
-
-  it('runs as an unprivileged user, never root', () => {
-    if (asRoot) expect(probes().uid.trim()).toBe(`uid=${NOBODY} gid=${NOBODY}`);
-    expect(probes().uid).not.toContain('uid=0');
-  });
-
-  it('cannot read the token store, a root-owned 0600 file or the service environment', () => {
-    expect(probes().secrets).not.toContain('READ');
-    expect(probes().secrets.match(/DENIED/g)?.length).toBe(3);
-  });
-
-  it("cannot connect to the system's own ports", () => {
-    for (const line of probes().ports.trim().split('\n').filter((l) => !l.endsWith('outside'))) expect(line).toMatch(/^CLOSED /);
-  });
-
-  it('has a private scratch and home that the next run does not see', () => {
-    expect(probes().scratch).toContain('planted');
-    expect(probes().scratch).toContain('SCRATCH PRIVATE');
-  });
-});
-
-describe('embedded: network and writes', () => {
-  it('Restricted has no network at all; Unrestricted reaches a port outside the system', () => {
-    expect(results.restricted.ports).toContain('CLOSED outside');
-    expect(results.unrestricted.ports).toContain('OPEN outside');
-  });
-
-  it('Unrestricted writes its working directory and nothing else', () => {
-    expect(results.unrestricted.writes).toContain('WROTE-IN');
-    expect(results.unrestricted.writes).toContain('REFUSED-OUT');
-    expect(existsSync(join(dirs[1] as string, 'x'))).toBe(false);
-  });
+defineIsolationExpectations({
+  layout: 'embedded',
+  results: () => results,
+  ...(asRoot ? { toolUser: NOBODY } : {}),
+  // The local token, a root-only file, this process's environment.
+  secrets: () => 3,
+  deniedPorts: ['conversation', 'tool-runner'],
+  outsideDir: () => dirs[2] as string,
 });

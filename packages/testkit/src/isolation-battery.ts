@@ -8,7 +8,9 @@
  * Every probe prints one marker per attempt (`READ x` / `DENIED x`, `OPEN p` / `CLOSED p`, ...),
  * so a test reads as a list of attempts and their outcomes.
  */
+import { existsSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from '@jest/globals';
 import type { Client } from '@connectrpc/connect';
 import type { ConversationService} from '@bedrock/contracts';
 import { Mode, StateKind } from '@bedrock/contracts';
@@ -119,4 +121,55 @@ export async function runIsolationBattery(t: IsolationTarget): Promise<Isolation
     `$ echo ok > inside-${marker}.txt && echo WROTE-IN; if echo x > "${t.outsideDir}/${marker}" 2>/dev/null; then echo WROTE-OUT; else echo REFUSED-OUT; fi`,
   ]);
   return { conversationId: id, restricted, unrestricted: { ...probes(results.slice(0, 5)), writes: results[5]?.content ?? '' } };
+}
+
+export interface IsolationExpectations {
+  /** Where the battery ran, for test names. */
+  readonly layout: string;
+  /** The battery's results (available once the suite's beforeAll ran it). */
+  readonly results: () => IsolationResults;
+  /** The uid and gid tools must show, or undefined when the tests do not run as root. */
+  readonly toolUser?: number;
+  /** How many secret files and service environments the battery tried. */
+  readonly secrets: () => number;
+  /** The names of the denied ports the battery tried. */
+  readonly deniedPorts: readonly string[];
+  /** The directory given as `outsideDir`, which must stay untouched. */
+  readonly outsideDir: () => string;
+}
+
+/** The assertions every layout makes on the battery's results, as Jest tests. */
+export function defineIsolationExpectations(e: IsolationExpectations): void {
+  for (const mode of ['restricted', 'unrestricted'] as const) {
+    describe(`${e.layout}: a ${mode} tool`, () => {
+      const probes = () => e.results()[mode];
+      it('runs as an unprivileged user, never root', () => {
+        if (e.toolUser !== undefined) expect(probes().uid.trim()).toBe(`uid=${e.toolUser} gid=${e.toolUser}`);
+        expect(probes().uid).not.toMatch(/uid=0\b/);
+      });
+      it("cannot read the system's secrets or any service's environment", () => {
+        expect(probes().secrets).not.toContain('READ');
+        expect(probes().secrets.match(/DENIED/g)?.length).toBe(e.secrets());
+      });
+      it("cannot connect to the system's own ports", () => {
+        for (const name of e.deniedPorts) expect(probes().ports).toContain(`CLOSED ${name}`);
+        expect(probes().ports).not.toMatch(new RegExp(`OPEN (${e.deniedPorts.join('|')})\\b`));
+      });
+      it('has a private scratch and home that the next run does not see', () => {
+        expect(probes().scratch).toContain('planted');
+        expect(probes().scratch).toContain('SCRATCH PRIVATE');
+      });
+    });
+  }
+  describe(`${e.layout}: network and writes`, () => {
+    it('Restricted has no network at all; Unrestricted reaches a port outside the system', () => {
+      expect(e.results().restricted.ports).toContain('CLOSED outside');
+      expect(e.results().unrestricted.ports).toContain('OPEN outside');
+    });
+    it('Unrestricted writes its working directory and nothing else', () => {
+      expect(e.results().unrestricted.writes).toContain('WROTE-IN');
+      expect(e.results().unrestricted.writes).toContain('REFUSED-OUT');
+      expect(existsSync(e.outsideDir()) && readdirSync(e.outsideDir()).some((f) => f.startsWith('bedrock-outside-'))).toBe(false);
+    });
+  });
 }

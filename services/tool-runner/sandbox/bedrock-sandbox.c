@@ -174,6 +174,19 @@ static int port_denied(const struct policy *p, unsigned port) {
   return 0;
 }
 
+/* TCP connect allowed to every port but the denied ones: Landlock rules are allow-lists. */
+static int add_port_rules(int ruleset, const struct policy *policy, char *err, size_t errlen) {
+  for (unsigned port = 1; port <= 65535; port++) {
+    if (port_denied(policy, port)) continue;
+    struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
+    if (syscall(__NR_landlock_add_rule, ruleset, BR_RULE_NET_PORT, &net, 0) < 0) {
+      snprintf(err, errlen, "landlock rule for TCP port %u: %s", port, strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /*
  * Restricted: everything readable and executable, nothing writable except /dev/null and the
  * scratch directory, TCP bind and connect denied. Unrestricted: the working directory and the
@@ -215,17 +228,10 @@ static int apply_landlock(int abi, const struct policy *policy, char *err, size_
       return -1;
     }
   }
-  if (attr.handled_access_net & BR_NET_CONNECT_TCP && !policy->restricted) {
-    /* No holder: build the port rules here (the slow path, about 0.1 s). */
-    for (unsigned port = 1; port <= 65535; port++) {
-      if (port_denied(policy, port)) continue;
-      struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
-      if (syscall(__NR_landlock_add_rule, ruleset, BR_RULE_NET_PORT, &net, 0) < 0) {
-        snprintf(err, errlen, "landlock rule for TCP port %u: %s", port, strerror(errno));
-        close(ruleset);
-        return -1;
-      }
-    }
+  /* No holder: build the port rules here (the slow path, about 0.1 s). */
+  if (attr.handled_access_net & BR_NET_CONNECT_TCP && !policy->restricted && add_port_rules(ruleset, policy, err, errlen) < 0) {
+    close(ruleset);
+    return -1;
   }
   if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0) {
     snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
@@ -249,14 +255,9 @@ static int net_port_ruleset(const struct policy *policy, char *err, size_t errle
     snprintf(err, errlen, "landlock_create_ruleset (ports): %s", strerror(errno));
     return -1;
   }
-  for (unsigned port = 1; port <= 65535; port++) {
-    if (port_denied(policy, port)) continue;
-    struct br_net_port_attr net = {.allowed_access = BR_NET_CONNECT_TCP, .port = port};
-    if (syscall(__NR_landlock_add_rule, ruleset, BR_RULE_NET_PORT, &net, 0) < 0) {
-      snprintf(err, errlen, "landlock rule for TCP port %u: %s", port, strerror(errno));
-      close(ruleset);
-      return -1;
-    }
+  if (add_port_rules(ruleset, policy, err, errlen) < 0) {
+    close(ruleset);
+    return -1;
   }
   return ruleset;
 }

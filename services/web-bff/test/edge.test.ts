@@ -25,6 +25,7 @@ import { generateToken, hashToken } from '../src/auth/token-store.ts';
 import { UI_CONTENT_SECURITY_POLICY } from '../src/http/security-headers.ts';
 import { noisePng } from '../../conversation/test/support/images.ts';
 import { startSystem, type System } from './support/system.ts';
+import { grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SEND = '/bedrock.v1.ConversationService/SendMessage';
@@ -170,24 +171,6 @@ function postH2(url: string, path: string, headers: Record<string, string>, size
     stream.on('close', finish);
     pump();
   });
-}
-
-/** grpc-status and message of a gRPC answer (trailers, or a trailers-only answer's headers). */
-function grpcStatusOf(a: Answer): { code: number; message: string } {
-  const t = a.trailers['grpc-status'] !== undefined ? a.trailers : a.headers;
-  return { code: Number(t['grpc-status']), message: decodeURIComponent(t['grpc-message'] ?? '') };
-}
-
-/** The last frame (gRPC-Web trailers, Connect end-of-stream) of an enveloped body. */
-function lastFrame(body: Buffer): { flags: number; data: string } {
-  let offset = 0;
-  let last = { flags: -1, data: '' };
-  while (offset + 5 <= body.length) {
-    const length = body.readUInt32BE(offset + 1);
-    last = { flags: body[offset]!, data: body.subarray(offset + 5, offset + 5 + length).toString('utf8') };
-    offset += 5 + length;
-  }
-  return last;
 }
 
 /** The Connect/gRPC code an answer carries, whatever the protocol. */

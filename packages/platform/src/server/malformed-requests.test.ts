@@ -12,6 +12,7 @@ import { health, reflection } from '@bedrock/contracts';
 import { startGrpcServer, type GrpcServer } from './grpc-server.ts';
 import { createLogger } from './logger.ts';
 import { malformedRequestMessage } from './malformed-requests.ts';
+import { grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
 
 const logger = createLogger({ service: 'test', level: 'silent' });
 const CHECK = '/grpc.health.v1.Health/Check';
@@ -97,24 +98,6 @@ async function h1post(url: string, path: string, headers: Record<string, string>
   return { status: res.status, headers: Object.fromEntries(res.headers), trailers: {}, body: Buffer.from(await res.arrayBuffer()) };
 }
 
-/** grpc-status and grpc-message, from trailers or a trailers-only answer. */
-function grpcStatus(a: RawAnswer): { code: number; message: string } {
-  const t = a.trailers['grpc-status'] !== undefined ? a.trailers : a.headers;
-  return { code: Number(t['grpc-status']), message: decodeURIComponent(t['grpc-message'] ?? '') };
-}
-
-/** The status in the last (trailer or end-stream) frame of a gRPC-Web or Connect-stream body. */
-function lastFrame(body: Buffer): { flags: number; data: string } {
-  let offset = 0;
-  let last = { flags: -1, data: '' };
-  while (offset + 5 <= body.length) {
-    const length = body.readUInt32BE(offset + 1);
-    last = { flags: body[offset]!, data: body.subarray(offset + 5, offset + 5 + length).toString('utf8') };
-    offset += 5 + length;
-  }
-  return last;
-}
-
 const expectMessage = (message: string, format: 'protobuf binary' | 'JSON') => {
   expect(message).toMatch(new RegExp(`^request body is not a valid ${TYPE.replace(/\./g, '\\.')}: .+ \\(${format}\\)$`));
 };
@@ -147,13 +130,13 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
   it('gRPC: status 3 in the trailers, unary and server-streaming', async () => {
     for (const path of [CHECK, WATCH]) {
       const a = await h2post(h2.url, path, { 'content-type': 'application/grpc', te: 'trailers' }, envelope(TRUNCATED));
-      const { code, message } = grpcStatus(a);
+      const { code, message } = grpcStatusOf(a);
       expect(code).toBe(Code.InvalidArgument);
       expectMessage(message, 'protobuf binary');
     }
     const json = await h2post(h2.url, CHECK, { 'content-type': 'application/grpc+json', te: 'trailers' }, envelope(Buffer.from('{"service"')));
-    expect(grpcStatus(json).code).toBe(Code.InvalidArgument);
-    expectMessage(grpcStatus(json).message, 'JSON');
+    expect(grpcStatusOf(json).code).toBe(Code.InvalidArgument);
+    expectMessage(grpcStatusOf(json).message, 'JSON');
   });
 
   it('gRPC-Web over h2c and HTTP/1.1: status 3 in the trailer frame', async () => {
@@ -182,8 +165,8 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
   it('a bidi stream whose second message does not parse ends with INVALID_ARGUMENT', async () => {
     const good = envelope(toBinary(reflection.ServerReflectionRequestSchema, create(reflection.ServerReflectionRequestSchema, { host: 'a' })));
     const a = await h2post(h2.url, REFLECT, { 'content-type': 'application/grpc', te: 'trailers' }, [good, envelope(TRUNCATED)]);
-    expect(grpcStatus(a).code).toBe(Code.InvalidArgument);
-    expect(grpcStatus(a).message).toMatch(/^request body is not a valid grpc\.reflection\.v1\.ServerReflectionRequest: /);
+    expect(grpcStatusOf(a).code).toBe(Code.InvalidArgument);
+    expect(grpcStatusOf(a).message).toMatch(/^request body is not a valid grpc\.reflection\.v1\.ServerReflectionRequest: /);
   });
 
   it('Connect clients see INVALID_ARGUMENT; valid requests and the service\'s own errors are untouched', async () => {

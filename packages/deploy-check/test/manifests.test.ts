@@ -25,7 +25,7 @@ function normalize(o: K8sObject): unknown {
 describe('rendering', () => {
   it('renders the expected objects in each overlay', () => {
     const count = (objects: K8sObject[]) => Object.fromEntries([...new Set(objects.map((o) => o.kind))].sort().map((k) => [k, objects.filter((o) => o.kind === k).length]));
-    expect(count(render('dev'))).toEqual({ ConfigMap: 1, Deployment: 5, Namespace: 1, NetworkPolicy: 4, PersistentVolumeClaim: 1, PodDisruptionBudget: 4, Secret: 6, Service: 5, StatefulSet: 1 });
+    expect(count(render('dev'))).toEqual({ ConfigMap: 1, Deployment: 5, Namespace: 1, NetworkPolicy: 4, PersistentVolumeClaim: 1, PodDisruptionBudget: 4, Secret: 6, Service: 6, StatefulSet: 1 });
     expect(count(render('prod'))).toEqual({
       ConfigMap: 1,
       Deployment: 4,
@@ -35,7 +35,7 @@ describe('rendering', () => {
       PersistentVolumeClaim: 1,
       PodDisruptionBudget: 4,
       ScaledObject: 2,
-      Service: 3,
+      Service: 4,
       TriggerAuthentication: 1,
     });
     for (const o of render('dev')) if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock-dev']);
@@ -89,6 +89,28 @@ describe('schemas', () => {
     const errors = await validateObjects(objects);
     expect(errors.map((e) => e.object).sort()).toEqual(['ScaledObject/tool-runner', 'Service/web-bff', 'Widget/w']);
     expect(errors.find((e) => e.object === 'ScaledObject/tool-runner')!.message).toMatch(/minReplicaCount must be integer/);
+  });
+});
+
+describe('web-bff reaches every conversation replica', () => {
+  it.each(OVERLAYS)('%s: BEDROCK_CONVERSATION_URL names a headless Service of the conversation pods (their DNS lists each ready pod)', (overlay) => {
+    const objects = render(overlay);
+    const web = byKind(objects, 'Deployment', 'web-bff').spec as { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+    const value = web.template.spec.containers[0]!.env.find((e) => e.name === 'BEDROCK_CONVERSATION_URL')!.value!;
+    const urls = value.split(',').map((u) => new URL(u.trim()));
+    expect(urls).toHaveLength(1);
+    const svc = byKind(objects, 'Service', urls[0]!.hostname).spec as {
+      clusterIP?: string;
+      publishNotReadyAddresses?: boolean;
+      selector: Record<string, string>;
+      ports: { port: number; targetPort: string }[];
+    };
+    // Not a ClusterIP: one virtual address behind one HTTP/2 connection would pin every call to one pod.
+    expect(svc.clusterIP).toBe('None');
+    expect(svc.publishNotReadyAddresses ?? false).toBe(false);
+    expect(svc.selector).toEqual({ 'app.kubernetes.io/name': 'conversation' });
+    const port = svc.ports.find((p) => p.port === Number(urls[0]!.port));
+    expect(port?.targetPort).toBe('grpc');
   });
 });
 

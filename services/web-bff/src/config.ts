@@ -1,6 +1,6 @@
 /** Settings of web-bff, from the environment (docs/web-bff.md lists them). */
 import { fileURLToPath } from 'node:url';
-import { commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str, url } from '@bedrock/platform/server';
+import { commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str, urlList } from '@bedrock/platform/server';
 
 /** The web UI's build output inside this package, used when BEDROCK_UI_DIR is unset. */
 export const DEFAULT_UI_DIR = fileURLToPath(new URL('../ui/dist', import.meta.url));
@@ -23,11 +23,17 @@ export const webBffEnv = {
     default: 8081,
     doc: 'h2c (HTTP/2 without TLS) port for gRPC clients; also speaks Connect and gRPC-Web.',
   }),
-  conversationUrl: setting({
+  conversationUrls: setting({
     name: 'BEDROCK_CONVERSATION_URL',
-    parse: url({ protocols: ['http', 'https'] }),
-    default: new URL('http://127.0.0.1:50051'),
-    doc: 'Base URL of the conversation service\'s internal gRPC API (h2c for http://).',
+    parse: urlList({ protocols: ['http', 'https'] }),
+    default: [new URL('http://127.0.0.1:50051')],
+    doc: 'Base URLs of the conversation service\'s internal gRPC API (h2c for http://), comma-separated; calls are spread over every replica, and a host name is resolved to all of its addresses (a Kubernetes headless Service lists every ready pod).',
+  }),
+  conversationResolveMs: setting({
+    name: 'BEDROCK_CONVERSATION_RESOLVE_INTERVAL',
+    parse: duration(),
+    default: 10_000,
+    doc: 'How often host names in BEDROCK_CONVERSATION_URL are resolved again to follow replicas that come and go (also after a replica fails); 0 = only then.',
   }),
   transport: setting({
     name: 'BEDROCK_TRANSPORT',

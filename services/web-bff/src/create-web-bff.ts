@@ -86,7 +86,13 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') });
     streams = ownedTransport.streams;
   }
-  const upstream = createUpstream({ baseUrl: config.conversationUrl.href.replace(/\/$/, ''), timeoutMs: config.upstreamTimeoutMs, serviceToken });
+  const upstream = createUpstream({
+    targets: config.conversationUrls,
+    timeoutMs: config.upstreamTimeoutMs,
+    serviceToken,
+    resolveIntervalMs: config.conversationResolveMs,
+    logger,
+  });
   const fanout: Fanout = createFanout({
     streams,
     bufferEvents: config.watchBufferEvents,
@@ -149,6 +155,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
   } catch (err) {
     for (const l of listeners) await l.close(0, () => undefined);
+    upstream.close();
     await fanout.close();
     watchdog.stop();
     await ownedTransport?.close();
@@ -180,6 +187,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
         await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs, abort)));
         watchdog.stop();
+        upstream.close();
         await fanout.close();
         await metricsSrv.close();
         await ownedTransport?.close();

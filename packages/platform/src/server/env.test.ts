@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { commonEnv } from './common-env.ts';
-import { EnvError, bool, describeEnv, duration, envMarkdownTable, int, oneOf, optional, port, readEnv, setting, str, url } from './env.ts';
+import { EnvError, bool, describeEnv, duration, envMarkdownTable, int, oneOf, optional, port, readEnv, setting, str, url, urlList } from './env.ts';
 
 const spec = {
   port: setting({ name: 'APP_PORT', parse: port(), default: 8080, doc: 'gRPC port.' }),
@@ -66,6 +66,16 @@ describe('readEnv', () => {
   it('reads the common settings with their defaults', () => {
     expect(readEnv(commonEnv, {})).toEqual({ logLevel: 'info', host: '0.0.0.0', metricsPort: 9464, shutdownGraceMs: 10_000 });
     expect(readEnv(commonEnv, { LOG_LEVEL: 'debug', BEDROCK_SHUTDOWN_GRACE: '30s' })).toMatchObject({ logLevel: 'debug', shutdownGraceMs: 30_000 });
+  });
+});
+
+describe('urlList', () => {
+  it('reads one or more comma-separated URLs and names a bad one', () => {
+    const p = urlList({ protocols: ['http', 'https'] });
+    expect(p.parse('http://a:1, http://b:2,,').map((u) => u.href)).toEqual(['http://a:1/', 'http://b:2/']);
+    expect(() => p.parse('http://a:1,ftp://b')).toThrow('ftp://b: scheme ftp: not allowed');
+    expect(p.expected).toBe('one or more http/https URLs, comma-separated');
+    expect(p.format!([new URL('http://a:1'), new URL('http://b:2')])).toBe('http://a:1/,http://b:2/');
   });
 });
 

@@ -168,6 +168,29 @@ export function url(options: { protocols?: string[] } = {}): EnvParser<URL> {
   };
 }
 
+/** One or more absolute URLs, comma-separated (blanks around commas ignored). */
+export function urlList(options: { protocols?: string[] } = {}): EnvParser<URL[]> {
+  const one = url(options);
+  return {
+    expected: `${one.expected.replace(/^an? /, 'one or more ')}s, comma-separated`,
+    parse(raw) {
+      const parts = raw
+        .split(',')
+        .map((p) => p.trim())
+        .filter((p) => p !== '');
+      if (parts.length === 0) throw new Error('no URL');
+      return parts.map((p) => {
+        try {
+          return one.parse(p);
+        } catch (err) {
+          throw new Error(`${p}: ${(err as Error).message}`);
+        }
+      });
+    },
+    format: (values) => values.map((v) => one.format!(v)).join(','),
+  };
+}
+
 /** One of a fixed set of strings (case-sensitive). */
 export function oneOf<const T extends string>(values: readonly T[]): EnvParser<T> {
   return {

@@ -22,3 +22,4 @@ export * from './queue-depth-sampler.ts';
 export * from './trace-log-fields.ts';
 export * from './token-entries.ts';
 export * from './service-auth.ts';
+export * from './balanced-transport.ts';

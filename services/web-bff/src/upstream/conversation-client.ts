@@ -1,40 +1,79 @@
 /**
  * The conversation service's internal API, called on behalf of an authenticated user: every
  * call carries web-bff's service credential (`authorization: Bearer <service token>`) and,
- * with it, `bedrock-user-id`, which that service believes only from web-bff. One HTTP/2
- * connection is shared by all calls of this process.
+ * with it, `bedrock-user-id`, which that service believes only from web-bff.
+ *
+ * Calls are spread over every conversation replica (one HTTP/2 connection each, round robin;
+ * `createBalancedTransport`): the URLs of BEDROCK_CONVERSATION_URL, each host name resolved to
+ * all of its addresses and re-resolved periodically. A replica that fails is skipped at once;
+ * a call that never reached it is sent to another replica, and so is a read (GetConversation,
+ * ListConversations) or a request with a `request_id` whose connection broke after it was
+ * sent. Docs: docs/web-bff.md.
  */
+import type { DescMethod } from '@bufbuild/protobuf';
+import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService } from '@bedrock/contracts';
-import { serviceCredentialHeaders, USER_HEADER } from '@bedrock/platform/server';
+import { createBalancedTransport, serviceCredentialHeaders, USER_HEADER, type BalancedTransport, type EndpointState, type Logger } from '@bedrock/platform/server';
 
 export type ConversationClient = Client<typeof ConversationService>;
 
 export interface UpstreamOptions {
-  /** e.g. http://127.0.0.1:50051 (h2c). */
-  readonly baseUrl: string;
+  /** e.g. http://127.0.0.1:50051 (h2c); several for several replicas; a host name stands for all of its addresses. */
+  readonly targets: readonly (string | URL)[];
   /** Deadline of each unary call, ms. */
   readonly timeoutMs: number;
   /** web-bff's own service token; without one, calls carry no credential and no user (and are refused). */
   readonly serviceToken: string | undefined;
+  /** How often host names are resolved again, ms (0: only after failures). Default 10 s. */
+  readonly resolveIntervalMs?: number;
+  readonly logger?: Logger;
+  /** Resolves a host name (tests). */
+  readonly lookup?: (hostname: string) => Promise<string[]>;
 }
 
 export interface Upstream {
   readonly client: ConversationClient;
   /** Options for one unary call acting as `user`, cancelled with `signal` (the client's). */
   options(user: string, signal?: AbortSignal): CallOptions;
+  /** The conversation replicas known now. */
+  replicas(): EndpointState[];
+  close(): void;
+}
+
+/** Calls that change nothing: safe to send again to another replica when a connection broke mid-call. */
+const READS = new Set(['GetConversation', 'ListConversations']);
+
+/**
+ * Reads, any method the proto declares idempotent (`option idempotency_level`), and a request
+ * carrying a `request_id`: the conversation service answers a repeat of it with the first
+ * outcome and applies nothing twice.
+ */
+export function retrySafe(method: DescMethod, input: unknown): boolean {
+  const requestId = typeof input === 'object' && input !== null ? (input as { requestId?: unknown }).requestId : undefined;
+  return (
+    READS.has(method.name) ||
+    method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
+    method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT ||
+    (typeof requestId === 'string' && requestId !== '')
+  );
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
-  const transport = createGrpcTransport({
-    baseUrl: options.baseUrl,
-    // Pings notice a dead conversation service on an idle connection.
-    pingIntervalMs: 30_000,
-    pingIdleConnection: true,
-    // Histories with images can be large; the conversation service bounds what it accepts.
-    readMaxBytes: 256 * 1024 * 1024,
-    writeMaxBytes: 64 * 1024 * 1024,
+  const transport: BalancedTransport = createBalancedTransport({
+    name: 'conversation',
+    targets: options.targets,
+    transport: {
+      // Histories with images can be large; the conversation service bounds what it accepts.
+      readMaxBytes: 256 * 1024 * 1024,
+      writeMaxBytes: 64 * 1024 * 1024,
+    },
+    // Pings notice a dead replica on an idle connection.
+    session: { pingIntervalMs: 30_000, pingIdleConnection: true },
+    retrySafe,
+    ...(options.resolveIntervalMs !== undefined ? { resolveIntervalMs: options.resolveIntervalMs } : {}),
+    ...(options.lookup ? { lookup: options.lookup } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
   });
   const { serviceToken } = options;
   return {
@@ -44,5 +83,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       const headers = serviceToken ? { ...serviceCredentialHeaders(serviceToken), [USER_HEADER]: user } : {};
       return { headers, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) };
     },
+    replicas: () => transport.endpoints(),
+    close: () => transport.close(),
   };
 }

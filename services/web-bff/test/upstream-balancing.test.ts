@@ -1,0 +1,186 @@
+/**
+ * web-bff spreads its calls over every conversation replica of BEDROCK_CONVERSATION_URL and
+ * moves off a dead one at once. The replicas here are small stand-ins serving the internal
+ * ConversationService (they count calls), so a test can stop or break one at will; the
+ * public side is the real web-bff.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ConversationService } from '@bedrock/contracts';
+import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
+import { readWebBffConfig } from '../src/config.ts';
+import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
+import { retrySafe } from '../src/upstream/conversation-client.ts';
+
+const quiet = createLogger({ service: 'replica', level: 'silent' });
+
+interface Replica {
+  readonly name: string;
+  server: GrpcServer;
+  readonly calls: string[];
+}
+
+async function replica(name: string, port = 0): Promise<Replica> {
+  const calls: string[] = [];
+  const server = await startGrpcServer({
+    port,
+    host: '127.0.0.1',
+    logger: quiet,
+    routes: (router) =>
+      router.service(ConversationService, {
+        listConversations: () => {
+          calls.push('ListConversations');
+          return { conversations: [] };
+        },
+        getConversation: (req) => {
+          calls.push('GetConversation');
+          return { conversation: { id: req.conversationId, cwd: `/served-by/${name}` } };
+        },
+        sendMessage: () => {
+          calls.push('SendMessage');
+          return {};
+        },
+      }),
+  });
+  return { name, server, calls };
+}
+
+/** Takes each call and drops its connection: the call reached it, then broke. */
+async function breakingReplica(): Promise<{ url: string; hits: { n: number }; close(): Promise<void> }> {
+  const hits = { n: 0 };
+  const server = http2.createServer();
+  server.on('stream', (stream) => {
+    hits.n++;
+    stream.session?.destroy();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    hits,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+async function bffFor(urls: string[]) {
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  const user = generateToken();
+  const bff = await startWebBff(
+    readWebBffConfig({
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_METRICS_PORT: '0',
+      BEDROCK_HOST: '127.0.0.1',
+      BEDROCK_CONVERSATION_URL: urls.join(', '),
+      BEDROCK_TRANSPORT: 'memory',
+      BEDROCK_SHUTDOWN_GRACE: '500',
+      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
+    }),
+    { logger: createLogger({ service: 'web-bff', level: 'info', destination }), tokens: createTokenStore(tokenEntriesOf({ alice: user })), serviceToken: generateToken() },
+  );
+  const client = createClient(ConversationService, createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }));
+  return { bff, client, log: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+describe('web-bff over several conversation replicas', () => {
+  let a: Replica;
+  let b: Replica;
+  let bff: RunningWebBff;
+  let client: Client<typeof ConversationService>;
+  let log: () => Array<Record<string, unknown>>;
+
+  beforeAll(async () => {
+    a = await replica('a');
+    b = await replica('b');
+    ({ bff, client, log } = await bffFor([a.server.url, b.server.url]));
+  });
+  afterAll(async () => {
+    await bff?.stop();
+    await a?.server.close(0);
+    await b?.server.close(0);
+  });
+
+  it('spreads calls over every replica (BEDROCK_CONVERSATION_URL lists both)', async () => {
+    for (let i = 0; i < 10; i++) await client.listConversations({});
+    expect([a.calls.length, b.calls.length]).toEqual([5, 5]);
+  });
+
+  it('a replica that dies takes no call with it: every call is answered by the other, at once', async () => {
+    await a.server.close(0);
+    const before = b.calls.length;
+    const started = Date.now();
+    // Not even the first call after the death fails: it never reached the dead replica, so it is sent to the other.
+    for (let i = 0; i < 6; i++) {
+      expect((await client.getConversation({ conversationId: `c${i}` })).conversation?.cwd).toBe('/served-by/b');
+      await client.sendMessage({ conversationId: `c${i}`, text: 'hi' });
+    }
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(b.calls.length - before).toBe(12);
+    const down = log().find((l) => l.msg === 'conversation replica failed; calls go to the other replicas');
+    expect(down).toMatchObject({ level: 'warn', upstream: 'conversation', address: a.server.url });
+  });
+
+  it('the replica is used again once it is back', async () => {
+    const port = Number(new URL(a.server.url).port);
+    a = await replica('a', port);
+    await new Promise((r) => setTimeout(r, 1_200)); // past its 1 s back-off
+    for (let i = 0; i < 6; i++) await client.listConversations({});
+    expect(a.calls.length).toBeGreaterThan(0);
+    expect(log().some((l) => l.msg === 'conversation replica answers again')).toBe(true);
+  });
+});
+
+describe('a call whose connection broke after it reached a replica', () => {
+  it('is sent again to another replica when it is a read, never when it may have changed something', async () => {
+    const broken = await breakingReplica();
+    const good = await replica('good');
+    // The broken replica first, so round robin starts there.
+    const { bff, client } = await bffFor([broken.url, good.server.url]);
+    try {
+      expect((await client.getConversation({ conversationId: 'x' })).conversation?.cwd).toBe('/served-by/good');
+      expect(broken.hits.n).toBe(1);
+
+      // Wait out the broken replica's back-off so the next call goes there again.
+      await new Promise((r) => setTimeout(r, 1_100));
+      const sent = good.calls.length;
+      let ok = 0;
+      let err: ConnectError | undefined;
+      for (let i = 0; i < 3 && !err; i++) {
+        err = await client.sendMessage({ conversationId: 'x', text: 'hi' }).then(
+          () => void ok++,
+          (e: unknown) => ConnectError.from(e),
+        );
+      }
+      expect([err?.code, err?.rawMessage]).toEqual([Code.Unavailable, 'the conversation service is unavailable; try again shortly']);
+      // The SendMessage that reached the broken replica was not repeated on the good one.
+      expect(good.calls.slice(sent)).toEqual(Array.from({ length: ok }, () => 'SendMessage'));
+      expect(broken.hits.n).toBe(2);
+    } finally {
+      await bff.stop();
+      await good.server.close(0);
+      await broken.close();
+    }
+  });
+});
+
+describe('which calls may be sent twice', () => {
+  it('reads, and requests that carry a request_id (the conversation service answers a repeat with the first outcome)', () => {
+    const m = ConversationService.method;
+    expect(retrySafe(m.getConversation, { conversationId: 'c' })).toBe(true);
+    expect(retrySafe(m.listConversations, {})).toBe(true);
+    expect(retrySafe(m.sendMessage, { conversationId: 'c', text: 'hi' })).toBe(false);
+    expect(retrySafe(m.sendMessage, { conversationId: 'c', text: 'hi', requestId: '' })).toBe(false);
+    expect(retrySafe(m.sendMessage, { conversationId: 'c', text: 'hi', requestId: 'r-1' })).toBe(true);
+    expect(retrySafe(m.createConversation, { cwd: '/tmp' })).toBe(false);
+    expect(retrySafe(m.cancel, { conversationId: 'c' })).toBe(false);
+  });
+});

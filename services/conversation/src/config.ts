@@ -42,6 +42,12 @@ export const conversationEnv = {
   recoveryIntervalMs: setting({ name: 'BEDROCK_RECOVERY_INTERVAL', parse: duration(), default: 5000, doc: 'How often the recovery sweeper looks for busy conversations whose work was lost.' }),
   recoveryStaleMs: setting({ name: 'BEDROCK_RECOVERY_STALE_AFTER', parse: duration(), default: 30_000, doc: 'A busy conversation is checked for lost work only after its state has not changed for this long.' }),
   outboxPollMs: setting({ name: 'BEDROCK_OUTBOX_POLL', parse: duration(), default: 500, doc: 'How often the relay looks for unsent outbox rows (rows are also published right after each commit).' }),
+  requestIdRetentionMs: setting({
+    name: 'BEDROCK_REQUEST_ID_RETENTION',
+    parse: duration(),
+    default: 86_400_000,
+    doc: 'How long the outcome of a request that carried a client request id is kept: a retry with the same id within this time is answered with the first outcome and applied once.',
+  }),
   runMigrations: setting({ name: 'BEDROCK_MIGRATE', parse: bool(), default: true, doc: 'Run database migrations at start-up.' }),
   checkCwd: setting({
     name: 'BEDROCK_CHECK_CWD',

@@ -33,6 +33,7 @@ import { createOutboxRelay, type OutboxRelay } from './outbox/relay.ts';
 import { createRecoverySweeper, type RecoverySweeper } from './recovery/sweeper.ts';
 import { createSandboxProbe } from './recovery/sandbox-probe.ts';
 import { createConversationStore, type ConversationStore } from './store/conversation-store.ts';
+import { startRequestPruner } from './store/request-outcomes.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -157,6 +158,12 @@ export async function startConversationService(
     if (ownsPool) await pool.end();
     throw err;
   }
+  // Outcomes of requests with a client request id are kept BEDROCK_REQUEST_ID_RETENTION.
+  const pruner = startRequestPruner({
+    prune: store.pruneRequests,
+    retentionMs: config.requestIdRetentionMs,
+    onError: (err) => logger.warn({ err }, 'pruning request outcomes failed; will retry'),
+  });
   health.set('', 'SERVING');
   health.set('bedrock.v1.ConversationService', 'SERVING');
   logger.info({ grpc_port: server.port, metrics_port: metricsServer.port }, 'conversation service started');
@@ -179,6 +186,7 @@ export async function startConversationService(
       depthSampler?.stop();
       await sweeper.stop();
       await grpc.close(config.shutdownGraceMs);
+      await pruner.stop();
       await relay.stop();
       await metricsSrv.close();
       if (ownsTransport) await transport.close();

@@ -10,18 +10,25 @@ import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
-import { create } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import {
+  CancelRequestSchema,
   CancelResponseSchema,
   ConversationService,
+  CreateConversationRequestSchema,
   CreateConversationResponseSchema,
+  DowngradeModeRequestSchema,
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
   ListConversationsResponseSchema,
+  RespondToModeUpgradeRequestSchema,
   RespondToModeUpgradeResponseSchema,
+  SendMessageRequestSchema,
   SendMessageResponseSchema,
+  TriggerContinuationRequestSchema,
   TriggerContinuationResponseSchema,
   type ImageAttachment,
+  type Message,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
 import { servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
@@ -29,7 +36,8 @@ import type { ConversationEvent, Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { OutboxRelay } from '../outbox/relay.ts';
-import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
+import { InvalidCursorError, type ApplyResult, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
+import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { turnTraceContext } from './turn-trace.ts';
@@ -80,6 +88,30 @@ function requireId(id: string, field = 'conversation_id'): string {
 function notFound(id: string): ConnectError {
   return new ConnectError(`conversation ${id} not found`, Code.NotFound);
 }
+
+/** The key of a request that carries a client request id; undefined without one. */
+function requestKeyOf<D extends DescMessage>(
+  user: string,
+  scope: string,
+  method: string,
+  schema: D,
+  request: MessageShape<D> & { requestId: string },
+): RequestKey | undefined {
+  if (!request.requestId) return undefined;
+  const problem = requestIdProblem(request.requestId);
+  if (problem) throw new ConnectError(problem, Code.InvalidArgument);
+  // The body without its id: a retry must repeat it byte for byte (same text, same images).
+  const body = toBinary(schema, { ...request, requestId: '' });
+  return { ownerId: user, scope, requestId: request.requestId, method, fingerprint: requestFingerprint(method, body) };
+}
+
+/** The error a refused user action answers: an empty message is malformed whatever the state; the rest depend on it. */
+function rejectionError(result: Extract<ApplyResult, { kind: 'rejected' }>): ConnectError {
+  const code = result.rejection.code === 'empty_message' ? Code.InvalidArgument : Code.FailedPrecondition;
+  return new ConnectError(result.rejection.message, code, { 'bedrock-rejection': result.rejection.code });
+}
+
+type Settled = Extract<ApplyResult, { kind: 'applied' | 'noop' }>;
 
 /** Checks count, media types and sizes, then decodes every image (images.ts); nothing is stored if one fails. */
 async function validateImages(images: readonly ImageAttachment[]): Promise<void> {
@@ -139,33 +171,107 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     return record;
   }
 
-  /** Applies a user action; a rejection becomes FAILED_PRECONDITION with the state machine's words. */
-  async function act(ctx: HandlerContext, id: string, event: ConversationEvent) {
-    await owned(ctx, id);
+  /**
+   * Answers a request whose id was used before with its first outcome (the same response or
+   * the same error); a different body under the same id is INVALID_ARGUMENT.
+   */
+  async function replay<S extends DescMessage>(prior: PriorOutcome, key: RequestKey, schema: S): Promise<MessageShape<S>> {
+    if (!prior.sameRequest) {
+      const what = key.method === 'SendMessage' && prior.method === 'SendMessage' ? 'message' : 'request';
+      const other = prior.method === key.method ? '' : ` (it was used for ${prior.method})`;
+      throw new ConnectError(
+        `request id ${JSON.stringify(key.requestId)} reused for a different ${what}${other}: a retry must repeat the request exactly; use a new request id for a new ${what}`,
+        Code.InvalidArgument,
+      );
+    }
+    const { error, response, messageId } = prior.outcome;
+    if (error) throw new ConnectError(error.message, error.code as Code, error.rejection ? { 'bedrock-rejection': error.rejection } : undefined);
+    if (!response) throw new Error(`request ${key.requestId} has a stored row without an outcome`);
+    const answer = fromBinary(schema, response);
+    if (messageId) {
+      const message = await store.message(messageId);
+      if (message) (answer as { message?: Message }).message = messageToProto(message);
+    }
+    return answer;
+  }
+
+  /** What is stored for a request id: the refusal, or the response (SendMessage's without the message, kept by id). */
+  function outcomeOf<S extends DescMessage>(result: ApplyResult, schema: S, respond: (result: Settled) => MessageShape<S>): StoredOutcome | null {
+    switch (result.kind) {
+      case 'not_found':
+        return null;
+      case 'rejected': {
+        const err = rejectionError(result);
+        return { error: { code: err.code, message: err.rawMessage, rejection: result.rejection.code } };
+      }
+      case 'applied':
+      case 'noop': {
+        const response = respond(result) as MessageShape<S> & { message?: Message };
+        if (!response.message) return { response: toBinary(schema, response) };
+        return { response: toBinary(schema, { ...response, message: undefined }), messageId: response.message.id };
+      }
+    }
+  }
+
+  interface UserAction<Q extends DescMessage, S extends DescMessage> {
+    readonly method: string;
+    readonly conversationId: string;
+    readonly requestSchema: Q;
+    readonly request: MessageShape<Q> & { requestId: string };
+    readonly responseSchema: S;
+    readonly eventType: ConversationEvent['type'];
+    /** The event to apply; validation that throws goes here (skipped when a retry is answered from its first outcome). */
+    readonly event: () => ConversationEvent | Promise<ConversationEvent>;
+    readonly respond: (result: Settled) => MessageShape<S>;
+  }
+
+  /**
+   * Applies a user action; a rejection becomes FAILED_PRECONDITION with the state machine's
+   * words. With a request id, the outcome is stored in the same transaction and a retry is
+   * answered from it (request-outcomes.ts).
+   */
+  async function act<Q extends DescMessage, S extends DescMessage>(ctx: HandlerContext, action: UserAction<Q, S>): Promise<MessageShape<S>> {
+    const id = action.conversationId;
+    const { ownerId } = await owned(ctx, id);
+    const key = requestKeyOf(ownerId, id, action.method, action.requestSchema, action.request);
+    const replayed = async (prior: PriorOutcome) => {
+      options.onApplied?.('none', action.eventType, 'replayed');
+      return replay(prior, key!, action.responseSchema);
+    };
+    // A retry of a request already answered skips validation (images are decoded only once).
+    const earlier = key ? await store.findRequest(key) : null;
+    if (earlier) return replayed(earlier);
+    const event = await action.event();
     // One user turn is one trace: the caller's traceparent (web-bff forwards it) or a new one.
-    const result = await store.applyEvent(id, event, turnTraceContext(ctx.requestHeader));
+    const trace = turnTraceContext(ctx.requestHeader);
+    const result = key
+      ? await store.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
+      : await store.applyEvent(id, event, trace);
+    // A duplicate that was in flight at the same time (another replica): the first one's outcome.
+    if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
     switch (result.kind) {
       case 'not_found':
         throw notFound(id);
-      case 'rejected': {
-        // An empty message is malformed whatever the state; every other rejection depends on the state.
-        const code = result.rejection.code === 'empty_message' ? Code.InvalidArgument : Code.FailedPrecondition;
-        throw new ConnectError(result.rejection.message, code, { 'bedrock-rejection': result.rejection.code });
-      }
+      case 'rejected':
+        throw rejectionError(result);
       case 'applied':
         // Publish before answering: a cancel must reach the worker now, not at the next sweep.
         // (and a stop must reach a sub-agent now: rows of other conversations are kicked too).
         for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
-        return result;
+        return action.respond(result);
       case 'noop':
-        return result;
+        return action.respond(result);
     }
   }
 
   router.service(ConversationService, {
     async createConversation(req, ctx) {
       const user = userOf(ctx);
+      // Scoped to the user alone: there is no conversation yet.
+      const key = requestKeyOf(user, '', 'CreateConversation', CreateConversationRequestSchema, req);
+      const earlier = key ? await store.findRequest(key) : null;
+      if (earlier) return replay(earlier, key!, CreateConversationResponseSchema);
       const cwd = req.cwd.trim();
       if (!cwd) throw new ConnectError('cwd is required: the absolute working directory of the conversation', Code.InvalidArgument);
       if (!isAbsolute(cwd)) throw new ConnectError(`cwd must be an absolute path, got ${JSON.stringify(cwd)}`, Code.InvalidArgument);
@@ -186,19 +292,23 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         seed = { summary: from.state.phase.summary };
       }
       const id = randomUUID();
-      const record = await store.create(
-        {
-          id,
-          ownerId: user,
-          slug: `c-${id.slice(0, 8)}`,
-          cwd,
-          model,
-          sandboxAvailable: await options.sandboxAvailable(),
-          continuedFromId: req.continueFromId || null,
-        },
-        seed,
-      );
-      return create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      const input = {
+        id,
+        ownerId: user,
+        slug: `c-${id.slice(0, 8)}`,
+        cwd,
+        model,
+        sandboxAvailable: await options.sandboxAvailable(),
+        continuedFromId: req.continueFromId || null,
+      };
+      const respond = (record: ConversationRecord) => create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      if (!key) return respond(await store.create(input, seed));
+      const result = await store.createRequest(input, seed, {
+        key,
+        outcome: (record) => ({ response: toBinary(CreateConversationResponseSchema, respond(record)) }),
+      });
+      // The same request in flight at the same time (another replica) created it: answer with that one.
+      return result.kind === 'replayed' ? replay(result.prior, key, CreateConversationResponseSchema) : respond(result.record);
     },
 
     async listConversations(req, ctx) {
@@ -237,42 +347,81 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       });
     },
 
-    async sendMessage(req, ctx) {
-      if (req.text.length > LIMITS.maxTextChars) {
-        throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
-      }
-      await validateImages(req.images);
-      const result = await act(ctx, req.conversationId, {
-        type: 'user_message',
-        text: req.text,
-        images: req.images.map((image) => ({ mediaType: image.mediaType, data: Buffer.from(image.data).toString('base64') })),
-      });
-      const message = result.kind === 'applied' ? result.persisted.find((m) => m.type === 'user') : undefined;
-      return create(SendMessageResponseSchema, {
-        ...(message ? { message: messageToProto(message) } : {}),
-        state: stateToProto(result.record.state, policy),
-      });
-    },
+    sendMessage: (req, ctx) =>
+      act(ctx, {
+        method: 'SendMessage',
+        conversationId: req.conversationId,
+        requestSchema: SendMessageRequestSchema,
+        request: req,
+        responseSchema: SendMessageResponseSchema,
+        eventType: 'user_message',
+        async event() {
+          if (req.text.length > LIMITS.maxTextChars) {
+            throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
+          }
+          await validateImages(req.images);
+          return {
+            type: 'user_message',
+            text: req.text,
+            images: req.images.map((image) => ({ mediaType: image.mediaType, data: Buffer.from(image.data).toString('base64') })),
+          };
+        },
+        respond(result) {
+          const message = result.kind === 'applied' ? result.persisted.find((m) => m.type === 'user') : undefined;
+          return create(SendMessageResponseSchema, {
+            ...(message ? { message: messageToProto(message) } : {}),
+            state: stateToProto(result.record.state, policy),
+          });
+        },
+      }),
 
-    async cancel(req, ctx) {
-      const result = await act(ctx, req.conversationId, { type: 'user_cancel' });
-      return create(CancelResponseSchema, { state: stateToProto(result.record.state, policy) });
-    },
+    cancel: (req, ctx) =>
+      act(ctx, {
+        method: 'Cancel',
+        conversationId: req.conversationId,
+        requestSchema: CancelRequestSchema,
+        request: req,
+        responseSchema: CancelResponseSchema,
+        eventType: 'user_cancel',
+        event: () => ({ type: 'user_cancel' }),
+        respond: (result) => create(CancelResponseSchema, { state: stateToProto(result.record.state, policy) }),
+      }),
 
-    async respondToModeUpgrade(req, ctx) {
-      const result = await act(ctx, req.conversationId, { type: req.approve ? 'user_approve_upgrade' : 'user_deny_upgrade' });
-      return create(RespondToModeUpgradeResponseSchema, { conversation: conversationToProto(result.record, policy) });
-    },
+    respondToModeUpgrade: (req, ctx) =>
+      act(ctx, {
+        method: 'RespondToModeUpgrade',
+        conversationId: req.conversationId,
+        requestSchema: RespondToModeUpgradeRequestSchema,
+        request: req,
+        responseSchema: RespondToModeUpgradeResponseSchema,
+        eventType: req.approve ? 'user_approve_upgrade' : 'user_deny_upgrade',
+        event: () => ({ type: req.approve ? 'user_approve_upgrade' : 'user_deny_upgrade' }),
+        respond: (result) => create(RespondToModeUpgradeResponseSchema, { conversation: conversationToProto(result.record, policy) }),
+      }),
 
-    async downgradeMode(req, ctx) {
-      const result = await act(ctx, req.conversationId, { type: 'user_request_downgrade' });
-      return create(DowngradeModeResponseSchema, { conversation: conversationToProto(result.record, policy) });
-    },
+    downgradeMode: (req, ctx) =>
+      act(ctx, {
+        method: 'DowngradeMode',
+        conversationId: req.conversationId,
+        requestSchema: DowngradeModeRequestSchema,
+        request: req,
+        responseSchema: DowngradeModeResponseSchema,
+        eventType: 'user_request_downgrade',
+        event: () => ({ type: 'user_request_downgrade' }),
+        respond: (result) => create(DowngradeModeResponseSchema, { conversation: conversationToProto(result.record, policy) }),
+      }),
 
-    async triggerContinuation(req, ctx) {
-      const result = await act(ctx, req.conversationId, { type: 'user_trigger_continuation' });
-      return create(TriggerContinuationResponseSchema, { state: stateToProto(result.record.state, policy) });
-    },
+    triggerContinuation: (req, ctx) =>
+      act(ctx, {
+        method: 'TriggerContinuation',
+        conversationId: req.conversationId,
+        requestSchema: TriggerContinuationRequestSchema,
+        request: req,
+        responseSchema: TriggerContinuationResponseSchema,
+        eventType: 'user_trigger_continuation',
+        event: () => ({ type: 'user_trigger_continuation' }),
+        respond: (result) => create(TriggerContinuationResponseSchema, { state: stateToProto(result.record.state, policy) }),
+      }),
 
     async *watchConversation(req, ctx) {
       await owned(ctx, req.conversationId);

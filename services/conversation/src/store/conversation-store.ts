@@ -23,6 +23,16 @@ import {
 } from '../core/index.ts';
 import type { MessageRow } from '../mapping/proto.ts';
 import { effectsToOutbox, type OutboxRow } from '../outbox/effects-to-outbox.ts';
+import {
+  claimRequest,
+  findOutcome,
+  pruneOutcomes,
+  releaseRequest,
+  storeOutcome,
+  type PriorOutcome,
+  type RequestKey,
+  type RequestRecorder,
+} from './request-outcomes.ts';
 
 export interface ConversationRecord {
   readonly id: string;
@@ -75,6 +85,12 @@ export type ApplyResult =
   | { readonly kind: 'noop'; readonly from: PhaseKind; readonly record: ConversationRecord }
   | { readonly kind: 'rejected'; readonly from: PhaseKind; readonly record: ConversationRecord; readonly rejection: Rejection }
   | { readonly kind: 'not_found' };
+
+/** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
+export interface Replayed {
+  readonly kind: 'replayed';
+  readonly prior: PriorOutcome;
+}
 
 export interface StoreOptions {
   readonly pool: Pool;
@@ -260,26 +276,113 @@ export function createConversationStore(options: StoreOptions) {
     );
   }
 
+  async function createIn(client: PoolClient, input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {
+    const record = await insertConversation(client, input);
+    if (!record) throw new Error(`conversation ${input.id} already exists`);
+    if (!seed) return record;
+    // REQ-BED-021: the new conversation starts with the old one's summary, as context for the agent.
+    const content: ContentBlock[] = [
+      { type: 'text', text: `This conversation continues an earlier one. Its continuation summary:\n\n${seed.summary}` },
+    ];
+    await client.query(
+      `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content) VALUES ($1, $2, 1, 'system', 'system', $3)`,
+      [`${record.id}/m/1`, record.id, JSON.stringify(content)],
+    );
+    const { rows } = await client.query<ConversationRowDb>('UPDATE conversations SET message_seq = 1 WHERE id = $1 RETURNING *', [record.id]);
+    return toRecord(rows[0]!);
+  }
+
+  /** The body of applyEvent, in the caller's transaction; `locked` is the row if the caller locked it already. */
+  async function applyIn(
+    client: PoolClient,
+    id: string,
+    event: ConversationEvent,
+    traceContext: Record<string, string> | undefined,
+    locked?: ConversationRecord,
+  ): Promise<ApplyResult> {
+    let record = locked;
+    if (!record) {
+      const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1 FOR UPDATE', [id]);
+      if (!rows[0]) return { kind: 'not_found' } as const;
+      record = toRecord(rows[0]);
+    }
+    const ctx = contextFor(record);
+    const result = transition(record.state, ctx, event);
+    const from = record.state.phase.kind;
+    if (!result.ok) return { kind: 'rejected', from, record, rejection: result.rejection } as const;
+    if (result.state === record.state) return { kind: 'noop', from, record } as const;
+
+    // Messages first: their sequence numbers and ids go into notifications and jobs.
+    let messageSeq = record.messageSeq;
+    const persisted: MessageRow[] = [];
+    for (const effect of result.effects) {
+      if (effect.type !== 'persist_message') continue;
+      messageSeq += 1;
+      const row = await client.query<MessageRowDb>(
+        `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+        [
+          `${id}/m/${messageSeq}`,
+          id,
+          messageSeq,
+          effect.message.type,
+          ACTOR[effect.message.type],
+          JSON.stringify(effect.message.content),
+          displayOf(effect.message.content),
+          effect.message.usage ? JSON.stringify(effect.message.usage) : null,
+        ],
+      );
+      persisted.push(toMessage(row.rows[0]!));
+    }
+
+    const needsHistory = result.effects.some((e) => e.type === 'request_llm');
+    const { rows: outboxRows, notifySeq } = effectsToOutbox({
+      record,
+      context: ctx,
+      previous: record.state,
+      next: result.state,
+      effects: result.effects,
+      persisted,
+      history: needsHistory ? await historyOf(client, id) : [],
+      maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
+      traceContext: traceContext ?? {},
+    });
+    await insertOutbox(client, outboxRows);
+
+    const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
+    const updated = await client.query<ConversationRowDb>(
+      `UPDATE conversations
+          SET state = $2, state_kind = $3, mode = $4, version = $5, notify_seq = $6, message_seq = $7,
+              updated_at = now(), state_updated_at = CASE WHEN $8 THEN now() ELSE state_updated_at END
+        WHERE id = $1 RETURNING *`,
+      [
+        id,
+        JSON.stringify(result.state),
+        result.state.phase.kind,
+        result.state.mode,
+        result.state.seq,
+        notifySeq,
+        messageSeq,
+        phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
+      ],
+    );
+    return {
+      kind: 'applied',
+      from,
+      record: toRecord(updated.rows[0]!),
+      effects: result.effects,
+      persisted,
+      outbox: outboxRows.length,
+      outboxConversations: [...new Set([id, ...outboxRows.map((row) => row.conversationId)])],
+    } as const;
+  }
+
   return {
     contextFor,
 
     /** Creates a conversation; seeds it with a continuation summary when one is given. */
     async create(input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {
-      return inTransaction(async (client) => {
-        const record = await insertConversation(client, input);
-        if (!record) throw new Error(`conversation ${input.id} already exists`);
-        if (!seed) return record;
-        // REQ-BED-021: the new conversation starts with the old one's summary, as context for the agent.
-        const content: ContentBlock[] = [
-          { type: 'text', text: `This conversation continues an earlier one. Its continuation summary:\n\n${seed.summary}` },
-        ];
-        await client.query(
-          `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content) VALUES ($1, $2, 1, 'system', 'system', $3)`,
-          [`${record.id}/m/1`, record.id, JSON.stringify(content)],
-        );
-        const { rows } = await client.query<ConversationRowDb>('UPDATE conversations SET message_seq = 1 WHERE id = $1 RETURNING *', [record.id]);
-        return toRecord(rows[0]!);
-      });
+      return inTransaction((client) => createIn(client, input, seed));
     },
 
     /** Creates a sub-agent's conversation on first delivery of its start event; later deliveries find it. */
@@ -355,81 +458,61 @@ export function createConversationStore(options: StoreOptions) {
      * two events of one conversation.
      */
     async applyEvent(id: string, event: ConversationEvent, traceContext?: Record<string, string>): Promise<ApplyResult> {
+      return inTransaction((client) => applyIn(client, id, event, traceContext));
+    },
+
+    /**
+     * Applies a user action that carries a client request id (request-outcomes.ts): after the
+     * conversation's row lock, the id is claimed; if it was used before, nothing is applied
+     * and the stored outcome is returned (`replayed`). Otherwise the event is applied and its
+     * outcome stored in the same transaction.
+     */
+    async applyRequest(
+      id: string,
+      event: ConversationEvent,
+      traceContext: Record<string, string> | undefined,
+      request: RequestRecorder<ApplyResult>,
+    ): Promise<ApplyResult | Replayed> {
       return inTransaction(async (client) => {
         const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1 FOR UPDATE', [id]);
         if (!rows[0]) return { kind: 'not_found' } as const;
-        const record = toRecord(rows[0]);
-        const ctx = contextFor(record);
-        const result = transition(record.state, ctx, event);
-        const from = record.state.phase.kind;
-        if (!result.ok) return { kind: 'rejected', from, record, rejection: result.rejection } as const;
-        if (result.state === record.state) return { kind: 'noop', from, record } as const;
-
-        // Messages first: their sequence numbers and ids go into notifications and jobs.
-        let messageSeq = record.messageSeq;
-        const persisted: MessageRow[] = [];
-        for (const effect of result.effects) {
-          if (effect.type !== 'persist_message') continue;
-          messageSeq += 1;
-          const row = await client.query<MessageRowDb>(
-            `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-            [
-              `${id}/m/${messageSeq}`,
-              id,
-              messageSeq,
-              effect.message.type,
-              ACTOR[effect.message.type],
-              JSON.stringify(effect.message.content),
-              displayOf(effect.message.content),
-              effect.message.usage ? JSON.stringify(effect.message.usage) : null,
-            ],
-          );
-          persisted.push(toMessage(row.rows[0]!));
-        }
-
-        const needsHistory = result.effects.some((e) => e.type === 'request_llm');
-        const { rows: outboxRows, notifySeq } = effectsToOutbox({
-          record,
-          context: ctx,
-          previous: record.state,
-          next: result.state,
-          effects: result.effects,
-          persisted,
-          history: needsHistory ? await historyOf(client, id) : [],
-          maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
-          traceContext: traceContext ?? {},
-        });
-        await insertOutbox(client, outboxRows);
-
-        const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
-        const updated = await client.query<ConversationRowDb>(
-          `UPDATE conversations
-              SET state = $2, state_kind = $3, mode = $4, version = $5, notify_seq = $6, message_seq = $7,
-                  updated_at = now(), state_updated_at = CASE WHEN $8 THEN now() ELSE state_updated_at END
-            WHERE id = $1 RETURNING *`,
-          [
-            id,
-            JSON.stringify(result.state),
-            result.state.phase.kind,
-            result.state.mode,
-            result.state.seq,
-            notifySeq,
-            messageSeq,
-            phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
-          ],
-        );
-        return {
-          kind: 'applied',
-          from,
-          record: toRecord(updated.rows[0]!),
-          effects: result.effects,
-          persisted,
-          outbox: outboxRows.length,
-          outboxConversations: [...new Set([id, ...outboxRows.map((row) => row.conversationId)])],
-        } as const;
+        const prior = await claimRequest(client, request.key);
+        if (prior) return { kind: 'replayed', prior } as const;
+        const result = await applyIn(client, id, event, traceContext, toRecord(rows[0]));
+        const outcome = request.outcome(result);
+        if (outcome) await storeOutcome(client, request.key, outcome);
+        else await releaseRequest(client, request.key);
+        return result;
       });
     },
+
+    /** Creates a conversation for a request that carries a client request id; a retry finds the first one's outcome. */
+    async createRequest(
+      input: NewConversation,
+      seed: { summary: string } | undefined,
+      request: RequestRecorder<ConversationRecord>,
+    ): Promise<{ kind: 'created'; record: ConversationRecord } | Replayed> {
+      return inTransaction(async (client) => {
+        const prior = await claimRequest(client, request.key);
+        if (prior) return { kind: 'replayed', prior } as const;
+        const record = await createIn(client, input, seed);
+        const outcome = request.outcome(record);
+        if (outcome) await storeOutcome(client, request.key, outcome);
+        return { kind: 'created', record } as const;
+      });
+    },
+
+    /** One message by id (a replayed SendMessage answers with the message it persisted). */
+    async message(messageId: string): Promise<MessageRow | null> {
+      const { rows } = await pool.query<MessageRowDb>('SELECT * FROM messages WHERE id = $1', [messageId]);
+      return rows[0] ? toMessage(rows[0]) : null;
+    },
+
+    /** The stored outcome of a request id, if one was committed. */
+    findRequest: (key: RequestKey) => findOutcome(pool, key),
+
+    /** Deletes request outcomes older than `retentionMs` (BEDROCK_REQUEST_ID_RETENTION); returns how many. */
+    pruneRequests: (retentionMs: number) => pruneOutcomes(pool, retentionMs),
 
     /** Whether the relay still has effects of this conversation to publish. */
     async hasUnsentOutbox(id: string): Promise<boolean> {

@@ -2,13 +2,31 @@
  * `make cluster` / `make cluster-down`: the services as separate processes on this machine —
  * 2 conversation, 2 llm-gateway, 3 tool-runner, 1 web-bff — against the local PostgreSQL and
  * Redis (make starts them first). Logs in .bedrock/cluster/logs/, one file per process.
+ *
+ * `up` starts a small supervisor in the background (`supervise`, this script again) and
+ * returns once the cluster is ready. The supervisor owns the processes: one that dies is
+ * started again with back-off, as Kubernetes would (docs/local-cluster.md); its log is
+ * logs/supervisor.log. `down` stops the supervisor, which stops every process, and sweeps up
+ * anything left if the supervisor itself was killed.
  */
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startCluster, ROOT } from '@bedrock/cluster';
+import { createLogger } from '@bedrock/platform/server';
 
 const dir = process.env.BEDROCK_CLUSTER_DIR ?? join(ROOT, '.bedrock', 'cluster');
 const pidDir = join(dir, 'pids');
+const logDir = join(dir, 'logs');
+const supervisorPidFile = join(dir, 'supervisor.pid');
+const readyFile = join(dir, 'ready.json');
+const supervisorLog = join(logDir, 'supervisor.log');
+
+interface Ready {
+  readonly processes: string[];
+  readonly httpUrl: string;
+  readonly grpcUrl: string;
+}
 
 function alive(pid: number): boolean {
   try {
@@ -19,10 +37,44 @@ function alive(pid: number): boolean {
   }
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function readPid(file: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(file, 'utf8'));
+    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function processPids(): Array<{ file: string; pid: number }> {
+  if (!existsSync(pidDir)) return [];
+  return readdirSync(pidDir).flatMap((f) => {
+    const pid = readPid(join(pidDir, f));
+    return pid ? [{ file: join(pidDir, f), pid }] : [];
+  });
+}
+
 async function down(): Promise<void> {
-  if (!existsSync(pidDir)) return console.log('no cluster is running');
-  const pids = readdirSync(pidDir).map((f) => ({ file: join(pidDir, f), pid: Number(readFileSync(join(pidDir, f), 'utf8')) }));
-  for (const { pid } of pids) {
+  const supervisor = readPid(supervisorPidFile);
+  let stopped = 0;
+  if (supervisor && alive(supervisor)) {
+    // The supervisor stops every process (SIGTERM, SIGKILL after their grace) and exits.
+    process.kill(supervisor, 'SIGTERM');
+    const deadline = Date.now() + 40_000;
+    while (alive(supervisor) && Date.now() < deadline) await sleep(200);
+    if (alive(supervisor)) {
+      console.log(`supervisor ${supervisor} did not stop in time; killing it`);
+      process.kill(supervisor, 'SIGKILL');
+    }
+    stopped++;
+  }
+  rmSync(supervisorPidFile, { force: true });
+  rmSync(readyFile, { force: true });
+  // Whatever is left: processes of a supervisor that was killed, or of an older unsupervised cluster.
+  const left = processPids().filter(({ pid }) => alive(pid));
+  for (const { pid } of left) {
     try {
       process.kill(-pid, 'SIGTERM');
     } catch {
@@ -30,41 +82,107 @@ async function down(): Promise<void> {
     }
   }
   const deadline = Date.now() + 20_000;
-  while (pids.some(({ pid }) => alive(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  for (const { pid } of pids.filter(({ pid }) => alive(pid))) {
+  while (left.some(({ pid }) => alive(pid)) && Date.now() < deadline) await sleep(200);
+  for (const { pid } of left.filter(({ pid }) => alive(pid))) {
     console.log(`process group ${pid} did not stop in time; killing it`);
     process.kill(-pid, 'SIGKILL');
   }
-  for (const { file } of pids) rmSync(file, { force: true });
-  console.log(`stopped ${pids.length} processes; logs are in ${join(dir, 'logs')}`);
+  for (const { file } of processPids()) rmSync(file, { force: true });
+  if (stopped === 0 && left.length === 0) return console.log('no cluster is running');
+  console.log(`stopped the cluster${left.length > 0 ? ` (${left.length} processes without a supervisor)` : ''}; logs are in ${logDir}`);
 }
 
+/** `up`: starts the supervisor in the background and waits until the cluster is ready. */
 async function up(): Promise<void> {
-  if (existsSync(pidDir) && readdirSync(pidDir).some((f) => alive(Number(readFileSync(join(pidDir, f), 'utf8'))))) {
-    throw new Error(`a cluster is already running (pids in ${pidDir}); run make cluster-down first`);
+  const supervisor = readPid(supervisorPidFile);
+  if ((supervisor && alive(supervisor)) || processPids().some(({ pid }) => alive(pid))) {
+    throw new Error(`a cluster is already running (see ${dir}); run make cluster-down first`);
   }
-  const cluster = await startCluster({
+  mkdirSync(logDir, { recursive: true });
+  rmSync(readyFile, { force: true });
+  const fd = openSync(supervisorLog, 'a');
+  const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, 'supervise'], {
+    cwd: ROOT,
+    env: process.env,
+    stdio: ['ignore', fd, fd],
+    // Its own session: it outlives this command and the terminal.
+    detached: true,
+  });
+  closeSync(fd);
+  child.unref();
+  let exited: number | string | undefined;
+  child.once('exit', (code, signal) => (exited = code ?? signal ?? 'unknown'));
+  const deadline = Date.now() + 180_000;
+  while (!existsSync(readyFile)) {
+    if (exited !== undefined || Date.now() > deadline) {
+      const tail = existsSync(supervisorLog) ? readFileSync(supervisorLog, 'utf8').split('\n').slice(-20).join('\n') : '';
+      if (exited === undefined) await down();
+      throw new Error(`the cluster did not start (${exited === undefined ? 'timed out' : `supervisor exited: ${exited}`}); ${supervisorLog}:\n${tail}`);
+    }
+    await sleep(200);
+  }
+  const ready = JSON.parse(readFileSync(readyFile, 'utf8')) as Ready;
+  console.log(`Bedrock cluster is up: ${ready.processes.join(', ')}`);
+  console.log(`  web UI and Connect API: ${ready.httpUrl}`);
+  console.log(`  gRPC (h2c):             ${ready.grpcUrl}`);
+  console.log(`  logs:                   ${logDir} (supervisor.log: restarts)`);
+  console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
+  console.log(`  try: BEDROCK_URL=${ready.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
+  console.log('  a process that dies is restarted by the supervisor; stop everything with: make cluster-down');
+}
+
+/** `supervise`: runs in the background (started by `up`), owns the processes until SIGTERM. */
+async function supervise(): Promise<void> {
+  const logger = createLogger({ service: 'cluster-supervisor' });
+  writeFileSync(supervisorPidFile, String(process.pid));
+  let stopping: Promise<void> | undefined;
+  const starting = startCluster({
     dir,
     databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster',
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
     ports: 'fixed',
-    detached: true,
+    supervise: true,
+    logger,
   });
-  console.log(`Bedrock cluster is up: ${cluster.processes.map((p) => p.name).join(', ')}`);
-  console.log(`  web UI and Connect API: ${cluster.httpUrl}`);
-  console.log(`  gRPC (h2c):             ${cluster.grpcUrl}`);
-  console.log(`  logs:                   ${join(dir, 'logs')}`);
-  console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
-  console.log(`  try: BEDROCK_URL=${cluster.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
-  console.log('  stop: make cluster-down');
+  const stop = (signal: string) => {
+    stopping ??= (async () => {
+      logger.info({ signal }, 'stopping the cluster');
+      // A signal while starting: stop what started (a failed start has stopped itself).
+      const cluster = await starting.catch(() => undefined);
+      await cluster?.stop();
+      rmSync(readyFile, { force: true });
+      rmSync(supervisorPidFile, { force: true });
+      logger.info('cluster stopped');
+      process.exit(0);
+    })();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  try {
+    const cluster = await starting;
+    if (stopping) return;
+    const ready: Ready = { processes: cluster.processes.map((p) => p.name), httpUrl: cluster.httpUrl, grpcUrl: cluster.grpcUrl };
+    writeFileSync(readyFile, JSON.stringify(ready));
+    logger.info({ processes: ready.processes }, 'cluster is up; supervising');
+  } catch (err) {
+    if (stopping) return;
+    logger.error({ err }, 'the cluster did not start');
+    rmSync(supervisorPidFile, { force: true });
+    process.exit(1);
+  }
 }
 
 const command = process.argv[2];
-if (command === 'up') await up();
-else if (command === 'down') await down();
-else {
-  console.error('usage: tsx scripts/cluster.ts up|down');
+if (command === 'up') {
+  await up();
+  process.exit(0);
+} else if (command === 'down') {
+  await down();
+  process.exit(0);
+} else if (command === 'supervise') {
+  await supervise();
+} else {
+  process.stderr.write('usage: tsx scripts/cluster.ts up|down\n');
   process.exit(2);
 }
-process.exit(0);

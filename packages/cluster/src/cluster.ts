@@ -1,7 +1,10 @@
 /**
  * The services as separate processes, in the cluster layout: several replicas of each
  * against one PostgreSQL and one Redis, with their logs under one folder. Used by
- * `make cluster` (fixed ports, left running) and by the end-to-end tests (free ports).
+ * `make cluster` (fixed ports, under the supervisor process of scripts/cluster.ts) and by the
+ * end-to-end tests (free ports). Processes are supervised as Kubernetes would: one that
+ * dies is restarted with back-off (service-process.ts). web-bff is given every conversation
+ * replica and balances over them.
  * Each service gets its own token in `<dir>/secrets/<service>.token` and the internal servers
  * the peers file `<dir>/secrets/peers` (directory 0700, files 0600), new at every start.
  */
@@ -9,10 +12,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { generateServiceCredentials } from '@bedrock/platform/server';
+import { generateServiceCredentials, type Logger } from '@bedrock/platform/server';
 import { freePort } from './free-port.ts';
 import { createRedisAclUsers, type RedisAclUsers } from './redis-acl.ts';
-import { serviceProcess, type Runtime, type ServiceName, type ServiceProcess } from './service-process.ts';
+import { serviceProcess, type ProcessEvent, type Runtime, type ServiceName, type ServiceProcess, type SupervisionOptions } from './service-process.ts';
 
 export interface ClusterOptions {
   /** Folder for logs/, pids/ and the user's token. */
@@ -27,8 +30,17 @@ export interface ClusterOptions {
   /** `fixed`: the documented default ports (8080, 8081, …); `free`: any free ports (tests). */
   readonly ports?: 'fixed' | 'free';
   readonly runtime?: Runtime;
-  /** Left running when this process exits (make cluster). */
+  /** Left running when this process exits, unsupervised (prefer a supervisor process: scripts/cluster.ts). */
   readonly detached?: boolean;
+  /**
+   * Restart a process that exits without being asked to, with back-off, as Kubernetes does
+   * (service-process.ts). Default true.
+   */
+  readonly supervise?: boolean | SupervisionOptions;
+  /** Where the supervisor logs restarts (each is also a line in the process's own log file). */
+  readonly logger?: Logger;
+  /** Every start, exit, restart and ready-again of every process. */
+  readonly onProcessEvent?: (event: ProcessEvent) => void;
   /** Extra environment for every process (e.g. ANTHROPIC_BASE_URL of a test server). */
   readonly env?: Record<string, string>;
   /** Extra environment per service. */
@@ -47,7 +59,10 @@ export interface Cluster {
   readonly secrets: { readonly tokenFiles: Readonly<Record<ServiceName, string>>; readonly peersFile: string };
   readonly processes: ServiceProcess[];
   byName(name: string): ServiceProcess;
-  /** Starts a stopped replica again with the same settings. */
+  /**
+   * Starts a stopped replica again with the same settings (at once, if a supervised restart
+   * is pending) and waits until it is ready; a replica already restarted is only waited for.
+   */
   restart(name: string): Promise<void>;
   stop(): Promise<void>;
 }
@@ -144,7 +159,14 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
             BEDROCK_METRICS_PORT: String(metricsPort),
           },
         },
-        { dir: options.dir, runtime, detached: options.detached ?? false },
+        {
+          dir: options.dir,
+          runtime,
+          detached: options.detached ?? false,
+          supervise: options.supervise ?? true,
+          ...(options.logger ? { logger: options.logger } : {}),
+          ...(options.onProcessEvent ? { onEvent: options.onProcessEvent } : {}),
+        },
       ),
     );
   };
@@ -181,8 +203,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     {
       BEDROCK_PORT: String(httpPort),
       BEDROCK_GRPC_PORT: String(grpcPort),
-      // Without a load balancer in front, the BFF talks to the first conversation replica.
-      BEDROCK_CONVERSATION_URL: `http://127.0.0.1:${conversationPorts[0]}`,
+      // Every replica: web-bff spreads its calls over them and moves off a dead one at once.
+      BEDROCK_CONVERSATION_URL: conversationPorts.map((p) => `http://127.0.0.1:${p}`).join(','),
       BEDROCK_TOKENS: `${USER_ID}:${hash}`,
     },
     9499,
@@ -207,11 +229,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       await p.waitReady();
     },
     async stop() {
-      for (const p of processes) p.kill('SIGTERM');
-      const all = Promise.all(processes.map((p) => p.exited()));
-      const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000).unref());
-      if ((await Promise.race([all, timeout])) === 'timeout') for (const p of processes) p.kill('SIGKILL');
-      await all;
+      // For good: no supervised restart; SIGKILL for any still running after 15 s.
+      await Promise.all(processes.map((p) => p.stop(15_000)));
       await redisUsers.cleanup().catch(() => undefined);
     },
   };

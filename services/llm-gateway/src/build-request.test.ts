@@ -2,8 +2,8 @@ import { describe, it, expect } from '@jest/globals';
 import sharp from 'sharp';
 import { LlmRequestPurpose, Role } from '@bedrock/contracts';
 import { TOOLS } from '@bedrock/contracts/tools';
-import { buildMessagesRequest, EMPTY_TOOL_RESULT, InvalidJobError } from './build-request.ts';
-import { ImageRejectedError } from './images.ts';
+import { buildMessagesRequest, countImages, EMPTY_TOOL_RESULT, InvalidJobError, replaceRefusedImages, type RemovedImage } from './build-request.ts';
+import { parseImageRefusal, RefusedImages } from './images.ts';
 import { image, makeJob, runOptions, text, toolResult, toolUse } from '../test/helpers.ts';
 
 const options = runOptions();
@@ -74,7 +74,7 @@ describe('buildMessagesRequest', () => {
     expect(noSystem.tools?.at(-1)?.cache_control).toEqual({ type: 'ephemeral' });
   });
 
-  it('encodes images as base64 sources and rejects bad ones naming the image', async () => {
+  it('encodes images as base64 sources; one that cannot be sent becomes a note naming it, so the turn goes on', async () => {
     const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#123456' } }).png().toBuffer();
     const params = await buildMessagesRequest(makeJob({ messages: [{ role: Role.USER, content: [text('look'), image('image/png', png)] }] }), options);
     expect(params.messages[0]!.content).toEqual([
@@ -82,8 +82,47 @@ describe('buildMessagesRequest', () => {
       { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') }, cache_control: { type: 'ephemeral' } },
     ]);
     const bad = makeJob({ messages: [{ role: Role.USER, content: [image('image/png', png), image('image/png', Buffer.from('garbage'))] }] });
-    await expect(buildMessagesRequest(bad, options)).rejects.toThrow(ImageRejectedError);
-    await expect(buildMessagesRequest(bad, options)).rejects.toThrow(/image 2 of message 1 could not be decoded/);
+    const removed: RemovedImage[] = [];
+    const built = await buildMessagesRequest(bad, options, { onImageRemoved: (r) => removed.push(r) });
+    const blocks = built.messages[0]!.content as Array<{ type: string; text?: string }>;
+    expect(blocks.map((b) => b.type)).toEqual(['image', 'text']);
+    expect(blocks[1]!.text).toMatch(/^\[image removed: it could not be sent to the model: image 2 of message 1 could not be decoded as image\/png: .*\]$/);
+    expect(removed).toEqual([expect.objectContaining({ label: 'image 2 of message 1', by: 'gateway' })]);
+  });
+
+  it('sends the note for an image the provider refused before, and replaces refused images in a built request', async () => {
+    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#654321' } }).png().toBuffer();
+    const other = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#111111' } }).png().toBuffer();
+    const refusedImages = new RefusedImages();
+    const job = makeJob({ messages: [{ role: Role.USER, content: [text('look'), image('image/png', png), image('image/png', other)] }] });
+    const params = await buildMessagesRequest(job, { ...options, refusedImages });
+    // The provider names the second block of the first message: it becomes the note, keeps no image, and is remembered.
+    expect(replaceRefusedImages(params, { at: { message: 0, block: 1 }, reason: 'too big' }, refusedImages)).toEqual([{ label: 'messages.0.content.1', reason: 'too big', by: 'provider' }]);
+    expect((params.messages[0]!.content as Array<{ type: string }>).map((b) => b.type)).toEqual(['text', 'text', 'image']);
+    expect(countImages(params)).toBe(1);
+    // A block that is not an image is left alone.
+    expect(replaceRefusedImages(params, { at: { message: 0, block: 0 }, reason: 'x' })).toEqual([]);
+    // The next build sends the note at once, with the cache breakpoint where it was.
+    const again = await buildMessagesRequest(job, { ...options, refusedImages });
+    expect(again.messages[0]!.content).toEqual([
+      { type: 'text', text: 'look' },
+      { type: 'text', text: '[image removed: the model provider refused it: too big]' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: other.toString('base64') }, cache_control: { type: 'ephemeral' } },
+    ]);
+    // Not named: every image goes, and none is remembered.
+    expect(replaceRefusedImages(again, { reason: 'Could not process image' }, refusedImages).map((r) => r.label)).toEqual(['messages.0.content.2']);
+    expect(again.messages[0]!.content.at(-1)).toEqual({ type: 'text', text: '[image removed: the model provider refused it: Could not process image]', cache_control: { type: 'ephemeral' } });
+    expect(refusedImages.get(other.toString('base64'))).toBeUndefined();
+  });
+
+  it('reads the Messages API\'s image refusals', () => {
+    expect(parseImageRefusal('messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes')).toEqual({
+      at: { message: 2, block: 1 },
+      reason: 'image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes',
+    });
+    expect(parseImageRefusal('messages.0.content.3.content.1.image.source.base64.data: Could not process image')).toEqual({ at: { message: 0, block: 3, nested: 1 }, reason: 'Could not process image' });
+    expect(parseImageRefusal('Could not process image')).toEqual({ reason: 'Could not process image' });
+    expect(parseImageRefusal('max_tokens: Input should be less than 64000')).toBeUndefined();
   });
 
   it('rejects unknown tools and histories that cannot be sent', async () => {

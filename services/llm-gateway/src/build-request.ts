@@ -7,7 +7,16 @@ import type Anthropic from '@anthropic-ai/sdk';
 import { isToolName, TOOLS } from '@bedrock/contracts/tools';
 import type { ModelRegistry } from '@bedrock/contracts/models';
 import { LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
-import { ImageRejectedError, prepareImage, type ImageCache, type ImageLimits } from './images.ts';
+import {
+  ImageRejectedError,
+  prepareImage,
+  refusedImageNote,
+  unsendableImageNote,
+  type ImageCache,
+  type ImageLimits,
+  type ImageRefusal,
+  type RefusedImages,
+} from './images.ts';
 
 type MessageParam = Anthropic.MessageParam;
 type BlockParam = Anthropic.ContentBlockParam;
@@ -20,6 +29,22 @@ export interface BuildOptions {
   readonly defaultMaxTokens: number;
   readonly imageLimits: ImageLimits;
   readonly imageCache?: ImageCache;
+  /** Images the provider refused before: sent as a note instead (a conversation never sticks on one image). */
+  readonly refusedImages?: RefusedImages;
+}
+
+/** An image sent as a text note instead: one the gateway could not prepare, or the provider refused. */
+export interface RemovedImage {
+  /** e.g. "image 1 of message 3" (job messages), or "messages.2.content.1" (request indexes). */
+  readonly label: string;
+  readonly reason: string;
+  /** `gateway`: it could not be prepared; `provider`: the provider refused it (now, or before). */
+  readonly by: 'gateway' | 'provider';
+}
+
+export interface BuildHooks {
+  /** Each image left out of the request, with the note in its place. */
+  readonly onImageRemoved?: (removed: RemovedImage) => void;
 }
 
 /** A job that cannot become a valid request; `message` is safe to show to the user. */
@@ -35,7 +60,7 @@ const EPHEMERAL = { type: 'ephemeral' } as const;
 /** Text shown to the model for a tool result with no output: the API rejects empty content. */
 export const EMPTY_TOOL_RESULT = '(no output)';
 
-export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOptions): Promise<Anthropic.MessageCreateParamsStreaming> {
+export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks = {}): Promise<Anthropic.MessageCreateParamsStreaming> {
   const model = job.model || options.defaultModel;
   const limits = options.registry.lookup(model);
   const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, limits.maxOutputTokens);
@@ -49,7 +74,7 @@ export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOpt
     }
   }
 
-  const messages = await convertMessages(job, options);
+  const messages = await convertMessages(job, options, hooks);
   if (messages.length === 0) throw new InvalidJobError('the request has no messages to send');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('the history must start with a user message');
 
@@ -78,7 +103,7 @@ function markLastBlock(message: MessageParam): void {
   }
 }
 
-async function convertMessages(job: LlmRequestJob, options: BuildOptions): Promise<MessageParam[]> {
+async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks): Promise<MessageParam[]> {
   const imageCount = job.messages.reduce((n, m) => n + m.content.filter((b) => b.block.case === 'image').length, 0);
   const out: MessageParam[] = [];
   for (const [mi, message] of job.messages.entries()) {
@@ -96,7 +121,22 @@ async function convertMessages(job: LlmRequestJob, options: BuildOptions): Promi
         case 'image': {
           imageIndex++;
           const label = `image ${imageIndex} of message ${mi + 1}`;
-          const prepared = await prepareImage({ mediaType: b.value.mediaType, data: b.value.data }, { imageCount, label }, options.imageLimits, options.imageCache);
+          let prepared;
+          try {
+            prepared = await prepareImage({ mediaType: b.value.mediaType, data: b.value.data }, { imageCount, label }, options.imageLimits, options.imageCache);
+          } catch (err) {
+            if (!(err instanceof ImageRejectedError)) throw err;
+            // An image in the history that cannot be sent must not fail every later turn.
+            blocks.push({ type: 'text', text: unsendableImageNote(err.message) });
+            hooks.onImageRemoved?.({ label, reason: err.message, by: 'gateway' });
+            break;
+          }
+          const refused = options.refusedImages?.get(prepared.data);
+          if (refused !== undefined) {
+            blocks.push({ type: 'text', text: refusedImageNote(refused) });
+            hooks.onImageRemoved?.({ label, reason: refused, by: 'provider' });
+            break;
+          }
           blocks.push({ type: 'image', source: { type: 'base64', media_type: prepared.mediaType, data: prepared.data } });
           break;
         }
@@ -128,6 +168,62 @@ async function convertMessages(job: LlmRequestJob, options: BuildOptions): Promi
     m.content = [...content.filter((b) => b.type === 'tool_result'), ...content.filter((b) => b.type !== 'tool_result')];
   }
   return out;
+}
+
+/**
+ * After the provider refused an image (HTTP 400): replaces the image it named — or, when it
+ * named none, every image of the request — by a text note, in place, keeping any cache
+ * breakpoint. A named image is remembered in `memory` so later turns send the note at once.
+ * Returns what was replaced (nothing when the named block is not an image).
+ */
+export function replaceRefusedImages(params: Anthropic.MessageCreateParamsStreaming, refusal: ImageRefusal, memory?: RefusedImages): RemovedImage[] {
+  const removed: RemovedImage[] = [];
+  const replace = (container: BlockParam[] | Anthropic.ToolResultBlockParam['content'], index: number, label: string, remember: boolean): void => {
+    if (!Array.isArray(container)) return;
+    const block = container[index];
+    if (!block || block.type !== 'image') return;
+    if (remember && block.source.type === 'base64') memory?.remember(block.source.data, refusal.reason);
+    const note: Anthropic.TextBlockParam = { type: 'text', text: refusedImageNote(refusal.reason) };
+    if (block.cache_control) note.cache_control = block.cache_control;
+    container[index] = note;
+    removed.push({ label, reason: refusal.reason, by: 'provider' });
+  };
+  if (refusal.at) {
+    const { message, block, nested } = refusal.at;
+    const content = params.messages[message]?.content;
+    if (!Array.isArray(content)) return removed;
+    if (nested === undefined) replace(content as BlockParam[], block, `messages.${message}.content.${block}`, true);
+    else {
+      const outer = content[block];
+      if (outer?.type === 'tool_result') replace(outer.content, nested, `messages.${message}.content.${block}.content.${nested}`, true);
+    }
+    return removed;
+  }
+  // Not named: every image could be the one. None is remembered (most of them are fine).
+  for (const [mi, m] of params.messages.entries()) {
+    if (!Array.isArray(m.content)) continue;
+    for (let bi = 0; bi < m.content.length; bi++) {
+      const b = m.content[bi]!;
+      if (b.type === 'image') replace(m.content as BlockParam[], bi, `messages.${mi}.content.${bi}`, false);
+      else if (b.type === 'tool_result' && Array.isArray(b.content)) {
+        for (let ni = 0; ni < b.content.length; ni++) replace(b.content, ni, `messages.${mi}.content.${bi}.content.${ni}`, false);
+      }
+    }
+  }
+  return removed;
+}
+
+/** How many image blocks the request holds (top level and inside tool results). */
+export function countImages(params: Anthropic.MessageCreateParamsStreaming): number {
+  let n = 0;
+  for (const m of params.messages) {
+    if (!Array.isArray(m.content)) continue;
+    for (const b of m.content) {
+      if (b.type === 'image') n++;
+      else if (b.type === 'tool_result' && Array.isArray(b.content)) n += b.content.filter((c) => c.type === 'image').length;
+    }
+  }
+  return n;
 }
 
 /** A tool_use input is a JSON object string; anything else is sent as `{}` (the API requires an object). */

@@ -12,7 +12,7 @@ import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
 import type { MessagesApiServer } from '@bedrock/testkit';
 import type { LlmGatewayConfig } from './config.ts';
-import { ImageCache } from './images.ts';
+import { ImageCache, RefusedImages } from './images.ts';
 import { startLlmWorker } from './llm-worker.ts';
 import type { LlmWorker, LlmWorkerOptions } from './llm-worker.ts';
 import { warmUpAbortPath } from './warm-up.ts';
@@ -110,6 +110,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
           defaultMaxTokens: config.defaultMaxTokens,
           imageLimits: config.imageLimits,
           imageCache: new ImageCache(),
+          refusedImages: new RefusedImages(),
           requestTimeoutMs: config.requestTimeoutMs,
           idleTimeoutMs: config.idleTimeoutMs,
         },

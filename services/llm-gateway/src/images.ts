@@ -181,3 +181,79 @@ async function shrink(
       `the model provider accepts at most ${limits.maxBase64Bytes} bytes per image.`,
   );
 }
+
+/**
+ * Images the provider refused (by content), so later turns of the conversation send the note
+ * at once instead of a request that is sure to fail. Per process, bounded (least recently
+ * used dropped first); a replica that has not seen the refusal learns it from its own 400.
+ */
+export class RefusedImages {
+  readonly #entries = new Map<string, string>();
+  constructor(private readonly capacity = 256) {}
+  static key(base64: string): string {
+    return createHash('sha256').update(base64).digest('hex');
+  }
+  /** The provider's reason, if it refused this image (base64 as sent). */
+  get(base64: string): string | undefined {
+    const key = RefusedImages.key(base64);
+    const reason = this.#entries.get(key);
+    if (reason !== undefined) {
+      this.#entries.delete(key);
+      this.#entries.set(key, reason);
+    }
+    return reason;
+  }
+  remember(base64: string, reason: string): void {
+    const key = RefusedImages.key(base64);
+    this.#entries.delete(key);
+    this.#entries.set(key, reason);
+    while (this.#entries.size > this.capacity) {
+      const oldest = this.#entries.keys().next().value;
+      if (oldest === undefined) break;
+      this.#entries.delete(oldest);
+    }
+  }
+}
+
+/** Where in the request the provider says the refused image is (indexes of the request as sent). */
+export interface ImageLocation {
+  readonly message: number;
+  readonly block: number;
+  /** The image's index inside a tool_result's content, when it sits there. */
+  readonly nested?: number;
+}
+
+/** An image refusal read from a 400 invalid_request_error message. */
+export interface ImageRefusal {
+  /** Absent when the message does not say which image (e.g. "Could not process image"). */
+  readonly at?: ImageLocation;
+  /** The provider's words, without the location, e.g. "image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes". */
+  readonly reason: string;
+}
+
+const IMAGE_PATH = /messages\.(\d+)\.content\.(\d+)(?:\.content\.(\d+))?\.image(?:\.[\w.]+)?\s*:\s*/;
+
+/**
+ * Reads an invalid_request_error message of the Messages API as an image refusal, e.g.
+ * `messages.2.content.1.image.source.base64: image exceeds 5 MB maximum` or
+ * `Could not process image`. Undefined when the message is not about an image.
+ */
+export function parseImageRefusal(message: string): ImageRefusal | undefined {
+  const match = IMAGE_PATH.exec(message);
+  if (match) {
+    const reason = message.slice(match.index + match[0].length).trim() || message.trim();
+    const at: ImageLocation = { message: Number(match[1]), block: Number(match[2]), ...(match[3] !== undefined ? { nested: Number(match[3]) } : {}) };
+    return { at, reason };
+  }
+  return /\bimages?\b/i.test(message) ? { reason: message.trim() } : undefined;
+}
+
+/** What the model reads where an image the provider refused was. */
+export function refusedImageNote(reason: string): string {
+  return `[image removed: the model provider refused it: ${reason}]`;
+}
+
+/** What the model reads where an image that could not be prepared for sending was. */
+export function unsendableImageNote(reason: string): string {
+  return `[image removed: it could not be sent to the model: ${reason}]`;
+}

@@ -3,7 +3,13 @@
  * (maxRetries 0 — the state machine owns retries), pass text deltas on as they arrive, and
  * return either the complete response or a classified error. Never a partial response: an
  * abort, a cut stream or a mid-stream error all end as an LlmErrorEvent.
+ *
+ * An image the provider refuses (HTTP 400 invalid_request_error naming it, or about images
+ * without naming one) cannot brick the conversation: it is replaced by a text note (every
+ * image, when none is named) and the request is sent again, within the same job; the image
+ * is remembered so later turns send the note at once (docs/llm-gateway.md).
  */
+import { APIError } from '@anthropic-ai/sdk';
 import type Anthropic from '@anthropic-ai/sdk';
 import { create } from '@bufbuild/protobuf';
 import {
@@ -17,8 +23,9 @@ import {
   type LlmRequestJob,
   type LlmResponseEvent,
 } from '@bedrock/contracts';
-import { buildMessagesRequest, ImageRejectedError, InvalidJobError, type BuildOptions } from './build-request.ts';
+import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError, replaceRefusedImages, type BuildOptions } from './build-request.ts';
 import { base, classifyError, type Classified } from './classify-error.ts';
+import { parseImageRefusal, type ImageRefusal } from './images.ts';
 import { StreamAccumulator } from './stream-accumulator.ts';
 
 export type LlmOutcome = { readonly case: 'llmResponse'; readonly value: LlmResponseEvent } | { readonly case: 'llmError'; readonly value: LlmErrorEvent };
@@ -65,8 +72,12 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
   if (signal?.aborted) return cancelled();
 
   let params: Anthropic.MessageCreateParamsStreaming;
+  const fields = { requestId: job.requestId };
   try {
-    params = await buildMessagesRequest(job, options);
+    params = await buildMessagesRequest(job, options, {
+      onImageRemoved: (r) =>
+        deps.onWarning?.(r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note', { ...fields, image: r.label, reason: r.reason }),
+    });
   } catch (err) {
     if (err instanceof ImageRejectedError || err instanceof InvalidJobError) {
       return fail(base(ErrorKind.INVALID_REQUEST, false, err.message));
@@ -88,28 +99,52 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
       abortQuietly(controller);
     }, options.idleTimeoutMs);
   };
-  const accumulator = new StreamAccumulator(deps.onDelta);
+  let accumulator = new StreamAccumulator(deps.onDelta);
+  let first = true;
+  // Image refusals retried so far: the first replaces what the provider named (or every
+  // image), a second one every image left; then the error goes to the state machine as is.
+  let imageRetries = 0;
   try {
-    const { data: stream, response } = await client.messages
-      .create(params, { signal: controller.signal, timeout: options.requestTimeoutMs, maxRetries: 0 })
-      .withResponse();
-    providerRequestId = response.headers.get('request-id') ?? '';
-    armIdle();
-    let first = true;
-    // The SDK ends the iteration quietly when the signal aborts it; checked below.
-    for await (const event of stream) {
-      if (first) {
-        first = false;
-        deps.onFirstEvent?.();
+    for (;;) {
+      try {
+        const { data: stream, response } = await client.messages
+          .create(params, { signal: controller.signal, timeout: options.requestTimeoutMs, maxRetries: 0 })
+          .withResponse();
+        providerRequestId = response.headers.get('request-id') ?? '';
+        armIdle();
+        // The SDK ends the iteration quietly when the signal aborts it; checked below.
+        for await (const event of stream) {
+          if (first) {
+            first = false;
+            deps.onFirstEvent?.();
+          }
+          armIdle();
+          accumulator.push(event as unknown as { type: string });
+        }
+        break;
+      } catch (err) {
+        if (signal?.aborted) return cancelled();
+        if (idleExpired) return fail(idle(options.idleTimeoutMs, providerRequestId));
+        const refusal = imageRetries < 2 ? imageRefusalOf(err, params) : undefined;
+        if (refusal) {
+          // A second refusal: whichever image it names, none is kept.
+          const removed = replaceRefusedImages(params, imageRetries === 0 ? refusal : { reason: refusal.reason }, options.refusedImages);
+          if (removed.length > 0) {
+            imageRetries++;
+            deps.onWarning?.('the model provider refused an image: replaced by a note, request sent again', {
+              ...fields,
+              providerRequestId: err instanceof APIError ? (err.requestID ?? '') : '',
+              images: removed.map((r) => r.label),
+              reason: refusal.reason,
+            });
+            accumulator = new StreamAccumulator(deps.onDelta);
+            continue;
+          }
+        }
+        const c = classifyError(err);
+        return fail(c.providerRequestId ? c : { ...c, providerRequestId });
       }
-      armIdle();
-      accumulator.push(event as unknown as { type: string });
     }
-  } catch (err) {
-    if (signal?.aborted) return cancelled();
-    if (idleExpired) return fail(idle(options.idleTimeoutMs, providerRequestId));
-    const c = classifyError(err);
-    return fail(c.providerRequestId ? c : { ...c, providerRequestId });
   } finally {
     clearTimeout(idleTimer);
     signal?.removeEventListener('abort', onAbort);
@@ -122,11 +157,11 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
     const kind = result.reason === 'incomplete' ? ErrorKind.NETWORK : ErrorKind.SERVER;
     return fail(base(kind, true, `The model provider's response was unusable: ${result.detail}. Retrying may help.`, providerRequestId));
   }
-  const fields = { requestId: job.requestId, providerRequestId };
-  if (result.droppedToolUses > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...fields, count: result.droppedToolUses, stopReason: result.rawStopReason });
-  if (result.unknownBlockTypes.length > 0) deps.onWarning?.('ignored content blocks of unknown types', { ...fields, types: result.unknownBlockTypes });
-  if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...fields, stopReason: result.rawStopReason });
-  if (accumulator.skippedEvents > 0) deps.onWarning?.('skipped stream events with a missing or unknown index', { ...fields, count: accumulator.skippedEvents });
+  const done = { ...fields, providerRequestId };
+  if (result.droppedToolUses > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.droppedToolUses, stopReason: result.rawStopReason });
+  if (result.unknownBlockTypes.length > 0) deps.onWarning?.('ignored content blocks of unknown types', { ...done, types: result.unknownBlockTypes });
+  if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...done, stopReason: result.rawStopReason });
+  if (accumulator.skippedEvents > 0) deps.onWarning?.('skipped stream events with a missing or unknown index', { ...done, count: accumulator.skippedEvents });
 
   const content: ContentBlock[] = result.content.map((b) =>
     b.type === 'text'
@@ -148,6 +183,17 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
       }),
     }),
   };
+}
+
+/**
+ * A 400 invalid_request_error about an image of this request (one it names, or any when it
+ * names none), as the Messages API answers an image it cannot take. Undefined otherwise.
+ */
+function imageRefusalOf(err: unknown, params: Anthropic.MessageCreateParamsStreaming): ImageRefusal | undefined {
+  if (!(err instanceof APIError) || err.status !== 400) return undefined;
+  if (err.type !== null && err.type !== 'invalid_request_error') return undefined;
+  if (countImages(params) === 0) return undefined;
+  return parseImageRefusal(err.apiMessage ?? err.message);
 }
 
 function idle(ms: number, providerRequestId: string): Classified {

@@ -1,9 +1,11 @@
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
+import sharp from 'sharp';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { ErrorKind, StopReason, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
+import { ErrorKind, Role, StopReason, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
+import { RefusedImages } from '../src/images.ts';
 import { runLlmRequest, type LlmOutcome } from '../src/run-llm-request.ts';
 import { STOP_REASONS } from '../src/stop-reason.ts';
-import { makeJob, runOptions, sdkClient } from './helpers.ts';
+import { image, makeJob, runOptions, sdkClient, text } from './helpers.ts';
 
 let server: MessagesApiServer;
 beforeAll(async () => {
@@ -246,5 +248,80 @@ describe('runLlmRequest: cancel', () => {
     const e = error(await runLlmRequest(makeJob(), { client: sdkClient(server.url), options: runOptions(), signal: controller.signal }));
     expect(e.aborted).toBe(true);
     expect(server.requests.length).toBe(before);
+  });
+});
+
+describe('runLlmRequest: images the provider refuses (a conversation never sticks on one image)', () => {
+  const png = (r: number) => sharp({ create: { width: 8, height: 8, channels: 3, background: { r, g: 10, b: 10 } } }).png().toBuffer();
+  let good: Buffer;
+  let bad: Buffer;
+  let other: Buffer;
+  beforeAll(async () => {
+    [good, bad, other] = await Promise.all([png(10), png(200), png(90)]);
+  });
+  afterEach(() => server.clearImageRefusals());
+
+  /** A history: a good image, an answer, then the bad one (and optionally another). */
+  const history = (...last: Buffer[]) =>
+    makeJob({
+      messages: [
+        { role: Role.USER, content: [text('look at this'), image('image/png', good)] },
+        { role: Role.ASSISTANT, content: [text('I see it.')] },
+        { role: Role.USER, content: [text('and these'), ...last.map((b) => image('image/png', b))] },
+      ],
+    });
+  const sentContent = (at: number) => server.requests.at(at)!.body!.messages.map((m) => (typeof m.content === 'string' ? [m.content] : m.content.map((b) => (b.type === 'image' ? `image:${b.source?.data === good.toString('base64') ? 'good' : 'other'}` : (b.text ?? b.type)))));
+  const say = (t: string) => ({ kind: 'message' as const, content: [{ type: 'text' as const, text: t }] });
+
+  it('replaces the image a 400 names by a note and sends the request again, in the same job; later turns send the note at once', async () => {
+    const reason = 'image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes';
+    server.refuseImages({ match: (i) => i.data === bad.toString('base64'), reason });
+    const options = runOptions({ refusedImages: new RefusedImages() });
+    const warnings: Array<[string, Record<string, unknown>]> = [];
+    const onWarning = (m: string, f: Record<string, unknown>) => void warnings.push([m, f]);
+    server.enqueue(say('Only the first image came through.'));
+    const before = server.requests.length;
+    const r = response(await runLlmRequest(history(bad), { client: sdkClient(server.url), options, onWarning }));
+    expect(r.content[0]!.block.value).toMatchObject({ text: 'Only the first image came through.' });
+    expect(server.requests.length - before).toBe(2);
+    const note = `[image removed: the model provider refused it: ${reason}]`;
+    expect(sentContent(-1)).toEqual([['look at this', 'image:good'], ['I see it.'], ['and these', note]]);
+    expect(warnings).toEqual([['the model provider refused an image: replaced by a note, request sent again', expect.objectContaining({ images: ['messages.2.content.1'], reason })]]);
+
+    // The next turn of that conversation: one request, with the note already in place.
+    server.enqueue(say('Still fine.'));
+    const next = server.requests.length;
+    response(await runLlmRequest(history(bad), { client: sdkClient(server.url), options, onWarning }));
+    expect(server.requests.length - next).toBe(1);
+    expect(sentContent(-1)).toEqual([['look at this', 'image:good'], ['I see it.'], ['and these', note]]);
+    expect(warnings.at(-1)![0]).toBe('image the provider refused before: sent as a note');
+  });
+
+  it('replaces every image when the refusal does not say which', async () => {
+    server.refuseImages({ match: (i) => i.data === bad.toString('base64'), named: false });
+    server.enqueue(say('ok'));
+    response(await runLlmRequest(history(bad), { client: sdkClient(server.url), options: runOptions({ refusedImages: new RefusedImages() }) }));
+    const note = '[image removed: the model provider refused it: Could not process image]';
+    expect(sentContent(-1)).toEqual([['look at this', note], ['I see it.'], ['and these', note]]);
+  });
+
+  it('a second refusal removes every image left', async () => {
+    server.refuseImages({ match: (i) => i.data !== good.toString('base64'), reason: 'Could not process image' });
+    server.enqueue(say('ok'));
+    const before = server.requests.length;
+    response(await runLlmRequest(history(bad, other), { client: sdkClient(server.url), options: runOptions() }));
+    expect(server.requests.length - before).toBe(3);
+    expect(sentContent(-1).flat().filter((b) => b.startsWith('image:'))).toEqual([]);
+  });
+
+  it('leaves other 400s alone: an invalid request is reported as one, with no second call', async () => {
+    server.enqueue({ kind: 'error', status: 400, errorType: 'invalid_request_error', message: 'max_tokens: too large' });
+    const before = server.requests.length;
+    const e = error(await runLlmRequest(history(bad), { client: sdkClient(server.url), options: runOptions() }));
+    expect([e.kind, e.retryable, server.requests.length - before]).toEqual([ErrorKind.INVALID_REQUEST, false, 1]);
+    // About images, but the request has none: nothing to replace.
+    server.enqueue({ kind: 'error', status: 400, errorType: 'invalid_request_error', message: 'Could not process image' });
+    const e2 = error(await runLlmRequest(makeJob(), { client: sdkClient(server.url), options: runOptions() }));
+    expect(e2.kind).toBe(ErrorKind.INVALID_REQUEST);
   });
 });

@@ -124,5 +124,20 @@ export interface ApiContentBlock {
   readonly [key: string]: unknown;
 }
 
+/**
+ * An image the server refuses the way the Messages API does: before any scripted response,
+ * HTTP 400 `invalid_request_error` whose message names the image by its place in the request,
+ * `messages.<i>.content.<j>.image.source.base64: <reason>` (inside a tool result:
+ * `messages.<i>.content.<j>.content.<k>.image...`), or only `<reason>` when `named` is false.
+ */
+export interface ImageRefusalRule {
+  /** Which images; gets each image of a request as sent (base64 data, media type). */
+  readonly match: (image: { readonly mediaType: string; readonly data: string }) => boolean;
+  /** Default `Could not process image`. Real ones: `image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes`. */
+  readonly reason?: string;
+  /** false: the message does not say which image (as some of the API's do). Default true. */
+  readonly named?: boolean;
+}
+
 /** Computes the answer to a request when no scripted response is queued. */
 export type Responder = (request: ReceivedRequest) => ScriptedResponse | Promise<ScriptedResponse>;

@@ -149,4 +149,45 @@ describe('local Messages API server', () => {
     expect(server.clientAborts.length).toBe(before + 1);
     expect(server.clientAborts.at(-1)!.requestId).toBe(server.requests.at(-1)!.requestId);
   });
+
+  it('refuses a chosen image as the API does: 400 invalid_request_error naming it, before any scripted response', async () => {
+    const bad = Buffer.from('bad image bytes').toString('base64');
+    const good = Buffer.from('good image bytes').toString('base64');
+    const img = (data: string) => ({ type: 'image', source: { type: 'base64', media_type: 'image/png', data } });
+    server.refuseImages({ match: (i) => i.data === bad, reason: 'image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes' });
+    try {
+      server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'kept for the next request' }] });
+      const body = {
+        ...request,
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'look' }, img(good)] },
+          { role: 'assistant', content: 'ok' },
+          { role: 'user', content: [{ type: 'text', text: 'and' }, img(bad)] },
+        ],
+      };
+      const res = await post(server, body);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({
+        type: 'error',
+        error: { type: 'invalid_request_error', message: 'messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes' },
+      });
+      expect(server.pending()).toBe(1);
+      // Inside a tool result, and without naming it.
+      server.clearImageRefusals();
+      server.refuseImages({ match: (i) => i.data === bad, named: false });
+      const nested = { ...request, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [img(bad)] }] }] };
+      const res2 = await post(server, nested);
+      expect(res2.status).toBe(400);
+      expect(((await res2.json()) as { error: { message: string } }).error.message).toBe('Could not process image');
+      server.clearImageRefusals();
+      server.refuseImages({ match: (i) => i.data === bad });
+      const res3 = await post(server, nested);
+      expect(((await res3.json()) as { error: { message: string } }).error.message).toBe('messages.0.content.0.content.0.image.source.base64: Could not process image');
+      // Without the image the scripted response answers.
+      const res4 = await post(server, { ...request, messages: [{ role: 'user', content: [img(good)] }] });
+      expect(res4.status).toBe(200);
+    } finally {
+      server.clearImageRefusals();
+    }
+  });
 });

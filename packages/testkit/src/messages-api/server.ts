@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { encodeSse, estimateTokens, makeId, messageBody, resolveMessage, streamEvents, withCumulativeDeltaUsage, type SseEvent } from './sse-encoder.ts';
-import type { MessagesRequestBody, ReceivedRequest, Responder, ScriptedError, ScriptedMessage, ScriptedResponse } from './script.ts';
+import type { ApiContentBlock, ImageRefusalRule, MessagesRequestBody, ReceivedRequest, Responder, ScriptedError, ScriptedMessage, ScriptedResponse } from './script.ts';
 
 export interface MessagesApiServerOptions {
   /** Default 127.0.0.1. */
@@ -25,6 +25,8 @@ export interface MessagesApiServerOptions {
   readonly keepRequests?: number;
   /** Called right after each SSE event is written, with `performance.now()` (for latency benchmarks). */
   readonly onEventWritten?: (requestId: string, event: SseEvent, at: number) => void;
+  /** Images refused with a 400 as the API does (see {@link ImageRefusalRule}); more with `refuseImages()`. */
+  readonly refuseImages?: readonly ImageRefusalRule[];
 }
 
 export interface MessagesApiServer {
@@ -35,6 +37,10 @@ export interface MessagesApiServer {
   enqueue(...responses: ScriptedResponse[]): void;
   /** Replaces the fallback responder. */
   setFallback(responder: Responder): void;
+  /** From now on, refuses the images these rules match (HTTP 400, as the API does), before any scripted response. */
+  refuseImages(...rules: ImageRefusalRule[]): void;
+  /** Forgets every image refusal rule. */
+  clearImageRefusals(): void;
   /** Requests received so far, oldest first. */
   readonly requests: ReceivedRequest[];
   /** Requests whose connection the client closed before the response ended (e.g. aborts); `at` is Date.now(), `hr` performance.now(). */
@@ -59,6 +65,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
   const clientAborts: Array<{ requestId: string; at: number; hr: number }> = [];
   const keep = options.keepRequests ?? 1000;
   let fallback = options.fallback ?? notScripted;
+  const imageRules: ImageRefusalRule[] = [...(options.refuseImages ?? [])];
   const sockets = new Set<Socket>();
 
   const server = createServer((req, res) => {
@@ -109,6 +116,8 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     if (invalid || !body) {
       return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message: invalid ?? 'invalid JSON body' });
     }
+    const refused = refusedImage(body, imageRules);
+    if (refused) return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message: refused });
 
     const scripted = queue.shift() ?? (await fallback(received));
     switch (scripted.kind) {
@@ -192,6 +201,8 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     setFallback: (responder) => {
       fallback = responder;
     },
+    refuseImages: (...rules) => void imageRules.push(...rules),
+    clearImageRefusals: () => void imageRules.splice(0),
     pending: () => queue.length,
     close: () =>
       new Promise<void>((resolve) => {
@@ -221,6 +232,33 @@ function validate(body: MessagesRequestBody | null): string | undefined {
     if (typeof m.content !== 'string' && !Array.isArray(m.content)) return `messages.${i}.content: Input should be a string or a list`;
   }
   if (body.messages[0]?.role !== 'user') return 'messages: first message must use the "user" role';
+  return undefined;
+}
+
+/** The API's message for the first image of the request a rule refuses, or undefined. */
+function refusedImage(body: MessagesRequestBody, rules: readonly ImageRefusalRule[]): string | undefined {
+  if (rules.length === 0) return undefined;
+  const check = (block: ApiContentBlock | { type: string; source?: ApiContentBlock['source'] }, path: string): string | undefined => {
+    if (block.type !== 'image' || block.source?.type !== 'base64') return undefined;
+    const image = { mediaType: block.source.media_type ?? '', data: block.source.data ?? '' };
+    const rule = rules.find((r) => r.match(image));
+    if (!rule) return undefined;
+    const reason = rule.reason ?? 'Could not process image';
+    return rule.named === false ? reason : `${path}.image.source.base64: ${reason}`;
+  };
+  for (const [i, m] of body.messages.entries()) {
+    if (typeof m.content === 'string') continue;
+    for (const [j, block] of m.content.entries()) {
+      const top = check(block, `messages.${i}.content.${j}`);
+      if (top) return top;
+      if (block.type === 'tool_result' && Array.isArray(block.content)) {
+        for (const [k, inner] of block.content.entries()) {
+          const nested = check(inner as ApiContentBlock, `messages.${i}.content.${j}.content.${k}`);
+          if (nested) return nested;
+        }
+      }
+    }
+  }
   return undefined;
 }
 

@@ -50,7 +50,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     try {
       return await fn(opts);
     } catch (err) {
-      throw mapUpstreamError(err, logger, method);
+      throw mapUpstreamError(err, logger, method, ctx.signal);
     }
   }
 

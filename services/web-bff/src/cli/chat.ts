@@ -14,7 +14,8 @@ import { ConnectError } from '@connectrpc/connect';
 export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string }): Promise<number> {
   let id = opts.id;
   if (!id) {
-    const res = await ctx.client.createConversation({ cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '' });
+    const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '' };
+    const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
     id = res.conversation!.id;
   }
   const got = await ctx.client.getConversation({ conversationId: id });
@@ -35,7 +36,7 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
       return;
     }
     ctx.output.err('\n· cancelling\n');
-    ctx.client.cancel({ conversationId: id }).catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
+    ctx.retry((requestId) => ctx.client.cancel({ conversationId: id, requestId })).catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
   });
   let last = EXIT.ok as number;
   for (;;) {
@@ -48,13 +49,14 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
       const rest = await followTurn({
         client: ctx.client,
         conversationId: id,
-        start: async () => (await ctx.client.sendMessage({ conversationId: id, text: line })).message?.id,
+        start: async () => (await ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text: line, requestId }))).message?.id,
         onEvent: render,
         signal: turn.signal,
         onRest: async (state) => {
           if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
           const answer = ((await ask(`Allow the agent to write (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
-          await ctx.client.respondToModeUpgrade({ conversationId: id, approve: answer === 'y' || answer === 'yes' });
+          const approve = answer === 'y' || answer === 'yes';
+          await ctx.retry((requestId) => ctx.client.respondToModeUpgrade({ conversationId: id, approve, requestId }));
           return true;
         },
       });

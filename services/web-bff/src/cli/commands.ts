@@ -15,6 +15,7 @@ import {
 } from '@bedrock/contracts';
 import type { ApiClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
+import type { Retry } from './retry.ts';
 import { createEventRenderer, describeState, ndjson, renderConversationLine, renderMessage, type Output } from './render.ts';
 import { followTurn, resumingWatch } from './turn.ts';
 
@@ -23,6 +24,8 @@ export interface Ctx {
   readonly output: Output;
   readonly json: boolean;
   readonly signal: AbortSignal;
+  /** Runs a change with a fresh request id, retried with the same id on UNAVAILABLE / ABORTED (retry.ts). */
+  readonly retry: Retry;
 }
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`;
@@ -39,7 +42,8 @@ export async function loadImage(path: string): Promise<Omit<ImageAttachment, '$t
 }
 
 export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: string; from?: string }): Promise<number> {
-  const res = await ctx.client.createConversation({ cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '' });
+  const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '' };
+  const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
   const c = res.conversation!;
   ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
   return EXIT.ok;
@@ -90,12 +94,11 @@ export function restExit(state: ConversationState | undefined): number {
 
 export async function send(ctx: Ctx, id: string, text: string, opts: { images: string[]; wait: boolean }): Promise<number> {
   const images = await Promise.all(opts.images.map(loadImage));
-  const sendIt = async () => {
-    const res = await ctx.client.sendMessage({ conversationId: id, text, images });
-    return res.message?.id;
-  };
+  // One request id for the message, whatever the number of attempts: it is stored once.
+  const sendOnce = () => ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text, images, requestId }));
+  const sendIt = async () => (await sendOnce()).message?.id;
   if (!opts.wait) {
-    const res = await ctx.client.sendMessage({ conversationId: id, text, images });
+    const res = await sendOnce();
     ctx.output.out(ctx.json ? json({ messageId: res.message?.id ?? '', state: describeState(res.state) }) : `${res.message?.id ?? ''}\n`);
     return EXIT.ok;
   }
@@ -123,23 +126,23 @@ export async function action(ctx: Ctx, verb: 'cancel' | 'approve' | 'deny' | 'do
   const req = { conversationId: id };
   switch (verb) {
     case 'cancel': {
-      const res = await ctx.client.cancel(req);
+      const res = await ctx.retry((requestId) => ctx.client.cancel({ ...req, requestId }));
       ctx.output.out(ctx.json ? json(toJson(CancelResponseSchema, res)) : `${describeState(res.state)}\n`);
       break;
     }
     case 'approve':
     case 'deny': {
-      const res = await ctx.client.respondToModeUpgrade({ ...req, approve: verb === 'approve' });
+      const res = await ctx.retry((requestId) => ctx.client.respondToModeUpgrade({ ...req, approve: verb === 'approve', requestId }));
       ctx.output.out(ctx.json ? json(toJson(RespondToModeUpgradeResponseSchema, res)) : `${describeState(res.conversation?.state)}\n`);
       break;
     }
     case 'downgrade': {
-      const res = await ctx.client.downgradeMode(req);
+      const res = await ctx.retry((requestId) => ctx.client.downgradeMode({ ...req, requestId }));
       ctx.output.out(ctx.json ? json(toJson(DowngradeModeResponseSchema, res)) : `${describeState(res.conversation?.state)}\n`);
       break;
     }
     case 'continue': {
-      const res = await ctx.client.triggerContinuation(req);
+      const res = await ctx.retry((requestId) => ctx.client.triggerContinuation({ ...req, requestId }));
       ctx.output.out(ctx.json ? json(toJson(TriggerContinuationResponseSchema, res)) : `${describeState(res.state)}\n`);
       break;
     }

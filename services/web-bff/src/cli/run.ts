@@ -6,6 +6,7 @@ import { action, list, newConversation, send, show, watch, type Ctx } from './co
 import { connect } from './connection.ts';
 import { EXIT, UsageError, describeError, exitCodeOf } from './exit-codes.ts';
 import { stdio, type Output } from './render.ts';
+import { createRetry, retryPolicyFromEnv } from './retry.ts';
 
 export const USAGE = `usage: bedrock <command> [options]
 
@@ -25,7 +26,8 @@ export const USAGE = `usage: bedrock <command> [options]
   --help        this text
 
 environment: BEDROCK_URL (default http://127.0.0.1:8080), BEDROCK_TOKEN (default: the
-embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token)
+embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token), BEDROCK_RETRY_FOR
+(how long changes are retried when the server is unavailable; default 30s, 0 = never)
 exit codes: 0 ok, 1 turn ended in error, 2 usage, 3 rejected, 4 server error,
 5 awaiting approval, 6 context exhausted, 130 interrupted
 `;
@@ -64,9 +66,15 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, output: Output
     (values.help ? output.out : output.err)(USAGE);
     return values.help ? EXIT.ok : EXIT.usage;
   }
-  const ctx: Ctx = { client: connect(env), output, json: values.json, signal: abort.signal };
   if (command !== 'chat') process.once('SIGINT', onSigint);
   try {
+    const ctx: Ctx = {
+      client: connect(env),
+      output,
+      json: values.json,
+      signal: abort.signal,
+      retry: createRetry({ policy: retryPolicyFromEnv(env), output, signal: abort.signal }),
+    };
     switch (command) {
       case 'chat':
         if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);

@@ -3,9 +3,16 @@
  * for users (codes and messages a person can act on), so they pass through with their code,
  * message and the `bedrock-rejection` detail. What would leak internals — connection errors
  * naming hosts, internal/unknown failures — becomes a generic message; the detail is logged.
+ *
+ * A connection to the conversation service that could not be made or broke during the call
+ * is UNAVAILABLE, whatever code the HTTP/2 client gave it: a reset socket comes out of
+ * connect-node as ABORTED ("read ECONNRESET"), a stream whose connection closed under it as
+ * CANCELED or INTERNAL ("http/2 stream closed with error code ..."). Clients retry
+ * UNAVAILABLE (with the same request id for a change: docs/conversation.md); ABORTED and
+ * INTERNAL would read as a refusal or a bug.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import type { Logger } from '@bedrock/platform/server';
+import { classifyCallFailure, type Logger } from '@bedrock/platform/server';
 
 /** Codes whose messages come from the conversation service's own validation and state machine. */
 const PASS_THROUGH = new Set<Code>([
@@ -22,8 +29,24 @@ const PASS_THROUGH = new Set<Code>([
 /** Response metadata worth passing on. */
 const PASSED_METADATA = ['bedrock-rejection'];
 
-export function mapUpstreamError(err: unknown, logger: Logger, method: string): ConnectError {
+/** The upstream connection failed, or broke after the call was sent (not a status the service answered). */
+function connectionFailed(err: unknown): boolean {
+  const failure = classifyCallFailure(err);
+  return failure === 'not-sent' || failure === 'broken';
+}
+
+/**
+ * The error for a failed call to the conversation service. `callerSignal` is the client's
+ * own call's signal: a call the client cancelled stays CANCELED; one the upstream ended
+ * (CANCELED without the client asking) is UNAVAILABLE.
+ */
+export function mapUpstreamError(err: unknown, logger: Logger, method: string, callerSignal?: AbortSignal): ConnectError {
   const e = ConnectError.from(err);
+  if (callerSignal?.aborted) return new ConnectError('the call was cancelled', Code.Canceled);
+  if (e.code === Code.Unavailable || connectionFailed(err) || (e.code === Code.Canceled && callerSignal !== undefined)) {
+    logger.warn({ method, code: Code[e.code], err: e.message }, 'conversation service unavailable');
+    return new ConnectError('the conversation service is unavailable; try again shortly', Code.Unavailable);
+  }
   if (PASS_THROUGH.has(e.code)) {
     const metadata = new Headers();
     for (const name of PASSED_METADATA) {
@@ -38,9 +61,6 @@ export function mapUpstreamError(err: unknown, logger: Logger, method: string): 
     case Code.DeadlineExceeded:
       logger.warn({ method, err: e.message }, 'conversation service call timed out');
       return new ConnectError('the conversation service did not answer in time; try again', Code.DeadlineExceeded);
-    case Code.Unavailable:
-      logger.warn({ method, err: e.message }, 'conversation service unavailable');
-      return new ConnectError('the conversation service is unavailable; try again shortly', Code.Unavailable);
     case Code.Unauthenticated:
       // web-bff's own service credential was refused: a deployment problem, not the user's.
       logger.error(

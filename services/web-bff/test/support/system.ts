@@ -27,14 +27,20 @@ import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '.
 import { readWebBffConfig } from '../../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../../src/create-web-bff.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
 export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-web-h1';
 
 export interface System {
   readonly db: TestDatabase;
+  /** The running conversation service (a new one after restartConversation). */
   readonly conversation: RunningConversationService;
   readonly bff: RunningWebBff;
+  /** With `proxyUpstream`: the TCP proxy between web-bff and the conversation service. */
+  readonly proxy: TcpProxy | undefined;
+  /** Stops the conversation service and starts a new one on the same database and Redis (the proxy follows it). */
+  restartConversation(): Promise<RunningConversationService>;
   readonly transport: Transport;
   readonly prefix: string;
   /** Plaintext tokens by user (alice, bob). */
@@ -57,6 +63,8 @@ export interface SystemOptions {
   readonly bffEnv?: Record<string, string>;
   /** Consume llm-requests and tool-exec in the test (default true). */
   readonly playWorkers?: boolean;
+  /** Put a TCP proxy between web-bff and the conversation service (System.proxy), to break that connection. */
+  readonly proxyUpstream?: boolean;
 }
 
 export async function startSystem(options: SystemOptions): Promise<System> {
@@ -71,22 +79,23 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
   // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
   const services = generateServiceCredentials(['web-bff']);
-  const conversation = await startConversationService(
-    readConversationConfig({
-      DATABASE_URL: db.url,
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_SANDBOX: 'available',
-      BEDROCK_DEFAULT_MODEL: 'test-model',
-      BEDROCK_LLM_RETRY_BASE: '50',
-      BEDROCK_CANCEL_ACK_TIMEOUT: '2000',
-      BEDROCK_RECOVERY_INTERVAL: '3600000',
-      BEDROCK_SHUTDOWN_GRACE: '1000',
-      LOG_LEVEL: 'warn',
-    }),
-    { transport: newTransport(), logger, servicePeers: services.peers },
-  );
+  const conversationConfig = readConversationConfig({
+    DATABASE_URL: db.url,
+    BEDROCK_GRPC_PORT: '0',
+    BEDROCK_METRICS_PORT: '0',
+    BEDROCK_HOST: '127.0.0.1',
+    BEDROCK_SANDBOX: 'available',
+    BEDROCK_DEFAULT_MODEL: 'test-model',
+    BEDROCK_LLM_RETRY_BASE: '50',
+    BEDROCK_CANCEL_ACK_TIMEOUT: '2000',
+    BEDROCK_RECOVERY_INTERVAL: '3600000',
+    BEDROCK_SHUTDOWN_GRACE: '1000',
+    LOG_LEVEL: 'warn',
+  });
+  const startConversation = () => startConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
+  let conversation = await startConversation();
+  const portOf = (url: string) => Number(new URL(url).port);
+  const proxy = options.proxyUpstream ? await startTcpProxy(portOf(conversation.grpcUrl)) : undefined;
 
   const tokens = { alice: generateToken(), bob: generateToken() };
   const entries = parseTokenEntries(
@@ -101,7 +110,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       BEDROCK_GRPC_PORT: '0',
       BEDROCK_METRICS_PORT: '0',
       BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+      BEDROCK_CONVERSATION_URL: proxy?.url ?? conversation.grpcUrl,
       BEDROCK_SHUTDOWN_GRACE: '1000',
       BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
       ...options.bffEnv,
@@ -128,8 +137,17 @@ export async function startSystem(options: SystemOptions): Promise<System> {
 
   return {
     db,
-    conversation,
+    get conversation() {
+      return conversation;
+    },
     bff,
+    proxy,
+    async restartConversation() {
+      await conversation.stop();
+      conversation = await startConversation();
+      if (proxy) proxy.target = portOf(conversation.grpcUrl);
+      return conversation;
+    },
     transport: workers,
     prefix,
     tokens,
@@ -178,6 +196,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       step('bff');
       await conversation.stop().catch(() => undefined);
       step('conversation');
+      await proxy?.close();
       for (const t of transports) await t.close();
       step('transports');
       await db.drop();

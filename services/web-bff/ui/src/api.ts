@@ -3,6 +3,7 @@ import { Code, ConnectError, createClient, type Client, type Interceptor } from 
 import { createConnectTransport } from '@connectrpc/connect-web';
 import { ConversationService } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
+import { retriesExhausted } from './retry.ts';
 
 export type Api = Client<typeof ConversationService>;
 
@@ -23,6 +24,10 @@ export function isUnauthenticated(err: unknown): boolean {
 
 /** What the user reads: the server's own message, without the "[code]" prefix. */
 export function errorText(err: unknown): string {
+  const gaveUp = retriesExhausted(err);
+  if (gaveUp) {
+    return `${errorText(gaveUp.last)} Gave up after ${gaveUp.attempts} attempts over ${Math.round(gaveUp.elapsedMs / 1000)}s; check the conversation before trying again.`;
+  }
   const e = ConnectError.from(err);
   if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';
   return e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;

@@ -8,6 +8,7 @@ import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { Composer } from './composer.ts';
 import { h, replace } from './dom.ts';
 import { canCancel, errorKindLabel, isBusy, modeLine, stateLine, usageView, type PendingRetry } from './format.ts';
+import { retrying } from './retry.ts';
 import { Transcript } from './transcript.ts';
 import { watch } from './watch.ts';
 
@@ -60,10 +61,8 @@ export function conversationView(deps: ViewDeps, id: string): View {
 
   const transcript = new Transcript();
   const composer = new Composer({
-    send: (text, images) => act(async () => {
-      await api.sendMessage({ conversationId: id, text, images });
-    }),
-    cancel: () => void act(() => api.cancel({ conversationId: id })),
+    send: (text, images) => act((requestId) => api.sendMessage({ conversationId: id, text, images, requestId })),
+    cancel: () => void act((requestId) => api.cancel({ conversationId: id, requestId })),
     problem: (message) => showError(message),
   });
 
@@ -107,9 +106,15 @@ export function conversationView(deps: ViewDeps, id: string): View {
     replace(alertEl, h('span', {}, message), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss error', onclick: () => (alertEl.hidden = true) }, 'Dismiss'));
   }
 
-  async function act(fn: () => Promise<unknown>): Promise<boolean> {
+  /**
+   * Runs one user action: a fresh request id, and while the server cannot be reached the same
+   * request again with the same id (retry.ts), so it is applied once however many tries it takes.
+   */
+  async function act(fn: (requestId: string) => Promise<unknown>): Promise<boolean> {
     try {
-      await fn();
+      await retrying(fn, {
+        onRetry: ({ attempt, attempts, error }) => showError(`${errorText(error)} Trying again (attempt ${attempt} of ${attempts})…`),
+      });
       alertEl.hidden = true;
       return true;
     } catch (err) {
@@ -121,14 +126,14 @@ export function conversationView(deps: ViewDeps, id: string): View {
 
   async function respond(approve: boolean): Promise<void> {
     if (dialog.open) dialog.close();
-    await act(() => api.respondToModeUpgrade({ conversationId: id, approve }));
+    await act((requestId) => api.respondToModeUpgrade({ conversationId: id, approve, requestId }));
   }
 
   async function continueFrom(): Promise<void> {
     if (!conversation) return;
     const from = conversation;
-    await act(async () => {
-      const res = await api.createConversation({ cwd: from.cwd, model: from.model, continueFromId: from.id });
+    await act(async (requestId) => {
+      const res = await api.createConversation({ cwd: from.cwd, model: from.model, continueFromId: from.id, requestId });
       deps.listChanged();
       if (res.conversation) deps.navigate(`/c/${res.conversation.id}`);
     });
@@ -212,7 +217,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
       h('span', { class: 'usage-label' }, u.warning ? `Context ${u.text}: nearly full` : `Context ${u.text}`),
       bar,
       offerContinuation
-        ? h('button', { type: 'button', class: 'small warn', onclick: () => void act(() => api.triggerContinuation({ conversationId: id })) }, 'Summarise and continue')
+        ? h('button', { type: 'button', class: 'small warn', onclick: () => void act((requestId) => api.triggerContinuation({ conversationId: id, requestId })) }, 'Summarise and continue')
         : null,
     );
   }
@@ -243,7 +248,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
         modeEl,
         h('span', { class: `mode-badge mode-${m.tone}` }, m.label),
         h('span', { class: 'mode-detail' }, m.detail),
-        canDowngrade ? h('button', { type: 'button', class: 'small', onclick: () => void act(() => api.downgradeMode({ conversationId: id })) }, 'Switch to Restricted') : null,
+        canDowngrade ? h('button', { type: 'button', class: 'small', onclick: () => void act((requestId) => api.downgradeMode({ conversationId: id, requestId })) }, 'Switch to Restricted') : null,
       ),
     );
 

@@ -3,6 +3,7 @@ import { StateKind, type Conversation } from '@bedrock/contracts';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { h, replace } from './dom.ts';
 import { isBusy, stateShort } from './format.ts';
+import { retrying } from './retry.ts';
 
 export interface SidebarDeps {
   readonly api: Api;
@@ -115,7 +116,14 @@ export class Sidebar {
   private async create(cwd: string, model: string): Promise<void> {
     this.formError.hidden = true;
     try {
-      const res = await this.deps.api.createConversation({ cwd, model });
+      // One request id for this click, repeated on retries: one conversation however many tries it takes.
+      const res = await retrying((requestId) => this.deps.api.createConversation({ cwd, model, requestId }), {
+        onRetry: ({ attempt, attempts, error }) => {
+          this.formError.hidden = false;
+          this.formError.textContent = `${errorText(error)} Trying again (attempt ${attempt} of ${attempts})…`;
+        },
+      });
+      this.formError.hidden = true;
       localStorage.setItem(LAST_CWD, cwd);
       await this.refresh();
       if (res.conversation) this.deps.navigate(`/c/${res.conversation.id}`);

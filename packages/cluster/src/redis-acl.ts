@@ -91,8 +91,11 @@ export function redisAclFileLine(prefix: string, service: string, password: stri
 }
 
 function adminConnection(url: string): Redis {
-  // A short-lived connection: fail rather than retry for long.
-  return new Redis(url, { maxRetriesPerRequest: 2, connectionName: 'bedrock-acl-admin' });
+  // A short-lived connection: fail rather than retry for long. Its errors reach the caller
+  // through the commands; the listener keeps ioredis from printing them as unhandled.
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, connectionName: 'bedrock-acl-admin' });
+  redis.on('error', () => undefined);
+  return redis;
 }
 
 /** QUIT, so that no socket timer outlives the call (a bare disconnect leaves one for 2 s). */

@@ -84,7 +84,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       await postgres.stop();
       if (env.DATABASE_URL) await postgres.pool.end();
     });
-    const transport = createMemoryTransport();
+    const transport = createMemoryTransport({ onError: (err) => logger.warn({ err }, 'transport error') });
     stops.push(() => transport.close());
 
     // The runner first, so the conversation service sees its sandbox report.

@@ -74,7 +74,7 @@ export async function startConversationService(
   const transport =
     deps.transport ??
     (config.transport === 'memory'
-      ? createMemoryTransport()
+      ? createMemoryTransport({ onError: (err) => logger.warn({ err }, 'transport error') })
       : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') }));
 
   if (config.runMigrations) {

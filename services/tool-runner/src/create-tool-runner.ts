@@ -173,7 +173,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         transport = deps.transport;
         if (!transport) {
           ownsTransport = true;
-          transport = config.transport === 'memory' ? createMemoryTransport() : createRedisTransport({ ...redisTransportOptionsFromEnv(), redisUrl: config.redisUrl });
+          const onError = (err: unknown) => logger.warn({ err }, 'transport error');
+          transport =
+            config.transport === 'memory' ? createMemoryTransport({ onError }) : createRedisTransport({ ...redisTransportOptionsFromEnv(), redisUrl: config.redisUrl, onError });
         }
         worker = await startToolExecWorker({
           transport,

@@ -1,8 +1,12 @@
 /** Entry point: `npx tsx services/tool-runner/src/main.ts` (environment: docs/tool-runner.md). */
+import { createLogger, logProcessErrors } from '@bedrock/platform/server';
 import { readToolRunnerConfig } from './config.ts';
 import { createToolRunner } from './create-tool-runner.ts';
 
-const runner = createToolRunner(readToolRunnerConfig());
+const config = readToolRunnerConfig();
+const logger = createLogger({ service: 'tool-runner', level: config.logLevel });
+logProcessErrors(logger);
+const runner = createToolRunner(config, { logger });
 await runner.start();
 
 let stopping = false;
@@ -13,7 +17,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     runner.stop().then(
       () => process.exit(0),
       (err: unknown) => {
-        console.error(err);
+        logger.error({ signal, err }, 'shutdown failed');
         process.exit(1);
       },
     );

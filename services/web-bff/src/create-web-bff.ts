@@ -6,11 +6,11 @@
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
 import { setMaxListeners } from 'node:events';
-import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ConversationService, health as healthPb } from '@bedrock/contracts';
 import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
+  connectHandler,
   createHealth,
   createLogger,
   createMetrics,
@@ -82,7 +82,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   if (!streams) {
     ownedTransport =
       config.transport === 'memory'
-        ? createMemoryTransport()
+        ? createMemoryTransport({ onError: (err) => logger.warn({ err }, 'transport error') })
         : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') });
     streams = ownedTransport.streams;
   }
@@ -108,7 +108,8 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
 
   const exchange = exposeExchange();
   const apiPaths = new Set<string>();
-  const handler = connectNodeAdapter({
+  const handler = connectHandler({
+    logger,
     readMaxBytes: READ_MAX_BYTES,
     shutdownSignal: shutdown.signal,
     interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],

@@ -2,15 +2,16 @@
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { CancelSignalSchema } from '@bedrock/contracts';
 import type { CancelSignal } from '@bedrock/contracts';
+import { logBackgroundErrors } from '../background-errors.ts';
 import type { CancelBus } from '../interfaces.ts';
 
 export interface MemoryCancelBusOptions {
-  /** Called when a subscriber's handler throws. Default: console.error. */
+  /** Called when a subscriber's handler throws. Default: a structured error line (logBackgroundErrors). */
   readonly onError?: (error: unknown) => void;
 }
 
 export function createMemoryCancelBus(options: MemoryCancelBusOptions = {}): CancelBus {
-  const onError = options.onError ?? ((error: unknown) => console.error('cancel handler failed', error));
+  const onError = options.onError ?? logBackgroundErrors('cancel handler');
   const handlers = new Set<(signal: CancelSignal) => void>();
   let closed = false;
 

@@ -14,7 +14,7 @@ import type { MemoryStreamsOptions } from './memory-streams.ts';
 export interface MemoryTransportOptions {
   readonly queues?: MemoryQueuesOptions;
   readonly streams?: MemoryStreamsOptions;
-  /** Called when a cancel subscriber throws. Default: console.error. */
+  /** Called when a cancel subscriber throws. Default: a structured error line (logBackgroundErrors). */
   readonly onError?: (error: unknown) => void;
 }
 

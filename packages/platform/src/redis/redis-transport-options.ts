@@ -19,7 +19,7 @@ export interface RedisTransportOptions {
   readonly stalledIntervalMs?: number;
   /** Idle dedicated connections kept for blocking stream reads. Env BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS. Default 4. */
   readonly maxIdleBlockingConnections?: number;
-  /** Connection and background errors (Redis, BullMQ, cancel handlers). Default: console.error. */
+  /** Connection and background errors (Redis, BullMQ, cancel handlers). Default: a structured error line (logBackgroundErrors). */
   readonly onError?: (error: unknown) => void;
 }
 

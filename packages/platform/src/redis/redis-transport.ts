@@ -5,6 +5,7 @@
  * per concurrent blocking stream read (pooled).
  */
 import { Redis } from 'ioredis';
+import { logBackgroundErrors } from '../background-errors.ts';
 import type { Transport } from '../interfaces.ts';
 import { createRedisCancelBus } from './redis-cancel-bus.ts';
 import { redisKeys } from './redis-keys.ts';
@@ -16,7 +17,7 @@ import { quitOrDisconnect } from './quit.ts';
 import type { RedisTransportOptions } from './redis-transport-options.ts';
 
 export function createRedisTransport(options: RedisTransportOptions): Transport {
-  const onError = options.onError ?? ((error: unknown) => console.error('bedrock redis transport:', error));
+  const onError = options.onError ?? logBackgroundErrors('redis transport');
   const keys = redisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
   // ioredis' default retry policy here (a command fails after ~20 reconnect attempts) so that
   // request paths fail rather than hang while Redis is away. BullMQ workers open their own

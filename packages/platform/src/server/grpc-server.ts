@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
-import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { connectHandler } from './connect-handler.ts';
 import type { Logger } from './logger.ts';
 import { withMalformedRequestErrors } from './malformed-requests.ts';
 
@@ -63,7 +63,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   // Aborted when the grace period ends, so long-lived streams (watches) end with a status
   // instead of being cut mid-message.
   const shutdown = new AbortController();
-  const handler = connectNodeAdapter({
+  const handler = connectHandler({
+    logger,
     // A request body that does not parse answers INVALID_ARGUMENT (connect says INTERNAL).
     routes: withMalformedRequestErrors(options.routes),
     interceptors: options.interceptors ?? [],

@@ -5,6 +5,7 @@
  * docs/configuration.md.
  */
 export * from './grpc-server.ts';
+export * from './connect-handler.ts';
 export * from './malformed-requests.ts';
 export * from './health.ts';
 export * from './logger.ts';
@@ -17,6 +18,7 @@ export * from './metrics-server.ts';
 export * from './trace-context.ts';
 export * from './w3c-propagator.ts';
 export * from './shutdown.ts';
+export * from './process-errors.ts';
 export * from './request-context.ts';
 export * from './queue-depth-sampler.ts';
 export * from './trace-log-fields.ts';

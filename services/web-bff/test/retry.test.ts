@@ -94,7 +94,7 @@ describe('retrying', () => {
     const { ids, call } = fails(Code.Unavailable, 100);
     const p = retrying(call, { signal: abort.signal }).catch((e: unknown) => e as ConnectError);
     setTimeout(() => abort.abort(), 50);
-    const err = await p;
+    const err = (await p) as ConnectError;
     expect(ids.length).toBeLessThanOrEqual(2);
     expect(err.code).toBe(Code.Canceled);
   });

@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '@bedrock/testkit/database';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { fromBinary } from '@bufbuild/protobuf';
+import { SendMessageRequestSchema } from '@bedrock/contracts';
 import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
 
@@ -152,6 +154,46 @@ describe('the web UI', () => {
     await page.emulateMedia({ colorScheme: 'dark' });
     await shot('tool-run-dark');
     await page.emulateMedia({ colorScheme: 'light' });
+  });
+
+  it('a send whose answer is lost is retried with the same request id: the message is stored and shown once', async () => {
+    await newConversation();
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Answered once.' }] });
+    const bodies: Buffer[] = [];
+    let lost = false;
+    const route = '**/bedrock.v1.ConversationService/SendMessage';
+    await page.route(route, async (r) => {
+      bodies.push(r.request().postDataBuffer() ?? Buffer.alloc(0));
+      if (lost) return r.continue();
+      lost = true;
+      // The request reaches the server (sent from here, as the browser sent it), which saves the
+      // message; its answer is lost on the way back.
+      const req = r.request();
+      await fetch(req.url(), { method: 'POST', headers: await req.allHeaders(), body: req.postDataBuffer() ?? undefined });
+      await r.abort('connectionreset');
+    });
+    try {
+      await send('Only once, please.');
+      // The composer is cleared once the send succeeded (its retry answered with the first outcome).
+      const input = page.getByLabel('Message', { exact: true });
+      for (let i = 0; i < 300 && (await input.inputValue()) !== ''; i++) await new Promise((r) => setTimeout(r, 50));
+      await expect(input.inputValue()).resolves.toBe('');
+      await page.getByText('Answered once.').waitFor();
+      await waitForStateLine(/Ready/);
+    } finally {
+      await page.unroute(route);
+    }
+    const ids = bodies.map((b) => fromBinary(SendMessageRequestSchema, b).requestId);
+    expect(ids).toHaveLength(2);
+    expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(ids[1]).toBe(ids[0]);
+    await expect(page.locator('.msg-user', { hasText: 'Only once, please.' }).count()).resolves.toBe(1);
+    // The retry succeeded: no error is left.
+    await expect(page.locator('.alert').isVisible()).resolves.toBe(false);
+    // The server's history agrees (a fresh load of the page).
+    await page.reload();
+    await page.getByText('Answered once.').waitFor();
+    await expect(page.locator('.msg-user', { hasText: 'Only once, please.' }).count()).resolves.toBe(1);
   });
 
   it('cancels a running tool: back to idle with a synthetic "Cancelled by user" result', async () => {

@@ -13,8 +13,21 @@ const bearer: Interceptor = (next) => (req) => {
   return next(req);
 };
 
+/**
+ * fetch rejects with a TypeError when the network fails (the server is down, the connection
+ * was reset): connect would call that UNKNOWN. It is UNAVAILABLE, which actions retry (retry.ts).
+ */
+const networkFailures: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    if (err instanceof TypeError && !req.signal.aborted) throw new ConnectError(`network error: ${err.message}`, Code.Unavailable, undefined, undefined, err);
+    throw err;
+  }
+};
+
 export function createApi(baseUrl: string = location.origin): Api {
-  const transport = createConnectTransport({ baseUrl, useBinaryFormat: true, interceptors: [bearer] });
+  const transport = createConnectTransport({ baseUrl, useBinaryFormat: true, interceptors: [networkFailures, bearer] });
   return createClient(ConversationService, transport);
 }
 
@@ -26,7 +39,7 @@ export function isUnauthenticated(err: unknown): boolean {
 export function errorText(err: unknown): string {
   const gaveUp = retriesExhausted(err);
   if (gaveUp) {
-    return `${errorText(gaveUp.last)} Gave up after ${gaveUp.attempts} attempts over ${Math.round(gaveUp.elapsedMs / 1000)}s; check the conversation before trying again.`;
+    return `${errorText(gaveUp.last)} — gave up after ${gaveUp.attempts} attempts over ${Math.round(gaveUp.elapsedMs / 1000)}s; check the conversation before trying again.`;
   }
   const e = ConnectError.from(err);
   if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';

@@ -113,7 +113,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
   async function act(fn: (requestId: string) => Promise<unknown>): Promise<boolean> {
     try {
       await retrying(fn, {
-        onRetry: ({ attempt, attempts, error }) => showError(`${errorText(error)} Trying again (attempt ${attempt} of ${attempts})…`),
+        onRetry: ({ attempt, attempts, error }) => showError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`),
       });
       alertEl.hidden = true;
       return true;

@@ -120,7 +120,7 @@ export class Sidebar {
       const res = await retrying((requestId) => this.deps.api.createConversation({ cwd, model, requestId }), {
         onRetry: ({ attempt, attempts, error }) => {
           this.formError.hidden = false;
-          this.formError.textContent = `${errorText(error)} Trying again (attempt ${attempt} of ${attempts})…`;
+          this.formError.textContent = `${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`;
         },
       });
       this.formError.hidden = true;

@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
@@ -8,6 +11,8 @@ import { startGrpcServer } from './grpc-server.ts';
 import type { GrpcServer } from './grpc-server.ts';
 import { createLogger } from './logger.ts';
 
+const here = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(here, '../../../..');
 const logger = createLogger({ service: 'test', level: 'silent' });
 const SERVING = health.HealthCheckResponse_ServingStatus.SERVING;
 const reply = create(health.HealthCheckResponseSchema, { status: SERVING });
@@ -165,4 +170,11 @@ describe('startGrpcServer', () => {
     const err = await consumed;
     expect(err?.code).toBe(Code.Unavailable);
   });
+
+  it('serves many calls at once without a MaxListenersExceededWarning (each call listens on the shutdown signal)', async () => {
+    // In a child process: Jest gives test files a copy of `process`, which does not see Node's warnings.
+    const out = execFileSync(process.execPath, ['--import', 'tsx', path.join(here, 'testdata', 'many-calls-fixture.ts')], { cwd: ROOT, encoding: 'utf8' });
+    const { warnings } = JSON.parse(out.trim().split('\n').at(-1)!) as { warnings: string[] };
+    expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+  }, 30_000);
 });

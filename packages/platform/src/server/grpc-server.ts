@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
@@ -63,6 +64,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   // Aborted when the grace period ends, so long-lived streams (watches) end with a status
   // instead of being cut mid-message.
   const shutdown = new AbortController();
+  // connect links every call's context to this signal for as long as the call runs: one
+  // listener per call in flight, not a leak (more than 10 concurrent calls is normal load).
+  setMaxListeners(0, shutdown.signal);
   const handler = connectHandler({
     logger,
     // A request body that does not parse answers INVALID_ARGUMENT (connect says INTERNAL).

@@ -17,3 +17,23 @@ export const RUNNER_CAPABILITIES_KEY = 'bedrock:runners';
 export function notificationStreamKey(conversationId: string): string {
   return `bedrock:conv:${conversationId}:events`;
 }
+
+/** The id of a tool call's result event on `conversation-events`: one per call, whoever runs it and however often. */
+export function toolResultEventId(conversationId: string, toolUseId: string): string {
+  return `tool-result/${conversationId}/${toolUseId}`;
+}
+
+/** The id of an LLM request's result event on `conversation-events` (response or error). */
+export function llmResultEventId(requestId: string): string {
+  return `llm-result/${requestId}`;
+}
+
+/** The run-ledger key of a tool call: claimed before it runs, so it runs at most once. */
+export function toolRunKey(conversationId: string, toolUseId: string): string {
+  return `tool/${conversationId}/${toolUseId}`;
+}
+
+/** The run-ledger key of an LLM request: liveness only (a request may be repeated). */
+export function llmRunKey(requestId: string): string {
+  return `llm/${requestId}`;
+}

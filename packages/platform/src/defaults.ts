@@ -14,6 +14,16 @@ export const DEFAULT_BACKOFF_MS = 500;
 export const DEFAULT_STREAM_MAX_LEN = 10_000;
 /** A notification stream expires this long after its last append: 24 h. */
 export const DEFAULT_STREAM_TTL_MS = 24 * 60 * 60 * 1000;
+/**
+ * Lock a consumer holds on a running job (BullMQ `lockDuration`), renewed every quarter of it:
+ * a consumer that died (kill -9, lost node) loses its jobs once the lock expires. 4 s.
+ */
+export const DEFAULT_JOB_LOCK_MS = 4000;
+/** How often consumers look for jobs whose lock expired (BullMQ `stalledInterval`): 1 s. */
+export const DEFAULT_JOB_STALLED_INTERVAL_MS = 1000;
+/** Locks are renewed this often, as a fraction of the lock (BullMQ's default is 1/2). */
+export const JOB_LOCK_RENEW_FRACTION = 1 / 4;
+
 /** Events returned by one `read` when the caller gives no limit. */
 export const DEFAULT_READ_LIMIT = 1000;
 

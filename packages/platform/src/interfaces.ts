@@ -138,11 +138,62 @@ export interface RunnerRegistry {
   close(): Promise<void>;
 }
 
+/** What the run ledger holds about one piece of work. */
+export interface RunRecord {
+  /** Who claimed it: an owner string unique to one process (e.g. `<runner id>#<random>`). */
+  readonly owner: string;
+  /** `started`: claimed and not finished (running, or its owner died). `finished`: `result` is set. */
+  readonly state: 'started' | 'finished';
+  /** Whether its owner's heartbeat is current (always false once finished). */
+  readonly alive: boolean;
+  /** The recorded result (opaque to the ledger; e.g. a ToolCompleteEvent as protobuf JSON). */
+  readonly result: string | null;
+}
+
+/**
+ * At-most-once side effects and liveness of running work, shared by every replica
+ * (DESIGN.md, "Side effects after a crash"). A tool-runner claims a tool call before running
+ * it and records its result after; a redelivered job finds the claim and does not run the tool
+ * again. Owners send heartbeats while they work, so others can tell running work from work
+ * whose owner died, within `aliveTtlMs`.
+ */
+export interface RunLedger {
+  /** An owner whose last heartbeat is older than this is taken for dead, ms. */
+  readonly aliveTtlMs: number;
+  /** How often owners should call `heartbeat`/`markAlive` (a quarter of `aliveTtlMs`), ms. */
+  readonly heartbeatMs: number;
+  /**
+   * Records that `owner` starts `key`, unless it was claimed before. Returns null when this call
+   * claimed it (the caller runs the work, and is alive from now on), else the existing record.
+   */
+  claim(key: string, owner: string): Promise<RunRecord | null>;
+  /**
+   * Keeps `owner`'s claim of `key` alive; re-creates the claim if the store lost it (a Redis
+   * restart). False, changing nothing, when the claim is someone else's or already finished.
+   */
+  heartbeat(key: string, owner: string): Promise<boolean>;
+  /** Liveness only, without a claim (work that may be repeated, like an LLM request). */
+  markAlive(key: string, owner: string): Promise<void>;
+  /** Whether someone's heartbeat for `key` (claim or markAlive) is current. */
+  isAlive(key: string): Promise<boolean>;
+  /** Records the result of `owner`'s run and ends its liveness. The result is kept even if someone settled the run meanwhile. */
+  finish(key: string, owner: string, result: string): Promise<void>;
+  /**
+   * Records `result` for a run that is not finished (its owner died: an "interrupted" result),
+   * and returns the record as it then is: a result recorded before wins.
+   */
+  settle(key: string, result: string): Promise<RunRecord>;
+  /** The record, or null when nothing was claimed (or it was forgotten after the retention). */
+  get(key: string): Promise<RunRecord | null>;
+  close(): Promise<void>;
+}
+
 /** Everything a service needs to talk to the others. */
 export interface Transport {
   readonly queues: Queues;
   readonly streams: NotificationStreams;
   readonly cancels: CancelBus;
   readonly runners: RunnerRegistry;
+  readonly runs: RunLedger;
   close(): Promise<void>;
 }

@@ -7,6 +7,8 @@ import type { Transport } from '../interfaces.ts';
 import { createMemoryCancelBus } from './memory-cancel-bus.ts';
 import { createMemoryQueues } from './memory-queues.ts';
 import type { MemoryQueuesOptions } from './memory-queues.ts';
+import { createMemoryRunLedger } from './memory-run-ledger.ts';
+import type { MemoryRunLedgerOptions } from './memory-run-ledger.ts';
 import { createMemoryRunnerRegistry } from './memory-runner-registry.ts';
 import { createMemoryStreams } from './memory-streams.ts';
 import type { MemoryStreamsOptions } from './memory-streams.ts';
@@ -14,6 +16,7 @@ import type { MemoryStreamsOptions } from './memory-streams.ts';
 export interface MemoryTransportOptions {
   readonly queues?: MemoryQueuesOptions;
   readonly streams?: MemoryStreamsOptions;
+  readonly runs?: MemoryRunLedgerOptions;
   /** Called when a cancel subscriber throws. Default: a structured error line (logBackgroundErrors). */
   readonly onError?: (error: unknown) => void;
 }
@@ -23,14 +26,16 @@ export function createMemoryTransport(options: MemoryTransportOptions = {}): Tra
   const streams = createMemoryStreams(options.streams);
   const cancels = createMemoryCancelBus({ onError: options.onError });
   const runners = createMemoryRunnerRegistry();
+  const runs = createMemoryRunLedger(options.runs);
   let closing: Promise<void> | undefined;
   return {
     queues,
     streams,
     cancels,
     runners,
+    runs,
     close() {
-      closing ??= Promise.all([queues.close(), streams.close(), cancels.close(), runners.close()]).then(() => undefined);
+      closing ??= Promise.all([queues.close(), streams.close(), cancels.close(), runners.close(), runs.close()]).then(() => undefined);
       return closing;
     },
   };

@@ -21,6 +21,9 @@ import {
   DEFAULT_CLOSE_GRACE_MS,
   DEFAULT_COMPLETED_RETENTION_MS,
   DEFAULT_FAILED_RETENTION_MS,
+  DEFAULT_JOB_LOCK_MS,
+  DEFAULT_JOB_STALLED_INTERVAL_MS,
+  JOB_LOCK_RENEW_FRACTION,
   assertQueueName,
   backoffDelay,
 } from '../defaults.ts';
@@ -37,12 +40,13 @@ export interface RedisQueuesOptions {
   /** How long a job that used up its attempts is kept, ms. Default 7 days. */
   readonly failedRetentionMs?: number;
   /**
-   * How long a consumer's lock on a running job lasts before it must be renewed, ms. A job
-   * whose consumer died without closing (kill -9, lost node) is taken back from it after at
-   * most lockDuration + stalledInterval. Default 30 s (BullMQ's).
+   * How long a consumer's lock on a running job lasts before it must be renewed, ms; it is
+   * renewed every quarter of it. A job whose consumer died without closing (kill -9, lost
+   * node) is taken back from it after at most about lockDuration + stalledInterval. Default
+   * 4 s (BullMQ's own is 30 s).
    */
   readonly lockDurationMs?: number;
-  /** How often consumers look for jobs whose lock expired, ms. Default 30 s (BullMQ's). */
+  /** How often consumers look for jobs whose lock expired, ms. Default 1 s (BullMQ's own is 30 s). */
   readonly stalledIntervalMs?: number;
   readonly onError: (error: unknown) => void;
 }
@@ -112,14 +116,20 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
       this.queue = queue;
       const attempts = consumeOptions.attempts ?? DEFAULT_ATTEMPTS;
       const backoffMs = consumeOptions.backoffMs ?? DEFAULT_BACKOFF_MS;
-      // Three declared parameters: BullMQ only passes its signal (lock lost) to such processors.
+      // Three declared parameters: BullMQ passes its signal only to such processors. It aborts
+      // on Worker.cancelJob — not when a lock is lost: a consumer whose lock lapsed (a long
+      // event-loop stall) keeps running its job while the job may be redelivered elsewhere.
       const processor = (job: BullJob, token?: string, signal?: AbortSignal) => this.process(job, token, signal);
+      const lockDuration = options.lockDurationMs ?? DEFAULT_JOB_LOCK_MS;
       this.worker = new Worker(queue, processor, {
         connection: { url: options.redisUrl },
         prefix: bullPrefix,
         concurrency: consumeOptions.concurrency ?? 1,
-        ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
-        ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
+        lockDuration,
+        // Renewed every quarter of the lock (BullMQ: half), so an event loop may stall for about
+        // three quarters of it before the lock lapses.
+        lockRenewTime: Math.max(1, Math.round(lockDuration * JOB_LOCK_RENEW_FRACTION)),
+        stalledInterval: options.stalledIntervalMs ?? DEFAULT_JOB_STALLED_INTERVAL_MS,
         limiter: consumeOptions.limiter ? { max: consumeOptions.limiter.max, duration: consumeOptions.limiter.durationMs } : undefined,
         settings: {
           // `failures` counts handler throws including this one.

@@ -13,9 +13,13 @@ export interface RedisTransportOptions {
   readonly streamMaxLen?: number;
   /** A notification stream expires this long after its last event, ms. Env BEDROCK_STREAM_TTL_MS. Default 24 h. */
   readonly streamTtlMs?: number;
-  /** Lock on a running job, ms; a dead consumer's job is taken back within lock + stalled interval. Env BEDROCK_JOB_LOCK_MS. Default 30 s. */
+  /**
+   * Lock on a running job, ms, renewed every quarter of it; a dead consumer's job is taken back
+   * within about lock + stalled interval. Also the run ledger's liveness window. Env
+   * BEDROCK_JOB_LOCK_MS. Default 4 s (docs/transports.md, "Finding dead consumers").
+   */
   readonly lockDurationMs?: number;
-  /** How often consumers look for jobs whose lock expired, ms. Env BEDROCK_JOB_STALLED_INTERVAL_MS. Default 30 s. */
+  /** How often consumers look for jobs whose lock expired, ms. Env BEDROCK_JOB_STALLED_INTERVAL_MS. Default 1 s. */
   readonly stalledIntervalMs?: number;
   /** Idle dedicated connections kept for blocking stream reads. Env BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS. Default 4. */
   readonly maxIdleBlockingConnections?: number;

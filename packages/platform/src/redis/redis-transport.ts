@@ -2,7 +2,7 @@
  * The distributed mode's transport: BullMQ queues and Redis Streams, pub/sub and a registry
  * hash on one Redis. Connections: one shared (commands, publish, BullMQ producers), one for
  * cancel subscriptions (opened on first subscribe), two per consumer (BullMQ Worker), and one
- * per concurrent blocking stream read (pooled).
+ * per concurrent blocking stream read (pooled). The run ledger uses the shared connection.
  */
 import { Redis } from 'ioredis';
 import { logBackgroundErrors } from '../background-errors.ts';
@@ -10,6 +10,7 @@ import type { Transport } from '../interfaces.ts';
 import { createRedisCancelBus } from './redis-cancel-bus.ts';
 import { redisKeys } from './redis-keys.ts';
 import { createRedisQueues } from './redis-queues.ts';
+import { createRedisRunLedger } from './redis-run-ledger.ts';
 import { createRedisRunnerRegistry } from './redis-runner-registry.ts';
 import { createRedisStreams } from './redis-streams.ts';
 import { DEFAULT_REDIS_PREFIX } from './redis-transport-options.ts';
@@ -45,10 +46,12 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   });
   const cancels = createRedisCancelBus({ connection, channel: keys.cancelChannel, onError });
   const runners = createRedisRunnerRegistry(connection, keys);
+  // Liveness uses the job lock's window: work is found dead as fast as a dead consumer's job.
+  const runs = createRedisRunLedger({ connection, keys, retentionMs: options.completedRetentionMs, aliveTtlMs: options.lockDurationMs });
 
   let closing: Promise<void> | undefined;
   async function close(): Promise<void> {
-    await Promise.all([queues.close(), streams.close(), cancels.close(), runners.close()]);
+    await Promise.all([queues.close(), streams.close(), cancels.close(), runners.close(), runs.close()]);
     await quitOrDisconnect(connection);
   }
   return {
@@ -56,6 +59,7 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
     streams,
     cancels,
     runners,
+    runs,
     close() {
       closing ??= close();
       return closing;

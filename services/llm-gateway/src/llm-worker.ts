@@ -5,6 +5,7 @@
  * redelivered job cannot answer twice. Cancels from the cancel bus abort the matching HTTP
  * stream at once and are answered with an aborted LlmErrorEvent, never partial content.
  */
+import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type Anthropic from '@anthropic-ai/sdk';
 import { create } from '@bufbuild/protobuf';
@@ -15,6 +16,8 @@ import {
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_LLM_REQUESTS,
   StopReason,
+  llmResultEventId,
+  llmRunKey,
   type CancelSignal,
   type LlmRequestJob,
 } from '@bedrock/contracts';
@@ -48,7 +51,7 @@ export interface LlmWorker {
 }
 
 /** The id of the result event of a request: deterministic, so the queue drops duplicates. */
-export const resultEventId = (requestId: string) => `llm-result/${requestId}`;
+export const resultEventId = llmResultEventId;
 
 const OUTCOME_LABEL: Partial<Record<ErrorKind, LlmOutcomeLabel>> = {
   [ErrorKind.CANCELLED]: 'cancelled',
@@ -61,6 +64,9 @@ const OUTCOME_LABEL: Partial<Record<ErrorKind, LlmOutcomeLabel>> = {
 
 export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWorker> {
   const { transport, logger, metrics } = options;
+  // Heartbeats in the run ledger say "this request is still being answered" (a request may be
+  // repeated, so there is no claim): recovery then waits for it instead of calling it lost.
+  const owner = `llm-gateway#${randomBytes(6).toString('hex')}`;
   const results = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
   const inFlight = new Map<string, AbortController>();
   // Cancels that arrived before their job started (or on another replica's job): expiry time by request id.
@@ -93,6 +99,10 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt, ...traceLogFieldsOf(data.traceContext) });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
+    const runKey = llmRunKey(data.requestId);
+    const markAlive = () => void transport.runs.markAlive(runKey, owner).catch((err: unknown) => log.debug({ err }, 'request heartbeat failed'));
+    markAlive();
+    const beat = setInterval(markAlive, transport.runs.heartbeatMs);
     const onShutdown = () => controller.abort();
     // A consumer may hand every job the same shutdown signal: one listener per running job is
     // expected, not a leak (each is removed when its job ends).
@@ -110,52 +120,57 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
       onError: (err) => log.warn({ err }, 'token delta not appended (dropped)'),
       onAppended: options.onDeltaAppended && ((i, t) => options.onDeltaAppended!(data.requestId, i, t)),
     });
-    let outcome: LlmOutcome;
+    // Alive until the result is on its way (not only while the stream runs).
     try {
-      outcome = await runLlmRequest(data, {
-        client: options.client,
-        options: options.runOptions,
-        signal: controller.signal,
-        onDelta: publisher.push,
-        onFirstEvent: () => {
-          metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
-          options.onFirstEvent?.(data.requestId);
-        },
-        onWarning: (msg, fields) => log.warn(fields, msg),
-      });
-    } finally {
-      inFlight.delete(data.requestId);
-      shutdown.removeEventListener('abort', onShutdown);
-      metrics?.activeStreams.dec({ kind: 'llm' });
-    }
-    // Aborted by our own shutdown, not by a cancel: hand the job back for another replica.
-    if (shutdown.aborted && !isCancelled(data.requestId)) throw new Error('gateway shutting down: request handed back to the queue');
-
-    await publisher.flush();
-    const label: LlmOutcomeLabel = outcome.case === 'llmResponse' ? 'ok' : (OUTCOME_LABEL[outcome.value.kind] ?? 'unknown');
-    metrics?.llmRequestSeconds.observe({ model, outcome: label }, (performance.now() - started) / 1000);
-    if (outcome.case === 'llmResponse') {
-      const u = outcome.value.usage;
-      if (u) {
-        metrics?.llmTokensTotal.inc({ model, kind: 'input' }, Number(u.inputTokens));
-        metrics?.llmTokensTotal.inc({ model, kind: 'output' }, Number(u.outputTokens));
-        metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
-        metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
+      let outcome: LlmOutcome;
+      try {
+        outcome = await runLlmRequest(data, {
+          client: options.client,
+          options: options.runOptions,
+          signal: controller.signal,
+          onDelta: publisher.push,
+          onFirstEvent: () => {
+            metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
+            options.onFirstEvent?.(data.requestId);
+          },
+          onWarning: (msg, fields) => log.warn(fields, msg),
+        });
+      } finally {
+        inFlight.delete(data.requestId);
+        shutdown.removeEventListener('abort', onShutdown);
+        metrics?.activeStreams.dec({ kind: 'llm' });
       }
-      log.info({ stop_reason: StopReason[outcome.value.stopReason], blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
-    } else {
-      const e = outcome.value;
-      log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);
+      // Aborted by our own shutdown, not by a cancel: hand the job back for another replica.
+      if (shutdown.aborted && !isCancelled(data.requestId)) throw new Error('gateway shutting down: request handed back to the queue');
+
+      await publisher.flush();
+      const label: LlmOutcomeLabel = outcome.case === 'llmResponse' ? 'ok' : (OUTCOME_LABEL[outcome.value.kind] ?? 'unknown');
+      metrics?.llmRequestSeconds.observe({ model, outcome: label }, (performance.now() - started) / 1000);
+      if (outcome.case === 'llmResponse') {
+        const u = outcome.value.usage;
+        if (u) {
+          metrics?.llmTokensTotal.inc({ model, kind: 'input' }, Number(u.inputTokens));
+          metrics?.llmTokensTotal.inc({ model, kind: 'output' }, Number(u.outputTokens));
+          metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
+          metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
+        }
+        log.info({ stop_reason: StopReason[outcome.value.stopReason], blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
+      } else {
+        const e = outcome.value;
+        log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);
+      }
+      await results.add(
+        resultEventId(data.requestId),
+        create(ConversationEventJobSchema, {
+          eventId: resultEventId(data.requestId),
+          conversationId: data.conversationId,
+          event: outcome,
+          traceContext: { ...data.traceContext },
+        }),
+      );
+    } finally {
+      clearInterval(beat);
     }
-    await results.add(
-      resultEventId(data.requestId),
-      create(ConversationEventJobSchema, {
-        eventId: resultEventId(data.requestId),
-        conversationId: data.conversationId,
-        event: outcome,
-        traceContext: { ...data.traceContext },
-      }),
-    );
   }
 
   /** `bedrock_jobs_total`, `bedrock_job_duration_seconds` and `bedrock_queue_wait_seconds` around {@link handle}. */

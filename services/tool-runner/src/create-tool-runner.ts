@@ -42,7 +42,7 @@ export interface ToolRunnerDeps {
 
 export interface ToolRunner {
   start(): Promise<void>;
-  /** Stops taking work, lets running tools finish for the shutdown grace, then kills them. */
+  /** Stops taking work, lets running tools finish for the shutdown grace, then kills them and reports them interrupted. */
   stop(): Promise<void>;
   /** After start: the bound gRPC port and base URL. */
   readonly grpcPort: number;
@@ -180,6 +180,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         worker = await startToolExecWorker({
           transport,
           executor: exec,
+          runnerId: config.runnerId,
           queues,
           concurrency: config.concurrency,
           outputFlushMs: config.outputFlushMs,

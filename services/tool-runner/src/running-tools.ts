@@ -39,6 +39,11 @@ export class RunningTools<R> {
     return this.#running.has(toolUseId);
   }
 
+  /** The run of `toolUseId` in progress, to join; undefined when none runs here. */
+  get(toolUseId: string): Promise<R> | undefined {
+    return this.#running.get(toolUseId)?.promise;
+  }
+
   /**
    * Runs `work` for `toolUseId`, or joins the run already in progress. `work` gets a signal
    * that aborts on cancel (already aborted if the cancel came first).

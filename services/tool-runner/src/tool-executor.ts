@@ -18,6 +18,11 @@ export interface ToolExecutor {
    * receives live output of this call's run.
    */
   execute(job: ToolExecJob, onOutput?: (text: string) => void): Promise<ToolCompleteEvent>;
+  /**
+   * The run of this tool_use_id in progress here (joined, with `onOutput`), or its result if it
+   * finished here in the last 10 minutes; undefined otherwise. Never starts a run.
+   */
+  existing(toolUseId: string, onOutput?: (text: string) => void): Promise<ToolCompleteEvent> | undefined;
   /** Kills the tool's process group. False when it is not running here. */
   cancel(toolUseId: string): boolean;
   /** Tools running now. */
@@ -83,26 +88,38 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
     });
   }
 
+  /** Runs `work` with `onOutput` receiving the live output of `toolUseId` meanwhile. */
+  async function listening<T>(toolUseId: string, onOutput: ((text: string) => void) | undefined, work: () => Promise<T>): Promise<T> {
+    if (!onOutput) return work();
+    const set = listeners.get(toolUseId) ?? new Set();
+    listeners.set(toolUseId, set);
+    set.add(onOutput);
+    try {
+      return await work();
+    } finally {
+      set.delete(onOutput);
+      if (set.size === 0) listeners.delete(toolUseId);
+    }
+  }
+
+  function known(toolUseId: string): ToolCompleteEvent | undefined {
+    const entry = recent.get(toolUseId);
+    return entry && entry.expires > Date.now() ? entry.result : undefined;
+  }
+
   return {
-    async execute(job, onOutput) {
-      let set: Set<(text: string) => void> | undefined;
-      if (onOutput) {
-        set = listeners.get(job.toolUseId) ?? new Set();
-        listeners.set(job.toolUseId, set);
-        set.add(onOutput);
-      }
-      try {
-        const known = recent.get(job.toolUseId);
-        if (known && known.expires > Date.now()) return known.result;
-        const result = await running.run(job.toolUseId, (signal) => run(job, signal));
+    execute(job, onOutput) {
+      return listening(job.toolUseId, onOutput, async () => {
+        const result = known(job.toolUseId) ?? (await running.run(job.toolUseId, (signal) => run(job, signal)));
         remember(job.toolUseId, result);
         return result;
-      } finally {
-        if (set && onOutput) {
-          set.delete(onOutput);
-          if (set.size === 0) listeners.delete(job.toolUseId);
-        }
-      }
+      });
+    },
+    existing(toolUseId, onOutput) {
+      const finished = known(toolUseId);
+      if (finished) return Promise.resolve(finished);
+      const inProgress = running.get(toolUseId);
+      return inProgress && listening(toolUseId, onOutput, () => inProgress);
     },
     cancel: (toolUseId) => running.cancel(toolUseId),
     get active() {

@@ -6,7 +6,7 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { create } from '@bufbuild/protobuf';
+import { create, toJsonString } from '@bufbuild/protobuf';
 import {
   CancelSignalSchema,
   ConversationEventJobSchema,
@@ -15,7 +15,9 @@ import {
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_TOOL_EXEC,
   QUEUE_TOOL_EXEC_RESTRICTED,
+  ToolCompleteEventSchema,
   ToolExecJobSchema,
+  toolRunKey,
 } from '@bedrock/contracts';
 import type { ConversationEventJob, ToolCompleteEvent } from '@bedrock/contracts';
 import { STREAM_START, createMemoryTransport, createRedisTransport } from '@bedrock/platform';
@@ -26,6 +28,8 @@ import { groupGone, startTestRunner } from './support-runner.ts';
 import { tempDir } from './support.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const ALIVE_MS = 1500;
+const INTERRUPTED = 'The tool-runner stopped while this command was running (it may have partly run); it was not run again.';
 
 function deleteRedisKeys(prefix: string): void {
   execSync(`redis-cli -u ${REDIS_URL} --scan --pattern '${prefix}:*' | xargs -r redis-cli -u ${REDIS_URL} del > /dev/null`);
@@ -58,7 +62,10 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
   }
 
   beforeAll(async () => {
-    transport = kind === 'memory' ? createMemoryTransport() : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {} });
+    // A short liveness window (and job lock), so a runner that stops beating is seen dead quickly.
+    transport = kind === 'memory'
+      ? createMemoryTransport({ runs: { aliveTtlMs: ALIVE_MS } })
+      : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {}, lockDurationMs: ALIVE_MS });
     events = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
       received.set(job.data.eventId, job.data);
       waiters.get(job.data.eventId)?.(job.data);
@@ -147,6 +154,119 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
     await producer.add('conv-f/tu-6/redelivery', data);
     await resultFor('conv-f', 'tu-6');
     await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(readFileSync(marker, 'utf8')).toBe('run\n');
+  });
+
+  it('claims a tool call in the run ledger before running it and records its result', async () => {
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-g', 'tu-7', 'echo recorded', Mode.UNRESTRICTED);
+    const result = await resultFor('conv-g', 'tu-7');
+    const record = await transport.runs.get(toolRunKey('conv-g', 'tu-7'));
+    expect(record).toMatchObject({ state: 'finished', alive: false });
+    expect(record!.owner.startsWith(`${runner.capabilities().runnerId}#`)).toBe(true);
+    expect(JSON.parse(record!.result!)).toMatchObject({ toolUseId: 'tu-7', content: 'recorded\n' });
+    expect(result.content).toBe('recorded\n');
+  });
+
+  it('answers a redelivered call with the result another runner recorded, without running it', async () => {
+    const key = toolRunKey('conv-h', 'tu-8');
+    expect(await transport.runs.claim(key, 'other-runner#1')).toBeNull();
+    await transport.runs.finish(key, 'other-runner#1', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-8', content: 'ran elsewhere', runnerId: 'other-runner' })));
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-h', 'tu-8', `touch ${dir.path}/ran-tu-8`, Mode.UNRESTRICTED);
+    expect(await resultFor('conv-h', 'tu-8')).toMatchObject({ content: 'ran elsewhere', runnerId: 'other-runner' });
+    expect(existsSync(`${dir.path}/ran-tu-8`)).toBe(false);
+  });
+
+  it('waits for a call another live runner is running, and uses its result', async () => {
+    const key = toolRunKey('conv-i', 'tu-9');
+    expect(await transport.runs.claim(key, 'other-runner#2')).toBeNull();
+    const beat = setInterval(() => void transport.runs.heartbeat(key, 'other-runner#2'), transport.runs.heartbeatMs);
+    try {
+      await enqueue(QUEUE_TOOL_EXEC, 'conv-i', 'tu-9', `touch ${dir.path}/ran-tu-9`, Mode.UNRESTRICTED);
+      const result = resultFor('conv-i', 'tu-9');
+      // Longer than the liveness window: the heartbeats keep the other runner's claim.
+      await new Promise((resolve) => setTimeout(resolve, ALIVE_MS * 2));
+      expect(received.has('tool-result/conv-i/tu-9')).toBe(false);
+      await transport.runs.finish(key, 'other-runner#2', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-9', content: 'finished over there' })));
+      expect(await result).toMatchObject({ content: 'finished over there' });
+      expect(existsSync(`${dir.path}/ran-tu-9`)).toBe(false);
+    } finally {
+      clearInterval(beat);
+    }
+  });
+
+  it('answers a call whose runner died mid-run as interrupted, and never runs it again', async () => {
+    const key = toolRunKey('conv-j', 'tu-10');
+    // Claimed, then no heartbeat: the runner that took it is gone.
+    expect(await transport.runs.claim(key, 'dead-runner#3')).toBeNull();
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-j', 'tu-10', `touch ${dir.path}/ran-tu-10`, Mode.UNRESTRICTED);
+    expect(await resultFor('conv-j', 'tu-10')).toMatchObject({ content: INTERRUPTED, isError: true, cancelled: false });
+    expect(existsSync(`${dir.path}/ran-tu-10`)).toBe(false);
+    // Recorded: a later delivery gets the same answer.
+    expect(JSON.parse((await transport.runs.get(key))!.result!)).toMatchObject({ content: INTERRUPTED });
+  });
+
+  it('answers a call started by an earlier process of this runner as interrupted at once', async () => {
+    const key = toolRunKey('conv-k', 'tu-11');
+    expect(await transport.runs.claim(key, `${runner.capabilities().runnerId}#before-restart`)).toBeNull();
+    const sent = Date.now();
+    await enqueue(QUEUE_TOOL_EXEC, 'conv-k', 'tu-11', `touch ${dir.path}/ran-tu-11`, Mode.UNRESTRICTED);
+    expect(await resultFor('conv-k', 'tu-11')).toMatchObject({ content: INTERRUPTED });
+    // Its heartbeat had not lapsed yet: no waiting for it.
+    expect(Date.now() - sent).toBeLessThan(ALIVE_MS);
+    expect(existsSync(`${dir.path}/ran-tu-11`)).toBe(false);
+  });
+});
+
+describe.each([['memory'], ['redis']])('tool-runner shutting down on the %s transport', (kind) => {
+  const prefix = `bedrock-test-trs-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const dir = tempDir('bedrock-queue-stop-');
+  let transport: Transport;
+  let events: Consumer;
+  const received = new Map<string, ToolCompleteEvent>();
+
+  beforeAll(async () => {
+    transport = kind === 'memory' ? createMemoryTransport() : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {} });
+    events = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
+      if (job.data.event.case === 'toolComplete') received.set(job.data.eventId, job.data.event.value);
+    });
+  });
+
+  afterAll(async () => {
+    await events.close(0);
+    await transport.close();
+    if (kind === 'redis') deleteRedisKeys(prefix);
+    dir.remove();
+  });
+
+  async function runWhileStopping(toolUseId: string, command: string, graceMs: number) {
+    const runner = await startTestRunner({ consumeQueues: true, concurrency: 2, shutdownGraceMs: graceMs }, transport);
+    const marker = `${dir.path}/${toolUseId}`;
+    await transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema).add(`conv-s/${toolUseId}`, create(ToolExecJobSchema, {
+      toolUseId, conversationId: 'conv-s', toolName: 'bash', inputJson: JSON.stringify({ command: `echo run >> ${marker}; ${command}` }), cwd: dir.path, mode: Mode.UNRESTRICTED,
+    }));
+    for (let i = 0; i < 500 && !existsSync(marker); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    const stopping = Date.now();
+    await runner.stop();
+    const stopMs = Date.now() - stopping;
+    const id = `tool-result/conv-s/${toolUseId}`;
+    for (let i = 0; i < 500 && !received.has(id); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    return { result: received.get(id), stopMs, marker, job: await transport.queues.jobStatus(QUEUE_TOOL_EXEC, `conv-s/${toolUseId}`) };
+  }
+
+  it('lets a tool finish within the grace and sends its real result', async () => {
+    const { result, marker, job } = await runWhileStopping('tu-fin', 'sleep 0.5; echo done', 5000);
+    expect(result).toMatchObject({ content: 'done\n', isError: false });
+    expect(readFileSync(marker, 'utf8')).toBe('run\n');
+    expect(job.state).toBe('completed');
+  });
+
+  it('kills a tool still running after the grace and reports it interrupted, never handing it back to run again', async () => {
+    const { result, stopMs, marker, job } = await runWhileStopping('tu-cut', 'sleep 60', 500);
+    expect(result).toMatchObject({ content: INTERRUPTED, isError: true });
+    expect(stopMs).toBeLessThan(5000);
+    // Completed, not back in the queue: no other runner will run it again.
+    expect(job.state).toBe('completed');
+    expect(JSON.parse((await transport.runs.get(toolRunKey('conv-s', 'tu-cut')))!.result!)).toMatchObject({ content: INTERRUPTED });
     expect(readFileSync(marker, 'utf8')).toBe('run\n');
   });
 });

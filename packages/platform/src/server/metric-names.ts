@@ -30,8 +30,12 @@ export const METRIC = {
   rpcServerSeconds: 'bedrock_rpc_server_seconds',
 } as const;
 
-/** `outcome` of {@link METRIC.jobsTotal}: `duplicate` = already handled (idempotency key seen), `stale` = answered nothing the state waits for. */
-export type JobOutcome = 'completed' | 'failed' | 'retried' | 'duplicate' | 'stale' | 'cancelled';
+/**
+ * `outcome` of {@link METRIC.jobsTotal}: `duplicate` = already handled (idempotency key seen),
+ * `stale` = answered nothing the state waits for, `interrupted` = a tool call whose runner stopped
+ * mid-run, answered as interrupted instead of being run again.
+ */
+export type JobOutcome = 'completed' | 'failed' | 'retried' | 'duplicate' | 'stale' | 'cancelled' | 'interrupted';
 /** `result` of {@link METRIC.transitionsTotal}: `ignored` = a late or duplicate result that changed nothing. */
 export type TransitionResult = 'applied' | 'rejected' | 'ignored';
 /** `kind` of {@link METRIC.llmTokensTotal}; cache kinds are Anthropic prompt-cache reads and writes. */

@@ -3,18 +3,39 @@
  * when the sandbox works here), run the job, stream live output, and send the result to
  * `conversation-events` under a deterministic event id, so a redelivered job produces a
  * duplicate the queue drops rather than a second event. Cancel signals kill the tool.
+ *
+ * A tool's side effect happens at most once (DESIGN.md, "Side effects after a crash"): the
+ * runner claims the call in the run ledger before starting it and records its result after.
+ * A redelivered job whose call was claimed elsewhere is not run again: it gets the recorded
+ * result, waits for the run when its owner is alive, or — the owner died — is answered with
+ * an "interrupted, may have partly run" result. A shutdown lets running tools finish within
+ * the grace and reports the ones it has to kill as interrupted; none is handed back to run again.
  */
-import { create } from '@bufbuild/protobuf';
-import { ConversationEventJobSchema, QUEUE_CONVERSATION_EVENTS, ToolExecJobSchema } from '@bedrock/contracts';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { create, fromJsonString, toJsonString } from '@bufbuild/protobuf';
+import {
+  ConversationEventJobSchema,
+  QUEUE_CONVERSATION_EVENTS,
+  ToolCompleteEventSchema,
+  ToolExecJobSchema,
+  toolResultEventId,
+  toolRunKey,
+} from '@bedrock/contracts';
+import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
 import { traceLogFieldsOf } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
 import { createOutputStreamer } from './output-streamer.ts';
 
+export { toolResultEventId };
+
 export interface ToolExecWorkerOptions {
   readonly transport: Transport;
   readonly executor: ToolExecutor;
+  /** Unique per process among runners (the runner id); claims are made as `<runnerId>#<random>`. */
+  readonly runnerId: string;
   /** The queues to consume. */
   readonly queues: readonly string[];
   readonly concurrency: number;
@@ -22,27 +43,110 @@ export interface ToolExecWorkerOptions {
   readonly outputStreamMaxBytes: number;
   readonly logger: Logger;
   /** Counts each finished job by queue and outcome (metrics). */
-  readonly onJob?: (queue: string, outcome: 'completed' | 'failed' | 'cancelled', seconds: number, waitSeconds: number) => void;
+  readonly onJob?: (queue: string, outcome: 'completed' | 'failed' | 'cancelled' | 'interrupted', seconds: number, waitSeconds: number) => void;
 }
 
 export interface ToolExecWorker {
+  /**
+   * Stops taking jobs; running tools get `graceMs` to finish, then are killed and reported
+   * interrupted (never handed back to run again).
+   */
   close(graceMs?: number): Promise<void>;
 }
 
-/** The id of the result event: one per tool call, whatever runs it and however often. */
-export function toolResultEventId(conversationId: string, toolUseId: string): string {
-  return `tool-result/${conversationId}/${toolUseId}`;
+/** After the grace, killed tools have this long to report "interrupted" before their jobs are handed back anyway. */
+const REPORT_AFTER_KILL_MS = 3000;
+
+/** The result of a tool call whose run was cut off: what the model and the user see. */
+export function interruptedResult(job: Pick<ToolExecJob, 'toolUseId' | 'toolName'>, runnerId: string): ToolCompleteEvent {
+  const what = job.toolName === 'bash' ? 'command' : `${job.toolName || 'tool'} call`;
+  return create(ToolCompleteEventSchema, {
+    toolUseId: job.toolUseId,
+    content: `The tool-runner stopped while this ${what} was running (it may have partly run); it was not run again.`,
+    isError: true,
+    cancelled: false,
+    exitCode: -1,
+    displayJson: JSON.stringify({ interrupted: true }),
+    runnerId,
+  });
 }
+
+const encode = (result: ToolCompleteEvent) => toJsonString(ToolCompleteEventSchema, result);
+const decode = (json: string) => fromJsonString(ToolCompleteEventSchema, json, { ignoreUnknownFields: true });
+
+/** `<runnerId>#<random>` → runnerId. */
+const runnerOf = (owner: string) => owner.slice(0, owner.lastIndexOf('#'));
 
 export async function startToolExecWorker(options: ToolExecWorkerOptions): Promise<ToolExecWorker> {
   const { transport, executor, logger } = options;
+  const ledger = transport.runs;
   const results = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
+  // This process's identity in the ledger: a restarted runner with the same id is another owner.
+  const owner = `${options.runnerId}#${randomBytes(6).toString('hex')}`;
+  // Tool calls this process claimed and is running, and those it killed because it is shutting down.
+  const claimedHere = new Set<string>();
+  const killedForShutdown = new Set<string>();
 
   const unsubscribe = await transport.cancels.subscribe((signal) => {
     if (signal.target.case !== 'toolUseId') return;
     const found = executor.cancel(signal.target.value);
     if (found) logger.info({ conversationId: signal.conversationId, toolUseId: signal.target.value }, 'tool cancelled');
   });
+
+  /** Records `interrupted` unless a result is recorded already (which then wins). */
+  async function settleInterrupted(key: string, data: ToolExecJob): Promise<ToolCompleteEvent> {
+    const record = await ledger.settle(key, encode(interruptedResult(data, options.runnerId)));
+    return decode(record.result!);
+  }
+
+  /** Runs a call this process claimed, keeping the claim alive, and records its result. */
+  async function runClaimed(key: string, data: ToolExecJob, onOutput: (text: string) => void, log: Logger): Promise<ToolCompleteEvent> {
+    claimedHere.add(data.toolUseId);
+    const beat = setInterval(() => {
+      ledger.heartbeat(key, owner).catch((err: unknown) => log.warn({ err }, 'run heartbeat failed'));
+    }, ledger.heartbeatMs);
+    let result: ToolCompleteEvent;
+    try {
+      result = await executor.execute(data, onOutput);
+    } finally {
+      clearInterval(beat);
+      claimedHere.delete(data.toolUseId);
+    }
+    if (killedForShutdown.delete(data.toolUseId) && result.cancelled) result = interruptedResult(data, options.runnerId);
+    await ledger.finish(key, owner, encode(result));
+    return result;
+  }
+
+  /** Another live process runs the call: wait for its result, or for it to die. */
+  async function waitForOwner(key: string, data: ToolExecJob, signal: AbortSignal): Promise<ToolCompleteEvent> {
+    for (;;) {
+      const record = await ledger.get(key);
+      if (!record) return settleInterrupted(key, data);
+      if (record.state === 'finished' && record.result) return decode(record.result);
+      if (!record.alive) return settleInterrupted(key, data);
+      // Four looks per heartbeat: a dead owner is noticed soon after its liveness lapses.
+      await sleep(Math.max(50, ledger.heartbeatMs / 4), undefined, { signal });
+    }
+  }
+
+  /** The result of the call, running it only if nobody started it before. */
+  async function resultOf(data: ToolExecJob, signal: AbortSignal, onOutput: (text: string) => void, log: Logger): Promise<[ToolCompleteEvent, 'ran' | 'recorded' | 'interrupted' | 'waited']> {
+    const key = toolRunKey(data.conversationId, data.toolUseId);
+    const record = await ledger.claim(key, owner);
+    if (record === null) return [await runClaimed(key, data, onOutput, log), 'ran'];
+    if (record.state === 'finished' && record.result) return [decode(record.result), 'recorded'];
+    if (record.owner === owner) {
+      // Redelivered to this very process (its lock lapsed): join the run, or take its result.
+      const existing = executor.existing(data.toolUseId, onOutput);
+      if (existing) return [await existing, 'recorded'];
+    } else if (runnerOf(record.owner) !== options.runnerId && record.alive) {
+      log.warn({ owner: record.owner }, 'tool call is running on another runner: waiting for its result');
+      return [await waitForOwner(key, data, signal), 'waited'];
+    }
+    // Its owner is gone (died, or an earlier process of this runner): never run it again.
+    log.warn({ owner: record.owner }, 'tool call was started before by a runner that stopped: answering interrupted, not running it again');
+    return [await settleInterrupted(key, data), 'interrupted'];
+  }
 
   const consumers: Consumer[] = options.queues.map((queue) =>
     transport.queues.consume(
@@ -52,11 +156,11 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
         const data = job.data;
         const started = Date.now();
         const log = logger.child({ queue, jobId: job.id, conversationId: data.conversationId, toolUseId: data.toolUseId, tool: data.toolName, ...traceLogFieldsOf(data.traceContext) });
-        // Shutting down without finishing: kill the tool and hand the job back for another runner.
-        const onShutdown = (): void => {
-          executor.cancel(data.toolUseId);
+        // Handed back (the shutdown could not report in time): kill what still runs here.
+        const onHandBack = (): void => {
+          if (claimedHere.has(data.toolUseId)) executor.cancel(data.toolUseId);
         };
-        signal.addEventListener('abort', onShutdown, { once: true });
+        signal.addEventListener('abort', onHandBack, { once: true });
         const streamer = createOutputStreamer({
           streams: transport.streams,
           conversationId: data.conversationId,
@@ -67,9 +171,8 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
           onError: (err) => log.debug({ err }, 'live output append failed'),
         });
         try {
-          const result = await executor.execute(data, (text) => streamer.push(text));
+          const [result, how] = await resultOf(data, signal, (text) => streamer.push(text), log);
           await streamer.close();
-          if (signal.aborted) throw new Error('runner shutting down: job handed back');
           await results.add(toolResultEventId(data.conversationId, data.toolUseId), create(ConversationEventJobSchema, {
             eventId: toolResultEventId(data.conversationId, data.toolUseId),
             conversationId: data.conversationId,
@@ -77,15 +180,16 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
             traceContext: data.traceContext,
           }));
           const seconds = (Date.now() - started) / 1000;
-          options.onJob?.(queue, result.cancelled ? 'cancelled' : 'completed', seconds, Math.max(0, started - job.readyAt) / 1000);
-          log.info({ isError: result.isError, cancelled: result.cancelled, exitCode: result.exitCode, ms: Number(result.durationMs) }, 'tool finished');
+          const interrupted = how === 'interrupted' || result.displayJson === interruptedDisplay;
+          options.onJob?.(queue, interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed', seconds, Math.max(0, started - job.readyAt) / 1000);
+          log.info({ isError: result.isError, cancelled: result.cancelled, interrupted, how, exitCode: result.exitCode, ms: Number(result.durationMs) }, 'tool finished');
         } catch (err) {
           await streamer.close();
           options.onJob?.(queue, 'failed', (Date.now() - started) / 1000, 0);
           log.warn({ err }, 'tool job failed');
           throw err;
         } finally {
-          signal.removeEventListener('abort', onShutdown);
+          signal.removeEventListener('abort', onHandBack);
         }
       },
       { concurrency: options.concurrency },
@@ -93,9 +197,23 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
   );
 
   return {
-    async close(graceMs) {
-      await Promise.all(consumers.map((c) => c.close(graceMs)));
+    async close(graceMs = 10_000) {
+      // After the grace, kill what still runs: each job then reports its call interrupted
+      // (recorded in the ledger and sent) and completes, instead of going back to the queue.
+      const killer = setTimeout(() => {
+        for (const toolUseId of claimedHere) {
+          killedForShutdown.add(toolUseId);
+          executor.cancel(toolUseId);
+        }
+      }, graceMs);
+      try {
+        await Promise.all(consumers.map((c) => c.close(graceMs + REPORT_AFTER_KILL_MS)));
+      } finally {
+        clearTimeout(killer);
+      }
       await unsubscribe();
     },
   };
 }
+
+const interruptedDisplay = JSON.stringify({ interrupted: true });

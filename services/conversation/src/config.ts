@@ -39,8 +39,18 @@ export const conversationEnv = {
   llmRetryBaseMs: setting({ name: 'BEDROCK_LLM_RETRY_BASE', parse: duration(), default: 1000, doc: 'Backoff before the 2nd LLM attempt; doubled before the 3rd (REQ-BED-006).' }),
   cancelAckTimeoutMs: setting({ name: 'BEDROCK_CANCEL_ACK_TIMEOUT', parse: duration(), default: 5000, doc: 'How long Cancelling waits for the gateway to acknowledge an abort before going idle anyway.' }),
   subAgentTimeoutMs: setting({ name: 'BEDROCK_SUB_AGENT_TIMEOUT', parse: duration(), default: 600_000, doc: 'How long a parent waits for its sub-agents; late ones count as failed (timeout).' }),
-  recoveryIntervalMs: setting({ name: 'BEDROCK_RECOVERY_INTERVAL', parse: duration(), default: 5000, doc: 'How often the recovery sweeper looks for busy conversations whose work was lost.' }),
-  recoveryStaleMs: setting({ name: 'BEDROCK_RECOVERY_STALE_AFTER', parse: duration(), default: 30_000, doc: 'A busy conversation is checked for lost work only after its state has not changed for this long.' }),
+  recoveryIntervalMs: setting({
+    name: 'BEDROCK_RECOVERY_INTERVAL',
+    parse: duration(),
+    default: 1000,
+    doc: 'How often the recovery sweeper looks for busy conversations whose work was lost (cost: see "Recovery" below).',
+  }),
+  recoveryStaleMs: setting({
+    name: 'BEDROCK_RECOVERY_STALE_AFTER',
+    parse: duration(),
+    default: 3000,
+    doc: 'A busy conversation is checked for lost work once its state has not changed for this long, and its work counts as lost only if it still looks gone this long after it was first seen gone.',
+  }),
   outboxPollMs: setting({ name: 'BEDROCK_OUTBOX_POLL', parse: duration(), default: 500, doc: 'How often the relay looks for unsent outbox rows (rows are also published right after each commit).' }),
   requestIdRetentionMs: setting({
     name: 'BEDROCK_REQUEST_ID_RETENTION',

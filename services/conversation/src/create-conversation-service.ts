@@ -108,6 +108,7 @@ export async function startConversationService(
     store,
     relay,
     queues: transport.queues,
+    runs: transport.runs,
     logger,
     intervalMs: config.recoveryIntervalMs,
     staleAfterMs: config.recoveryStaleMs,

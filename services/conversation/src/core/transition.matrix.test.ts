@@ -817,6 +817,12 @@ const DOC_NOOPS: Row[] = [
   { label: 'doc no-op: awaiting_mode_approval + work_lost (survives restarts)', setup: (c) => c.toTools([upgrade('u1')]), event: () => workLost, expect: { noop: true } },
   { label: 'doc no-op: idle + work_lost', setup: () => {}, event: () => workLost, expect: { noop: true } },
   { label: 'doc no-op: error + work_lost', setup: (c) => c.toError(), event: () => workLost, expect: { noop: true } },
+  {
+    label: 'doc no-op: tool_executing + work_lost whose atSeq is not the state seq (an answer arrived after recovery looked)',
+    setup: (c) => c.toTools([bash('b1'), bash('b2')]),
+    event: (c) => ({ ...workLost, atSeq: c.state.seq - 1 }),
+    expect: { noop: true },
+  },
   { label: 'doc no-op: S completed + llm_response', ctx: subCtx, setup: (c) => c.toTools([submit('r1', 'a')]), event: () => response(`${CID}/llm/1`, { text: 'x' }), expect: { noop: true } },
   { label: 'doc no-op: S failed + timer_fired', ctx: subCtx, setup: (c) => c.retryPending().ok(subAgentStop), event: (c) => timerFired(c.timer('retry')), expect: { noop: true } },
   { label: 'doc no-op: S failed + sub_agent_stop', ctx: subCtx, setup: (c) => c.toLlm().ok(subAgentStop), event: () => subAgentStop, expect: { noop: true } },
@@ -1051,6 +1057,12 @@ const DOC_TRANSITIONS: Row[] = [
         ]);
       },
     },
+  },
+  {
+    label: 'doc: P tool_executing + work_lost at the current seq → idle | lost results',
+    setup: (c) => c.toTools([bash('b1')]),
+    event: (c) => ({ ...workLost, atSeq: c.state.seq }),
+    expect: { phase: 'idle', effects: ['persist_message', 'kill_tool'], optional: ['notify'] },
   },
   {
     label: 'doc: P awaiting_sub_agents + work_lost → idle | stop_sub_agent, lost result',

@@ -206,6 +206,7 @@ function handle(d: Draft, event: StepEvent): Outcome {
       failSubAgent(d, `Stopped by the parent: ${event.reason}`, 'cancelled');
       return;
     case 'work_lost':
+      if (event.atSeq !== undefined && event.atSeq !== d.prev.seq) return NOOP;
       return onWorkLost(d);
   }
 }

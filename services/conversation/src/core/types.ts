@@ -260,8 +260,12 @@ export type ConversationEvent =
   | { readonly type: 'sub_agent_stop'; readonly reason: string }
   // From timers (scheduled by `schedule_timer` effects).
   | { readonly type: 'timer_fired'; readonly timerId: string }
-  /** Recovery: the work this conversation waits on is gone (a crashed worker, lost jobs). */
-  | { readonly type: 'work_lost'; readonly reason: string };
+  /**
+   * Recovery: the work this conversation waits on is gone (a crashed worker, lost jobs).
+   * `atSeq`: the `seq` of the state recovery examined; when the state has moved on since
+   * (an answer arrived meanwhile), the event is a no-op.
+   */
+  | { readonly type: 'work_lost'; readonly reason: string; readonly atSeq?: number };
 
 export type EventType = ConversationEvent['type'];
 

@@ -23,6 +23,12 @@ export interface E2e {
   readonly client: Client<typeof ConversationService>;
   /** Routes requests by the text of their first user message (sub-agents run in parallel). */
   route(firstUserText: string, ...responses: ScriptedResponse[]): void;
+  /**
+   * Routes requests whose first user message starts with `prefix` to a function of the request:
+   * a script that answers by what the history holds survives repeated requests (a gateway
+   * that died mid-request, a redelivered job).
+   */
+  routeWith(prefix: string, respond: (request: ReceivedRequest) => ScriptedResponse): void;
   watch(conversationId: string): Watcher;
   waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
   stateOf(id: string): Promise<StateKind>;
@@ -43,9 +49,12 @@ export function firstUserText(request: ReceivedRequest): string {
 
 export async function startE2e(label: string, options: Partial<ClusterOptions> = {}): Promise<E2e> {
   const routes = new Map<string, ScriptedResponse[]>();
+  const functions = new Map<string, (request: ReceivedRequest) => ScriptedResponse>();
   const llm = await startMessagesApiServer({
     fallback: (request) => {
       const text = firstUserText(request);
+      const respond = [...functions.entries()].find(([key]) => text.startsWith(key))?.[1];
+      if (respond) return respond(request);
       const queue = [...routes.entries()].find(([key]) => text.startsWith(key))?.[1];
       const next = queue?.shift();
       return next ?? { kind: 'error', status: 500, errorType: 'api_error', message: `e2e: nothing scripted for ${JSON.stringify(text.slice(0, 60))}` };
@@ -64,9 +73,11 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       ANTHROPIC_BASE_URL: llm.url,
       LOG_LEVEL: 'info',
       BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5',
+      // Crash detection and recovery run on the shipped defaults (job lock, stalled check,
+      // recovery sweep). Only two settings are shortened, neither about crashes: the backoff
+      // before a retried model call (the retry flows wait 1 s + 2 s otherwise), and the grace
+      // a stopping service gives running work (only the teardown waits for it).
       BEDROCK_LLM_RETRY_BASE: '200ms',
-      BEDROCK_RECOVERY_INTERVAL: '500ms',
-      BEDROCK_RECOVERY_STALE_AFTER: '3s',
       BEDROCK_SHUTDOWN_GRACE: '3s',
       ...extraEnv,
     },
@@ -95,6 +106,9 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
     client,
     route(key, ...responses) {
       routes.set(key, [...(routes.get(key) ?? []), ...responses]);
+    },
+    routeWith(prefix, respond) {
+      functions.set(prefix, respond);
     },
     watch(conversationId) {
       const abort = new AbortController();

@@ -262,8 +262,10 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
     e.failures++;
     const backoff = Math.min(maxDownMs, downMs * 2 ** Math.min(e.failures - 1, 16));
     e.downUntil = Date.now() + backoff;
-    // A fresh connection next time: the old one may be half-dead.
-    e.session.abort();
+    // A fresh connection next time: the old one may be half-dead. Not for a stream the server
+    // refused (REFUSED_STREAM): its connection is fine and may carry other calls.
+    const message = err instanceof Error ? err.message : '';
+    if (!message.includes('REFUSED_STREAM')) e.session.abort();
     if (wasUp) {
       logger?.warn({ upstream: name, address: e.address, err: errText(err), skip_ms: backoff, others: order.filter((o) => o !== e && o.downUntil <= Date.now()).length }, `${name} replica failed; calls go to the other replicas`);
     }

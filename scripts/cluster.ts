@@ -174,12 +174,19 @@ async function supervise(): Promise<void> {
 }
 
 const command = process.argv[2];
+/** A command's failure is one line for the person who typed it, not a stack trace. */
+const run = (f: () => Promise<void>) =>
+  f().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`cluster ${command}: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(1);
+    },
+  );
 if (command === 'up') {
-  await up();
-  process.exit(0);
+  await run(up);
 } else if (command === 'down') {
-  await down();
-  process.exit(0);
+  await run(down);
 } else if (command === 'supervise') {
   await supervise();
 } else {

@@ -186,6 +186,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const workerTransport = newTransport();
   const llmJobs: LlmRequestJob[] = [];
   const toolJobs: ToolExecJob[] = [];
+  const seenJobs = new Set<string>();
   const toolJobRecords: ToolJobRecord[] = [];
   const cancels: CancelSignal[] = [];
   const consumers: Consumer[] = [];
@@ -335,6 +336,10 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
         QUEUE_LLM_REQUESTS,
         LlmRequestJobSchema,
         async (job) => {
+          // Delivery is at least once: a job redelivered after a stall (a busy test machine can
+          // miss a lock renewal) is one job, handled once, as an idempotent worker would.
+          if (seenJobs.has(job.id)) return;
+          seenJobs.add(job.id);
           llmJobs.push(job.data);
           await h.onLlmJob?.(job.data);
         },
@@ -347,6 +352,8 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
           queue,
           ToolExecJobSchema,
           async (job) => {
+            if (seenJobs.has(`${queue}/${job.id}`)) return;
+            seenJobs.add(`${queue}/${job.id}`);
             toolJobs.push(job.data);
             toolJobRecords.push({ queue, job: job.data });
             await h.onToolJob?.(job.data);

@@ -4,58 +4,27 @@
  * conversation must come to rest with a valid tool_use/tool_result chain and nothing that
  * was persisted lost. This cluster has its own Redis server so the restart is safe.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Redis } from 'ioredis';
 import { MessageType, StateKind } from '@bedrock/contracts';
 import type { ScriptedMessage } from '@bedrock/testkit';
 import { freePort } from '../src/index.ts';
 import { startE2e, type E2e } from './support/e2e.ts';
+import { OwnRedis } from './support/own-redis.ts';
 
 let e: E2e;
-let redis: ChildProcess;
-let redisPort: number;
-
-// Users live in an ACL file, as in a deployment: the restart loses every key, not the services' users.
-const aclFile = join(mkdtempSync(join(tmpdir(), 'bedrock-resilience-acl-')), 'users.acl');
-writeFileSync(aclFile, 'user default on nopass ~* &* +@all\n');
-
-function startRedis(): ChildProcess {
-  const args = ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--aclfile', aclFile];
-  return spawn('redis-server', args, { stdio: 'ignore' });
-}
-
-async function redisUp(): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const client = new Redis({ port: redisPort, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    try {
-      await client.connect();
-      await client.ping();
-      client.disconnect();
-      return;
-    } catch {
-      client.disconnect();
-      if (Date.now() > deadline) throw new Error('redis did not start');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
+let redis: OwnRedis;
 
 beforeAll(async () => {
-  redisPort = await freePort();
-  redis = startRedis();
-  await redisUp();
+  redis = new OwnRedis(await freePort());
+  await redis.start();
   // The shipped defaults: a dead consumer's jobs are taken back within seconds.
-  e = await startE2e('resilience', { redisUrl: `redis://127.0.0.1:${redisPort}` });
+  e = await startE2e('resilience', { redisUrl: redis.url });
 }, 180_000);
 
 afterAll(async () => {
   await e?.close();
-  redis?.kill('SIGKILL');
+  await redis?.kill();
 }, 60_000);
 
 const say = (text: string, delayMs = 0): ScriptedMessage => ({ kind: 'message', content: [{ type: 'text', text }], delayMs });
@@ -151,10 +120,8 @@ describe('failures in the middle of turns', () => {
     e.route('redis victim', bash('sleep 3; echo survived'), say('After the restart.'), say('After the restart.'));
     const id = await converse('redis victim');
     await e.waitFor('the tool to run', async () => (await e.stateOf(id)) === StateKind.TOOL_EXECUTING);
-    redis.kill('SIGKILL');
-    await new Promise((r) => redis.once('exit', r));
-    redis = startRedis();
-    await redisUp();
+    await redis.kill();
+    await redis.start();
     await atRestWithValidChain(id, 'redis victim');
     // The system works normally afterwards.
     e.route('after redis', say('Still here.'));

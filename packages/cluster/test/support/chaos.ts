@@ -11,8 +11,7 @@
  * The model is scripted by what each request's history holds, not by a queue of answers, so a
  * request repeated after a crash gets the same answer.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -20,6 +19,7 @@ import { MessageType, StateKind } from '@bedrock/contracts';
 import type { MessagesRequestBody, ScriptedResponse } from '@bedrock/testkit';
 import { freePort } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
+import { OwnRedis } from './own-redis.ts';
 
 export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis';
 export const FAULT_KINDS: readonly FaultKind[] = ['tool-runner', 'llm-gateway', 'conversation', 'redis'];
@@ -58,46 +58,6 @@ const call = (name: string, input: unknown): ScriptedResponse => ({ kind: 'messa
 function textsOf(message: MessagesRequestBody['messages'][number]): string[] {
   if (typeof message.content === 'string') return [message.content];
   return message.content.flatMap((b) => (b.type === 'text' && b.text !== undefined ? [b.text] : []));
-}
-
-/** A redis-server of our own, with its users in an ACL file so a restart keeps them (not the data). */
-class OwnRedis {
-  private child: ChildProcess | null = null;
-  private readonly aclFile: string;
-  constructor(readonly port: number) {
-    const dir = mkdtempSync(join(tmpdir(), 'bedrock-chaos-redis-'));
-    this.aclFile = join(dir, 'users.acl');
-    writeFileSync(this.aclFile, 'user default on nopass ~* &* +@all\n');
-  }
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-  async start(): Promise<void> {
-    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--aclfile', this.aclFile];
-    this.child = spawn('redis-server', args, { stdio: 'ignore' });
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const client = new Redis({ port: this.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      client.on('error', () => undefined);
-      try {
-        await client.connect();
-        await client.ping();
-        client.disconnect();
-        return;
-      } catch {
-        client.disconnect();
-        if (Date.now() > deadline) throw new Error('redis-server did not start');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-  }
-  async kill(): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const gone = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await gone;
-  }
 }
 
 export async function startChaos(label: string, options: { conversations?: number; log?: (line: string) => void } = {}): Promise<Chaos> {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MessageType, StateKind } from '@bedrock/contracts';
 import type { MessagesRequestBody, ScriptedResponse } from '@bedrock/testkit';
-import { freePort } from '../../src/index.ts';
+import { freePort, type ServiceProcess } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
 import { OwnRedis } from './own-redis.ts';
 
@@ -78,6 +78,12 @@ export async function startChaos(label: string, options: { conversations?: numbe
     throw err;
   }
   const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+
+  /** The supervisor brings a killed replica back by itself, as Kubernetes would. */
+  const backBySupervisor = async (victim: ServiceProcess, restartsBefore: number): Promise<void> => {
+    await e.waitFor(`${victim.name} restarted by the supervisor`, () => victim.restarts() > restartsBefore, 30_000);
+    await victim.waitReady();
+  };
   admin.on('error', () => undefined);
   const prefix = `e2e-${label}-${process.pid}`;
 
@@ -186,24 +192,26 @@ export async function startChaos(label: string, options: { conversations?: numbe
           const runners = e.cluster.processes.filter((p) => p.service === 'tool-runner');
           const holding = await Promise.all(runners.map((r) => runnerHolding(r.name)));
           const victim = runners[holding.indexOf(Math.max(...holding))]!;
+          const restartsBefore = victim.restarts();
           at = Date.now();
           victim.kill('SIGKILL');
           held = `${Math.max(...holding)} running tools on ${victim.name}`;
           await victim.exited();
           const rest = await untilRest(at);
-          await e.cluster.restart(victim.name);
+          await backBySupervisor(victim, restartsBefore);
           return { fault: kind, restMs: rest, held };
         }
         case 'llm-gateway': {
           await mid('slow answers in flight', () => slowInFlight >= count / 2);
           const victim = e.cluster.byName('llm-gateway-1');
+          const restartsBefore = victim.restarts();
           at = Date.now();
           victim.kill('SIGKILL');
           held = `${slowInFlight} requests in flight on 2 gateways`;
           await victim.exited();
           const rest = await untilRest(at);
           slowEnds = false;
-          await e.cluster.restart(victim.name);
+          await backBySupervisor(victim, restartsBefore);
           return { fault: kind, restMs: rest, held };
         }
         case 'conversation': {
@@ -212,11 +220,12 @@ export async function startChaos(label: string, options: { conversations?: numbe
           await new Promise((r) => setTimeout(r, 1800));
           const victim = e.cluster.byName('conversation-2');
           held = `${await busyCount()} busy conversations`;
+          const restartsBefore = victim.restarts();
           at = Date.now();
           victim.kill('SIGKILL');
           await victim.exited();
           const rest = await untilRest(at);
-          await e.cluster.restart(victim.name);
+          await backBySupervisor(victim, restartsBefore);
           return { fault: kind, restMs: rest, held };
         }
         case 'redis': {

@@ -5,6 +5,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError } from '@anthropic-ai/sdk';
 import { ErrorKind } from '@bedrock/contracts';
+import { sentence, sentences } from './sentences.ts';
 
 export interface Classified {
   readonly kind: ErrorKind;
@@ -65,8 +66,7 @@ const ADVICE: Partial<Record<ErrorKind, string>> = {
 };
 
 function compose(kind: ErrorKind, what: string): string {
-  const advice = ADVICE[kind];
-  return advice ? `${what}. ${advice}` : what;
+  return sentences(what, ADVICE[kind]);
 }
 
 /** Classifies anything the SDK call or the stream threw. */
@@ -103,7 +103,7 @@ export function classifyError(err: unknown): Classified {
     return base(ErrorKind.SERVER, true, compose(ErrorKind.SERVER, `The model provider sent a malformed stream event (${err.message})`));
   }
   const message = err instanceof Error ? err.message : String(err);
-  return base(ErrorKind.UNKNOWN, false, `Unexpected error calling the model provider: ${message}`);
+  return base(ErrorKind.UNKNOWN, false, sentence(`Unexpected error calling the model provider: ${message}`));
 }
 
 export function base(kind: ErrorKind, retryable: boolean, message: string, providerRequestId = ''): Classified {

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import sharp, { type Metadata } from 'sharp';
+import { sentence } from './sentences.ts';
 
 /** The media types the Messages API accepts. */
 export const SUPPORTED_IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp'] as const;
@@ -114,7 +115,7 @@ export async function prepareImage(
   try {
     meta = await sharp(input).metadata();
   } catch (err) {
-    throw new ImageRejectedError(`${context.label} could not be decoded as ${declared}: ${(err as Error).message}.`);
+    throw new ImageRejectedError(sentence(`${context.label} could not be decoded as ${declared}: ${(err as Error).message}`));
   }
   // The API rejects an image whose bytes do not match its declared type; trust the bytes.
   const actual = meta.format ? FORMAT_TO_TYPE[meta.format] : undefined;

@@ -60,7 +60,7 @@ export const llmGatewayEnv = {
   defaultModel: setting({ name: 'BEDROCK_DEFAULT_MODEL', parse: optional(str()), default: undefined, doc: 'Model for jobs that name none; default claude-sonnet-5-5 (bedrock-offline without a key).' }),
   defaultMaxTokens: setting({ name: 'BEDROCK_LLM_DEFAULT_MAX_TOKENS', parse: int({ min: 1 }), default: 32_000, doc: 'max_tokens when a job asks for the default, capped by the model output limit.' }),
   requestTimeoutMs: setting({ name: 'BEDROCK_LLM_REQUEST_TIMEOUT', parse: duration(), default: 60_000, doc: 'Time allowed until the provider response headers arrive.' }),
-  idleTimeoutMs: setting({ name: 'BEDROCK_LLM_IDLE_TIMEOUT', parse: duration(), default: 120_000, doc: 'Longest silence between stream events before the stream is abandoned (a retryable network error).' }),
+  idleTimeoutMs: setting({ name: 'BEDROCK_LLM_IDLE_TIMEOUT', parse: duration(), default: 120_000, doc: 'Longest time without a byte from the provider (pings count) before the stream is abandoned (a retryable network error).' }),
   imageMaxEdgePx: setting({ name: 'BEDROCK_IMAGE_MAX_EDGE_PX', parse: int({ min: 0, max: 8000 }), default: DEFAULT_IMAGE_LIMITS.targetLongEdgePx, doc: 'Images with a longer edge are downscaled before sending (0 = only to the API hard limit of 8000 px).' }),
   imageMaxBytes: setting({ name: 'BEDROCK_IMAGE_MAX_BYTES', parse: int({ min: 1024, max: DEFAULT_IMAGE_LIMITS.maxBase64Bytes }), default: DEFAULT_IMAGE_LIMITS.maxBase64Bytes, doc: 'Largest base64-encoded image sent; larger ones are re-encoded smaller or rejected (API limit 5 MiB).' }),
   offlineEventDelayMs: setting({ name: 'BEDROCK_OFFLINE_EVENT_DELAY', parse: duration(), default: 15, doc: 'Offline model: delay between streamed events.' }),

@@ -16,6 +16,7 @@ import { ImageCache, RefusedImages } from './images.ts';
 import { startLlmWorker } from './llm-worker.ts';
 import type { LlmWorker, LlmWorkerOptions } from './llm-worker.ts';
 import { warmUpAbortPath } from './warm-up.ts';
+import { livenessFetch } from './liveness-fetch.ts';
 
 export interface LlmGatewayDeps {
   /** Queues, streams and cancel bus; default built from the config (and then closed on stop). */
@@ -81,6 +82,8 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         // The state machine owns retries so the user sees them (REQ-BED-006).
         maxRetries: 0,
         timeout: config.requestTimeoutMs,
+        // Pings keep a response alive though the SDK hides them (see liveness-fetch.ts).
+        fetch: livenessFetch(),
         logger: {
           debug: (msg, ...rest) => logger.debug({ sdk: rest }, msg),
           info: (msg, ...rest) => logger.debug({ sdk: rest }, msg),

@@ -27,6 +27,8 @@ import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError,
 import { base, classifyError, type Classified } from './classify-error.ts';
 import { parseImageRefusal, type ImageRefusal } from './images.ts';
 import { StreamAccumulator } from './stream-accumulator.ts';
+import { lastByteAt } from './liveness-fetch.ts';
+import { sentences } from './sentences.ts';
 
 export type LlmOutcome = { readonly case: 'llmResponse'; readonly value: LlmResponseEvent } | { readonly case: 'llmError'; readonly value: LlmErrorEvent };
 
@@ -92,12 +94,20 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
   signal?.addEventListener('abort', onAbort, { once: true });
   let idleTimer: NodeJS.Timeout | undefined;
   let idleExpired = false;
-  const armIdle = () => {
+  // The response being read: with a liveness fetch its raw bytes (pings too) count as life.
+  let live: Response | undefined;
+  const armIdle = (ms = options.idleTimeoutMs) => {
     clearTimeout(idleTimer);
     idleTimer = setTimeout(() => {
+      const bytesAt = live ? lastByteAt(live) : undefined;
+      const quietMs = bytesAt === undefined ? Infinity : performance.now() - bytesAt;
+      if (quietMs < options.idleTimeoutMs) {
+        armIdle(Math.max(1, options.idleTimeoutMs - quietMs));
+        return;
+      }
       idleExpired = true;
       abortQuietly(controller);
-    }, options.idleTimeoutMs);
+    }, ms);
   };
   let accumulator = new StreamAccumulator(deps.onDelta);
   let first = true;
@@ -111,6 +121,7 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
           .create(params, { signal: controller.signal, timeout: options.requestTimeoutMs, maxRetries: 0 })
           .withResponse();
         providerRequestId = response.headers.get('request-id') ?? '';
+        live = response;
         armIdle();
         // The SDK ends the iteration quietly when the signal aborts it; checked below.
         for await (const event of stream) {
@@ -155,7 +166,7 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
   const result = accumulator.finish();
   if (!result.ok) {
     const kind = result.reason === 'incomplete' ? ErrorKind.NETWORK : ErrorKind.SERVER;
-    return fail(base(kind, true, `The model provider's response was unusable: ${result.detail}. Retrying may help.`, providerRequestId));
+    return fail(base(kind, true, sentences(`The model provider's response was unusable: ${result.detail}`, 'Retrying may help.'), providerRequestId));
   }
   const done = { ...fields, providerRequestId };
   if (result.droppedToolUses > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.droppedToolUses, stopReason: result.rawStopReason });

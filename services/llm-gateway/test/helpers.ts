@@ -5,6 +5,7 @@ import { createModelRegistry } from '@bedrock/contracts/models';
 import { ContentBlockSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type ContentBlock, type LlmRequestJob } from '@bedrock/contracts';
 import { DEFAULT_IMAGE_LIMITS } from '../src/images.ts';
 import type { RunOptions } from '../src/run-llm-request.ts';
+import { livenessFetch } from '../src/liveness-fetch.ts';
 
 export const text = (t: string): ContentBlock => create(ContentBlockSchema, { block: { case: 'text', value: { text: t } } });
 export const image = (mediaType: string, data: Uint8Array): ContentBlock => create(ContentBlockSchema, { block: { case: 'image', value: { mediaType, data } } });
@@ -45,5 +46,6 @@ export function runOptions(overrides: Partial<RunOptions> = {}): RunOptions {
 }
 
 export function sdkClient(baseURL: string): Anthropic {
-  return new Anthropic({ apiKey: 'sk-test', baseURL, maxRetries: 0 });
+  // As the gateway builds it: pings count as life (liveness-fetch.ts).
+  return new Anthropic({ apiKey: 'sk-test', baseURL, maxRetries: 0, fetch: livenessFetch() });
 }

@@ -154,6 +154,15 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
     expect(e.message).toMatch(/malformed stream event/);
   });
 
+  it('a response that only pings for longer than the idle timeout is alive, and completes', async () => {
+    const { outcome } = await run(
+      { kind: 'message', content: [{ type: 'text', text: 'thought long' }], fault: { type: 'pings', afterEvents: 2, forMs: 700, everyMs: 50 } },
+      {},
+      runOptions({ idleTimeoutMs: 200 }),
+    );
+    expect(outcome.case).toBe('llmResponse');
+  });
+
   it('abandons a stalled stream after the idle timeout', async () => {
     const started = Date.now();
     const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'stall', afterEvents: 2 } }, {}, runOptions({ idleTimeoutMs: 150 }))).outcome);

@@ -42,7 +42,12 @@ export type StreamFault =
   /** Send an event whose data is not JSON, then continue. */
   | { readonly type: 'malformed'; readonly afterEvents: number }
   /** Stop sending but keep the connection open (until the client gives up or aborts). */
-  | { readonly type: 'stall'; readonly afterEvents: number };
+  | { readonly type: 'stall'; readonly afterEvents: number }
+  /**
+   * Send only `ping` events, every `everyMs`, for `forMs`, then go on: a response the model is
+   * still working on. The SDK drops pings before its caller sees them.
+   */
+  | { readonly type: 'pings'; readonly afterEvents: number; readonly forMs: number; readonly everyMs: number };
 
 export interface ScriptedMessage {
   readonly kind: 'message';

@@ -173,6 +173,12 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
           case 'malformed':
             res.write('event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_de\n\n');
             break;
+          case 'pings':
+            for (const end = Date.now() + fault.forMs; Date.now() < end && !res.destroyed; ) {
+              await sleep(fault.everyMs);
+              res.write(encodeSse({ event: 'ping', data: { type: 'ping' } }));
+            }
+            break;
         }
       }
       const event = events[i];

@@ -2,7 +2,7 @@ import { describe, it, expect } from '@jest/globals';
 import sharp from 'sharp';
 import { LlmRequestPurpose, Role } from '@bedrock/contracts';
 import { TOOLS } from '@bedrock/contracts/tools';
-import { buildMessagesRequest, countImages, EMPTY_TOOL_RESULT, InvalidJobError, replaceRefusedImages, type RemovedImage } from './build-request.ts';
+import { CONTINUE_AFTER_CUT, buildMessagesRequest, countImages, EMPTY_TOOL_RESULT, InvalidJobError, replaceRefusedImages, type RemovedImage } from './build-request.ts';
 import { parseImageRefusal, RefusedImages } from './images.ts';
 import { image, makeJob, runOptions, text, toolResult, toolUse } from '../test/helpers.ts';
 
@@ -31,6 +31,20 @@ describe('buildMessagesRequest', () => {
     expect((await buildMessagesRequest(makeJob(), options)).max_tokens).toBe(16_000);
     expect((await buildMessagesRequest(makeJob({ maxTokens: 999_999 }), options)).max_tokens).toBe(64_000);
     expect((await buildMessagesRequest(makeJob({ model: '' }), runOptions({ defaultModel: 'bedrock-offline' }))).model).toBe('bedrock-offline');
+  });
+
+  it('never ends in an assistant turn (no prefill): a cut response is continued from a user turn', async () => {
+    const job = makeJob({
+      messages: [
+        { role: Role.USER, content: [text('write a long essay')] },
+        { role: Role.ASSISTANT, content: [text('The first part, cut by max_tokens ')] },
+      ],
+    });
+    const params = await buildMessagesRequest(job, options);
+    expect(params.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
+    expect(params.messages[2]!.content).toEqual([expect.objectContaining({ type: 'text', text: CONTINUE_AFTER_CUT })]);
+    // The trailing whitespace of the cut text no longer ends the request.
+    expect(params.messages[1]!.content).toEqual([{ type: 'text', text: 'The first part, cut by max_tokens ' }]);
   });
 
   it('maps tool calls and results, merges consecutive same-role turns and puts tool results first', async () => {

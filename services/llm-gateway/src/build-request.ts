@@ -57,6 +57,10 @@ export class InvalidJobError extends Error {
 
 const EPHEMERAL = { type: 'ephemeral' } as const;
 
+/** The user turn that asks the model to go on after a response it could not finish. */
+export const CONTINUE_AFTER_CUT =
+  'Your previous response was cut off by the output limit. Continue exactly where it stopped, without repeating anything; if you were writing a tool call, make it again, smaller (split a large file into several writes).';
+
 /** Text shown to the model for a tool result with no output: the API rejects empty content. */
 export const EMPTY_TOOL_RESULT = '(no output)';
 
@@ -77,6 +81,10 @@ export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOpt
   const messages = await convertMessages(job, options, hooks);
   if (messages.length === 0) throw new InvalidJobError('the request has no messages to send');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('the history must start with a user message');
+  // A response cut by max_tokens (or paused) is continued: current models reject an assistant
+  // prefill (a request ending in an assistant turn), so the request asks in a user turn. The
+  // history keeps only the model's own text; the next turn merges the continuation into it.
+  if (messages[messages.length - 1]?.role === 'assistant') messages.push({ role: 'user', content: [{ type: 'text', text: CONTINUE_AFTER_CUT }] });
 
   // Breakpoints (at most 4): the prefix tools+system, the end of the previous user turn (so
   // this request reads what the last one wrote, even when more than the API's ~20-block

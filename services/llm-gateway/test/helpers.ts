@@ -47,5 +47,5 @@ export function runOptions(overrides: Partial<RunOptions> = {}): RunOptions {
 
 export function sdkClient(baseURL: string): Anthropic {
   // As the gateway builds it: pings count as life (liveness-fetch.ts).
-  return new Anthropic({ apiKey: 'sk-test', baseURL, maxRetries: 0, fetch: livenessFetch() });
+  return new Anthropic({ apiKey: 'sk-test', baseURL, maxRetries: 0, fetch: livenessFetch(), logLevel: 'off' });
 }

@@ -26,3 +26,12 @@ export function lastFrame(body: Buffer): { flags: number; data: string } {
   }
   return last;
 }
+
+/** One enveloped message (gRPC, gRPC-Web, Connect streams): 1 flag byte, 4 length bytes, data. */
+export function envelope(data: Uint8Array, flags = 0): Buffer {
+  const frame = Buffer.alloc(5 + data.byteLength);
+  frame[0] = flags;
+  frame.writeUInt32BE(data.byteLength, 1);
+  Buffer.from(data).copy(frame, 5);
+  return frame;
+}

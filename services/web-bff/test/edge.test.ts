@@ -25,7 +25,7 @@ import { generateToken, hashToken } from '../src/auth/token-store.ts';
 import { UI_CONTENT_SECURITY_POLICY } from '../src/http/security-headers.ts';
 import { noisePng } from '../../conversation/test/support/images.ts';
 import { startSystem, type System } from './support/system.ts';
-import { grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
+import { envelope, grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SEND = '/bedrock.v1.ConversationService/SendMessage';
@@ -48,14 +48,6 @@ afterAll(async () => {
   await s?.close();
   for (const d of [uiDir, workDir]) if (d) rmSync(d, { recursive: true, force: true });
 });
-
-function envelope(data: Uint8Array, flags = 0): Buffer {
-  const frame = Buffer.alloc(5 + data.byteLength);
-  frame[0] = flags;
-  frame.writeUInt32BE(data.byteLength, 1);
-  Buffer.from(data).copy(frame, 5);
-  return frame;
-}
 
 interface Answer {
   readonly status: number;

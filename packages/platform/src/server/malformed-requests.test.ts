@@ -12,7 +12,7 @@ import { health, reflection } from '@bedrock/contracts';
 import { startGrpcServer, type GrpcServer } from './grpc-server.ts';
 import { createLogger } from './logger.ts';
 import { malformedRequestMessage } from './malformed-requests.ts';
-import { grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
+import { envelope, grpcStatusOf, lastFrame } from '@bedrock/testkit/raw-rpc';
 
 const logger = createLogger({ service: 'test', level: 'silent' });
 const CHECK = '/grpc.health.v1.Health/Check';
@@ -48,14 +48,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([h2?.close(0), h1?.close(0)]);
 });
-
-function envelope(data: Uint8Array, flags = 0): Buffer {
-  const frame = Buffer.alloc(5 + data.byteLength);
-  frame[0] = flags;
-  frame.writeUInt32BE(data.byteLength, 1);
-  Buffer.from(data).copy(frame, 5);
-  return frame;
-}
 
 interface RawAnswer {
   readonly status: number;

@@ -27,6 +27,7 @@ const ERROR_KINDS: Record<ErrorKind, string> = {
   [ErrorKind.CONTEXT_EXHAUSTED]: 'context exhausted',
   [ErrorKind.TIMEOUT]: 'timed out',
   [ErrorKind.CANCELLED]: 'cancelled',
+  [ErrorKind.REFUSED]: 'declined by the model',
 };
 
 export function errorKindLabel(kind: ErrorKind): string {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Writable } from 'node:stream';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, StopReason } from '@bedrock/contracts';
+import { ConversationService, ServerTool, StopReason, ThinkingLevel } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff } from '../src/create-web-bff.ts';
@@ -37,6 +37,7 @@ function everyRpc(id: string): Record<string, (c: Svc) => Promise<unknown>> {
     RespondToModeUpgrade: (c) => c.respondToModeUpgrade({ conversationId: id, approve: true }),
     DowngradeMode: (c) => c.downgradeMode({ conversationId: id }),
     TriggerContinuation: (c) => c.triggerContinuation({ conversationId: id }),
+    UpdateConversationSettings: (c) => c.updateConversationSettings({ conversationId: id, thinking: ThinkingLevel.LOW }),
     WatchConversation: async (c) => {
       for await (const _ of c.watchConversation({ conversationId: id })) return;
     },
@@ -65,7 +66,7 @@ describe('authentication', () => {
         const codes: Record<string, Code | 'ok'> = {};
         for (const [name, rpc] of Object.entries(everyRpc(aliceConversation))) codes[name] = await codeOf(rpc(client));
         expect(Object.values(codes).every((c) => c === Code.Unauthenticated)).toBe(true);
-        expect(Object.keys(codes)).toHaveLength(9);
+        expect(Object.keys(codes)).toHaveLength(10);
       }
     });
   }
@@ -140,6 +141,7 @@ describe('ownership', () => {
       RespondToModeUpgrade: Code.NotFound,
       DowngradeMode: Code.NotFound,
       TriggerContinuation: Code.NotFound,
+      UpdateConversationSettings: Code.NotFound,
       WatchConversation: Code.NotFound,
     });
     // Resuming a watch (no snapshot) is checked too.
@@ -197,5 +199,23 @@ describe('ownership', () => {
     const err = ConnectError.from(await s.client(s.tokens.alice).createConversation({ cwd: 'relative' }).catch((e: unknown) => e));
     expect(err.code).toBe(Code.InvalidArgument);
     expect(err.rawMessage).toMatch(/cwd must be an absolute path/);
+ 
+    // A server tool this deployment does not allow (none by default): the service's sentence, as it wrote it.
+    const tool = ConnectError.from(
+      await s
+        .client(s.tokens.alice)
+        .updateConversationSettings({ conversationId: aliceConversation, serverTools: { tools: [ServerTool.WEB_SEARCH] } })
+        .catch((e: unknown) => e),
+    );
+    expect(tool.code).toBe(Code.InvalidArgument);
+    expect(tool.rawMessage).toMatch(/web_search/);
+    expect(tool.rawMessage).not.toMatch(/\.\.|internal/);
+  });
+
+  it("changes the owner's settings through web-bff", async () => {
+    const res = await s.client(s.tokens.alice).updateConversationSettings({ conversationId: aliceConversation, thinking: ThinkingLevel.LOW, serverTools: { tools: [] } });
+    expect(res.conversation).toMatchObject({ id: aliceConversation, thinking: ThinkingLevel.LOW, serverTools: [] });
+    const got = await s.client(s.tokens.alice).getConversation({ conversationId: aliceConversation });
+    expect(got.conversation!.thinking).toBe(ThinkingLevel.LOW);
   });
 });

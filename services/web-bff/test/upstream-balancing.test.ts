@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService } from '@bedrock/contracts';
+import { ConversationService, ThinkingLevel } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
@@ -173,7 +173,7 @@ describe('a call whose connection broke after it reached a replica', () => {
 });
 
 describe('which calls may be sent twice', () => {
-  it('reads, and requests that carry a request_id (the conversation service answers a repeat with the first outcome)', () => {
+  it('reads, settings changes, and requests that carry a request_id (the conversation service answers a repeat with the first outcome)', () => {
     const m = ConversationService.method;
     expect(retrySafe(m.getConversation, { conversationId: 'c' })).toBe(true);
     expect(retrySafe(m.listConversations, {})).toBe(true);
@@ -182,5 +182,7 @@ describe('which calls may be sent twice', () => {
     expect(retrySafe(m.sendMessage, { conversationId: 'c', text: 'hi', requestId: 'r-1' })).toBe(true);
     expect(retrySafe(m.createConversation, { cwd: '/tmp' })).toBe(false);
     expect(retrySafe(m.cancel, { conversationId: 'c' })).toBe(false);
+    // Settings are set, not added to: a repeat changes nothing more.
+    expect(retrySafe(m.updateConversationSettings, { conversationId: 'c', thinking: ThinkingLevel.LOW })).toBe(true);
   });
 });

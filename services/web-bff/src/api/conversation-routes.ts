@@ -63,6 +63,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     respondToModeUpgrade: (req, ctx) => call('RespondToModeUpgrade', ctx, (o) => client.respondToModeUpgrade(req, o)),
     downgradeMode: (req, ctx) => call('DowngradeMode', ctx, (o) => client.downgradeMode(req, o)),
     triggerContinuation: (req, ctx) => call('TriggerContinuation', ctx, (o) => client.triggerContinuation(req, o)),
+    updateConversationSettings: (req, ctx) => call('UpdateConversationSettings', ctx, (o) => client.updateConversationSettings(req, o)),
     watchConversation: (req, ctx) => watch(req, ctx),
   });
 

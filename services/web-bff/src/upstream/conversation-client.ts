@@ -7,8 +7,8 @@
  * `createBalancedTransport`): the URLs of BEDROCK_CONVERSATION_URL, each host name resolved to
  * all of its addresses and re-resolved periodically. A replica that fails is skipped at once;
  * a call that never reached it is sent to another replica, and so is a read (GetConversation,
- * ListConversations) or a request with a `request_id` whose connection broke after it was
- * sent. Docs: docs/web-bff.md.
+ * ListConversations), a settings change (UpdateConversationSettings) or a request with a
+ * `request_id` whose connection broke after it was sent. Docs: docs/web-bff.md.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
@@ -45,14 +45,21 @@ export interface Upstream {
 const READS = new Set(['GetConversation', 'ListConversations']);
 
 /**
- * Reads, any method the proto declares idempotent (`option idempotency_level`), and a request
- * carrying a `request_id`: the conversation service answers a repeat of it with the first
- * outcome and applies nothing twice.
+ * Changes that set absolute values (UpdateConversationSettings: "thinking is HIGH, the server
+ * tools are exactly these"): a repeat leaves the conversation as the first attempt did.
+ */
+const SETS = new Set(['UpdateConversationSettings']);
+
+/**
+ * Reads, changes that set absolute values, any method the proto declares idempotent
+ * (`option idempotency_level`), and a request carrying a `request_id`: the conversation
+ * service answers a repeat of it with the first outcome and applies nothing twice.
  */
 export function retrySafe(method: DescMethod, input: unknown): boolean {
   const requestId = typeof input === 'object' && input !== null ? (input as { requestId?: unknown }).requestId : undefined;
   return (
     READS.has(method.name) ||
+    SETS.has(method.name) ||
     method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
     method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT ||
     (typeof requestId === 'string' && requestId !== '')

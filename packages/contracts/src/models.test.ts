@@ -4,22 +4,59 @@ import { createModelRegistry, DEFAULT_MODELS, OFFLINE_MODEL_ID } from './models.
 describe('model registry', () => {
   it('knows the offline model and current Claude models', () => {
     const r = createModelRegistry();
-    expect(r.lookup(OFFLINE_MODEL_ID)).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, known: true });
+    expect(r.lookup(OFFLINE_MODEL_ID)).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, thinking: 'adaptive', known: true });
     expect(r.lookup('claude-sonnet-4-5')).toMatchObject({ contextWindow: 200_000, known: true });
     expect(r.lookup('claude-opus-4-6')).toMatchObject({ contextWindow: 1_000_000, maxOutputTokens: 128_000, known: true });
   });
 
   it('gives an unknown model the smallest known window and output limit (REQ-BED-022)', () => {
     const r = createModelRegistry({ 'tiny-model': { contextWindow: 8_000, maxOutputTokens: 1_024 } });
-    expect(r.lookup('nobody-knows')).toEqual({ contextWindow: 8_000, maxOutputTokens: 1_024, known: false });
-    expect(createModelRegistry().lookup('nobody-knows')).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, known: false });
+    expect(r.lookup('nobody-knows')).toEqual({ contextWindow: 8_000, maxOutputTokens: 1_024, thinking: 'none', known: false });
+    expect(createModelRegistry().lookup('nobody-knows')).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, thinking: 'none', known: false });
+    expect(createModelRegistry().fallback.thinking).toBe('none');
   });
 
   it('applies a JSON override: a partial entry keeps the default of the field left out', () => {
     const r = createModelRegistry(JSON.stringify({ 'claude-haiku-4-5': { contextWindow: 100_000 } }));
-    expect(r.lookup('claude-haiku-4-5')).toEqual({ contextWindow: 100_000, maxOutputTokens: 64_000, known: true });
+    expect(r.lookup('claude-haiku-4-5')).toEqual({ contextWindow: 100_000, maxOutputTokens: 64_000, thinking: 'budget', known: true });
     expect(r.fallback.contextWindow).toBe(100_000);
     expect(r.list().length).toBe(Object.keys(DEFAULT_MODELS).length);
+  });
+
+  it('gives each default model its thinking form: Claude 5 and 4.6 adaptive, 4.5 budget, the offline model adaptive', () => {
+    const forms = Object.fromEntries(createModelRegistry().list().map((m) => [m.id, m.thinking]));
+    expect(forms).toEqual({
+      'bedrock-offline': 'adaptive',
+      'claude-fable-5-1': 'adaptive',
+      'claude-haiku-4-5': 'budget',
+      'claude-haiku-4-5-20251001': 'budget',
+      'claude-haiku-5-5': 'adaptive',
+      'claude-opus-4-5': 'budget',
+      'claude-opus-4-5-20251101': 'budget',
+      'claude-opus-4-6': 'adaptive',
+      'claude-opus-5': 'adaptive',
+      'claude-opus-5-5': 'adaptive',
+      'claude-sonnet-4-5': 'budget',
+      'claude-sonnet-4-5-20250929': 'budget',
+      'claude-sonnet-4-6': 'adaptive',
+      'claude-sonnet-5': 'adaptive',
+      'claude-sonnet-5-5': 'adaptive',
+    });
+  });
+
+  it('takes thinking from an override: a default keeps its form unless overridden, a new model without it gets none', () => {
+    const r = createModelRegistry({
+      'claude-opus-4-6': { thinking: 'none' },
+      'claude-haiku-4-5': { contextWindow: 150_000 },
+      'proxy-thinker': { contextWindow: 32_000, maxOutputTokens: 8_192, thinking: 'budget' },
+      'proxy-plain': { contextWindow: 32_000, maxOutputTokens: 8_192 },
+    });
+    expect(r.lookup('claude-opus-4-6')).toEqual({ contextWindow: 1_000_000, maxOutputTokens: 128_000, thinking: 'none', known: true });
+    expect(r.lookup('claude-haiku-4-5').thinking).toBe('budget');
+    expect(r.lookup('proxy-thinker').thinking).toBe('budget');
+    expect(r.lookup('proxy-plain').thinking).toBe('none');
+    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, thinking: 'deep' } })).toThrow(/"x": thinking must be one of adaptive, budget, none, got "deep"/);
+    expect(() => createModelRegistry({ 'claude-opus-5': { thinking: true } })).toThrow(/thinking must be one of/);
   });
 
   it('treats an empty override as none', () => {

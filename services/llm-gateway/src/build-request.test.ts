@@ -1,12 +1,26 @@
 import { describe, it, expect } from '@jest/globals';
 import sharp from 'sharp';
-import { LlmRequestPurpose, Role } from '@bedrock/contracts';
+import type Anthropic from '@anthropic-ai/sdk';
+import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel } from '@bedrock/contracts';
+import { createModelRegistry } from '@bedrock/contracts/models';
 import { TOOLS } from '@bedrock/contracts/tools';
-import { CONTINUE_AFTER_CUT, buildMessagesRequest, countImages, EMPTY_TOOL_RESULT, InvalidJobError, replaceRefusedImages, type RemovedImage } from './build-request.ts';
+import {
+  CONTINUE_AFTER_CUT,
+  buildMessagesRequest,
+  countImages,
+  EMPTY_TOOL_RESULT,
+  InvalidJobError,
+  MAX_CACHE_BREAKPOINTS,
+  replaceRefusedImages,
+  SERVER_TOOL_DEFINITIONS,
+  type RemovedImage,
+} from './build-request.ts';
 import { parseImageRefusal, RefusedImages } from './images.ts';
-import { image, makeJob, runOptions, text, toolResult, toolUse } from '../test/helpers.ts';
+import { citedText, image, makeJob, redactedThinking, runOptions, serverTool, text, thinking, toolResult, toolUse } from '../test/helpers.ts';
 
 const options = runOptions();
+/** The names of the tools a request defines (client and server tools). */
+const toolNames = (params: Anthropic.MessageCreateParamsStreaming) => params.tools?.map((t) => (t as { name: string }).name);
 
 describe('buildMessagesRequest', () => {
   it('sends the system prompt, the static tool schemas and the history', async () => {
@@ -21,9 +35,54 @@ describe('buildMessagesRequest', () => {
     expect(params.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hello', cache_control: { type: 'ephemeral' } }] }]);
   });
 
-  it('offers no tools for a continuation summary', async () => {
+  it('offers the tools to a continuation summary with tool_choice none, so tool blocks in its history stay valid', async () => {
     const params = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash'] }), options);
-    expect(params.tools).toBeUndefined();
+    expect(toolNames(params)).toEqual(['bash']);
+    expect(params.tool_choice).toEqual({ type: 'none' });
+    // A plain turn: no tool_choice at all (the API's default, auto).
+    expect((await buildMessagesRequest(makeJob(), options)).tool_choice).toBeUndefined();
+  });
+
+  it('never sends tool blocks without tools: a job that lists none defines those its history used, with tool_choice none', async () => {
+    const history = [
+      { role: Role.USER, content: [text('find it')] },
+      { role: Role.ASSISTANT, content: [serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'x' } }), serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [] }), toolUse('toolu_1', 'patch', { path: 'a' })] },
+      { role: Role.USER, content: [toolResult('toolu_1', 'ok')] },
+    ];
+    const continuation = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: [], messages: history }), options);
+    expect(toolNames(continuation)).toEqual(['patch', 'web_search']);
+    expect(continuation.tool_choice).toEqual({ type: 'none' });
+    const turn = await buildMessagesRequest(makeJob({ toolNames: [], messages: history }), options);
+    expect(toolNames(turn)).toEqual(['patch', 'web_search']);
+    expect(turn.tool_choice).toEqual({ type: 'none' });
+    // Only results of tools it does not know: every tool is defined (none can be called).
+    const orphan = await buildMessagesRequest(
+      makeJob({ toolNames: [], messages: [{ role: Role.USER, content: [text('a')] }, { role: Role.ASSISTANT, content: [toolUse('toolu_9', 'retired_tool', {})] }, { role: Role.USER, content: [toolResult('toolu_9', 'x')] }] }),
+      options,
+    );
+    expect(toolNames(orphan)).toEqual(Object.keys(TOOLS));
+    expect(orphan.tool_choice).toEqual({ type: 'none' });
+    // No tool blocks and no tools: neither tools nor tool_choice.
+    const plain = await buildMessagesRequest(makeJob({ toolNames: [] }), options);
+    expect([plain.tools, plain.tool_choice]).toEqual([undefined, undefined]);
+  });
+
+  it('adds the server tools the conversation turned on, after its own tools, for turns and continuation summaries', async () => {
+    const params = await buildMessagesRequest(makeJob({ toolNames: ['bash'], serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH, ServerTool.WEB_FETCH, ServerTool.UNSPECIFIED] }), options);
+    expect(params.tools?.slice(1)).toEqual([
+      { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
+      { type: 'web_search_20250305', name: 'web_search', max_uses: 5 },
+    ]);
+    expect(SERVER_TOOL_DEFINITIONS.web_search).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
+    expect(params.tool_choice).toBeUndefined();
+    const continuation = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash'], serverTools: [ServerTool.WEB_SEARCH] }), options);
+    expect(toolNames(continuation)).toEqual(['bash', 'web_search']);
+    expect(continuation.tool_choice).toEqual({ type: 'none' });
+    // Without a system prompt the last tool (a server tool here) carries the prefix breakpoint.
+    const noSystem = await buildMessagesRequest(makeJob({ systemPrompt: '', serverTools: [ServerTool.WEB_SEARCH] }), options);
+    expect(noSystem.tools?.at(-1)).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5, cache_control: { type: 'ephemeral' } });
+    // Not asked for: none.
+    expect(toolNames(await buildMessagesRequest(makeJob(), options))).toEqual(['bash', 'think']);
   });
 
   it('uses the job max_tokens, else the default, never above the model output limit', async () => {
@@ -33,7 +92,7 @@ describe('buildMessagesRequest', () => {
     expect((await buildMessagesRequest(makeJob({ model: '' }), runOptions({ defaultModel: 'bedrock-offline' }))).model).toBe('bedrock-offline');
   });
 
-  it('never ends in an assistant turn (no prefill): a cut response is continued from a user turn', async () => {
+  it('a history ending in a cut response (not a paused one) is continued from a user turn: no prefill', async () => {
     const job = makeJob({
       messages: [
         { role: Role.USER, content: [text('write a long essay')] },
@@ -143,5 +202,254 @@ describe('buildMessagesRequest', () => {
     await expect(buildMessagesRequest(makeJob({ toolNames: ['rm_rf'] }), options)).rejects.toThrow(InvalidJobError);
     await expect(buildMessagesRequest(makeJob({ messages: [] }), options)).rejects.toThrow(/no messages/);
     await expect(buildMessagesRequest(makeJob({ messages: [{ role: Role.ASSISTANT, content: [text('hi')] }] }), options)).rejects.toThrow(/start with a user/);
+  });
+});
+
+const cache = (b: unknown) => (b as { cache_control?: unknown }).cache_control;
+/** Every block of the request that carries a cache breakpoint: "system", "tools.N" or "M.B". */
+function breakpoints(params: Anthropic.MessageCreateParamsStreaming): string[] {
+  return [
+    ...((params.system as Anthropic.TextBlockParam[] | undefined) ?? []).flatMap((b, i) => (cache(b) ? [`system.${i}`] : [])),
+    ...(params.tools ?? []).flatMap((t, i) => (cache(t) ? [`tools.${i}`] : [])),
+    ...params.messages.flatMap((m, i) => (m.content as unknown[]).flatMap((b, j) => (cache(b) ? [`${i}.${j}`] : []))),
+  ];
+}
+
+const searchUse = { type: 'server_tool_use', id: 'srvtoolu_01', name: 'web_search', input: { query: 'bedrock release date' } };
+const searchResult = {
+  type: 'web_search_tool_result',
+  tool_use_id: 'srvtoolu_01',
+  content: [{ type: 'web_search_result', url: 'https://example.com/r', title: 'Release', encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1', page_age: null }],
+};
+const citation = { type: 'web_search_result_location', url: 'https://example.com/r', title: 'Release', encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1', cited_text: 'Released in May.' };
+
+describe('buildMessagesRequest: the model\'s own blocks', () => {
+  it('sends thinking, redacted thinking, server tool blocks and citations back verbatim, in their order', async () => {
+    const job = makeJob({
+      thinking: ThinkingLevel.HIGH,
+      model: 'claude-opus-5',
+      messages: [
+        { role: Role.USER, content: [text('when was it released?')] },
+        {
+          role: Role.ASSISTANT,
+          content: [
+            thinking('I should search.', 'EuYBCkQYAiJA'),
+            redactedThinking('EmwKAhgBEgy3va3pzix'),
+            serverTool(searchUse),
+            serverTool(searchResult),
+            citedText('It was released in May.', [citation]),
+            text(' '),
+            thinking('', 'EmptyDisplaySig'),
+            toolUse('toolu_1', 'bash', { command: 'date' }),
+          ],
+        },
+        { role: Role.USER, content: [toolResult('toolu_1', 'Mon')] },
+      ],
+    });
+    const params = await buildMessagesRequest(job, options);
+    expect(params.messages[1]!.content).toEqual([
+      { type: 'thinking', thinking: 'I should search.', signature: 'EuYBCkQYAiJA' },
+      { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' },
+      searchUse,
+      searchResult,
+      { type: 'text', text: 'It was released in May.', citations: [citation] },
+      { type: 'thinking', thinking: '', signature: 'EmptyDisplaySig' },
+      { type: 'tool_use', id: 'toolu_1', name: 'bash', input: { command: 'date' } },
+    ]);
+    // The tool loop's assistant turn starts with thinking: thinking stays on.
+    expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+  });
+
+  it('rejects a stored server tool block that is not a JSON object, in a sentence', async () => {
+    const broken = makeJob({
+      messages: [
+        { role: Role.USER, content: [text('q')] },
+        { role: Role.ASSISTANT, content: [{ ...serverTool(searchUse), block: { case: 'serverTool', value: { blockType: 'server_tool_use', blockJson: '{"type":' } } } as ReturnType<typeof text>] },
+        { role: Role.USER, content: [text('go on')] },
+      ],
+    });
+    const err = await buildMessagesRequest(broken, options).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidJobError);
+    expect((err as Error).message).toBe('Block 1 of message 2 (server_tool_use) is not a JSON object, so it cannot be sent back to the model.');
+  });
+
+  it('sends text whose stored citations cannot be read without them, and says so', async () => {
+    const job = makeJob({
+      messages: [
+        { role: Role.USER, content: [text('q')] },
+        { role: Role.ASSISTANT, content: [{ ...text('cited'), block: { case: 'text', value: { text: 'cited', citationsJson: 'not json' } } } as ReturnType<typeof text>] },
+        { role: Role.USER, content: [text('more')] },
+      ],
+    });
+    const dropped: string[] = [];
+    const params = await buildMessagesRequest(job, options, { onCitationsDropped: (l) => dropped.push(l) });
+    expect(params.messages[1]!.content).toEqual([{ type: 'text', text: 'cited' }]);
+    expect(dropped).toEqual(['block 1 of message 2']);
+  });
+
+  it('resumes a paused turn (server tool blocks) by sending it as it is, trailing whitespace of its final text trimmed', async () => {
+    const job = makeJob({
+      serverTools: [ServerTool.WEB_SEARCH],
+      messages: [
+        { role: Role.USER, content: [text('search for it')] },
+        { role: Role.ASSISTANT, content: [text('Searching. '), serverTool(searchUse), serverTool(searchResult), text('Found one; checking more   \n')] },
+      ],
+    });
+    const params = await buildMessagesRequest(job, options);
+    expect(params.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(params.messages[1]!.content).toEqual([
+      { type: 'text', text: 'Searching. ' },
+      searchUse,
+      searchResult,
+      { type: 'text', text: 'Found one; checking more', cache_control: { type: 'ephemeral' } },
+    ]);
+    // Ending with the provider's result block: nothing to trim, and the breakpoint goes to the nearest earlier text.
+    const atResult = await buildMessagesRequest(makeJob({ messages: [job.messages[0]!, { role: Role.ASSISTANT, content: [text('Searching.'), serverTool(searchUse), serverTool(searchResult)] }] }), options);
+    expect(atResult.messages[1]!.content).toEqual([{ type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral' } }, searchUse, searchResult]);
+    expect(atResult.messages).toHaveLength(2);
+  });
+
+  it('never puts a cache breakpoint on thinking or server tool blocks, and never more than four', async () => {
+    const job = makeJob({
+      thinking: ThinkingLevel.HIGH,
+      model: 'claude-opus-5',
+      serverTools: [ServerTool.WEB_SEARCH],
+      messages: [
+        { role: Role.USER, content: [text('one')] },
+        { role: Role.ASSISTANT, content: [text('two')] },
+        { role: Role.USER, content: [text('search it')] },
+        { role: Role.ASSISTANT, content: [thinking('t', 'sig'), serverTool(searchUse), serverTool(searchResult)] },
+      ],
+    });
+    const params = await buildMessagesRequest(job, options);
+    // System, the previous user turn, and — the paused turn having nothing cacheable — the user turn before it.
+    expect(breakpoints(params)).toEqual(['system.0', '0.0', '2.0']);
+    for (const m of params.messages) for (const b of m.content as Array<{ type: string }>) if (b.type !== 'text' && b.type !== 'tool_result') expect(cache(b)).toBeUndefined();
+
+    // Histories of every shape: at most four, none on the model's own blocks.
+    const shapes = [
+      [text('a')],
+      [thinking('x', 's')],
+      [redactedThinking('r')],
+      [serverTool(searchUse), serverTool(searchResult)],
+      [thinking('x', 's'), toolUse('toolu_q', 'bash', { command: 'ls' })],
+    ];
+    for (const assistant of shapes) {
+      for (const systemPrompt of ['', 'sys']) {
+        const messages = [
+          { role: Role.USER, content: [text('u1')] },
+          { role: Role.ASSISTANT, content: assistant },
+          { role: Role.USER, content: assistant.some((b) => b.block.case === 'toolUse') ? [toolResult('toolu_q', 'out')] : [text('u2')] },
+          { role: Role.ASSISTANT, content: assistant.filter((b) => b.block.case !== 'toolUse') },
+        ];
+        const built = await buildMessagesRequest(makeJob({ systemPrompt, serverTools: [ServerTool.WEB_SEARCH], messages }), options);
+        const marks = breakpoints(built);
+        expect(marks.length).toBeGreaterThanOrEqual(1);
+        expect(marks.length).toBeLessThanOrEqual(MAX_CACHE_BREAKPOINTS);
+        for (const m of built.messages) {
+          for (const b of m.content as Array<{ type: string }>) {
+            if (['thinking', 'redacted_thinking', 'server_tool_use', 'web_search_tool_result'].includes(b.type)) expect(cache(b)).toBeUndefined();
+          }
+        }
+      }
+    }
+  });
+});
+
+describe('buildMessagesRequest: thinking', () => {
+  const levels: Array<[ThinkingLevel, string]> = [
+    [ThinkingLevel.LOW, 'low'],
+    [ThinkingLevel.MEDIUM, 'medium'],
+    [ThinkingLevel.HIGH, 'high'],
+    [ThinkingLevel.MAX, 'max'],
+  ];
+  it.each(levels)('adaptive models get thinking adaptive (summarized) and the effort of level %i (%s)', async (level, effort) => {
+    for (const model of ['claude-opus-5', 'claude-sonnet-4-6', 'bedrock-offline']) {
+      const params = await buildMessagesRequest(makeJob({ model, thinking: level }), options);
+      expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+      expect(params.output_config).toEqual({ effort });
+      expect(params.max_tokens).toBe(16_000);
+    }
+  });
+
+  it('budget models get a token budget by level, max_tokens raised to budget + 4 096 within the model limit', async () => {
+    const budget = async (level: ThinkingLevel, extra: Parameters<typeof makeJob>[0] = {}) => {
+      const p = await buildMessagesRequest(makeJob({ model: 'claude-sonnet-4-5', thinking: level, ...extra }), options);
+      expect(p.output_config).toBeUndefined();
+      return [p.thinking, p.max_tokens];
+    };
+    expect(await budget(ThinkingLevel.LOW)).toEqual([{ type: 'enabled', budget_tokens: 4_000 }, 16_000]);
+    expect(await budget(ThinkingLevel.MEDIUM)).toEqual([{ type: 'enabled', budget_tokens: 10_000 }, 16_000]);
+    expect(await budget(ThinkingLevel.HIGH)).toEqual([{ type: 'enabled', budget_tokens: 24_000 }, 28_096]);
+    expect(await budget(ThinkingLevel.MAX)).toEqual([{ type: 'enabled', budget_tokens: 48_000 }, 52_096]);
+    // A larger max_tokens is kept (a cut tool call asked again at the model limit).
+    expect(await budget(ThinkingLevel.MAX, { maxTokens: 64_000 })).toEqual([{ type: 'enabled', budget_tokens: 48_000 }, 64_000]);
+  });
+
+  it('clamps the budget to max_tokens − 4 096 and at least 1 024; a model with no room gets no thinking', async () => {
+    const registry = createModelRegistry({
+      small: { contextWindow: 100_000, maxOutputTokens: 8_192, thinking: 'budget' },
+      tiny: { contextWindow: 100_000, maxOutputTokens: 4_096, thinking: 'budget' },
+      minute: { contextWindow: 100_000, maxOutputTokens: 1_024, thinking: 'budget' },
+    });
+    const opts = runOptions({ registry });
+    const build = (model: string) => buildMessagesRequest(makeJob({ model, thinking: ThinkingLevel.HIGH }), opts);
+    expect([(await build('small')).thinking, (await build('small')).max_tokens]).toEqual([{ type: 'enabled', budget_tokens: 4_096 }, 8_192]);
+    expect([(await build('tiny')).thinking, (await build('tiny')).max_tokens]).toEqual([{ type: 'enabled', budget_tokens: 1_024 }, 4_096]);
+    const omitted: string[] = [];
+    const minute = await buildMessagesRequest(makeJob({ model: 'minute', thinking: ThinkingLevel.LOW }), opts, { onThinkingOmitted: (r) => omitted.push(r) });
+    expect([minute.thinking, minute.max_tokens]).toEqual([undefined, 1_024]);
+    expect(omitted).toEqual(["the model's output limit (1024 tokens) leaves no room for a thinking budget of at least 1024 tokens"]);
+  });
+
+  it('sends no thinking when it is off or unset, for models that cannot think and for unknown models', async () => {
+    const registry = createModelRegistry({ plain: { contextWindow: 100_000, maxOutputTokens: 8_192 } });
+    const cases: Array<[string, ThinkingLevel]> = [
+      ['claude-opus-5', ThinkingLevel.OFF],
+      ['claude-opus-5', ThinkingLevel.UNSPECIFIED],
+      ['claude-haiku-4-5', ThinkingLevel.OFF],
+      ['plain', ThinkingLevel.HIGH],
+      ['not-in-the-registry', ThinkingLevel.HIGH],
+    ];
+    for (const [model, level] of cases) {
+      const params = await buildMessagesRequest(makeJob({ model, thinking: level }), runOptions({ registry }));
+      expect([model, params.thinking, params.output_config]).toEqual([model, undefined, undefined]);
+    }
+  });
+
+  it('leaves thinking out of a tool loop whose assistant turn does not start with thinking (it was off), until a plain user turn', async () => {
+    const loop = (assistant: ReturnType<typeof text>[], last = [toolResult('toolu_1', 'done')]) =>
+      makeJob({
+        model: 'claude-opus-5',
+        thinking: ThinkingLevel.MEDIUM,
+        messages: [
+          { role: Role.USER, content: [text('do it')] },
+          { role: Role.ASSISTANT, content: assistant },
+          { role: Role.USER, content: last },
+        ],
+      });
+    const omitted: string[] = [];
+    const hooks = { onThinkingOmitted: (r: string) => omitted.push(r) };
+    const without = await buildMessagesRequest(loop([text('Running.'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options, hooks);
+    expect([without.thinking, without.output_config]).toEqual([undefined, undefined]);
+    expect(omitted).toEqual(['the tool calls it answers were made in a turn without thinking']);
+    // Tool results with a notice after them: still a tool loop (results come first).
+    const withNotice = await buildMessagesRequest(loop([toolUse('toolu_1', 'bash', { command: 'ls' })], [text('[System notice] x'), toolResult('toolu_1', 'done')]), options);
+    expect(withNotice.thinking).toBeUndefined();
+    // The turn started with thinking (or redacted thinking): on.
+    expect((await buildMessagesRequest(loop([thinking('plan', 'sig'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect((await buildMessagesRequest(loop([redactedThinking('r'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    // A new user message after a turn without thinking: on again.
+    expect((await buildMessagesRequest(loop([text('Hello.')], [text('next question')]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    // The same rule for budget models.
+    const budget = await buildMessagesRequest({ ...loop([toolUse('toolu_1', 'bash', { command: 'ls' })]), model: 'claude-haiku-4-5' }, options);
+    expect([budget.thinking, budget.max_tokens]).toEqual([undefined, 16_000]);
+  });
+
+  it('leaves thinking out when resuming a paused turn that does not start with thinking', async () => {
+    const paused = (first: ReturnType<typeof text>[]) =>
+      makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.HIGH, messages: [{ role: Role.USER, content: [text('search')] }, { role: Role.ASSISTANT, content: [...first, serverTool(searchUse), serverTool(searchResult)] }] });
+    expect((await buildMessagesRequest(paused([]), options)).thinking).toBeUndefined();
+    expect((await buildMessagesRequest(paused([thinking('t', 's')]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
   });
 });

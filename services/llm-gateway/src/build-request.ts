@@ -1,12 +1,14 @@
 /**
  * Builds the Messages API request for one LlmRequestJob: system prompt, the static tool
- * schemas (none for a continuation summary, REQ-BED-020), the history with images, and
- * prompt-caching breakpoints so a long conversation re-reads its cached prefix.
+ * schemas plus the provider-run tools the conversation turned on, extended thinking in the
+ * form the model takes, the history with images and with the model's own blocks (thinking,
+ * server tools, citations) sent back verbatim, and prompt-caching breakpoints so a long
+ * conversation re-reads its cached prefix. docs/llm-gateway.md describes every rule.
  */
 import type Anthropic from '@anthropic-ai/sdk';
-import { isToolName, TOOLS } from '@bedrock/contracts/tools';
-import type { ModelRegistry } from '@bedrock/contracts/models';
-import { LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
+import { isToolName, TOOLS, type ToolName } from '@bedrock/contracts/tools';
+import type { ModelRegistry, ThinkingForm } from '@bedrock/contracts/models';
+import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel, type LlmRequestJob } from '@bedrock/contracts';
 import {
   ImageRejectedError,
   prepareImage,
@@ -17,6 +19,7 @@ import {
   type ImageRefusal,
   type RefusedImages,
 } from './images.ts';
+import { isServerToolBlockType } from './stream-accumulator.ts';
 
 type MessageParam = Anthropic.MessageParam;
 type BlockParam = Anthropic.ContentBlockParam;
@@ -45,6 +48,10 @@ export interface RemovedImage {
 export interface BuildHooks {
   /** Each image left out of the request, with the note in its place. */
   readonly onImageRemoved?: (removed: RemovedImage) => void;
+  /** The job asked for thinking but this request goes without it, and why. */
+  readonly onThinkingOmitted?: (reason: string) => void;
+  /** A text block's stored citations could not be read: the text is sent without them. */
+  readonly onCitationsDropped?: (label: string) => void;
 }
 
 /** A job that cannot become a valid request; `message` is safe to show to the user. */
@@ -57,6 +64,9 @@ export class InvalidJobError extends Error {
 
 const EPHEMERAL = { type: 'ephemeral' } as const;
 
+/** The API accepts at most this many cache_control breakpoints in one request. */
+export const MAX_CACHE_BREAKPOINTS = 4;
+
 /** The user turn that asks the model to go on after a response it could not finish. */
 export const CONTINUE_AFTER_CUT =
   'Your previous response was cut off by the output limit. Continue exactly where it stopped, without repeating anything; if you were writing a tool call, make it again, smaller (split a large file into several writes).';
@@ -64,51 +74,214 @@ export const CONTINUE_AFTER_CUT =
 /** Text shown to the model for a tool result with no output: the API rejects empty content. */
 export const EMPTY_TOOL_RESULT = '(no output)';
 
+/** Thinking budgets of budget-form models, by level, in tokens. */
+export const THINKING_BUDGETS: Readonly<Partial<Record<ThinkingLevel, number>>> = {
+  [ThinkingLevel.LOW]: 4_000,
+  [ThinkingLevel.MEDIUM]: 10_000,
+  [ThinkingLevel.HIGH]: 24_000,
+  [ThinkingLevel.MAX]: 48_000,
+};
+/** The API's smallest thinking budget. */
+export const MIN_THINKING_BUDGET = 1_024;
+/** Output kept for the answer beyond a thinking budget: max_tokens ≥ budget + this. */
+export const ANSWER_HEADROOM = 4_096;
+
+/** Effort levels of adaptive-form models, by level. */
+const EFFORTS: Readonly<Partial<Record<ThinkingLevel, 'low' | 'medium' | 'high' | 'max'>>> = {
+  [ThinkingLevel.LOW]: 'low',
+  [ThinkingLevel.MEDIUM]: 'medium',
+  [ThinkingLevel.HIGH]: 'high',
+  [ThinkingLevel.MAX]: 'max',
+};
+
+/** Provider-run tools as the request defines them. */
+export const SERVER_TOOL_DEFINITIONS = {
+  web_search: { type: 'web_search_20250305', name: 'web_search', max_uses: 5 },
+  web_fetch: { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
+} as const satisfies Record<string, Anthropic.WebSearchTool20250305 | Anthropic.WebFetchTool20250910>;
+type ServerToolName = keyof typeof SERVER_TOOL_DEFINITIONS;
+const SERVER_TOOL_NAMES: Readonly<Partial<Record<ServerTool, ServerToolName>>> = {
+  [ServerTool.WEB_SEARCH]: 'web_search',
+  [ServerTool.WEB_FETCH]: 'web_fetch',
+};
+const isServerToolName = (name: unknown): name is ServerToolName => typeof name === 'string' && Object.hasOwn(SERVER_TOOL_DEFINITIONS, name);
+
 export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks = {}): Promise<Anthropic.MessageCreateParamsStreaming> {
   const model = job.model || options.defaultModel;
-  const limits = options.registry.lookup(model);
-  const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, limits.maxOutputTokens);
+  const spec = options.registry.lookup(model);
+  const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, spec.maxOutputTokens);
 
-  const tools: Anthropic.Tool[] = [];
-  if (job.purpose !== LlmRequestPurpose.CONTINUATION) {
-    for (const name of job.toolNames) {
-      if (!isToolName(name)) throw new InvalidJobError(`unknown tool "${name}" requested; it is not in the tool registry`);
-      const def = TOOLS[name];
-      tools.push({ name, description: def.description, input_schema: def.inputSchema as Anthropic.Tool.InputSchema });
-    }
+  const clientTools: ToolName[] = [];
+  for (const name of job.toolNames) {
+    if (!isToolName(name)) throw new InvalidJobError(`The request names the tool "${name}", which is not in the tool registry.`);
+    if (!clientTools.includes(name)) clientTools.push(name);
+  }
+  const serverTools: ServerToolName[] = [];
+  for (const tool of job.serverTools) {
+    const name = SERVER_TOOL_NAMES[tool];
+    if (name && !serverTools.includes(name)) serverTools.push(name);
   }
 
   const messages = await convertMessages(job, options, hooks);
-  if (messages.length === 0) throw new InvalidJobError('the request has no messages to send');
-  if (messages[0]?.role !== 'user') throw new InvalidJobError('the history must start with a user message');
-  // A response cut by max_tokens (or paused) is continued: current models reject an assistant
-  // prefill (a request ending in an assistant turn), so the request asks in a user turn. The
-  // history keeps only the model's own text; the next turn merges the continuation into it.
-  if (messages[messages.length - 1]?.role === 'assistant') messages.push({ role: 'user', content: [{ type: 'text', text: CONTINUE_AFTER_CUT }] });
+  if (messages.length === 0) throw new InvalidJobError('The request has no messages to send.');
+  if (messages[0]?.role !== 'user') throw new InvalidJobError('The history must start with a user message.');
+  // Current models reject an assistant prefill (a request ending in an assistant turn), with
+  // one exception: a turn the provider paused (pause_turn, while it ran a server tool) is
+  // resumed by sending it back as it is. A paused turn holds server-tool blocks; anything else
+  // ending the history (it should not happen: the state machine adds a notice after a cut) is
+  // continued from a user turn.
+  const last = messages[messages.length - 1]!;
+  if (last.role === 'assistant') {
+    if ((last.content as BlockParam[]).some((b) => isServerToolBlockType(b.type))) trimFinalText(last);
+    else messages.push({ role: 'user', content: [{ type: 'text', text: CONTINUE_AFTER_CUT }] });
+  }
 
-  // Breakpoints (at most 4): the prefix tools+system, the end of the previous user turn (so
-  // this request reads what the last one wrote, even when more than the API's ~20-block
-  // lookback lies between), and the end of this request (written for the next turn).
-  let system: Anthropic.TextBlockParam[] | undefined;
-  if (job.systemPrompt) system = [{ type: 'text', text: job.systemPrompt, cache_control: EPHEMERAL }];
-  else if (tools.length > 0) tools[tools.length - 1] = { ...tools[tools.length - 1]!, cache_control: EPHEMERAL };
-  const userTurns = messages.flatMap((m, i) => (m.role === 'user' ? [i] : []));
-  const previousUser = userTurns.length >= 2 ? userTurns[userTurns.length - 2] : undefined;
-  if (previousUser !== undefined) markLastBlock(messages[previousUser]!);
-  markLastBlock(messages[messages.length - 1]!);
+  // A continuation summary offers the conversation's tools but lets the model call none: the
+  // API rejects a history with tool blocks in a request that defines no tools. Whenever
+  // tool_choice is none, every tool the history used is defined as well, so its blocks stay
+  // valid (a tool turned off since, a job that lists none).
+  const used = toolsUsedIn(messages);
+  const toolChoiceNone = job.purpose === LlmRequestPurpose.CONTINUATION || (clientTools.length === 0 && serverTools.length === 0 && used.any);
+  if (toolChoiceNone) {
+    for (const name of used.client) if (!clientTools.includes(name)) clientTools.push(name);
+    for (const name of used.server) if (!serverTools.includes(name)) serverTools.push(name);
+    if (clientTools.length === 0 && serverTools.length === 0 && used.any) clientTools.push(...(Object.keys(TOOLS) as ToolName[]));
+  }
+  const tools: Anthropic.ToolUnion[] = [
+    ...clientTools.map((name): Anthropic.Tool => ({ name, description: TOOLS[name].description, input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema })),
+    ...serverTools.map((name) => ({ ...SERVER_TOOL_DEFINITIONS[name] })),
+  ];
 
   const params: Anthropic.MessageCreateParamsStreaming = { model, max_tokens: maxTokens, messages, stream: true };
-  if (system) params.system = system;
+  if (job.systemPrompt) params.system = [{ type: 'text', text: job.systemPrompt }];
   if (tools.length > 0) params.tools = tools;
+  if (toolChoiceNone && tools.length > 0) params.tool_choice = { type: 'none' };
+  applyThinking(params, job.thinking, spec.thinking, spec.maxOutputTokens, hooks);
+  placeCacheBreakpoints(params);
   return params;
 }
 
-function markLastBlock(message: MessageParam): void {
+/**
+ * Thinking in the form the model takes (docs/llm-gateway.md, "Thinking"): adaptive models get
+ * an effort level, budget models a token budget (max_tokens raised to fit it, within the
+ * model's limit). Left out when the level is OFF, the model cannot think, or the history does
+ * not allow it (see {@link thinkingBlocker}).
+ */
+function applyThinking(params: Anthropic.MessageCreateParamsStreaming, level: ThinkingLevel, form: ThinkingForm, modelLimit: number, hooks: BuildHooks): void {
+  if (form === 'none' || level === ThinkingLevel.OFF || level === ThinkingLevel.UNSPECIFIED) return;
+  const blocker = thinkingBlocker(params.messages);
+  if (blocker) {
+    hooks.onThinkingOmitted?.(blocker);
+    return;
+  }
+  if (form === 'adaptive') {
+    params.thinking = { type: 'adaptive', display: 'summarized' };
+    params.output_config = { effort: EFFORTS[level] ?? 'high' };
+    return;
+  }
+  const wanted = THINKING_BUDGETS[level] ?? THINKING_BUDGETS[ThinkingLevel.HIGH]!;
+  const maxTokens = Math.max(params.max_tokens, Math.min(wanted + ANSWER_HEADROOM, modelLimit));
+  const budget = Math.max(MIN_THINKING_BUDGET, Math.min(wanted, maxTokens - ANSWER_HEADROOM));
+  // The API wants the budget below max_tokens; a model whose whole output limit is that small cannot think.
+  if (budget >= maxTokens) {
+    hooks.onThinkingOmitted?.(`the model's output limit (${modelLimit} tokens) leaves no room for a thinking budget of at least ${MIN_THINKING_BUDGET} tokens`);
+    return;
+  }
+  params.max_tokens = maxTokens;
+  params.thinking = { type: 'enabled', budget_tokens: budget };
+}
+
+/**
+ * The API's rule for thinking across tool turns: with thinking on, the final assistant turn
+ * (the one before the last user turn when that turn answers tool calls, or the request's own
+ * last turn when it ends in a paused assistant turn) must start with a thinking or redacted
+ * thinking block. A turn produced while thinking was off does not, so the request goes
+ * without thinking until the next plain user turn. Returns why, or undefined when allowed.
+ */
+export function thinkingBlocker(messages: readonly MessageParam[]): string | undefined {
+  const startsWithThinking = (m: MessageParam | undefined) => {
+    const first = (m?.content as BlockParam[] | undefined)?.[0];
+    return first?.type === 'thinking' || first?.type === 'redacted_thinking';
+  };
+  const lastIndex = messages.length - 1;
+  const last = messages[lastIndex];
+  if (last?.role === 'assistant') {
+    return startsWithThinking(last) ? undefined : 'the paused assistant turn it resumes does not start with a thinking block';
+  }
+  const first = (last?.content as BlockParam[] | undefined)?.[0];
+  if (first?.type !== 'tool_result') return undefined;
+  const assistant = messages[lastIndex - 1];
+  return startsWithThinking(assistant) ? undefined : 'the tool calls it answers were made in a turn without thinking';
+}
+
+/**
+ * Prompt-caching breakpoints (at most {@link MAX_CACHE_BREAKPOINTS}): the end of the system
+ * prompt (caching tools + system; the last tool when there is no system prompt), the end of the
+ * previous user turn (so this request reads what the last one wrote, even when more than the
+ * API's ~20-block look-back lies between), and the end of this request (written for the next
+ * turn). Never on thinking, redacted thinking or server-tool blocks: the nearest earlier block
+ * that can carry one gets it.
+ */
+function placeCacheBreakpoints(params: Anthropic.MessageCreateParamsStreaming): void {
+  let count = 0;
+  const system = params.system as Anthropic.TextBlockParam[] | undefined;
+  const tools = params.tools;
+  if (system && system.length > 0) {
+    system[system.length - 1] = { ...system[system.length - 1]!, cache_control: EPHEMERAL };
+    count++;
+  } else if (tools && tools.length > 0) {
+    tools[tools.length - 1] = { ...tools[tools.length - 1]!, cache_control: EPHEMERAL } as Anthropic.ToolUnion;
+    count++;
+  }
+  const { messages } = params;
+  const userTurns = messages.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  const previousUser = userTurns.length >= 2 ? userTurns[userTurns.length - 2] : undefined;
+  for (const end of [previousUser, messages.length - 1]) {
+    if (end === undefined || count >= MAX_CACHE_BREAKPOINTS) continue;
+    if (markNearest(messages, end)) count++;
+  }
+}
+
+const CACHEABLE = new Set(['text', 'image', 'tool_use', 'tool_result']);
+
+/** Marks the last cacheable block at or before the end of `messages[end]`; false when it was marked already or none exists. */
+function markNearest(messages: MessageParam[], end: number): boolean {
+  for (let mi = end; mi >= 0; mi--) {
+    const content = messages[mi]!.content as BlockParam[];
+    for (let bi = content.length - 1; bi >= 0; bi--) {
+      const block = content[bi]!;
+      if (!CACHEABLE.has(block.type)) continue;
+      if ((block as { cache_control?: unknown }).cache_control) return false;
+      content[bi] = { ...block, cache_control: EPHEMERAL } as BlockParam;
+      return true;
+    }
+  }
+  return false;
+}
+
+/** A paused turn is sent back as it is, but the API rejects final assistant content ending in whitespace. */
+function trimFinalText(message: MessageParam): void {
   const content = message.content as BlockParam[];
   const last = content[content.length - 1];
-  if (last && (last.type === 'text' || last.type === 'image' || last.type === 'tool_use' || last.type === 'tool_result')) {
-    content[content.length - 1] = { ...last, cache_control: EPHEMERAL };
+  if (last?.type !== 'text') return;
+  const text = last.text.trimEnd();
+  if (text === '') content.pop();
+  else content[content.length - 1] = { ...last, text };
+}
+
+/** Tools the history's tool_use and server_tool_use blocks name (known ones), and whether it holds any tool block. */
+function toolsUsedIn(messages: readonly MessageParam[]): { client: ToolName[]; server: ServerToolName[]; any: boolean } {
+  const client: ToolName[] = [];
+  const server: ServerToolName[] = [];
+  let any = false;
+  for (const m of messages) {
+    for (const b of m.content as BlockParam[]) {
+      if (b.type === 'tool_use' || b.type === 'tool_result' || isServerToolBlockType(b.type)) any = true;
+      if (b.type === 'tool_use' && isToolName(b.name) && !client.includes(b.name)) client.push(b.name);
+      if (b.type === 'server_tool_use' && isServerToolName(b.name) && !server.includes(b.name)) server.push(b.name);
+    }
   }
+  return { client, server, any };
 }
 
 async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks): Promise<MessageParam[]> {
@@ -116,16 +289,24 @@ async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks:
   const out: MessageParam[] = [];
   for (const [mi, message] of job.messages.entries()) {
     const role = message.role === Role.USER ? 'user' : message.role === Role.ASSISTANT ? 'assistant' : undefined;
-    if (!role) throw new InvalidJobError(`message ${mi + 1} has no role`);
+    if (!role) throw new InvalidJobError(`Message ${mi + 1} has no role.`);
     const blocks: BlockParam[] = [];
     let imageIndex = 0;
-    for (const block of message.content) {
+    for (const [bi, block] of message.content.entries()) {
       const b = block.block;
       switch (b.case) {
-        case 'text':
+        case 'text': {
           // The API rejects empty text blocks.
-          if (b.value.text.trim() !== '') blocks.push({ type: 'text', text: b.value.text });
+          if (b.value.text.trim() === '') break;
+          const text: Anthropic.TextBlockParam = { type: 'text', text: b.value.text };
+          if (b.value.citationsJson) {
+            const citations = parseJson(b.value.citationsJson);
+            if (Array.isArray(citations)) text.citations = citations as Anthropic.TextCitationParam[];
+            else hooks.onCitationsDropped?.(`block ${bi + 1} of message ${mi + 1}`);
+          }
+          blocks.push(text);
           break;
+        }
         case 'image': {
           imageIndex++;
           const label = `image ${imageIndex} of message ${mi + 1}`;
@@ -159,6 +340,22 @@ async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks:
             is_error: b.value.isError,
           });
           break;
+        // The model's own blocks go back exactly as it returned them (signatures, encrypted data).
+        case 'thinking':
+          blocks.push({ type: 'thinking', thinking: b.value.thinking, signature: b.value.signature });
+          break;
+        case 'redactedThinking':
+          blocks.push({ type: 'redacted_thinking', data: b.value.data });
+          break;
+        case 'serverTool': {
+          const value = parseJson(b.value.blockJson);
+          if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+            throw new InvalidJobError(`Block ${bi + 1} of message ${mi + 1} (${b.value.blockType || 'a server tool block'}) is not a JSON object, so it cannot be sent back to the model.`);
+          }
+          const verbatim = value as Record<string, unknown>;
+          blocks.push((typeof verbatim.type === 'string' ? verbatim : { ...verbatim, type: b.value.blockType }) as unknown as BlockParam);
+          break;
+        }
         case undefined:
           break;
       }
@@ -176,6 +373,14 @@ async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks:
     m.content = [...content.filter((b) => b.type === 'tool_result'), ...content.filter((b) => b.type !== 'tool_result')];
   }
   return out;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
-import { ConversationEventSchema, type TokenDelta } from '@bedrock/contracts';
+import { ConversationEventSchema, TokenDeltaKind, type TokenDelta } from '@bedrock/contracts';
 import { createMemoryStreams, STREAM_START, type NotificationStreams } from '@bedrock/platform';
 import { createDeltaPublisher } from './delta-publisher.ts';
 
@@ -30,6 +30,28 @@ describe('delta publisher', () => {
     publisher.push(2, 'end');
     await publisher.flush();
     expect((await deltasOf(streams, 'c1')).at(-1)?.text).toBe('end');
+    await streams.close();
+  });
+
+  it('never merges thinking with text, nor deltas of different blocks; each append carries its kind', async () => {
+    const streams = createMemoryStreams();
+    await streams.appendDurable(durable('c4', 1n));
+    const publisher = createDeltaPublisher({ streams, conversationId: 'c4', sequence: 1n, requestId: 'r4' });
+    // Pushed in one tick: everything after the first append in flight is pending at once.
+    publisher.push(0, 'Hmm, ', TokenDeltaKind.THINKING);
+    publisher.push(0, 'let me see. ', TokenDeltaKind.THINKING);
+    publisher.push(0, 'same index, other kind', TokenDeltaKind.TEXT);
+    publisher.push(0, ' and more', TokenDeltaKind.TEXT);
+    publisher.push(1, 'Answer', TokenDeltaKind.TEXT);
+    publisher.push(1, '.');
+    await publisher.flush();
+    const deltas = await deltasOf(streams, 'c4');
+    expect(deltas.map((d) => [d.blockIndex, d.kind, d.text])).toEqual([
+      [0, TokenDeltaKind.THINKING, 'Hmm, '],
+      [0, TokenDeltaKind.THINKING, 'let me see. '],
+      [0, TokenDeltaKind.TEXT, 'same index, other kind and more'],
+      [1, TokenDeltaKind.TEXT, 'Answer.'],
+    ]);
     await streams.close();
   });
 

@@ -1,16 +1,17 @@
 /**
- * Publishes a request's text deltas to the conversation's notification stream, in order and
- * complete. Appends run one at a time (order); deltas that arrive while an append is in
- * flight are merged into the next one when they belong to the same block, so a fast model
- * costs at most one Redis round trip in flight per request instead of one per token.
+ * Publishes a request's text and thinking deltas to the conversation's notification stream,
+ * in order and complete. Appends run one at a time (order); deltas that arrive while an
+ * append is in flight are merged into the next one when they belong to the same block and are
+ * of the same kind (never text with thinking), so a fast model costs at most one Redis round
+ * trip in flight per request instead of one per token.
  */
 import { create } from '@bufbuild/protobuf';
-import { ConversationEventSchema } from '@bedrock/contracts';
+import { ConversationEventSchema, TokenDeltaKind } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
 
 export interface DeltaPublisher {
-  /** Queues a delta; never throws, never blocks the stream. */
-  push(blockIndex: number, text: string): void;
+  /** Queues a delta (TEXT unless told); never throws, never blocks the stream. */
+  push(blockIndex: number, text: string, kind?: TokenDeltaKind): void;
   /** Resolves once every delta pushed so far is appended (or dropped after an error). */
   flush(): Promise<void>;
   /** Appends made (after merging). */
@@ -26,7 +27,7 @@ export interface DeltaPublisherOptions {
   /** An append failed; the deltas are ephemeral, so they are dropped and the request goes on. */
   readonly onError?: (err: unknown) => void;
   /** Called after each append landed, for latency measurements. */
-  readonly onAppended?: (blockIndex: number, text: string) => void;
+  readonly onAppended?: (blockIndex: number, text: string, kind: TokenDeltaKind) => void;
   /**
    * The durable event a delta follows may not be in the stream yet (the conversation's
    * outbox relay races the job); a delta waits for it this long, ms. Default 2000.
@@ -37,7 +38,7 @@ export interface DeltaPublisherOptions {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export function createDeltaPublisher(options: DeltaPublisherOptions): DeltaPublisher {
-  const pending: Array<{ blockIndex: number; text: string }> = [];
+  const pending: Array<{ blockIndex: number; text: string; kind: TokenDeltaKind }> = [];
   let running: Promise<void> = Promise.resolve();
   let draining = false;
   let stale = false;
@@ -56,12 +57,12 @@ export function createDeltaPublisher(options: DeltaPublisherOptions): DeltaPubli
           create(ConversationEventSchema, {
             conversationId: options.conversationId,
             sequence: options.sequence,
-            kind: { case: 'tokenDelta', value: { requestId: options.requestId, blockIndex: next.blockIndex, text: next.text } },
+            kind: { case: 'tokenDelta', value: { requestId: options.requestId, blockIndex: next.blockIndex, text: next.text, kind: next.kind } },
           }),
         );
         if (position !== null) {
           appended++;
-          options.onAppended?.(next.blockIndex, next.text);
+          options.onAppended?.(next.blockIndex, next.text, next.kind);
           continue;
         }
         // null: either a later durable event exists (the conversation moved on: this and every
@@ -83,10 +84,10 @@ export function createDeltaPublisher(options: DeltaPublisherOptions): DeltaPubli
   }
 
   return {
-    push(blockIndex, text) {
+    push(blockIndex, text, kind = TokenDeltaKind.TEXT) {
       const last = pending[pending.length - 1];
-      if (last && last.blockIndex === blockIndex) last.text += text;
-      else pending.push({ blockIndex, text });
+      if (last && last.blockIndex === blockIndex && last.kind === kind) last.text += text;
+      else pending.push({ blockIndex, text, kind });
       if (!draining) {
         draining = true;
         running = drain();

@@ -154,7 +154,18 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
           metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
           metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
         }
-        log.info({ stop_reason: StopReason[outcome.value.stopReason], blocks: outcome.value.content.length, ms: Math.round(performance.now() - started) }, 'llm response');
+        const r = outcome.value;
+        log.info(
+          {
+            stop_reason: StopReason[r.stopReason],
+            blocks: r.content.length,
+            max_tokens: r.maxTokens,
+            ...(r.cutToolNames.length > 0 ? { cut_tools: [...r.cutToolNames] } : {}),
+            ...(r.stopExplanation ? { stop_explanation: r.stopExplanation } : {}),
+            ms: Math.round(performance.now() - started),
+          },
+          'llm response',
+        );
       } else {
         const e = outcome.value;
         log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);

@@ -22,11 +22,12 @@ import {
   type LlmErrorEvent,
   type LlmRequestJob,
   type LlmResponseEvent,
+  type TokenDeltaKind,
 } from '@bedrock/contracts';
 import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError, replaceRefusedImages, type BuildOptions } from './build-request.ts';
 import { base, classifyError, type Classified } from './classify-error.ts';
 import { parseImageRefusal, type ImageRefusal } from './images.ts';
-import { StreamAccumulator } from './stream-accumulator.ts';
+import { StreamAccumulator, type AccumulatedBlock } from './stream-accumulator.ts';
 import { lastByteAt } from './liveness-fetch.ts';
 import { sentences } from './sentences.ts';
 
@@ -44,11 +45,14 @@ export interface RunDeps {
   readonly options: RunOptions;
   /** Aborts the HTTP stream at once (a cancel, or shutdown). */
   readonly signal?: AbortSignal;
-  /** Each text delta, in stream order; `blockIndex` is the block's index in the response. */
-  readonly onDelta?: (blockIndex: number, text: string) => void;
+  /**
+   * Each text and thinking delta, in stream order; `blockIndex` is the block's index in the
+   * response, `kind` TEXT for the answer and THINKING for the model's thinking.
+   */
+  readonly onDelta?: (blockIndex: number, text: string, kind: TokenDeltaKind) => void;
   /** Called once when the first stream event arrives (for latency metrics). */
   readonly onFirstEvent?: () => void;
-  /** Non-fatal oddities worth a log line (dropped tool calls, unknown blocks, inferred stop reasons). */
+  /** Non-fatal oddities worth a log line (dropped tool calls, unknown blocks, inferred stop reasons, thinking left out). */
   readonly onWarning?: (message: string, fields: Record<string, unknown>) => void;
 }
 
@@ -79,6 +83,8 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
     params = await buildMessagesRequest(job, options, {
       onImageRemoved: (r) =>
         deps.onWarning?.(r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note', { ...fields, image: r.label, reason: r.reason }),
+      onThinkingOmitted: (reason) => deps.onWarning?.('thinking left out of this request', { ...fields, reason }),
+      onCitationsDropped: (label) => deps.onWarning?.('stored citations could not be read: text sent without them', { ...fields, block: label }),
     });
   } catch (err) {
     if (err instanceof ImageRejectedError || err instanceof InvalidJobError) {
@@ -169,31 +175,49 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
     return fail(base(kind, true, sentences(`The model provider's response was unusable: ${result.detail}`, 'Retrying may help.'), providerRequestId));
   }
   const done = { ...fields, providerRequestId };
-  if (result.droppedToolUses > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.droppedToolUses, stopReason: result.rawStopReason });
+  if (result.cutToolNames.length > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.cutToolNames.length, tools: result.cutToolNames, stopReason: result.rawStopReason, maxTokens: params.max_tokens });
+  if (result.cutBlockTypes.length > 0) deps.onWarning?.('dropped incomplete blocks', { ...done, types: result.cutBlockTypes, stopReason: result.rawStopReason });
   if (result.unknownBlockTypes.length > 0) deps.onWarning?.('ignored content blocks of unknown types', { ...done, types: result.unknownBlockTypes });
   if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...done, stopReason: result.rawStopReason });
   if (accumulator.skippedEvents > 0) deps.onWarning?.('skipped stream events with a missing or unknown index', { ...done, count: accumulator.skippedEvents });
 
-  const content: ContentBlock[] = result.content.map((b) =>
-    b.type === 'text'
-      ? create(ContentBlockSchema, { block: { case: 'text', value: { text: b.text } } })
-      : create(ContentBlockSchema, { block: { case: 'toolUse', value: { id: b.id, name: b.name, inputJson: b.inputJson } } }),
-  );
+  const u = result.usage;
   return {
     case: 'llmResponse',
     value: create(LlmResponseEventSchema, {
       requestId: job.requestId,
-      content,
+      content: result.content.map(toContentBlock),
       stopReason: result.stopReason,
       model: result.model || params.model,
       usage: create(UsageSchema, {
-        inputTokens: BigInt(result.usage.inputTokens),
-        outputTokens: BigInt(result.usage.outputTokens),
-        cacheCreationInputTokens: BigInt(result.usage.cacheCreationInputTokens),
-        cacheReadInputTokens: BigInt(result.usage.cacheReadInputTokens),
+        inputTokens: BigInt(u.inputTokens),
+        outputTokens: BigInt(u.outputTokens),
+        cacheCreationInputTokens: BigInt(u.cacheCreationInputTokens),
+        cacheReadInputTokens: BigInt(u.cacheReadInputTokens),
+        thinkingTokens: BigInt(u.thinkingTokens),
+        webSearchRequests: BigInt(u.webSearchRequests),
+        webFetchRequests: BigInt(u.webFetchRequests),
       }),
+      maxTokens: params.max_tokens,
+      cutToolNames: result.cutToolNames,
+      stopExplanation: result.stopExplanation,
     }),
   };
+}
+
+function toContentBlock(b: AccumulatedBlock): ContentBlock {
+  switch (b.type) {
+    case 'text':
+      return create(ContentBlockSchema, { block: { case: 'text', value: { text: b.text, citationsJson: b.citations ?? '' } } });
+    case 'tool_use':
+      return create(ContentBlockSchema, { block: { case: 'toolUse', value: { id: b.id, name: b.name, inputJson: b.inputJson } } });
+    case 'thinking':
+      return create(ContentBlockSchema, { block: { case: 'thinking', value: { thinking: b.thinking, signature: b.signature } } });
+    case 'redacted_thinking':
+      return create(ContentBlockSchema, { block: { case: 'redactedThinking', value: { data: b.data } } });
+    case 'server_tool':
+      return create(ContentBlockSchema, { block: { case: 'serverTool', value: { blockType: b.blockType, blockJson: b.json } } });
+  }
 }
 
 /**

@@ -1,24 +1,40 @@
 /**
  * Folds the Messages API's stream events into one response, defensively (spec/004):
- * - blocks are keyed by the event's own index, so an unknown block type (thinking,
- *   server_tool_use, anything new) cannot shift later blocks; unknown blocks are left out;
+ * - blocks are keyed by the event's own index, so a block type this code does not know
+ *   cannot shift later blocks; such blocks are left out (and named, for a warning);
  * - events with a missing or invalid index are skipped, never defaulted to block 0;
- * - a tool_use block without its content_block_stop (cut by max_tokens) is dropped;
- * - a completed tool_use whose input is not a JSON object is reported, not passed on;
+ * - a block without its content_block_stop (cut by max_tokens) is left out, except text,
+ *   whose part is kept; cut tool calls are named (`cutToolNames`);
+ * - thinking is kept with its signature (a thinking block without one is incomplete),
+ *   redacted thinking with its data, server-tool blocks (server_tool_use, *_tool_result)
+ *   verbatim, text with its citations — all sent back exactly as returned later;
+ * - a completed tool call whose input is not a JSON object is reported, not passed on;
  * - a stream that ends with neither a stop reason nor message_stop is incomplete.
- * Pure: no I/O, text deltas go to the callback as they arrive.
+ * Pure: no I/O; text and thinking deltas go to the callback as they arrive.
  */
 import { mapStopReason } from './stop-reason.ts';
-import type { StopReason } from '@bedrock/contracts';
+import { TokenDeltaKind, type StopReason } from '@bedrock/contracts';
 
 export interface AccumulatedUsage {
   inputTokens: number;
   outputTokens: number;
   cacheCreationInputTokens: number;
   cacheReadInputTokens: number;
+  /** Of outputTokens, those spent thinking (`output_tokens_details.thinking_tokens`). */
+  thinkingTokens: number;
+  /** `server_tool_use.web_search_requests` / `web_fetch_requests`. */
+  webSearchRequests: number;
+  webFetchRequests: number;
 }
 
-export type AccumulatedBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; inputJson: string };
+export type AccumulatedBlock =
+  /** `citations`: the block's `citations` array as JSON, when it has any. */
+  | { type: 'text'; text: string; citations?: string }
+  | { type: 'tool_use'; id: string; name: string; inputJson: string }
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string }
+  /** `json`: the block exactly as the provider sent it (a server_tool_use with its input filled in). */
+  | { type: 'server_tool'; blockType: string; json: string };
 
 export type AccumulatorResult =
   | {
@@ -27,30 +43,59 @@ export type AccumulatorResult =
       readonly stopReason: StopReason;
       readonly rawStopReason: string | null;
       readonly stopReasonInferred: boolean;
+      /** `stop_details.explanation` (a refusal's reason), "" when none. */
+      readonly stopExplanation: string;
       readonly usage: AccumulatedUsage;
       readonly model: string;
-      /** tool_use blocks dropped because they never completed. */
-      readonly droppedToolUses: number;
-      /** Block types that were not text or tool_use, in order (left out of `content`). */
+      /** Names of tool_use blocks left out because they never completed, in order. */
+      readonly cutToolNames: string[];
+      /** Types of other blocks left out because they never completed (thinking, server tools), in order. */
+      readonly cutBlockTypes: string[];
+      /** Block types this code does not know, in order (left out of `content`). */
       readonly unknownBlockTypes: string[];
     }
   | { readonly ok: false; readonly reason: 'incomplete' | 'malformed_tool_input'; readonly detail: string };
 
 type Slot =
-  | { kind: 'text'; text: string; stopped: boolean }
+  | { kind: 'text'; text: string; citations: unknown[]; stopped: boolean }
   | { kind: 'tool_use'; id: string; name: string; json: string; stopped: boolean }
+  | { kind: 'thinking'; thinking: string; signature: string; stopped: boolean }
+  | { kind: 'redacted_thinking'; data: string; stopped: boolean }
+  /** `json`: streamed input (server_tool_use); `block`: the start object, everything else verbatim. */
+  | { kind: 'server_tool'; block: Record<string, unknown>; streamsInput: boolean; json: string; stopped: boolean }
   | { kind: 'other'; type: string; stopped: boolean };
+
+/** Blocks of tools the provider runs itself: the call, and results of any such tool. */
+export function isServerToolBlockType(type: string): boolean {
+  return type === 'server_tool_use' || (type.endsWith('_tool_result') && type !== 'tool_result');
+}
+
+const emptyUsage = (): AccumulatedUsage => ({
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheCreationInputTokens: 0,
+  cacheReadInputTokens: 0,
+  thinkingTokens: 0,
+  webSearchRequests: 0,
+  webFetchRequests: 0,
+});
+
+export type DeltaCallback = (blockIndex: number, text: string, kind: TokenDeltaKind) => void;
 
 export class StreamAccumulator {
   readonly #slots = new Map<number, Slot>();
-  readonly #usage: AccumulatedUsage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+  readonly #usage: AccumulatedUsage = emptyUsage();
   #model = '';
   #stopReason: string | null = null;
+  #stopExplanation = '';
   #sawMessageStop = false;
   #skipped = 0;
 
-  /** `onText(blockIndex, text)` is called for every non-empty text delta, in stream order. */
-  constructor(private readonly onText: (blockIndex: number, text: string) => void = () => {}) {}
+  /**
+   * `onDelta(blockIndex, text, kind)` is called for every non-empty text delta (kind TEXT)
+   * and thinking delta (kind THINKING), in stream order.
+   */
+  constructor(private readonly onDelta: DeltaCallback = () => {}) {}
 
   /** Events skipped because of a missing or invalid index. */
   get skippedEvents(): number {
@@ -68,19 +113,7 @@ export class StreamAccumulator {
       case 'content_block_start': {
         const index = this.#index(event);
         if (index === undefined) return;
-        const block = (event.content_block ?? {}) as Record<string, unknown>;
-        if (block.type === 'text') {
-          const initial = typeof block.text === 'string' ? block.text : '';
-          this.#slots.set(index, { kind: 'text', text: initial, stopped: false });
-          if (initial) this.onText(index, initial);
-        } else if (block.type === 'tool_use') {
-          const input = block.input;
-          // The start normally carries `{}` and the input follows as input_json_delta.
-          const initial = input && typeof input === 'object' && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
-          this.#slots.set(index, { kind: 'tool_use', id: String(block.id ?? ''), name: String(block.name ?? ''), json: initial, stopped: false });
-        } else {
-          this.#slots.set(index, { kind: 'other', type: String(block.type ?? 'unknown'), stopped: false });
-        }
+        this.#slots.set(index, this.#start(index, (event.content_block ?? {}) as Record<string, unknown>));
         break;
       }
       case 'content_block_delta': {
@@ -92,12 +125,7 @@ export class StreamAccumulator {
           this.#skipped++;
           return;
         }
-        if (slot.kind === 'text' && delta.type === 'text_delta' && typeof delta.text === 'string') {
-          slot.text += delta.text;
-          if (delta.text) this.onText(index, delta.text);
-        } else if (slot.kind === 'tool_use' && delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
-          slot.json += delta.partial_json;
-        }
+        this.#delta(index, slot, delta);
         break;
       }
       case 'content_block_stop': {
@@ -111,6 +139,8 @@ export class StreamAccumulator {
       case 'message_delta': {
         const delta = (event.delta ?? {}) as Record<string, unknown>;
         if (typeof delta.stop_reason === 'string') this.#stopReason = delta.stop_reason;
+        const details = delta.stop_details as Record<string, unknown> | null | undefined;
+        if (details && typeof details === 'object' && typeof details.explanation === 'string') this.#stopExplanation = details.explanation;
         this.#applyUsage(event.usage as Record<string, unknown> | undefined);
         break;
       }
@@ -123,34 +153,114 @@ export class StreamAccumulator {
     }
   }
 
+  #start(index: number, block: Record<string, unknown>): Slot {
+    const type = String(block.type ?? 'unknown');
+    switch (type) {
+      case 'text': {
+        const initial = typeof block.text === 'string' ? block.text : '';
+        if (initial) this.onDelta(index, initial, TokenDeltaKind.TEXT);
+        return { kind: 'text', text: initial, citations: Array.isArray(block.citations) ? [...(block.citations as unknown[])] : [], stopped: false };
+      }
+      case 'tool_use':
+        return { kind: 'tool_use', id: String(block.id ?? ''), name: String(block.name ?? ''), json: initialInput(block.input), stopped: false };
+      case 'thinking': {
+        const initial = typeof block.thinking === 'string' ? block.thinking : '';
+        if (initial) this.onDelta(index, initial, TokenDeltaKind.THINKING);
+        return { kind: 'thinking', thinking: initial, signature: typeof block.signature === 'string' ? block.signature : '', stopped: false };
+      }
+      case 'redacted_thinking':
+        return { kind: 'redacted_thinking', data: typeof block.data === 'string' ? block.data : '', stopped: false };
+      default:
+        if (isServerToolBlockType(type)) {
+          // A call's input streams as input_json_delta, as a tool_use's does; results arrive whole.
+          const streamsInput = type === 'server_tool_use';
+          return { kind: 'server_tool', block: { ...block }, streamsInput, json: streamsInput ? initialInput(block.input) : '', stopped: false };
+        }
+        return { kind: 'other', type, stopped: false };
+    }
+  }
+
+  #delta(index: number, slot: Slot, delta: Record<string, unknown>): void {
+    switch (slot.kind) {
+      case 'text':
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') {
+          slot.text += delta.text;
+          if (delta.text) this.onDelta(index, delta.text, TokenDeltaKind.TEXT);
+        } else if (delta.type === 'citations_delta' && delta.citation !== undefined && delta.citation !== null) {
+          slot.citations.push(delta.citation);
+        }
+        break;
+      case 'tool_use':
+        if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') slot.json += delta.partial_json;
+        break;
+      case 'server_tool':
+        if (slot.streamsInput && delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') slot.json += delta.partial_json;
+        break;
+      case 'thinking':
+        if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+          slot.thinking += delta.thinking;
+          if (delta.thinking) this.onDelta(index, delta.thinking, TokenDeltaKind.THINKING);
+        } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
+          slot.signature += delta.signature;
+        }
+        break;
+      case 'redacted_thinking':
+      case 'other':
+        break;
+    }
+  }
+
   finish(): AccumulatorResult {
     if (this.#stopReason === null && !this.#sawMessageStop) {
       return { ok: false, reason: 'incomplete', detail: 'the stream ended before the response was complete (no stop reason)' };
     }
     const content: AccumulatedBlock[] = [];
     const unknownBlockTypes: string[] = [];
-    let droppedToolUses = 0;
+    const cutToolNames: string[] = [];
+    const cutBlockTypes: string[] = [];
     for (const [, slot] of [...this.#slots.entries()].sort(([a], [b]) => a - b)) {
-      if (slot.kind === 'text') {
-        if (slot.text !== '') content.push({ type: 'text', text: slot.text });
-      } else if (slot.kind === 'tool_use') {
-        if (!slot.stopped) {
-          droppedToolUses++;
-          continue;
+      switch (slot.kind) {
+        case 'text':
+          // A cut text block keeps what came: the model is asked to continue it.
+          if (slot.text !== '') content.push(slot.citations.length > 0 ? { type: 'text', text: slot.text, citations: JSON.stringify(slot.citations) } : { type: 'text', text: slot.text });
+          break;
+        case 'tool_use': {
+          if (!slot.stopped) {
+            cutToolNames.push(slot.name);
+            break;
+          }
+          const input = parseInput(slot.json);
+          if (typeof input === 'string') return { ok: false, reason: 'malformed_tool_input', detail: `the input of tool call ${slot.name} (${slot.id}) ${input}` };
+          content.push({ type: 'tool_use', id: slot.id, name: slot.name, inputJson: JSON.stringify(input) });
+          break;
         }
-        const json = slot.json === '' ? '{}' : slot.json;
-        let value: unknown;
-        try {
-          value = JSON.parse(json);
-        } catch (err) {
-          return { ok: false, reason: 'malformed_tool_input', detail: `tool_use ${slot.name} (${slot.id}) input is not valid JSON: ${(err as Error).message}` };
+        case 'thinking':
+          // Without its signature the block cannot be sent back: incomplete.
+          if (slot.stopped && slot.signature !== '') content.push({ type: 'thinking', thinking: slot.thinking, signature: slot.signature });
+          else cutBlockTypes.push('thinking');
+          break;
+        case 'redacted_thinking':
+          if (slot.stopped && slot.data !== '') content.push({ type: 'redacted_thinking', data: slot.data });
+          else cutBlockTypes.push('redacted_thinking');
+          break;
+        case 'server_tool': {
+          const blockType = String(slot.block.type);
+          if (!slot.stopped) {
+            cutBlockTypes.push(blockType);
+            break;
+          }
+          const block = { ...slot.block };
+          if (slot.streamsInput) {
+            const input = parseInput(slot.json);
+            if (typeof input === 'string') return { ok: false, reason: 'malformed_tool_input', detail: `the input of server tool call ${String(block.name)} (${String(block.id)}) ${input}` };
+            block.input = input;
+          }
+          content.push({ type: 'server_tool', blockType, json: JSON.stringify(block) });
+          break;
         }
-        if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-          return { ok: false, reason: 'malformed_tool_input', detail: `tool_use ${slot.name} (${slot.id}) input is not a JSON object` };
-        }
-        content.push({ type: 'tool_use', id: slot.id, name: slot.name, inputJson: JSON.stringify(value) });
-      } else {
-        unknownBlockTypes.push(slot.type);
+        case 'other':
+          unknownBlockTypes.push(slot.type);
+          break;
       }
     }
     const { stopReason, inferred } = mapStopReason(this.#stopReason, content.some((b) => b.type === 'tool_use'));
@@ -160,9 +270,11 @@ export class StreamAccumulator {
       stopReason,
       rawStopReason: this.#stopReason,
       stopReasonInferred: inferred,
+      stopExplanation: this.#stopExplanation,
       usage: { ...this.#usage },
       model: this.#model,
-      droppedToolUses,
+      cutToolNames,
+      cutBlockTypes,
       unknownBlockTypes,
     };
   }
@@ -176,14 +288,41 @@ export class StreamAccumulator {
 
   /** message_start carries the input counts; message_delta's counts are cumulative and win when present. */
   #applyUsage(usage: Record<string, unknown> | undefined): void {
-    if (!usage) return;
-    const take = (field: string): number | undefined => {
-      const v = usage[field];
+    if (!usage || typeof usage !== 'object') return;
+    const take = (from: Record<string, unknown> | undefined, field: string): number | undefined => {
+      const v = from?.[field];
       return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
     };
-    this.#usage.inputTokens = take('input_tokens') ?? this.#usage.inputTokens;
-    this.#usage.outputTokens = take('output_tokens') ?? this.#usage.outputTokens;
-    this.#usage.cacheCreationInputTokens = take('cache_creation_input_tokens') ?? this.#usage.cacheCreationInputTokens;
-    this.#usage.cacheReadInputTokens = take('cache_read_input_tokens') ?? this.#usage.cacheReadInputTokens;
+    const u = this.#usage;
+    u.inputTokens = take(usage, 'input_tokens') ?? u.inputTokens;
+    u.outputTokens = take(usage, 'output_tokens') ?? u.outputTokens;
+    u.cacheCreationInputTokens = take(usage, 'cache_creation_input_tokens') ?? u.cacheCreationInputTokens;
+    u.cacheReadInputTokens = take(usage, 'cache_read_input_tokens') ?? u.cacheReadInputTokens;
+    const details = objectOrUndefined(usage.output_tokens_details);
+    u.thinkingTokens = take(details, 'thinking_tokens') ?? u.thinkingTokens;
+    const server = objectOrUndefined(usage.server_tool_use);
+    u.webSearchRequests = take(server, 'web_search_requests') ?? u.webSearchRequests;
+    u.webFetchRequests = take(server, 'web_fetch_requests') ?? u.webFetchRequests;
   }
+}
+
+function objectOrUndefined(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}
+
+/** The start normally carries `{}` and the input follows as input_json_delta. */
+function initialInput(input: unknown): string {
+  return input && typeof input === 'object' && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
+}
+
+/** A streamed input as an object, or what is wrong with it. */
+function parseInput(json: string): Record<string, unknown> | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(json === '' ? '{}' : json);
+  } catch (err) {
+    return `is not valid JSON (${(err as Error).message})`;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'is not a JSON object';
+  return value as Record<string, unknown>;
 }

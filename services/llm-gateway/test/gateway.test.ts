@@ -15,6 +15,8 @@ import {
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_LLM_REQUESTS,
   StopReason,
+  ThinkingLevel,
+  TokenDeltaKind,
   type ConversationEventJob,
   type LlmRequestJob,
 } from '@bedrock/contracts';
@@ -35,6 +37,8 @@ interface Harness {
   submit(job: LlmRequestJob): Promise<void>;
   result(requestId: string, timeoutMs?: number): Promise<ConversationEventJob>;
   deltas(conversationId: string): Promise<string[]>;
+  /** Token deltas with their kind, as "THINKING:text" / "TEXT:text". */
+  kindedDeltas(conversationId: string): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -76,6 +80,10 @@ async function harness(transport: Transport, env: Record<string, string>, hooks:
     async deltas(conversationId) {
       const events = await transport.streams.read(conversationId, STREAM_START, { limit: 10_000 });
       return events.flatMap((e) => (e.kind.case === 'tokenDelta' ? [e.kind.value.text] : []));
+    },
+    async kindedDeltas(conversationId) {
+      const events = await transport.streams.read(conversationId, STREAM_START, { limit: 10_000 });
+      return events.flatMap((e) => (e.kind.case === 'tokenDelta' ? [`${TokenDeltaKind[e.kind.value.kind]}:${e.kind.value.text}`] : []));
     },
     async close() {
       await gateway.stop();
@@ -121,6 +129,27 @@ function suite(name: string, makeTransport: () => Transport) {
       expect(result.event.value.stopReason).toBe(StopReason.TOOL_USE);
       expect(result.event.value.usage).toMatchObject({ inputTokens: 100n, outputTokens: 50n, cacheReadInputTokens: 70n, cacheCreationInputTokens: 30n });
       expect((await h.deltas(job.conversationId)).join('')).toBe(text);
+    });
+
+    it('streams thinking as THINKING deltas apart from the answer, and returns the thinking block and the max_tokens sent', async () => {
+      const thought = 'First I consider the question, then I answer it. '.repeat(3);
+      server.enqueue({ kind: 'message', chunkChars: 9, content: [{ type: 'thinking', thinking: thought }, { type: 'text', text: 'The answer is 42.' }] });
+      const job = makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.MAX });
+      await h.submit(job);
+      const result = await h.result(job.requestId);
+      if (result.event.case !== 'llmResponse') throw new Error(`expected a response, got ${result.event.case}`);
+      const r = result.event.value;
+      expect(r.content.map((b) => b.block.case)).toEqual(['thinking', 'text']);
+      expect(r.content[0]!.block.value).toMatchObject({ thinking: thought });
+      // The gateway's default (32 000) under the model's limit.
+      expect(r.maxTokens).toBe(32_000);
+      expect(server.requests.at(-1)!.body).toMatchObject({ thinking: { type: 'adaptive', display: 'summarized' }, output_config: { effort: 'max' } });
+      const deltas = await h.kindedDeltas(job.conversationId);
+      const joined = (kind: string) => deltas.filter((d) => d.startsWith(`${kind}:`)).map((d) => d.slice(kind.length + 1)).join('');
+      expect(joined('THINKING')).toBe(thought);
+      expect(joined('TEXT')).toBe('The answer is 42.');
+      // Every thinking delta comes before the answer's: merged appends never mix the two.
+      expect(deltas.findLastIndex((d) => d.startsWith('THINKING:'))).toBeLessThan(deltas.findIndex((d) => d.startsWith('TEXT:')));
     });
 
     it('reports classified errors as llmError events', async () => {
@@ -212,7 +241,9 @@ describe('gateway config', () => {
   it('fails fast on a malformed BEDROCK_MODELS and applies a valid one', () => {
     expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"x": {"contextWindow": 0, "maxOutputTokens": 1}}' })).toThrow(/BEDROCK_MODELS: .*positive integer/);
     const config = readLlmGatewayConfig({ BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 4096}}', ANTHROPIC_API_KEY: 'k' });
-    expect(config.registry.lookup('my-model')).toEqual({ contextWindow: 32000, maxOutputTokens: 4096, known: true });
+    expect(config.registry.lookup('my-model')).toEqual({ contextWindow: 32000, maxOutputTokens: 4096, thinking: 'none', known: true });
+    expect(readLlmGatewayConfig({ BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 8192, "thinking": "budget"}}' }).registry.lookup('my-model').thinking).toBe('budget');
+    expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"claude-opus-5": {"thinking": "lots"}}' })).toThrow(/BEDROCK_MODELS: .*thinking must be one of adaptive, budget, none/);
     expect(config.registry.lookup('unknown').contextWindow).toBe(32000);
     expect(config.defaultModel).toBe('claude-sonnet-5-5');
     expect(readLlmGatewayConfig({}).defaultModel).toBe('bedrock-offline');

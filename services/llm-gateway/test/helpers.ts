@@ -13,6 +13,13 @@ export const toolUse = (id: string, name: string, input: unknown): ContentBlock 
   create(ContentBlockSchema, { block: { case: 'toolUse', value: { id, name, inputJson: JSON.stringify(input) } } });
 export const toolResult = (toolUseId: string, content: string, isError = false): ContentBlock =>
   create(ContentBlockSchema, { block: { case: 'toolResult', value: { toolUseId, content, isError } } });
+export const thinking = (t: string, signature: string): ContentBlock => create(ContentBlockSchema, { block: { case: 'thinking', value: { thinking: t, signature } } });
+export const redactedThinking = (data: string): ContentBlock => create(ContentBlockSchema, { block: { case: 'redactedThinking', value: { data } } });
+/** A provider-run tool's block, stored as the provider returned it. */
+export const serverTool = (block: { type: string; [key: string]: unknown }): ContentBlock =>
+  create(ContentBlockSchema, { block: { case: 'serverTool', value: { blockType: block.type, blockJson: JSON.stringify(block) } } });
+export const citedText = (t: string, citations: unknown[]): ContentBlock =>
+  create(ContentBlockSchema, { block: { case: 'text', value: { text: t, citationsJson: JSON.stringify(citations) } } });
 
 let seq = 0;
 export function makeJob(overrides: MessageInitShape<typeof LlmRequestJobSchema> & { user?: string } = {}): LlmRequestJob {

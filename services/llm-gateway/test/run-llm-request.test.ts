@@ -1,11 +1,12 @@
 import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
 import sharp from 'sharp';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { ErrorKind, Role, StopReason, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
+import { ErrorKind, LlmRequestPurpose, Role, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind, type LlmErrorEvent, type LlmRequestJob, type LlmResponseEvent } from '@bedrock/contracts';
+import { CONTINUE_AFTER_CUT } from '../src/build-request.ts';
 import { RefusedImages } from '../src/images.ts';
 import { runLlmRequest, type LlmOutcome } from '../src/run-llm-request.ts';
 import { STOP_REASONS } from '../src/stop-reason.ts';
-import { image, makeJob, runOptions, sdkClient, text } from './helpers.ts';
+import { image, makeJob, runOptions, sdkClient, text, toolResult, toolUse } from './helpers.ts';
 
 let server: MessagesApiServer;
 beforeAll(async () => {
@@ -25,10 +26,17 @@ function error(o: LlmOutcome): LlmErrorEvent {
 }
 
 async function run(scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
+  return runJob(makeJob(), scripted, extra, options);
+}
+
+/** Runs `job` against one scripted response; `sent` is the request body the server received. */
+async function runJob(job: LlmRequestJob, scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
   server.enqueue(scripted);
-  const deltas: Array<[number, string]> = [];
-  const outcome = await runLlmRequest(makeJob(), { client: sdkClient(server.url), options, onDelta: (i, t) => deltas.push([i, t]), ...extra });
-  return { outcome, deltas };
+  const before = server.requests.length;
+  const deltas: Array<[number, string, TokenDeltaKind]> = [];
+  const outcome = await runLlmRequest(job, { client: sdkClient(server.url), options, onDelta: (i, t, k) => deltas.push([i, t, k]), ...extra });
+  const sent = server.requests.length > before ? server.requests.at(-1)!.body! : undefined;
+  return { outcome, deltas, sent };
 }
 
 describe('runLlmRequest: responses', () => {
@@ -90,7 +98,8 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
         kind: 'message',
         content: [
           { type: 'thinking', thinking: 'hmm, let me think' },
-          { type: 'raw', start: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} }, deltas: [{ type: 'input_json_delta', partial_json: '{"q":"x"}' }] },
+          { type: 'raw', start: { type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'lookup', server_name: 'x', input: {} }, deltas: [{ type: 'input_json_delta', partial_json: '{"q":"x"}' }] },
+          { type: 'raw', start: { type: 'container_upload', file_id: 'f' } },
           { type: 'text', text: 'after unknown blocks' },
           { type: 'tool_use', id: 'toolu_z', name: 'bash', input: { command: 'pwd' } },
         ],
@@ -98,25 +107,33 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
       { onWarning: (m, f) => warnings.push([m, f]) },
     );
     const r = response(outcome);
-    expect(r.content.map((b) => b.block.case)).toEqual(['text', 'toolUse']);
-    expect(r.content[0]!.block.value).toEqual(expect.objectContaining({ text: 'after unknown blocks' }));
-    expect(r.content[1]!.block.value).toEqual(expect.objectContaining({ id: 'toolu_z', inputJson: '{"command":"pwd"}' }));
-    expect(new Set(deltas.map(([i]) => i))).toEqual(new Set([2]));
-    expect(warnings.find(([m]) => m.includes('unknown types'))?.[1].types).toEqual(['thinking', 'server_tool_use']);
+    expect(r.content.map((b) => b.block.case)).toEqual(['thinking', 'text', 'toolUse']);
+    expect(r.content[1]!.block.value).toEqual(expect.objectContaining({ text: 'after unknown blocks' }));
+    expect(r.content[2]!.block.value).toEqual(expect.objectContaining({ id: 'toolu_z', inputJson: '{"command":"pwd"}' }));
+    expect([...new Set(deltas.map(([i, , k]) => `${i}:${TokenDeltaKind[k]}`))]).toEqual(['0:THINKING', '3:TEXT']);
+    expect(warnings.find(([m]) => m.includes('unknown types'))?.[1].types).toEqual(['mcp_tool_use', 'container_upload']);
   });
 
-  it('drops a tool_use cut by max_tokens and keeps the text and the MAX_TOKENS stop reason', async () => {
-    const { outcome } = await run({
-      kind: 'message',
-      stopReason: 'max_tokens',
-      content: [
-        { type: 'text', text: 'Let me run it' },
-        { type: 'tool_use', name: 'bash', input: { command: 'echo a very long command' }, partialJsonChars: 14 },
-      ],
-    });
+  it('drops a tool_use cut by max_tokens, names it, and keeps the text, the MAX_TOKENS stop reason and the max_tokens sent', async () => {
+    const warnings: Array<[string, Record<string, unknown>]> = [];
+    const { outcome, sent } = await runJob(
+      makeJob({ maxTokens: 2_000 }),
+      {
+        kind: 'message',
+        stopReason: 'max_tokens',
+        content: [
+          { type: 'text', text: 'Let me run it' },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo a very long command' }, partialJsonChars: 14 },
+        ],
+      },
+      { onWarning: (m, f) => warnings.push([m, f]) },
+    );
     const r = response(outcome);
     expect(r.stopReason).toBe(StopReason.MAX_TOKENS);
     expect(r.content.map((b) => b.block.case)).toEqual(['text']);
+    expect(r.cutToolNames).toEqual(['bash']);
+    expect([r.maxTokens, sent?.max_tokens]).toEqual([2_000, 2_000]);
+    expect(warnings).toContainEqual(['dropped incomplete tool_use blocks', expect.objectContaining({ count: 1, tools: ['bash'], stopReason: 'max_tokens', maxTokens: 2_000 })]);
   });
 
   it('reports a stream that ends without a stop reason as a retryable network error, never a partial response', async () => {
@@ -169,6 +186,126 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
     expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
     expect(e.message).toMatch(/sent nothing for 150 ms/);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('runLlmRequest: thinking, server tools and citations, kept and sent back verbatim', () => {
+  const blocksOf = (body: { messages: ReadonlyArray<{ content: unknown }> } | undefined, at: number) => body!.messages[at]!.content as Array<Record<string, unknown>>;
+  const withoutCache = (blocks: Array<Record<string, unknown>>) => blocks.map(({ cache_control: _, ...b }) => b);
+
+  it('keeps thinking with its signature, streams it as THINKING deltas, and sends it back first in the tool loop', async () => {
+    const job = makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.HIGH, toolNames: ['bash'] });
+    const first = await runJob(job, {
+      kind: 'message',
+      chunkChars: 6,
+      content: [
+        { type: 'thinking', thinking: 'The user wants the files listed.' },
+        { type: 'text', text: 'Listing.' },
+        { type: 'tool_use', id: 'toolu_t1', name: 'bash', input: { command: 'ls' } },
+      ],
+    });
+    expect(first.sent).toMatchObject({ thinking: { type: 'adaptive', display: 'summarized' }, output_config: { effort: 'high' }, max_tokens: 16_000 });
+    const r = response(first.outcome);
+    expect(r.content.map((b) => b.block.case)).toEqual(['thinking', 'text', 'toolUse']);
+    const t = r.content[0]!.block.case === 'thinking' ? r.content[0]!.block.value : undefined;
+    expect(t?.thinking).toBe('The user wants the files listed.');
+    expect(t?.signature).not.toBe('');
+    expect(first.deltas.filter(([, , k]) => k === TokenDeltaKind.THINKING).map(([i, s]) => `${i}:${s}`).join('')).toBe(
+      'The user wants the files listed.'.match(/.{1,6}/g)!.map((s) => `0:${s}`).join(''),
+    );
+    expect(first.deltas.filter(([, , k]) => k === TokenDeltaKind.TEXT)).toEqual([
+      [1, 'Listin', TokenDeltaKind.TEXT],
+      [1, 'g.', TokenDeltaKind.TEXT],
+    ]);
+
+    // The tool loop: the assistant turn goes back exactly as it came, thinking first, and thinking stays on.
+    const loop = makeJob({
+      model: 'claude-opus-5',
+      thinking: ThinkingLevel.HIGH,
+      toolNames: ['bash'],
+      messages: [{ role: Role.USER, content: [text('hello')] }, { role: Role.ASSISTANT, content: r.content }, { role: Role.USER, content: [toolResult('toolu_t1', 'a.txt')] }],
+    });
+    const second = await runJob(loop, { kind: 'message', content: [{ type: 'text', text: 'One file.' }] });
+    expect(response(second.outcome).content.map((b) => b.block.case)).toEqual(['text']);
+    expect(blocksOf(second.sent, 1)).toEqual([
+      { type: 'thinking', thinking: 'The user wants the files listed.', signature: t!.signature },
+      { type: 'text', text: 'Listing.' },
+      { type: 'tool_use', id: 'toolu_t1', name: 'bash', input: { command: 'ls' } },
+    ]);
+    expect(second.sent?.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+
+    // The same loop from a turn made without thinking: this request goes without it.
+    const warnings: string[] = [];
+    const plain = await runJob({ ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequestJob, { kind: 'message', content: [{ type: 'text', text: 'ok' }] }, { onWarning: (m) => warnings.push(m) });
+    response(plain.outcome);
+    expect([plain.sent?.thinking, plain.sent?.output_config]).toEqual([undefined, undefined]);
+    expect(warnings).toContain('thinking left out of this request');
+  });
+
+  it('gives budget models a thinking budget and reports the raised max_tokens it sent', async () => {
+    const { outcome, sent } = await runJob(makeJob({ model: 'claude-haiku-4-5', thinking: ThinkingLevel.HIGH }), { kind: 'message', content: [{ type: 'thinking', thinking: 'hm' }, { type: 'text', text: 'ok' }] });
+    expect(sent).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 24_000 }, max_tokens: 28_096 });
+    expect(sent?.output_config).toBeUndefined();
+    expect(response(outcome).maxTokens).toBe(28_096);
+  });
+
+  it('keeps redacted thinking with its data', async () => {
+    const data = 'EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP';
+    const r = response((await run({ kind: 'message', content: [{ type: 'raw', start: { type: 'redacted_thinking', data } }, { type: 'text', text: 'Answer.' }] })).outcome);
+    expect(r.content.map((b) => [b.block.case, b.block.value])).toEqual([
+      ['redactedThinking', expect.objectContaining({ data })],
+      ['text', expect.objectContaining({ text: 'Answer.', citationsJson: '' })],
+    ]);
+  });
+
+  it('keeps server tool blocks and citations verbatim, and resumes a paused turn by sending it back as it is', async () => {
+    const use = { type: 'server_tool_use', id: 'srvtoolu_01A', name: 'web_search', input: {} };
+    const result = {
+      type: 'web_search_tool_result',
+      tool_use_id: 'srvtoolu_01A',
+      content: [{ type: 'web_search_result', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1', page_age: 'May 2, 2026' }],
+    };
+    const citation = { type: 'web_search_result_location', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1', cited_text: 'Bedrock shipped in May.' };
+    const job = makeJob({ model: 'claude-opus-5', serverTools: [ServerTool.WEB_SEARCH], user: 'when did bedrock ship?' });
+    const first = await runJob(job, {
+      kind: 'message',
+      stopReason: 'pause_turn',
+      content: [
+        { type: 'raw', start: use, deltas: [{ type: 'input_json_delta', partial_json: '{"query": "bedrock' }, { type: 'input_json_delta', partial_json: ' release"}' }] },
+        { type: 'raw', start: result },
+        { type: 'raw', start: { type: 'text', text: '' }, deltas: [{ type: 'citations_delta', citation }, { type: 'text_delta', text: 'It shipped in May; checking more ' }] },
+      ],
+    });
+    expect(first.sent?.tools?.at(-1)).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
+    const r = response(first.outcome);
+    expect(r.stopReason).toBe(StopReason.PAUSE_TURN);
+    const filledUse = { ...use, input: { query: 'bedrock release' } };
+    expect(r.content.map((b) => (b.block.case === 'serverTool' ? [b.block.value.blockType, JSON.parse(b.block.value.blockJson)] : b.block.case === 'text' ? [b.block.value.text, JSON.parse(b.block.value.citationsJson)] : b.block.case))).toEqual([
+      ['server_tool_use', filledUse],
+      ['web_search_tool_result', result],
+      ['It shipped in May; checking more ', [citation]],
+    ]);
+
+    // pause_turn: the history ends with the paused turn, sent back as it is (the trailing space trimmed), no user turn after it.
+    const resume = makeJob({ model: 'claude-opus-5', serverTools: [ServerTool.WEB_SEARCH], messages: [job.messages[0]!, { role: Role.ASSISTANT, content: r.content }] });
+    const second = await runJob(resume, { kind: 'message', content: [{ type: 'text', text: ' Nothing more found.' }] });
+    expect(response(second.outcome).content.map((b) => b.block.case)).toEqual(['text']);
+    expect(second.sent?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(withoutCache(blocksOf(second.sent, 1))).toEqual([filledUse, result, { type: 'text', text: 'It shipped in May; checking more', citations: [citation] }]);
+  });
+
+  it('sends a continuation summary the tools with tool_choice none, and a cut response is continued from a user turn', async () => {
+    const history = [
+      { role: Role.USER, content: [text('run it')] },
+      { role: Role.ASSISTANT, content: [toolUse('toolu_c1', 'bash', { command: 'ls' })] },
+      { role: Role.USER, content: [toolResult('toolu_c1', 'a.txt')] },
+      { role: Role.ASSISTANT, content: [text('The listing shows a.txt and ')] },
+    ];
+    const { outcome, sent } = await runJob(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash', 'think'], messages: history }), { kind: 'message', content: [{ type: 'text', text: 'Summary.' }] });
+    response(outcome);
+    expect(sent?.tools?.map((t) => t.name)).toEqual(['bash', 'think']);
+    expect(sent?.tool_choice).toEqual({ type: 'none' });
+    expect(blocksOf(sent, 4)).toEqual([expect.objectContaining({ type: 'text', text: CONTINUE_AFTER_CUT })]);
   });
 });
 

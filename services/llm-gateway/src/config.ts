@@ -21,7 +21,7 @@ export interface LlmGatewayConfig {
   readonly concurrency: number;
   /** Queue-wide limit shared by every replica: at most `max` requests started per `durationMs`. `max` 0 = off (default). */
   readonly limiter: { readonly max: number; readonly durationMs: number } | undefined;
-  /** Context windows and output limits (defaults plus BEDROCK_MODELS). */
+  /** Context windows, output limits and thinking forms (defaults plus BEDROCK_MODELS). */
   readonly registry: ModelRegistry;
   /** Model used when a job names none. Default `claude-sonnet-5-5`; `bedrock-offline` when offline. */
   readonly defaultModel: string;
@@ -56,7 +56,7 @@ export const llmGatewayEnv = {
   concurrency: setting({ name: 'BEDROCK_LLM_CONCURRENCY', parse: int({ min: 1, max: 1024 }), default: 16, doc: 'LLM requests streamed at once by one replica.' }),
   limiterMax: setting({ name: 'BEDROCK_LLM_RATE_LIMIT_MAX', parse: int({ min: 0 }), default: 0, doc: 'Queue-wide: at most this many requests start per window, across all replicas (0 = no limit).' }),
   limiterWindowMs: setting({ name: 'BEDROCK_LLM_RATE_LIMIT_WINDOW', parse: duration(), default: 60_000, doc: 'The window of BEDROCK_LLM_RATE_LIMIT_MAX.' }),
-  models: setting({ name: 'BEDROCK_MODELS', parse: optional(str()), default: undefined, doc: 'JSON object overriding or adding models: {"id": {"contextWindow": n, "maxOutputTokens": n}}.' }),
+  models: setting({ name: 'BEDROCK_MODELS', parse: optional(str()), default: undefined, doc: 'JSON object overriding or adding models: {"id": {"contextWindow": n, "maxOutputTokens": n, "thinking": "adaptive"|"budget"|"none"}} (a new model without thinking gets none).' }),
   defaultModel: setting({ name: 'BEDROCK_DEFAULT_MODEL', parse: optional(str()), default: undefined, doc: 'Model for jobs that name none; default claude-sonnet-5-5 (bedrock-offline without a key).' }),
   defaultMaxTokens: setting({ name: 'BEDROCK_LLM_DEFAULT_MAX_TOKENS', parse: int({ min: 1 }), default: 32_000, doc: 'max_tokens when a job asks for the default, capped by the model output limit.' }),
   requestTimeoutMs: setting({ name: 'BEDROCK_LLM_REQUEST_TIMEOUT', parse: duration(), default: 60_000, doc: 'Time allowed until the provider response headers arrive.' }),

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, it, expect } from '@jest/globals';
 import { envMarkdownTable } from '@bedrock/platform/server';
 import { createModelRegistry } from '@bedrock/contracts/models';
+import { ThinkingLevel } from '@bedrock/contracts';
+import { SERVER_TOOL_DEFINITIONS, THINKING_BUDGETS } from '../src/build-request.ts';
 import { llmGatewayEnv } from '../src/config.ts';
 
 const doc = readFileSync(new URL('../../../docs/llm-gateway.md', import.meta.url), 'utf8');
@@ -14,9 +16,14 @@ describe('docs/llm-gateway.md', () => {
     expect(between?.[1]).toBe(envMarkdownTable(llmGatewayEnv));
   });
 
-  it('lists every default model with its limits', () => {
+  it('lists every default model with its limits and thinking form', () => {
     for (const m of createModelRegistry().list()) {
-      expect(doc).toContain(`| \`${m.id}\` | ${m.contextWindow.toLocaleString('en-US')} | ${m.maxOutputTokens.toLocaleString('en-US')} |`);
+      expect(doc).toContain(`| \`${m.id}\` | ${m.contextWindow.toLocaleString('en-US')} | ${m.maxOutputTokens.toLocaleString('en-US')} | ${m.thinking} |`);
     }
+  });
+
+  it('states the thinking budgets and server tool definitions the gateway sends', () => {
+    for (const [level, budget] of Object.entries(THINKING_BUDGETS)) expect(doc).toContain(`${ThinkingLevel[Number(level)]} ${budget!.toLocaleString('en-US').replace(',', ' ')}`);
+    for (const def of Object.values(SERVER_TOOL_DEFINITIONS)) expect(doc).toContain(`\`${JSON.stringify(def).replaceAll(',', ', ').replaceAll(':', ': ')}\``);
   });
 });

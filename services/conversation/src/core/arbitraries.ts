@@ -56,10 +56,15 @@ export const contextShapeArb: Arbitrary<ContextShape> = fc.record({
   maxAutoContinuations: fc.oneof({ weight: 1, arbitrary: fc.constant(3) }, { weight: 1, arbitrary: fc.constant(1) }),
 });
 
+/** The model's output limit in generated contexts, and the max_tokens a request gets by default. */
+export const OUTPUT_LIMIT = 8000;
+export const DEFAULT_MAX_TOKENS = 4000;
+
 export function contextFromShape(shape: ContextShape): ConversationContext {
   return makeContext({
     conversationId: shape.isSubAgent ? `${PARENT_ID}--toolu_spawn--${shape.conversationId}` : shape.conversationId,
     contextWindow: shape.contextWindow,
+    maxOutputTokens: OUTPUT_LIMIT,
     isSubAgent: shape.isSubAgent,
     parentId: shape.isSubAgent ? PARENT_ID : null,
     sandboxAvailable: shape.sandboxAvailable,
@@ -125,6 +130,16 @@ export interface ResponseSpec {
   /** null: the natural one (tool_use with tools, end_turn without). */
   readonly stopReason: StopReason | null;
   readonly usage: UsageSpec;
+  /** A thinking block first (sometimes with empty text: display omitted), and maybe a redacted one. */
+  readonly thinking: 'none' | 'thinking' | 'omitted' | 'redacted';
+  /** A web search and its result before the text (server-tool blocks). */
+  readonly serverTools: boolean;
+  /** Tool calls the output limit cut (left out of the content). */
+  readonly cut: readonly string[];
+  /** The max_tokens the gateway reports: its default, the model's limit, or none (0). */
+  readonly maxTokens: 'default' | 'limit' | 'unreported';
+  /** A refusal's explanation ('' none). */
+  readonly explanation: string;
 }
 
 export interface ErrorSpec {
@@ -189,6 +204,21 @@ const textArb: Arbitrary<string | null> = fc.oneof(
   { weight: 1, arbitrary: fc.constant('') },
 );
 
+const thinkingArb = fc.oneof(
+  { weight: 4, arbitrary: fc.constant<ResponseSpec['thinking']>('none') },
+  { weight: 3, arbitrary: fc.constant<ResponseSpec['thinking']>('thinking') },
+  { weight: 1, arbitrary: fc.constantFrom<ResponseSpec['thinking']>('omitted', 'redacted') },
+);
+const maxTokensArb = fc.oneof(
+  { weight: 4, arbitrary: fc.constant<ResponseSpec['maxTokens']>('default') },
+  { weight: 2, arbitrary: fc.constant<ResponseSpec['maxTokens']>('limit') },
+  { weight: 1, arbitrary: fc.constant<ResponseSpec['maxTokens']>('unreported') },
+);
+const cutArb = fc.oneof(
+  { weight: 2, arbitrary: fc.constant(['patch']) },
+  { weight: 1, arbitrary: fc.constantFrom(['bash'], ['patch', 'bash']) },
+);
+
 export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
   {
     weight: 6,
@@ -204,16 +234,57 @@ export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
         { weight: 2, arbitrary: fc.constantFrom(...ALL_STOP_REASONS) },
       ),
       usage: usageSpecArb,
+      thinking: thinkingArb,
+      serverTools: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+      cut: fc.constant([]),
+      maxTokens: maxTokensArb,
+      explanation: fc.constant(''),
     }),
   },
   {
-    // A text response cut short: the model is asked to continue (REQ-BED-003, end_turn = false).
+    // A text response cut short, or paused (with or without server-tool blocks to resume):
+    // the model is asked to continue (REQ-BED-003, end_turn = false).
     weight: 2,
     arbitrary: fc.record({
       text: textArb,
       tools: fc.constant([]),
       stopReason: fc.constantFrom<StopReason | null>('max_tokens', 'pause_turn'),
       usage: usageSpecArb,
+      thinking: thinkingArb,
+      serverTools: fc.boolean(),
+      cut: fc.constant([]),
+      maxTokens: maxTokensArb,
+      explanation: fc.constant(''),
+    }),
+  },
+  {
+    // Tool calls cut by the output limit: asked again at the limit, else told (and complete calls run).
+    weight: 2,
+    arbitrary: fc.record({
+      text: textArb,
+      tools: fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 2 }) }),
+      stopReason: fc.constant<StopReason | null>('max_tokens'),
+      usage: usageSpecArb,
+      thinking: thinkingArb,
+      serverTools: fc.constant(false),
+      cut: cutArb,
+      maxTokens: maxTokensArb,
+      explanation: fc.constant(''),
+    }),
+  },
+  {
+    // The model declines.
+    weight: 1,
+    arbitrary: fc.record({
+      text: fc.oneof(fc.constant(null), textArb),
+      tools: fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) }),
+      stopReason: fc.constant<StopReason | null>('refusal'),
+      usage: usageSpecArb,
+      thinking: thinkingArb,
+      serverTools: fc.constant(false),
+      cut: fc.constant([]),
+      maxTokens: fc.constant<ResponseSpec['maxTokens']>('default'),
+      explanation: fc.constantFrom('', 'The request asks for something harmful.', 'Policy'),
     }),
   },
 );
@@ -302,6 +373,9 @@ export function usageFor(spec: UsageSpec, contextWindow: number): Usage {
     outputTokens,
     cacheReadInputTokens,
     cacheCreationInputTokens,
+    thinkingTokens: Math.floor(outputTokens / 2),
+    webSearchRequests: 0,
+    webFetchRequests: 0,
   };
 }
 
@@ -340,7 +414,19 @@ function toolInput(spec: ToolSpec, step: number, index: number): Record<string, 
 
 export function responseContent(spec: ResponseSpec, step: number, withTools: boolean): ContentBlock[] {
   const blocks: ContentBlock[] = [];
-  if (spec.text !== null) blocks.push({ type: 'text', text: spec.text });
+  if (spec.thinking === 'thinking') blocks.push({ type: 'thinking', thinking: `thinking at step ${step}`, signature: `sig-${step}` });
+  if (spec.thinking === 'omitted') blocks.push({ type: 'thinking', thinking: '', signature: `sig-${step}` });
+  if (spec.thinking === 'redacted') blocks.push({ type: 'redacted_thinking', data: `cmVkYWN0ZWQ${step}` });
+  if (spec.serverTools) {
+    const id = `srvtoolu_${step}`;
+    blocks.push(
+      { type: 'server_tool', blockType: 'server_tool_use', json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'bedrock' } }) },
+      { type: 'server_tool', blockType: 'web_search_tool_result', json: JSON.stringify({ type: 'web_search_tool_result', tool_use_id: id, content: [] }) },
+    );
+  }
+  if (spec.text !== null) {
+    blocks.push(spec.serverTools && spec.text !== '' ? { type: 'text', text: spec.text, citations: '[{"type":"web_search_result_location","url":"https://example.com"}]' } : { type: 'text', text: spec.text });
+  }
   if (withTools) {
     spec.tools.forEach((tool, i) => {
       blocks.push({ type: 'tool_use', id: toolUseId(step, i), name: tool.name, input: toolInput(tool, step, i) });
@@ -351,12 +437,16 @@ export function responseContent(spec: ResponseSpec, step: number, withTools: boo
 
 function llmResponse(requestId: string, spec: ResponseSpec, ctx: ConversationContext, step: number, withTools: boolean): ConversationEvent {
   const hasTools = withTools && spec.tools.length > 0;
+  const u = usageFor(spec.usage, ctx.contextWindow);
   return {
     type: 'llm_response',
     requestId,
     content: responseContent(spec, step, withTools),
     stopReason: spec.stopReason ?? (hasTools ? 'tool_use' : 'end_turn'),
-    usage: usageFor(spec.usage, ctx.contextWindow),
+    usage: spec.serverTools ? { ...u, webSearchRequests: 1 } : u,
+    maxTokens: { default: DEFAULT_MAX_TOKENS, limit: ctx.maxOutputTokens, unreported: 0 }[spec.maxTokens],
+    cutToolNames: withTools ? spec.cut : [],
+    stopExplanation: spec.explanation,
   };
 }
 
@@ -542,7 +632,9 @@ function describeEvent(e: ConversationEvent): string {
       const tools = e.content.flatMap((b) => (b.type === 'tool_use' ? [`${b.name}#${b.id}`] : []));
       const u = e.usage;
       const tokens = u.inputTokens + u.outputTokens + u.cacheReadInputTokens + u.cacheCreationInputTokens;
-      return `llm_response(${e.requestId}, ${e.stopReason}, ${tokens} tokens${tools.length ? `, tools [${tools.join(', ')}]` : ''})`;
+      const kinds = [...new Set(e.content.flatMap((b) => (b.type === 'thinking' || b.type === 'redacted_thinking' || b.type === 'server_tool' ? [b.type] : [])))];
+      const cut = e.cutToolNames ?? [];
+      return `llm_response(${e.requestId}, ${e.stopReason}, ${tokens} tokens, max_tokens ${e.maxTokens ?? 0}${tools.length ? `, tools [${tools.join(', ')}]` : ''}${cut.length ? `, cut [${cut.join(', ')}]` : ''}${kinds.length ? `, ${kinds.join('+')}` : ''})`;
     }
     case 'llm_error':
       return `llm_error(${e.requestId}, ${e.errorKind}, retryable=${e.retryable}${e.retryAfterMs ? `, retryAfter=${e.retryAfterMs}` : ''}${e.aborted ? ', aborted' : ''})`;

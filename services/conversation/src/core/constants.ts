@@ -60,3 +60,36 @@ export const MODE_NOTICE_UNRESTRICTED =
   'Mode changed to Unrestricted: you may now modify files (patch is enabled) and bash runs without the read-only sandbox.';
 export const MODE_NOTICE_RESTRICTED =
   'Mode changed to Restricted: the filesystem is read-only, bash runs in a kernel sandbox with no network, and patch is disabled. Use request_mode_upgrade if you need write access.';
+
+/** Asks the model to go on after a text response cut by the output limit (a `system` notice). */
+export const MAX_TOKENS_NOTICE =
+  'Your previous response was cut off because it reached the output token limit. Continue exactly where it stopped, without repeating what you already wrote.';
+/** The same after a response the provider paused without a server-tool block to resume. */
+export const PAUSE_TURN_NOTICE =
+  'Your previous response was paused before it was finished. Continue exactly where it stopped, without repeating what you already wrote.';
+
+/** "a", "a and b", "a, b and c". */
+function listWords(words: readonly string[]): string {
+  if (words.length <= 1) return words.join('');
+  return `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`;
+}
+
+/**
+ * Tells the model that tool calls were cut by the output limit (they did not run) and how to
+ * go on. `limit`: the max_tokens the response had; 0 when not known.
+ */
+export function cutToolNotice(names: readonly string[], limit: number): string {
+  const many = names.length > 1;
+  const at = limit > 0 ? ` of ${limit} tokens` : '';
+  return (
+    `Your ${many ? 'calls' : 'call'} to ${listWords(names)} ${many ? 'were' : 'was'} cut off because the response reached the output limit${at}, ` +
+    `so ${many ? 'they' : 'it'} did not run. Split the work into smaller calls (for example, write a large file in several parts) and try again.`
+  );
+}
+
+/** The error message a refusal shows the user, with the provider's explanation when given. */
+export function refusalMessage(explanation: string): string {
+  const why = explanation.trim();
+  const first = why === '' ? 'The model declined to answer.' : `The model declined to answer: ${why}${/[.!?]$/.test(why) ? '' : '.'}`;
+  return `${first} Rephrase your request or send a new message.`;
+}

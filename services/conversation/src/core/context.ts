@@ -7,6 +7,8 @@ export interface ContextInit {
   readonly model?: string;
   /** Default 200000 tokens. */
   readonly contextWindow?: number;
+  /** The model's output limit; default 64000 tokens. */
+  readonly maxOutputTokens?: number;
   readonly isSubAgent?: boolean;
   readonly parentId?: string | null;
   /** Default true. */
@@ -22,6 +24,7 @@ export function makeContext(init: ContextInit): ConversationContext {
     cwd: init.cwd ?? '/work',
     model: init.model ?? 'test-model',
     contextWindow: init.contextWindow ?? 200_000,
+    maxOutputTokens: init.maxOutputTokens ?? 64_000,
     isSubAgent,
     parentId: init.parentId ?? null,
     sandboxAvailable: init.sandboxAvailable ?? true,

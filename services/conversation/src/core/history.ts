@@ -2,7 +2,8 @@
  * Persisted messages → Messages API turns. Pure, so the chain rules can be property-tested
  * and the shell has one place that makes a history valid.
  */
-import type { ContentBlock, MessageType } from './types.ts';
+import { MODE_NOTICE_RESTRICTED, MODE_NOTICE_UNRESTRICTED } from './constants.ts';
+import type { ContentBlock, MessageType, StopReason } from './types.ts';
 
 export interface LlmTurn {
   readonly role: 'user' | 'assistant';
@@ -12,6 +13,8 @@ export interface LlmTurn {
 export interface HistoryMessage {
   readonly type: MessageType;
   readonly content: readonly ContentBlock[];
+  /** Agent messages: why the response ended (a refusal leaves its turn out). */
+  readonly stopReason?: StopReason;
 }
 
 export const SYSTEM_NOTICE_PREFIX = '[System notice] ';
@@ -20,12 +23,52 @@ function isEmptyText(block: ContentBlock): boolean {
   return block.type === 'text' && block.text.trim() === '';
 }
 
+/** The model's own blocks, sent back verbatim; a thinking block without a signature cannot be. */
+function isModelBlock(block: ContentBlock): boolean {
+  switch (block.type) {
+    case 'text':
+    case 'tool_use':
+    case 'redacted_thinking':
+    case 'server_tool':
+      return true;
+    case 'thinking':
+      return block.signature !== '';
+    default:
+      return false;
+  }
+}
+
+const MODE_NOTICES = new Set([MODE_NOTICE_RESTRICTED, MODE_NOTICE_UNRESTRICTED]);
+
 /**
- * user → user turn; agent → assistant turn; tool → tool_result blocks in a user turn;
+ * Indexes of messages left out because their turn was refused: from the last user message
+ * before each refused agent message up to it (the provider asks not to send a refused turn
+ * again). Mode-change notices in that span stay: the mode did change.
+ */
+function refusedSpans(messages: readonly HistoryMessage[]): Set<number> {
+  const out = new Set<number>();
+  let turnStart = 0;
+  messages.forEach((message, i) => {
+    if (message.type === 'user') turnStart = i;
+    if (message.type !== 'agent' || message.stopReason !== 'refusal') return;
+    for (let k = turnStart; k <= i; k++) {
+      const m = messages[k]!;
+      const modeNotice = m.type === 'system' && m.content.some((b) => b.type === 'text' && MODE_NOTICES.has(b.text));
+      if (!modeNotice) out.add(k);
+    }
+    turnStart = i + 1;
+  });
+  return out;
+}
+
+/**
+ * user → user turn; agent → assistant turn (text with its citations, tool_use, thinking,
+ * redacted thinking and server-tool blocks, in their order); tool → tool_result blocks in a user turn;
  * system → a user-turn notice, held back until the tool_use blocks of the preceding assistant
  * turn are all answered (a notice may be persisted mid-chain, e.g. a downgrade while tools
- * run); error and continuation messages are for people, not the model. Consecutive turns of
- * one role merge, and tool_result blocks come first in a user turn, as the API requires.
+ * run); error and continuation messages are for people, not the model; a refused turn is left
+ * out. Consecutive turns of one role merge (a paused turn and its resumption become one
+ * assistant turn), and tool_result blocks come first in a user turn, as the API requires.
  */
 export function buildLlmHistory(messages: readonly HistoryMessage[]): LlmTurn[] {
   const turns: { role: 'user' | 'assistant'; content: ContentBlock[] }[] = [];
@@ -45,13 +88,15 @@ export function buildLlmHistory(messages: readonly HistoryMessage[]): LlmTurn[] 
     heldNotices = [];
   };
 
-  for (const message of messages) {
+  const refused = refusedSpans(messages);
+  for (const [i, message] of messages.entries()) {
+    if (refused.has(i)) continue;
     switch (message.type) {
       case 'user':
         push('user', message.content.filter((b) => b.type === 'text' || b.type === 'image'));
         break;
       case 'agent': {
-        const blocks = message.content.filter((b) => b.type === 'text' || b.type === 'tool_use');
+        const blocks = message.content.filter(isModelBlock);
         push('assistant', blocks);
         for (const b of blocks) if (b.type === 'tool_use') open.add(b.id);
         break;

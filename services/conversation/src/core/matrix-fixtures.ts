@@ -23,21 +23,38 @@ export const PARENT_ID = 'parent1';
 export const WINDOW = 1000;
 
 export function parentCtx(over: Partial<ContextInit> = {}): ConversationContext {
-  return makeContext({ conversationId: CID, contextWindow: WINDOW, ...over });
+  return makeContext({ conversationId: CID, contextWindow: WINDOW, maxOutputTokens: OUTPUT_LIMIT, ...over });
 }
 export function noSandboxCtx(over: Partial<ContextInit> = {}): ConversationContext {
-  return makeContext({ conversationId: CID, contextWindow: WINDOW, sandboxAvailable: false, ...over });
+  return makeContext({ conversationId: CID, contextWindow: WINDOW, maxOutputTokens: OUTPUT_LIMIT, sandboxAvailable: false, ...over });
 }
 export function subCtx(over: Partial<ContextInit> = {}): ConversationContext {
-  return makeContext({ conversationId: CID, contextWindow: WINDOW, isSubAgent: true, parentId: PARENT_ID, ...over });
+  return makeContext({ conversationId: CID, contextWindow: WINDOW, maxOutputTokens: OUTPUT_LIMIT, isSubAgent: true, parentId: PARENT_ID, ...over });
 }
 
-/** Usage totalling `tokens`, spread over every field (context usage counts all four). */
-export function usage(tokens: number): Usage {
+/** The model's output limit in these contexts (max_tokens of a request asked at the limit). */
+export const OUTPUT_LIMIT = 8000;
+/** What the gateway sends by default in these tests (below the limit). */
+export const DEFAULT_MAX_TOKENS = 4000;
+
+/**
+ * Usage totalling `tokens`, spread over the four counts context usage adds up; a third of the
+ * output was thinking (part of the output count, not added to the total).
+ */
+export function usage(tokens: number, server: { searches?: number; fetches?: number } = {}): Usage {
   const input = Math.floor(tokens / 2);
   const cacheRead = Math.floor(tokens / 4);
   const cacheCreation = Math.floor(tokens / 8);
-  return { inputTokens: input, cacheReadInputTokens: cacheRead, cacheCreationInputTokens: cacheCreation, outputTokens: tokens - input - cacheRead - cacheCreation };
+  const output = tokens - input - cacheRead - cacheCreation;
+  return {
+    inputTokens: input,
+    cacheReadInputTokens: cacheRead,
+    cacheCreationInputTokens: cacheCreation,
+    outputTokens: output,
+    thinkingTokens: Math.floor(output / 3),
+    webSearchRequests: server.searches ?? 0,
+    webFetchRequests: server.fetches ?? 0,
+  };
 }
 
 // ---- tool calls ----
@@ -68,11 +85,37 @@ export const subAgentStart = (task = 'do the thing'): ConversationEvent => ({ ty
 export const subAgentStop: ConversationEvent = { type: 'sub_agent_stop', reason: 'parent cancelled' };
 export const timerFired = (timerId: string): ConversationEvent => ({ type: 'timer_fired', timerId });
 
-export function response(
-  requestId: string,
-  opts: { text?: string; calls?: readonly ToolCall[]; stopReason?: StopReason; tokens?: number } = {},
-): ConversationEvent {
-  const content: ContentBlock[] = [];
+// ---- the model's blocks ----
+export const thinkingBlock = (thinking = 'Let me think.', signature = 'sig-1'): ContentBlock => ({ type: 'thinking', thinking, signature });
+export const redactedBlock = (data = 'ZW5jcnlwdGVk'): ContentBlock => ({ type: 'redacted_thinking', data });
+/** A web search and its result, as the provider returns them (blocks verbatim as JSON). */
+export function searchBlocks(id = 'srvtoolu_1'): ContentBlock[] {
+  return [
+    { type: 'server_tool', blockType: 'server_tool_use', json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'q' } }) },
+    {
+      type: 'server_tool',
+      blockType: 'web_search_tool_result',
+      json: JSON.stringify({ type: 'web_search_tool_result', tool_use_id: id, content: [{ type: 'web_search_result', url: 'https://example.com', title: 'Example' }] }),
+    },
+  ];
+}
+
+export interface ResponseOptions {
+  text?: string;
+  calls?: readonly ToolCall[];
+  stopReason?: StopReason;
+  tokens?: number;
+  /** Blocks before the text (thinking, server-tool blocks), verbatim. */
+  before?: readonly ContentBlock[];
+  /** Calls the output limit cut (left out of the content). */
+  cut?: readonly string[];
+  /** The max_tokens the gateway reports it sent; default DEFAULT_MAX_TOKENS. */
+  maxTokens?: number;
+  explanation?: string;
+}
+
+export function response(requestId: string, opts: ResponseOptions = {}): ConversationEvent {
+  const content: ContentBlock[] = [...(opts.before ?? [])];
   if (opts.text !== undefined && opts.text !== '') content.push({ type: 'text', text: opts.text });
   for (const c of opts.calls ?? []) content.push({ type: 'tool_use', id: c.id, name: c.name, input: c.input });
   return {
@@ -81,6 +124,9 @@ export function response(
     content,
     stopReason: opts.stopReason ?? ((opts.calls ?? []).length > 0 ? 'tool_use' : 'end_turn'),
     usage: usage(opts.tokens ?? 100),
+    maxTokens: opts.maxTokens ?? DEFAULT_MAX_TOKENS,
+    cutToolNames: opts.cut ?? [],
+    stopExplanation: opts.explanation ?? '',
   };
 }
 

@@ -16,7 +16,7 @@ import { describe, it, expect } from '@jest/globals';
 import fc from 'fast-check';
 import { toolSetFor } from '@bedrock/contracts/tools';
 import { transition, initialState, buildLlmHistory, checkToolChain, type HistoryMessage } from './index.ts';
-import type { ConversationContext, ConversationEvent, ConversationState, Effect, ToolCall } from './types.ts';
+import type { ContentBlock, ConversationContext, ConversationEvent, ConversationState, Effect, StopReason, ToolCall } from './types.ts';
 import {
   abstractModel,
   initialModel,
@@ -27,6 +27,8 @@ import {
   type ModelState,
 } from './reference-model.ts';
 import {
+  DEFAULT_MAX_TOKENS,
+  OUTPUT_LIMIT,
   approve,
   call,
   deny,
@@ -34,11 +36,14 @@ import {
   llmError,
   noSandboxCtx,
   parentCtx,
+  redactedBlock,
   response,
+  searchBlocks,
   subAgentResult,
   subAgentStart,
   subAgentStop,
   subCtx,
+  thinkingBlock,
   timerFired,
   toolComplete,
   triggerContinuation,
@@ -71,12 +76,14 @@ function abstractImpl(state: ConversationState): AbstractState {
     attempt: null,
     retryPending: false,
     requestId: null,
+    maxTokens: null,
     pendingToolIds: [],
     pendingSubAgents: [],
     errorKind: null,
   };
   switch (p.kind) {
     case 'llm_requesting':
+      return { ...base, attempt: p.attempt, retryPending: p.retry !== null, requestId: p.requestId, maxTokens: p.maxTokens };
     case 'awaiting_continuation':
       return { ...base, attempt: p.attempt, retryPending: p.retry !== null, requestId: p.requestId };
     case 'cancelling':
@@ -127,8 +134,10 @@ function payloadProblems(ctx: ConversationContext, prev: ConversationState, next
           if (e.attempt !== np.attempt) problems.push(`request_llm attempt ${e.attempt}, phase attempt ${np.attempt}`);
           if (np.retry !== null) problems.push('request_llm sent while a retry timer is pending');
         }
-        const tools = purpose === 'turn' ? toolSetFor(ctx) : [];
-        if (JSON.stringify(e.toolNames) !== JSON.stringify(tools)) problems.push(`request_llm toolNames ${JSON.stringify(e.toolNames)}`);
+        // A continuation defines the tools too (the gateway forbids their use).
+        if (JSON.stringify(e.toolNames) !== JSON.stringify(toolSetFor(ctx))) problems.push(`request_llm toolNames ${JSON.stringify(e.toolNames)}`);
+        const maxTokens = np.kind === 'llm_requesting' ? np.maxTokens : 0;
+        if (e.maxTokens !== maxTokens) problems.push(`request_llm maxTokens ${e.maxTokens}, phase ${maxTokens}`);
         break;
       }
       case 'abort_llm':
@@ -235,12 +244,24 @@ function genResponse(r: () => number, mem: Memory, requestId: string): Conversat
   const withTools = r() < 0.55;
   const calls = withTools ? genCalls(r, mem) : [];
   const text = r() < 0.85 ? 'some text' : '';
-  let stopReason = (calls.length > 0 ? 'tool_use' : 'end_turn') as 'tool_use' | 'end_turn' | 'max_tokens' | 'pause_turn' | 'model_context_window_exceeded';
+  let stopReason: StopReason = calls.length > 0 ? 'tool_use' : 'end_turn';
   const s = r();
-  if (s < 0.12) stopReason = 'max_tokens';
-  else if (s < 0.18) stopReason = 'pause_turn';
-  else if (s < 0.2) stopReason = 'model_context_window_exceeded';
-  return response(requestId, { text, calls, stopReason, tokens });
+  if (s < 0.14) stopReason = 'max_tokens';
+  else if (s < 0.22) stopReason = 'pause_turn';
+  else if (s < 0.24) stopReason = 'model_context_window_exceeded';
+  else if (s < 0.28) stopReason = 'refusal';
+  // The model's other blocks: thinking first (signed, sometimes with its text omitted), redacted
+  // thinking, and a web search (server-tool blocks), mostly in paused turns.
+  const before: ContentBlock[] = [];
+  const t = r();
+  if (t < 0.3) before.push(thinkingBlock('reasoning', `sig${mem.toolCounter}`));
+  else if (t < 0.38) before.push(thinkingBlock('', `sig${mem.toolCounter}`));
+  else if (t < 0.42) before.push(redactedBlock());
+  if (r() < (stopReason === 'pause_turn' ? 0.6 : 0.1)) before.push(...searchBlocks(`srv${++mem.toolCounter}`));
+  const cut = stopReason === 'max_tokens' && r() < 0.5 ? pickOne(r, [['patch'], ['patch'], ['bash', 'patch']]) : [];
+  const maxTokens = pickOne(r, [DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS, OUTPUT_LIMIT, 0]);
+  const explanation = stopReason === 'refusal' && r() < 0.5 ? 'The request is not allowed.' : '';
+  return response(requestId, { text, calls, stopReason, tokens, before, cut, maxTokens, explanation });
 }
 
 function genEvent(ctx: ConversationContext, s: ModelState, mem: Memory, r: () => number): ConversationEvent {

@@ -24,6 +24,10 @@ import {
   MODE_NOTICE_RESTRICTED,
   CONTINUATION_THRESHOLD,
   WARNING_THRESHOLD,
+  MAX_TOKENS_NOTICE,
+  PAUSE_TURN_NOTICE,
+  cutToolNotice,
+  refusalMessage,
 } from './index.ts';
 import type {
   ConversationContext,
@@ -99,6 +103,8 @@ function directChainProblems(messages: readonly NewMessage[]): string[] {
     if (m.type === 'agent') {
       if (queue.length > 0) problems.push(`message ${i}: agent message while [${queue.join(', ')}] are unanswered`);
       queue = [];
+      // A refused response's calls never run: its turn is left out of every later request.
+      if (m.stopReason === 'refusal') return;
       for (const b of m.content) {
         if (b.type !== 'tool_use') continue;
         if (asked.has(b.id)) problems.push(`message ${i}: tool_use ${b.id} asked twice`);
@@ -745,6 +751,13 @@ describe('conversation state machine properties', () => {
           const bp = s.before.phase;
           if (ev.type !== 'llm_response' || bp.kind !== 'llm_requesting' || bp.retry !== null || bp.requestId !== ev.requestId) continue;
           const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * sc.ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          // A refusal is its own outcome, whatever the usage: nothing runs, no summary.
+          if (ev.stopReason === 'refusal') {
+            if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent' || e.type === 'request_llm')) fail(r, `step ${s.index}: a refusal started work`);
+            const due = !s.before.contextWarned && contextTokens(ev.usage) >= WARNING_THRESHOLD * sc.ctx.contextWindow;
+            expect(s.after.contextWarned).toBe(s.before.contextWarned || due);
+            continue;
+          }
           if (!over) {
             // REQ-BED-023: the warning is given on the first response at >= 80%, and only then.
             const due = !s.before.contextWarned && contextTokens(ev.usage) >= WARNING_THRESHOLD * sc.ctx.contextWindow;
@@ -765,7 +778,9 @@ describe('conversation state machine properties', () => {
             expect(req).toHaveLength(1);
             if (req[0]?.type === 'request_llm') {
               expect(req[0].purpose).toBe('continuation');
-              expect(req[0].toolNames).toEqual([]);
+              // Defined (the history's tool_use blocks need them); the gateway forbids their use.
+              expect(req[0].toolNames).toEqual(toolSetFor(sc.ctx));
+              expect(req[0].maxTokens).toBe(0);
               const asked = ev.content.flatMap((b) => (b.type === 'tool_use' ? [b.id] : []));
               expect(req[0].rejectedToolCalls.map((c) => c.id)).toEqual(asked);
             }
@@ -970,9 +985,11 @@ describe('conversation state machine properties', () => {
     expect(finished).toBeGreaterThan(RUNS / 8);
   });
 
-  it('tracks usage (REQ-BED-012) and continues a cut response at most maxAutoContinuations times (REQ-BED-003)', () => {
+  it('tracks usage (REQ-BED-012) and continues a cut response at most maxAutoContinuations times (REQ-BED-003): a cut tool call is asked again at the output limit, else told; a refusal ends the turn', () => {
     let continued = 0;
-    let capped = 0;
+    let raised = 0;
+    let toldCut = 0;
+    let refused = 0;
     fc.assert(
       fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
         const r = run(sc);
@@ -982,14 +999,17 @@ describe('conversation state machine properties', () => {
           const ev = s.event;
           const bp = s.before.phase;
           const effects = effectsOf(s.result);
-          const requests = effects.filter((e) => e.type === 'request_llm');
+          const requests = effects.flatMap((e) => (e.type === 'request_llm' ? [e] : []));
+          const messages = persisted(effects);
           const matching =
             ev.type === 'llm_response' &&
             (bp.kind === 'llm_requesting' || bp.kind === 'awaiting_continuation') &&
             bp.retry === null &&
             bp.requestId === ev.requestId;
           if (!matching || ev.type !== 'llm_response') {
-            if (requests.some((e) => e.type === 'request_llm' && e.attempt === 1)) auto = 0;
+            if (requests.some((e) => e.attempt === 1)) auto = 0;
+            // A retry asks for what the failed attempt asked for.
+            for (const req of requests) if (bp.kind === 'llm_requesting' && req.attempt > 1) expect(req.maxTokens).toBe(bp.maxTokens);
             continue;
           }
           if (bp.kind === 'awaiting_continuation') {
@@ -1003,28 +1023,76 @@ describe('conversation state machine properties', () => {
             }
             continue;
           }
+          if (bp.kind !== 'llm_requesting') continue;
           expect(s.after.lastUsage).toEqual(ev.usage);
           expect(s.after.totalUsage).toEqual(addUsage(s.before.totalUsage, ev.usage));
-          const hasTools = ev.content.some((b) => b.type === 'tool_use');
-          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
-          if (hasTools || over) {
+          expect(s.after.totalUsage.thinkingTokens).toBe((s.before.totalUsage.thinkingTokens ?? 0) + (ev.usage.thinkingTokens ?? 0));
+          expect(s.after.totalUsage.webSearchRequests).toBe((s.before.totalUsage.webSearchRequests ?? 0) + (ev.usage.webSearchRequests ?? 0));
+          const agent = messages.filter((m) => m.type === 'agent');
+          const notices = messages.filter((m) => m.type === 'system').map((m) => m.content.map((b) => (b.type === 'text' ? b.text : '')).join(''));
+
+          if (ev.stopReason === 'refusal') {
+            refused++;
+            // Recorded as refused, with the words the user sees; nothing runs, nothing is asked.
+            expect(agent).toHaveLength(1);
+            expect(agent[0]!.stopReason).toBe('refusal');
+            expect(agent[0]!.content).toEqual(ev.content);
+            const errors = messages.filter((m) => m.type === 'error');
+            expect(errors.map((m) => m.content)).toEqual([[{ type: 'text', text: refusalMessage(ev.stopExplanation ?? '') }]]);
+            expect(requests).toEqual([]);
+            if (ctx.isSubAgent) {
+              expect(s.after.phase).toMatchObject({ kind: 'failed', errorKind: 'refused' });
+            } else {
+              expect(s.after.phase.kind).toBe('idle');
+            }
             auto = 0;
             continue;
           }
-          const cut = ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn';
-          if (cut && auto < ctx.policy.maxAutoContinuations) {
+          // Every other persisted response carries its stop reason and its blocks as they came.
+          for (const m of agent) {
+            expect(m.stopReason).toBe(ev.stopReason);
+            expect(m.content).toEqual(ev.content);
+          }
+          const calls = ev.content.filter((b) => b.type === 'tool_use');
+          const cut = ev.cutToolNames ?? [];
+          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          const sent = Math.max(ev.maxTokens ?? 0, bp.maxTokens);
+          if (over) {
+            auto = 0;
+            continue;
+          }
+          if (ev.stopReason === 'max_tokens' && cut.length > 0 && sent < ctx.maxOutputTokens && auto < ctx.policy.maxAutoContinuations) {
+            raised++;
+            auto++;
+            if (messages.length > 0) fail(r, `step ${s.index}: a response with a cut tool call below the limit was persisted`);
+            expect(requests).toHaveLength(1);
+            expect(requests[0]).toMatchObject({ purpose: 'turn', attempt: 1, maxTokens: ctx.maxOutputTokens });
+            continue;
+          }
+          if (cut.length > 0) {
+            toldCut++;
+            expect(notices).toEqual([cutToolNotice(cut, sent)]);
+            for (const name of cut) expect(notices[0]).toContain(name);
+          }
+          if (calls.length > 0) {
+            auto = 0;
+            continue;
+          }
+          const resumable = ev.stopReason === 'pause_turn' && ev.content.some((b) => b.type === 'server_tool');
+          const cutText = ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn';
+          if ((cutText || cut.length > 0) && auto < ctx.policy.maxAutoContinuations) {
             continued++;
             auto++;
             if (requests.length !== 1) fail(r, `step ${s.index}: a cut response (${ev.stopReason}) was not continued`);
-            const req = requests[0];
-            if (req?.type === 'request_llm') {
-              expect(req.purpose).toBe('turn');
-              expect(req.attempt).toBe(1);
-            }
+            expect(requests[0]).toMatchObject({ purpose: 'turn', attempt: 1, maxTokens: bp.maxTokens });
             expect(s.after.phase.kind).toBe('llm_requesting');
+            // Continued from a user turn (a notice), except a paused turn, which is sent back as it is.
+            if (cut.length === 0) expect(notices).toEqual(resumable ? [] : [ev.stopReason === 'max_tokens' ? MAX_TOKENS_NOTICE : PAUSE_TURN_NOTICE]);
+            const last = buildLlmHistory(r.steps.slice(0, s.index + 1).flatMap((x) => persisted(effectsOf(x.result)))).at(-1);
+            expect(last?.role).toBe(resumable && cut.length === 0 ? 'assistant' : 'user');
           } else {
-            if (cut) capped++;
             if (requests.length !== 0) fail(r, `step ${s.index}: ${ev.stopReason} response continued (${auto} continuations so far)`);
+            if (cut.length === 0) expect(notices).toEqual([]);
             if (ctx.isSubAgent) {
               const a = s.after.phase;
               expect(a.kind).toBe('failed');
@@ -1039,7 +1107,9 @@ describe('conversation state machine properties', () => {
       opts,
     );
     expect(continued).toBeGreaterThan(20);
-    void capped; // rare: covered by the seeded coverage test below
+    expect(raised).toBeGreaterThan(5);
+    expect(toldCut).toBeGreaterThan(5);
+    expect(refused).toBeGreaterThan(5);
   });
 
   it('answers calls outside the tool set with "Unknown tool", invalid spawn_agents input with an error, and upgrade requests in unrestricted mode with ALREADY_UNRESTRICTED; none of them runs', () => {

@@ -38,6 +38,8 @@ export type ModelPhase =
       /** The retry timer while a retry waits; null while the request is in flight. */
       readonly retryTimer: string | null;
       readonly autoContinuations: number;
+      /** max_tokens asked for; 0: the default. */
+      readonly maxTokens: number;
     }
   | { readonly kind: 'awaiting_continuation'; readonly requestId: string; readonly attempt: number; readonly retryTimer: string | null }
   | { readonly kind: 'cancelling'; readonly requestId: string; readonly timerId: string }
@@ -86,6 +88,8 @@ export interface AbstractState {
   readonly retryPending: boolean;
   /** The LLM request the phase waits for (in flight, aborting, or the next retry's). */
   readonly requestId: string | null;
+  /** llm_requesting: the max_tokens it asks for (0: the default). */
+  readonly maxTokens: number | null;
   readonly pendingToolIds: readonly string[];
   readonly pendingSubAgents: readonly string[];
   readonly errorKind: ErrorKind | null;
@@ -112,12 +116,14 @@ export function abstractModel(s: ModelState): AbstractState {
     attempt: null as number | null,
     retryPending: false,
     requestId: null as string | null,
+    maxTokens: null as number | null,
     pendingToolIds: [] as string[],
     pendingSubAgents: [] as string[],
     errorKind: null as ErrorKind | null,
   };
   switch (p.kind) {
     case 'llm_requesting':
+      return { ...base, attempt: p.attempt, retryPending: p.retryTimer !== null, requestId: p.requestId, maxTokens: p.maxTokens };
     case 'awaiting_continuation':
       return { ...base, attempt: p.attempt, retryPending: p.retryTimer !== null, requestId: p.requestId };
     case 'cancelling':
@@ -222,8 +228,8 @@ class Draft {
   }
 
   /** → LLM: llm_requesting{attempt 1} + request_llm. */
-  toLlm(autoContinuations = 0): void {
-    this.phase = { kind: 'llm_requesting', requestId: this.nextRequestId(), attempt: 1, retryTimer: null, autoContinuations };
+  toLlm(autoContinuations = 0, maxTokens = 0): void {
+    this.phase = { kind: 'llm_requesting', requestId: this.nextRequestId(), attempt: 1, retryTimer: null, autoContinuations, maxTokens };
     this.emit('request_llm');
   }
 
@@ -629,12 +635,44 @@ function onResponse(
   const ctx = x.ctx;
   const calls: ToolCall[] = [];
   for (const b of ev.content) if (b.type === 'tool_use') calls.push({ id: b.id, name: b.name, input: b.input });
+  const used = usageTokens(ev.usage);
+  const full = used >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+  const warn = (): void => {
+    if (used >= WARNING_THRESHOLD * ctx.contextWindow && !x.contextWarned) {
+      x.emit('notify:context_warning');
+      x.contextWarned = true;
+    }
+  };
+  const more = p.autoContinuations < ctx.policy.maxAutoContinuations;
+  const end = (): ModelOutcome => {
+    if (ctx.isSubAgent) x.fail('unknown');
+    else x.phase = { kind: 'idle' };
+    return x.done();
+  };
+
+  // Refusal: the agent message (refused) and an error message; the turn ends.
+  if (ev.stopReason === 'refusal') {
+    x.emit('persist:agent', 'persist:error');
+    x.toolUses.push(...calls.map((c) => c.id));
+    warn();
+    if (ctx.isSubAgent) x.fail('refused');
+    else x.phase = { kind: 'idle' };
+    return x.done();
+  }
+  // A cut tool call below the model's output limit: asked again at the limit, nothing kept.
+  const cut = ev.cutToolNames ?? [];
+  const sent = Math.max(ev.maxTokens ?? 0, p.maxTokens);
+  if (ev.stopReason === 'max_tokens' && cut.length > 0 && !full && sent < ctx.maxOutputTokens && more) {
+    warn();
+    x.toLlm(p.autoContinuations + 1, ctx.maxOutputTokens);
+    return x.done();
+  }
+
   if (ev.content.length > 0) {
     x.emit('persist:agent');
     x.toolUses.push(...calls.map((c) => c.id));
   }
-  const used = usageTokens(ev.usage);
-  if (used >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded') {
+  if (full) {
     for (const c of calls) x.persistResult(c.id);
     if (ctx.contextExhaustionBehavior === 'threshold_continuation') {
       x.emit('request_llm');
@@ -644,19 +682,28 @@ function onResponse(
     }
     return x.done();
   }
-  if (used >= WARNING_THRESHOLD * ctx.contextWindow && !x.contextWarned) {
-    x.emit('notify:context_warning');
-    x.contextWarned = true;
+  warn();
+  // Cut at the limit (or no continuation left): a notice; complete calls run as usual.
+  if (cut.length > 0) {
+    x.emit('persist:system');
+    if (calls.length > 0) {
+      x.runCalls(calls);
+      return x.done();
+    }
+    if (!more) return end();
+    x.toLlm(p.autoContinuations + 1, p.maxTokens);
+    return x.done();
   }
   if (calls.length > 0) {
     x.runCalls(calls);
     return x.done();
   }
-  if ((ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn') && p.autoContinuations < ctx.policy.maxAutoContinuations) {
-    x.toLlm(p.autoContinuations + 1);
+  if ((ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn') && more) {
+    // A paused turn holding server-tool blocks is sent back as it is; other cuts get a notice.
+    const paused = ev.stopReason === 'pause_turn' && ev.content.some((b) => b.type === 'server_tool');
+    if (!paused) x.emit('persist:system');
+    x.toLlm(p.autoContinuations + 1, p.maxTokens);
     return x.done();
   }
-  if (ctx.isSubAgent) x.fail('unknown');
-  else x.phase = { kind: 'idle' };
-  return x.done();
+  return end();
 }

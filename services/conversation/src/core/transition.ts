@@ -11,12 +11,16 @@ import {
   CONTINUATION_FALLBACK_SUMMARY,
   CONTINUATION_THRESHOLD,
   LOST_RESULT,
+  MAX_TOKENS_NOTICE,
   MODE_NOTICE_RESTRICTED,
   MODE_NOTICE_UNRESTRICTED,
   NOT_EXECUTED_CONTEXT,
+  PAUSE_TURN_NOTICE,
   UPGRADE_APPROVED,
   UPGRADE_DENIED,
   WARNING_THRESHOLD,
+  cutToolNotice,
+  refusalMessage,
   rejection,
 } from './constants.ts';
 import { addUsage, contextTokens, ZERO_USAGE } from './usage.ts';
@@ -29,6 +33,7 @@ import type {
   ErrorKind,
   MessageType,
   Mode,
+  NewMessage,
   Notification,
   Phase,
   Rejection,
@@ -119,6 +124,14 @@ class Draft {
   }
   persist(type: MessageType, content: readonly ContentBlock[], usage?: Usage): void {
     this.emit({ type: 'persist_message', message: usage ? { type, content, usage } : { type, content } });
+  }
+  /** The model's response as an agent message, with why it ended (and a refusal's explanation). */
+  persistAgent(event: LlmResponseEvent, stopExplanation = ''): void {
+    const message: NewMessage = { type: 'agent', content: event.content, usage: event.usage, stopReason: event.stopReason };
+    this.emit({ type: 'persist_message', message: stopExplanation ? { ...message, stopExplanation } : message });
+  }
+  notice(text: string): void {
+    this.persist('system', [{ type: 'text', text }]);
   }
   persistResult(result: ToolResult): void {
     this.persist('tool', [{ type: 'tool_result', ...result }]);
@@ -307,10 +320,11 @@ function onTriggerContinuation(d: Draft): Outcome {
 
 // ---- LLM -------------------------------------------------------------------------------
 
-function beginLlm(d: Draft, autoContinuations: number): void {
+/** A new request of the turn; `maxTokens` 0 asks for the service's default. */
+function beginLlm(d: Draft, autoContinuations: number, maxTokens = 0): void {
   const requestId = d.newRequestId();
-  d.phase = { kind: 'llm_requesting', requestId, attempt: 1, retry: null, autoContinuations };
-  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'turn', toolNames: toolNames(d), rejectedToolCalls: [] });
+  d.phase = { kind: 'llm_requesting', requestId, attempt: 1, retry: null, autoContinuations, maxTokens };
+  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'turn', toolNames: toolNames(d), rejectedToolCalls: [], maxTokens });
 }
 
 function toolNames(d: Draft): readonly ToolName[] {
@@ -320,7 +334,7 @@ function toolNames(d: Draft): readonly ToolName[] {
 function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCall[], triggerUsage: Usage): void {
   const requestId = d.newRequestId();
   d.phase = { kind: 'awaiting_continuation', requestId, attempt: 1, retry: null, rejectedToolCalls, triggerUsage };
-  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'continuation', toolNames: [], rejectedToolCalls });
+  d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'continuation', toolNames: toolNames(d), rejectedToolCalls, maxTokens: 0 });
 }
 
 type LlmResponseEvent = Extract<ConversationEvent, { type: 'llm_response' }>;
@@ -359,41 +373,89 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   }
   if (phase.kind !== 'llm_requesting') return NOOP;
 
+  const used = contextTokens(event.usage);
+  const window = d.ctx.contextWindow;
+  const full = used >= window * CONTINUATION_THRESHOLD || event.stopReason === 'model_context_window_exceeded';
+  /** REQ-BED-023: once, on the first response at >= 80% that does not start a continuation. */
+  const warnOnce = () => {
+    if (d.contextWarned || used < window * WARNING_THRESHOLD) return;
+    d.contextWarned = true;
+    d.notify({ kind: 'context_warning', usedTokens: used, contextWindow: window });
+  };
+
+  if (event.stopReason === 'refusal') {
+    // The model declined: its own outcome, not an answer. The history builder leaves the
+    // refused turn out of later requests; the conversation takes a new message.
+    const explanation = (event.stopExplanation ?? '').trim();
+    d.persistAgent(event, explanation);
+    warnOnce();
+    const message = refusalMessage(explanation);
+    d.persist('error', [{ type: 'text', text: message }]);
+    if (d.ctx.isSubAgent) failSubAgent(d, message, 'refused');
+    else d.phase = { kind: 'idle' };
+    return;
+  }
+
   const calls: ToolCall[] = event.content.flatMap((b) =>
     b.type === 'tool_use' ? [{ id: b.id, name: b.name, input: b.input }] : [],
   );
-  if (event.content.length > 0) d.persist('agent', event.content, event.usage);
+  const cutTools = event.cutToolNames ?? [];
+  const canContinue = phase.autoContinuations < d.ctx.policy.maxAutoContinuations;
+  // What the request asked for: the gateway reports it; older ones did not (0).
+  const sent = Math.max(event.maxTokens ?? 0, phase.maxTokens ?? 0);
 
-  const used = contextTokens(event.usage);
-  const window = d.ctx.contextWindow;
-  if (used >= window * CONTINUATION_THRESHOLD || event.stopReason === 'model_context_window_exceeded') {
+  if (event.stopReason === 'max_tokens' && cutTools.length > 0 && !full && sent < d.ctx.maxOutputTokens && canContinue) {
+    // A tool call did not fit: ask again, at the model's output limit, and keep nothing of
+    // this response (it would be written again).
+    warnOnce();
+    beginLlm(d, phase.autoContinuations + 1, d.ctx.maxOutputTokens);
+    return;
+  }
+
+  if (event.content.length > 0) d.persistAgent(event);
+
+  if (full) {
     // REQ-BED-019: no tool of this response runs; answer each so the chain stays valid.
     for (const call of calls) d.persistResult(synthetic(call.id, NOT_EXECUTED_CONTEXT));
     if (d.ctx.contextExhaustionBehavior === 'threshold_continuation') requestContinuation(d, calls, event.usage);
     else failSubAgent(d, 'Context window exhausted', 'context_exhausted');
     return;
   }
-  if (!d.contextWarned && used >= window * WARNING_THRESHOLD) {
-    d.contextWarned = true;
-    d.notify({ kind: 'context_warning', usedTokens: used, contextWindow: window });
+  warnOnce();
+  if (cutTools.length > 0) {
+    // Cut even at the limit: tell the model (after the results of the calls that did
+    // complete, which run as usual), so it splits the work.
+    d.notice(cutToolNotice(cutTools, sent));
+    if (calls.length > 0) runTools(d, calls, [], calls.length);
+    else if (canContinue) beginLlm(d, phase.autoContinuations + 1, phase.maxTokens ?? 0);
+    else endTurn(d, event);
+    return;
   }
   if (calls.length > 0) {
     runTools(d, calls, [], calls.length);
     return;
   }
-  const cut = event.stopReason === 'max_tokens' || event.stopReason === 'pause_turn';
-  if (cut && phase.autoContinuations < d.ctx.policy.maxAutoContinuations) {
-    // REQ-BED-003: end_turn = false — keep awaiting the rest of the response.
-    beginLlm(d, phase.autoContinuations + 1);
+  if ((event.stopReason === 'max_tokens' || event.stopReason === 'pause_turn') && canContinue) {
+    // REQ-BED-003: end_turn = false — the model goes on. A turn paused with server-tool
+    // blocks is resumed by sending it back as it is; any other cut is continued from a user
+    // turn asking for the rest (current models take no assistant prefill).
+    const resumable = event.stopReason === 'pause_turn' && event.content.some((b) => b.type === 'server_tool');
+    if (!resumable) d.notice(event.stopReason === 'max_tokens' ? MAX_TOKENS_NOTICE : PAUSE_TURN_NOTICE);
+    beginLlm(d, phase.autoContinuations + 1, phase.maxTokens ?? 0);
     return;
   }
+  endTurn(d, event);
+  return;
+}
+
+/** The model ended its turn: a parent is idle; a sub-agent that did not submit a result failed. */
+function endTurn(d: Draft, event: LlmResponseEvent): void {
   if (d.ctx.isSubAgent) {
     const said = textOf(event.content).trim();
     failSubAgent(d, `Sub-agent ended its turn without calling submit_result${said ? `: ${said}` : ''}`, 'unknown');
     return;
   }
   d.phase = { kind: 'idle' };
-  return;
 }
 
 function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
@@ -451,8 +513,10 @@ function onTimer(d: Draft, timerId: string): Outcome {
         requestId: phase.requestId,
         attempt: phase.attempt,
         purpose: phase.kind === 'llm_requesting' ? 'turn' : 'continuation',
-        toolNames: phase.kind === 'llm_requesting' ? toolNames(d) : [],
+        toolNames: toolNames(d),
         rejectedToolCalls: phase.kind === 'awaiting_continuation' ? phase.rejectedToolCalls : [],
+        // A retry asks for what the failed attempt asked for.
+        maxTokens: phase.kind === 'llm_requesting' ? (phase.maxTokens ?? 0) : 0,
       });
       return;
     case 'cancelling':

@@ -20,14 +20,25 @@ export type ErrorKind =
   | 'unknown'
   | 'context_exhausted'
   | 'timeout'
-  | 'cancelled';
+  | 'cancelled'
+  /** The model declined to answer (stop reason `refusal`). */
+  | 'refused';
 
-/** Token counts of one response, or a sum of them (REQ-BED-012). */
+/**
+ * Token counts of one response, or a sum of them (REQ-BED-012). The last three are absent in
+ * states and messages stored before they existed: absent means 0 (`addUsage` reads them so).
+ */
 export interface Usage {
   readonly inputTokens: number;
+  /** Thinking tokens included. */
   readonly outputTokens: number;
   readonly cacheCreationInputTokens: number;
   readonly cacheReadInputTokens: number;
+  /** Of `outputTokens`, those spent thinking (0 when the provider does not say). */
+  readonly thinkingTokens?: number;
+  /** Server tool calls the provider ran (and bills). */
+  readonly webSearchRequests?: number;
+  readonly webFetchRequests?: number;
 }
 
 /** A tool call the model asked for. `input` is the parsed JSON object. */
@@ -47,8 +58,20 @@ export interface ToolResult {
   readonly display?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * Blocks of messages. The model's blocks (text with citations, thinking, redacted thinking,
+ * server-tool blocks) are kept verbatim, in the order the model produced them, and sent back
+ * so: signatures and the provider's JSON must not change.
+ */
 export type ContentBlock =
-  | { readonly type: 'text'; readonly text: string }
+  /** `citations`: the text block's `citations` array exactly as the provider returned it, JSON (agent text only). */
+  | { readonly type: 'text'; readonly text: string; readonly citations?: string }
+  /** The model's reasoning; `thinking` may be empty (display omitted) and is still kept for its signature. */
+  | { readonly type: 'thinking'; readonly thinking: string; readonly signature: string }
+  /** Reasoning the provider encrypted; opaque. */
+  | { readonly type: 'redacted_thinking'; readonly data: string }
+  /** A block of a tool the provider ran (server_tool_use, web_search_tool_result, ...): `json` is the whole block. */
+  | { readonly type: 'server_tool'; readonly blockType: string; readonly json: string }
   /** Image bytes, base64. */
   | { readonly type: 'image'; readonly mediaType: string; readonly data: string }
   | { readonly type: 'tool_use'; readonly id: string; readonly name: string; readonly input: Readonly<Record<string, unknown>> }
@@ -63,6 +86,10 @@ export interface NewMessage {
   readonly type: MessageType;
   readonly content: readonly ContentBlock[];
   readonly usage?: Usage;
+  /** Agent messages: why the response ended (max_tokens: cut and continued; refusal: declined). */
+  readonly stopReason?: StopReason;
+  /** Refusals: the provider's explanation, when it gave one. */
+  readonly stopExplanation?: string;
 }
 
 /** The outcome of one sub-agent, as aggregated for the parent (REQ-BED-008). */
@@ -96,8 +123,14 @@ export type Phase =
       /** 1-based; at most MAX_LLM_ATTEMPTS. */
       readonly attempt: number;
       readonly retry: PendingRetry | null;
-      /** Requests sent in this turn to continue a response cut by max_tokens / pause_turn. */
+      /** Requests sent in this turn to continue a response cut by max_tokens / pause_turn (or to ask again at the output limit). */
       readonly autoContinuations: number;
+      /**
+       * The max_tokens this request asks for; 0: the service's default. Set to the model's
+       * output limit when a tool call was cut; kept by retries and by the continuations of the
+       * same response. (Absent in states stored before it existed: 0.)
+       */
+      readonly maxTokens: number;
     }
   | {
       readonly kind: 'tool_executing';
@@ -180,6 +213,8 @@ export interface ConversationContext {
   readonly model: string;
   /** From the model registry; unknown models get the smallest known window (REQ-BED-022). */
   readonly contextWindow: number;
+  /** From the model registry: the largest max_tokens the model accepts for one response. */
+  readonly maxOutputTokens: number;
   readonly isSubAgent: boolean;
   /** Set for sub-agents. */
   readonly parentId: string | null;
@@ -234,10 +269,16 @@ export type ConversationEvent =
   | {
       readonly type: 'llm_response';
       readonly requestId: string;
-      /** text and tool_use blocks only, in order. */
+      /** The response's complete blocks, in order (no tool_result, no image). */
       readonly content: readonly ContentBlock[];
       readonly stopReason: StopReason;
       readonly usage: Usage;
+      /** The max_tokens the request was sent with; absent or 0: not reported. */
+      readonly maxTokens?: number;
+      /** Tool calls the output limit cut before they were complete (left out of `content`). */
+      readonly cutToolNames?: readonly string[];
+      /** refusal: the provider's explanation, when it gave one. */
+      readonly stopExplanation?: string;
     }
   | {
       readonly type: 'llm_error';
@@ -309,8 +350,13 @@ export type Effect =
       readonly requestId: string;
       readonly attempt: number;
       readonly purpose: 'turn' | 'continuation';
-      /** The tools offered: the conversation's static set, or none for a continuation. */
+      /**
+       * The conversation's static tool set. A continuation defines them too (the history's
+       * tool_use blocks need their definitions) and the gateway forbids their use there.
+       */
       readonly toolNames: readonly ToolName[];
+      /** max_tokens to ask for; 0: the service's default. */
+      readonly maxTokens: number;
       /** continuation: tools that were requested but not executed, to mention in the prompt. */
       readonly rejectedToolCalls: readonly ToolCall[];
     }

@@ -5,21 +5,29 @@ export const ZERO_USAGE: Usage = {
   outputTokens: 0,
   cacheCreationInputTokens: 0,
   cacheReadInputTokens: 0,
+  thinkingTokens: 0,
+  webSearchRequests: 0,
+  webFetchRequests: 0,
 };
 
+/** The sum; a count absent from one side (stored before it existed) counts as 0. */
 export function addUsage(a: Usage, b: Usage): Usage {
   return {
     inputTokens: a.inputTokens + b.inputTokens,
     outputTokens: a.outputTokens + b.outputTokens,
     cacheCreationInputTokens: a.cacheCreationInputTokens + b.cacheCreationInputTokens,
     cacheReadInputTokens: a.cacheReadInputTokens + b.cacheReadInputTokens,
+    thinkingTokens: (a.thinkingTokens ?? 0) + (b.thinkingTokens ?? 0),
+    webSearchRequests: (a.webSearchRequests ?? 0) + (b.webSearchRequests ?? 0),
+    webFetchRequests: (a.webFetchRequests ?? 0) + (b.webFetchRequests ?? 0),
   };
 }
 
 /**
  * Tokens a response occupies in the context window (REQ-BED-019: "total tokens from LLM
  * response usage data"). With prompt caching the provider splits the input into uncached,
- * cache-read and cache-creation counts; the window holds all of them plus the output.
+ * cache-read and cache-creation counts; the window holds all of them plus the output
+ * (thinking tokens are part of the output count, so they are not added again).
  */
 export function contextTokens(usage: Usage): number {
   return usage.inputTokens + usage.cacheReadInputTokens + usage.cacheCreationInputTokens + usage.outputTokens;

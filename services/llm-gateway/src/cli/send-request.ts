@@ -1,9 +1,10 @@
 /**
  * Drives a gateway running alone (no conversation service): enqueues one LlmRequestJob on
  * `llm-requests` in Redis, prints its token deltas from the notification stream as they
- * arrive, then the result from `conversation-events`.
+ * arrive (thinking on stderr, the answer on stdout), then the result from `conversation-events`.
  *
- *   npx tsx services/llm-gateway/src/cli/send-request.ts [--model M] [--cancel-after MS] "message"
+ *   npx tsx services/llm-gateway/src/cli/send-request.ts [--model M] [--thinking off|low|medium|high|max]
+ *     [--web-search] [--web-fetch] [--cancel-after MS] "message"
  *
  * It consumes `conversation-events` itself, so do not run it against a deployment whose
  * conversation service is running. Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
@@ -20,14 +21,30 @@ import {
   QUEUE_CONVERSATION_EVENTS,
   QUEUE_LLM_REQUESTS,
   Role,
+  ServerTool,
+  ThinkingLevel,
+  TokenDeltaKind,
   toolSetFor,
 } from '@bedrock/contracts';
 import { createRedisTransport, redisTransportOptionsFromEnv, STREAM_START, type StreamPosition } from '@bedrock/platform';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { model: { type: 'string', default: '' }, 'cancel-after': { type: 'string' }, 'timeout-ms': { type: 'string', default: '120000' } },
+  options: {
+    model: { type: 'string', default: '' },
+    thinking: { type: 'string', default: 'off' },
+    'web-search': { type: 'boolean', default: false },
+    'web-fetch': { type: 'boolean', default: false },
+    'cancel-after': { type: 'string' },
+    'timeout-ms': { type: 'string', default: '120000' },
+  },
 });
+const THINKING: Record<string, ThinkingLevel> = { off: ThinkingLevel.OFF, low: ThinkingLevel.LOW, medium: ThinkingLevel.MEDIUM, high: ThinkingLevel.HIGH, max: ThinkingLevel.MAX };
+const thinking = THINKING[values.thinking];
+if (thinking === undefined) {
+  console.error(`--thinking must be one of ${Object.keys(THINKING).join(', ')}.`);
+  process.exit(2);
+}
 const text = positionals.join(' ') || 'hello';
 const transport = createRedisTransport(redisTransportOptionsFromEnv());
 const conversationId = `cli-${randomUUID()}`;
@@ -51,6 +68,8 @@ await transport.queues.producer(QUEUE_LLM_REQUESTS, LlmRequestJobSchema).add(
     systemPrompt: 'You are a coding agent driven from the Bedrock command line.',
     toolNames: [...toolSetFor({ isSubAgent: false, sandboxAvailable: true })],
     messages: [{ role: Role.USER, content: [{ block: { case: 'text', value: { text } } }] }],
+    thinking,
+    serverTools: [...(values['web-search'] ? [ServerTool.WEB_SEARCH] : []), ...(values['web-fetch'] ? [ServerTool.WEB_FETCH] : [])],
     purpose: LlmRequestPurpose.TURN,
     attempt: 1,
     notifySequence: 1n,
@@ -71,7 +90,9 @@ while (!finished && Date.now() < deadline) {
   const events = await transport.streams.read(conversationId, position, { blockMs: 200 });
   for (const e of events) {
     position = { sequence: e.sequence, deltaIndex: e.deltaIndex };
-    if (e.kind.case === 'tokenDelta') process.stdout.write(e.kind.value.text);
+    if (e.kind.case !== 'tokenDelta') continue;
+    if (e.kind.value.kind === TokenDeltaKind.THINKING) process.stderr.write(process.stderr.isTTY ? `\x1b[2m${e.kind.value.text}\x1b[0m` : e.kind.value.text);
+    else process.stdout.write(e.kind.value.text);
   }
 }
 process.stdout.write('\n');

@@ -294,6 +294,20 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
     expect(withoutCache(blocksOf(second.sent, 1))).toEqual([filledUse, result, { type: 'text', text: 'It shipped in May; checking more', citations: [citation] }]);
   });
 
+  it('reports thinking tokens and server tool calls in usage', async () => {
+    const usage = { input_tokens: 900, output_tokens: 700, output_tokens_details: { thinking_tokens: 450 }, server_tool_use: { web_search_requests: 2, web_fetch_requests: 1 } };
+    const r = response((await run({ kind: 'message', content: [{ type: 'text', text: 'ok' }], usage, usageInDelta: true })).outcome);
+    expect(r.usage).toMatchObject({ inputTokens: 900n, outputTokens: 700n, thinkingTokens: 450n, webSearchRequests: 2n, webFetchRequests: 1n });
+  });
+
+  it('reports a refusal with the explanation the provider gave, and the content that came before it', async () => {
+    const r = response((await run({ kind: 'message', stopReason: 'refusal', stopExplanation: 'This request asks for help with a cyberattack.', content: [{ type: 'text', text: 'I can' }] })).outcome);
+    expect([r.stopReason, r.stopExplanation]).toEqual([StopReason.REFUSAL, 'This request asks for help with a cyberattack.']);
+    expect(r.content.map((b) => b.block.value)).toEqual([expect.objectContaining({ text: 'I can' })]);
+    const silent = response((await run({ kind: 'message', stopReason: 'refusal', content: [] })).outcome);
+    expect([silent.stopReason, silent.stopExplanation, silent.content]).toEqual([StopReason.REFUSAL, '', []]);
+  });
+
   it('sends a continuation summary the tools with tool_choice none, and a cut response is continued from a user turn', async () => {
     const history = [
       { role: Role.USER, content: [text('run it')] },

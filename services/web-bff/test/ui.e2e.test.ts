@@ -2,7 +2,12 @@
  * The web UI in headless Chromium (Debian's, driven by playwright-core) against a whole
  * system started in-process (`startEmbedded`) with a scripted local Messages API: send a
  * message and see the tool run, cancel a running tool, approve a mode upgrade (and see the
- * patch diff that follows), see a retry notice. Screenshots go to test-results/screenshots.
+ * patch diff that follows), see a retry notice, see the model's thinking collapsed and a
+ * refusal declared, choose thinking and web tools. A second part scripts the API itself (the
+ * page's calls answered by the test) to show every kind of block the model sends: thinking
+ * streamed and persisted, web searches and fetches with their results, citations, answers cut
+ * by the output limit, paused and continued, or declined. Screenshots go to
+ * test-results/screenshots.
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -12,10 +17,28 @@ import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '@bedrock/testkit/database';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { fromBinary } from '@bufbuild/protobuf';
-import { SendMessageRequestSchema } from '@bedrock/contracts';
+import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
+import {
+  ConversationSchema,
+  ListConversationsResponseSchema,
+  MessageSchema,
+  MessageType,
+  SendMessageRequestSchema,
+  ServerTool,
+  StateKind,
+  StopReason,
+  ThinkingLevel,
+  TokenDeltaKind,
+  UpdateConversationSettingsRequestSchema,
+  UpdateConversationSettingsResponseSchema,
+  WatchConversationRequestSchema,
+  WatchConversationResponseSchema,
+  type ConversationEventSchema,
+  type UpdateConversationSettingsRequest,
+} from '@bedrock/contracts';
 import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
+import { envelope } from '@bedrock/testkit/raw-rpc';
 
 const CHROMIUM = '/usr/bin/chromium';
 /** This folder (import.meta.dirname needs Node 20.11; the engines field allows 20.9). */
@@ -71,6 +94,8 @@ beforeAll(async () => {
       ANTHROPIC_BASE_URL: api.url,
       BEDROCK_LLM_RETRY_BASE: RETRY_BASE,
       BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-6',
+      // Web search may be turned on per conversation; web fetch is not allowed here.
+      BEDROCK_SERVER_TOOLS: 'web_search',
       LOG_LEVEL: 'error',
       ...(database ? { DATABASE_URL: database.url } : {}),
     },
@@ -99,10 +124,12 @@ async function shot(name: string): Promise<void> {
   await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-/** Creates a conversation through the form and waits until its view is live. */
-async function newConversation(): Promise<void> {
+/** Creates a conversation through the form (thinking and web tools as given, else the defaults) and waits until its view is live. */
+async function newConversation(settings: { thinking?: string; webSearch?: boolean } = {}): Promise<void> {
   const before = page.url();
   await page.getByLabel('Working directory').fill(workDir);
+  await page.locator('#new-thinking').selectOption({ label: settings.thinking ?? 'Default' });
+  await page.locator('#new-web_search').setChecked(settings.webSearch ?? false);
   await page.getByRole('button', { name: 'Start' }).click();
   await page.waitForURL((u) => u.href !== before && /\/c\/[^/]+$/.test(u.pathname));
   await waitForStateLine(/Ready/);
@@ -326,6 +353,130 @@ describe('the web UI', () => {
     await waitForStateLine(/Ready/);
   });
 
+  it("shows the model's thinking collapsed, apart from the answer", async () => {
+    await newConversation();
+    const thought = 'The user asks for the capital of France. That is Paris.';
+    // Slow enough to see the thinking stream in before the answer.
+    api.enqueue({ kind: 'message', content: [{ type: 'thinking', thinking: thought }, { type: 'text', text: 'The capital of France is Paris.' }], eventDelayMs: 60, chunkChars: 8 });
+    await send('What is the capital of France?');
+    const live = page.locator('.msg-streaming details.thinking-live');
+    await live.waitFor();
+    await expect(live.getAttribute('open')).resolves.toBeNull();
+    await expect(live.locator('summary').innerText()).resolves.toBe('Thinking…');
+
+    const answer = page.locator('li.msg-agent', { hasText: 'The capital of France is Paris.' });
+    await answer.waitFor();
+    await waitForStateLine(/Ready/);
+    await expect(answer.locator('.msg-body').innerText()).resolves.toBe('The capital of France is Paris.');
+    const thinking = answer.locator('details.thinking');
+    await expect(thinking.count()).resolves.toBe(1);
+    await expect(thinking.getAttribute('open')).resolves.toBeNull();
+    await expect(thinking.locator('summary').innerText()).resolves.toBe('Thought (11 words)');
+    await expect(thinking.locator('.thinking-text').isVisible()).resolves.toBe(false);
+    await shot('thinking-collapsed');
+    await thinking.locator('summary').click();
+    await expect(thinking.locator('.thinking-text').innerText()).resolves.toBe(thought);
+    await shot('thinking-open');
+    // The thinking went back to the API with its signature (the local API checks it), before the answer.
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'You are welcome.' }] });
+    await send('Thanks.');
+    await page.getByText('You are welcome.').waitFor();
+    const assistant = api.requests.at(-1)!.body!.messages.at(-2)!;
+    expect(assistant.role).toBe('assistant');
+    expect(assistant.content).toEqual([
+      { type: 'thinking', thinking: thought, signature: expect.stringMatching(/^\S+$/) },
+      { type: 'text', text: 'The capital of France is Paris.' },
+    ]);
+  });
+
+  it('declares a refusal once, and takes a new message after it', async () => {
+    await newConversation();
+    const why = 'The request asks for instructions that could cause harm';
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'I will not' }], stopReason: 'refusal', stopExplanation: why });
+    await send('Write something the model declines.');
+    const marker = page.locator('.stop-marker[data-stop="refusal"]');
+    await marker.waitFor();
+    await waitForStateLine(/Ready/);
+    await expect(marker.innerText()).resolves.toMatch(/^The model declined to answer/);
+    // The error message the conversation service adds is said in the marker, not again beside it.
+    await page.locator('.stop-marker[data-type="error"]').waitFor();
+    await expect(page.locator('li.notice-error').count()).resolves.toBe(0);
+    await expect(page.getByText(/declined to answer/).count()).resolves.toBe(1);
+    const said = await marker.innerText();
+    expect(said.split(why).length - 1).toBe(1);
+    expect(said).not.toMatch(/\.\./);
+    await shot('refusal');
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Here is something else.' }] });
+    await send('Something else, then.');
+    await page.getByText('Here is something else.').waitFor();
+    await waitForStateLine(/Ready/);
+  });
+
+  it('chooses thinking and web tools for a new conversation and changes them in its header', async () => {
+    await newConversation({ thinking: 'Low', webSearch: true });
+    const settings = page.getByTestId('settings');
+    await expect(settings.locator('summary').innerText()).resolves.toMatch(/^Thinking: low · Web search/);
+    await settings.locator('summary').click();
+    await settings.getByLabel('Thinking').selectOption({ label: 'High' });
+    await settings.getByLabel('Web fetch').check();
+    await settings.getByRole('button', { name: 'Save' }).click();
+    // This deployment allows web search only: the service's sentence, in the panel.
+    await settings.getByRole('alert').filter({ hasText: /web_fetch/ }).waitFor();
+    await expect(settings.locator('summary').innerText()).resolves.toMatch(/^Thinking: low/);
+    await shot('settings-refused');
+    await settings.getByLabel('Web fetch').uncheck();
+    await settings.getByRole('button', { name: 'Save' }).click();
+    await settings.locator('summary', { hasText: /^Thinking: high · Web search/ }).waitFor();
+    await expect(settings.locator('details').getAttribute('open')).resolves.toBeNull();
+    // The next request to the model has them.
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Settings noted.' }] });
+    await send('Go on.');
+    await page.getByText('Settings noted.').waitFor();
+    const body = api.requests.at(-1)!.body!;
+    expect(body.thinking).toBeDefined();
+    expect(body.output_config?.effort).toBe('high');
+    expect(body.tools?.map((t) => t.name)).toContain('web_search');
+    expect(body.tools?.map((t) => t.name)).not.toContain('web_fetch');
+  });
+
+  it('shows a web search with its results and the sources the answer cites', async () => {
+    await newConversation({ webSearch: true });
+    const source = { url: 'https://en.wikipedia.org/wiki/Bedrock', title: 'Bedrock - Wikipedia' };
+    api.enqueue({
+      kind: 'message',
+      content: [
+        {
+          type: 'raw',
+          start: { type: 'server_tool_use', id: 'srvtoolu_01', name: 'web_search', input: {} },
+          deltas: [{ type: 'input_json_delta', partial_json: '{"query":"what is bedrock"}' }],
+        },
+        {
+          type: 'raw',
+          start: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_01', content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZW5j', page_age: null }] },
+        },
+        {
+          type: 'raw',
+          start: { type: 'text', text: '', citations: [] },
+          deltas: [
+            { type: 'citations_delta', citation: { type: 'web_search_result_location', ...source, encrypted_index: 'aWR4', cited_text: 'Bedrock is the solid rock' } },
+            { type: 'text_delta', text: 'Bedrock is the solid rock under the soil.' },
+          ],
+        },
+      ],
+    });
+    await send('What is bedrock?');
+    const answer = page.locator('li.msg-agent', { hasText: 'Bedrock is the solid rock under the soil.' });
+    await answer.waitFor();
+    await expect(answer.locator('.server-tool-head').innerText()).resolves.toBe('Searched the web: what is bedrock');
+    const results = answer.locator('details.server-results');
+    await expect(results.getAttribute('open')).resolves.toBeNull();
+    await expect(results.locator('summary').innerText()).resolves.toBe('1 result');
+    await expect(answer.locator('sup.cite a').getAttribute('href')).resolves.toBe(source.url);
+    await expect(answer.locator('ol.sources a').innerText()).resolves.toBe(source.title);
+    await waitForStateLine(/Ready/);
+    await shot('web-search');
+  });
+
   it('sends a refused token back to the sign-in form, which takes a pasted token', async () => {
     await page.evaluate("localStorage.setItem('bedrock.token', 'not-the-token')");
     await page.reload();
@@ -353,5 +504,295 @@ describe('the web UI', () => {
     const res = await page.request.get(`${system.httpUrl}/`);
     expect(res.headers()['content-security-policy']).toMatch(/default-src 'self'.*frame-ancestors 'none'/);
     expect(cspViolations).toEqual([]);
+  });
+});
+
+type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
+type EventInit = MessageInitShape<typeof ConversationEventSchema>;
+
+const serverBlock = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
+const text = (t: string, citations?: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } } });
+
+/**
+ * The page's API answered by the test: ListConversations, WatchConversation (each call gets
+ * the next batch of events pushed for its conversation, then the stream ends; a call with no
+ * batch waits for one) and UpdateConversationSettings (as `settings` answers). Anything else is
+ * UNIMPLEMENTED.
+ */
+class ScriptedApi {
+  private readonly batches = new Map<string, EventInit[][]>();
+  private readonly waiting = new Set<() => void>();
+  /** Requests the page gave up (it navigated away): a watch waiting for them takes nothing. */
+  private readonly gone = new WeakSet<object>();
+  readonly settingsCalls: UpdateConversationSettingsRequest[] = [];
+  settings: (req: UpdateConversationSettingsRequest) => { conversation: MessageInitShape<typeof ConversationSchema> } | { code: string; message: string } = () => ({
+    code: 'unimplemented',
+    message: 'not scripted',
+  });
+  private closed = false;
+
+  constructor(private readonly conversations: MessageInitShape<typeof ConversationSchema>[]) {}
+
+  /** The events the next watch call of `id` gets (the current one, if it waits). */
+  push(id: string, events: EventInit[]): void {
+    const list = this.batches.get(id) ?? [];
+    list.push(events);
+    this.batches.set(id, list);
+    this.wake();
+  }
+
+  private wake(): void {
+    for (const resolve of this.waiting) resolve();
+    this.waiting.clear();
+  }
+
+  async attach(p: Page): Promise<void> {
+    p.on('requestfailed', (r) => {
+      this.gone.add(r);
+      this.wake();
+    });
+    await p.route('**/bedrock.v1.ConversationService/**', async (route) => {
+      const method = new URL(route.request().url()).pathname.split('/').at(-1);
+      const body = route.request().postDataBuffer() ?? Buffer.alloc(0);
+      const proto = (bytes: Uint8Array, contentType = 'application/proto') => route.fulfill({ status: 200, contentType, body: Buffer.from(bytes) });
+      if (method === 'ListConversations') return proto(toBinary(ListConversationsResponseSchema, create(ListConversationsResponseSchema, { conversations: this.conversations })));
+      if (method === 'UpdateConversationSettings') {
+        const req = fromBinary(UpdateConversationSettingsRequestSchema, body);
+        this.settingsCalls.push(req);
+        const answer = this.settings(req);
+        if ('code' in answer) return route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify(answer) });
+        return proto(toBinary(UpdateConversationSettingsResponseSchema, create(UpdateConversationSettingsResponseSchema, answer)));
+      }
+      if (method === 'WatchConversation') {
+        // A Connect stream: the request enveloped; the answer enveloped messages, then an end-of-stream frame.
+        const id = fromBinary(WatchConversationRequestSchema, body.subarray(5)).conversationId;
+        const request = route.request();
+        let next = this.batches.get(id)?.shift();
+        while (!next && !this.closed && !this.gone.has(request)) {
+          await new Promise<void>((resolve) => this.waiting.add(resolve));
+          if (!this.gone.has(request)) next = this.batches.get(id)?.shift();
+        }
+        if (!next) return route.abort().catch(() => undefined);
+        const frames = next.map((e) => envelope(toBinary(WatchConversationResponseSchema, create(WatchConversationResponseSchema, { event: { conversationId: id, ...e } }))));
+        return route.fulfill({ status: 200, contentType: 'application/connect+proto', body: Buffer.concat([...frames, envelope(Buffer.from('{}'), 2)]) }).catch(() => undefined);
+      }
+      return route.fulfill({ status: 501, contentType: 'application/json', body: JSON.stringify({ code: 'unimplemented', message: `${method} is not scripted` }) });
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.wake();
+  }
+}
+
+describe("the model's blocks in the transcript (the page's API scripted by the test)", () => {
+  let p: Page;
+  let scripted: ScriptedApi;
+  const idle = { kind: StateKind.IDLE };
+  const base = { cwd: '/srv/app', model: 'claude-sonnet-4-6', userInitiated: true, sandboxAvailable: true };
+  const conv = (id: string, more: { state?: { kind: StateKind; attempt?: number; maxAttempts?: number }; thinking?: ThinkingLevel; serverTools?: ServerTool[] } = {}) =>
+    create(ConversationSchema, { id, slug: id, ...base, state: idle, thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH], ...more });
+  const msg = (
+    id: string,
+    type: MessageType,
+    content: MessageInit['content'],
+    more: { stopReason?: StopReason; stopExplanation?: string; usage?: { outputTokens?: bigint; thinkingTokens?: bigint; webSearchRequests?: bigint } } = {},
+  ) => create(MessageSchema, { id, type, content, ...more });
+  const search = (q: string) => serverBlock({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: q } });
+  const A = { url: 'https://example.org/a', title: 'Source A' };
+  const B = { url: 'https://example.org/b', title: 'Source B' };
+  const cite = (s: { url: string; title: string }) => ({ type: 'web_search_result_location', ...s, encrypted_index: 'eA==', cited_text: '…' });
+
+  /** Shows conversation `id` with `events` as its watch's first answer (leaving the page first, so no earlier watch takes them). */
+  async function open(id: string, events: EventInit[]): Promise<void> {
+    await p.goto('about:blank');
+    scripted.push(id, events);
+    await p.goto(`${system.httpUrl}/c/${id}?token=scripted`);
+  }
+
+  beforeAll(async () => {
+    // One conversation per test: a watch left waiting by a page that moved on must not take another test's events.
+    scripted = new ScriptedApi([conv('blocks'), conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }), conv('settings')]);
+    p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    p.setDefaultTimeout(15_000);
+    await scripted.attach(p);
+  });
+  afterAll(async () => {
+    scripted?.close();
+    await p?.close();
+  });
+
+  it('shows every kind of block: thinking, web search and fetch, citations, a cut, a pause and a refusal', async () => {
+    const explanation = 'The request asks for something harmful.';
+    const declined = `The model declined to answer: ${explanation} Rephrase your request or send a new message.`;
+    await open('blocks', [
+      {
+        sequence: 20n,
+        kind: {
+          case: 'snapshot',
+          value: {
+            conversation: conv('blocks'),
+            messages: [
+              msg('m1', MessageType.USER, [text('What is bedrock?')]),
+              // Paused by the provider after its search: one answer with its continuation.
+              msg('m2', MessageType.AGENT, [{ block: { case: 'thinking', value: { thinking: 'I should search for this.', signature: 'c2ln' } } }, search('what is bedrock')], {
+                stopReason: StopReason.PAUSE_TURN,
+              }),
+              msg(
+                'm3',
+                MessageType.AGENT,
+                [
+                  serverBlock({
+                    type: 'web_search_tool_result',
+                    tool_use_id: 'srvtoolu_1',
+                    content: [
+                      { type: 'web_search_result', ...A, encrypted_content: 'ZQ==' },
+                      { type: 'web_search_result', url: 'javascript:alert(1)', title: 'Not a link', encrypted_content: 'ZQ==' },
+                    ],
+                  }),
+                  text('Bedrock is solid rock', [cite(A)]),
+                  text(' under soil and regolith.', [cite(A), cite(B)]),
+                ],
+                { stopReason: StopReason.END_TURN, usage: { outputTokens: 2000n, thinkingTokens: 1200n, webSearchRequests: 1n } },
+              ),
+              msg('m4', MessageType.USER, [text('Write a long essay.')]),
+              msg(
+                'm5',
+                MessageType.AGENT,
+                [
+                  { block: { case: 'redactedThinking', value: { data: 'ZW5jcnlwdGVk' } } },
+                  { block: { case: 'thinking', value: { thinking: '', signature: 'c2ln' } } },
+                  text('Part one of a long essay.'),
+                ],
+                { stopReason: StopReason.MAX_TOKENS },
+              ),
+              msg('m6', MessageType.SYSTEM, [text('Your previous response was cut by the output limit. Continue exactly where it stopped.')]),
+              msg('m7', MessageType.AGENT, [text('Part two.')], { stopReason: StopReason.END_TURN }),
+              msg('m8', MessageType.USER, [text('Fetch a page.')]),
+              msg(
+                'm9',
+                MessageType.AGENT,
+                [
+                  serverBlock({ type: 'server_tool_use', id: 'srvtoolu_2', name: 'web_fetch', input: { url: 'https://example.com/page' } }),
+                  serverBlock({ type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' } }),
+                  text('The page could not be read.'),
+                ],
+                { stopReason: StopReason.END_TURN },
+              ),
+              msg('m10', MessageType.USER, [text('Do the harmful thing.')]),
+              msg('m11', MessageType.AGENT, [], { stopReason: StopReason.REFUSAL, stopExplanation: explanation }),
+              msg('m12', MessageType.ERROR, [text(declined)]),
+            ],
+          },
+        },
+      },
+    ]);
+    const agents = p.locator('li.msg-agent');
+    await agents.first().waitFor();
+    await expect(agents.count()).resolves.toBe(5);
+
+    // The paused answer and its continuation are one: thinking, the search with its results, the cited text.
+    const web = agents.nth(0);
+    await expect(web.locator('details.thinking summary').innerText()).resolves.toBe('Thought (5 words)');
+    await expect(web.locator('details.thinking').getAttribute('open')).resolves.toBeNull();
+    await expect(web.locator('.server-tool-head').innerText()).resolves.toBe('Searched the web: what is bedrock');
+    const results = web.locator('details.server-results');
+    await expect(results.getAttribute('open')).resolves.toBeNull();
+    await expect(results.locator('summary').innerText()).resolves.toBe('2 results');
+    await expect(results.locator('a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href')]))).resolves.toEqual([['Source A', A.url]]);
+    await expect(results.locator('li').nth(1).textContent()).resolves.toBe('Not a link');
+    await expect(web.locator('.msg-body').innerText()).resolves.toBe('Bedrock is solid rock[1] under soil and regolith.[1][2]');
+    await expect(web.locator('ol.sources a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href'), a.getAttribute('rel')]))).resolves.toEqual([
+      ['Source A', A.url, 'noopener noreferrer'],
+      ['Source B', B.url, 'noopener noreferrer'],
+    ]);
+    await expect(web.locator('.msg-usage').innerText()).resolves.toBe('1.2k thinking tokens · 1 web search');
+    await expect(web.locator('.stop-marker').isVisible()).resolves.toBe(false);
+    await expect(p.locator('a[href^="javascript"]').count()).resolves.toBe(0);
+    await results.locator('summary').click();
+    await results.locator('a', { hasText: 'Source A' }).waitFor();
+
+    // Cut by the output limit: the marker, the service's notice, the continuation.
+    const cut = agents.nth(1);
+    await expect(cut.locator('.thinking-note').allInnerTexts()).resolves.toEqual(['(thinking redacted by the provider)', '(thinking not shown)']);
+    await expect(cut.locator('.stop-marker[data-stop="max-tokens"]').innerText()).resolves.toBe('Cut by the output limit — continued below.');
+    await expect(p.locator('li[data-type="system"]').innerText()).resolves.toMatch(/^Your previous response was cut/);
+    await expect(agents.nth(2).innerText()).resolves.toMatch(/Part two\./);
+
+    // A fetch that failed says so.
+    await expect(agents.nth(3).locator('.server-tool-head').innerText()).resolves.toBe('Fetched https://example.com/page');
+    await expect(agents.nth(3).locator('.server-error').innerText()).resolves.toBe('Web fetch failed: the page could not be reached.');
+
+    // The refusal: one marker, which says the error message; no separate notice repeating it.
+    const refused = agents.nth(4);
+    await expect(refused.locator('.stop-marker[data-stop="refusal"]').innerText()).resolves.toBe(declined);
+    await expect(refused.locator('.stop-marker').getAttribute('role')).resolves.toBe('alert');
+    await expect(p.locator('li.notice-error').count()).resolves.toBe(0);
+    await expect(p.getByText(/declined to answer/).count()).resolves.toBe(1);
+    await p.screenshot({ path: join(SHOTS, 'blocks.png'), fullPage: true });
+    await refused.scrollIntoViewIfNeeded();
+    await p.screenshot({ path: join(SHOTS, 'blocks-end.png') });
+  });
+
+  it('streams thinking into a collapsed section apart from the answer text, and keeps it as the user left it', async () => {
+    const delta = (deltaIndex: number, kind: TokenDeltaKind, blockIndex: number, t: string): EventInit => ({
+      sequence: 5n,
+      deltaIndex,
+      kind: { case: 'tokenDelta', value: { requestId: 'req-1', blockIndex, text: t, kind } },
+    });
+    await open('live', [
+      { sequence: 5n, kind: { case: 'snapshot', value: { conversation: conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }), messages: [msg('u1', MessageType.USER, [text('Think first.')])] } } },
+      delta(1, TokenDeltaKind.THINKING, 0, 'First I consider '),
+    ]);
+    const live = p.locator('li.msg-streaming');
+    const details = live.locator('details.thinking-live');
+    await details.waitFor();
+    await expect(details.getAttribute('open')).resolves.toBeNull();
+    await expect(details.locator('summary').innerText()).resolves.toBe('Thinking…');
+    await details.locator('summary').click();
+    await expect(details.locator('.thinking-text').textContent()).resolves.toBe('First I consider ');
+    // More thinking and the start of the answer (an older gateway's UNSPECIFIED kind is answer text).
+    scripted.push('live', [delta(2, TokenDeltaKind.THINKING, 0, 'the question.'), delta(3, TokenDeltaKind.TEXT, 1, 'The answer '), delta(4, TokenDeltaKind.UNSPECIFIED, 1, 'is 42.')]);
+    await live.locator('.msg-body', { hasText: 'The answer is 42.' }).waitFor();
+    await expect(details.locator('.thinking-text').innerText()).resolves.toBe('First I consider the question.');
+    await expect(details.getAttribute('open')).resolves.toBe('');
+    await expect(live.locator('.msg-body').innerText()).resolves.toBe('The answer is 42.');
+    await p.screenshot({ path: join(SHOTS, 'thinking-live.png') });
+  });
+
+  it("changes thinking and web tools from the header, showing the service's refusal as it says it", async () => {
+    await open('settings', [{ sequence: 1n, kind: { case: 'snapshot', value: { conversation: conv('settings'), messages: [] } } }]);
+    const settings = p.getByTestId('settings');
+    await expect(settings.locator('summary').innerText()).resolves.toBe('Thinking: high · Web search');
+    const refusal = 'server_tools: web_fetch is not allowed by this deployment (BEDROCK_SERVER_TOOLS).';
+    scripted.settingsCalls.length = 0;
+    const current = { thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH] };
+    scripted.settings = (req) => {
+      if (req.serverTools?.tools.includes(ServerTool.WEB_FETCH)) return { code: 'invalid_argument', message: refusal };
+      if (req.thinking) current.thinking = req.thinking;
+      if (req.serverTools) current.serverTools = req.serverTools.tools;
+      return { conversation: conv('settings', current) };
+    };
+    await settings.locator('summary').click();
+    await settings.getByLabel('Web fetch').check();
+    await settings.getByRole('button', { name: 'Save' }).click();
+    await expect(settings.getByRole('alert').innerText()).resolves.toBe(refusal);
+    await p.screenshot({ path: join(SHOTS, 'settings-error.png') });
+    // Only what changed is sent: thinking alone leaves the tool list out (unchanged).
+    await settings.getByLabel('Web fetch').uncheck();
+    await settings.getByLabel('Thinking').selectOption({ label: 'Off' });
+    await settings.getByRole('button', { name: 'Save' }).click();
+    await settings.locator('summary', { hasText: 'Thinking: off · Web search' }).waitFor();
+    expect(scripted.settingsCalls.map((r) => [r.conversationId, r.thinking, r.serverTools?.tools])).toEqual([
+      ['settings', ThinkingLevel.UNSPECIFIED, [ServerTool.WEB_SEARCH, ServerTool.WEB_FETCH]],
+      ['settings', ThinkingLevel.OFF, undefined],
+    ]);
+    // Turning the last web tool off sends an empty selection (set, not left out).
+    await settings.locator('summary').click();
+    await settings.getByLabel('Web search').uncheck();
+    await settings.getByRole('button', { name: 'Save' }).click();
+    await settings.locator('summary', { hasText: 'Thinking: off · no web tools' }).waitFor();
+    expect(scripted.settingsCalls.at(-1)!.serverTools?.tools).toEqual([]);
   });
 });

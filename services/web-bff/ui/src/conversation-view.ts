@@ -3,7 +3,8 @@
  * upgrade dialog and the composer. Everything shown follows the watch stream; the buttons
  * only send requests and the stream reports their effect.
  */
-import { Mode, StateKind, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
+import { Mode, StateKind, ThinkingLevel, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState, type ServerTool } from '@bedrock/contracts';
+import { SERVER_TOOLS, serverToolLabel, serverToolName, settingsSummary, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { Composer } from './composer.ts';
 import { h, replace } from './dom.ts';
@@ -42,6 +43,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
   const title = h('h1', { class: 'conv-title' }, 'Loading…');
   const meta = h('p', { class: 'conv-meta' });
   const modeEl = h('div', { class: 'mode-line', 'data-testid': 'mode-line' });
+  const settingsEl = h('div', { class: 'settings-line', 'data-testid': 'settings' });
   const stateEl = h('div', { class: 'state-line', role: 'status', 'aria-live': 'polite', 'data-testid': 'state-line' });
   const usageEl = h('div', { class: 'usage', 'data-testid': 'context-usage' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
@@ -90,7 +92,7 @@ export function conversationView(deps: ViewDeps, id: string): View {
       'header',
       { class: 'conv-header' },
       h('div', { class: 'conv-heading' }, title, meta),
-      h('div', { class: 'status-bar' }, modeEl, stateEl, usageEl),
+      h('div', { class: 'status-bar' }, modeEl, settingsEl, stateEl, usageEl),
     ),
     connectionEl,
     upgradeBanner,
@@ -121,6 +123,86 @@ export function conversationView(deps: ViewDeps, id: string): View {
       if (isUnauthenticated(err)) deps.authFailed(errorText(err));
       else showError(errorText(err));
       return false;
+    }
+  }
+
+  /**
+   * Thinking and web tools: the summary, and a panel that changes them. Only what was changed
+   * is sent (an unchanged tool list is left out, so a tool the deployment no longer allows does
+   * not block a change of thinking); the server's refusal is shown in the panel as it says it.
+   */
+  function renderSettings(c: Conversation, canChange: boolean): void {
+    const summary = settingsSummary(c.thinking, c.serverTools);
+    if (!canChange) {
+      replace(settingsEl, h('span', { class: 'settings-summary' }, summary));
+      return;
+    }
+    const thinking = h(
+      'select',
+      { id: 'conv-thinking', name: 'thinking' },
+      // "Default" only stands for an old conversation stored without a level; changing sets one.
+      THINKING_CHOICES.filter((l) => l !== ThinkingLevel.UNSPECIFIED || c.thinking === ThinkingLevel.UNSPECIFIED).map((level) =>
+        h('option', { value: String(level), selected: level === c.thinking, disabled: level === ThinkingLevel.UNSPECIFIED }, thinkingLabel(level)),
+      ),
+    );
+    const boxes = SERVER_TOOLS.map((tool) => ({ tool, box: h('input', { type: 'checkbox', id: `conv-${serverToolName(tool)}`, checked: c.serverTools.includes(tool) }) }));
+    const error = h('p', { class: 'form-error', role: 'alert', hidden: true });
+    const save = h('button', { type: 'submit', class: 'small primary' }, 'Save');
+    const panel = h('details', { class: 'settings' }, h('summary', { title: 'Change thinking and web tools' }, summary));
+    const form = h(
+      'form',
+      { class: 'settings-form', 'aria-label': 'Conversation settings' },
+      h('label', { for: 'conv-thinking' }, 'Thinking'),
+      thinking,
+      h(
+        'fieldset',
+        { class: 'checks' },
+        h('legend', {}, 'Web tools'),
+        boxes.map(({ tool, box }) => h('label', { class: 'check', for: box.id }, box, serverToolLabel(tool))),
+      ),
+      error,
+      h('div', { class: 'settings-buttons' }, save, h('button', { type: 'button', class: 'small', onclick: () => (panel.open = false) }, 'Close')),
+    );
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const level = Number(thinking.value) as ThinkingLevel;
+      const tools: ServerTool[] = boxes.filter(({ box }) => box.checked).map(({ tool }) => tool);
+      const toolsChanged = tools.length !== c.serverTools.length || tools.some((t) => !c.serverTools.includes(t));
+      void saveSettings(level === c.thinking ? ThinkingLevel.UNSPECIFIED : level, toolsChanged ? tools : undefined, { panel, error, save });
+    });
+    panel.append(form);
+    replace(settingsEl, panel);
+  }
+
+  async function saveSettings(
+    thinking: ThinkingLevel,
+    tools: ServerTool[] | undefined,
+    ui: { panel: HTMLDetailsElement; error: HTMLElement; save: HTMLButtonElement },
+  ): Promise<void> {
+    if (thinking === ThinkingLevel.UNSPECIFIED && tools === undefined) {
+      ui.panel.open = false;
+      return;
+    }
+    ui.error.hidden = true;
+    ui.save.disabled = true;
+    try {
+      // Settings are set, not added to: sending the same change again is harmless.
+      const res = await retrying(() => api.updateConversationSettings({ conversationId: id, thinking, ...(tools ? { serverTools: { tools } } : {}) }), {
+        onRetry: ({ attempt, attempts, error }) => {
+          ui.error.hidden = false;
+          ui.error.textContent = `${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`;
+        },
+      });
+      const changed = res.conversation;
+      if (conversation && changed) conversation = { ...conversation, thinking: changed.thinking, serverTools: changed.serverTools };
+      ui.panel.open = false;
+      render();
+    } catch (err) {
+      if (isUnauthenticated(err)) return deps.authFailed(errorText(err));
+      ui.error.hidden = false;
+      ui.error.textContent = errorText(err);
+    } finally {
+      ui.save.disabled = false;
     }
   }
 
@@ -251,6 +333,12 @@ export function conversationView(deps: ViewDeps, id: string): View {
         canDowngrade ? h('button', { type: 'button', class: 'small', onclick: () => void act((requestId) => api.downgradeMode({ conversationId: id, requestId })) }, 'Switch to Restricted') : null,
       ),
     );
+
+    if (conversation) {
+      const c = conversation;
+      const canChange = !isFinished(kind);
+      renderIf(settingsEl, `${c.thinking}|${c.serverTools.join(',')}|${canChange}`, () => renderSettings(c, canChange));
+    }
 
     const line = stateLine(state, retry, now);
     stateEl.dataset.tone = line.tone;

@@ -1,5 +1,6 @@
 /** The conversation list (newest first) and the new-conversation form. */
-import { StateKind, type Conversation } from '@bedrock/contracts';
+import { StateKind, type Conversation, type ServerTool, type ThinkingLevel } from '@bedrock/contracts';
+import { SERVER_TOOLS, serverToolLabel, serverToolName, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { h, replace } from './dom.ts';
 import { isBusy, stateShort } from './format.ts';
@@ -25,6 +26,13 @@ export class Sidebar {
   constructor(private readonly deps: SidebarDeps) {
     const cwd = h('input', { id: 'new-cwd', name: 'cwd', required: true, placeholder: '/home/me/project', autocomplete: 'off', spellcheck: 'false', value: localStorage.getItem(LAST_CWD) ?? '' });
     const model = h('input', { id: 'new-model', name: 'model', placeholder: 'default', autocomplete: 'off', spellcheck: 'false' });
+    // Default: the deployment's (BEDROCK_DEFAULT_THINKING); web tools are off unless asked for (and allowed).
+    const thinking = h(
+      'select',
+      { id: 'new-thinking', name: 'thinking' },
+      THINKING_CHOICES.map((level) => h('option', { value: String(level) }, thinkingLabel(level))),
+    );
+    const tools = SERVER_TOOLS.map((tool) => ({ tool, box: h('input', { type: 'checkbox', id: `new-${serverToolName(tool)}`, name: serverToolName(tool) }) }));
     this.formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
     const form = h(
       'form',
@@ -34,12 +42,22 @@ export class Sidebar {
       cwd,
       h('label', { for: 'new-model' }, 'Model (optional)'),
       model,
+      h('label', { for: 'new-thinking' }, 'Thinking'),
+      thinking,
+      h(
+        'fieldset',
+        { class: 'checks' },
+        h('legend', {}, 'Web tools'),
+        tools.map(({ tool, box }) => h('label', { class: 'check', for: box.id }, box, serverToolLabel(tool))),
+      ),
       this.formError,
       h('button', { type: 'submit', class: 'primary' }, 'Start'),
     );
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      void this.create(cwd.value.trim(), model.value.trim());
+      const level = Number(thinking.value) as ThinkingLevel;
+      const chosen: ServerTool[] = tools.filter(({ box }) => box.checked).map(({ tool }) => tool);
+      void this.create(cwd.value.trim(), model.value.trim(), level, chosen);
     });
     this.list = h('ul', { class: 'conversation-list' });
     this.status = h('p', { class: 'list-status' }, 'Loading…');
@@ -113,11 +131,11 @@ export class Sidebar {
     );
   }
 
-  private async create(cwd: string, model: string): Promise<void> {
+  private async create(cwd: string, model: string, thinking: ThinkingLevel, serverTools: ServerTool[]): Promise<void> {
     this.formError.hidden = true;
     try {
       // One request id for this click, repeated on retries: one conversation however many tries it takes.
-      const res = await retrying((requestId) => this.deps.api.createConversation({ cwd, model, requestId }), {
+      const res = await retrying((requestId) => this.deps.api.createConversation({ cwd, model, thinking, serverTools, requestId }), {
         onRetry: ({ attempt, attempts, error }) => {
           this.formError.hidden = false;
           this.formError.textContent = `${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`;

@@ -10,11 +10,23 @@ export interface ApiUsage {
   output_tokens: number;
   cache_creation_input_tokens: number;
   cache_read_input_tokens: number;
+  /**
+   * Of `output_tokens`, how many were thinking. Default: estimated from the thinking blocks
+   * when the message has any, else left out.
+   */
+  output_tokens_details?: { thinking_tokens: number };
+  /** Server tool calls made. Default: counted from the `server_tool_use` blocks when there are any, else left out. */
+  server_tool_use?: { web_search_requests: number; web_fetch_requests: number };
 }
 
 /** One content block of a scripted message. */
 export type ScriptBlock =
-  | { readonly type: 'text'; readonly text: string }
+  | {
+      readonly type: 'text';
+      readonly text: string;
+      /** The block's citations, streamed as citations_delta events before its text (and in the JSON body). */
+      readonly citations?: ReadonlyArray<Record<string, unknown>>;
+    }
   | {
       readonly type: 'tool_use';
       /** Default: a fresh `toolu_...` id. */
@@ -27,7 +39,39 @@ export type ScriptBlock =
        */
       readonly partialJsonChars?: number;
     }
-  | { readonly type: 'thinking'; readonly thinking: string }
+  | {
+      /** Streamed as thinking_delta events then a signature_delta with the server's signature of the text. */
+      readonly type: 'thinking';
+      readonly thinking: string;
+      /**
+       * Default: the server's signature of `thinking` (HMAC, see signing.ts). `false`: no
+       * signature_delta (the block still ends), i.e. a block without a signature. A string: sent
+       * as the signature verbatim (e.g. an invalid one).
+       */
+      readonly signature?: false | string;
+      /** Cut before its signature, as `max_tokens` does: no signature_delta and no content_block_stop. */
+      readonly cut?: boolean;
+    }
+  /** Its `data` (default: issued by the server) comes whole in content_block_start. */
+  | { readonly type: 'redacted_thinking'; readonly data?: string }
+  | {
+      /** A server tool call (web search, web fetch): streamed like tool_use (input_json_delta events). */
+      readonly type: 'server_tool_use';
+      /** Default: a fresh `srvtoolu_...` id. */
+      readonly id?: string;
+      readonly name: string;
+      readonly input: unknown;
+      /** As for tool_use: only this much of the input JSON, and no content_block_stop. */
+      readonly partialJsonChars?: number;
+    }
+  | {
+      /** A server tool's result; content_block_start carries the whole block, as the API streams it. */
+      readonly type: 'web_search_tool_result' | 'web_fetch_tool_result';
+      /** Default: the id of the last `server_tool_use` before it in this message. */
+      readonly tool_use_id?: string;
+      /** As the API sends it: web search, an array of `web_search_result` (or an error object); web fetch, a `web_fetch_result` object. */
+      readonly content: unknown;
+    }
   /** Any block, e.g. a block type the client does not know: its start object and raw deltas. */
   | { readonly type: 'raw'; readonly start: Record<string, unknown>; readonly deltas?: ReadonlyArray<Record<string, unknown>> };
 
@@ -57,6 +101,12 @@ export interface ScriptedMessage {
    * sends a message_delta without a stop reason.
    */
   readonly stopReason?: string | null;
+  /**
+   * With `stopReason: 'refusal'`: the explanation the API gives, sent as
+   * `stop_details: {type: 'refusal', category: null, explanation}` (null when left out).
+   * `stop_details` is null for every other stop reason.
+   */
+  readonly stopExplanation?: string;
   /** Merged over counts estimated from the request and the content. */
   readonly usage?: Partial<ApiUsage>;
   /** Also report input and cache counts in message_delta (cumulative), as newer API versions do. */
@@ -111,7 +161,10 @@ export interface MessagesRequestBody {
   readonly max_tokens: number;
   readonly stream?: boolean;
   readonly system?: string | ReadonlyArray<{ type: string; text?: string }>;
-  readonly tools?: ReadonlyArray<{ name: string; description?: string; input_schema?: unknown }>;
+  readonly tools?: ReadonlyArray<{ name: string; type?: string; description?: string; input_schema?: unknown; [key: string]: unknown }>;
+  readonly tool_choice?: { readonly type: string; readonly name?: string; readonly [key: string]: unknown };
+  readonly thinking?: { readonly type: string; readonly budget_tokens?: number; readonly display?: string };
+  readonly output_config?: { readonly effort?: string; readonly [key: string]: unknown };
   readonly messages: ReadonlyArray<{ role: 'user' | 'assistant'; content: string | ReadonlyArray<ApiContentBlock> }>;
   readonly [key: string]: unknown;
 }

@@ -3,11 +3,18 @@
  * as JSON or as server-sent events (`stream: true`), with the API's headers (`request-id`,
  * `retry-after`) and error bodies. Tests script it per request; the offline demo model is
  * just its default responder. Clients use the real SDK against it — nothing is mocked.
+ *
+ * Every request is checked by the strict validator (validate-request.ts) before any scripted
+ * response: a request the real API would refuse gets its HTTP 400 `invalid_request_error` and
+ * is recorded in `violations`, so a test can assert its product sent none. Thinking blocks it
+ * streams carry its own signatures, which the validator checks when they come back.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { encodeSse, estimateTokens, makeId, messageBody, resolveMessage, streamEvents, withCumulativeDeltaUsage, type SseEvent } from './sse-encoder.ts';
 import type { ApiContentBlock, ImageRefusalRule, MessagesRequestBody, ReceivedRequest, Responder, ScriptedError, ScriptedMessage, ScriptedResponse } from './script.ts';
+import { createBlockSigner } from './signing.ts';
+import { validateRequest } from './validate-request.ts';
 
 export interface MessagesApiServerOptions {
   /** Default 127.0.0.1. */
@@ -27,6 +34,19 @@ export interface MessagesApiServerOptions {
   readonly onEventWritten?: (requestId: string, event: SseEvent, at: number) => void;
   /** Images refused with a 400 as the API does (see {@link ImageRefusalRule}); more with `refuseImages()`. */
   readonly refuseImages?: readonly ImageRefusalRule[];
+  /**
+   * The key of its thinking signatures and redacted thinking data. Default: random, so only
+   * this server's blocks verify. The offline demo model's servers use `OFFLINE_SIGNING_KEY`,
+   * so their blocks stay valid across gateway restarts and replicas.
+   */
+  readonly signingKey?: string | Uint8Array;
+}
+
+/** A request the validator refused (answered with HTTP 400 invalid_request_error). */
+export interface RequestViolation {
+  readonly requestId: string;
+  /** The error message sent, as the API words it. */
+  readonly message: string;
 }
 
 export interface MessagesApiServer {
@@ -45,6 +65,12 @@ export interface MessagesApiServer {
   readonly requests: ReceivedRequest[];
   /** Requests whose connection the client closed before the response ended (e.g. aborts); `at` is Date.now(), `hr` performance.now(). */
   readonly clientAborts: ReadonlyArray<{ readonly requestId: string; readonly at: number; readonly hr: number }>;
+  /** Requests refused by the validator (the real API would refuse them too), oldest first; at most `keepRequests` kept. */
+  readonly violations: RequestViolation[];
+  /** The signature this server issues for a thinking block with exactly this text (for histories built by a test). */
+  signThinking(thinking: string): string;
+  /** A redacted_thinking data string this server accepts (for histories built by a test). */
+  redactedThinkingData(): string;
   /** Scripted responses not yet used. */
   pending(): number;
   close(): Promise<void>;
@@ -63,6 +89,8 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
   const queue: ScriptedResponse[] = [];
   const requests: ReceivedRequest[] = [];
   const clientAborts: Array<{ requestId: string; at: number; hr: number }> = [];
+  const violations: RequestViolation[] = [];
+  const signer = createBlockSigner(options.signingKey);
   const keep = options.keepRequests ?? 1000;
   let fallback = options.fallback ?? notScripted;
   const imageRules: ImageRefusalRule[] = [...(options.refuseImages ?? [])];
@@ -112,9 +140,12 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     if (options.apiKeys && !options.apiKeys.includes(key)) {
       return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' });
     }
-    const invalid = validate(body);
-    if (invalid || !body) {
-      return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message: invalid ?? 'invalid JSON body' });
+    const invalid = body === null ? 'There was an error parsing the body: it is not valid JSON.' : validateRequest(body, signer);
+    if (invalid !== undefined || !body) {
+      const message = invalid ?? 'There was an error parsing the body.';
+      violations.push({ requestId, message });
+      if (violations.length > keep) violations.shift();
+      return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message });
     }
     const refused = refusedImage(body, imageRules);
     if (refused) return sendError(res, requestId, { kind: 'error', status: 400, errorType: 'invalid_request_error', message: refused });
@@ -138,14 +169,14 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
   }
 
   function sendJson(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): void {
-    const message = resolveMessage(scripted, body.model, estimateTokens(raw));
+    const message = resolveMessage(scripted, body.model, estimateTokens(raw), signer);
     const text = JSON.stringify(messageBody(message));
     res.writeHead(200, { 'content-type': 'application/json', 'request-id': requestId, 'content-length': Buffer.byteLength(text) });
     res.end(text);
   }
 
   async function sendStream(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): Promise<void> {
-    const message = resolveMessage(scripted, body.model, estimateTokens(raw));
+    const message = resolveMessage(scripted, body.model, estimateTokens(raw), signer);
     let events: SseEvent[] = streamEvents(message, scripted.chunkChars ?? 12);
     if (scripted.usageInDelta) events = withCumulativeDeltaUsage(events, message.usage);
     res.writeHead(200, {
@@ -203,6 +234,9 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     port: address.port,
     requests,
     clientAborts,
+    violations,
+    signThinking: (thinking) => signer.signThinking(thinking),
+    redactedThinkingData: () => signer.redactedData(),
     enqueue: (...responses) => void queue.push(...responses),
     setFallback: (responder) => {
       fallback = responder;
@@ -224,21 +258,6 @@ function apiKeyOf(req: IncomingMessage): string | undefined {
   const auth = req.headers.authorization;
   const match = typeof auth === 'string' ? /^Bearer\s+(.+)$/i.exec(auth) : null;
   return match?.[1];
-}
-
-/** The API's own checks that matter for a well-formed client: required fields, roles, content. */
-function validate(body: MessagesRequestBody | null): string | undefined {
-  if (!body || typeof body !== 'object') return 'request body must be a JSON object';
-  if (typeof body.model !== 'string' || !body.model) return 'model: Field required';
-  if (typeof body.max_tokens !== 'number' || body.max_tokens < 1) return 'max_tokens: Field required';
-  if (!Array.isArray(body.messages) || body.messages.length === 0) return 'messages: at least one message is required';
-  for (const [i, m] of body.messages.entries()) {
-    if (m.role !== 'user' && m.role !== 'assistant') return `messages.${i}.role: Input should be 'user' or 'assistant'`;
-    if (i > 0 && body.messages[i - 1]?.role === m.role) return `messages: roles must alternate between "user" and "assistant" (messages.${i})`;
-    if (typeof m.content !== 'string' && !Array.isArray(m.content)) return `messages.${i}.content: Input should be a string or a list`;
-  }
-  if (body.messages[0]?.role !== 'user') return 'messages: first message must use the "user" role';
-  return undefined;
 }
 
 /** The API's message for the first image of the request a rule refuses, or undefined. */

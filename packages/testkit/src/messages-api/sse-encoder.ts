@@ -1,10 +1,16 @@
 /**
  * Turns a scripted message into the exact event sequence the Messages API streams:
  * message_start, then per block content_block_start / ping (after the first start) /
- * content_block_delta... / content_block_stop, then message_delta (stop reason and output
- * usage) and message_stop. Also builds the non-streaming JSON body of the same message.
+ * content_block_delta... / content_block_stop, then message_delta (stop reason, stop details
+ * and output usage) and message_stop. Also builds the non-streaming JSON body of the same message.
+ *
+ * Per block kind, as the API streams it: text (citations_delta events, then text_delta);
+ * tool_use and server_tool_use (input_json_delta); thinking (thinking_delta, then
+ * signature_delta); redacted_thinking and server tool results (the whole block in
+ * content_block_start, no delta). A block cut by max_tokens gets no content_block_stop.
  */
 import type { ApiUsage, ScriptBlock, ScriptedMessage } from './script.ts';
+import type { BlockSigner } from './signing.ts';
 
 export interface SseEvent {
   readonly event: string;
@@ -23,28 +29,102 @@ export function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
+/** A scripted block with what the server filled in: ids, signatures, redacted data. */
+export type ResolvedBlock = ScriptBlock & {
+  readonly resolvedId?: string;
+  /** Thinking: the signature streamed (null: none is sent). */
+  readonly resolvedSignature?: string | null;
+  /** Redacted thinking: the data sent. */
+  readonly resolvedData?: string;
+  /** Server tool results: the server_tool_use id they answer. */
+  readonly resolvedToolUseId?: string;
+};
+
+/** `stop_details` of a refusal, as the API sends it. */
+export interface RefusalStopDetails {
+  readonly type: 'refusal';
+  readonly category: null;
+  readonly explanation: string | null;
+}
+
 export interface ResolvedMessage {
   readonly id: string;
   readonly model: string;
-  readonly blocks: ReadonlyArray<ScriptBlock & { readonly resolvedId?: string }>;
+  readonly blocks: ReadonlyArray<ResolvedBlock>;
   readonly stopReason: string | null;
+  readonly stopDetails: RefusalStopDetails | null;
   readonly usage: ApiUsage;
 }
 
-/** Fills in ids, the default stop reason and usage. `inputTokens` estimates the request. */
-export function resolveMessage(message: ScriptedMessage, requestModel: string, inputTokens: number): ResolvedMessage {
-  const blocks = message.content.map((b) => (b.type === 'tool_use' ? { ...b, resolvedId: b.id ?? makeId('toolu') } : b));
-  const hasCompleteToolUse = message.content.some((b) => b.type === 'tool_use' && b.partialJsonChars === undefined);
+/** Blocks whose content_block_stop is never sent (cut by max_tokens). */
+function isCut(b: ScriptBlock): boolean {
+  return ((b.type === 'tool_use' || b.type === 'server_tool_use') && b.partialJsonChars !== undefined) || (b.type === 'thinking' && b.cut === true);
+}
+
+/**
+ * Fills in ids, signatures, redacted data, the default stop reason and usage. `inputTokens`
+ * estimates the request; `signer` signs thinking blocks (the server's, so it can verify them
+ * when they come back).
+ */
+export function resolveMessage(message: ScriptedMessage, requestModel: string, inputTokens: number, signer: BlockSigner): ResolvedMessage {
+  let lastServerToolId: string | undefined;
+  const blocks: ResolvedBlock[] = message.content.map((b): ResolvedBlock => {
+    switch (b.type) {
+      case 'tool_use':
+        return { ...b, resolvedId: b.id ?? makeId('toolu') };
+      case 'server_tool_use':
+        lastServerToolId = b.id ?? makeId('srvtoolu');
+        return { ...b, resolvedId: lastServerToolId };
+      case 'web_search_tool_result':
+      case 'web_fetch_tool_result':
+        return { ...b, resolvedToolUseId: b.tool_use_id ?? lastServerToolId ?? makeId('srvtoolu') };
+      case 'thinking':
+        return { ...b, resolvedSignature: b.cut || b.signature === false ? null : typeof b.signature === 'string' ? b.signature : signer.signThinking(b.thinking) };
+      case 'redacted_thinking':
+        return { ...b, resolvedData: b.data ?? signer.redactedData() };
+      default:
+        return b;
+    }
+  });
+  const hasCompleteToolUse = message.content.some((b) => b.type === 'tool_use' && !isCut(b));
   const stopReason = message.stopReason === undefined ? (hasCompleteToolUse ? 'tool_use' : 'end_turn') : message.stopReason;
-  const outputText = message.content.map((b) => (b.type === 'text' ? b.text : b.type === 'tool_use' ? JSON.stringify(b.input) : b.type === 'thinking' ? b.thinking : '')).join('');
+  const outputText = message.content
+    .map((b) => {
+      switch (b.type) {
+        case 'text':
+          return b.text;
+        case 'tool_use':
+        case 'server_tool_use':
+          return JSON.stringify(b.input);
+        case 'thinking':
+          return b.thinking;
+        default:
+          return '';
+      }
+    })
+    .join('');
+  const thinking = message.content.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking');
+  const serverCalls = message.content.filter((b): b is Extract<ScriptBlock, { type: 'server_tool_use' }> => b.type === 'server_tool_use');
   const usage: ApiUsage = {
     input_tokens: inputTokens,
     output_tokens: estimateTokens(outputText),
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: 0,
+    ...(thinking.length > 0
+      ? { output_tokens_details: { thinking_tokens: thinking.reduce((n, b) => n + (b.type === 'thinking' ? estimateTokens(b.thinking) : 64), 0) } }
+      : {}),
+    ...(serverCalls.length > 0
+      ? {
+          server_tool_use: {
+            web_search_requests: serverCalls.filter((b) => b.name === 'web_search').length,
+            web_fetch_requests: serverCalls.filter((b) => b.name === 'web_fetch').length,
+          },
+        }
+      : {}),
     ...message.usage,
   };
-  return { id: makeId('msg'), model: message.model ?? requestModel, blocks, stopReason, usage };
+  const stopDetails: RefusalStopDetails | null = stopReason === 'refusal' ? { type: 'refusal', category: null, explanation: message.stopExplanation ?? null } : null;
+  return { id: makeId('msg'), model: message.model ?? requestModel, blocks, stopReason, stopDetails, usage };
 }
 
 function chunks(text: string, size: number): string[] {
@@ -69,6 +149,7 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
         content: [],
         stop_reason: null,
         stop_sequence: null,
+        stop_details: null,
         usage: {
           input_tokens: message.usage.input_tokens,
           cache_creation_input_tokens: message.usage.cache_creation_input_tokens,
@@ -81,26 +162,32 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
   message.blocks.forEach((block, index) => {
     const start = (content_block: unknown) => events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block } });
     const delta = (d: unknown) => events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: d } });
-    let stop = true;
+    const stop = !isCut(block);
     switch (block.type) {
       case 'text':
         start({ type: 'text', text: '' });
+        for (const citation of block.citations ?? []) delta({ type: 'citations_delta', citation });
         for (const text of chunks(block.text, chunkChars)) delta({ type: 'text_delta', text });
         break;
-      case 'tool_use': {
-        start({ type: 'tool_use', id: block.resolvedId, name: block.name, input: {} });
+      case 'tool_use':
+      case 'server_tool_use': {
+        start({ type: block.type, id: block.resolvedId, name: block.name, input: {} });
         let json = JSON.stringify(block.input ?? {});
-        if (block.partialJsonChars !== undefined) {
-          json = json.slice(0, block.partialJsonChars);
-          stop = false;
-        }
+        if (block.partialJsonChars !== undefined) json = json.slice(0, block.partialJsonChars);
         for (const partial_json of chunks(json, chunkChars)) delta({ type: 'input_json_delta', partial_json });
         break;
       }
       case 'thinking':
         start({ type: 'thinking', thinking: '', signature: '' });
         for (const thinking of chunks(block.thinking, chunkChars)) delta({ type: 'thinking_delta', thinking });
-        delta({ type: 'signature_delta', signature: 'c2lnbmF0dXJl' });
+        if (block.resolvedSignature) delta({ type: 'signature_delta', signature: block.resolvedSignature });
+        break;
+      case 'redacted_thinking':
+        start({ type: 'redacted_thinking', data: block.resolvedData });
+        break;
+      case 'web_search_tool_result':
+      case 'web_fetch_tool_result':
+        start({ type: block.type, tool_use_id: block.resolvedToolUseId, content: block.content });
         break;
       case 'raw':
         start(block.start);
@@ -114,12 +201,20 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
     event: 'message_delta',
     data: {
       type: 'message_delta',
-      delta: { stop_reason: message.stopReason, stop_sequence: null },
-      usage: { output_tokens: message.usage.output_tokens },
+      delta: { stop_reason: message.stopReason, stop_sequence: null, stop_details: message.stopDetails },
+      usage: deltaUsage(message.usage),
     },
   });
   events.push({ event: 'message_stop', data: { type: 'message_stop' } });
   return events;
+}
+
+/** message_delta's usage: the output count, and the thinking and server-tool counts when there are any. */
+function deltaUsage(usage: ApiUsage): Record<string, unknown> {
+  const out: Record<string, unknown> = { output_tokens: usage.output_tokens };
+  if (usage.output_tokens_details) out.output_tokens_details = usage.output_tokens_details;
+  if (usage.server_tool_use) out.server_tool_use = usage.server_tool_use;
+  return out;
 }
 
 /** message_delta carrying cumulative input and cache counts too, as newer API versions send. */
@@ -141,17 +236,24 @@ export function messageBody(message: ResolvedMessage): unknown {
     content: message.blocks.map((b) => {
       switch (b.type) {
         case 'text':
-          return { type: 'text', text: b.text };
+          return b.citations ? { type: 'text', text: b.text, citations: b.citations } : { type: 'text', text: b.text };
         case 'tool_use':
-          return { type: 'tool_use', id: b.resolvedId, name: b.name, input: b.input };
+        case 'server_tool_use':
+          return { type: b.type, id: b.resolvedId, name: b.name, input: b.input };
         case 'thinking':
-          return { type: 'thinking', thinking: b.thinking, signature: 'c2lnbmF0dXJl' };
+          return { type: 'thinking', thinking: b.thinking, signature: b.resolvedSignature ?? '' };
+        case 'redacted_thinking':
+          return { type: 'redacted_thinking', data: b.resolvedData };
+        case 'web_search_tool_result':
+        case 'web_fetch_tool_result':
+          return { type: b.type, tool_use_id: b.resolvedToolUseId, content: b.content };
         case 'raw':
           return b.start;
       }
     }),
     stop_reason: message.stopReason,
     stop_sequence: null,
+    stop_details: message.stopDetails,
     usage: message.usage,
   };
 }

@@ -98,11 +98,14 @@ describe('offline model grammar', () => {
     expect(reply.model).toBe('bedrock-offline');
   });
 
-  it('writes a continuation summary when no tools are offered', () => {
+  it('writes a continuation summary for a request with tool_choice none (the tools are offered, their use forbidden)', () => {
     const history = answer([user('$ ls')], [{ type: 'tool_use', name: 'bash', input: { command: 'ls' } }], [{ content: 'x' }]);
-    const reply = offlineReply(body([...history, { role: 'assistant', content: [{ type: 'text', text: 'done' }] }, user('Summarise the session.')], []));
+    const messages = [...history, { role: 'assistant' as const, content: [{ type: 'text', text: 'done' }] }, user('Summarise the session.')];
+    const reply = offlineReply({ ...body(messages), tool_choice: { type: 'none' } });
     expect(toolUses(reply.content)).toEqual([]);
     expect(text(reply.content)).toMatch(/Session summary \(offline demo model\): 2 user message\(s\), 1 tool call\(s\) \(bash\)/);
+    // Not by an empty tool list: a request without tools is answered as usual.
+    expect(text(offlineReply(body(messages, [])).content)).not.toMatch(/Session summary/);
   });
 });
 
@@ -137,5 +140,81 @@ describe('offline model parsing', () => {
     expect(parseOfflineCommand('note\n/think  deeply').command).toEqual({ kind: 'think', thoughts: 'deeply' });
     expect(parseOfflineCommand('/usage 7\nplain words').command).toEqual({ kind: 'help' });
     expect(parseOfflineCommand('/agents').command).toEqual({ kind: 'help' });
+  });
+});
+
+describe('offline model: thinking and cuts', () => {
+  const withThinking = (b: MessagesRequestBody, thinking: MessagesRequestBody['thinking']): MessagesRequestBody => ({ ...b, thinking });
+
+  it('/think-long: with thinking on, a long thinking block before the answer; with it off, the answer says so', () => {
+    for (const thinking of [{ type: 'adaptive' }, { type: 'enabled', budget_tokens: 2000 }]) {
+      const reply = offlineReply(withThinking(body([user('/think-long the cache layout')]), thinking));
+      expect(reply.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+      const thought = (reply.content[0] as Extract<ScriptBlock, { type: 'thinking' }>).thinking;
+      expect(thought.split('\n\n').length).toBeGreaterThanOrEqual(5);
+      expect(thought).toContain('the cache layout');
+      expect(thought.length).toBeGreaterThan(1000);
+      expect((reply.content[0] as { signature?: unknown }).signature).toBeUndefined(); // the server signs it
+      expect(text(reply.content)).toMatch(/^After thinking it over \(offline demo model\): the cache layout\./);
+    }
+    for (const b of [body([user('/think-long the cache layout')]), withThinking(body([user('/think-long the cache layout')]), { type: 'disabled' })]) {
+      const reply = offlineReply(b);
+      expect(reply.content.map((c) => c.type)).toEqual(['text']);
+      expect(text(reply.content)).toMatch(/^Thinking is off for this request, so I answer without a thinking block/);
+    }
+  });
+
+  it('/cut PATH: cut by max_tokens below 64000, complete at 64000', () => {
+    const ask = (maxTokens: number) => offlineReply({ ...body([user('/cut big/file.txt')]), max_tokens: maxTokens });
+    for (const maxTokens of [1000, 32000, 63999]) {
+      const cut = ask(maxTokens);
+      expect(cut.stopReason).toBe('max_tokens');
+      expect(cut.usage).toEqual({ output_tokens: maxTokens });
+      expect(cut.content[0]).toEqual({ type: 'text', text: 'Writing big/file.txt (2000 lines) in one patch call.' });
+      const call = cut.content[1] as Extract<ScriptBlock, { type: 'tool_use' }>;
+      expect(call.name).toBe('patch');
+      expect(call.partialJsonChars).toBeGreaterThan(0);
+      expect(call.partialJsonChars).toBeLessThan(JSON.stringify(call.input).length);
+    }
+    const whole = ask(64000);
+    expect(whole.stopReason).toBeUndefined(); // tool_use, by default
+    const call = whole.content[1] as Extract<ScriptBlock, { type: 'tool_use' }>;
+    expect(call.partialJsonChars).toBeUndefined();
+    const input = call.input as { path: string; patches: Array<{ operation: string; new_text: string }> };
+    expect(input.path).toBe('big/file.txt');
+    expect(input.patches[0]!.operation).toBe('overwrite');
+    expect(input.patches[0]!.new_text.split('\n')).toHaveLength(2001);
+    // Its result comes back: a summary, as for every call.
+    const done = offlineReply({ ...body(answer([user('/cut big/file.txt')], [call], [{ content: 'wrote big/file.txt' }])), max_tokens: 64000 });
+    expect(text(done.content)).toMatch(/^Done \(offline demo model\)\. 1 tool call\(s\):\n1\. patch ok/);
+  });
+
+  it('/cut-never: cut at any max_tokens; told about the cut, it answers that it will split the work', () => {
+    for (const maxTokens of [1000, 64000]) {
+      const cut = offlineReply({ ...body([user('/cut-never')]), max_tokens: maxTokens });
+      expect(cut.stopReason).toBe('max_tokens');
+      expect((cut.content[1] as Extract<ScriptBlock, { type: 'tool_use' }>).partialJsonChars).toBeDefined();
+      expect((cut.content[1] as Extract<ScriptBlock, { type: 'tool_use' }>).input).toMatchObject({ path: 'huge.txt' });
+    }
+    const told = offlineReply({
+      ...body([
+        user('/cut-never'),
+        { role: 'assistant', content: [{ type: 'text', text: 'Writing huge.txt (2000 lines) in one patch call.' }] },
+        user('[System notice] Your call to patch was cut by the output limit (64000 tokens). Split the work into smaller calls.'),
+      ]),
+      max_tokens: 64000,
+    });
+    expect(told.stopReason).toBeUndefined();
+    expect(toolUses(told.content)).toEqual([]);
+    expect(text(told.content)).toMatch(/I will split the work into several smaller writes/);
+  });
+
+  it('parses the new commands', () => {
+    expect(parseOfflineCommand('/think-long a\nb').command).toEqual({ kind: 'think-long', topic: 'a\nb' });
+    expect(parseOfflineCommand('/cut a.txt').command).toEqual({ kind: 'cut', path: 'a.txt', always: false });
+    expect(parseOfflineCommand('/cut-never').command).toEqual({ kind: 'cut', path: 'huge.txt', always: true });
+    expect(parseOfflineCommand('/cut-never b.txt').command).toEqual({ kind: 'cut', path: 'b.txt', always: true });
+    expect(parseOfflineCommand('/think deeply').command).toEqual({ kind: 'think', thoughts: 'deeply' });
+    expect(parseOfflineCommand('/cut').command).toEqual({ kind: 'help' });
   });
 });

@@ -12,9 +12,20 @@
  *   `/upgrade REASON`   request_mode_upgrade
  *   `/agents T1 | T2`   spawn_agents; as a sub-agent it runs each task's `$ ` lines and calls submit_result
  *   `/usage N`          the reply reports N input tokens (exercises the 80% warning and 90% continuation)
+ *   `/think-long TEXT`  with thinking on: a long signed thinking block, then the answer; with
+ *                       thinking off: the answer only, saying that thinking is off
+ *   `/cut PATH`         patch overwrite of PATH with a large generated file: cut by max_tokens
+ *                       (partial input, stop reason max_tokens) while the request's max_tokens is
+ *                       below 64 000 (this model's output limit), complete when it allows 64 000
+ *   `/cut-never [PATH]` the same call, cut at any max_tokens; once told about the cut (a
+ *                       `[System notice]` in a later user turn) it answers that it will split the work
  *   anything else       a reply that explains these commands
+ *
+ * A request with `tool_choice: {type: 'none'}` is a continuation-summary request: it answers
+ * with a summary of the session.
  */
 import type { ApiContentBlock, MessagesRequestBody, ReceivedRequest, Responder, ScriptBlock, ScriptedMessage } from './script.ts';
+import { OFFLINE_MAX_OUTPUT_TOKENS } from './validate-request.ts';
 
 export const OFFLINE_MODEL_NAME = 'bedrock-offline';
 
@@ -28,7 +39,10 @@ export const OFFLINE_HELP = [
   '- `/think TEXT` calls the think tool;',
   '- `/upgrade REASON` asks for Unrestricted mode (request_mode_upgrade);',
   '- `/agents TASK | TASK ...` spawns one sub-agent per task (a task\'s `$ ` lines are run by the sub-agent);',
-  '- `/usage N` makes me report N input tokens, to try the context warning (80%) and continuation (90%).',
+  '- `/usage N` makes me report N input tokens, to try the context warning (80%) and continuation (90%);',
+  '- `/think-long TEXT` thinks at length before answering, when the conversation has thinking on;',
+  `- \`/cut PATH\` writes a large generated file in one patch call, which the output limit cuts unless the request allows ${OFFLINE_MAX_OUTPUT_TOKENS} tokens (my limit);`,
+  '- `/cut-never` makes a call that is cut at any output limit, to see how I am told about the cut.',
 ].join('\n');
 
 export interface OfflineModelOptions {
@@ -44,6 +58,8 @@ type Command =
   | { kind: 'think'; thoughts: string }
   | { kind: 'upgrade'; reason: string }
   | { kind: 'agents'; tasks: string[] }
+  | { kind: 'think-long'; topic: string }
+  | { kind: 'cut'; path: string; always: boolean }
   | { kind: 'usage' }
   | { kind: 'help' };
 
@@ -62,13 +78,19 @@ export function parseOfflineCommand(text: string): Parsed {
   });
   // The command may follow other text in the same turn (e.g. a synthetic mode-change notice
   // merged into the user's message): take the first line that starts with a slash command.
-  const at = lines.findIndex((l) => /^\s*\/(write|think|upgrade|agents)\s+\S/.test(l));
+  const at = lines.findIndex((l) => /^\s*\/(?:(?:write|think-long|think|upgrade|agents|cut)\s+\S|cut-never(?:\s|$))/.test(l));
   const first = at >= 0 ? lines[at]!.trim() : '';
   const after = at >= 0 ? lines.slice(at + 1) : [];
   const rest = (prefix: string) => first.slice(prefix.length).trim();
   let command: Command = { kind: 'help' };
   const bash = lines.filter((l) => l.startsWith('$ ')).map((l) => l.slice(2).trim()).filter(Boolean);
-  if (first.startsWith('/write ')) {
+  if (first.startsWith('/think-long ')) {
+    command = { kind: 'think-long', topic: [rest('/think-long '), ...after].join('\n').trim() };
+  } else if (first.startsWith('/cut-never')) {
+    command = { kind: 'cut', path: rest('/cut-never') || 'huge.txt', always: true };
+  } else if (first.startsWith('/cut ')) {
+    command = { kind: 'cut', path: rest('/cut '), always: false };
+  } else if (first.startsWith('/write ')) {
     command = { kind: 'write', path: rest('/write '), text: after.join('\n') + (after.length > 0 ? '\n' : '') };
   } else if (first.startsWith('/think ')) {
     command = { kind: 'think', thoughts: [rest('/think '), ...after].join('\n').trim() };
@@ -119,8 +141,9 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
   const reply = (content: ScriptBlock[], inputTokens?: number): ScriptedMessage =>
     inputTokens === undefined ? { ...base, content } : { ...base, content, usage: { input_tokens: inputTokens } };
 
-  // A continuation-summary request offers no tools (REQ-BED-020).
-  if (tools.size === 0 && messages.length > 1) {
+  // A continuation-summary request (REQ-BED-020) offers the conversation's tools but forbids
+  // using them: the API rejects a history with tool blocks and no tools.
+  if (body.tool_choice?.type === 'none') {
     const asked = messages.filter(isInstruction).map((m) => clip(instructionText(m), 80));
     const toolCalls = messages.flatMap((m) => blocksOf(m).filter((b) => b.type === 'tool_use').map((b) => b.name ?? '?'));
     return reply([
@@ -182,11 +205,80 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
     case 'agents':
       if (!tools.has('spawn_agents')) return unavailable('spawn_agents');
       return reply([{ type: 'tool_use', name: 'spawn_agents', input: { tasks: c.tasks.map((task) => ({ task })) } }], usage);
+    case 'think-long':
+      return thinkLong(c.topic, thinkingOn(body), reply, usage);
+    case 'cut': {
+      if (!tools.has('patch')) return unavailable('patch');
+      // Told about the cut (a notice in a later user turn): the model would split the work.
+      const told = since.some((m) => m.role === 'user' && blocksOf(m).some((b) => b.type === 'text' && (b.text ?? '').startsWith(NOTICE_PREFIX)));
+      if (told) {
+        return reply(
+          [{ type: 'text', text: `Understood: my call to write ${c.path} was cut by the output limit. I will split the work into several smaller writes instead of one large call (offline demo model: this is where a real model would do so).` }],
+          usage,
+        );
+      }
+      return cutWrite(c.path, c.always, body.max_tokens, base, usage);
+    }
     case 'usage':
       return reply([{ type: 'text', text: `Reporting ${usage} input tokens, as asked (offline demo model).` }], usage);
     case 'help':
       return reply([{ type: 'text', text: OFFLINE_HELP }], usage);
   }
+}
+
+const thinkingOn = (body: MessagesRequestBody) => body.thinking?.type === 'enabled' || body.thinking?.type === 'adaptive';
+
+/** `/think-long`: several paragraphs of (scripted) thinking, signed by the server, then the answer. */
+function thinkLong(topic: string, on: boolean, reply: (content: ScriptBlock[], inputTokens?: number) => ScriptedMessage, usage: number | undefined): ScriptedMessage {
+  const subject = topic || 'the question';
+  if (!on) {
+    return reply([{ type: 'text', text: `Thinking is off for this request, so I answer without a thinking block (offline demo model). On ${subject}: turn thinking on and ask again to see my thinking first.` }], usage);
+  }
+  const thinking = [
+    `The user asks me to think at length about: ${subject}. I am the offline demo model, so these thoughts are scripted, but they stream, are signed and are sent back exactly like a real model's thinking.`,
+    `First, what is being asked. "${subject}" could be read narrowly, as a single question with one answer, or broadly, as an invitation to explore the surrounding trade-offs. A careful answer starts by naming which reading it takes and why.`,
+    `Second, what I already know. Anything in the conversation so far constrains the answer: earlier tool results, files written, the mode the conversation runs in. None of it contradicts a direct answer here, so I can keep the answer short.`,
+    `Third, the alternatives. I could answer immediately, ask a clarifying question, or run tools to gather facts first. Running tools costs time; asking costs a round trip; answering directly risks being wrong. For a demo, answering directly is the right call.`,
+    `Fourth, checking the plan against the thinking rules of the API: this thinking block must be sent back unchanged, with its signature, whenever the conversation continues a tool loop that started after it. Changing a single character would make the signature invalid.`,
+    `Finally, the answer itself: acknowledge the topic, say that the thinking above was the demo, and stop.`,
+  ].join('\n\n');
+  return reply(
+    [
+      { type: 'thinking', thinking },
+      { type: 'text', text: `After thinking it over (offline demo model): ${subject}. The thinking above came as its own signed block before this answer.` },
+    ],
+    usage,
+  );
+}
+
+/** Lines of the large file `/cut` and `/cut-never` write. */
+export const CUT_FILE_LINES = 2000;
+
+/**
+ * `/cut`: a patch overwrite of a large generated file, cut by max_tokens (partial input JSON, no
+ * content_block_stop, stop reason max_tokens, output tokens = max_tokens) unless the request
+ * allows this model's whole output limit; `always` cuts it at any limit.
+ */
+function cutWrite(path: string, always: boolean, maxTokens: number, base: Omit<ScriptedMessage, 'content'>, usage: number | undefined): ScriptedMessage {
+  const lines = Array.from({ length: CUT_FILE_LINES }, (_, i) => `${i + 1}: generated line ${i + 1} of ${CUT_FILE_LINES}, written in one call to show a tool call cut by the output limit.`);
+  const input = { path, patches: [{ operation: 'overwrite', new_text: `${lines.join('\n')}\n` }] };
+  const intro: ScriptBlock = { type: 'text', text: `Writing ${path} (${CUT_FILE_LINES} lines) in one patch call.` };
+  // Large input: bigger deltas, so the demo does not stream it for minutes.
+  const chunkChars = Math.max(base.chunkChars ?? 12, 2048);
+  const withUsage = usage === undefined ? {} : { input_tokens: usage };
+  if (!always && maxTokens >= OFFLINE_MAX_OUTPUT_TOKENS) {
+    return { ...base, chunkChars, content: [intro, { type: 'tool_use', name: 'patch', input }], ...(usage === undefined ? {} : { usage: withUsage }) };
+  }
+  const json = JSON.stringify(input);
+  // The part of the call the limit let through, in proportion to the limit.
+  const partialJsonChars = Math.min(json.length - 16, Math.max(16, Math.floor((json.length * maxTokens) / OFFLINE_MAX_OUTPUT_TOKENS)));
+  return {
+    ...base,
+    chunkChars,
+    stopReason: 'max_tokens',
+    content: [intro, { type: 'tool_use', name: 'patch', input, partialJsonChars }],
+    usage: { ...withUsage, output_tokens: maxTokens },
+  };
 }
 
 function bashCall(command: string): ScriptBlock {

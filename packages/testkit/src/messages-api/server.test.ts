@@ -1,6 +1,7 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import Anthropic from '@anthropic-ai/sdk';
 import { startMessagesApiServer, type MessagesApiServer } from './server.ts';
+import { offlineModelResponder } from './offline-model.ts';
 import { OFFLINE_SIGNING_KEY } from './signing.ts';
 
 const request = { model: 'claude-test', max_tokens: 100, messages: [{ role: 'user' as const, content: 'hi' }] };
@@ -341,5 +342,33 @@ describe('local Messages API server: thinking, refusals, server tools through th
     expect((await badRequest({ tools, messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: [{ type: 'text', text: 'Hello' }] }] })).message).toBe(
       'This model does not support assistant message prefill. The conversation must end with a user message.',
     );
+  });
+
+  it('serves the offline model with its fixed key: a /think-long thinking block comes back valid', async () => {
+    const offline = await startMessagesApiServer({ fallback: offlineModelResponder(), signingKey: OFFLINE_SIGNING_KEY });
+    try {
+      const c = new Anthropic({ apiKey: 'k', baseURL: offline.url, maxRetries: 0 });
+      const ask = [{ role: 'user' as const, content: '/think-long how to split a large write' }];
+      const answer = await c.messages.stream({ model: 'bedrock-offline', max_tokens: 4000, thinking: { type: 'adaptive' }, messages: ask }).finalMessage();
+      expect(answer.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+      const next = await c.messages
+        .stream({ model: 'bedrock-offline', max_tokens: 4000, thinking: { type: 'adaptive' }, messages: [...ask, { role: 'assistant', content: answer.content }, { role: 'user', content: 'thanks' }] })
+        .finalMessage();
+      expect(next.content[0]!.type).toBe('text');
+      // /cut over HTTP: the call is cut (no content_block_stop, stop reason max_tokens) below 64000, whole at 64000.
+      const cutAsk = { model: 'bedrock-offline', stream: true, tools: [{ name: 'patch', input_schema: { type: 'object' } }], messages: [{ role: 'user', content: '/cut big.txt' }] };
+      const cut = parseSse(await (await post(offline, { ...cutAsk, max_tokens: 32000 })).text()).map((e) => JSON.parse(e.data));
+      expect(cut.filter((e) => e.type === 'content_block_stop').map((e) => e.index)).toEqual([0]);
+      expect(cut.find((e) => e.type === 'message_delta')).toMatchObject({ delta: { stop_reason: 'max_tokens' }, usage: { output_tokens: 32000 } });
+      const whole = parseSse(await (await post(offline, { ...cutAsk, max_tokens: 64000 })).text()).map((e) => JSON.parse(e.data));
+      expect(whole.filter((e) => e.type === 'content_block_stop').map((e) => e.index)).toEqual([0, 1]);
+      expect(whole.find((e) => e.type === 'message_delta').delta.stop_reason).toBe('tool_use');
+      const json = whole.filter((e) => e.type === 'content_block_delta' && e.index === 1).map((e) => e.delta.partial_json).join('');
+      expect(JSON.parse(json).patches[0].new_text.split('\n')).toHaveLength(2001);
+      expect((await post(offline, { ...cutAsk, max_tokens: 64001 })).status).toBe(400);
+      expect(offline.violations.map((v) => v.message)).toEqual(['max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens for bedrock-offline']);
+    } finally {
+      await offline.close();
+    }
   });
 });

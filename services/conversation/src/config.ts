@@ -1,5 +1,23 @@
 /** Settings of the conversation service, from the environment (docs/conversation.md lists them). */
-import { bool, commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str } from '@bedrock/platform/server';
+import { bool, commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str, type EnvParser } from '@bedrock/platform/server';
+import { SERVER_TOOLS, THINKING_LEVELS, isServerToolName, type ServerToolName } from './settings.ts';
+
+/** A comma-separated list of server tool names (blanks around commas ignored), each once. */
+function serverToolList(): EnvParser<ServerToolName[]> {
+  return {
+    expected: `a comma-separated list of ${SERVER_TOOLS.join(', ')}`,
+    parse(raw) {
+      const names = raw
+        .split(',')
+        .map((p) => p.trim())
+        .filter((p) => p !== '');
+      const unknown = names.filter((n) => !isServerToolName(n));
+      if (unknown.length > 0) throw new Error(`unknown: ${unknown.join(', ')}`);
+      return SERVER_TOOLS.filter((t) => names.includes(t));
+    },
+    format: (value) => value.join(','),
+  };
+}
 
 // The conversation service calls no internal server, so it holds no service token of its own;
 // it serves one, so it reads the peers it accepts (BEDROCK_SERVICE_PEERS_FILE).
@@ -27,6 +45,18 @@ export const conversationEnv = {
     parse: optional(str()),
     default: undefined,
     doc: 'JSON overriding the model registry: {"model-id": {"contextWindow": n, "maxOutputTokens": n}}.',
+  }),
+  defaultThinking: setting({
+    name: 'BEDROCK_DEFAULT_THINKING',
+    parse: oneOf(THINKING_LEVELS),
+    default: 'high',
+    doc: 'Extended thinking of conversations created without a level (a conversation can change its own): `off`, or the effort `low` to `max`; models that cannot think ignore it.',
+  }),
+  serverTools: setting({
+    name: 'BEDROCK_SERVER_TOOLS',
+    parse: optional(serverToolList()),
+    default: undefined,
+    doc: 'Provider-run tools conversations may turn on (each conversation chooses; all are off by default): a comma-separated list of `web_search`, `web_fetch`. Unset: none (they reach the web and are billed per use).',
   }),
   maxOutputTokens: setting({ name: 'BEDROCK_MAX_OUTPUT_TOKENS', parse: int({ min: 1 }), default: 16_384, doc: 'max_tokens asked for each response, capped by the model\'s own limit.' }),
   eventConcurrency: setting({ name: 'BEDROCK_EVENT_CONCURRENCY', parse: int({ min: 1, max: 1000 }), default: 16, doc: 'Events one replica applies at once (different conversations in parallel).' }),

@@ -140,6 +140,8 @@ export async function startConversationService(
           logger,
           policy,
           defaultModel: config.defaultModel,
+          defaultThinking: config.defaultThinking,
+          allowedServerTools: config.serverTools ?? [],
           checkCwd: config.checkCwd,
           sandboxAvailable,
           onApplied: recordTransition,

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ConnectError } from '@connectrpc/connect';
-import { StateKind, StopReason } from '@bedrock/contracts';
+import { StateKind, StopReason, ThinkingLevel } from '@bedrock/contracts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 import { tinyPng } from './support/images.ts';
@@ -35,6 +35,7 @@ function calls(id: string, user: string): [string, () => Promise<unknown>][] {
     ['respond', () => c.respondToModeUpgrade({ conversationId: id, approve: true })],
     ['downgrade', () => c.downgradeMode({ conversationId: id })],
     ['trigger', () => c.triggerContinuation({ conversationId: id })],
+    ['settings', () => c.updateConversationSettings({ conversationId: id, thinking: ThinkingLevel.LOW })],
     ['list children', () => c.listConversations({ parentId: id })],
     ['continue from', () => c.createConversation({ cwd: '/tmp', continueFromId: id })],
     [

@@ -54,7 +54,7 @@ describe('context warning', () => {
 });
 
 describe('continuation', () => {
-  it('at 90% runs none of the response tools, asks for a summary without tools, and ends read-only', async () => {
+  it('at 90% runs none of the response tools, asks for a summary (tools defined, not offered), and ends read-only', async () => {
     const { id, job } = await started();
     await h.respond(job, {
       stopReason: StopReason.TOOL_USE,
@@ -63,7 +63,8 @@ describe('continuation', () => {
     });
     const cont = await h.llmJob(id, 1);
     expect(cont.purpose).toBe(LlmRequestPurpose.CONTINUATION);
-    expect(cont.toolNames).toEqual([]);
+    // The tools stay defined (the history holds their tool_use blocks); the gateway forbids their use.
+    expect(cont.toolNames).toEqual(job.toolNames);
     expect(toolResults(cont).map((r) => [r.toolUseId, r.content, r.cancelled])).toEqual([
       ['n1', NOT_EXECUTED_CONTEXT, true],
       ['n2', NOT_EXECUTED_CONTEXT, true],
@@ -117,10 +118,10 @@ describe('continuation', () => {
     expect(res.state!.kind).toBe(StateKind.AWAITING_CONTINUATION);
     const cont = await h.llmJob(id, 1);
     expect(cont.purpose).toBe(LlmRequestPurpose.CONTINUATION);
-    expect(cont.toolNames).toEqual([]);
+    expect(cont.toolNames).toEqual(job.toolNames);
     await h.fail(cont, { kind: ErrorKind.SERVER, retryable: true, message: 'Overloaded', httpStatus: 529 });
     const retry = await h.llmJob(id, 2);
-    expect([retry.purpose, retry.attempt, retry.toolNames]).toEqual([LlmRequestPurpose.CONTINUATION, 2, []]);
+    expect([retry.purpose, retry.attempt, retry.toolNames]).toEqual([LlmRequestPurpose.CONTINUATION, 2, job.toolNames]);
     await h.fail(retry, { kind: ErrorKind.INVALID_REQUEST, retryable: false, message: 'bad' });
     await h.waitState(id, StateKind.CONTEXT_EXHAUSTED);
     const got = await h.get(id);

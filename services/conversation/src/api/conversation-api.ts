@@ -27,6 +27,8 @@ import {
   SendMessageResponseSchema,
   TriggerContinuationRequestSchema,
   TriggerContinuationResponseSchema,
+  ThinkingLevel,
+  UpdateConversationSettingsResponseSchema,
   type ImageAttachment,
   type Message,
 } from '@bedrock/contracts';
@@ -38,6 +40,7 @@ import { messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { OutboxRelay } from '../outbox/relay.ts';
 import { InvalidCursorError, type ApplyResult, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
+import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { turnTraceContext } from './turn-trace.ts';
@@ -51,6 +54,10 @@ export interface ConversationApiOptions {
   readonly policy: Policy;
   /** Model for conversations created without one. */
   readonly defaultModel: string;
+  /** Thinking level of conversations created without one (BEDROCK_DEFAULT_THINKING). Default high. */
+  readonly defaultThinking?: ThinkingSetting;
+  /** Server tools conversations may turn on (BEDROCK_SERVER_TOOLS). Default none. */
+  readonly allowedServerTools?: readonly ServerToolName[];
   /** Whether a sandbox-capable tool-runner exists now (decides Restricted mode for new conversations). */
   readonly sandboxAvailable: () => Promise<boolean>;
   /** Called after each user action with the phase it found, the event type and the outcome (metrics). */
@@ -161,8 +168,27 @@ async function requireDirectory(cwd: string): Promise<void> {
   if (!isDirectory) throw new ConnectError(`cwd ${JSON.stringify(cwd)} is not a directory: give the absolute path of an existing directory`, Code.InvalidArgument);
 }
 
+/** A requested thinking level: null for UNSPECIFIED; INVALID_ARGUMENT for a value that is none of the levels. */
+function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
+  if (level === ThinkingLevel.UNSPECIFIED) return null;
+  const found = thinkingFromProto(level);
+  if (!found) throw new ConnectError(`thinking: ${level} is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.`, Code.InvalidArgument);
+  return found;
+}
+
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
   const { store, relay, policy } = options;
+  const allowedServerTools = options.allowedServerTools ?? [];
+
+  /** The server tools asked for, each allowed by the deployment; else INVALID_ARGUMENT naming BEDROCK_SERVER_TOOLS. */
+  function serverToolsOf(requested: Parameters<typeof resolveServerTools>[0]): ServerToolName[] {
+    try {
+      return resolveServerTools(requested, allowedServerTools);
+    } catch (err) {
+      if (err instanceof SettingsError) throw new ConnectError(err.message, Code.InvalidArgument);
+      throw err;
+    }
+  }
 
   async function owned(ctx: HandlerContext, id: string): Promise<ConversationRecord> {
     const user = userOf(ctx);
@@ -279,6 +305,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       if (options.checkCwd ?? true) await requireDirectory(cwd);
       const model = req.model.trim() || options.defaultModel;
       if (!MODEL_PATTERN.test(model)) throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
+      const thinking = thinkingOf(req.thinking) ?? options.defaultThinking ?? 'high';
+      const serverTools = serverToolsOf(req.serverTools);
       let seed: { summary: string } | undefined;
       if (req.continueFromId) {
         const from = await store.get(req.continueFromId);
@@ -300,6 +328,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         model,
         sandboxAvailable: await options.sandboxAvailable(),
         continuedFromId: req.continueFromId || null,
+        thinking,
+        serverTools,
       };
       const respond = (record: ConversationRecord) => create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
       if (!key) return respond(await store.create(input, seed));
@@ -422,6 +452,22 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         event: () => ({ type: 'user_trigger_continuation' }),
         respond: (result) => create(TriggerContinuationResponseSchema, { state: stateToProto(result.record.state, policy) }),
       }),
+
+    /** Applies from the next LLM request; nothing is stored when a value is refused. */
+    async updateConversationSettings(req, ctx) {
+      const record = await owned(ctx, req.conversationId);
+      const thinking = thinkingOf(req.thinking);
+      const serverTools = req.serverTools ? serverToolsOf(req.serverTools.tools) : null;
+      if (thinking === null && serverTools === null) {
+        return create(UpdateConversationSettingsResponseSchema, { conversation: conversationToProto(record, policy) });
+      }
+      const updated = await store.updateSettings(record.id, {
+        ...(thinking !== null ? { thinking } : {}),
+        ...(serverTools !== null ? { serverTools } : {}),
+      });
+      if (!updated) throw notFound(req.conversationId);
+      return create(UpdateConversationSettingsResponseSchema, { conversation: conversationToProto(updated, policy) });
+    },
 
     async *watchConversation(req, ctx) {
       await owned(ctx, req.conversationId);

@@ -6,6 +6,7 @@ import { create } from '@bufbuild/protobuf';
 import { LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
 import { buildContinuationPrompt, buildLlmHistory, type Effect, type HistoryMessage, type LlmTurn } from '../core/index.ts';
 import { blockToProto } from '../mapping/proto.ts';
+import { serverToolToProto, thinkingToProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 
 export interface ConversationFacts {
   readonly id: string;
@@ -15,6 +16,9 @@ export interface ConversationFacts {
   readonly sandboxAvailable: boolean;
   /** Mode at creation; later changes reach the agent as system notices. */
   readonly initialMode: 'restricted' | 'unrestricted';
+  /** The conversation's settings now: each request carries them (UpdateConversationSettings applies from the next one). */
+  readonly thinking: ThinkingSetting;
+  readonly serverTools: readonly ServerToolName[];
 }
 
 /**
@@ -59,6 +63,7 @@ export function buildLlmRequestJob(
   facts: ConversationFacts,
   effect: RequestLlm,
   history: readonly HistoryMessage[],
+  /** `maxTokens`: the service's default, used when the effect asks for none (0). */
   options: { maxTokens: number; notifySequence: bigint; traceContext?: Record<string, string> },
 ): LlmRequestJob {
   const turns = buildLlmHistory(history);
@@ -76,10 +81,14 @@ export function buildLlmRequestJob(
     systemPrompt: systemPrompt(facts),
     toolNames: [...effect.toolNames],
     messages: turns.map(turnToProto),
-    maxTokens: options.maxTokens,
+    maxTokens: effect.maxTokens || options.maxTokens,
     purpose: effect.purpose === 'continuation' ? LlmRequestPurpose.CONTINUATION : LlmRequestPurpose.TURN,
     attempt: effect.attempt,
     notifySequence: options.notifySequence,
     traceContext: options.traceContext ?? {},
+    // For a continuation summary too: the gateway decides what the model takes, and server
+    // tools must be defined while their blocks are in the history.
+    thinking: thinkingToProto(facts.thinking),
+    serverTools: facts.serverTools.map(serverToolToProto),
   });
 }

@@ -4,6 +4,7 @@ import { ConversationSchema, type Conversation } from '@bedrock/contracts';
 import type { Policy } from '../core/index.ts';
 import { contextUsageOf } from '../outbox/effects-to-outbox.ts';
 import type { ConversationRecord } from '../store/conversation-store.ts';
+import { serverToolToProto, thinkingToProto } from '../settings.ts';
 import { modeToProto, stateToProto, usageToProto } from './proto.ts';
 
 export function conversationToProto(record: ConversationRecord, policy: Policy): Conversation {
@@ -23,5 +24,7 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
     createdAt: timestampFromDate(record.createdAt),
     updatedAt: timestampFromDate(record.updatedAt),
     archived: record.archived,
+    thinking: thinkingToProto(record.thinking),
+    serverTools: record.serverTools.map(serverToolToProto),
   });
 }

@@ -32,6 +32,7 @@ import type {
   StopReason,
   Usage,
 } from '../core/index.ts';
+import { ZERO_USAGE } from '../core/index.ts';
 
 const STATE_KINDS: Record<PhaseKind, StateKind> = {
   idle: StateKind.IDLE,
@@ -66,6 +67,7 @@ const ERROR_KINDS: Record<ErrorKind, PErrorKind> = {
   context_exhausted: PErrorKind.CONTEXT_EXHAUSTED,
   timeout: PErrorKind.TIMEOUT,
   cancelled: PErrorKind.CANCELLED,
+  refused: PErrorKind.REFUSED,
 };
 
 export function errorKindToProto(kind: ErrorKind): PErrorKind {
@@ -88,6 +90,16 @@ const STOP_REASONS: Record<PStopReason, StopReason> = {
   [PStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED]: 'model_context_window_exceeded',
 };
 
+const STOP_REASONS_TO_PROTO = Object.fromEntries(Object.entries(STOP_REASONS).map(([k, v]) => [v, Number(k)])) as Record<StopReason, PStopReason>;
+
+export function stopReasonToProto(reason: StopReason): PStopReason {
+  return STOP_REASONS_TO_PROTO[reason] ?? PStopReason.UNSPECIFIED;
+}
+
+export function stopReasonFromProto(reason: PStopReason): StopReason {
+  return STOP_REASONS[reason] ?? 'unspecified';
+}
+
 const MESSAGE_TYPES: Record<MessageType, PMessageType> = {
   user: PMessageType.USER,
   agent: PMessageType.AGENT,
@@ -101,13 +113,17 @@ export function messageTypeToProto(type: MessageType): PMessageType {
   return MESSAGE_TYPES[type];
 }
 
+/** Counts a stored usage lacks (it was stored before they existed) are 0. */
 export function usageToProto(usage: Usage | null | undefined): PUsage {
-  const u = usage ?? { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+  const u = usage ?? ZERO_USAGE;
   return create(UsageSchema, {
     inputTokens: BigInt(u.inputTokens),
     outputTokens: BigInt(u.outputTokens),
     cacheCreationInputTokens: BigInt(u.cacheCreationInputTokens),
     cacheReadInputTokens: BigInt(u.cacheReadInputTokens),
+    thinkingTokens: BigInt(u.thinkingTokens ?? 0),
+    webSearchRequests: BigInt(u.webSearchRequests ?? 0),
+    webFetchRequests: BigInt(u.webFetchRequests ?? 0),
   });
 }
 
@@ -117,6 +133,9 @@ export function usageFromProto(usage: PUsage | undefined): Usage {
     outputTokens: Number(usage?.outputTokens ?? 0n),
     cacheCreationInputTokens: Number(usage?.cacheCreationInputTokens ?? 0n),
     cacheReadInputTokens: Number(usage?.cacheReadInputTokens ?? 0n),
+    thinkingTokens: Number(usage?.thinkingTokens ?? 0n),
+    webSearchRequests: Number(usage?.webSearchRequests ?? 0n),
+    webFetchRequests: Number(usage?.webFetchRequests ?? 0n),
   };
 }
 
@@ -173,7 +192,13 @@ export function stateToProto(state: ConversationState, policy: Policy): PConvers
 export function blockToProto(block: ContentBlock): PContentBlock {
   switch (block.type) {
     case 'text':
-      return create(ContentBlockSchema, { block: { case: 'text', value: { text: block.text } } });
+      return create(ContentBlockSchema, { block: { case: 'text', value: { text: block.text, citationsJson: block.citations ?? '' } } });
+    case 'thinking':
+      return create(ContentBlockSchema, { block: { case: 'thinking', value: { thinking: block.thinking, signature: block.signature } } });
+    case 'redacted_thinking':
+      return create(ContentBlockSchema, { block: { case: 'redactedThinking', value: { data: block.data } } });
+    case 'server_tool':
+      return create(ContentBlockSchema, { block: { case: 'serverTool', value: { blockType: block.blockType, blockJson: block.json } } });
     case 'image':
       return create(ContentBlockSchema, {
         block: { case: 'image', value: { mediaType: block.mediaType, data: Buffer.from(block.data, 'base64') } },
@@ -210,8 +235,16 @@ function parseObject(json: string): Record<string, unknown> {
 
 export function blockFromProto(block: PContentBlock): ContentBlock | null {
   switch (block.block.case) {
-    case 'text':
-      return { type: 'text', text: block.block.value.text };
+    case 'text': {
+      const { text, citationsJson } = block.block.value;
+      return citationsJson ? { type: 'text', text, citations: citationsJson } : { type: 'text', text };
+    }
+    case 'thinking':
+      return { type: 'thinking', thinking: block.block.value.thinking, signature: block.block.value.signature };
+    case 'redactedThinking':
+      return { type: 'redacted_thinking', data: block.block.value.data };
+    case 'serverTool':
+      return { type: 'server_tool', blockType: block.block.value.blockType, json: block.block.value.blockJson };
     case 'image':
       return { type: 'image', mediaType: block.block.value.mediaType, data: Buffer.from(block.block.value.data).toString('base64') };
     case 'toolUse':
@@ -239,6 +272,9 @@ export interface MessageRow {
   readonly type: MessageType;
   readonly content: readonly ContentBlock[];
   readonly usage: Usage | null;
+  /** Agent messages: why the response ended; null for other messages and those stored before it existed. */
+  readonly stopReason: StopReason | null;
+  readonly stopExplanation: string;
   readonly createdAt: Date;
 }
 
@@ -251,6 +287,8 @@ export function messageToProto(row: MessageRow): PMessage {
     content: row.content.map(blockToProto),
     ...(row.usage ? { usage: usageToProto(row.usage) } : {}),
     createdAt: timestampFromDate(row.createdAt),
+    stopReason: row.stopReason ? stopReasonToProto(row.stopReason) : PStopReason.UNSPECIFIED,
+    stopExplanation: row.stopExplanation,
   });
 }
 
@@ -272,9 +310,13 @@ export function decodeEventJob(job: ConversationEventJob): DecodedJob {
         event: {
           type: 'llm_response',
           requestId: e.value.requestId,
-          content: e.value.content.map(blockFromProto).filter((b): b is ContentBlock => b !== null && (b.type === 'text' || b.type === 'tool_use')),
-          stopReason: STOP_REASONS[e.value.stopReason] ?? 'unspecified',
+          // The model's blocks only: a response holds no tool_result and no image.
+          content: e.value.content.map(blockFromProto).filter((b): b is ContentBlock => b !== null && b.type !== 'tool_result' && b.type !== 'image'),
+          stopReason: stopReasonFromProto(e.value.stopReason),
           usage: usageFromProto(e.value.usage),
+          maxTokens: e.value.maxTokens,
+          cutToolNames: [...e.value.cutToolNames],
+          stopExplanation: e.value.stopExplanation,
         },
       };
     case 'llmError':

@@ -32,6 +32,7 @@ import {
 } from '../core/index.ts';
 import { errorKindToProto, messageToProto, modeToProto, stateToProto, type MessageRow } from '../mapping/proto.ts';
 import { buildLlmRequestJob } from '../llm/request-builder.ts';
+import type { ServerToolName, ThinkingSetting } from '../settings.ts';
 
 /** The protobuf type of a job payload, so the relay can decode it. */
 export type JobSchemaName = 'LlmRequestJob' | 'ToolExecJob' | 'ConversationEventJob';
@@ -66,6 +67,8 @@ export interface OutboxInput {
     readonly sandboxAvailable: boolean;
     readonly notifySeq: number;
     readonly parentId: string | null;
+    readonly thinking: ThinkingSetting;
+    readonly serverTools: readonly ServerToolName[];
   };
   readonly context: ConversationContext;
   readonly previous: ConversationState;
@@ -75,6 +78,7 @@ export interface OutboxInput {
   readonly persisted: readonly MessageRow[];
   /** The whole persisted history, needed only when a request_llm effect is present. */
   readonly history: readonly HistoryMessage[];
+  /** max_tokens of a request whose effect asks for none (0): the service's default for the model. */
   readonly maxTokens: number;
   readonly traceContext: Record<string, string>;
 }
@@ -158,6 +162,8 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
             isSubAgent: context.isSubAgent,
             sandboxAvailable: record.sandboxAvailable,
             initialMode: record.sandboxAvailable ? 'restricted' : 'unrestricted',
+            thinking: record.thinking,
+            serverTools: record.serverTools,
           },
           effect,
           input.history,

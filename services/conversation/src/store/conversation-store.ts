@@ -15,13 +15,16 @@ import {
   type ConversationEvent,
   type ConversationState,
   type Effect,
+  type HistoryMessage,
   type MessageType,
   type PhaseKind,
   type Policy,
   type Rejection,
+  type StopReason,
   type Usage,
 } from '../core/index.ts';
 import type { MessageRow } from '../mapping/proto.ts';
+import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { effectsToOutbox, type OutboxRow } from '../outbox/effects-to-outbox.ts';
 import {
   claimRequest,
@@ -53,6 +56,10 @@ export interface ConversationRecord {
   readonly updatedAt: Date;
   readonly stateUpdatedAt: Date;
   readonly archived: boolean;
+  /** Extended thinking of its LLM requests (stored resolved). */
+  readonly thinking: ThinkingSetting;
+  /** Provider-run tools turned on. */
+  readonly serverTools: readonly ServerToolName[];
 }
 
 export interface NewConversation {
@@ -64,6 +71,16 @@ export interface NewConversation {
   readonly sandboxAvailable: boolean;
   readonly parentId?: string | null;
   readonly continuedFromId?: string | null;
+  /** Absent: a sub-agent's parent's, else `high`. */
+  readonly thinking?: ThinkingSetting;
+  /** Absent: a sub-agent's parent's, else none. */
+  readonly serverTools?: readonly ServerToolName[];
+}
+
+/** A change of settings; an absent field stays as it is. */
+export interface SettingsChange {
+  readonly thinking?: ThinkingSetting;
+  readonly serverTools?: readonly ServerToolName[];
 }
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -138,6 +155,8 @@ interface ConversationRowDb {
   updated_at: Date;
   state_updated_at: Date;
   archived: boolean;
+  thinking: string;
+  server_tools: string[];
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -160,6 +179,8 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
     updatedAt: row.updated_at,
     stateUpdatedAt: row.state_updated_at,
     archived: row.archived,
+    thinking: storedThinking(row.thinking),
+    serverTools: storedServerTools(row.server_tools),
   };
 }
 
@@ -170,6 +191,8 @@ interface MessageRowDb {
   message_type: MessageType;
   content: ContentBlock[];
   usage_data: Usage | null;
+  stop_reason: StopReason | null;
+  stop_explanation: string | null;
   created_at: Date;
 }
 
@@ -181,6 +204,8 @@ function toMessage(row: MessageRowDb): MessageRow {
     type: row.message_type,
     content: row.content,
     usage: row.usage_data,
+    stopReason: row.stop_reason,
+    stopExplanation: row.stop_explanation ?? '',
     createdAt: row.created_at,
   };
 }
@@ -197,6 +222,7 @@ export function createConversationStore(options: StoreOptions) {
       cwd: record.cwd,
       model: record.model,
       contextWindow: record.contextWindow,
+      maxOutputTokens: models.lookup(record.model).maxOutputTokens,
       isSubAgent: record.parentId !== null,
       parentId: record.parentId,
       sandboxAvailable: record.sandboxAvailable,
@@ -229,10 +255,13 @@ export function createConversationStore(options: StoreOptions) {
       contextWindow: limits.contextWindow,
     });
     const state = initialState(ctx);
+    // Settings not given: a sub-agent inherits its parent's; otherwise the defaults.
     const { rows } = await client.query<ConversationRowDb>(
       `INSERT INTO conversations (id, owner_id, slug, cwd, model, context_window, mode, sandbox_available,
-                                  parent_id, user_initiated, continued_from_id, state_kind, state)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                                  parent_id, user_initiated, continued_from_id, state_kind, state, thinking, server_tools)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+               COALESCE($14, (SELECT thinking FROM conversations WHERE id = $9), 'high'),
+               COALESCE($15::text[], (SELECT server_tools FROM conversations WHERE id = $9), '{}'))
        ON CONFLICT (id) DO NOTHING
        RETURNING *`,
       [
@@ -249,17 +278,19 @@ export function createConversationStore(options: StoreOptions) {
         input.continuedFromId ?? null,
         state.phase.kind,
         JSON.stringify(state),
+        input.thinking ?? null,
+        input.serverTools ? [...input.serverTools] : null,
       ],
     );
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
-  async function historyOf(client: PoolClient, id: string): Promise<{ type: MessageType; content: ContentBlock[] }[]> {
-    const { rows } = await client.query<{ message_type: MessageType; content: ContentBlock[] }>(
-      'SELECT message_type, content FROM messages WHERE conversation_id = $1 ORDER BY sequence',
+  async function historyOf(client: PoolClient, id: string): Promise<HistoryMessage[]> {
+    const { rows } = await client.query<{ message_type: MessageType; content: ContentBlock[]; stop_reason: StopReason | null }>(
+      'SELECT message_type, content, stop_reason FROM messages WHERE conversation_id = $1 ORDER BY sequence',
       [id],
     );
-    return rows.map((r) => ({ type: r.message_type, content: r.content }));
+    return rows.map((r) => (r.stop_reason ? { type: r.message_type, content: r.content, stopReason: r.stop_reason } : { type: r.message_type, content: r.content }));
   }
 
   async function insertOutbox(client: PoolClient, rows: readonly OutboxRow[]): Promise<void> {
@@ -319,8 +350,9 @@ export function createConversationStore(options: StoreOptions) {
       if (effect.type !== 'persist_message') continue;
       messageSeq += 1;
       const row = await client.query<MessageRowDb>(
-        `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+        `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
+                               stop_reason, stop_explanation)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
         [
           `${id}/m/${messageSeq}`,
           id,
@@ -330,6 +362,8 @@ export function createConversationStore(options: StoreOptions) {
           JSON.stringify(effect.message.content),
           displayOf(effect.message.content),
           effect.message.usage ? JSON.stringify(effect.message.usage) : null,
+          effect.message.stopReason ?? null,
+          effect.message.stopExplanation ?? null,
         ],
       );
       persisted.push(toMessage(row.rows[0]!));
@@ -518,6 +552,20 @@ export function createConversationStore(options: StoreOptions) {
     async hasUnsentOutbox(id: string): Promise<boolean> {
       const { rows } = await pool.query('SELECT 1 FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL LIMIT 1', [id]);
       return rows.length > 0;
+    },
+
+    /**
+     * Changes a conversation's settings under its row lock, so an event being applied at the
+     * same time builds its LLM request wholly before or wholly after the change. Null: not found.
+     */
+    async updateSettings(id: string, change: SettingsChange): Promise<ConversationRecord | null> {
+      const { rows } = await pool.query<ConversationRowDb>(
+        `UPDATE conversations
+            SET thinking = COALESCE($2, thinking), server_tools = COALESCE($3::text[], server_tools), updated_at = now()
+          WHERE id = $1 RETURNING *`,
+        [id, change.thinking ?? null, change.serverTools ? [...change.serverTools] : null],
+      );
+      return rows[0] ? toRecord(rows[0]) : null;
     },
 
     async archive(id: string, archived: boolean): Promise<void> {

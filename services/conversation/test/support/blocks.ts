@@ -5,14 +5,23 @@
  */
 import { Role, type ContentBlock, type LlmRequestJob } from '@bedrock/contracts';
 
-export const usage = (input = 100, output = 20, cacheRead = 0, cacheCreation = 0) => ({
+export const usage = (input = 100, output = 20, cacheRead = 0, cacheCreation = 0, extra: { thinking?: number; searches?: number; fetches?: number } = {}) => ({
   inputTokens: BigInt(input),
   outputTokens: BigInt(output),
   cacheReadInputTokens: BigInt(cacheRead),
   cacheCreationInputTokens: BigInt(cacheCreation),
+  thinkingTokens: BigInt(extra.thinking ?? 0),
+  webSearchRequests: BigInt(extra.searches ?? 0),
+  webFetchRequests: BigInt(extra.fetches ?? 0),
 });
 
 export const text = (t: string) => ({ block: { case: 'text' as const, value: { text: t } } });
+/** Text that cites sources: the provider's `citations` array, JSON. */
+export const citedText = (t: string, citations: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: JSON.stringify(citations) } } });
+export const thinking = (t: string, signature: string) => ({ block: { case: 'thinking' as const, value: { thinking: t, signature } } });
+export const redactedThinking = (data: string) => ({ block: { case: 'redactedThinking' as const, value: { data } } });
+/** A provider-run tool's block, verbatim: `json` is kept as the exact text given. */
+export const serverTool = (blockType: string, json: string) => ({ block: { case: 'serverTool' as const, value: { blockType, blockJson: json } } });
 
 export const toolUse = (id: string, name: string, input: object) => ({
   block: { case: 'toolUse' as const, value: { id, name, inputJson: JSON.stringify(input) } },
@@ -33,8 +42,14 @@ export function toolResults(job: LlmRequestJob) {
   return job.messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value] : [])));
 }
 
+/** A paused turn: an assistant turn holding a provider-run tool's block, sent back as it is to resume. */
+function isPausedTurn(turn: LlmRequestJob['messages'][number]): boolean {
+  return turn.role === Role.ASSISTANT && turn.content.some((b) => b.block.case === 'serverTool');
+}
+
 /**
- * Problems the Messages API would reject: the first turn and the last turn are user turns,
+ * Problems the Messages API would reject: the first turn is a user turn, the last a user turn
+ * or a paused assistant turn (holding server-tool blocks: the API resumes it),
  * roles alternate, every assistant tool_use is answered by exactly one tool_result, in the
  * same order, at the start of the next user turn, tool_results appear nowhere else, tool_use
  * ids are unique, and no turn is empty.
@@ -45,7 +60,8 @@ export function chainProblems(job: LlmRequestJob): string[] {
   const turns = job.messages;
   if (turns.length === 0) return [`${where}: no messages`];
   if (turns[0]!.role !== Role.USER) problems.push(`${where}: first turn is not a user turn`);
-  if (turns[turns.length - 1]!.role !== Role.USER) problems.push(`${where}: last turn is not a user turn`);
+  const last = turns[turns.length - 1]!;
+  if (last.role !== Role.USER && !isPausedTurn(last)) problems.push(`${where}: last turn is neither a user turn nor a paused turn`);
   const seen = new Set<string>();
   turns.forEach((turn, i) => {
     if (turn.content.length === 0) problems.push(`${where}: turn ${i} is empty`);

@@ -7,7 +7,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { StopReason } from '@bedrock/contracts';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { StopReason, TokenDeltaKind, type ContentBlockSchema } from '@bedrock/contracts';
 import { run } from '../src/cli/run.ts';
 import { startSystem, type System } from './support/system.ts';
 
@@ -29,7 +30,9 @@ afterAll(async () => {
 
 /**
  * A scripted agent: "hello" → streams "Hel" + "lo!" and answers; "run ls" → calls bash, then
- * answers "listed"; "write" → asks for write access; "hang" → never answers (for cancel).
+ * answers "listed"; "write" → asks for write access; "hang" → never answers (for cancel);
+ * "think" → streams its thinking, then its answer; "search" → a web search and a cited answer;
+ * "refuse" → declines with an explanation; "long" → is cut by the output limit (and continued).
  */
 async function playAgent(): Promise<void> {
   const handledLlm = new Set<string>();
@@ -42,8 +45,9 @@ async function playAgent(): Promise<void> {
       const block = [...(lastUser?.content ?? [])].reverse().find((b) => b.block.case === 'text' || b.block.case === 'toolResult');
       const said = block?.block.case === 'text' ? block.block.value.text : block?.block.case === 'toolResult' ? '<tool result>' : '';
       const usage = { inputTokens: 50n, outputTokens: 5n };
-      const reply = (content: { block: { case: 'text'; value: { text: string } } | { case: 'toolUse'; value: { id: string; name: string; inputJson: string } } }[], stopReason = StopReason.END_TURN) =>
-        s.send(job.conversationId, `r/${job.requestId}`, { case: 'llmResponse', value: { requestId: job.requestId, stopReason, usage, content } });
+      const reply = (content: MessageInitShape<typeof ContentBlockSchema>[], stopReason = StopReason.END_TURN, more: { stopExplanation?: string } = {}) =>
+        s.send(job.conversationId, `r/${job.requestId}`, { case: 'llmResponse', value: { requestId: job.requestId, stopReason, usage, content, ...more } });
+      const text = (t: string, citationsJson = '') => ({ block: { case: 'text' as const, value: { text: t, citationsJson } } });
       if (said === 'hang') continue;
       if (said === 'hello') {
         await s.delta(job.conversationId, job.requestId, 'Hel');
@@ -51,6 +55,23 @@ async function playAgent(): Promise<void> {
         await reply([{ block: { case: 'text', value: { text: 'Hello!' } } }]);
       } else if (said === 'run ls') {
         await reply([{ block: { case: 'toolUse', value: { id: `tu_${job.requestId.slice(-8)}`, name: 'bash', inputJson: '{"command":"ls"}' } } }], StopReason.TOOL_USE);
+      } else if (said === 'think') {
+        await s.delta(job.conversationId, job.requestId, 'Let me ', { kind: TokenDeltaKind.THINKING });
+        await s.delta(job.conversationId, job.requestId, 'think.', { kind: TokenDeltaKind.THINKING });
+        await s.delta(job.conversationId, job.requestId, 'Thought it through.', { blockIndex: 1 });
+        await reply([{ block: { case: 'thinking', value: { thinking: 'Let me think.', signature: 'c2ln' } } }, text('Thought it through.')]);
+      } else if (said === 'search') {
+        const source = { url: 'https://en.wikipedia.org/wiki/Bedrock', title: 'Bedrock - Wikipedia' };
+        const serverTool = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
+        await reply([
+          serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'what is bedrock' } }),
+          serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZQ==' }] }),
+          text('Bedrock is solid rock.', JSON.stringify([{ type: 'web_search_result_location', ...source, encrypted_index: 'eA==', cited_text: 'Bedrock is' }])),
+        ]);
+      } else if (said === 'refuse') {
+        await reply([text('I')], StopReason.REFUSAL, { stopExplanation: 'It asks for harm.' });
+      } else if (said === 'long') {
+        await reply([text('Part one')], StopReason.MAX_TOKENS);
       } else if (said === 'write') {
         await reply([{ block: { case: 'toolUse', value: { id: `up_${job.requestId.slice(-8)}`, name: 'request_mode_upgrade', inputJson: '{"reason":"to fix the bug"}' } } }], StopReason.TOOL_USE);
       } else {
@@ -183,6 +204,61 @@ describe('bedrock CLI', () => {
     const cont = await bedrock(['continue', id]);
     expect(cont.code).toBe(0);
   }, 90_000);
+
+  it('prints thinking under its label (or not, with --hide-thinking), web searches with their sources, and the markers of a cut and a refusal', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    const think = await bedrock(['send', id, 'think', '--wait']);
+    expect(think.code).toBe(0);
+    // Captured output is no terminal: no ANSI styles.
+    expect(think.stdout).toContain('thinking:\nLet me think.\nThought it through.\n');
+    expect(think.stdout).not.toContain('\x1b[');
+    const hidden = await bedrock(['send', id, 'think', '--wait', '--hide-thinking']);
+    expect(hidden.stdout).toContain('Thought it through.');
+    expect(hidden.stdout).not.toMatch(/thinking:|Let me think/);
+
+    const search = await bedrock(['send', id, 'search', '--wait']);
+    expect(search.stdout).toContain(
+      ['⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', 'Bedrock is solid rock. [1]', '  [1] Bedrock - Wikipedia https://en.wikipedia.org/wiki/Bedrock'].join('\n'),
+    );
+
+    const refused = await bedrock(['send', id, 'refuse', '--wait']);
+    expect(refused.code).toBe(0);
+    expect(refused.stdout).toMatch(/^✗ The model declined to answer.*It asks for harm\./m);
+    // Said once: the marker carries the error message the service adds.
+    expect(refused.stdout.match(/declined/g)).toHaveLength(1);
+    expect(refused.stdout.match(/It asks for harm/g)).toHaveLength(1);
+
+    const long = await bedrock(['send', id, 'long', '--wait']);
+    expect(long.code).toBe(0);
+    expect(long.stdout).toContain('Part one\n⋯ Cut by the output limit — continued below.\n');
+    expect(long.stdout).toMatch(/^system: .*limit/m);
+    expect(long.stdout).toMatch(/^echo: /m);
+
+    const shown = await bedrock(['show', id]);
+    expect(shown.stdout).toContain('thinking:\n  Let me think.\nagent: Thought it through.');
+    expect(shown.stdout).toContain('⋯ Cut by the output limit — continued below.');
+    expect(shown.stdout.match(/declined/g)).toHaveLength(1);
+    expect((await bedrock(['show', id, '--hide-thinking'])).stdout).not.toContain('Let me think.');
+  }, 90_000);
+
+  it('new --thinking and the web tool flags choose the settings; settings shows and changes them', async () => {
+    const created = await bedrock(['new', '--cwd', '/tmp', '--thinking', 'low', '--json']);
+    expect(created.code).toBe(0);
+    const c = JSON.parse(created.stdout);
+    expect(c.thinking).toBe('THINKING_LEVEL_LOW');
+    expect((await bedrock(['settings', c.id])).stdout).toBe('thinking: low · web tools: none\n');
+    const changed = await bedrock(['settings', c.id, '--thinking', 'max']);
+    expect([changed.code, changed.stdout]).toEqual([0, 'thinking: max · web tools: none\n']);
+    expect(JSON.parse((await bedrock(['show', c.id, '--json'])).stdout).conversation.thinking).toBe('THINKING_LEVEL_MAX');
+    // This deployment allows no web tools: the service says so, the CLI exits 3.
+    const fetch = await bedrock(['settings', c.id, '--web-fetch']);
+    expect(fetch.code).toBe(3);
+    expect(fetch.stderr).toMatch(/^bedrock: InvalidArgument: .*web_fetch/);
+    const search = await bedrock(['new', '--cwd', '/tmp', '--web-search']);
+    expect(search.code).toBe(3);
+    expect(search.stderr).toMatch(/web_search/);
+    expect((await bedrock(['settings', c.id, '--thinking', 'extreme'])).code).toBe(2);
+  }, 60_000);
 
   it('distinguishes usage errors, rejections and server errors by exit code', async () => {
     expect((await bedrockBin(['send', 'only-an-id'])).code).toBe(2);

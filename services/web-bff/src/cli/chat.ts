@@ -1,25 +1,28 @@
 /**
  * `bedrock chat [ID]`: a prompt; each line is sent and the turn streams until the agent is
  * done. Ctrl-C during a turn cancels it; at the prompt it quits. An upgrade request asks y/n.
+ * --thinking and the web tool flags choose the settings of a new conversation, or change
+ * those of the one named.
  */
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { StateKind } from '@bedrock/contracts';
-import type { Ctx } from './commands.ts';
+import { applySettings, creationSettings, type Ctx, type SettingsFlags } from './commands.ts';
 import { EXIT } from './exit-codes.ts';
-import { createEventRenderer, describeState } from './render.ts';
+import { createEventRenderer, describeState, renderSettings } from './render.ts';
 import { followTurn } from './turn.ts';
 import { ConnectError } from '@connectrpc/connect';
 
-export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string }): Promise<number> {
+export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string; settings?: SettingsFlags }): Promise<number> {
   let id = opts.id;
   if (!id) {
-    const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '' };
+    const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', ...creationSettings(opts.settings) };
     const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
     id = res.conversation!.id;
   }
-  const got = await ctx.client.getConversation({ conversationId: id });
-  ctx.output.err(`conversation ${id} in ${got.conversation!.cwd} (${describeState(got.conversation!.state)}). Ctrl-C cancels a turn; Ctrl-D quits.\n`);
+  // An existing conversation takes the settings flags as a change (`bedrock settings`).
+  const c = opts.id ? await applySettings(ctx, id, opts.settings) : (await ctx.client.getConversation({ conversationId: id })).conversation!;
+  ctx.output.err(`conversation ${id} in ${c.cwd} (${describeState(c.state)}; ${renderSettings(c).trim()}). Ctrl-C cancels a turn; Ctrl-D quits.\n`);
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
   // Lines typed (or piped) while a turn streams are kept for the next prompt, not lost.
   const lines = rl[Symbol.asyncIterator]();
@@ -28,7 +31,7 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
     const next = await lines.next();
     return next.done ? undefined : String(next.value);
   };
-  const render = createEventRenderer(ctx.output);
+  const render = createEventRenderer(ctx.output, ctx.render);
   let turn: AbortController | undefined;
   rl.on('SIGINT', () => {
     if (!turn) {

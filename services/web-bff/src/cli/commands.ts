@@ -8,15 +8,18 @@ import {
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
   RespondToModeUpgradeResponseSchema,
+  ServerTool,
   StateKind,
+  ThinkingLevel,
   TriggerContinuationResponseSchema,
   type ConversationState,
   type ImageAttachment,
 } from '@bedrock/contracts';
+import { parseThinking } from '../../ui/src/agent-content.ts';
 import type { ApiClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Retry } from './retry.ts';
-import { createEventRenderer, describeState, ndjson, renderConversationLine, renderMessage, type Output } from './render.ts';
+import { createEventRenderer, describeState, ndjson, renderConversationLine, renderMessages, renderSettings, type Output, type RenderOptions } from './render.ts';
 import { followTurn, resumingWatch } from './turn.ts';
 
 export interface Ctx {
@@ -26,6 +29,54 @@ export interface Ctx {
   readonly signal: AbortSignal;
   /** Runs a change with a fresh request id, retried with the same id on UNAVAILABLE / ABORTED (retry.ts). */
   readonly retry: Retry;
+  /** How people's output looks (--hide-thinking; dim on a terminal). */
+  readonly render?: RenderOptions;
+}
+
+/** Thinking and web tools asked for on the command line (--thinking, --web-search, --no-web-search, ...). */
+export interface SettingsFlags {
+  /** UNSPECIFIED: not given. */
+  readonly thinking: ThinkingLevel;
+  readonly enable: readonly ServerTool[];
+  readonly disable: readonly ServerTool[];
+}
+
+/** Reads the settings flags; a level that is not one, or a tool both turned on and off, is a usage error. */
+export function parseSettingsFlags(values: {
+  thinking?: string | undefined;
+  'web-search'?: boolean | undefined;
+  'web-fetch'?: boolean | undefined;
+  'no-web-search'?: boolean | undefined;
+  'no-web-fetch'?: boolean | undefined;
+}): SettingsFlags {
+  let thinking = ThinkingLevel.UNSPECIFIED;
+  if (values.thinking !== undefined) {
+    const level = parseThinking(values.thinking);
+    if (level === undefined) throw new UsageError(`--thinking ${values.thinking}: use off, low, medium, high or max`);
+    thinking = level;
+  }
+  const enable: ServerTool[] = [];
+  const disable: ServerTool[] = [];
+  for (const [flag, tool] of [
+    ['web-search', ServerTool.WEB_SEARCH],
+    ['web-fetch', ServerTool.WEB_FETCH],
+  ] as const) {
+    const on = values[flag] === true;
+    const off = values[`no-${flag}`] === true;
+    if (on && off) throw new UsageError(`--${flag} and --no-${flag} contradict each other`);
+    if (on) enable.push(tool);
+    if (off) disable.push(tool);
+  }
+  return { thinking, enable, disable };
+}
+
+function hasSettings(flags: SettingsFlags | undefined): flags is SettingsFlags {
+  return flags !== undefined && (flags.thinking !== ThinkingLevel.UNSPECIFIED || flags.enable.length > 0 || flags.disable.length > 0);
+}
+
+/** The creation request's settings: the level (UNSPECIFIED: the deployment's default) and the tools turned on. */
+export function creationSettings(flags: SettingsFlags | undefined): { thinking: ThinkingLevel; serverTools: ServerTool[] } {
+  return { thinking: flags?.thinking ?? ThinkingLevel.UNSPECIFIED, serverTools: [...(flags?.enable ?? [])] };
 }
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`;
@@ -41,8 +92,8 @@ export async function loadImage(path: string): Promise<Omit<ImageAttachment, '$t
   return { mediaType, data };
 }
 
-export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: string; from?: string }): Promise<number> {
-  const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '' };
+export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: string; from?: string; settings?: SettingsFlags }): Promise<number> {
+  const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '', ...creationSettings(opts.settings) };
   const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
   const c = res.conversation!;
   ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
@@ -66,12 +117,37 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
     return EXIT.ok;
   }
   const c = res.conversation!;
-  ctx.output.out(`${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\n`);
+  ctx.output.out(`${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\n${renderSettings(c)}`);
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
   if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId}\n`);
   ctx.output.out('\n');
-  for (const m of res.messages) ctx.output.out(renderMessage(m));
+  ctx.output.out(renderMessages(res.messages, ctx.render));
+  return EXIT.ok;
+}
+
+/**
+ * Changes a conversation's thinking and web tools: only what the flags name (the tool list is
+ * the current one with the named tools turned on or off). Returns the conversation's settings
+ * after the change, or as they are when nothing was asked.
+ */
+export async function applySettings(ctx: Ctx, id: string, flags: SettingsFlags | undefined) {
+  if (!hasSettings(flags)) return (await ctx.client.getConversation({ conversationId: id })).conversation!;
+  let serverTools: { tools: ServerTool[] } | undefined;
+  if (flags.enable.length || flags.disable.length) {
+    const current = (await ctx.client.getConversation({ conversationId: id })).conversation!.serverTools;
+    const tools = [...new Set([...current, ...flags.enable])].filter((t) => !flags.disable.includes(t));
+    serverTools = { tools };
+  }
+  // Settings are set, not added to: a repeat after a lost answer changes nothing more.
+  const res = await ctx.retry(() => ctx.client.updateConversationSettings({ conversationId: id, thinking: flags.thinking, ...(serverTools ? { serverTools } : {}) }));
+  return res.conversation!;
+}
+
+/** `bedrock settings ID [--thinking L] [--web-search|--no-web-search] [--web-fetch|--no-web-fetch]`. */
+export async function settings(ctx: Ctx, id: string, flags: SettingsFlags): Promise<number> {
+  const c = await applySettings(ctx, id, flags);
+  ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : renderSettings(c));
   return EXIT.ok;
 }
 
@@ -102,14 +178,14 @@ export async function send(ctx: Ctx, id: string, text: string, opts: { images: s
     ctx.output.out(ctx.json ? json({ messageId: res.message?.id ?? '', state: describeState(res.state) }) : `${res.message?.id ?? ''}\n`);
     return EXIT.ok;
   }
-  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output);
+  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output, ctx.render);
   const rest = await followTurn({ client: ctx.client, conversationId: id, start: sendIt, onEvent: render, signal: ctx.signal });
   if (!ctx.json && rest) ctx.output.err(`· ${describeState(rest)}\n`);
   return restExit(rest);
 }
 
 export async function watch(ctx: Ctx, id: string): Promise<number> {
-  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output);
+  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output, ctx.render);
   for await (const event of resumingWatch(ctx.client, id, ctx.signal)) {
     if (event.kind.case === 'snapshot' && !ctx.json) {
       const c = event.kind.value.conversation!;

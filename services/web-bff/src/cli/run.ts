@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { hashToken, generateToken } from '../auth/token-store.ts';
 import { chat } from './chat.ts';
-import { action, list, newConversation, send, show, watch, type Ctx } from './commands.ts';
+import { action, list, newConversation, parseSettingsFlags, send, settings, show, watch, type Ctx } from './commands.ts';
 import { connect } from './connection.ts';
 import { EXIT, UsageError, describeError, exitCodeOf } from './exit-codes.ts';
 import { stdio, type Output } from './render.ts';
@@ -10,9 +10,11 @@ import { createRetry, retryPolicyFromEnv } from './retry.ts';
 
 export const USAGE = `usage: bedrock <command> [options]
 
-  chat [ID] [--cwd DIR] [--model M]   interactive chat (a new conversation without ID)
-  new [--cwd DIR] [--model M] [--from ID]
+  chat [ID] [--cwd DIR] [--model M] [SETTINGS]
+                                      interactive chat (a new conversation without ID)
+  new [--cwd DIR] [--model M] [--from ID] [SETTINGS]
                                       create a conversation; prints its id
+  settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived]
                                       list conversations (sub-agents with --parent)
   show ID                             the conversation and its messages (--json: everything)
@@ -22,6 +24,10 @@ export const USAGE = `usage: bedrock <command> [options]
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
 
+  SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
+  --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
+
+  --hide-thinking  leave the model's thinking out of the output
   --json        machine output (NDJSON events; JSON objects)
   --help        this text
 
@@ -43,7 +49,15 @@ const OPTIONS = {
   all: { type: 'boolean', default: false },
   parent: { type: 'string' },
   archived: { type: 'boolean', default: false },
+  thinking: { type: 'string' },
+  'web-search': { type: 'boolean' },
+  'web-fetch': { type: 'boolean' },
+  'no-web-search': { type: 'boolean' },
+  'no-web-fetch': { type: 'boolean' },
+  'hide-thinking': { type: 'boolean', default: false },
 } as const;
+
+const SETTINGS_FLAGS = ['thinking', 'web-search', 'web-fetch', 'no-web-search', 'no-web-fetch'] as const;
 
 function need(positionals: string[], count: number, what: string): string[] {
   if (positionals.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
@@ -68,20 +82,29 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, output: Output
   }
   if (command !== 'chat') process.once('SIGINT', onSigint);
   try {
+    const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
+    if (given.length && !['chat', 'new', 'settings'].includes(command)) throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
+    const settingsFlags = parseSettingsFlags(values);
+    const creating = command === 'new' || (command === 'chat' && !rest[0]);
+    if (creating && settingsFlags.disable.length) throw new UsageError(`a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`);
     const ctx: Ctx = {
       client: connect(env),
       output,
       json: values.json,
       signal: abort.signal,
       retry: createRetry({ policy: retryPolicyFromEnv(env), output, signal: abort.signal }),
+      // Dim thinking only on a terminal (not in files, pipes, or tests' captured output); NO_COLOR turns it off.
+      render: { hideThinking: values['hide-thinking'], color: output === stdio && Boolean(process.stdout.isTTY) && !env.NO_COLOR },
     };
     switch (command) {
       case 'chat':
         if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
-        return await chat(ctx, { id: rest[0], cwd: values.cwd, model: values.model });
+        return await chat(ctx, { id: rest[0], cwd: values.cwd, model: values.model, settings: settingsFlags });
       case 'new':
         need(rest, 0, 'no arguments (use --cwd, --model, --from)');
-        return await newConversation(ctx, { cwd: values.cwd, model: values.model, from: values.from });
+        return await newConversation(ctx, { cwd: values.cwd, model: values.model, from: values.from, settings: settingsFlags });
+      case 'settings':
+        return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
       case 'ls':
         need(rest, 0, 'no arguments');
         return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived });

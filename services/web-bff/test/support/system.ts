@@ -15,6 +15,7 @@ import {
   QUEUE_LLM_REQUESTS,
   QUEUE_TOOL_EXEC,
   QUEUE_TOOL_EXEC_RESTRICTED,
+  TokenDeltaKind,
   ToolExecJobSchema,
   type LlmRequestJob,
   type ToolExecJob,
@@ -51,8 +52,8 @@ export interface System {
   client(token: string | undefined, protocol?: Protocol): Client<typeof ConversationService>;
   /** Sends a result event the way the gateway and runner do. */
   send(conversationId: string, eventId: string, event: EventInit): Promise<void>;
-  /** Streams a token delta the way the gateway does (after the stream's last durable event). */
-  delta(conversationId: string, requestId: string, text: string): Promise<void>;
+  /** Streams a token delta the way the gateway does (after the stream's last durable event); answer text unless told otherwise. */
+  delta(conversationId: string, requestId: string, text: string, more?: { kind?: TokenDeltaKind; blockIndex?: number }): Promise<void>;
   waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
   close(): Promise<void>;
 }
@@ -172,11 +173,10 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     async send(conversationId, eventId, event) {
       await events.add(eventId, create(ConversationEventJobSchema, { eventId, conversationId, event }));
     },
-    async delta(conversationId, requestId, text) {
+    async delta(conversationId, requestId, text, more = {}) {
       const last = await workers.streams.last(conversationId);
-      await workers.streams.appendEphemeral(
-        create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value: { requestId, text } } }),
-      );
+      const value = { requestId, text, kind: more.kind ?? TokenDeltaKind.TEXT, blockIndex: more.blockIndex ?? 0 };
+      await workers.streams.appendEphemeral(create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value } }));
     },
     async waitFor(what, probe, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;

@@ -1,0 +1,199 @@
+/**
+ * The CLI's output for people (src/cli/render.ts) and its settings flags, without a server:
+ * thinking under its label (dimmed only on a terminal, or left out), the provider's tools one
+ * line each, cited sources as footnotes, and the one-line markers of cut, paused and declined
+ * answers (a refusal and the error message after it said once).
+ */
+import { describe, expect, it } from '@jest/globals';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { ConversationEventSchema, MessageSchema, MessageType, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind } from '@bedrock/contracts';
+import { parseSettingsFlags } from '../src/cli/commands.ts';
+import { createEventRenderer, renderMessages, renderSettings, type RenderOptions } from '../src/cli/render.ts';
+import { run } from '../src/cli/run.ts';
+
+type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
+type EventKind = Exclude<MessageInitShape<typeof ConversationEventSchema>, { $typeName: string }>['kind'];
+
+const message = (init: MessageInit) => create(MessageSchema, init);
+const event = (kind: EventKind) => create(ConversationEventSchema, { conversationId: 'c', kind });
+const thinkingDelta = (text: string, blockIndex = 0): EventKind => ({ case: 'tokenDelta', value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.THINKING } });
+const textDelta = (text: string, blockIndex = 1): EventKind => ({ case: 'tokenDelta', value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.TEXT } });
+const persisted = (init: MessageInit): EventKind => ({ case: 'messagePersisted', value: { message: init } });
+const text = (t: string, citations?: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } } });
+const thinking = (t: string) => ({ block: { case: 'thinking' as const, value: { thinking: t, signature: 'c2ln' } } });
+const serverTool = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
+
+/** Runs events through a renderer, returning what went to stdout and stderr. */
+function rendered(kinds: EventKind[], options: RenderOptions = {}): { out: string; err: string } {
+  let out = '';
+  let err = '';
+  const render = createEventRenderer({ out: (t) => void (out += t), err: (t) => void (err += t) }, options);
+  for (const k of kinds) render(event(k));
+  return { out, err };
+}
+
+const SOURCE = { url: 'https://en.wikipedia.org/wiki/Bedrock', title: 'Bedrock - Wikipedia' };
+const cite = { type: 'web_search_result_location', ...SOURCE, encrypted_index: 'eA==', cited_text: 'Bedrock is' };
+const searchBlocks = [
+  serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'what is bedrock' } }),
+  serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', ...SOURCE, encrypted_content: 'ZQ==' }] }),
+  text('Bedrock is solid rock.', [cite]),
+];
+
+describe('thinking in the live output', () => {
+  const turn = [
+    thinkingDelta('Let me '),
+    thinkingDelta('think.'),
+    textDelta('Thought it '),
+    textDelta('through.'),
+    persisted({ id: 'a1', type: MessageType.AGENT, content: [thinking('Let me think.'), text('Thought it through.')], stopReason: StopReason.END_TURN }),
+  ];
+
+  it('is printed under a label, plain when not on a terminal, and not again when its message is persisted', () => {
+    expect(rendered(turn).out).toBe('thinking:\nLet me think.\nThought it through.\n');
+  });
+
+  it('is dimmed on a terminal (ANSI dim), the answer is not', () => {
+    expect(rendered(turn, { color: true }).out).toBe('\x1b[2mthinking:\x1b[22m\n\x1b[2mLet me \x1b[22m\x1b[2mthink.\x1b[22m\nThought it through.\n');
+  });
+
+  it('is left out with --hide-thinking', () => {
+    expect(rendered(turn, { hideThinking: true }).out).toBe('Thought it through.\n');
+  });
+
+  it('that was not streamed (a watch that joined late) is printed from the message; redacted and hidden thinking are named', () => {
+    const out = rendered([
+      persisted({
+        id: 'a1',
+        type: MessageType.AGENT,
+        content: [thinking('Plan:\nread the file.'), { block: { case: 'redactedThinking', value: { data: 'ZW5j' } } }, thinking(''), text('Done.')],
+      }),
+    ]).out;
+    expect(out).toBe('thinking:\n  Plan:\n  read the file.\nthinking:\n  (redacted by the provider)\nthinking:\n  (not shown)\nDone.\n');
+  });
+});
+
+describe('web tools and citations', () => {
+  it('prints each server-tool block as one line and the cited sources as footnotes', () => {
+    const out = rendered([persisted({ id: 'a1', type: MessageType.AGENT, content: searchBlocks, stopReason: StopReason.END_TURN })]).out;
+    expect(out).toBe(
+      ['⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', 'Bedrock is solid rock. [1]', `  [1] Bedrock - Wikipedia ${SOURCE.url}`, ''].join('\n'),
+    );
+  });
+
+  it('says a fetch and its failure in one line each', () => {
+    const out = rendered([
+      persisted({
+        id: 'a1',
+        type: MessageType.AGENT,
+        content: [
+          serverTool({ type: 'server_tool_use', id: 'srvtoolu_2', name: 'web_fetch', input: { url: 'https://example.com/a' } }),
+          serverTool({ type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' } }),
+        ],
+      }),
+    ]).out;
+    expect(out).toBe('⏺ fetched: https://example.com/a\n  → web fetch failed: the page could not be reached\n');
+  });
+
+  it('adds footnotes after streamed text too', () => {
+    const out = rendered([textDelta('Bedrock is solid rock.', 2), persisted({ id: 'a1', type: MessageType.AGENT, content: searchBlocks })]).out;
+    expect(out).toBe(['Bedrock is solid rock.', '⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', `  [1] Bedrock - Wikipedia ${SOURCE.url}`, ''].join('\n'));
+  });
+});
+
+describe('how an answer ended', () => {
+  it('marks a cut and a pause with one line each; the cut notice shows', () => {
+    const out = rendered([
+      persisted({ id: 'a1', type: MessageType.AGENT, content: [text('Part one')], stopReason: StopReason.MAX_TOKENS }),
+      persisted({ id: 's1', type: MessageType.SYSTEM, content: [text('Your response was cut by the output limit. Continue where it stopped.')] }),
+      persisted({ id: 'a2', type: MessageType.AGENT, content: [searchBlocks[0]!], stopReason: StopReason.PAUSE_TURN }),
+    ]).out;
+    expect(out).toBe(
+      [
+        'Part one',
+        '⋯ Cut by the output limit — continued below.',
+        'system: Your response was cut by the output limit. Continue where it stopped.',
+        '⏺ searched: what is bedrock',
+        '⋯ Paused by the provider — continued below.',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('says a refusal once: with the error message that follows it, or alone', () => {
+    const refused = persisted({ id: 'a1', type: MessageType.AGENT, content: [text('I')], stopReason: StopReason.REFUSAL, stopExplanation: 'It asks for harm.' });
+    const error = persisted({ id: 'e1', type: MessageType.ERROR, content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')] });
+    const idle: EventKind = { case: 'stateChanged', value: { state: { kind: 1 } } };
+    expect(rendered([refused, error, idle]).out).toBe('I\n✗ The model declined to answer: It asks for harm. Rephrase your request or send a new message.\n');
+    // No error message after it (an older service): the marker with the explanation.
+    expect(rendered([refused, idle]).out).toBe('I\n✗ The model declined to answer: It asks for harm.\n');
+  });
+});
+
+describe('show', () => {
+  const messages = [
+    message({ id: 'u1', type: MessageType.USER, content: [text('What is bedrock?')] }),
+    message({
+      id: 'a1',
+      type: MessageType.AGENT,
+      content: [thinking('Search first.'), ...searchBlocks],
+      stopReason: StopReason.END_TURN,
+      usage: { outputTokens: 900n, thinkingTokens: 1500n, webSearchRequests: 1n },
+    }),
+    message({ id: 'a2', type: MessageType.AGENT, content: [], stopReason: StopReason.REFUSAL, stopExplanation: 'It asks for harm.' }),
+    message({ id: 'e1', type: MessageType.ERROR, content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')] }),
+  ];
+
+  it('prints thinking, web tools, sources, usage and the refusal (once)', () => {
+    expect(renderMessages(messages)).toBe(
+      [
+        'user: What is bedrock?',
+        'thinking:',
+        '  Search first.',
+        '⏺ searched: what is bedrock',
+        '  → 1 result: Bedrock - Wikipedia',
+        'agent: Bedrock is solid rock. [1]',
+        `  [1] Bedrock - Wikipedia ${SOURCE.url}`,
+        '  (1.5k thinking tokens · 1 web search)',
+        '✗ The model declined to answer: It asks for harm. Rephrase your request or send a new message.',
+        '',
+      ].join('\n'),
+    );
+    expect(renderMessages(messages, { hideThinking: true })).not.toMatch(/thinking:|Search first/);
+  });
+
+  it('names the settings', () => {
+    expect(renderSettings({ thinking: ThinkingLevel.LOW, serverTools: [] })).toBe('thinking: low · web tools: none\n');
+    expect(renderSettings({ thinking: ThinkingLevel.MAX, serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH] })).toBe('thinking: max · web tools: web search, web fetch\n');
+  });
+});
+
+describe('settings flags', () => {
+  it('reads --thinking and the web tool switches', () => {
+    expect(parseSettingsFlags({})).toEqual({ thinking: ThinkingLevel.UNSPECIFIED, enable: [], disable: [] });
+    expect(parseSettingsFlags({ thinking: 'medium', 'web-search': true, 'no-web-fetch': true })).toEqual({
+      thinking: ThinkingLevel.MEDIUM,
+      enable: [ServerTool.WEB_SEARCH],
+      disable: [ServerTool.WEB_FETCH],
+    });
+    expect(() => parseSettingsFlags({ thinking: 'extreme' })).toThrow('--thinking extreme: use off, low, medium, high or max');
+    expect(() => parseSettingsFlags({ 'web-fetch': true, 'no-web-fetch': true })).toThrow('--web-fetch and --no-web-fetch contradict each other');
+  });
+
+  it('refuses them where they mean nothing, before calling the server (exit 2)', async () => {
+    const attempt = async (args: string[]) => {
+      let err = '';
+      const code = await run(args, { BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_TOKEN: 't', BEDROCK_RETRY_FOR: '0' }, { out: () => undefined, err: (t) => void (err += t) });
+      return { code, err: err.split('\n')[0] };
+    };
+    expect(await attempt(['new', '--thinking', 'extreme'])).toEqual({ code: 2, err: 'bedrock: --thinking extreme: use off, low, medium, high or max' });
+    expect(await attempt(['ls', '--thinking', 'low'])).toEqual({ code: 2, err: 'bedrock: --thinking applies to chat, new and settings' });
+    expect(await attempt(['send', 'id', 'hi', '--web-search'])).toEqual({ code: 2, err: 'bedrock: --web-search applies to chat, new and settings' });
+    expect((await attempt(['new', '--no-web-search'])).code).toBe(2);
+    expect((await attempt(['chat', '--no-web-fetch'])).code).toBe(2);
+    expect((await attempt(['settings'])).code).toBe(2);
+    expect((await attempt(['settings', 'id', '--web-search', '--no-web-search'])).code).toBe(2);
+    // Valid flags get as far as the (absent) server: exit 4, not a usage error.
+    expect((await attempt(['settings', 'id', '--thinking', 'low'])).code).toBe(4);
+  });
+});

@@ -65,7 +65,10 @@ describe('live watch of a turn', () => {
     const deltas = events.flatMap((e) => (e.kind.case === 'tokenDelta' ? [e.kind.value.text] : []));
     expect(deltas.join('')).toBe('Hello!');
     const persisted = events.flatMap((e) => (e.kind.case === 'messagePersisted' ? [e.kind.value.message!] : []));
-    expect(persisted.map((m) => m.content[0]?.block.value)).toEqual([{ $typeName: 'bedrock.v1.TextBlock', text: 'hello' }, { $typeName: 'bedrock.v1.TextBlock', text: 'Hello!' }]);
+    expect(persisted.map((m) => m.content[0]?.block.value)).toEqual([
+      { $typeName: 'bedrock.v1.TextBlock', text: 'hello', citationsJson: '' },
+      { $typeName: 'bedrock.v1.TextBlock', text: 'Hello!', citationsJson: '' },
+    ]);
     // Positions strictly increase; durable sequences are consecutive after the snapshot's.
     const live = events.filter((e) => e.kind.case !== 'heartbeat');
     for (let i = 1; i < live.length; i++) {

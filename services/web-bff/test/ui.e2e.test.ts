@@ -733,6 +733,11 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
     await p.screenshot({ path: join(SHOTS, 'blocks.png'), fullPage: true });
     await refused.scrollIntoViewIfNeeded();
     await p.screenshot({ path: join(SHOTS, 'blocks-end.png') });
+    await p.emulateMedia({ colorScheme: 'dark' });
+    await p.screenshot({ path: join(SHOTS, 'blocks-end-dark.png') });
+    await web.scrollIntoViewIfNeeded();
+    await p.screenshot({ path: join(SHOTS, 'blocks-dark.png') });
+    await p.emulateMedia({ colorScheme: 'light' });
   });
 
   it('streams thinking into a collapsed section apart from the answer text, and keeps it as the user left it', async () => {

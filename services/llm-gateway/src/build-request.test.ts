@@ -228,6 +228,7 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
     const job = makeJob({
       thinking: ThinkingLevel.HIGH,
       model: 'claude-opus-5',
+      serverTools: [ServerTool.WEB_SEARCH],
       messages: [
         { role: Role.USER, content: [text('when was it released?')] },
         {
@@ -258,6 +259,24 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
     ]);
     // The tool loop's assistant turn starts with thinking: thinking stays on.
     expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+  });
+
+  it('turns the blocks of a server tool turned off since into text notes, and drops the citations into them; a continuation keeps them', async () => {
+    const history = [
+      { role: Role.USER, content: [text('when was it released?')] },
+      { role: Role.ASSISTANT, content: [serverTool(searchUse), serverTool(searchResult), citedText('It was released in May.', [citation])] },
+      { role: Role.USER, content: [text('thanks; now without the web')] },
+    ];
+    const params = await buildMessagesRequest(makeJob({ messages: history }), options);
+    expect(toolNames(params)).not.toContain('web_search');
+    expect(params.messages[1]!.content).toEqual([
+      { type: 'text', text: '[Earlier web_search call, a tool now turned off: {"query":"bedrock release date"}]' },
+      { type: 'text', text: '[Its result: Release (https://example.com/r)]' },
+      { type: 'text', text: 'It was released in May.' },
+    ]);
+    const summary = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, messages: history }), options);
+    expect(toolNames(summary)).toContain('web_search');
+    expect((summary.messages[1]!.content as unknown[])[0]).toEqual(searchUse);
   });
 
   it('rejects a stored server tool block that is not a JSON object, in a sentence', async () => {
@@ -304,7 +323,7 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
       { type: 'text', text: 'Found one; checking more', cache_control: { type: 'ephemeral' } },
     ]);
     // Ending with the provider's result block: nothing to trim, and the breakpoint goes to the nearest earlier text.
-    const atResult = await buildMessagesRequest(makeJob({ messages: [job.messages[0]!, { role: Role.ASSISTANT, content: [text('Searching.'), serverTool(searchUse), serverTool(searchResult)] }] }), options);
+    const atResult = await buildMessagesRequest(makeJob({ serverTools: [ServerTool.WEB_SEARCH], messages: [job.messages[0]!, { role: Role.ASSISTANT, content: [text('Searching.'), serverTool(searchUse), serverTool(searchResult)] }] }), options);
     expect(atResult.messages[1]!.content).toEqual([{ type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral' } }, searchUse, searchResult]);
     expect(atResult.messages).toHaveLength(2);
   });
@@ -448,7 +467,7 @@ describe('buildMessagesRequest: thinking', () => {
 
   it('leaves thinking out when resuming a paused turn that does not start with thinking', async () => {
     const paused = (first: ReturnType<typeof text>[]) =>
-      makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.HIGH, messages: [{ role: Role.USER, content: [text('search')] }, { role: Role.ASSISTANT, content: [...first, serverTool(searchUse), serverTool(searchResult)] }] });
+      makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH], messages: [{ role: Role.USER, content: [text('search')] }, { role: Role.ASSISTANT, content: [...first, serverTool(searchUse), serverTool(searchResult)] }] });
     expect((await buildMessagesRequest(paused([]), options)).thinking).toBeUndefined();
     expect((await buildMessagesRequest(paused([thinking('t', 's')]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
   });

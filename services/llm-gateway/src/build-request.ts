@@ -123,6 +123,11 @@ export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOpt
   }
 
   const messages = await convertMessages(job, options, hooks);
+  // A server tool the conversation has turned off since it was used: its blocks become text
+  // notes (a normal turn never defines a tool the user turned off, and the API rejects a
+  // server_tool_use naming a tool the request does not define). A request that can call
+  // nothing (a continuation summary, a job with no tools) keeps them and defines the tool (below).
+  if (job.purpose !== LlmRequestPurpose.CONTINUATION && (clientTools.length > 0 || serverTools.length > 0)) describeServerToolsTurnedOff(messages, serverTools);
   if (messages.length === 0) throw new InvalidJobError('The request has no messages to send.');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('The history must start with a user message.');
   // Current models reject an assistant prefill (a request ending in an assistant turn), with
@@ -260,6 +265,53 @@ function markNearest(messages: MessageParam[], end: number): boolean {
 }
 
 /** A paused turn is sent back as it is, but the API rejects final assistant content ending in whitespace. */
+/**
+ * Replaces, in place, the blocks of server tools not in `enabled` by short text notes (the call,
+ * and the result's titles and addresses), and drops the citations of text in the turns that held
+ * them (they point into the results that are gone). Exported for tests.
+ */
+export function describeServerToolsTurnedOff(messages: MessageParam[], enabled: readonly string[]): void {
+  for (const message of messages) {
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
+    const content = message.content as BlockParam[];
+    const off = new Set<string>();
+    for (const b of content) {
+      const block = b as unknown as Record<string, unknown>;
+      if (block.type === 'server_tool_use' && typeof block.name === 'string' && !enabled.includes(block.name)) off.add(String(block.id));
+    }
+    if (off.size === 0) continue;
+    const rewritten: BlockParam[] = content.map((b) => {
+      const block = b as unknown as Record<string, unknown>;
+      if (block.type === 'server_tool_use' && off.has(String(block.id))) {
+        return { type: 'text', text: `[Earlier ${String(block.name)} call, a tool now turned off: ${JSON.stringify(block.input ?? {})}]` };
+      }
+      if (typeof block.type === 'string' && isServerToolBlockType(block.type) && off.has(String(block.tool_use_id))) {
+        return { type: 'text', text: `[Its result: ${summariseServerResult(block.content)}]` };
+      }
+      if (block.type === 'text' && block.citations) {
+        const { citations: _dropped, ...rest } = block;
+        void _dropped;
+        return rest as unknown as BlockParam;
+      }
+      return b;
+    });
+    message.content = rewritten;
+  }
+}
+
+function summariseServerResult(content: unknown): string {
+  const items = Array.isArray(content) ? content : [content];
+  const parts = items.flatMap((item) => {
+    if (typeof item !== 'object' || item === null) return [];
+    const r = item as Record<string, unknown>;
+    if (typeof r.error_code === 'string') return [`error ${r.error_code}`];
+    const url = typeof r.url === 'string' ? r.url : undefined;
+    const title = typeof r.title === 'string' ? r.title : undefined;
+    return url ? [title ? `${title} (${url})` : url] : [];
+  });
+  return parts.length > 0 ? parts.join('; ') : 'not kept';
+}
+
 function trimFinalText(message: MessageParam): void {
   const content = message.content as BlockParam[];
   const last = content[content.length - 1];

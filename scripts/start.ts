@@ -9,7 +9,7 @@ const bedrock = await startEmbedded();
 const cli = `BEDROCK_URL=${bedrock.httpUrl} npx bedrock`;
 console.log(`
 Bedrock is running (embedded: PostgreSQL in-process, in-process queues, data in ${bedrock.dataDir}).
-${bedrock.offline ? 'Model: the OFFLINE DEMO model (no ANTHROPIC_API_KEY set). It is not a language model: try "$ ls" lines, /write, /think, /upgrade, /agents, /usage.\n' : ''}
+${bedrock.offline ? 'Model: the OFFLINE DEMO model (no ANTHROPIC_API_KEY set). It is not a language model: try "$ ls" lines, /write, /think, /think-long, /cut, /upgrade, /agents, /usage.\n' : ''}
   Web UI:   ${bedrock.httpUrl}/?token=${bedrock.token}
   gRPC:     ${bedrock.grpcUrl}   (token in ${bedrock.dataDir}/token)
   Tools:    ${bedrock.toolIsolation}

@@ -9,7 +9,7 @@ import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromE
 import type { Transport } from '@bedrock/platform';
 import { createHealth, createLogger, createMetrics, startMetricsServer } from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
-import { offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
+import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
 import type { MessagesApiServer } from '@bedrock/testkit';
 import type { LlmGatewayConfig } from './config.ts';
 import { ImageCache, RefusedImages } from './images.ts';
@@ -70,7 +70,9 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
     },
     async start() {
       if (offline) {
-        localServer = await startMessagesApiServer({ fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }), keepRequests: 0 });
+        // A fixed signing key: thinking blocks stored by an earlier run or signed by another
+        // replica's offline server stay valid.
+        localServer = await startMessagesApiServer({ fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }), keepRequests: 0, signingKey: OFFLINE_SIGNING_KEY });
         providerUrl = localServer.url;
         logger.warn({ provider_url: providerUrl }, 'ANTHROPIC_API_KEY is not set: answering with the offline demo model (not a real language model)');
       } else {

@@ -155,7 +155,7 @@ describe('offline model: thinking and cuts', () => {
       expect(thought).toContain('the cache layout');
       expect(thought.length).toBeGreaterThan(1000);
       expect((reply.content[0] as { signature?: unknown }).signature).toBeUndefined(); // the server signs it
-      expect(text(reply.content)).toMatch(/^After thinking it over \(offline demo model\): the cache layout\./);
+      expect(text(reply.content)).toMatch(/^After thinking over "the cache layout" \(offline demo model\): the thinking above/);
     }
     for (const b of [body([user('/think-long the cache layout')]), withThinking(body([user('/think-long the cache layout')]), { type: 'disabled' })]) {
       const reply = offlineReply(b);

@@ -232,10 +232,10 @@ const thinkingOn = (body: MessagesRequestBody) => body.thinking?.type === 'enabl
 function thinkLong(topic: string, on: boolean, reply: (content: ScriptBlock[], inputTokens?: number) => ScriptedMessage, usage: number | undefined): ScriptedMessage {
   const subject = topic || 'the question';
   if (!on) {
-    return reply([{ type: 'text', text: `Thinking is off for this request, so I answer without a thinking block (offline demo model). On ${subject}: turn thinking on and ask again to see my thinking first.` }], usage);
+    return reply([{ type: 'text', text: `Thinking is off for this request, so I answer without a thinking block (offline demo model). On "${subject}": turn thinking on and ask again to see my thinking first.` }], usage);
   }
   const thinking = [
-    `The user asks me to think at length about: ${subject}. I am the offline demo model, so these thoughts are scripted, but they stream, are signed and are sent back exactly like a real model's thinking.`,
+    `The user asks me to think at length about "${subject}". I am the offline demo model, so these thoughts are scripted, but they stream, are signed and are sent back exactly like a real model's thinking.`,
     `First, what is being asked. "${subject}" could be read narrowly, as a single question with one answer, or broadly, as an invitation to explore the surrounding trade-offs. A careful answer starts by naming which reading it takes and why.`,
     `Second, what I already know. Anything in the conversation so far constrains the answer: earlier tool results, files written, the mode the conversation runs in. None of it contradicts a direct answer here, so I can keep the answer short.`,
     `Third, the alternatives. I could answer immediately, ask a clarifying question, or run tools to gather facts first. Running tools costs time; asking costs a round trip; answering directly risks being wrong. For a demo, answering directly is the right call.`,
@@ -245,7 +245,7 @@ function thinkLong(topic: string, on: boolean, reply: (content: ScriptBlock[], i
   return reply(
     [
       { type: 'thinking', thinking },
-      { type: 'text', text: `After thinking it over (offline demo model): ${subject}. The thinking above came as its own signed block before this answer.` },
+      { type: 'text', text: `After thinking over "${subject}" (offline demo model): the thinking above came as its own signed block before this answer.` },
     ],
     usage,
   );

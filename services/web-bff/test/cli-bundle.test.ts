@@ -1,0 +1,75 @@
+/**
+ * The `bedrock` bin runs the esbuild bundle dist/cli/bedrock.mjs (made by `npm run build`, which
+ * `npm ci` runs) and behaves as the TypeScript sources do; without a bundle it runs the sources
+ * through tsx and says so on stderr (docs/cli.md, "How it runs"). cli.test.ts and
+ * cli-retry.test.ts run the same bin against real servers.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { hashToken } from '../src/auth/token-store.ts';
+import { USAGE } from '../src/cli/run.ts';
+
+const PKG = resolve('services/web-bff');
+const BIN = resolve('node_modules/.bin/bedrock');
+const NOTE = /^bedrock: note: the CLI bundle is (missing|out of date)/;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function bin(path: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((done) => {
+    execFile(path, args, { env: { PATH: process.env.PATH, HOME: '/nonexistent', BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_RETRY_FOR: '0', ...env }, timeout: 30_000 }, (err, stdout, stderr) =>
+      done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+let scratch: string;
+beforeAll(async () => {
+  scratch = mkdtempSync(join(tmpdir(), 'bedrock-cli-bundle-'));
+  // A fresh `npm ci` built it; after a source change (a developer's edit) build it again here.
+  if (NOTE.test((await bin(BIN, ['--help'])).stderr)) execFileSync(process.execPath, [join(PKG, 'bin', 'build-cli.mjs')]);
+});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('the bedrock bin', () => {
+  it('runs the bundle: no note, the same help as the sources', async () => {
+    const help = await bin(BIN, ['--help']);
+    expect(help).toEqual({ code: 0, stdout: USAGE, stderr: '' });
+    expect(await bin(BIN, ['--help'], { BEDROCK_CLI: 'source' })).toEqual(help);
+    // The bundle holds no tsx and none of the servers' plumbing it need not start.
+    const bundle = readFileSync(join(PKG, 'dist', 'cli', 'bedrock.mjs'), 'utf8');
+    expect(bundle).not.toMatch(/tsx\/esm|pino|prom-client/);
+  });
+
+  it('the bundle and the sources answer alike: token hash, usage errors, an unreachable server', async () => {
+    for (const args of [['token', 'hash', 'abc'], ['ls', '--bogus'], ['frobnicate'], ['send', 'only-an-id'], ['ls'], ['cancel', 'x']]) {
+      const bundled = await bin(BIN, args);
+      const source = await bin(BIN, args, { BEDROCK_CLI: 'source' });
+      expect([args, bundled]).toEqual([args, source]);
+      expect(bundled.stderr).not.toMatch(NOTE);
+    }
+    expect((await bin(BIN, ['token', 'hash', 'abc'])).stdout).toContain(hashToken('abc'));
+    expect((await bin(BIN, ['ls'])).code).toBe(4);
+    expect((await bin(BIN, ['token', 'new'])).stdout).toMatch(/\S{20,}/);
+  }, 60_000);
+
+  it('without a bundle runs the sources through tsx and says so in one line', async () => {
+    // A copy of the package with the bin but no dist/: the sources and node_modules linked.
+    const pkg = join(scratch, 'web-bff');
+    mkdirSync(join(pkg, 'bin'), { recursive: true });
+    cpSync(join(PKG, 'bin', 'bedrock.js'), join(pkg, 'bin', 'bedrock.js'));
+    symlinkSync(join(PKG, 'src'), join(pkg, 'src'));
+    symlinkSync(resolve('node_modules'), join(pkg, 'node_modules'));
+    const help = await bin(join(pkg, 'bin', 'bedrock.js'), ['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toBe(USAGE);
+    expect(help.stderr).toMatch(/^bedrock: note: the CLI bundle is missing; running the sources through tsx \(slower; .*\)\n$/);
+  }, 60_000);
+});

@@ -3,25 +3,36 @@
  * machine load hits every variant alike:
  *   plain         spawn bash -c true (no helper)
  *   limits        through the helper with resource limits only (Unrestricted mode)
- *   restricted    through the helper with Landlock + seccomp + capabilities dropped
- *   bash tool     the whole Restricted bash tool: scratch dir, pids cgroup, helper, capture
- * Prints median and p99 of each and the ratios to plain. Asserts nothing.
+ *   helper        the sandbox helper alone, as a Restricted run uses it (tool user, Landlock,
+ *                 seccomp, capabilities dropped), without scratch or pids cgroup
+ *   bash tool     the whole Restricted bash tool through the executor, as a tool call runs:
+ *                 job in, ToolCompleteEvent out (scratch, pids cgroup, helper, capture), with
+ *                 the runner's helpers started ahead (src/sandbox/warm-helpers.ts)
+ *   tool, cold    the same with no helper waiting (a burst beyond the pool): the run starts
+ *                 its helper and its cgroup itself
+ * Prints median and p99 of each, the ratios to plain, and whole/plain against the 1.5x target.
+ * Asserts nothing.
  */
 import { spawn } from 'node:child_process';
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { Mode } from '@bedrock/contracts';
+import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { Mode, ToolExecJobSchema } from '@bedrock/contracts';
 import { DEFAULT_HELPER_PATH } from '../src/config.ts';
 import { DEFAULT_RESTRICTED_LIMITS, DEFAULT_UNRESTRICTED_LIMITS, limitArgs } from '../src/sandbox/limits.ts';
-import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
-import { executeTool } from '../src/tools/execute-tool.ts';
+import { closeSandboxSettings, createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
+import { createToolExecutor } from '../src/tool-executor.ts';
 import { fmtMs, quantile } from './stats.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 150);
+const TARGET = 1.5;
+const TOOL_ID = 65534;
 
-function run(argv: string[]): Promise<number> {
+function run(argv: string[], cwd: string): Promise<number> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(argv[0] as string, argv.slice(1), { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     child.stdout.resume();
     child.stderr.resume();
     child.on('error', reject);
@@ -29,33 +40,57 @@ function run(argv: string[]): Promise<number> {
   });
 }
 
-const { settings, probe } = await createSandboxSettings({
-  runnerId: `bench-${process.pid}`,
+// A working directory the tool user can read (the OS temp dir may not be listable by it), and
+// a scratch root of the bench's own.
+const cwd = mkdtempSync(join(tmpdir(), 'bedrock-bench-cwd-'));
+chmodSync(cwd, 0o755);
+if (process.getuid?.() === 0) chownSync(cwd, TOOL_ID, TOOL_ID);
+const scratchRoot = join(tmpdir(), 'bedrock-scratch-bench');
+
+const settingsInput = {
   helperPath: DEFAULT_HELPER_PATH,
   scratch: true,
-  scratchRoot: tmpdir(),
+  scratchRoot,
   pidsCgroup: 'auto',
   restrictedLimits: DEFAULT_RESTRICTED_LIMITS,
   unrestrictedLimits: DEFAULT_UNRESTRICTED_LIMITS,
-});
+  toolHidePaths: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'],
+};
+const { settings, probe } = await createSandboxSettings({ ...settingsInput, runnerId: `bench-${process.pid}` });
+const { settings: coldSettings } = await createSandboxSettings({ ...settingsInput, runnerId: `bench-cold-${process.pid}`, warmHelpers: 0 });
 if (!probe.sandboxAvailable) {
   console.log(`sandbox unavailable here (${probe.reason}): nothing to compare`);
+  await closeSandboxSettings(settings);
+  await closeSandboxSettings(coldSettings);
   process.exit(0);
+}
+const user = settings.toolUser ? ['--uid', String(TOOL_ID), '--gid', String(TOOL_ID)] : [];
+const executor = createToolExecutor({ runnerId: 'bench', context: { sandbox: settings, capture: {} } });
+const coldExecutor = createToolExecutor({ runnerId: 'bench', context: { sandbox: coldSettings, capture: {} } });
+let sequence = 0;
+
+async function toolCall(through: typeof executor): Promise<number> {
+  const job = create(ToolExecJobSchema, {
+    toolUseId: `bench-${process.pid}-${++sequence}`,
+    conversationId: 'bench',
+    toolName: 'bash',
+    inputJson: '{"command":"true"}',
+    cwd,
+    mode: Mode.RESTRICTED,
+  });
+  const t0 = performance.now();
+  const result = await through.execute(job);
+  const ms = performance.now() - t0;
+  if (result.isError) throw new Error(result.content);
+  return ms;
 }
 
 const variants: Record<string, () => Promise<number>> = {
-  plain: () => run(['bash', '-c', 'true']),
-  limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_UNRESTRICTED_LIMITS), '--', 'bash', '-c', 'true']),
-  restricted: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_RESTRICTED_LIMITS), '--restricted', '--', 'bash', '-c', 'true']),
-  'bash tool': async () => {
-    const t0 = performance.now();
-    const r = await executeTool(
-      { toolName: 'bash', inputJson: '{"command":"true"}', cwd: tmpdir(), mode: Mode.RESTRICTED },
-      { sandbox: settings, signal: new AbortController().signal, capture: {} },
-    );
-    if (r.isError) throw new Error(r.content);
-    return performance.now() - t0;
-  },
+  plain: () => run(['bash', '-c', 'true'], cwd),
+  limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_UNRESTRICTED_LIMITS), '--', 'bash', '-c', 'true'], cwd),
+  helper: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_RESTRICTED_LIMITS), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
+  'bash tool': () => toolCall(executor),
+  'tool, cold': () => toolCall(coldExecutor),
 };
 
 const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
@@ -63,11 +98,18 @@ for (const fn of Object.values(variants)) await fn(); // warm-up
 for (let i = 0; i < ROUNDS; i++) {
   for (const [name, fn] of Object.entries(variants)) samples[name]?.push(await fn());
 }
-settings.cgroups?.close();
+await closeSandboxSettings(settings);
+await closeSandboxSettings(coldSettings);
+rmSync(cwd, { recursive: true, force: true });
 
-const plainMedian = quantile(samples.plain ?? [], 0.5);
-console.log(`bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, pids cgroup ${settings.cgroups ? 'on' : 'off'})`);
+const median = (name: string): number => quantile(samples[name] ?? [], 0.5);
+const plainMedian = median('plain');
+console.log(`bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, pids cgroup ${settings.cgroups ? 'on' : 'off'}, private mounts ${probe.privateMounts ? 'on' : 'off'})`);
 for (const [name, v] of Object.entries(samples)) {
-  const median = quantile(v, 0.5);
-  console.log(`  ${name.padEnd(11)} median ${fmtMs(median).padEnd(10)} p99 ${fmtMs(quantile(v, 0.99)).padEnd(10)} ratio to plain (median) ${(median / plainMedian).toFixed(2)}x`);
+  console.log(`  ${name.padEnd(11)} median ${fmtMs(quantile(v, 0.5)).padEnd(10)} p99 ${fmtMs(quantile(v, 0.99)).padEnd(10)} ratio to plain (median) ${(quantile(v, 0.5) / plainMedian).toFixed(2)}x`);
 }
+const whole = median('bash tool') / plainMedian;
+console.log(
+  `  whole Restricted bash tool ${fmtMs(median('bash tool'))} | helper alone ${fmtMs(median('helper'))} | plain ${fmtMs(plainMedian)}: ` +
+    `whole/plain ${whole.toFixed(2)}x (target <= ${TARGET}x: ${whole <= TARGET ? 'met' : 'missed'})`,
+);

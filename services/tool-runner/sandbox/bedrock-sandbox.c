@@ -29,6 +29,10 @@
  *   bedrock-sandbox --hold-net-ruleset --deny-port N...
  *       Builds the port rules once, prints "ready PID FD", and keeps them until stdin closes.
  *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
+ *   bedrock-sandbox --await-args [--cgroup DIR]
+ *       Started ahead of its run: joins DIR now (the slow part of a cgroup), writes "ready" on
+ *       fd 3, then reads "CWD\0ARG\0...\0" on fd 4 until EOF, enters CWD and runs as if ARGs
+ *       (the options above, `--`, the command) had been given. See await_args().
  *       --mem BYTES       RLIMIT_AS           --cpu SECONDS   RLIMIT_CPU (hard = soft + 5)
  *       --nproc N         RLIMIT_NPROC        --fsize BYTES   RLIMIT_FSIZE
  *       --nofile N        RLIMIT_NOFILE       (0 or absent: leave the limit unchanged)
@@ -44,7 +48,8 @@
  * status (or dies of its signal). SIGTERM, SIGINT, SIGHUP, and the runner's death (delivered
  * as SIGTERM by PR_SET_PDEATHSIG) make it kill the tree. So the helper's exit means the whole tree is gone, without
  * depending on how promptly PID 1 reaps orphans. Limits, the cgroup and the sandbox apply to
- * the command only; the supervisor stays outside them, where the command cannot signal it.
+ * the command only; the supervisor stays outside them, where the command cannot signal it
+ * (except the cgroup, which a helper started with --await-args has joined ahead of its run).
  *
  * The system headers may predate the running kernel, so the Landlock ABI is defined here and
  * the kernel is asked for its version; rights the kernel does not know are left out.
@@ -711,7 +716,83 @@ static unsigned long long parse_number(const char *s, int *ok) {
   return v;
 }
 
+/* fd on which a pre-started helper (--await-args) receives its run: "CWD\0ARG\0ARG\0...\0". */
+#define ARGS_FD 4
+#define ARGS_MAX (8u << 20)
+
+/* Set when this process already joined the run's cgroup (--await-args): its child inherits it. */
+static int cgroup_joined = 0;
+
+/*
+ * A helper started ahead of its run (the runner keeps a few ready): joins its own fresh pids
+ * cgroup now, because a migration between cgroups waits for an RCU grace period (about 10 ms)
+ * that would otherwise be on the run's critical path, says "ready" on fd 3, then waits for the
+ * run's working directory and arguments on fd 4 (NUL-terminated strings, until EOF). The
+ * supervisor then stays in that cgroup too (one task more than the command's own; the runner
+ * raises pids.max by one); the command inherits it at fork. Returns 0 with *argcp and *argvp set to
+ * the run's arguments as if given on the command line, 1 when the runner closed fd 4 without
+ * sending any (no longer needed: exit quietly), 125 on failure.
+ */
+static int await_args(int *argcp, char ***argvp) {
+  char **argv = *argvp;
+  if (*argcp == 4 && strcmp(argv[2], "--cgroup") == 0) {
+    char err[512];
+    if (join_cgroup(argv[3], err, sizeof(err)) < 0) return fail(err);
+    cgroup_joined = 1;
+  } else if (*argcp != 2) {
+    return fail("usage: bedrock-sandbox --await-args [--cgroup DIR]");
+  }
+  ssize_t said = write(REPORT_FD, "ready\n", 6);
+  (void)said;
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap);
+  if (!buf) return fail("out of memory");
+  for (;;) {
+    if (len == cap) {
+      if (cap >= ARGS_MAX) return fail("the arguments are too long");
+      cap *= 2;
+      char *bigger = realloc(buf, cap);
+      if (!bigger) return fail("out of memory");
+      buf = bigger;
+    }
+    ssize_t n = read(ARGS_FD, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("cannot read the arguments");
+    if (n == 0) break;
+    len += (size_t)n;
+  }
+  close(ARGS_FD);
+  if (len == 0) return 1;
+  if (buf[len - 1] != 0) return fail("malformed arguments");
+  int count = 0;
+  for (size_t k = 0; k < len; k++) count += buf[k] == 0;
+  if (count < 2) return fail("malformed arguments");
+  char **args = calloc((size_t)count + 1, sizeof(char *));
+  if (!args) return fail("out of memory");
+  args[0] = argv[0];
+  char *cursor = buf;
+  const char *cwd = cursor;
+  cursor += strlen(cursor) + 1;
+  for (int k = 1; k < count; k++) {
+    args[k] = cursor;
+    cursor += strlen(cursor) + 1;
+  }
+  args[count] = NULL;
+  if (chdir(cwd) < 0) {
+    char msg[600];
+    snprintf(msg, sizeof(msg), "cannot enter the working directory %.400s: %s", cwd, strerror(errno));
+    return fail(msg);
+  }
+  *argcp = count;
+  *argvp = args;
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--await-args") == 0) {
+    int waited = await_args(&argc, &argv);
+    if (waited) return waited == 1 ? 0 : waited;
+  }
   int restricted = 0, do_probe = 0, do_hold = 0;
   const char *net_ruleset_spec = NULL;
   int max_abi = -1;
@@ -848,7 +929,7 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != supervisor) _exit(125);
     char err[512] = "";
-    if (cgroup && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
+    if (cgroup && !cgroup_joined && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
     if (set_limit(RLIMIT_AS, mem, mem) < 0) return fail("setrlimit(RLIMIT_AS) failed");
     if (set_limit(RLIMIT_CPU, cpu, cpu + 5) < 0) return fail("setrlimit(RLIMIT_CPU) failed");
     if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");

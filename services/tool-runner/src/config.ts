@@ -49,6 +49,8 @@ export interface ToolRunnerConfig {
   readonly toolHidePaths: readonly string[];
   /** `auto` (find a writable pids hierarchy), `off`, or a directory to create per-run pids cgroups in. */
   readonly pidsCgroup: string;
+  /** Sandbox helpers kept started ahead of their runs, each in its own fresh pids cgroup (with a pids cgroup only). Default 2. */
+  readonly warmHelpers: number;
   readonly restrictedLimits: ResourceLimits;
   readonly unrestrictedLimits: ResourceLimits;
   /** Bytes of command output kept from the start and from the end. Default 50 000 each. */
@@ -114,6 +116,7 @@ const spec = {
   toolDenyPorts: setting({ name: 'BEDROCK_TOOL_DENY_PORTS', parse: portList(), default: [5432, 6379, 50051, 50052, 50053] as readonly number[], doc: 'TCP ports tools may never connect to, on any address (Landlock ABI 4+): the system\'s own Postgres, Redis and internal gRPC ports. The port of REDIS_URL and the runner\'s own gRPC and metrics ports are always added.' }),
   toolHidePaths: setting({ name: 'BEDROCK_TOOL_HIDE_PATHS', parse: pathList(), default: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'] as readonly string[], doc: 'Comma-separated paths hidden from tools under an empty read-only tmpfs (local database sockets), when the runner may mount.' }),
   pidsCgroup: setting({ name: 'BEDROCK_PIDS_CGROUP', parse: str(), default: 'auto', doc: '`auto`, `off`, or a pids cgroup directory to create per-run cgroups in (bounds the process count even for root).' }),
+  warmHelpers: setting({ name: 'BEDROCK_SANDBOX_WARM_HELPERS', parse: int({ min: 0, max: 64 }), default: 2, doc: 'Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs\' critical path; a run finding none starts its own (0 = always).' }),
   restrictedMemory: setting({ name: 'BEDROCK_RESTRICTED_MEMORY_BYTES', parse: int({ min: 64 * 1024 ** 2 }), default: DEFAULT_RESTRICTED_LIMITS.memoryBytes, doc: 'Restricted: address-space limit per process, bytes.' }),
   restrictedCpu: setting({ name: 'BEDROCK_RESTRICTED_CPU_SECONDS', parse: int({ min: 1 }), default: DEFAULT_RESTRICTED_LIMITS.cpuSeconds, doc: 'Restricted: CPU time per process, seconds.' }),
   restrictedProcesses: setting({ name: 'BEDROCK_RESTRICTED_PROCESSES', parse: int({ min: 8 }), default: DEFAULT_RESTRICTED_LIMITS.processes, doc: 'Restricted: processes per tool call.' }),
@@ -151,6 +154,7 @@ export function readToolRunnerConfig(env: Record<string, string | undefined> = p
     toolDenyPorts: v.toolDenyPorts,
     toolHidePaths: v.toolHidePaths,
     pidsCgroup: v.pidsCgroup,
+    warmHelpers: v.warmHelpers,
     restrictedLimits: {
       memoryBytes: v.restrictedMemory,
       cpuSeconds: v.restrictedCpu,

@@ -26,7 +26,7 @@ import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
 import { startToolExecWorker } from './queue/tool-exec-worker.ts';
 import type { ToolExecWorker } from './queue/tool-exec-worker.ts';
-import { createSandboxSettings } from './sandbox/sandbox-settings.ts';
+import { closeSandboxSettings, createSandboxSettings } from './sandbox/sandbox-settings.ts';
 import type { SandboxProbe } from './sandbox/probe.ts';
 import { createToolExecutor } from './tool-executor.ts';
 import type { ToolExecutor } from './tool-executor.ts';
@@ -79,7 +79,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   let ownsTransport = false;
   let reportTimer: NodeJS.Timeout | undefined;
   let depthSampler: QueueDepthSampler | undefined;
-  let closeCgroups: (() => void) | undefined;
+  let closeCgroups: (() => Promise<void>) | undefined;
   let denyPorts = new Set<number>(config.toolDenyPorts);
   let toolIsolation = '';
 
@@ -124,10 +124,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
       const sandbox = await createSandboxSettings(config);
       probe = sandbox.probe;
-      closeCgroups = () => {
-        sandbox.settings.cgroups?.close();
-        sandbox.settings.netRuleset?.close();
-      };
+      closeCgroups = () => closeSandboxSettings(sandbox.settings);
+      // Helpers waiting in their own pids cgroups from the first tool call on.
+      sandbox.settings.warmHelpers?.refill();
       if (probe.sandboxAvailable) {
         logger.info({ landlockAbi: probe.landlockAbi, pidsCgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
       } else {
@@ -214,7 +213,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       }
       await server?.close(config.shutdownGraceMs);
       await metricsServer?.close();
-      closeCgroups?.();
+      await closeCgroups?.();
       logger.info({ runnerId: config.runnerId }, 'tool-runner stopped');
     },
   };

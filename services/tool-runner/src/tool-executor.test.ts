@@ -4,6 +4,7 @@ import { create } from '@bufbuild/protobuf';
 import { Mode, ToolExecJobSchema } from '@bedrock/contracts';
 import { createToolExecutor } from './tool-executor.ts';
 import { tempDir, testSandboxSettings } from '../test/support.ts';
+import { closeSandboxSettings } from './sandbox/sandbox-settings.ts';
 
 const dir = tempDir('bedrock-executor-');
 afterAll(() => dir.remove());
@@ -20,6 +21,6 @@ describe('ToolExecutor', () => {
     expect(first).toMatchObject({ toolUseId: 'once', content: 'done\n', runnerId: 'r1', exitCode: 0 });
     expect(again).toBe(first);
     expect(readFileSync(`${dir.path}/count`, 'utf8')).toBe('ran\n');
-    sandbox.cgroups?.close();
+    await closeSandboxSettings(sandbox);
   });
 });

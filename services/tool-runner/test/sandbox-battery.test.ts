@@ -22,6 +22,7 @@ import { runCommand } from '../src/process/run-command.ts';
 import type { ToolOutcome } from '../src/tools/tool-types.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
 import { executeContext, testSandboxSettings, TOOL_UID } from './support.ts';
+import { closeSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 
 const KERNEL_DENIAL = /Permission denied|Operation not permitted/;
 
@@ -54,9 +55,9 @@ beforeAll(async () => {
   dirs['/dev/shm'] = toolOwned(mkdtempSync('/dev/shm/bedrock-battery-'));
 });
 
-afterAll(() => {
+afterAll(async () => {
   for (const dir of Object.values(dirs)) rmSync(dir, { recursive: true, force: true });
-  sandbox.cgroups?.close();
+  await closeSandboxSettings(sandbox);
 });
 
 const writes: Array<[string, (d: string) => string]> = [
@@ -310,7 +311,7 @@ describe('Unrestricted mode: the same writes succeed in the working directory on
         expect(changed(op, dir)).toBe(true);
       }
     } finally {
-      host.cgroups?.close();
+      await closeSandboxSettings(host);
     }
   });
 });
@@ -346,8 +347,7 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
         expect(result.content).toContain(`OPEN ${port(open)}`);
       }
     } finally {
-      withHolder.netRuleset?.close();
-      withHolder.cgroups?.close();
+      await closeSandboxSettings(withHolder);
     }
   });
 
@@ -362,8 +362,7 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
       await new Promise((r) => setTimeout(r, 100));
       expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`CLOSED ${port(denied)}`);
     } finally {
-      settings.netRuleset?.close();
-      settings.cgroups?.close();
+      await closeSandboxSettings(settings);
     }
   });
 });
@@ -389,8 +388,7 @@ describe('separate users per working directory (BEDROCK_TOOL_UID=owner)', () => 
       expect(inRootOwned.content.trim()).toBe(String(TOOL_UID));
     } finally {
       for (const d of [alice, bob, rootOwned]) rmSync(d, { recursive: true, force: true });
-      settings.cgroups?.close();
-      settings.netRuleset?.close();
+      await closeSandboxSettings(settings);
     }
   });
 });

@@ -8,6 +8,7 @@
  * exit means the whole group is gone.
  */
 import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
 import { OutputCapture } from './output-capture.ts';
 import type { OutputCaptureOptions } from './output-capture.ts';
@@ -27,6 +28,11 @@ export interface RunCommandOptions {
   readonly onOutput?: (text: string) => void;
   /** Called with the command's process group id once the helper reports it. */
   readonly onGroup?: (pgid: number) => void;
+  /**
+   * A helper already started (with stdio ignore, pipe, pipe, pipe, ...) and just sent its run:
+   * supervised like a spawned one; `argv`, `cwd` and `env` are then not used.
+   */
+  readonly started?: ChildProcess;
 }
 
 export interface RunCommandResult {
@@ -70,12 +76,14 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
     let graceTimer: NodeJS.Timeout | undefined;
 
     const [file, ...args] = options.argv;
-    const child = spawn(file as string, args, {
-      cwd: options.cwd,
-      env: options.env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    });
+    const child =
+      options.started ??
+      spawn(file as string, args, {
+        cwd: options.cwd,
+        env: options.env,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      });
     const pid = child.pid ?? 0;
     let pgid = 0;
     let killWanted = false;

@@ -9,7 +9,7 @@
  * directory delegated to this process with `pids` in its subtree_control); otherwise the
  * runner falls back to RLIMIT_NPROC and process-group kills.
  */
-import { mkdirSync, readFileSync, rmdirSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -18,14 +18,22 @@ export interface PidsCgroups {
   readonly base: string;
   /**
    * Creates a cgroup allowing at most `maxPids` tasks; resolves to its directory. Async on
-   * purpose, like destroy: cgroup mkdir and rmdir wait for RCU grace periods (about 10 ms),
-   * which must not block the event loop.
+   * purpose, like destroy: cgroup mkdir and rmdir may wait for RCU grace periods, which must
+   * not block the event loop.
    */
   create(name: string, maxPids: number): Promise<string>;
+  /** Sets `pids.max` of `dir` now (a cgroup file write does not wait; synchronous). */
+  setLimit(dir: string, maxPids: number): void;
   /** Kills every process still in `dir`, waits for it to empty, removes it. */
   destroy(dir: string): Promise<void>;
-  /** Removes the base directory (once every run is destroyed). */
-  close(): void;
+  /**
+   * The end of a run, off its critical path: SIGKILLs every process still in `dir` now (one
+   * synchronous pass: `cgroup.kill`, or each pid of `cgroup.procs`), then `destroy`s it in the
+   * background (until empty, then rmdir). `close` waits for those removals.
+   */
+  release(dir: string): void;
+  /** Waits for the background removals, then removes the base directory (once every run is done). */
+  close(): Promise<void>;
 }
 
 function writable(dir: string): boolean {
@@ -71,10 +79,63 @@ async function procsOf(dir: string): Promise<number[]> {
   }
 }
 
+/** One synchronous kill pass over `dir`: cgroup.kill where the kernel has it (v2), each listed pid. */
+function killNow(dir: string): void {
+  try {
+    writeFileSync(join(dir, 'cgroup.kill'), '1');
+  } catch {
+    // cgroup v1, or gone: signal each process
+  }
+  let pids: number[] = [];
+  try {
+    pids = readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return;
+  }
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
 /** Sets up `<root>/bedrock-<runnerId>` for this runner's per-run cgroups. */
 export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
   const base = join(root, `bedrock-${runnerId}`);
   mkdirSync(base, { recursive: true });
+  const removals = new Set<Promise<void>>();
+  const destroy = async (dir: string): Promise<void> => {
+    // Kill until empty: a process forking while we read the list shows up next round.
+    for (let round = 0; round < 200; round++) {
+      const pids = await procsOf(dir);
+      if (pids.length === 0) {
+        try {
+          await rmdir(dir);
+          return;
+        } catch (err) {
+          // EBUSY while the last tasks are being torn down; ENOENT if already gone.
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+        }
+      }
+      if (existsSync(join(dir, 'cgroup.kill'))) {
+        try {
+          await writeFile(join(dir, 'cgroup.kill'), '1');
+        } catch {
+          // fall back to signalling each process
+        }
+      }
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, round < 20 ? 5 : 50));
+    }
+  };
   return {
     base,
     async create(name, maxPids) {
@@ -83,37 +144,17 @@ export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
       await writeFile(join(dir, 'pids.max'), String(maxPids));
       return dir;
     },
-    async destroy(dir) {
-      // Kill until empty: a process forking while we read the list shows up next round.
-      for (let round = 0; round < 200; round++) {
-        const pids = await procsOf(dir);
-        if (pids.length === 0) {
-          try {
-            await rmdir(dir);
-            return;
-          } catch (err) {
-            // EBUSY while the last tasks are being torn down; ENOENT if already gone.
-            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-          }
-        }
-        if (existsSync(join(dir, 'cgroup.kill'))) {
-          try {
-            await writeFile(join(dir, 'cgroup.kill'), '1');
-          } catch {
-            // fall back to signalling each process
-          }
-        }
-        for (const pid of pids) {
-          try {
-            process.kill(pid, 'SIGKILL');
-          } catch {
-            // already gone
-          }
-        }
-        await new Promise((resolve) => setTimeout(resolve, round < 20 ? 5 : 50));
-      }
+    setLimit(dir, maxPids) {
+      writeFileSync(join(dir, 'pids.max'), String(maxPids));
     },
-    close() {
+    destroy,
+    release(dir) {
+      killNow(dir);
+      const removal = destroy(dir).finally(() => removals.delete(removal));
+      removals.add(removal);
+    },
+    async close() {
+      while (removals.size > 0) await Promise.all([...removals]);
       try {
         rmdirSync(base);
       } catch {

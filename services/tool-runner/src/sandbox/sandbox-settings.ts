@@ -7,6 +7,8 @@ import { probeSandbox } from './probe.ts';
 import type { SandboxProbe } from './probe.ts';
 import { createPidsCgroups, findPidsCgroupRoot } from './pids-cgroup.ts';
 import { createNetRulesetHolder } from './net-ruleset-holder.ts';
+import { createWarmHelpers } from './warm-helpers.ts';
+import { commandEnv } from './command-env.ts';
 import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
 import type { ResourceLimits } from './limits.ts';
 
@@ -27,6 +29,8 @@ export interface SandboxSettingsInput {
   readonly toolDenyPorts?: readonly number[];
   readonly toolHidePaths?: readonly string[];
   readonly baseEnv?: NodeJS.ProcessEnv;
+  /** Helpers kept started ahead, each in its own fresh pids cgroup (with a pids cgroup only). Default 2. */
+  readonly warmHelpers?: number;
 }
 
 export interface SandboxSetup {
@@ -37,6 +41,7 @@ export interface SandboxSetup {
 }
 
 const NOBODY = 65534;
+const DEFAULT_WARM_HELPERS = 2;
 
 /** The scratch root: created if missing, 0711 (tools may enter their own run's directory, not list others). */
 function prepareScratchRoot(root: string): void {
@@ -72,6 +77,12 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
     }
   }
   prepareScratchRoot(input.scratchRoot);
+  const baseEnv = input.baseEnv ?? process.env;
+  const warmCount = input.warmHelpers ?? DEFAULT_WARM_HELPERS;
+  const warmHelpers =
+    cgroups && probe.sandboxAvailable && warmCount > 0
+      ? createWarmHelpers({ helperPath: input.helperPath, cgroups, env: () => commandEnv(baseEnv), size: warmCount })
+      : undefined;
   return {
     probe,
     ...(toolUserWarning ? { toolUserWarning } : {}),
@@ -81,6 +92,7 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       restrictedLimits: input.restrictedLimits,
       unrestrictedLimits: input.unrestrictedLimits,
       cgroups,
+      ...(warmHelpers ? { warmHelpers } : {}),
       scratch: input.scratch,
       scratchRoot: input.scratchRoot,
       toolUser,
@@ -88,7 +100,14 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       denyPorts: new Set(input.toolDenyPorts ?? []),
       hidePaths: input.toolHidePaths ?? [],
       ...(probe.landlockAbi >= 4 ? { netRuleset: createNetRulesetHolder(input.helperPath) } : {}),
-      baseEnv: input.baseEnv ?? process.env,
+      baseEnv,
     },
   };
+}
+
+/** Ends what the settings started: waiting helpers, per-run cgroups (after their background removal), the port-rules holder. */
+export async function closeSandboxSettings(settings: SandboxSettings): Promise<void> {
+  await settings.warmHelpers?.close();
+  await settings.cgroups?.close();
+  settings.netRuleset?.close();
 }

@@ -4,7 +4,9 @@
  * Restricted = read-only, no network; Unrestricted = writes to the working directory, its
  * scratch and home only (unless the operator widened it), network except the system's own
  * ports. Each run gets a private scratch (TMPDIR, HOME) that the helper creates and removes.
- * Both modes run in a pids cgroup when the machine has one; the cgroup is removed afterwards.
+ * Both modes run in their own fresh pids cgroup when the machine has one, usually with a
+ * helper that joined it ahead of the run (warm-helpers.ts); the cgroup is emptied when the
+ * run ends and removed in the background.
  */
 import { stat } from 'node:fs/promises';
 import type { NetRulesetHolder } from './net-ruleset-holder.ts';
@@ -15,6 +17,7 @@ import { commandEnv } from './command-env.ts';
 import { limitArgs } from './limits.ts';
 import type { ResourceLimits } from './limits.ts';
 import type { PidsCgroups } from './pids-cgroup.ts';
+import type { WarmHelper, WarmHelpers } from './warm-helpers.ts';
 
 export interface SandboxSettings {
   /** Path of the bedrock-sandbox executable. */
@@ -25,6 +28,8 @@ export interface SandboxSettings {
   readonly unrestrictedLimits: ResourceLimits;
   /** Per-run pids cgroups, or null when the machine has no writable pids hierarchy. */
   readonly cgroups: PidsCgroups | null;
+  /** Helpers started ahead, each already in its own fresh pids cgroup (with `cgroups` only). */
+  readonly warmHelpers?: WarmHelpers;
   /** Give runs a private writable scratch directory (TMPDIR, HOME). */
   readonly scratch: boolean;
   /** Where each run's private scratch lives (see the helper's --private-tmp). */
@@ -85,34 +90,53 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     throw new Error('refusing to run Restricted work without the kernel sandbox');
   }
   const limits = restricted ? settings.restrictedLimits : settings.unrestrictedLimits;
+  const env = commandEnv(settings.baseEnv);
+  const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
+  const netRuleset = restricted ? undefined : await settings.netRuleset?.spec(settings.denyPorts);
+  // A helper started ahead, already in its own fresh cgroup, takes the cgroup migration
+  // (an RCU grace period) off this run's critical path; none waiting: start one now. From
+  // taking a waiting helper to supervising it there is no await, so its exit cannot go unseen.
+  let warm: WarmHelper | undefined;
   let cgroupDir: string | undefined;
-  if (settings.cgroups) {
+  const plainArgs = !request.cwd.includes('\0') && request.argv.every((a) => !a.includes('\0'));
+  if (settings.cgroups && settings.warmHelpers && plainArgs) {
+    warm = settings.warmHelpers.take(env);
+    if (warm) {
+      try {
+        // Its own limit, set before the helper forks; the helper itself is the one task more.
+        settings.cgroups.setLimit(warm.cgroupDir, limits.processes + 1);
+        cgroupDir = warm.cgroupDir;
+      } catch {
+        warm.discard();
+        warm = undefined;
+      }
+    }
+  }
+  if (settings.cgroups && !warm) {
     try {
       cgroupDir = await settings.cgroups.create(`run-${process.pid}-${++runSequence}`, limits.processes);
     } catch {
       cgroupDir = undefined; // rlimits and the group kill still apply
     }
   }
-  const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
-  const netRuleset = restricted ? undefined : await settings.netRuleset?.spec(settings.denyPorts);
-  const argv = [
-    settings.helperPath,
+  const options = [
     // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together.
     ...limitArgs(cgroupDir ? { ...limits, processes: 0 } : limits),
     ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
     ...(restricted ? ['--restricted'] : ['--write-scope', settings.unrestrictedWrite, ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]), ...(netRuleset ? ['--net-ruleset', netRuleset] : [])]),
     ...(settings.scratch ? ['--private-tmp', settings.scratchRoot, ...settings.hidePaths.flatMap((p) => ['--hide', p])] : []),
-    ...(cgroupDir ? ['--cgroup', cgroupDir] : []),
+    ...(cgroupDir && !warm ? ['--cgroup', cgroupDir] : []),
     '--',
     ...request.argv,
   ];
-  const env = commandEnv(settings.baseEnv);
   try {
+    warm?.start(request.cwd, options);
     const result = await runCommand({
-      argv,
+      argv: [settings.helperPath, ...options],
       cwd: request.cwd,
       env,
       timeoutMs: request.timeoutMs,
+      ...(warm ? { started: warm.child } : {}),
       ...(request.signal ? { signal: request.signal } : {}),
       ...(request.onOutput ? { onOutput: request.onOutput } : {}),
       ...(request.capture ? { capture: request.capture } : {}),
@@ -120,6 +144,13 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     const setupFailed = result.exitCode === HELPER_SETUP_FAILURE && result.stderr.includes('bedrock-sandbox:');
     return setupFailed ? { ...result, setupError: result.stderr.trim() } : result;
   } finally {
-    if (cgroupDir && settings.cgroups) await settings.cgroups.destroy(cgroupDir);
+    // The helper has exited, so its tree is gone; whatever else is in the cgroup is killed
+    // now, and the cgroup is removed (and a helper started for the next run) after the
+    // result is out, off this run's critical path.
+    if (cgroupDir && settings.cgroups) settings.cgroups.release(cgroupDir);
+    if (settings.warmHelpers) {
+      const helpers = settings.warmHelpers;
+      setImmediate(() => helpers.refill());
+    }
   }
 }

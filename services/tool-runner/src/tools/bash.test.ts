@@ -5,6 +5,7 @@ import { executeTool } from './execute-tool.ts';
 import type { ToolOutcome } from './tool-types.ts';
 import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
 import { executeContext, tempDir, testSandboxSettings } from '../../test/support.ts';
+import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 
 let sandbox: SandboxSettings;
 const dir = tempDir();
@@ -12,9 +13,9 @@ const dir = tempDir();
 beforeAll(async () => {
   sandbox = await testSandboxSettings();
 });
-afterAll(() => {
+afterAll(async () => {
   dir.remove();
-  sandbox.cgroups?.close();
+  await closeSandboxSettings(sandbox);
 });
 
 function bash(input: Record<string, unknown>, mode = Mode.UNRESTRICTED, capture?: { headBytes: number; tailBytes: number }): Promise<ToolOutcome> {

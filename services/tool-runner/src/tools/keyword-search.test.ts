@@ -6,6 +6,7 @@ import { Mode } from '@bedrock/contracts';
 import { executeTool } from './execute-tool.ts';
 import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
 import { executeContext, tempDir, testSandboxSettings } from '../../test/support.ts';
+import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 
 let sandbox: SandboxSettings;
 const repo = tempDir('bedrock-search-');
@@ -19,9 +20,9 @@ beforeAll(async () => {
   writeFileSync(join(repo.path, 'ignored.txt'), 'needlevalue in an ignored file\n');
   execFileSync('git', ['init', '-q'], { cwd: repo.path });
 });
-afterAll(() => {
+afterAll(async () => {
   repo.remove();
-  sandbox.cgroups?.close();
+  await closeSandboxSettings(sandbox);
 });
 
 async function search(terms: string[], cwd = repo.path, mode = Mode.RESTRICTED) {

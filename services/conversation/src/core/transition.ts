@@ -52,6 +52,35 @@ export type StepEvent = ConversationEvent | BeginLlmRequest;
 
 type EffectBody = Effect extends infer E ? (E extends Effect ? Omit<E, 'id'> : never) : never;
 
+/**
+ * Speed: the hot paths copy a few objects field by field instead of with a spread
+ * (`{ ...phase, retry }`, `{ type, ...result }`). The objects reaching them have many shapes
+ * (made by different code paths, or parsed from storage and events), and V8 runs such spreads
+ * on a generic slow path; a literal is several times faster (docs/state-machine.md,
+ * "Performance"). Fields are written in the types' order, so the stored JSON is unchanged.
+ * `Copies<T, K>` is `true` only if K names every field of T: each written-out copy has a
+ * `_…Copied` constant of it, so a field added to T later fails to compile here instead of
+ * being dropped silently (a spread would have copied it).
+ */
+type Copies<T, K extends keyof T> = [Exclude<keyof T, K>] extends [never] ? true : never;
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+type ToolResultBlock = Extract<ContentBlock, { type: 'tool_result' }>;
+type RequestPhase = Extract<Phase, { kind: 'llm_requesting' | 'awaiting_continuation' }>;
+type AwaitingSubAgents = Extract<Phase, { kind: 'awaiting_sub_agents' }>;
+const _toolResultCopied: Copies<ToolResult, 'toolUseId' | 'content' | 'isError' | 'cancelled' | 'display'> = true;
+const _llmRequestingCopied: Copies<
+  Extract<Phase, { kind: 'llm_requesting' }>,
+  'kind' | 'requestId' | 'attempt' | 'retry' | 'autoContinuations' | 'maxTokens'
+> = true;
+const _awaitingContinuationCopied: Copies<
+  Extract<Phase, { kind: 'awaiting_continuation' }>,
+  'kind' | 'requestId' | 'attempt' | 'retry' | 'rejectedToolCalls' | 'triggerUsage'
+> = true;
+const _awaitingSubAgentsCopied: Copies<
+  AwaitingSubAgents,
+  'kind' | 'spawnToolUseId' | 'agents' | 'pending' | 'outcomes' | 'timerId' | 'remaining' | 'completed' | 'total'
+> = true;
+
 const NOOP = Symbol('noop');
 type Outcome = typeof NOOP | Rejection | void;
 
@@ -127,14 +156,22 @@ class Draft {
   }
   /** The model's response as an agent message, with why it ended (and a refusal's explanation). */
   persistAgent(event: LlmResponseEvent, stopExplanation = ''): void {
-    const message: NewMessage = { type: 'agent', content: event.content, usage: event.usage, stopReason: event.stopReason };
-    this.emit({ type: 'persist_message', message: stopExplanation ? { ...message, stopExplanation } : message });
+    const { content, usage, stopReason } = event;
+    const message: NewMessage = stopExplanation
+      ? { type: 'agent', content, usage, stopReason, stopExplanation }
+      : { type: 'agent', content, usage, stopReason };
+    this.emit({ type: 'persist_message', message });
   }
   notice(text: string): void {
     this.persist('system', [{ type: 'text', text }]);
   }
+  /** `{ type: 'tool_result', ...result }` written out (see `Copies`); an optional field only when present. */
   persistResult(result: ToolResult): void {
-    this.persist('tool', [{ type: 'tool_result', ...result }]);
+    const { toolUseId, content, isError, cancelled, display } = result;
+    const block: Mutable<ToolResultBlock> = { type: 'tool_result', toolUseId, content, isError };
+    if (cancelled !== undefined) block.cancelled = cancelled;
+    if (display !== undefined) block.display = display;
+    this.persist('tool', [block]);
   }
   newRequestId(): string {
     this.llmRequests += 1;
@@ -160,10 +197,6 @@ class Draft {
   }
 }
 
-function isTerminalSubAgent(phase: Phase): boolean {
-  return phase.kind === 'completed' || phase.kind === 'failed';
-}
-
 const USER_ACTIONS = new Set<StepEvent['type']>([
   'user_message',
   'user_cancel',
@@ -175,11 +208,15 @@ const USER_ACTIONS = new Set<StepEvent['type']>([
 
 function handle(d: Draft, event: StepEvent): Outcome {
   const phase = d.phase;
+  // Read once: phases of a dozen object shapes come here, so each `phase.kind` is a
+  // megamorphic (hash-table) property load.
+  const kind = phase.kind;
   // ContextExhausted is absorbing: only a user message is answered, with a rejection.
-  if (phase.kind === 'context_exhausted') {
+  if (kind === 'context_exhausted') {
     return event.type === 'user_message' ? rejection('context_exhausted') : NOOP;
   }
-  if (isTerminalSubAgent(phase)) {
+  // A sub-agent that submitted its result or failed is finished.
+  if (kind === 'completed' || kind === 'failed') {
     return USER_ACTIONS.has(event.type) ? rejection('conversation_finished') : NOOP;
   }
   switch (event.type) {
@@ -228,12 +265,13 @@ function handle(d: Draft, event: StepEvent): Outcome {
 
 function onUserMessage(d: Draft, text: string, images: readonly { mediaType: string; data: string }[]): Outcome {
   if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
-  if (text.trim() === '' && images.length === 0) return rejection('empty_message');
+  const hasText = text.trim() !== '';
+  if (!hasText && images.length === 0) return rejection('empty_message');
   switch (d.phase.kind) {
     case 'idle':
     case 'error': {
       const content: ContentBlock[] = [];
-      if (text.trim() !== '') content.push({ type: 'text', text });
+      if (hasText) content.push({ type: 'text', text });
       for (const image of images) content.push({ type: 'image', mediaType: image.mediaType, data: image.data });
       d.persist('user', content);
       d.phase = { kind: 'awaiting_llm' };
@@ -331,6 +369,17 @@ function toolNames(d: Draft): readonly ToolName[] {
   return toolSetFor({ isSubAgent: d.ctx.isSubAgent, sandboxAvailable: d.ctx.sandboxAvailable });
 }
 
+/**
+ * `available.join(', ')`, joined once per tool set: toolSetFor returns one of a few constant
+ * lists, and the model's calls to unknown tools are common enough to show in the profile.
+ */
+const toolLists = new Map<readonly ToolName[], string>();
+function toolList(available: readonly ToolName[]): string {
+  let list = toolLists.get(available);
+  if (list === undefined) toolLists.set(available, (list = available.join(', ')));
+  return list;
+}
+
 function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCall[], triggerUsage: Usage): void {
   const requestId = d.newRequestId();
   d.phase = { kind: 'awaiting_continuation', requestId, attempt: 1, retry: null, rejectedToolCalls, triggerUsage };
@@ -376,19 +425,13 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   const used = contextTokens(event.usage);
   const window = d.ctx.contextWindow;
   const full = used >= window * CONTINUATION_THRESHOLD || event.stopReason === 'model_context_window_exceeded';
-  /** REQ-BED-023: once, on the first response at >= 80% that does not start a continuation. */
-  const warnOnce = () => {
-    if (d.contextWarned || used < window * WARNING_THRESHOLD) return;
-    d.contextWarned = true;
-    d.notify({ kind: 'context_warning', usedTokens: used, contextWindow: window });
-  };
 
   if (event.stopReason === 'refusal') {
     // The model declined: its own outcome, not an answer. The history builder leaves the
     // refused turn out of later requests; the conversation takes a new message.
     const explanation = (event.stopExplanation ?? '').trim();
     d.persistAgent(event, explanation);
-    warnOnce();
+    warnOnce(d, used);
     const message = refusalMessage(explanation);
     d.persist('error', [{ type: 'text', text: message }]);
     if (d.ctx.isSubAgent) failSubAgent(d, message, 'refused');
@@ -396,9 +439,10 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
     return;
   }
 
-  const calls: ToolCall[] = event.content.flatMap((b) =>
-    b.type === 'tool_use' ? [{ id: b.id, name: b.name, input: b.input }] : [],
-  );
+  // A plain loop, not flatMap: flatMap's per-block arrays were the largest single cost of a
+  // state-changing transition in the profile (docs/state-machine.md, "Performance").
+  const calls: ToolCall[] = [];
+  for (const b of event.content) if (b.type === 'tool_use') calls.push({ id: b.id, name: b.name, input: b.input });
   const cutTools = event.cutToolNames ?? [];
   const canContinue = phase.autoContinuations < d.ctx.policy.maxAutoContinuations;
   // What the request asked for: the gateway reports it; older ones did not (0).
@@ -407,7 +451,7 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   if (event.stopReason === 'max_tokens' && cutTools.length > 0 && !full && sent < d.ctx.maxOutputTokens && canContinue) {
     // A tool call did not fit: ask again, at the model's output limit, and keep nothing of
     // this response (it would be written again).
-    warnOnce();
+    warnOnce(d, used);
     beginLlm(d, phase.autoContinuations + 1, d.ctx.maxOutputTokens);
     return;
   }
@@ -421,7 +465,7 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
     else failSubAgent(d, 'Context window exhausted', 'context_exhausted');
     return;
   }
-  warnOnce();
+  warnOnce(d, used);
   if (cutTools.length > 0) {
     // Cut even at the limit: tell the model (after the results of the calls that did
     // complete, which run as usual), so it splits the work.
@@ -446,6 +490,17 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   }
   endTurn(d, event);
   return;
+}
+
+/**
+ * REQ-BED-023: once, on the first response at >= 80% that does not start a continuation.
+ * (A function, not a closure made on every response: that closure was a measurable cost.)
+ */
+function warnOnce(d: Draft, used: number): void {
+  const window = d.ctx.contextWindow;
+  if (d.contextWarned || used < window * WARNING_THRESHOLD) return;
+  d.contextWarned = true;
+  d.notify({ kind: 'context_warning', usedTokens: used, contextWindow: window });
 }
 
 /** The model ended its turn: a parent is idle; a sub-agent that did not submit a result failed. */
@@ -478,7 +533,7 @@ function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
       errorKind: event.errorKind,
       message: event.message,
     });
-    d.phase = { ...phase, requestId, attempt: phase.attempt + 1, retry: { timerId, delayMs } };
+    d.phase = withRequest(phase, requestId, phase.attempt + 1, { timerId, delayMs });
     return;
   }
   if (phase.kind === 'awaiting_continuation') {
@@ -494,6 +549,16 @@ function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
   return;
 }
 
+/** `{ ...phase, requestId, attempt, retry }` written out (see `Copies`). */
+function withRequest(phase: RequestPhase, requestId: string, attempt: number, retry: RequestPhase['retry']): RequestPhase {
+  if (phase.kind === 'llm_requesting') {
+    const { autoContinuations, maxTokens } = phase;
+    return { kind: 'llm_requesting', requestId, attempt, retry, autoContinuations, maxTokens };
+  }
+  const { rejectedToolCalls, triggerUsage } = phase;
+  return { kind: 'awaiting_continuation', requestId, attempt, retry, rejectedToolCalls, triggerUsage };
+}
+
 /** Exponential backoff (REQ-BED-006), never sooner than the provider's retry-after. */
 function retryDelay(d: Draft, failedAttempt: number, retryAfterMs: number): number {
   const { retryBaseDelayMs, retryMaxDelayMs } = d.ctx.policy;
@@ -507,7 +572,7 @@ function onTimer(d: Draft, timerId: string): Outcome {
     case 'llm_requesting':
     case 'awaiting_continuation':
       if (!phase.retry || phase.retry.timerId !== timerId) return NOOP;
-      d.phase = { ...phase, retry: null };
+      d.phase = withRequest(phase, phase.requestId, phase.attempt, null);
       d.emit({
         type: 'request_llm',
         requestId: phase.requestId,
@@ -560,9 +625,10 @@ function onToolComplete(d: Draft, result: ToolResult): Outcome {
 /**
  * Starts tool calls in order until one has to wait for someone else (a runner, the user,
  * sub-agents) or the conversation ends; when none is left the turn goes back to the model.
+ * `done` is a new array the caller hands over (every caller builds it for this call): results
+ * known at once are appended to it, and it becomes the next phase's `completed` without a copy.
  */
-function runTools(d: Draft, calls: readonly ToolCall[], completed: readonly ToolResult[], total: number): void {
-  const done = [...completed];
+function runTools(d: Draft, calls: readonly ToolCall[], done: ToolResult[], total: number): void {
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i]!;
     const remaining = calls.slice(i + 1);
@@ -584,7 +650,7 @@ function startTool(
 ): ToolResult | null {
   const available = toolNames(d);
   if (!isToolName(call.name) || !available.includes(call.name)) {
-    return errorResult(call.id, `Unknown tool: ${call.name}. Available tools: ${available.join(', ')}.`);
+    return errorResult(call.id, `Unknown tool: ${call.name}. Available tools: ${toolList(available)}.`);
   }
   switch (call.name) {
     case 'request_mode_upgrade': {
@@ -687,15 +753,15 @@ function onSubAgentResult(d: Draft, outcome: SubAgentOutcome): Outcome {
     totalCount: phase.agents.length,
   });
   if (pending.length > 0) {
-    d.phase = { ...phase, pending, outcomes };
+    // `{ ...phase, pending, outcomes }` written out (see `Copies`).
+    const { spawnToolUseId, agents, timerId, remaining, completed, total } = phase;
+    d.phase = { kind: 'awaiting_sub_agents', spawnToolUseId, agents, pending, outcomes, timerId, remaining, completed, total };
     return;
   }
   d.emit({ type: 'cancel_timer', timerId: phase.timerId });
   finishSubAgents(d, phase, outcomes);
   return;
 }
-
-type AwaitingSubAgents = Extract<Phase, { kind: 'awaiting_sub_agents' }>;
 
 /** Every spawned agent is accounted for: aggregate, answer spawn_agents, go on (REQ-BED-008). */
 function finishSubAgents(d: Draft, phase: AwaitingSubAgents, outcomes: readonly SubAgentOutcome[]): void {

@@ -45,10 +45,12 @@ const DEFAULT_WARM_HELPERS = 2;
 
 /** The scratch root: created if missing, 0711 (tools may enter their own run's directory, not list others). */
 function prepareScratchRoot(root: string): void {
-  mkdirSync(root, { recursive: true, mode: 0o711 });
+  // Only a directory made here gets its mode set: an existing one (an operator's choice, even
+  // /tmp itself) is never changed — chmod of a shared directory would lock other users out.
+  const created = mkdirSync(root, { recursive: true, mode: 0o711 }) !== undefined;
   const st = statSync(root);
   if (!st.isDirectory()) throw new Error(`BEDROCK_SANDBOX_SCRATCH_ROOT ${root} is not a directory`);
-  if (st.uid === process.getuid?.()) chmodSync(root, 0o711);
+  if (created && st.uid === process.getuid?.()) chmodSync(root, 0o711);
 }
 
 export async function createSandboxSettings(input: SandboxSettingsInput): Promise<SandboxSetup> {

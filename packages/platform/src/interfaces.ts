@@ -22,11 +22,23 @@ export interface AddOptions {
   readonly delayMs?: number;
 }
 
+/** One job of `Producer.addBulk`. */
+export interface BulkJob<S extends DescMessage> {
+  readonly jobId: string;
+  readonly payload: MessageShape<S>;
+  readonly options?: AddOptions;
+}
+
 /** Produces jobs of one protobuf message type onto one named queue. */
 export interface Producer<S extends DescMessage> {
   readonly queue: string;
   /** Resolves once the job is durably queued. Returns false when the id was already queued (duplicate). */
   add(jobId: string, payload: MessageShape<S>, options?: AddOptions): Promise<boolean>;
+  /**
+   * Adds several jobs in one round trip (in order); resolves once all are durably queued. A job
+   * whose id is already known is left as it is, as with `add`.
+   */
+  addBulk(jobs: readonly BulkJob<S>[]): Promise<void>;
   /** Removes a job that has not started yet (e.g. a retry timer no longer needed). True if removed. */
   remove(jobId: string): Promise<boolean>;
 }
@@ -100,6 +112,15 @@ export interface NotificationStreams {
    * when the stream already holds that position or a later one (a re-publish after a crash).
    */
   appendDurable(event: ConversationEvent): Promise<boolean>;
+  /**
+   * Appends durable events of ONE conversation, in the order given, in one round trip. Each
+   * event has the semantics of {@link appendDurable}: its result is false, changing nothing
+   * for it, when the stream already holds its position or a later one (including a position
+   * taken by an earlier event of the same call). Resolves with one result per event; an empty
+   * list resolves [] without touching the store. Throws when the events name more than one
+   * conversation.
+   */
+  appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]>;
   /**
    * Appends an ephemeral event (token delta, tool output) after durable event
    * `event.sequence`; the stream assigns the next delta index. Returns the position, or

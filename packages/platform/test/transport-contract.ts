@@ -142,6 +142,32 @@ export function transportContract(name: string, harness: TransportHarness): void
         expect(seen).toHaveLength(3);
       });
 
+      it('adds jobs in bulk, in order, with delays, leaving known ids as they are', async () => {
+        const queue = unique('bulk');
+        const producer = t.queues.producer(queue, LlmRequestJobSchema);
+        expect(await producer.add('known', llmJob('first'))).toBe(true);
+        const addedAt = Date.now();
+        await producer.addBulk([
+          { jobId: 'b:1', payload: llmJob('one') },
+          { jobId: 'known', payload: llmJob('second') },
+          { jobId: 'b:2', payload: llmJob('two'), options: { delayMs: 300 } },
+        ]);
+        await producer.addBulk([]);
+        expect(await t.queues.depth(queue)).toEqual({ waiting: 2, active: 0, delayed: 1, failed: 0 });
+        const seen: { id: string; requestId: string; at: number }[] = [];
+        consume(t, queue, async (job) => {
+          seen.push({ id: job.id, requestId: job.data.requestId, at: Date.now() });
+        });
+        await waitFor(() => seen.length === 3, 'three jobs');
+        expect(seen.map((s) => [s.id, s.requestId])).toEqual([
+          ['known', 'first'],
+          ['b:1', 'one'],
+          ['b:2', 'two'],
+        ]);
+        expect(seen[2]!.at - addedAt).toBeGreaterThanOrEqual(290);
+        await closeConsumers();
+      });
+
       it('delays a job and reports it in depth', async () => {
         const queue = unique('delay');
         const producer = t.queues.producer(queue, LlmRequestJobSchema);
@@ -421,6 +447,36 @@ export function transportContract(name: string, harness: TransportHarness): void
         expect(events[2]!.kind).toEqual({ case: 'contextExhausted', value: expect.objectContaining({ summary: 'summary 3' }) });
         expect(events[0]!.conversationId).toBe(conv);
         expect(await t.streams.last(conv)).toEqual({ sequence: 3n, deltaIndex: 0 });
+      });
+
+      it('appends many durable events of one conversation in order, each like appendDurable', async () => {
+        const conv = unique('conv');
+        expect(await t.streams.appendDurableMany([])).toEqual([]);
+        expect(await t.streams.appendDurableMany([durable(conv, 1n), durable(conv, 2n), durable(conv, 3n)])).toEqual([true, true, true]);
+        // Taken positions, one behind, sequence 0, a repeat within the call, then new ones.
+        expect(await t.streams.appendEphemeral(delta(conv, 3n, 'd'))).toEqual({ sequence: 3n, deltaIndex: 1 });
+        expect(
+          await t.streams.appendDurableMany([durable(conv, 2n), durable(conv, 3n), durable(conv, 0n), durable(conv, 5n), durable(conv, 5n), durable(conv, 4n), durable(conv, 6n)]),
+        ).toEqual([false, false, false, true, false, false, true]);
+        const events = await t.streams.read(conv, STREAM_START);
+        expect(positions(events)).toEqual(['1-0', '2-0', '3-0', '3-1', '5-0', '6-0']);
+        expect(events[4]!.kind).toEqual({ case: 'contextExhausted', value: expect.objectContaining({ summary: 'summary 5' }) });
+        expect(events[4]!.conversationId).toBe(conv);
+        expect(await t.streams.last(conv)).toEqual({ sequence: 6n, deltaIndex: 0 });
+        // Deltas go after the last durable event of the batch.
+        expect(await t.streams.appendEphemeral(delta(conv, 6n, 'e'))).toEqual({ sequence: 6n, deltaIndex: 1 });
+        // All re-published: nothing changes.
+        expect(await t.streams.appendDurableMany([durable(conv, 1n), durable(conv, 6n)])).toEqual([false, false]);
+        expect(await t.streams.last(conv)).toEqual({ sequence: 6n, deltaIndex: 1 });
+        // A blocked reader is woken by a batch.
+        const reading = t.streams.read(conv, { sequence: 6n, deltaIndex: 1 }, { blockMs: 20_000 });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(await t.streams.appendDurableMany([durable(conv, 7n), durable(conv, 8n)])).toEqual([true, true]);
+        const woken = positions(await reading);
+        expect(woken[0]).toBe('7-0');
+        // One conversation per call: a mixed batch is refused and appends nothing.
+        await expect(t.streams.appendDurableMany([durable(conv, 9n), durable(unique('other'), 1n)])).rejects.toThrow(/one call/);
+        expect(await t.streams.last(conv)).toEqual({ sequence: 8n, deltaIndex: 0 });
       });
 
       it('numbers ephemeral events after the last durable one and drops stale ones', async () => {

@@ -98,14 +98,29 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
     return entries.slice(lo, lo + limit).map((entry) => fromBinary(ConversationEventSchema, entry.bytes));
   }
 
+  function appendDurable(event: ConversationEvent): boolean {
+    const top = topOf(event.conversationId);
+    // Sequence 0 is STREAM_START, which no event occupies.
+    if (event.sequence < 1n || event.sequence <= top.sequence) return false;
+    append(event.conversationId, event, { sequence: event.sequence, deltaIndex: 0 });
+    return true;
+  }
+
   return {
     async appendDurable(event: ConversationEvent): Promise<boolean> {
       if (closed) throw new Error('notification streams are closed');
-      const top = topOf(event.conversationId);
-      // Sequence 0 is STREAM_START, which no event occupies.
-      if (event.sequence < 1n || event.sequence <= top.sequence) return false;
-      append(event.conversationId, event, { sequence: event.sequence, deltaIndex: 0 });
-      return true;
+      return appendDurable(event);
+    },
+
+    async appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]> {
+      if (closed) throw new Error('notification streams are closed');
+      const conversationId = events[0]?.conversationId;
+      for (const event of events) {
+        if (event.conversationId !== conversationId) {
+          throw new Error(`appendDurableMany: events of ${conversationId} and ${event.conversationId} in one call`);
+        }
+      }
+      return events.map(appendDurable);
     },
 
     async appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null> {

@@ -48,6 +48,28 @@ return 1
 `);
 
 /**
+ * KEYS[1] stream; ARGV maxLen, ttlMs, then (sequence, kind, event JSON) per event. APPEND_DURABLE
+ * per event, in order, in one call; returns a 1/0 per event. The expiry is reset once, when
+ * anything was appended.
+ */
+const APPEND_DURABLE_MANY = luaScript(`
+local results = {}
+local appended = false
+for i = 3, #ARGV, 3 do
+  local added = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i] .. '-0', 'kind', ARGV[i + 1], 'event', ARGV[i + 2])
+  if type(added) == 'table' and added.err then
+    if not string.find(added.err, 'equal or smaller', 1, true) then return added end
+    results[#results + 1] = 0
+  else
+    results[#results + 1] = 1
+    appended = true
+  end
+end
+if appended then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return results
+`);
+
+/**
  * KEYS[1] stream; ARGV sequence, maxLen, ttlMs, kind, event JSON. Appends at
  * (sequence, top delta + 1) when the stream's last entry belongs to durable event `sequence`
  * (an empty stream counts as sequence 0); returns the new id, or nil when the last entry is
@@ -111,6 +133,28 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
       if (event.sequence < 1n) return false;
       const added = await runScript(connection, APPEND_DURABLE, [keys.stream(event.conversationId)], appendArgs(event));
       return added === 1;
+    },
+
+    async appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]> {
+      assertOpen();
+      const results = events.map(() => false);
+      if (events.length === 0) return results;
+      const conversationId = events[0]!.conversationId;
+      const args: (string | number)[] = [maxLen, ttlMs];
+      /** Index in `events` of each event sent (sequence 0, STREAM_START, is never sent). */
+      const sent: number[] = [];
+      events.forEach((event, i) => {
+        if (event.conversationId !== conversationId) {
+          throw new Error(`appendDurableMany: events of ${conversationId} and ${event.conversationId} in one call`);
+        }
+        if (event.sequence < 1n) return;
+        sent.push(i);
+        args.push(event.sequence.toString(), event.kind.case ?? '', toJsonString(ConversationEventSchema, event));
+      });
+      if (sent.length === 0) return results;
+      const added = (await runScript(connection, APPEND_DURABLE_MANY, [keys.stream(conversationId)], args)) as number[];
+      sent.forEach((index, k) => (results[index] = added[k] === 1));
+      return results;
     },
 
     async appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null> {

@@ -164,6 +164,7 @@ export function createFanout(options: FanoutOptions): Fanout {
       return {
         read,
         appendDurable: (event) => streams.appendDurable(event),
+        appendDurableMany: (events) => streams.appendDurableMany(events),
         appendEphemeral: (event) => streams.appendEphemeral(event),
         last: (id) => streams.last(id),
         close: async () => undefined,

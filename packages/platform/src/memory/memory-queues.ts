@@ -6,7 +6,7 @@
  */
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import type { ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
+import type { BulkJob, ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_MS,
@@ -267,7 +267,7 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
   return {
     producer<S extends DescMessage>(queue: string, schema: S): Producer<S> {
       const q = stateOf(queue);
-      return {
+      const producer: Producer<S> = {
         queue,
         async add(jobId: string, payload: MessageShape<S>, addOptions = {}): Promise<boolean> {
           assertOpen();
@@ -288,6 +288,9 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
           schedule(q, record, delayMs);
           return true;
         },
+        async addBulk(jobs: readonly BulkJob<S>[]): Promise<void> {
+          for (const job of jobs) await producer.add(job.jobId, job.payload, job.options);
+        },
         async remove(jobId: string): Promise<boolean> {
           assertOpen();
           const record = q.jobs.get(jobId);
@@ -299,6 +302,7 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
           return true;
         },
       };
+      return producer;
     },
 
     consume<S extends DescMessage>(

@@ -14,7 +14,7 @@ import type { Job as BullJob } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { fromJson, toJson } from '@bufbuild/protobuf';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import type { ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
+import type { BulkJob, ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_MS,
@@ -76,6 +76,13 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
   const failedAgeSec = Math.ceil((options.failedRetentionMs ?? DEFAULT_FAILED_RETENTION_MS) / 1000);
   const { bullPrefix, connection, onError } = options;
   const bullQueues = new Map<string, Queue>();
+  /** Options of every job we add. */
+  const jobOptions = {
+    attempts: BULL_ATTEMPTS,
+    backoff: { type: BACKOFF_TYPE },
+    removeOnComplete: { age: completedAgeSec },
+    removeOnFail: { age: failedAgeSec },
+  };
   const consumers = new Set<RedisConsumer>();
   let closed = false;
 
@@ -194,14 +201,23 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
           await bull.add(name, toJson(schema, payload), {
             jobId: encoded,
             delay: Math.max(0, addOptions.delayMs ?? 0),
-            attempts: BULL_ATTEMPTS,
-            backoff: { type: BACKOFF_TYPE },
-            removeOnComplete: { age: completedAgeSec },
-            removeOnFail: { age: failedAgeSec },
+            ...jobOptions,
           });
           const stored = await connection.hget(jobKey(queue, encoded), 'name');
           // null: the job is already gone (removed in between); it was ours to add, so true.
           return stored === null || stored === name;
+        },
+
+        async addBulk(jobs: readonly BulkJob<S>[]): Promise<void> {
+          if (jobs.length === 0) return;
+          // One MULTI for all; BullMQ keeps a job whose id exists as it is (no second add).
+          await bull.addBulk(
+            jobs.map((job) => ({
+              name: schema.typeName,
+              data: toJson(schema, job.payload),
+              opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
+            })),
+          );
         },
 
         async remove(jobId: string): Promise<boolean> {

@@ -72,7 +72,8 @@ const SERVICES: readonly ServiceName[] = ['conversation', 'llm-gateway', 'tool-r
 
 /**
  * Which service-identity settings each service reads: the internal servers accept the peers,
- * web-bff presents its token to the conversation service (llm-gateway calls no internal port).
+ * web-bff and llm-gateway (which fetches each request's history) present their tokens to the
+ * conversation service.
  */
 function identityEnv(service: ServiceName, tokenFile: string, peersFile: string): Record<string, string> {
   switch (service) {
@@ -80,9 +81,8 @@ function identityEnv(service: ServiceName, tokenFile: string, peersFile: string)
     case 'tool-runner':
       return { BEDROCK_SERVICE_PEERS_FILE: peersFile };
     case 'web-bff':
-      return { BEDROCK_SERVICE_TOKEN_FILE: tokenFile };
     case 'llm-gateway':
-      return {};
+      return { BEDROCK_SERVICE_TOKEN_FILE: tokenFile };
   }
 }
 
@@ -177,7 +177,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     conversationPorts.push(grpc);
     await add('conversation', i, { DATABASE_URL: options.databaseUrl, BEDROCK_GRPC_PORT: String(grpc) }, 9470 + i);
   }
-  for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, {}, 9480 + i);
+  // Every conversation replica: the gateways fetch request histories from any of them.
+  const conversationUrls = conversationPorts.map((p) => `http://127.0.0.1:${p}`).join(',');
+  for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, { BEDROCK_CONVERSATION_URL: conversationUrls }, 9480 + i);
   const runnerPorts: number[] = [];
   for (let i = 1; i <= replicas.toolRunner; i++) runnerPorts.push(await port(50060 + i));
   // Tools never reach the system's own endpoints: Postgres, Redis, every internal gRPC port.
@@ -204,7 +206,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       BEDROCK_PORT: String(httpPort),
       BEDROCK_GRPC_PORT: String(grpcPort),
       // Every replica: web-bff spreads its calls over them and moves off a dead one at once.
-      BEDROCK_CONVERSATION_URL: conversationPorts.map((p) => `http://127.0.0.1:${p}`).join(','),
+      BEDROCK_CONVERSATION_URL: conversationUrls,
       BEDROCK_TOKENS: `${USER_ID}:${hash}`,
     },
     9499,

@@ -63,7 +63,7 @@ let runner: ToolRunner;
 let memory: Transport;
 let client: Client<typeof ConversationService>;
 const added: Added[] = [];
-const services = generateServiceCredentials(['web-bff']);
+const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
 
 beforeAll(async () => {
   const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
@@ -82,7 +82,10 @@ beforeAll(async () => {
     readConversationConfig({ DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'unavailable', LOG_LEVEL: 'warn' }),
     { transport, servicePeers: services.peers },
   );
-  gateway = createLlmGateway(readLlmGatewayConfig({ ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: llm.url, BEDROCK_TRANSPORT: 'memory', LOG_LEVEL: 'warn' }), { transport, serveMetrics: false });
+  gateway = createLlmGateway(
+    readLlmGatewayConfig({ ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: llm.url, BEDROCK_TRANSPORT: 'memory', BEDROCK_CONVERSATION_URL: conversation.grpcUrl, LOG_LEVEL: 'warn' }),
+    { transport, serveMetrics: false, serviceToken: services.tokens['llm-gateway']! },
+  );
   await gateway.start();
   runner = createToolRunner(defaultToolRunnerConfig({ transport: 'memory', grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, logLevel: 'warn' }), { transport });
   await runner.start();

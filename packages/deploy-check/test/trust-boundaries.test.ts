@@ -101,9 +101,9 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     expect(connectionAllowed(objects.filter((o) => o.kind !== 'NetworkPolicy'), runner, postgres[0]!, 5432)).toBe(true);
   });
 
-  it("conversation's gRPC port answers only web-bff; the tool-runner's nobody; metrics only Prometheus", () => {
-    expect(connectionAllowed(objects, pod('web-bff'), pod('conversation'), 50051)).toBe(true);
-    for (const caller of ['tool-runner', 'llm-gateway', 'conversation']) expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, false]);
+  it("conversation's gRPC port answers only web-bff and llm-gateway (histories); the tool-runner's nobody; metrics only Prometheus", () => {
+    for (const caller of ['web-bff', 'llm-gateway']) expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, true]);
+    for (const caller of ['tool-runner', 'conversation']) expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, false]);
     for (const caller of [...SERVICES, 'monitoring']) {
       const from = caller === 'monitoring' ? prometheus : pod(caller);
       expect([caller, connectionAllowed(objects, from, runner, 50053)]).toEqual([caller, false]);
@@ -133,26 +133,27 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     }
   });
 
-  it('service tokens: web-bff mounts its own, read-only 0400; the conversation API gets a peers file; no one else mounts either', () => {
+  it('service tokens: web-bff and llm-gateway mount their own, read-only 0400; the conversation API gets a peers file; no one else mounts either', () => {
+    const callers = ['web-bff', 'llm-gateway'];
     for (const name of SERVICES) {
       const w = workload(name);
       const c = w.pod.containers[0]!;
       const keys = secretKeysOf(overlay, objects, w);
       const token = env(c, 'BEDROCK_SERVICE_TOKEN_FILE');
       const peers = env(c, 'BEDROCK_SERVICE_PEERS_FILE');
-      // Only web-bff calls an internal server; only conversation serves one to another service.
-      expect([name, keys.filter((k) => k.endsWith('/service-token'))]).toEqual([name, name === 'web-bff' ? ['bedrock-web-bff/service-token'] : []]);
+      // Only web-bff and llm-gateway call an internal server; only conversation serves one to another service.
+      expect([name, keys.filter((k) => k.endsWith('/service-token'))]).toEqual([name, callers.includes(name) ? [`bedrock-${name}/service-token`] : []]);
       expect([name, keys.filter((k) => k.endsWith('/service-peers'))]).toEqual([name, name === 'conversation' ? ['bedrock-conversation/service-peers'] : []]);
-      expect([name, token !== undefined, peers !== undefined]).toEqual([name, name === 'web-bff', name === 'conversation']);
+      expect([name, token !== undefined, peers !== undefined]).toEqual([name, callers.includes(name), name === 'conversation']);
       for (const [file, key] of [[token, 'service-token'], [peers, 'service-peers']] as const) {
         if (file === undefined) continue;
         expect([name, mountedSecretFile(w, c, file)]).toEqual([name, { secret: `bedrock-${name}`, key, mode: 0o400, readOnly: true }]);
       }
     }
     if (overlay === 'dev') {
-      const token = secretData(objects, 'bedrock-web-bff')['service-token']!;
+      const token = (service: string) => secretData(objects, `bedrock-${service}`)['service-token']!;
       const peers = secretData(objects, 'bedrock-conversation')['service-peers']!;
-      expect(peers.trim().split('\n')).toEqual([`web-bff:${sha256(token)}`]);
+      expect(peers.trim().split('\n')).toEqual(callers.map((c) => `${c}:${sha256(token(c))}`));
     }
   });
 

@@ -97,15 +97,21 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     await runner.start();
     stops.push(() => runner.stop());
 
-    const gateway = createLlmGateway(readLlmGatewayConfig(internal), { transport, logger: logger.child({ component: 'llm-gateway' }), serveMetrics: false });
-    await gateway.start();
-    stops.push(() => gateway.stop());
-
     const conversation = await startConversationService(
       readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5') }),
       { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
     );
     stops.push(() => conversation.stop());
+
+    // After the conversation service: the gateway fetches each request's history from it.
+    const gateway = createLlmGateway(readLlmGatewayConfig({ ...internal, BEDROCK_CONVERSATION_URL: conversation.grpcUrl }), {
+      transport,
+      logger: logger.child({ component: 'llm-gateway' }),
+      serveMetrics: false,
+      serviceToken: services.tokens['llm-gateway'],
+    });
+    await gateway.start();
+    stops.push(() => gateway.stop());
     // Tools never reach the internal API's port (the runner denies its own ports itself).
     runner.denyToolPorts([Number(new URL(conversation.grpcUrl).port)]);
 

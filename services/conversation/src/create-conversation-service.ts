@@ -3,7 +3,7 @@
  * and serves the internal API. `start()` and `stop()`; main.ts only reads the environment.
  */
 import pg from 'pg';
-import { ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
+import { ConversationHistoryService, ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -24,6 +24,7 @@ import {
   type TokenEntry,
 } from '@bedrock/platform/server';
 import { registerConversationApi } from './api/conversation-api.ts';
+import { registerHistoryApi } from './api/history-api.ts';
 import { LIMITS } from './api/limits.ts';
 import type { ConversationConfig } from './config.ts';
 import { DEFAULT_POLICY, type Policy } from './core/index.ts';
@@ -34,6 +35,7 @@ import { createRecoverySweeper, type RecoverySweeper } from './recovery/sweeper.
 import { createSandboxProbe } from './recovery/sandbox-probe.ts';
 import { createConversationStore, type ConversationStore } from './store/conversation-store.ts';
 import { startRequestPruner } from './store/request-outcomes.ts';
+import { createHistoryReads } from './store/history-reads.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -146,8 +148,10 @@ export async function startConversationService(
           sandboxAvailable,
           onApplied: recordTransition,
         });
+        // The llm-gateway fetches each request's history here (claim-check jobs).
+        registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
         registerHealth(router, health);
-        registerReflection(router, [ConversationService]);
+        registerReflection(router, [ConversationService, ConversationHistoryService]);
       },
     });
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });

@@ -4,8 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ErrorKind, MessageType, Mode, StateKind, StopReason, type LlmRequestJob } from '@bedrock/contracts';
+import { ErrorKind, MessageType, Mode, StateKind, StopReason } from '@bedrock/contracts';
 import { startHarness, type Harness } from './support/harness.ts';
+import type { LlmJob } from './support/blocks.ts';
 
 let h: Harness;
 beforeAll(async () => {
@@ -26,7 +27,7 @@ async function newConversation(user = 'alice') {
   return res.conversation!;
 }
 
-async function nextLlmJob(conversationId: string, after = 0): Promise<LlmRequestJob> {
+async function nextLlmJob(conversationId: string, after = 0): Promise<LlmJob> {
   return h.waitFor(`LLM request #${after + 1} for ${conversationId}`, () => h.llmJobs.filter((j) => j.conversationId === conversationId)[after]);
 }
 

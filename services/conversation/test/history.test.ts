@@ -4,8 +4,8 @@
  * cancels, errors, approvals and mode changes.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ErrorKind, MessageType, Role, StateKind, StopReason, type LlmRequestJob } from '@bedrock/contracts';
-import { chainProblems, shape, text, toolUse } from './support/blocks.ts';
+import { ErrorKind, MessageType, Role, StateKind, StopReason } from '@bedrock/contracts';
+import { chainProblems, shape, text, toolUse, type LlmJob } from './support/blocks.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import { tinyJpeg, tinyPng } from './support/images.ts';
 
@@ -24,7 +24,7 @@ beforeAll(async () => {
   [PNG, JPEG] = await Promise.all([tinyPng(), tinyJpeg()]);
 });
 
-function images(job: LlmRequestJob) {
+function images(job: LlmJob) {
   return job.messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'image' ? [b.block.value] : [])));
 }
 

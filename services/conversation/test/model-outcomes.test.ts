@@ -8,9 +8,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createModelRegistry } from '@bedrock/contracts/models';
-import { ErrorKind, MessageType, Role, StateKind, StopReason, type ContentBlock, type LlmRequestJob } from '@bedrock/contracts';
+import { ErrorKind, MessageType, Role, StateKind, StopReason, type ContentBlock } from '@bedrock/contracts';
 import { MAX_TOKENS_NOTICE, SYSTEM_NOTICE_PREFIX, cutToolNotice, refusalMessage } from '../src/core/index.ts';
-import { chainProblems, citedText, redactedThinking, serverTool, text, textOf, thinking, toolUse, usage } from './support/blocks.ts';
+import { chainProblems, citedText, redactedThinking, serverTool, text, textOf, thinking, toolUse, usage, type LlmJob } from './support/blocks.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
@@ -46,7 +46,7 @@ function describeBlock(b: ContentBlock): string {
 }
 
 /** Each turn as [role, block, block, ...]. */
-function turns(job: LlmRequestJob): string[][] {
+function turns(job: LlmJob): string[][] {
   return job.messages.map((m) => [m.role === Role.USER ? 'user' : 'assistant', ...m.content.map(describeBlock)]);
 }
 

@@ -15,10 +15,9 @@ import {
   RunnerCapabilitiesSchema,
   StateKind,
   StopReason,
-  type LlmRequestJob,
 } from '@bedrock/contracts';
 import { MODE_NOTICE_RESTRICTED, MODE_NOTICE_UNRESTRICTED, UPGRADE_APPROVED, UPGRADE_DENIED } from '../src/core/index.ts';
-import { text, textOf, toolResults, toolUse } from './support/blocks.ts';
+import { text, textOf, toolResults, toolUse, type LlmJob } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
@@ -35,7 +34,7 @@ const queueOf = (harness: Harness, conversationId: string, toolUseId: string) =>
   harness.toolJobRecords.find((r) => r.job.conversationId === conversationId && r.job.toolUseId === toolUseId)!.queue;
 
 /** The last user turn of a request: its block kinds and texts. */
-function lastUserTurn(job: LlmRequestJob) {
+function lastUserTurn(job: LlmJob) {
   const turn = job.messages[job.messages.length - 1]!;
   expect(turn.role).toBe(Role.USER);
   return turn.content.map((b) =>

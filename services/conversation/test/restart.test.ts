@@ -5,8 +5,8 @@
  * it was when the answers it waits for arrive.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ErrorKind, Mode, StateKind, StopReason, type LlmRequestJob } from '@bedrock/contracts';
-import { text, toolUse, usage } from './support/blocks.ts';
+import { ErrorKind, Mode, StateKind, StopReason } from '@bedrock/contracts';
+import { text, toolUse, usage, type LlmJob } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
@@ -84,7 +84,7 @@ describe('restart with conversations in every state', () => {
     for (const [id] of expected) expect([id, await h.get(id)]).toEqual([id, before.get(id)]);
 
     // ---- everything goes on through the new replica ----
-    const answer = (job: LlmRequestJob) => h.respond(job, { content: [text('after restart')] });
+    const answer = (job: LlmJob) => h.respond(job, { content: [text('after restart')] });
 
     await h.client().sendMessage({ conversationId: idle.id, text: 'still there?' });
     await answer(await h.llmJob(idle.id, 1));

@@ -31,7 +31,7 @@ import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/testkit'
 import { readLlmGatewayConfig } from '../src/config.ts';
 import { createLlmGateway, type LlmGatewayDeps } from '../src/create-llm-gateway.ts';
 import { resultEventId } from '../src/llm-worker.ts';
-import { makeJob } from '../test/helpers.ts';
+import { makeJob, testHistory } from '../test/helpers.ts';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const silent = createLogger({ service: 'llm-gateway-bench', level: 'silent' });
@@ -52,7 +52,7 @@ interface Rig {
 
 async function rig(makeTransport: () => Transport, env: Record<string, string>, hooks: LlmGatewayDeps = {}): Promise<Rig> {
   const transport = makeTransport();
-  const gateway = createLlmGateway(readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }), { transport, logger: silent, serveMetrics: false, ...hooks });
+  const gateway = createLlmGateway(readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }), { transport, logger: silent, serveMetrics: false, history: testHistory, ...hooks });
   await gateway.start();
   const waiters = new Map<string, (job: ConversationEventJob) => void>();
   const early = new Map<string, ConversationEventJob>();

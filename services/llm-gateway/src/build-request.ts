@@ -8,7 +8,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { isToolName, TOOLS, type ToolName } from '@bedrock/contracts/tools';
 import type { ModelRegistry, ThinkingForm } from '@bedrock/contracts/models';
-import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel, type LlmRequestJob } from '@bedrock/contracts';
+import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
 import {
   ImageRejectedError,
   prepareImage,
@@ -106,7 +106,10 @@ const SERVER_TOOL_NAMES: Readonly<Partial<Record<ServerTool, ServerToolName>>> =
 };
 const isServerToolName = (name: unknown): name is ServerToolName => typeof name === 'string' && Object.hasOwn(SERVER_TOOL_DEFINITIONS, name);
 
-export async function buildMessagesRequest(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks = {}): Promise<Anthropic.MessageCreateParamsStreaming> {
+/** A job with the history it names, fetched from the conversation service: what is sent to the model. */
+export type LlmRequest = LlmRequestJob & { readonly messages: readonly LlmMessage[] };
+
+export async function buildMessagesRequest(job: LlmRequest, options: BuildOptions, hooks: BuildHooks = {}): Promise<Anthropic.MessageCreateParamsStreaming> {
   const model = job.model || options.defaultModel;
   const spec = options.registry.lookup(model);
   const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, spec.maxOutputTokens);
@@ -336,7 +339,7 @@ function toolsUsedIn(messages: readonly MessageParam[]): { client: ToolName[]; s
   return { client, server, any };
 }
 
-async function convertMessages(job: LlmRequestJob, options: BuildOptions, hooks: BuildHooks): Promise<MessageParam[]> {
+async function convertMessages(job: LlmRequest, options: BuildOptions, hooks: BuildHooks): Promise<MessageParam[]> {
   const imageCount = job.messages.reduce((n, m) => n + m.content.filter((b) => b.block.case === 'image').length, 0);
   const out: MessageParam[] = [];
   for (const [mi, message] of job.messages.entries()) {

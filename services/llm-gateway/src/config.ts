@@ -3,7 +3,7 @@
  * variable with its default). `readLlmGatewayConfig()` fails fast naming every bad variable,
  * including a malformed BEDROCK_MODELS.
  */
-import { commonEnv, duration, int, oneOf, optional, readEnv, setting, str, url } from '@bedrock/platform/server';
+import { commonEnv, duration, int, oneOf, optional, readEnv, setting, str, url, urlList } from '@bedrock/platform/server';
 import type { LogLevel } from '@bedrock/platform/server';
 import { createModelRegistry, OFFLINE_MODEL_ID } from '@bedrock/contracts/models';
 import type { ModelRegistry } from '@bedrock/contracts/models';
@@ -43,6 +43,14 @@ export interface LlmGatewayConfig {
   /** How long running requests may finish after SIGTERM before they are handed back, ms. Default 10 s. */
   readonly shutdownGraceMs: number;
   readonly logLevel: LogLevel;
+  /** Conversation service gRPC URLs, where each job's history is fetched. Default http://127.0.0.1:50051. */
+  readonly conversationUrls: readonly URL[];
+  /** How often host names in conversationUrls are resolved again, ms. Default 10 s. */
+  readonly conversationResolveMs: number;
+  /** Deadline of one history fetch, ms. Default 10 s. */
+  readonly historyTimeoutMs: number;
+  /** File of the gateway's own service token, presented to the conversation service. */
+  readonly serviceTokenFile: string | undefined;
 }
 
 export const llmGatewayEnv = {
@@ -50,6 +58,26 @@ export const llmGatewayEnv = {
   host: commonEnv.host,
   metricsPort: commonEnv.metricsPort,
   shutdownGraceMs: commonEnv.shutdownGraceMs,
+  // The gateway serves no internal endpoint; it calls the conversation service for histories.
+  serviceTokenFile: commonEnv.serviceTokenFile,
+  conversationUrls: setting({
+    name: 'BEDROCK_CONVERSATION_URL',
+    parse: urlList({ protocols: ['http', 'https'] }),
+    default: [new URL('http://127.0.0.1:50051')],
+    doc: 'Base URLs of the conversation service\'s internal gRPC API (h2c for http://), comma-separated, where each request\'s history is fetched (jobs name the history, they do not carry it); a host name stands for all of its addresses (a Kubernetes headless Service lists every ready pod).',
+  }),
+  conversationResolveMs: setting({
+    name: 'BEDROCK_CONVERSATION_RESOLVE_INTERVAL',
+    parse: duration(),
+    default: 10_000,
+    doc: 'How often host names in BEDROCK_CONVERSATION_URL are resolved again to follow replicas that come and go (also after a replica fails); 0 = only then.',
+  }),
+  historyTimeoutMs: setting({
+    name: 'BEDROCK_HISTORY_TIMEOUT',
+    parse: duration(),
+    default: 10_000,
+    doc: 'Deadline of one history fetch from the conversation service; a fetch that fails or times out is a retryable network error (the state machine retries the request).',
+  }),
   apiKey: setting({ name: 'ANTHROPIC_API_KEY', parse: optional(str()), default: undefined, doc: 'Provider API key. Unset: the offline demo model answers (a local Messages API server started in-process).' }),
   baseUrl: setting({ name: 'ANTHROPIC_BASE_URL', parse: optional(url({ protocols: ['http', 'https'] })), default: undefined, doc: 'Messages API base URL, without /v1 (e.g. a local server from `npm run messages-api -w packages/testkit`). Default https://api.anthropic.com.' }),
   transport: setting({ name: 'BEDROCK_TRANSPORT', parse: oneOf(['redis', 'memory'] as const), default: 'redis', doc: 'Queues and streams: Redis (distributed, see REDIS_URL) or in-process.' }),
@@ -93,5 +121,9 @@ export function readLlmGatewayConfig(env: Record<string, string | undefined> = p
     host: v.host,
     shutdownGraceMs: v.shutdownGraceMs,
     logLevel: v.logLevel,
+    conversationUrls: v.conversationUrls,
+    conversationResolveMs: v.conversationResolveMs,
+    historyTimeoutMs: v.historyTimeoutMs,
+    serviceTokenFile: v.serviceTokenFile,
   };
 }

@@ -7,11 +7,12 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
-import { createHealth, createLogger, createMetrics, startMetricsServer } from '@bedrock/platform/server';
+import { createHealth, createLogger, createMetrics, readServiceTokenFile, startMetricsServer } from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
 import type { MessagesApiServer } from '@bedrock/testkit';
 import type { LlmGatewayConfig } from './config.ts';
+import { createConversationHistorySource, type HistorySource } from './history-source.ts';
 import { ImageCache, RefusedImages } from './images.ts';
 import { startLlmWorker } from './llm-worker.ts';
 import type { LlmWorker, LlmWorkerOptions } from './llm-worker.ts';
@@ -21,6 +22,13 @@ import { livenessFetch } from './liveness-fetch.ts';
 export interface LlmGatewayDeps {
   /** Queues, streams and cancel bus; default built from the config (and then closed on stop). */
   readonly transport?: Transport;
+  /**
+   * Where each job's history is fetched; default a client of the conversation service
+   * (BEDROCK_CONVERSATION_URL, presenting BEDROCK_SERVICE_TOKEN_FILE), closed on stop.
+   */
+  readonly history?: HistorySource;
+  /** The gateway's service token, instead of reading BEDROCK_SERVICE_TOKEN_FILE (the embedded mode). */
+  readonly serviceToken?: string;
   readonly logger?: Logger;
   readonly metrics?: Metrics;
   /** Start the /metrics server. Default true. */
@@ -53,6 +61,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
   let localServer: MessagesApiServer | undefined;
   let metricsServer: MetricsServer | undefined;
   let worker: LlmWorker | undefined;
+  let history: HistorySource | undefined;
   let providerUrl = '';
 
   return {
@@ -106,9 +115,23 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
             ? createMemoryTransport({ onError: (err) => logger.error({ err }, 'transport error') })
             : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.error({ err }, 'transport error') });
       }
+      if (deps.history) history = deps.history;
+      else {
+        // Read at start: a missing or unreadable token file stops the gateway with its path named.
+        const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
+        if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every history fetch');
+        history = createConversationHistorySource({
+          targets: config.conversationUrls,
+          serviceToken,
+          timeoutMs: config.historyTimeoutMs,
+          resolveIntervalMs: config.conversationResolveMs,
+          logger,
+        });
+      }
       worker = await startLlmWorker({
         transport,
         client,
+        history,
         runOptions: {
           registry: config.registry,
           defaultModel: config.defaultModel,
@@ -132,7 +155,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       }
       health.set('', 'SERVING');
       logger.info(
-        { offline, provider_url: providerUrl, transport: config.transport, concurrency: config.concurrency, limiter: config.limiter ?? null, default_model: config.defaultModel, metrics_url: metricsServer?.url },
+        { offline, provider_url: providerUrl, conversation_urls: deps.history ? undefined : config.conversationUrls.map(String), transport: config.transport, concurrency: config.concurrency, limiter: config.limiter ?? null, default_model: config.defaultModel, metrics_url: metricsServer?.url },
         'llm-gateway started',
       );
     },
@@ -140,6 +163,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       health.shutdown();
       await worker?.close(config.shutdownGraceMs);
       if (ownsTransport) await transport?.close();
+      if (!deps.history) history?.close();
       await metricsServer?.close();
       await localServer?.close();
       logger.info('llm-gateway stopped');

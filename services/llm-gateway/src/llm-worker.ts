@@ -25,11 +25,14 @@ import type { Consumer, Job, Transport } from '@bedrock/platform';
 import { startQueueDepthSampler, traceLogFieldsOf } from '@bedrock/platform/server';
 import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
 import { createDeltaPublisher } from './delta-publisher.ts';
-import { runLlmRequest, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
+import type { HistorySource } from './history-source.ts';
+import { runLlmJob, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
 
 export interface LlmWorkerOptions {
   readonly transport: Transport;
   readonly client: Anthropic;
+  /** Where each job's history is fetched (jobs are claim checks: conversation id and position). */
+  readonly history: HistorySource;
   readonly runOptions: RunOptions;
   readonly concurrency: number;
   readonly limiter?: { readonly max: number; readonly durationMs: number };
@@ -124,8 +127,10 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     try {
       let outcome: LlmOutcome;
       try {
-        outcome = await runLlmRequest(data, {
+        outcome = await runLlmJob(data, {
           client: options.client,
+          history: options.history,
+          onHistoryError: (err) => log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
           options: options.runOptions,
           signal: controller.signal,
           onDelta: publisher.push,

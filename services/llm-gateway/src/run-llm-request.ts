@@ -20,12 +20,16 @@ import {
   UsageSchema,
   type ContentBlock,
   type LlmErrorEvent,
+  type LlmMessage,
   type LlmRequestJob,
   type LlmResponseEvent,
   type TokenDeltaKind,
 } from '@bedrock/contracts';
-import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError, replaceRefusedImages, type BuildOptions } from './build-request.ts';
+import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError, replaceRefusedImages, type BuildOptions, type LlmRequest } from './build-request.ts';
+
+export type { LlmRequest } from './build-request.ts';
 import { base, classifyError, type Classified } from './classify-error.ts';
+import { classifyHistoryError, type HistorySource } from './history-source.ts';
 import { parseImageRefusal, type ImageRefusal } from './images.ts';
 import { StreamAccumulator, type AccumulatedBlock } from './stream-accumulator.ts';
 import { lastByteAt } from './liveness-fetch.ts';
@@ -58,12 +62,11 @@ export interface RunDeps {
 
 const ABORTED_MESSAGE = 'The request was cancelled.';
 
-export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<LlmOutcome> {
-  const { client, options, signal } = deps;
-  const fail = (c: Classified, aborted = false): LlmOutcome => ({
+function failure(requestId: string, c: Classified, aborted = false): LlmOutcome {
+  return {
     case: 'llmError',
     value: create(LlmErrorEventSchema, {
-      requestId: job.requestId,
+      requestId,
       kind: c.kind,
       retryable: c.retryable,
       message: c.message,
@@ -72,7 +75,32 @@ export async function runLlmRequest(job: LlmRequestJob, deps: RunDeps): Promise<
       providerRequestId: c.providerRequestId,
       aborted,
     }),
-  });
+  };
+}
+
+/**
+ * Runs a queued job: fetches the history it names from `history` (the job is a claim check),
+ * then {@link runLlmRequest}. A history that cannot be fetched ends as an LlmErrorEvent
+ * (the conversation service unreachable: retryable NETWORK, so the state machine retries).
+ */
+export async function runLlmJob(job: LlmRequestJob, deps: RunDeps & { readonly history: HistorySource; readonly onHistoryError?: (err: unknown) => void }): Promise<LlmOutcome> {
+  const cancelled = () => failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE), true);
+  if (deps.signal?.aborted) return cancelled();
+  let messages: LlmMessage[];
+  try {
+    messages = await deps.history.fetch(job, deps.signal);
+  } catch (err) {
+    if (deps.signal?.aborted) return cancelled();
+    deps.onHistoryError?.(err);
+    return failure(job.requestId, classifyHistoryError(err));
+  }
+  return runLlmRequest({ ...job, messages }, deps);
+}
+
+/** One model call for a job whose history is at hand. */
+export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<LlmOutcome> {
+  const { client, options, signal } = deps;
+  const fail = (c: Classified, aborted = false): LlmOutcome => failure(job.requestId, c, aborted);
   let providerRequestId = '';
   const cancelled = () => fail(base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true);
   if (signal?.aborted) return cancelled();

@@ -26,7 +26,7 @@ import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit
 import { readLlmGatewayConfig } from '../src/config.ts';
 import { createLlmGateway, type LlmGateway } from '../src/create-llm-gateway.ts';
 import { resultEventId } from '../src/llm-worker.ts';
-import { makeJob } from './helpers.ts';
+import { makeJob, testHistory } from './helpers.ts';
 
 const silent = createLogger({ service: 'llm-gateway-test', level: 'silent' });
 
@@ -46,6 +46,7 @@ async function harness(transport: Transport, env: Record<string, string>, hooks:
   const gateway = createLlmGateway(readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }), {
     transport,
     logger: silent,
+    history: testHistory,
     ...hooks,
   });
   await gateway.start();

@@ -2,9 +2,10 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { createModelRegistry } from '@bedrock/contracts/models';
-import { ContentBlockSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type ContentBlock, type LlmRequestJob } from '@bedrock/contracts';
+import { ContentBlockSchema, LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type ContentBlock, type LlmMessage } from '@bedrock/contracts';
 import { DEFAULT_IMAGE_LIMITS } from '../src/images.ts';
-import type { RunOptions } from '../src/run-llm-request.ts';
+import type { LlmRequest, RunOptions } from '../src/run-llm-request.ts';
+import { memoryHistorySource, type HistorySource } from '../src/history-source.ts';
 import { livenessFetch } from '../src/liveness-fetch.ts';
 
 export const text = (t: string): ContentBlock => create(ContentBlockSchema, { block: { case: 'text', value: { text: t } } });
@@ -22,22 +23,38 @@ export const citedText = (t: string, citations: unknown[]): ContentBlock =>
   create(ContentBlockSchema, { block: { case: 'text', value: { text: t, citationsJson: JSON.stringify(citations) } } });
 
 let seq = 0;
-export function makeJob(overrides: MessageInitShape<typeof LlmRequestJobSchema> & { user?: string } = {}): LlmRequestJob {
-  const { user, ...rest } = overrides;
+
+/** The histories of the jobs made here, by conversation id: what the conversation service would answer. */
+const histories = new Map<string, readonly LlmMessage[]>();
+
+/** A history source answering every job made by {@link makeJob} with its messages (as the conversation service would). */
+export const testHistory: HistorySource = memoryHistorySource((claim) => histories.get(claim.conversationId));
+
+export type JobInit = MessageInitShape<typeof LlmRequestJobSchema> & { user?: string; messages?: MessageInitShape<typeof LlmMessageSchema>[] };
+
+/**
+ * A job with its history at hand (an LlmRequest): the claim-check job as queued, plus the
+ * messages the conversation service answers for it, registered with {@link testHistory}.
+ */
+export function makeJob(overrides: JobInit = {}): LlmRequest {
+  const { user, messages, ...rest } = overrides;
   seq++;
-  return create(LlmRequestJobSchema, {
+  const job = create(LlmRequestJobSchema, {
     requestId: `req-${process.pid}-${seq}`,
     conversationId: `conv-${process.pid}-${seq}`,
     model: 'claude-haiku-4-5',
     systemPrompt: 'You are a test.',
     toolNames: ['bash', 'think'],
-    messages: [{ role: Role.USER, content: [text(user ?? 'hello')] }],
     maxTokens: 0,
     purpose: LlmRequestPurpose.TURN,
     attempt: 1,
     notifySequence: 5n,
     ...rest,
   });
+  const turns = (messages ?? [{ role: Role.USER, content: [text(user ?? 'hello')] }]).map((m) => create(LlmMessageSchema, m));
+  job.historyThrough ||= BigInt(turns.length);
+  histories.set(job.conversationId, turns);
+  return { ...job, messages: turns };
 }
 
 export function runOptions(overrides: Partial<RunOptions> = {}): RunOptions {

@@ -1,10 +1,10 @@
 import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
 import sharp from 'sharp';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { ErrorKind, LlmRequestPurpose, Role, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind, type LlmErrorEvent, type LlmRequestJob, type LlmResponseEvent } from '@bedrock/contracts';
+import { ErrorKind, LlmRequestPurpose, Role, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
 import { CONTINUE_AFTER_CUT } from '../src/build-request.ts';
 import { RefusedImages } from '../src/images.ts';
-import { runLlmRequest, type LlmOutcome } from '../src/run-llm-request.ts';
+import { runLlmRequest, type LlmOutcome, type LlmRequest } from '../src/run-llm-request.ts';
 import { STOP_REASONS } from '../src/stop-reason.ts';
 import { image, makeJob, runOptions, sdkClient, text, toolResult, toolUse } from './helpers.ts';
 
@@ -30,7 +30,7 @@ async function run(scripted: ScriptedResponse, extra: Partial<Parameters<typeof 
 }
 
 /** Runs `job` against one scripted response; `sent` is the request body the server received. */
-async function runJob(job: LlmRequestJob, scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
+async function runJob(job: LlmRequest, scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
   server.enqueue(scripted);
   const before = server.requests.length;
   const deltas: Array<[number, string, TokenDeltaKind]> = [];
@@ -236,7 +236,7 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
 
     // The same loop from a turn made without thinking: this request goes without it.
     const warnings: string[] = [];
-    const plain = await runJob({ ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequestJob, { kind: 'message', content: [{ type: 'text', text: 'ok' }] }, { onWarning: (m) => warnings.push(m) });
+    const plain = await runJob({ ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequest, { kind: 'message', content: [{ type: 'text', text: 'ok' }] }, { onWarning: (m) => warnings.push(m) });
     response(plain.outcome);
     expect([plain.sent?.thinking, plain.sent?.output_config]).toEqual([undefined, undefined]);
     expect(warnings).toContain('thinking left out of this request');

@@ -1,9 +1,13 @@
 /**
- * Builds the `llm-requests` job from the persisted history, so a request always reflects
- * exactly what was committed (and a re-published job is identical).
+ * Builds the `llm-requests` job: a claim check naming the conversation and the last message
+ * sequence of the request's history (`history_through`), not the history itself, so a job's
+ * size does not grow with the conversation. The gateway fetches the turns when it runs the
+ * job (ConversationHistoryService, api/history-api.ts), built by {@link buildLlmMessages} from
+ * exactly the committed messages up to that position (messages are append-only, so a
+ * re-published job names the same history).
  */
 import { create } from '@bufbuild/protobuf';
-import { LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type LlmRequestJob } from '@bedrock/contracts';
+import { LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
 import { buildContinuationPrompt, buildLlmHistory, type Effect, type HistoryMessage, type LlmTurn } from '../core/index.ts';
 import { blockToProto } from '../mapping/proto.ts';
 import { serverToolToProto, thinkingToProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
@@ -59,28 +63,38 @@ function turnToProto(turn: LlmTurn) {
 
 type RequestLlm = Extract<Effect, { type: 'request_llm' }>;
 
-export function buildLlmRequestJob(
-  facts: ConversationFacts,
-  effect: RequestLlm,
-  history: readonly HistoryMessage[],
-  /** `maxTokens`: the service's default, used when the effect asks for none (0). */
-  options: { maxTokens: number; notifySequence: bigint; traceContext?: Record<string, string> },
-): LlmRequestJob {
+/**
+ * The Messages API turns of a history: today's chain rules (core/history.ts), and for a
+ * continuation request (REQ-BED-020) its prompt appended to the last user turn, or as a new
+ * user turn when the history ends with the assistant.
+ */
+export function buildLlmMessages(history: readonly HistoryMessage[], continuationPrompt = ''): LlmMessage[] {
   const turns = buildLlmHistory(history);
-  if (effect.purpose === 'continuation') {
-    // REQ-BED-020: a tool-less request whose prompt names the tools that did not run.
-    const prompt = { type: 'text' as const, text: buildContinuationPrompt(effect.rejectedToolCalls) };
+  if (continuationPrompt) {
+    const prompt = { type: 'text' as const, text: continuationPrompt };
     const last = turns[turns.length - 1];
     if (last && last.role === 'user') last.content.push(prompt);
     else turns.push({ role: 'user', content: [prompt] });
   }
+  return turns.map(turnToProto);
+}
+
+export interface LlmRequestJobOptions {
+  /** The service's default, used when the effect asks for none (0). */
+  readonly maxTokens: number;
+  readonly notifySequence: bigint;
+  /** The last message sequence of the request's history: the conversation's message_seq once this transition's messages are in. */
+  readonly historyThrough: bigint;
+  readonly traceContext?: Record<string, string>;
+}
+
+export function buildLlmRequestJob(facts: ConversationFacts, effect: RequestLlm, options: LlmRequestJobOptions): LlmRequestJob {
   return create(LlmRequestJobSchema, {
     requestId: effect.requestId,
     conversationId: facts.id,
     model: facts.model,
     systemPrompt: systemPrompt(facts),
     toolNames: [...effect.toolNames],
-    messages: turns.map(turnToProto),
     maxTokens: effect.maxTokens || options.maxTokens,
     purpose: effect.purpose === 'continuation' ? LlmRequestPurpose.CONTINUATION : LlmRequestPurpose.TURN,
     attempt: effect.attempt,
@@ -90,5 +104,8 @@ export function buildLlmRequestJob(
     // tools must be defined while their blocks are in the history.
     thinking: thinkingToProto(facts.thinking),
     serverTools: facts.serverTools.map(serverToolToProto),
+    historyThrough: options.historyThrough,
+    // REQ-BED-020: a tool-less request whose prompt names the tools that did not run.
+    continuationPrompt: effect.purpose === 'continuation' ? buildContinuationPrompt(effect.rejectedToolCalls) : '',
   });
 }

@@ -66,6 +66,8 @@ export interface OutboxInput {
     readonly model: string;
     readonly sandboxAvailable: boolean;
     readonly notifySeq: number;
+    /** The conversation's last message sequence before this transition's messages. */
+    readonly messageSeq: number;
     readonly parentId: string | null;
     readonly thinking: ThinkingSetting;
     readonly serverTools: readonly ServerToolName[];
@@ -76,8 +78,8 @@ export interface OutboxInput {
   readonly effects: readonly Effect[];
   /** Messages persisted by this transition, in effect order. */
   readonly persisted: readonly MessageRow[];
-  /** The whole persisted history, needed only when a request_llm effect is present. */
-  readonly history: readonly HistoryMessage[];
+  /** Unused: an LLM request job names its history by position (history_through); the gateway fetches it. */
+  readonly history?: readonly HistoryMessage[];
   /** max_tokens of a request whose effect asks for none (0): the service's default for the model. */
   readonly maxTokens: number;
   readonly traceContext: Record<string, string>;
@@ -166,8 +168,13 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
             serverTools: record.serverTools,
           },
           effect,
-          input.history,
-          { maxTokens: input.maxTokens, notifySequence: BigInt(notifySeq), traceContext: input.traceContext },
+          {
+            maxTokens: input.maxTokens,
+            notifySequence: BigInt(notifySeq),
+            // The history is every message committed so far, this transition's included.
+            historyThrough: BigInt(record.messageSeq + input.persisted.length),
+            traceContext: input.traceContext,
+          },
         );
         job(effect.id, id, QUEUE_LLM_REQUESTS, 'LlmRequestJob', effect.requestId, toJson(LlmRequestJobSchema, request));
         break;

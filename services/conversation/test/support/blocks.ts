@@ -3,7 +3,13 @@
  * history in LlmRequestJobs (written here from the Messages API rules, not from the core's
  * own checker, so the test can disagree with the code).
  */
-import { Role, type ContentBlock, type LlmRequestJob } from '@bedrock/contracts';
+import { Role, type ContentBlock, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
+
+/**
+ * An LLM request job as the played gateway runs it: the claim-check job with the history it
+ * names (fetched from ConversationHistoryService, as the llm-gateway does).
+ */
+export type LlmJob = LlmRequestJob & { readonly messages: LlmMessage[] };
 
 export const usage = (input = 100, output = 20, cacheRead = 0, cacheCreation = 0, extra: { thinking?: number; searches?: number; fetches?: number } = {}) => ({
   inputTokens: BigInt(input),
@@ -33,17 +39,17 @@ export function textOf(content: readonly ContentBlock[]): string {
 }
 
 /** Block kinds per turn, e.g. [['text'], ['text', 'toolUse'], ['toolResult']]. */
-export function shape(job: LlmRequestJob): string[][] {
+export function shape(job: LlmJob): string[][] {
   return job.messages.map((m) => m.content.map((b) => b.block.case ?? 'none'));
 }
 
 /** Every tool_result block of the request, in order. */
-export function toolResults(job: LlmRequestJob) {
+export function toolResults(job: LlmJob) {
   return job.messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value] : [])));
 }
 
 /** A paused turn: an assistant turn holding a provider-run tool's block, sent back as it is to resume. */
-function isPausedTurn(turn: LlmRequestJob['messages'][number]): boolean {
+function isPausedTurn(turn: LlmMessage): boolean {
   return turn.role === Role.ASSISTANT && turn.content.some((b) => b.block.case === 'serverTool');
 }
 
@@ -54,7 +60,7 @@ function isPausedTurn(turn: LlmRequestJob['messages'][number]): boolean {
  * same order, at the start of the next user turn, tool_results appear nowhere else, tool_use
  * ids are unique, and no turn is empty.
  */
-export function chainProblems(job: LlmRequestJob): string[] {
+export function chainProblems(job: LlmJob): string[] {
   const problems: string[] = [];
   const where = `${job.requestId}`;
   const turns = job.messages;

@@ -12,6 +12,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import {
   CancelSignalSchema,
   ConversationEventJobSchema,
+  ConversationHistoryService,
   ConversationService,
   type LlmErrorEventSchema,
   LlmRequestJobSchema,
@@ -35,7 +36,7 @@ import { createLogger, generateServiceCredentials, serviceTokenInterceptor, USER
 import { readConversationConfig } from '../../src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
-import { chainProblems, usage } from './blocks.ts';
+import { chainProblems, usage, type LlmJob } from './blocks.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
 type ResponseInit = Omit<MessageInitShape<typeof LlmResponseEventSchema>, '$typeName'>;
@@ -75,14 +76,14 @@ export interface Harness {
   readonly services: ServiceCredentials;
   /** A client of the primary replica (or of `target`) acting as `user`, with web-bff's service token. */
   client(user?: string, target?: RunningConversationService): Client<typeof ConversationService>;
-  /** Jobs the "gateway" and "runner" received, in order. */
-  readonly llmJobs: LlmRequestJob[];
+  /** Jobs the "gateway" and "runner" received, in order (LLM jobs with the history they name, fetched as the gateway does). */
+  readonly llmJobs: LlmJob[];
   readonly toolJobs: ToolExecJob[];
   /** The same tool jobs with the queue each came from. */
   readonly toolJobRecords: ToolJobRecord[];
   readonly cancels: CancelSignal[];
   /** Called for every LLM / tool job after it is recorded (an automatic gateway or runner). */
-  onLlmJob: ((job: LlmRequestJob) => Promise<void>) | null;
+  onLlmJob: ((job: LlmJob) => Promise<void>) | null;
   onToolJob: ((job: ToolExecJob) => Promise<void>) | null;
   /** Sends a result event the way the gateway and runner do. */
   send(conversationId: string, eventId: string, event: EventInit): Promise<void>;
@@ -93,10 +94,10 @@ export interface Harness {
   /** Answers a tool job (event id `t/<conversation>/<tool use id>` unless given). */
   complete(job: ToolExecJob, value: Partial<ToolCompleteInit>, eventId?: string): Promise<void>;
   /** The n-th (0-based) LLM request of a conversation, waiting for it. */
-  llmJob(conversationId: string, index?: number): Promise<LlmRequestJob>;
+  llmJob(conversationId: string, index?: number): Promise<LlmJob>;
   /** The tool job for a tool_use id of a conversation, waiting for it. */
   toolJob(conversationId: string, toolUseId: string): Promise<ToolExecJob>;
-  llmJobsOf(conversationId: string): LlmRequestJob[];
+  llmJobsOf(conversationId: string): LlmJob[];
   toolJobsOf(conversationId: string): ToolExecJob[];
   /** Creates a conversation through the API. */
   createConversation(user?: string, cwd?: string): Promise<string>;
@@ -184,7 +185,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   replicas.push(primary);
 
   const workerTransport = newTransport();
-  const llmJobs: LlmRequestJob[] = [];
+  const llmJobs: LlmJob[] = [];
   const toolJobs: ToolExecJob[] = [];
   const seenJobs = new Set<string>();
   const toolJobRecords: ToolJobRecord[] = [];
@@ -214,6 +215,30 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     });
     httpClients.push(t);
     return createClient(ConversationService, t);
+  };
+
+  // The played gateway fetches each job's history from the service as llm-gateway does
+  // (claim-check jobs), from whichever replica is primary; a restart in between is waited out.
+  const historyClients = new Map<string, Client<typeof ConversationHistoryService>>();
+  const historyOf = async (job: LlmRequestJob): Promise<LlmJob> => {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const url = primary.grpcUrl;
+      let client = historyClients.get(url);
+      if (!client) {
+        const t = createGrpcTransport({ baseUrl: url, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] });
+        httpClients.push(t);
+        client = createClient(ConversationHistoryService, t);
+        historyClients.set(url, client);
+      }
+      try {
+        const res = await client.getLlmHistory({ conversationId: job.conversationId, historyThrough: job.historyThrough, continuationPrompt: job.continuationPrompt });
+        return Object.assign(job, { messages: res.messages });
+      } catch (err) {
+        if (ConnectError.from(err).code !== Code.Unavailable || Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
   };
 
   const h: Harness = {
@@ -339,9 +364,11 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
           // Delivery is at least once: a job redelivered after a stall (a busy test machine can
           // miss a lock renewal) is one job, handled once, as an idempotent worker would.
           if (seenJobs.has(job.id)) return;
+          const resolved = await historyOf(job.data);
+          if (seenJobs.has(job.id)) return;
           seenJobs.add(job.id);
-          llmJobs.push(job.data);
-          await h.onLlmJob?.(job.data);
+          llmJobs.push(resolved);
+          await h.onLlmJob?.(resolved);
         },
         { concurrency },
       ),

@@ -7,13 +7,19 @@
  *     [--web-search] [--web-fetch] [--cancel-after MS] "message"
  *
  * It consumes `conversation-events` itself, so do not run it against a deployment whose
- * conversation service is running. Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
+ * conversation service is running. The job is a claim check (the gateway fetches its history
+ * from the conversation service), so this tool also answers ConversationHistoryService for its
+ * own conversation on --history-port (default 50051, the gateway's default
+ * BEDROCK_CONVERSATION_URL; it accepts any caller and listens on 127.0.0.1 only).
+ * Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { create, toJsonString } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
 import {
   CancelSignalSchema,
+  ConversationHistoryService,
   ConversationEventJobSchema,
   ConversationEventSchema,
   LlmRequestJobSchema,
@@ -27,6 +33,7 @@ import {
   toolSetFor,
 } from '@bedrock/contracts';
 import { createRedisTransport, redisTransportOptionsFromEnv, STREAM_START, type StreamPosition } from '@bedrock/platform';
+import { createLogger, startGrpcServer } from '@bedrock/platform/server';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -37,6 +44,7 @@ const { values, positionals } = parseArgs({
     'web-fetch': { type: 'boolean', default: false },
     'cancel-after': { type: 'string' },
     'timeout-ms': { type: 'string', default: '120000' },
+    'history-port': { type: 'string', default: '50051' },
   },
 });
 const THINKING: Record<string, ThinkingLevel> = { off: ThinkingLevel.OFF, low: ThinkingLevel.LOW, medium: ThinkingLevel.MEDIUM, high: ThinkingLevel.HIGH, max: ThinkingLevel.MAX };
@@ -49,6 +57,21 @@ const text = positionals.join(' ') || 'hello';
 const transport = createRedisTransport(redisTransportOptionsFromEnv());
 const conversationId = `cli-${randomUUID()}`;
 const requestId = `cli-req-${randomUUID()}`;
+
+// The history of the one request: what the conversation service would answer the gateway.
+const history = [{ role: Role.USER, content: [{ block: { case: 'text' as const, value: { text } } }] }];
+const historyServer = await startGrpcServer({
+  host: '127.0.0.1',
+  port: Number(values['history-port']),
+  logger: createLogger({ service: 'send-request', level: 'warn' }),
+  routes: (router) =>
+    router.service(ConversationHistoryService, {
+      getLlmHistory(req) {
+        if (req.conversationId !== conversationId) throw new ConnectError(`conversation ${req.conversationId} not found`, Code.NotFound);
+        return { messages: history };
+      },
+    }),
+});
 
 const done = new Promise<string>((resolve) => {
   const consumer = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
@@ -67,7 +90,7 @@ await transport.queues.producer(QUEUE_LLM_REQUESTS, LlmRequestJobSchema).add(
     model: values.model,
     systemPrompt: 'You are a coding agent driven from the Bedrock command line.',
     toolNames: [...toolSetFor({ isSubAgent: false, sandboxAvailable: true })],
-    messages: [{ role: Role.USER, content: [{ block: { case: 'text', value: { text } } }] }],
+    historyThrough: 1n,
     thinking,
     serverTools: [...(values['web-search'] ? [ServerTool.WEB_SEARCH] : []), ...(values['web-fetch'] ? [ServerTool.WEB_FETCH] : [])],
     purpose: LlmRequestPurpose.TURN,
@@ -98,4 +121,5 @@ while (!finished && Date.now() < deadline) {
 process.stdout.write('\n');
 console.log(finished ? await result : 'no result before the timeout');
 await transport.close();
+await historyServer.close(0);
 process.exit(finished ? 0 : 1);

@@ -4,11 +4,12 @@
  * queues, as those services do (the pattern of services/conversation/test/support/harness.ts).
  */
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
-import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
 import {
   ConversationEventJobSchema,
   ConversationEventSchema,
+  ConversationHistoryService,
   ConversationService,
   LlmRequestJobSchema,
   QUEUE_CONVERSATION_EVENTS,
@@ -17,11 +18,12 @@ import {
   QUEUE_TOOL_EXEC_RESTRICTED,
   TokenDeltaKind,
   ToolExecJobSchema,
+  type LlmMessage,
   type LlmRequestJob,
   type ToolExecJob,
 } from '@bedrock/contracts';
 import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../../conversation/src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../../conversation/src/create-conversation-service.ts';
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
@@ -31,6 +33,8 @@ import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
+/** An LLM request job with the history it names, fetched as the llm-gateway does (jobs are claim checks). */
+export type LlmJob = LlmRequestJob & { readonly messages: LlmMessage[] };
 export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-web-h1';
 
 export interface System {
@@ -46,7 +50,7 @@ export interface System {
   readonly prefix: string;
   /** Plaintext tokens by user (alice, bob). */
   readonly tokens: Record<string, string>;
-  readonly llmJobs: LlmRequestJob[];
+  readonly llmJobs: LlmJob[];
   readonly toolJobs: ToolExecJob[];
   /** A client of web-bff; `token` undefined sends none. */
   client(token: string | undefined, protocol?: Protocol): Client<typeof ConversationService>;
@@ -79,7 +83,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   };
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
   // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
-  const services = generateServiceCredentials(['web-bff']);
+  const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
   const conversationConfig = readConversationConfig({
     DATABASE_URL: db.url,
     BEDROCK_GRPC_PORT: '0',
@@ -120,11 +124,31 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   );
 
   const workers = newTransport();
-  const llmJobs: LlmRequestJob[] = [];
+  const llmJobs: LlmJob[] = [];
+  // The played gateway fetches each job's history as llm-gateway does (a restart in between is waited out).
+  const historyClients = new Map<string, Client<typeof ConversationHistoryService>>();
+  const historyOf = async (job: LlmRequestJob): Promise<LlmJob> => {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const url = conversation.grpcUrl;
+      let history = historyClients.get(url);
+      if (!history) {
+        history = createClient(ConversationHistoryService, createGrpcTransport({ baseUrl: url, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] }));
+        historyClients.set(url, history);
+      }
+      try {
+        const res = await history.getLlmHistory({ conversationId: job.conversationId, historyThrough: job.historyThrough, continuationPrompt: job.continuationPrompt });
+        return Object.assign(job, { messages: res.messages });
+      } catch (err) {
+        if (ConnectError.from(err).code !== Code.Unavailable || Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
   const toolJobs: ToolExecJob[] = [];
   const consumers: Consumer[] = [];
   if (options.playWorkers !== false) {
-    consumers.push(workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(job.data)));
+    consumers.push(workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(await historyOf(job.data))));
     for (const q of [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]) {
       consumers.push(workers.queues.consume(q, ToolExecJobSchema, async (job) => void toolJobs.push(job.data)));
     }

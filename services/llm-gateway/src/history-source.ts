@@ -1,0 +1,107 @@
+/**
+ * Where the gateway gets a request's history. An `llm-requests` job is a claim check: it names
+ * the conversation and the last message of the history (`history_through`), not the history;
+ * the gateway fetches the turns from the conversation service (ConversationHistoryService,
+ * which answers only the service peer `llm-gateway`) when it runs the job. Injected into the
+ * worker, so tests and benchmarks pass an in-memory source. Docs: docs/llm-gateway.md.
+ */
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { ConversationHistoryService, ErrorKind, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
+import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
+import { base, type Classified } from './classify-error.ts';
+
+/** What a job says about its history. */
+export type HistoryClaim = Pick<LlmRequestJob, 'conversationId' | 'historyThrough' | 'continuationPrompt'>;
+
+export interface HistorySource {
+  /**
+   * The turns to send, valid for the Messages API, with the continuation prompt appended.
+   * Throws a ConnectError (or a network error) when it cannot; see {@link classifyHistoryError}.
+   */
+  fetch(claim: HistoryClaim, signal?: AbortSignal): Promise<LlmMessage[]>;
+  close(): void;
+}
+
+export interface ConversationHistorySourceOptions {
+  /** BEDROCK_CONVERSATION_URL: base URLs of the conversation service's gRPC API (a host name stands for all its addresses). */
+  readonly targets: readonly (string | URL)[];
+  /** The gateway's own service token (BEDROCK_SERVICE_TOKEN_FILE); without one every call is refused. */
+  readonly serviceToken: string | undefined;
+  /** Deadline of one fetch, ms. */
+  readonly timeoutMs: number;
+  /** How often host names are resolved again, ms (0: only after failures). */
+  readonly resolveIntervalMs?: number;
+  readonly logger?: Logger;
+}
+
+/** A Connect gRPC client of ConversationHistoryService, spread over every conversation replica. */
+export function createConversationHistorySource(options: ConversationHistorySourceOptions): HistorySource {
+  const transport = createBalancedTransport({
+    name: 'conversation',
+    targets: options.targets,
+    // Histories with images can be large (the web-bff client allows the same).
+    transport: { readMaxBytes: 256 * 1024 * 1024 },
+    // Pings notice a dead replica on an idle connection.
+    session: { pingIntervalMs: 30_000, pingIdleConnection: true },
+    // GetLlmHistory is declared NO_SIDE_EFFECTS: a call whose connection broke goes to another replica.
+    ...(options.resolveIntervalMs !== undefined ? { resolveIntervalMs: options.resolveIntervalMs } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  const client = createClient(ConversationHistoryService, transport);
+  const headers = options.serviceToken ? serviceCredentialHeaders(options.serviceToken) : {};
+  return {
+    async fetch(claim, signal) {
+      const res = await client.getLlmHistory(
+        { conversationId: claim.conversationId, historyThrough: claim.historyThrough, continuationPrompt: claim.continuationPrompt },
+        { headers, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) },
+      );
+      return res.messages;
+    },
+    close: () => transport.close(),
+  };
+}
+
+/**
+ * An in-memory source (tests, benchmarks, tools that build jobs by hand): `lookup` answers a
+ * claim with its turns, or undefined for an unknown conversation (NOT_FOUND).
+ */
+export function memoryHistorySource(lookup: (claim: HistoryClaim) => readonly LlmMessage[] | undefined): HistorySource {
+  return {
+    async fetch(claim, signal) {
+      if (signal?.aborted) throw new ConnectError('the fetch was cancelled', Code.Canceled);
+      const messages = lookup(claim);
+      if (!messages) throw new ConnectError(`conversation ${claim.conversationId} not found`, Code.NotFound);
+      return [...messages];
+    },
+    close() {},
+  };
+}
+
+const RETRY = 'The request will be retried.';
+
+/**
+ * What a failed history fetch means for the state machine: the conversation service not
+ * reachable (or overloaded, or slow) is a retryable NETWORK error like a provider connection
+ * failure, so the state machine retries with its backoff; a refused credential is AUTH and an
+ * unknown conversation or position INVALID_REQUEST, neither retryable.
+ */
+export function classifyHistoryError(err: unknown): Classified {
+  const e = ConnectError.from(err);
+  const what = `Could not fetch the conversation history from the conversation service (${Code[e.code] ?? e.code}: ${e.rawMessage})`;
+  switch (e.code) {
+    case Code.Unauthenticated:
+    case Code.PermissionDenied:
+      return base(
+        ErrorKind.AUTH,
+        false,
+        `${what}. The gateway's service token (BEDROCK_SERVICE_TOKEN_FILE) must be listed as "llm-gateway" in the conversation service's BEDROCK_SERVICE_PEERS_FILE.`,
+      );
+    case Code.NotFound:
+    case Code.FailedPrecondition:
+    case Code.InvalidArgument:
+      return base(ErrorKind.INVALID_REQUEST, false, `${what}. The request cannot be answered; retrying will not help.`);
+    default:
+      // Unavailable, DeadlineExceeded, ResourceExhausted, Internal, Unknown (a socket error), ...
+      return base(ErrorKind.NETWORK, true, `${what}. ${RETRY}`);
+  }
+}

@@ -138,7 +138,21 @@ export interface NotificationStreams {
   ): Promise<ConversationEvent[]>;
   /** The last position, or STREAM_START for an empty stream. */
   last(conversationId: string): Promise<StreamPosition>;
+  /**
+   * Follows a stream live: `onEvents` gets every event strictly after `after`, in order, in
+   * batches, until `stop()`. Meant for one process following many streams at once (a watch
+   * fan-out): the Redis implementation reads every followed stream over a few connections
+   * with multi-stream blocking reads, not one connection per stream. Read errors go to the
+   * transport's error handler and are retried from the last position delivered.
+   */
+  follow(conversationId: string, after: StreamPosition, onEvents: (events: ConversationEvent[]) => void): StreamFollow;
   close(): Promise<void>;
+}
+
+/** A live follow of one stream (NotificationStreams.follow). */
+export interface StreamFollow {
+  /** Stops delivery; no `onEvents` call after it returns. */
+  stop(): void;
 }
 
 /** Broadcast of cancel signals to every gateway and runner (REQ-BED-005). */

@@ -92,6 +92,23 @@ describe('redis transport specifics', () => {
     expect(await t.streams.last('trim')).toEqual({ sequence: 200n, deltaIndex: 0 });
   });
 
+  it('follows many streams over a few connections (multi-stream blocking reads)', async () => {
+    const convs = Array.from({ length: 40 }, (_, i) => `follow-${process.pid}-${i}`);
+    const got = new Map<string, number>();
+    const follows = convs.map((c) => t.streams.follow(c, STREAM_START, (events) => got.set(c, (got.get(c) ?? 0) + events.length)));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const followers = String(await redis.call('CLIENT', 'LIST'))
+      .split('\n')
+      .filter((l) => l.includes('name=bedrock-stream-follower')).length;
+    expect(followers).toBeGreaterThan(0);
+    expect(followers).toBeLessThanOrEqual(4);
+    for (const c of convs) {
+      await t.streams.appendDurable(create(ConversationEventSchema, { conversationId: c, sequence: 1n, kind: { case: 'contextExhausted', value: { summary: 's' } } }));
+    }
+    await waitFor(() => convs.every((c) => got.get(c) === 1), 'every followed stream');
+    for (const f of follows) f.stop();
+  });
+
   it('keeps runners in a readable hash with a server-clock expiry set', async () => {
     await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: 'r-hash', hostname: 'h' }), 30_000);
     expect(JSON.parse((await redis.hget(keys.runners, 'r-hash'))!)).toEqual({ runnerId: 'r-hash', hostname: 'h' });

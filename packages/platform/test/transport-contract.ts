@@ -479,6 +479,40 @@ export function transportContract(name: string, harness: TransportHarness): void
         expect(await t.streams.last(conv)).toEqual({ sequence: 8n, deltaIndex: 0 });
       });
 
+      it('follows many streams live, each in order from its position, until stopped', async () => {
+        const convs = Array.from({ length: 6 }, () => unique('conv'));
+        await t.streams.appendDurable(durable(convs[0]!, 1n));
+        const got = new Map<string, string[]>(convs.map((c) => [c, []]));
+        // Conversation 0 from its start (catches up on 1-0), the others from now.
+        const follows = convs.map((c) => t.streams.follow(c, STREAM_START, (events) => got.get(c)!.push(...positions(events))));
+        // A second follow of one stream, from a later position, gets only what comes after it.
+        const late: string[] = [];
+        const second = t.streams.follow(convs[0]!, { sequence: 1n, deltaIndex: 0 }, (events) => late.push(...positions(events)));
+        await waitFor(() => got.get(convs[0]!)!.length === 1, 'catch-up');
+        for (const [i, c] of convs.entries()) {
+          await t.streams.appendDurable(durable(c, i === 0 ? 2n : 1n));
+          await t.streams.appendEphemeral(delta(c, i === 0 ? 2n : 1n, 'x'));
+        }
+        await waitFor(() => convs.every((c) => got.get(c)!.length >= (c === convs[0] ? 3 : 2)), 'live events');
+        expect(got.get(convs[0]!)).toEqual(['1-0', '2-0', '2-1']);
+        for (const c of convs.slice(1)) expect(got.get(c)).toEqual(['1-0', '1-1']);
+        expect(late).toEqual(['2-0', '2-1']);
+        // Stopped: nothing more arrives; a follow added later (after blocking reads began) is served at once.
+        follows[1]!.stop();
+        const added = unique('conv');
+        const addedGot: string[] = [];
+        const addedFollow = t.streams.follow(added, STREAM_START, (events) => addedGot.push(...positions(events)));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const startedAt = Date.now();
+        await t.streams.appendDurable(durable(added, 1n));
+        await t.streams.appendDurable(durable(convs[1]!, 2n));
+        await waitFor(() => addedGot.length === 1, 'added follow');
+        expect(Date.now() - startedAt).toBeLessThan(5000);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(got.get(convs[1]!)).toEqual(['1-0', '1-1']);
+        for (const f of [...follows, second, addedFollow]) f.stop();
+      });
+
       it('numbers ephemeral events after the last durable one and drops stale ones', async () => {
         const conv = unique('conv');
         expect(await t.streams.appendEphemeral(delta(conv, 0n, 'before anything'))).toEqual({ sequence: 0n, deltaIndex: 1 });

@@ -95,12 +95,6 @@ export const webBffEnv = {
     default: 10_000,
     doc: 'How long a conversation\'s shared reader and buffer outlive its last watcher, so reconnecting clients resume from memory.',
   }),
-  watchReadBlockMs: setting({
-    name: 'BEDROCK_WATCH_READ_BLOCK',
-    parse: duration(),
-    default: 30_000,
-    doc: 'How long one blocking read of a conversation\'s stream waits before it is re-issued.',
-  }),
   upstreamTimeoutMs: setting({
     name: 'BEDROCK_UPSTREAM_TIMEOUT',
     parse: duration(),

@@ -97,7 +97,6 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     streams,
     bufferEvents: config.watchBufferEvents,
     maxLagMs: config.watchMaxLagMs,
-    readBlockMs: config.watchReadBlockMs,
     lingerMs: config.watchLingerMs,
     onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
   });

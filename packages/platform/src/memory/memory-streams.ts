@@ -32,6 +32,9 @@ interface Stream {
   readonly waiters: Set<() => void>;
 }
 
+/** Longest block of one read of a follow, ms (re-issued after). */
+const FOLLOW_BLOCK_MS = 30_000;
+
 /** How often expired streams are swept, at most: once a minute. */
 const SWEEP_INTERVAL_MS = 60_000;
 
@@ -106,7 +109,7 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
     return true;
   }
 
-  return {
+  const api: NotificationStreams = {
     async appendDurable(event: ConversationEvent): Promise<boolean> {
       if (closed) throw new Error('notification streams are closed');
       return appendDurable(event);
@@ -166,6 +169,24 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
       return topOf(conversationId);
     },
 
+    follow(conversationId, after, onEvents) {
+      if (closed) throw new Error('notification streams are closed');
+      // In process there is no connection to save: one blocking read loop per follow.
+      const controller = new AbortController();
+      const { signal } = controller;
+      void (async () => {
+        let position = after;
+        while (!signal.aborted && !closed) {
+          const events = await api.read(conversationId, position, { blockMs: FOLLOW_BLOCK_MS, signal });
+          if (signal.aborted || events.length === 0) continue;
+          const lastEvent = events[events.length - 1]!;
+          position = { sequence: lastEvent.sequence, deltaIndex: lastEvent.deltaIndex };
+          onEvents(events);
+        }
+      })();
+      return { stop: () => controller.abort() };
+    },
+
     async close(): Promise<void> {
       closed = true;
       for (const stream of streams.values()) {
@@ -176,4 +197,5 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
       streams.clear();
     },
   };
+  return api;
 }

@@ -18,6 +18,7 @@ import { positionToStreamId, streamIdToPosition } from '../stream-position.ts';
 import { luaScript, runScript } from './redis-script.ts';
 import type { RedisKeys } from './redis-keys.ts';
 import { createBlockingPool } from './blocking-pool.ts';
+import { createStreamFollower } from './stream-follower.ts';
 
 export interface RedisStreamsOptions {
   /** Shared connection for non-blocking commands; owned by the caller. */
@@ -29,6 +30,8 @@ export interface RedisStreamsOptions {
   readonly ttlMs?: number;
   /** Idle dedicated connections kept for blocking reads. Default 4. */
   readonly maxIdleBlockingConnections?: number;
+  /** Connections `follow` reads every followed stream over (multi-stream XREAD). Default 4. */
+  readonly followConnections?: number;
   readonly onError: (error: unknown) => void;
 }
 
@@ -89,12 +92,25 @@ return id
 
 type StreamEntry = [id: string, fields: string[]];
 
+const DEFAULT_FOLLOW_CONNECTIONS = 4;
+/** Longest block of a follower's read before it is re-issued, ms. */
+const FOLLOW_BLOCK_MS = 30_000;
+
 export function createRedisStreams(options: RedisStreamsOptions): NotificationStreams {
   const { connection, keys } = options;
   const maxLen = Math.max(1, Math.floor(options.maxLen ?? DEFAULT_STREAM_MAX_LEN));
   const ttlMs = Math.max(1, Math.round(options.ttlMs ?? DEFAULT_STREAM_TTL_MS));
   const pool = createBlockingPool(connection, options.maxIdleBlockingConnections ?? 4, options.onError);
   let closed = false;
+  const follower = createStreamFollower({
+    shared: connection,
+    connections: options.followConnections ?? DEFAULT_FOLLOW_CONNECTIONS,
+    count: DEFAULT_READ_LIMIT,
+    blockMs: FOLLOW_BLOCK_MS,
+    streamKey: (conversationId) => keys.stream(conversationId),
+    decode: (entries) => decode(entries),
+    onError: options.onError,
+  });
 
   function assertOpen(): void {
     if (closed) throw new Error('notification streams are closed');
@@ -185,8 +201,14 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
       return top[0] ? streamIdToPosition(top[0][0]) : STREAM_START;
     },
 
+    follow(conversationId, after, onEvents) {
+      assertOpen();
+      return follower.follow(conversationId, after, onEvents);
+    },
+
     async close(): Promise<void> {
       closed = true;
+      await follower.close();
       await pool.close();
     },
   };

@@ -2,18 +2,19 @@
  * The public `bedrock.v1.ConversationService`. Unary calls go to the conversation service as
  * the authenticated user (it enforces ownership: someone else's conversation is NOT_FOUND,
  * sub-agents are listed only under their parent). WatchConversation is served here, from
- * this process's fan-out of the notification streams, with the snapshot from GetConversation.
+ * this process's fan-out of the notification streams (../watch/watcher.ts), with the snapshot
+ * from GetConversation as the caller.
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { ConversationService, type WatchConversationRequest, type WatchConversationResponse } from '@bedrock/contracts';
 import type { Logger } from '@bedrock/platform/server';
-import { watchConversation } from '@bedrock/platform/watch';
 import { USER_KEY } from '../auth/auth-interceptor.ts';
-import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
-import { watchLagError, type Fanout } from '../watch/fanout.ts';
+import type { Fanout } from '../watch/fanout.ts';
+import { createSnapshotCache, type SnapshotCache } from '../watch/snapshot-cache.ts';
+import { serveWatch, type WatchDeps } from '../watch/watcher.ts';
 import type { StallWatchdog } from '../watch/stall-watchdog.ts';
 import { createOwnershipCache, type OwnershipCache } from './ownership-cache.ts';
 
@@ -29,7 +30,11 @@ export interface ConversationRoutesOptions {
   /** Called with +1/-1 as watch streams open and close (metrics). */
   readonly onWatchers?: (delta: number) => void;
   readonly ownership?: OwnershipCache;
+  readonly snapshots?: SnapshotCache;
 }
+
+/** How long a watch snapshot is shared by watchers of the same user and conversation that attach after it arrived, ms. */
+const SNAPSHOT_SHARE_MS = 1000;
 
 function userOf(ctx: HandlerContext): string {
   const user = ctx.values.get(USER_KEY);
@@ -67,53 +72,26 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     watchConversation: (req, ctx) => watch(req, ctx),
   });
 
-  async function* watch(req: WatchConversationRequest, ctx: HandlerContext): AsyncGenerator<WatchConversationResponse> {
-    const user = userOf(ctx);
-    const id = req.conversationId;
-    if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
-    const fresh = req.afterSequence === 0n && req.afterDeltaIndex === 0;
-    const snapshot = () =>
-      call('GetConversation', ctx, async (o) => {
-        const got = await client.getConversation({ conversationId: id }, o);
-        ownership.remember(user, id);
-        return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence };
-      });
-    // A resume skips the snapshot, so ownership is checked here (once per user and conversation: it never changes).
-    if (!fresh && !ownership.has(user, id)) {
-      await call('GetConversation', ctx, (o) => client.getConversation({ conversationId: id }, o));
+  const watchDeps: WatchDeps = {
+    fanout: options.fanout,
+    snapshots: options.snapshots ?? createSnapshotCache(SNAPSHOT_SHARE_MS),
+    ownership,
+    watchdog: options.watchdog,
+    logger,
+    heartbeatMs: options.heartbeatMs,
+    maxLagMs: options.maxLagMs,
+    ...(options.onWatchers ? { onWatchers: options.onWatchers } : {}),
+    async fetchSnapshot(user, id, ctx) {
+      // No caller signal: the answer may be shared by several watchers of this user (one leaving must not cancel it).
+      const base = upstream.options(user);
+      const got = await client.getConversation({ conversationId: id }, { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } });
       ownership.remember(user, id);
-    }
+      return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence };
+    },
+    mapError: (err, ctx) => mapUpstreamError(err, logger, 'GetConversation', ctx.signal),
+  };
 
-    const streams = options.fanout.subscribe(id);
-    const raw = ctx.values.get(RAW_EXCHANGE);
-    const write = { writingSince: undefined as number | undefined, reset: () => raw && resetExchange(raw) };
-    const untrack = options.watchdog.track(write);
-    options.onWatchers?.(1);
-    try {
-      const events = watchConversation({
-        conversationId: id,
-        after: { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex },
-        streams,
-        snapshot,
-        heartbeatMs: options.heartbeatMs,
-        signal: ctx.signal,
-      });
-      let sent = { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex };
-      for await (const response of events) {
-        if (streams.lagExceeded()) throw watchLagError(sent, options.maxLagMs);
-        write.writingSince = Date.now();
-        yield response;
-        write.writingSince = undefined;
-        sent = { sequence: response.event!.sequence, deltaIndex: response.event!.deltaIndex };
-      }
-    } catch (err) {
-      if (err instanceof ConnectError) throw err;
-      logger.warn({ err, conversation_id: id }, 'watch failed reading the notification stream');
-      throw new ConnectError('the notification stream is unavailable; resume from the last event you saw', Code.Unavailable);
-    } finally {
-      untrack();
-      streams.release();
-      options.onWatchers?.(-1);
-    }
+  function watch(req: WatchConversationRequest, ctx: HandlerContext): AsyncGenerator<WatchConversationResponse> {
+    return serveWatch(userOf(ctx), req, ctx, watchDeps);
   }
 }

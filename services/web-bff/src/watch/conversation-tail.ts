@@ -1,17 +1,29 @@
 /**
- * One reader of one conversation's notification stream, shared by every watcher of that
- * conversation in this process. It keeps the recent events in a bounded buffer: watchers
- * whose position is inside the buffer are served from memory and woken when it grows, so
- * N watchers of a conversation cost one blocking stream read, not N.
+ * The live tail of one conversation's notification stream, shared by every watcher of that
+ * conversation in this process. It follows the stream (`NotificationStreams.follow`: the Redis
+ * transport reads every followed stream of the process over a few connections) and keeps the
+ * recent events in a bounded buffer, each with its response encoded once for all watchers
+ * ({@link SharedEvent}). Watchers whose position is inside the buffer are served from memory
+ * and woken when it grows.
  */
 import type { ConversationEvent } from '@bedrock/contracts';
-import { comparePositions, type NotificationStreams, type StreamPosition } from '@bedrock/platform';
+import { comparePositions, type NotificationStreams, type StreamFollow, type StreamPosition } from '@bedrock/platform';
+import { SharedEvent } from './shared-response.ts';
 
-export interface BufferedEvent {
-  readonly event: ConversationEvent;
-  readonly position: StreamPosition;
-  /** When this process read it from the stream, ms since epoch. */
-  readonly receivedAt: number;
+export class BufferedEvent extends SharedEvent {
+  constructor(
+    event: ConversationEvent,
+    readonly position: StreamPosition,
+    /** When this process read it from the stream, ms since epoch. */
+    readonly receivedAt: number,
+  ) {
+    super(event);
+  }
+}
+
+/** Something waiting for the buffer to grow (a watcher). */
+export interface TailWaiter {
+  wake(): void;
 }
 
 export interface TailOptions {
@@ -21,14 +33,10 @@ export interface TailOptions {
   readonly capacity: number;
   /** Events older than this are dropped from the buffer, ms. */
   readonly maxAgeMs: number;
-  /** Length of one blocking read, ms. */
-  readonly readBlockMs: number;
   readonly onError: (err: unknown) => void;
   readonly now: () => number;
 }
 
-/** Events read per round. */
-const READ_LIMIT = 500;
 const MAX_BACKOFF_MS = 5000;
 
 export class ConversationTail {
@@ -39,12 +47,16 @@ export class ConversationTail {
   private base: StreamPosition = { sequence: 0n, deltaIndex: 0 };
   private head: StreamPosition = { sequence: 0n, deltaIndex: 0 };
   private ready = false;
-  private readonly waiters = new Set<() => void>();
-  private readonly abort = new AbortController();
-  private readonly done: Promise<void>;
+  private stopped = false;
+  private follow: StreamFollow | undefined;
+  private readonly waiters = new Set<TailWaiter>();
 
   constructor(private readonly options: TailOptions) {
-    this.done = this.run();
+    void this.start(0);
+  }
+
+  get conversationId(): string {
+    return this.options.conversationId;
   }
 
   /** True when every event after `after` that the stream holds is in the buffer or will be appended to it. */
@@ -62,7 +74,7 @@ export class ConversationTail {
       if (comparePositions(entries[mid]!.position, after) <= 0) lo = mid + 1;
       else hi = mid;
     }
-    return entries.slice(lo, lo + limit);
+    return lo === entries.length ? [] : entries.slice(lo, lo + limit);
   }
 
   /** Whether `position` is the last one this tail has read. */
@@ -70,19 +82,13 @@ export class ConversationTail {
     return comparePositions(position, this.head) === 0;
   }
 
-  /** Resolves when the buffer grows (or the tail becomes ready), after `ms`, or on abort. */
-  wait(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters.delete(done);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.waiters.add(done);
-      signal?.addEventListener('abort', done, { once: true });
-    });
+  /** `waiter.wake()` is called once when the buffer grows (or the tail becomes ready), unless removed first. */
+  addWaiter(waiter: TailWaiter): void {
+    this.waiters.add(waiter);
+  }
+
+  removeWaiter(waiter: TailWaiter): void {
+    this.waiters.delete(waiter);
   }
 
   /** Buffered events (for stats). */
@@ -91,58 +97,44 @@ export class ConversationTail {
   }
 
   async stop(): Promise<void> {
-    this.abort.abort();
+    this.stopped = true;
+    this.follow?.stop();
     this.wake();
-    await this.done;
   }
 
   private wake(): void {
-    for (const waiter of [...this.waiters]) waiter();
+    if (this.waiters.size === 0) return;
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const waiter of waiters) waiter.wake();
   }
 
-  private async run(): Promise<void> {
-    const { streams, conversationId, onError, now } = this.options;
-    const signal = this.abort.signal;
-    let failures = 0;
-    const backoff = async () => {
-      failures++;
-      await sleep(Math.min(100 * 2 ** failures, MAX_BACKOFF_MS), signal);
-    };
-    while (!signal.aborted && !this.ready) {
-      try {
-        this.head = this.base = await streams.last(conversationId);
-        this.ready = true;
-        this.wake();
-      } catch (err) {
-        onError(err);
-        await backoff();
-      }
+  private async start(failures: number): Promise<void> {
+    const { streams, conversationId, onError } = this.options;
+    if (this.stopped) return;
+    try {
+      this.head = this.base = await streams.last(conversationId);
+    } catch (err) {
+      onError(err);
+      setTimeout(() => void this.start(failures + 1), Math.min(100 * 2 ** (failures + 1), MAX_BACKOFF_MS)).unref();
+      return;
     }
-    failures = 0;
-    while (!signal.aborted) {
-      let events: ConversationEvent[];
-      try {
-        events = await streams.read(conversationId, this.head, { limit: READ_LIMIT, blockMs: this.options.readBlockMs, signal });
-      } catch (err) {
-        if (signal.aborted) break;
-        onError(err);
-        await backoff();
-        continue;
-      }
-      failures = 0;
-      if (events.length === 0) {
-        this.evict(now());
-        continue;
-      }
-      const at = now();
-      for (const event of events) {
-        const position = { sequence: event.sequence, deltaIndex: event.deltaIndex };
-        this.entries.push({ event, position, receivedAt: at });
-        this.head = position;
-      }
-      this.evict(at);
-      this.wake();
+    if (this.stopped) return;
+    this.ready = true;
+    this.follow = streams.follow(conversationId, this.head, (events) => this.append(events));
+    this.wake();
+  }
+
+  private append(events: ConversationEvent[]): void {
+    if (this.stopped) return;
+    const at = this.options.now();
+    for (const event of events) {
+      const position = { sequence: event.sequence, deltaIndex: event.deltaIndex };
+      this.entries.push(new BufferedEvent(event, position, at));
+      this.head = position;
     }
+    this.evict(at);
+    this.wake();
   }
 
   private evict(now: number): void {
@@ -154,16 +146,4 @@ export class ConversationTail {
     this.base = entries[drop - 1]!.position;
     this.entries = entries.slice(drop);
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

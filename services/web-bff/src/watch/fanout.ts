@@ -1,21 +1,12 @@
 /**
  * The watch fan-out of one web-bff process: one {@link ConversationTail} per watched
- * conversation, created by its first watcher and stopped when its last one leaves. Each
- * watcher gets a `NotificationStreams` view whose `read` is served from the shared buffer
- * when its position is there, and from the stream store directly (non-blocking, one batch
- * at a time as the client pulls) when it is further behind, e.g. resuming after a long
- * disconnect. So a process holds one blocking read per watched conversation, whatever the
- * number of watchers, and memory per conversation is bounded by the buffer.
- *
- * Slow watchers: each watcher has a lag clock that starts when a read leaves it short of the
- * live head (more pending than one batch, or behind the buffer) and stops when it catches
- * up. A watcher still behind `maxLagMs` after its clock started — it reads slower than
- * events arrive — gets RESOURCE_EXHAUSTED from `read`, carrying the position it reached. A
- * fresh or resuming watcher starts with its clock stopped, so catching up after a cut-off
- * is possible whenever the client reads faster than events arrive.
+ * conversation, created by its first watcher and stopped when its last one leaves (after
+ * `lingerMs`). Every tail follows its stream through `NotificationStreams.follow`, so the
+ * process reads all watched conversations over a few Redis connections, whatever the number of
+ * conversations or watchers, and memory per conversation is bounded by the buffer. The
+ * watchers themselves are served by ./watcher.ts.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import type { ConversationEvent } from '@bedrock/contracts';
 import type { NotificationStreams, StreamPosition } from '@bedrock/platform';
 import { ConversationTail } from './conversation-tail.ts';
 
@@ -25,8 +16,6 @@ export interface FanoutOptions {
   readonly bufferEvents: number;
   /** Cut-off for slow watchers, ms. */
   readonly maxLagMs: number;
-  /** Length of one blocking read of a tail, ms. */
-  readonly readBlockMs: number;
   /**
    * A tail whose last watcher left keeps reading this long, ms, so a client reconnecting
    * after a disconnect (or a cut-off) resumes from memory rather than from the stream store.
@@ -51,17 +40,6 @@ export function watchLagError(after: StreamPosition, maxLagMs: number): ConnectE
   );
 }
 
-export interface WatcherStreams extends NotificationStreams {
-  /**
-   * Whether this watcher has been behind the live head for longer than the cut-off. Checked
-   * by the writer before each event too, because a slow client can take long to drain one
-   * batch and `read` only sees it between batches.
-   */
-  lagExceeded(): boolean;
-  /** Leaves the fan-out; the view must not be used afterwards. */
-  release(): void;
-}
-
 export interface FanoutStats {
   readonly conversations: number;
   readonly watchers: number;
@@ -69,112 +47,58 @@ export interface FanoutStats {
 }
 
 export interface Fanout {
-  /** A stream view for one watcher of `conversationId`; `release()` it when the watch ends. */
-  subscribe(conversationId: string): WatcherStreams;
+  readonly streams: NotificationStreams;
+  /** The tail of `conversationId` for one more watcher; `release` it when the watch ends. */
+  acquire(conversationId: string): ConversationTail;
+  release(tail: ConversationTail): void;
   stats(): FanoutStats;
   close(): Promise<void>;
 }
 
 export function createFanout(options: FanoutOptions): Fanout {
-  const { streams, maxLagMs } = options;
+  const { streams } = options;
   const now = options.now ?? Date.now;
   const tails = new Map<string, ConversationTail>();
   const lingering = new Map<ConversationTail, NodeJS.Timeout>();
   let watchers = 0;
 
-  function acquire(conversationId: string): ConversationTail {
-    let tail = tails.get(conversationId);
-    if (!tail) {
-      tail = new ConversationTail({
-        conversationId,
-        streams,
-        capacity: options.bufferEvents,
-        maxAgeMs: maxLagMs,
-        readBlockMs: options.readBlockMs,
-        onError: options.onError,
-        now,
-      });
-      tails.set(conversationId, tail);
-    }
-    const timer = lingering.get(tail);
-    if (timer) {
-      clearTimeout(timer);
-      lingering.delete(tail);
-    }
-    tail.refs++;
-    watchers++;
-    return tail;
-  }
-
-  function release(conversationId: string, tail: ConversationTail): void {
-    watchers--;
-    if (--tail.refs > 0) return;
-    const timer = setTimeout(() => {
-      lingering.delete(tail);
-      if (tail.refs > 0) return;
-      tails.delete(conversationId);
-      void tail.stop();
-    }, options.lingerMs);
-    timer.unref();
-    lingering.set(tail, timer);
-  }
-
   return {
-    subscribe(conversationId) {
-      const tail = acquire(conversationId);
-      let released = false;
-      /** Since when this watcher has been behind the shared buffer, ms; undefined while inside it. */
-      let behindSince: number | undefined;
+    streams,
 
-      async function read(
-        id: string,
-        after: StreamPosition,
-        readOptions: { limit?: number; blockMs?: number; signal?: AbortSignal } = {},
-      ): Promise<ConversationEvent[]> {
-        if (id !== conversationId) throw new Error(`watcher of ${conversationId} asked for ${id}`);
-        const { limit = 500, blockMs = 0, signal } = readOptions;
-        const deadline = now() + blockMs;
-        /** The watcher got events but not up to the live head: its lag clock runs. */
-        const behind = (): void => {
-          behindSince ??= now();
-          if (now() - behindSince > maxLagMs) throw watchLagError(after, maxLagMs);
-        };
-        for (;;) {
-          if (released || signal?.aborted) return [];
-          if (tail.covers(after)) {
-            const buffered = tail.eventsAfter(after, limit);
-            if (buffered.length > 0) {
-              if (tail.isHead(buffered.at(-1)!.position)) behindSince = undefined;
-              else behind();
-              return buffered.map((b) => b.event);
-            }
-          } else {
-            behind();
-            const direct = await streams.read(id, after, { limit, blockMs: 0, ...(signal ? { signal } : {}) });
-            if (direct.length > 0) return direct;
-          }
-          // Nothing pending: caught up.
-          behindSince = undefined;
-          const remaining = deadline - now();
-          if (remaining <= 0) return [];
-          await tail.wait(remaining, signal);
-        }
+    acquire(conversationId) {
+      let tail = tails.get(conversationId);
+      if (!tail) {
+        tail = new ConversationTail({
+          conversationId,
+          streams,
+          capacity: options.bufferEvents,
+          maxAgeMs: options.maxLagMs,
+          onError: options.onError,
+          now,
+        });
+        tails.set(conversationId, tail);
       }
+      const timer = lingering.get(tail);
+      if (timer) {
+        clearTimeout(timer);
+        lingering.delete(tail);
+      }
+      tail.refs++;
+      watchers++;
+      return tail;
+    },
 
-      return {
-        read,
-        appendDurable: (event) => streams.appendDurable(event),
-        appendDurableMany: (events) => streams.appendDurableMany(events),
-        appendEphemeral: (event) => streams.appendEphemeral(event),
-        last: (id) => streams.last(id),
-        close: async () => undefined,
-        lagExceeded: () => behindSince !== undefined && now() - behindSince > maxLagMs,
-        release() {
-          if (released) return;
-          released = true;
-          release(conversationId, tail);
-        },
-      };
+    release(tail) {
+      watchers--;
+      if (--tail.refs > 0) return;
+      const timer = setTimeout(() => {
+        lingering.delete(tail);
+        if (tail.refs > 0) return;
+        tails.delete(tail.conversationId);
+        void tail.stop();
+      }, options.lingerMs);
+      timer.unref();
+      lingering.set(tail, timer);
     },
 
     stats() {

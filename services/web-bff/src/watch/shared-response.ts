@@ -1,0 +1,45 @@
+/**
+ * One WatchConversationResponse per event for every watcher of a process. connect-node
+ * serialises each message a handler yields, per stream, with `toBinary` (or `toJson` for the
+ * JSON codecs); it offers no way to hand it bytes. So for the binary codecs (gRPC, gRPC-Web,
+ * Connect with protobuf) the response carries the event already encoded, as the unknown field
+ * 1 (`event`): `toBinary` then writes tag + the stored bytes — the same wire bytes as
+ * encoding the event, for the cost of a copy, however many watchers send it. The JSON codecs
+ * drop unknown fields, so JSON watchers get an ordinary response (also shared, encoded per
+ * stream by connect).
+ */
+import { create, toBinary } from '@bufbuild/protobuf';
+import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
+import { ConversationEventSchema, WatchConversationResponseSchema, type ConversationEvent, type WatchConversationResponse } from '@bedrock/contracts';
+
+const EVENT_FIELD = WatchConversationResponseSchema.field.event!.number;
+
+/** A response whose binary encoding is `event`'s, computed once. Only for binary codecs. */
+export function preEncodedResponse(event: ConversationEvent): WatchConversationResponse {
+  const data = new BinaryWriter().bytes(toBinary(ConversationEventSchema, event)).finish();
+  const response = create(WatchConversationResponseSchema);
+  response.$unknown = [{ no: EVENT_FIELD, wireType: WireType.LengthDelimited, data }];
+  return response;
+}
+
+export function plainResponse(event: ConversationEvent): WatchConversationResponse {
+  return create(WatchConversationResponseSchema, { event });
+}
+
+/** Whether a request's content type is a JSON codec (Connect or gRPC-Web with JSON). */
+export function isJsonCodec(contentType: string | null): boolean {
+  return contentType !== null && contentType.includes('json');
+}
+
+/** An event with its two shared responses, made on first use. */
+export class SharedEvent {
+  private binaryResponse: WatchConversationResponse | undefined;
+  private jsonResponse: WatchConversationResponse | undefined;
+
+  constructor(readonly event: ConversationEvent) {}
+
+  response(json: boolean): WatchConversationResponse {
+    if (json) return (this.jsonResponse ??= plainResponse(this.event));
+    return (this.binaryResponse ??= preEncodedResponse(this.event));
+  }
+}

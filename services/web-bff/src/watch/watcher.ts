@@ -1,0 +1,204 @@
+/**
+ * One WatchConversation stream served from this process's fan-out: a snapshot (shared per
+ * user and conversation, see ./snapshot-cache.ts) unless resuming, then the conversation's
+ * events from its shared tail — the same response objects for every watcher, encoded once
+ * (./shared-response.ts) — or, for a watcher behind the tail's buffer, from the stream store
+ * directly (non-blocking, one batch at a time as the client pulls). Resumable from any
+ * position with no gap and no duplicate among durable events; a gap in the stream (trimmed,
+ * or lost with Redis) is covered by a fresh snapshot. Heartbeats after `heartbeatMs` without
+ * an event.
+ *
+ * Per watcher it keeps one small object (position, lag clock, one refreshed heartbeat timer,
+ * itself as the abort listener and tail waiter) besides what connect-node and HTTP/2 hold.
+ *
+ * Slow watchers: a watcher's lag clock starts when it is handed events but not up to the live
+ * head (more pending than one batch, or behind the buffer) and stops when it catches up. One
+ * still behind `maxLagMs` after its clock started — it reads slower than events arrive — gets
+ * RESOURCE_EXHAUSTED carrying the position it reached (checked before every write, because a
+ * slow client can take long to drain one batch). A fresh or resuming watcher starts with its
+ * clock stopped, so catching up after a cut-off works whenever the client reads faster than
+ * events arrive.
+ */
+import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
+import { create } from '@bufbuild/protobuf';
+import { ConversationEventSchema, WatchConversationResponseSchema, type WatchConversationRequest, type WatchConversationResponse } from '@bedrock/contracts';
+import type { StreamPosition } from '@bedrock/platform';
+import type { Logger } from '@bedrock/platform/server';
+import type { WatchSnapshot } from '@bedrock/platform/watch';
+import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
+import type { OwnershipCache } from '../api/ownership-cache.ts';
+import { BufferedEvent, type ConversationTail, type TailWaiter } from './conversation-tail.ts';
+import { watchLagError, type Fanout } from './fanout.ts';
+import { isJsonCodec } from './shared-response.ts';
+import { toSharedSnapshot, type SnapshotCache } from './snapshot-cache.ts';
+import type { StallWatchdog } from './stall-watchdog.ts';
+
+/** Events handed to a watcher per round. */
+const BATCH = 500;
+
+export interface WatchDeps {
+  readonly fanout: Fanout;
+  readonly snapshots: SnapshotCache;
+  readonly ownership: OwnershipCache;
+  readonly watchdog: StallWatchdog;
+  readonly logger: Logger;
+  readonly heartbeatMs: number;
+  readonly maxLagMs: number;
+  readonly onWatchers?: (delta: number) => void;
+  /** GetConversation as `user` (remembering ownership); errors as the conversation service gave them. */
+  fetchSnapshot(user: string, conversationId: string, ctx: HandlerContext): Promise<WatchSnapshot>;
+  /** Maps a conversation-service error for the client. */
+  mapError(err: unknown, ctx: HandlerContext): ConnectError;
+  now?: () => number;
+}
+
+/** Waits for the tail to grow, the heartbeat interval to pass, or the call to end. */
+class Watcher implements TailWaiter {
+  heartbeatDue = false;
+  private resolve: (() => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(heartbeatMs: number) {
+    this.timer = setTimeout(Watcher.onHeartbeat, heartbeatMs, this);
+    this.timer.unref();
+  }
+
+  private static onHeartbeat(this: void, watcher: Watcher): void {
+    watcher.heartbeatDue = true;
+    watcher.wake();
+  }
+
+  wake(): void {
+    const resolve = this.resolve;
+    if (!resolve) return;
+    this.resolve = undefined;
+    resolve();
+  }
+
+  /** The abort listener. */
+  handleEvent(): void {
+    this.wake();
+  }
+
+  /** Resolves on the first of: the tail grows, `heartbeatMs` pass (`heartbeatDue`), abort. */
+  async wait(tail: ConversationTail): Promise<void> {
+    this.heartbeatDue = false;
+    this.timer.refresh();
+    tail.addWaiter(this);
+    await new Promise<void>((resolve) => (this.resolve = resolve));
+    tail.removeWaiter(this);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.wake();
+  }
+}
+
+function heartbeat(conversationId: string, after: StreamPosition): WatchConversationResponse {
+  return create(WatchConversationResponseSchema, {
+    event: create(ConversationEventSchema, { conversationId, sequence: after.sequence, deltaIndex: after.deltaIndex, kind: { case: 'heartbeat', value: {} } }),
+  });
+}
+
+export async function* serveWatch(user: string, req: WatchConversationRequest, ctx: HandlerContext, d: WatchDeps): AsyncGenerator<WatchConversationResponse> {
+  const id = req.conversationId;
+  if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
+  const now = d.now ?? Date.now;
+  const { signal } = ctx;
+  const json = isJsonCodec(ctx.requestHeader.get('content-type'));
+  const fresh = req.afterSequence === 0n && req.afterDeltaIndex === 0;
+  const fetch = () => d.fetchSnapshot(user, id, ctx);
+  let first: Awaited<ReturnType<SnapshotCache['get']>> | undefined;
+  // A resume skips the snapshot, so ownership is checked (once per user and conversation: it never changes).
+  if (fresh || !d.ownership.has(user, id)) {
+    try {
+      const shared = await d.snapshots.get(user, id, fetch);
+      if (fresh) first = shared;
+    } catch (err) {
+      throw d.mapError(err, ctx);
+    }
+  }
+
+  const tail = d.fanout.acquire(id);
+  const watcher = new Watcher(d.heartbeatMs);
+  const raw = ctx.values.get(RAW_EXCHANGE);
+  const write = { writingSince: undefined as number | undefined, reset: () => raw && resetExchange(raw) };
+  const untrack = d.watchdog.track(write);
+  d.onWatchers?.(1);
+  signal.addEventListener('abort', watcher);
+  let after: StreamPosition = { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex };
+  /** Since when this watcher has been short of the live head, ms; undefined while caught up. */
+  let behindSince: number | undefined;
+  const lagged = () => behindSince !== undefined && now() - behindSince > d.maxLagMs;
+  try {
+    if (first) {
+      write.writingSince = now();
+      yield first.response(json);
+      write.writingSince = undefined;
+      after = { sequence: first.sequence, deltaIndex: 0 };
+    }
+    while (!signal.aborted) {
+      let batch: BufferedEvent[];
+      if (tail.covers(after)) {
+        batch = tail.eventsAfter(after, BATCH);
+        if (batch.length > 0) {
+          if (tail.isHead(batch[batch.length - 1]!.position)) behindSince = undefined;
+          else behindSince ??= now();
+        }
+      } else {
+        behindSince ??= now();
+        if (lagged()) throw watchLagError(after, d.maxLagMs);
+        const direct = await d.fanout.streams.read(id, after, { limit: BATCH, blockMs: 0, signal });
+        batch = direct.map((e) => new BufferedEvent(e, { sequence: e.sequence, deltaIndex: e.deltaIndex }, 0));
+      }
+      if (signal.aborted) return;
+      if (batch.length === 0) {
+        // Nothing pending: caught up.
+        behindSince = undefined;
+        await watcher.wait(tail);
+        if (signal.aborted) return;
+        if (watcher.heartbeatDue && !(tail.covers(after) && tail.eventsAfter(after, 1).length > 0)) {
+          write.writingSince = now();
+          yield heartbeat(id, after);
+          write.writingSince = undefined;
+        }
+        continue;
+      }
+      const firstDurable = batch.find((b) => b.position.deltaIndex === 0);
+      if (firstDurable && firstDurable.position.sequence > after.sequence + 1n) {
+        // Durable events between `after` and this one are gone (trimmed, or lost with Redis):
+        // a fresh snapshot covers them, then the stream goes on after it.
+        let snapshot;
+        try {
+          snapshot = toSharedSnapshot(id, await fetch());
+        } catch (err) {
+          throw d.mapError(err, ctx);
+        }
+        write.writingSince = now();
+        yield snapshot.response(json);
+        write.writingSince = undefined;
+        after = { sequence: snapshot.sequence, deltaIndex: 0 };
+        continue;
+      }
+      for (const entry of batch) {
+        if (lagged()) throw watchLagError(after, d.maxLagMs);
+        write.writingSince = now();
+        yield entry.response(json);
+        write.writingSince = undefined;
+        after = entry.position;
+      }
+    }
+  } catch (err) {
+    if (err instanceof ConnectError) throw err;
+    d.logger.warn({ err, conversation_id: id }, 'watch failed reading the notification stream');
+    throw new ConnectError('the notification stream is unavailable; resume from the last event you saw', Code.Unavailable);
+  } finally {
+    signal.removeEventListener('abort', watcher);
+    watcher.stop();
+    tail.removeWaiter(watcher);
+    untrack();
+    d.fanout.release(tail);
+    d.onWatchers?.(-1);
+  }
+}

@@ -1,74 +1,166 @@
-// Bundles the `bedrock` CLI (src/cli/main.ts) into dist/cli/bedrock.mjs with esbuild, so that
-// bin/bedrock.js starts it without tsx (docs/cli.md, "How it runs"). Part of `npm run build`
-// (which `npm ci` runs); `node services/web-bff/bin/build-cli.mjs` rebuilds it alone.
+// Bundles the `bedrock` CLI with esbuild into dist/cli/, so that bin/bedrock.js starts it
+// without tsx (docs/cli.md, "How it runs"). Part of `npm run build` (which `npm ci` runs);
+// `node services/web-bff/bin/build-cli.mjs` rebuilds it alone.
 //
-// Writes, each by rename so a CLI starting meanwhile reads a whole file:
-//   dist/cli/bedrock.mjs      the bundle (ESM, node20; no externals: the CLI has no native deps)
-//   dist/cli/bedrock.mjs.map  its source map (used only under NODE_OPTIONS=--enable-source-maps)
-//   dist/cli/inputs.json      the repository's source files in it, which bin/bedrock.js
-//                             compares with the bundle's mtime to tell whether it is fresh
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+// Two CommonJS bundles (node20; no externals but Node's built-ins), each written by rename so
+// that a CLI starting meanwhile reads whole files:
+//   dist/cli/client-HASH.cjs  the commands: src/cli/dispatch.ts and all it imports (protobuf
+//                             descriptors, Connect). Named by its content's hash; the entry
+//                             names the one it was built with. src/cli/bundle/client.ts loads
+//                             it with a V8 code cache, client-HASH.cjs.NODEVERSION-ARCH.cache,
+//                             that the first command writes.
+//   dist/cli/bedrock.cjs      the entry (src/cli/bundle/entry.ts): the command line and
+//                             `--help`; loads the client only when a command runs. Written last.
+//   dist/cli/*.map            source maps (used only under NODE_OPTIONS=--enable-source-maps)
+//   dist/cli/inputs.json      the repository's source files in them and the client, which
+//                             bin/bedrock.js compares with the entry's mtime to tell whether
+//                             it is fresh
+//   dist/cli/clients.json     the clients of this build and the one before it, which are kept
+//                             (a CLI started from it may still load its client); older ones,
+//                             their caches and other leftovers are removed.
+//
+// CommonJS, not ESM: Node 20 loads an ESM program through its ESM loader (about 10 ms more
+// than `node -e 0` before any code of ours runs), and only a script, not a module, can be
+// compiled from a V8 code cache there.
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(pkg, 'dist', 'cli');
-const bundle = join(out, 'bedrock.mjs');
+const entry = join(out, 'bedrock.cjs');
+const cli = join(pkg, 'src', 'cli');
 
 /**
  * The CLI imports two functions (generateToken, hashToken) through the `@bedrock/platform/server`
- * barrel, which re-exports the servers' plumbing (pino, prom-client, OpenTelemetry). Marking
- * that package's server modules side-effect-free lets esbuild drop the ones the CLI does not
- * use (about half the bundle); a module the CLI uses is kept whole, with its top-level code.
+ * barrel, which re-exports the servers' plumbing (pino, prom-client, OpenTelemetry). The
+ * bundle takes them from the one module that defines them; an import of anything else from
+ * that package fails the build ("No matching export").
  */
-const dropUnusedServerModules = {
-  name: 'drop-unused-server-modules',
+const tokenEntriesOnly = {
+  name: 'token-entries-only',
   setup(build) {
-    build.onResolve({ filter: /^@bedrock\/platform\/server$|^\.\.?\// }, async (args) => {
-      if (args.pluginData === 'resolved' || args.kind === 'entry-point') return undefined;
+    build.onResolve({ filter: /^@bedrock\/platform\/server$/ }, async (args) => {
+      if (args.pluginData === 'resolved') return undefined;
       const r = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: 'resolved' });
-      if (r.errors.length > 0 || !/[/\\]packages[/\\]platform[/\\]src[/\\]server[/\\]/.test(r.path)) return undefined;
-      return { path: r.path, sideEffects: false };
+      if (r.errors.length > 0) return undefined;
+      return { path: join(dirname(r.path), 'token-entries.ts') };
     });
   },
 };
 
-const result = await esbuild.build({
-  entryPoints: [join(pkg, 'src', 'cli', 'main.ts')],
-  outfile: bundle,
+/**
+ * @connectrpc/connect-node imports node:http2, node:https and node:zlib at its top, but a
+ * command over http:// without compressed answers uses none of them: they are replaced by
+ * stand-ins that load the real module on first use (src/cli/bundle/lazy-*.ts).
+ */
+const lazyBuiltins = {
+  name: 'lazy-builtins',
+  setup(build) {
+    build.onResolve({ filter: /^(node:)?(http2|https|zlib)$/ }, (args) => {
+      if (!/[/\\]node_modules[/\\]@connectrpc[/\\]connect-node[/\\]/.test(args.importer)) return undefined;
+      return { path: join(cli, 'bundle', `lazy-${args.path.replace(/^node:/, '')}.ts`) };
+    });
+  },
+};
+
+/** In the entry, run.ts's `import('./dispatch.ts')` is the loader of the client bundle. */
+const clientLoader = {
+  name: 'client-loader',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/dispatch\.ts$/ }, (args) => {
+      if (args.importer !== join(cli, 'run.ts')) return undefined;
+      return { path: join(cli, 'bundle', 'client.ts') };
+    });
+  },
+};
+
+const common = {
   bundle: true,
   platform: 'node',
-  format: 'esm',
+  format: 'cjs',
   target: 'node20',
   // Smaller to parse; names kept so that error and class names read as in the sources.
   minify: true,
   keepNames: true,
   sourcemap: 'linked',
   legalComments: 'none',
-  // Bundled CommonJS that calls require() (none today) gets Node's.
-  banner: { js: "import { createRequire as __bedrockCreateRequire } from 'node:module'; const require = __bedrockCreateRequire(import.meta.url);" },
-  plugins: [dropUnusedServerModules],
+  // Node 20's global Headers loads all of undici on first use (about 30 ms); Connect's uses get
+  // a plain class instead (src/cli/bundle/headers.ts).
+  inject: [join(cli, 'bundle', 'headers.ts')],
+  // A stand-in that lacks a function connect-node calls fails the build, not a command.
+  logOverride: { 'import-is-undefined': 'error' },
   metafile: true,
   write: false,
   logLevel: 'warning',
+};
+
+const client = await esbuild.build({
+  ...common,
+  entryPoints: [join(cli, 'dispatch.ts')],
+  outfile: join(out, 'client.cjs'),
+  plugins: [tokenEntriesOnly, lazyBuiltins],
 });
+const clientCode = client.outputFiles.find((f) => f.path.endsWith('.cjs'));
+const clientName = `client-${createHash('sha256').update(clientCode.contents).digest('hex').slice(0, 16)}.cjs`;
+
+const main = await esbuild.build({
+  ...common,
+  entryPoints: [join(cli, 'bundle', 'entry.ts')],
+  outfile: entry,
+  plugins: [clientLoader],
+  define: { BEDROCK_CLI_CLIENT: JSON.stringify(clientName) },
+});
+
+// Loaded as scripts (vm.Script has no import() callback) and by require(): no ESM left.
+for (const f of [...client.outputFiles, ...main.outputFiles].filter((f) => f.path.endsWith('.cjs'))) {
+  if (/\bimport\(|import\.meta/.test(f.text)) throw new Error(`${relative(pkg, f.path)}: the bundle still holds import() or import.meta`);
+}
 
 await mkdir(out, { recursive: true });
 const root = resolve(pkg, '..', '..');
-const inputs = Object.keys(result.metafile.inputs)
+const inputs = [...new Set([...Object.keys(client.metafile.inputs), ...Object.keys(main.metafile.inputs)])]
   .map((p) => resolve(process.cwd(), p))
   .filter((p) => !p.split(/[/\\]/).includes('node_modules'))
   .map((p) => relative(out, p))
   .sort();
 inputs.push(relative(out, fileURLToPath(import.meta.url)));
+// And the client: the entry cannot run without it (a missing file reads as out of date).
+inputs.push(clientName);
+
+const previous = await readFile(join(out, 'clients.json'), 'utf8')
+  .then((text) => JSON.parse(text))
+  .catch(() => []);
+const keep = [clientName, ...previous.filter((name) => name !== clientName)].slice(0, 2);
+/** The client's source map is named after the client and referenced by it. */
+const renamed = (f) => ({
+  path: f.path.replace(/client\.cjs(\.map)?$/, (_, map) => clientName + (map ?? '')),
+  contents: f.path.endsWith('.cjs') ? Buffer.from(f.text.replace(/sourceMappingURL=client\.cjs\.map/, `sourceMappingURL=${clientName}.map`)) : f.contents,
+});
+const files = [
+  ...client.outputFiles.map(renamed),
+  ...main.outputFiles.map((f) => ({ path: f.path, contents: f.contents })),
+  { path: join(out, 'inputs.json'), contents: `${JSON.stringify(inputs, null, 1)}\n` },
+  { path: join(out, 'clients.json'), contents: `${JSON.stringify(keep)}\n` },
+];
+// The entry last: its mtime, newer than every input's, is what marks the set fresh.
+files.sort((a, b) => Number(a.path === entry) - Number(b.path === entry));
 const tmp = `.tmp-${process.pid}`;
-const files = [...result.outputFiles.map((f) => ({ path: f.path, contents: f.contents })), { path: join(out, 'inputs.json'), contents: `${JSON.stringify(inputs, null, 1)}\n` }];
-// The bundle last: its mtime, newer than every input's, is what marks the set fresh.
-files.sort((a, b) => Number(a.path === bundle) - Number(b.path === bundle));
 for (const f of files) {
   await writeFile(f.path + tmp, f.contents);
   await rename(f.path + tmp, f.path);
 }
-const bytes = result.outputFiles.find((f) => f.path === bundle)?.contents.length ?? 0;
-console.log(`bedrock CLI built: ${relative(root, bundle)} (${(bytes / 1024).toFixed(0)} KiB, ${inputs.length} source files)`);
+
+// Older clients with their maps and caches, and what earlier layouts left (bedrock.mjs, chunks).
+const wanted = new Set(files.map((f) => relative(out, f.path)));
+for (const name of await readdir(out)) {
+  if (wanted.has(name) || keep.some((c) => name === c || name.startsWith(`${c}.`))) continue;
+  if (/^(client-[0-9a-f]+\.cjs|bedrock\.mjs|chunk-\w+\.mjs|chunks\.json)/.test(name)) await rm(join(out, name), { force: true });
+}
+
+const kib = (f) => `${(f.contents.length / 1024).toFixed(0)} KiB`;
+console.log(
+  `bedrock CLI built: ${relative(root, entry)} (${kib(main.outputFiles.find((f) => f.path === entry))}) and ${relative(root, join(out, clientName))} (${kib(clientCode)}), ${inputs.length - 1} source files`,
+);

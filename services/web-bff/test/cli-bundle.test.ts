@@ -1,11 +1,11 @@
 /**
- * The `bedrock` bin runs the esbuild bundle dist/cli/bedrock.mjs (made by `npm run build`, which
+ * The `bedrock` bin runs the esbuild bundle dist/cli/bedrock.cjs (made by `npm run build`, which
  * `npm ci` runs) and behaves as the TypeScript sources do; without a bundle it runs the sources
  * through tsx and says so on stderr (docs/cli.md, "How it runs"). cli.test.ts and
  * cli-retry.test.ts run the same bin against real servers.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -43,9 +43,13 @@ describe('the bedrock bin', () => {
     const help = await bin(BIN, ['--help']);
     expect(help).toEqual({ code: 0, stdout: USAGE, stderr: '' });
     expect(await bin(BIN, ['--help'], { BEDROCK_CLI: 'source' })).toEqual(help);
-    // The bundle holds no tsx and none of the servers' plumbing it need not start.
-    const bundle = readFileSync(join(PKG, 'dist', 'cli', 'bedrock.mjs'), 'utf8');
-    expect(bundle).not.toMatch(/tsx\/esm|pino|prom-client/);
+    // The bundle (the entry and the commands' client-HASH.cjs) holds no tsx and none of the
+    // servers' plumbing it need not start.
+    const dist = join(PKG, 'dist', 'cli');
+    const files = readdirSync(dist).filter((f) => f.endsWith('.cjs'));
+    expect(files).toContain('bedrock.cjs');
+    expect(files.some((f) => /^client-[0-9a-f]+\.cjs$/.test(f))).toBe(true);
+    for (const f of files) expect(readFileSync(join(dist, f), 'utf8')).not.toMatch(/tsx\/esm|pino|prom-client/);
   });
 
   it('the bundle and the sources answer alike: token hash, usage errors, an unreachable server', async () => {
@@ -59,6 +63,17 @@ describe('the bedrock bin', () => {
     expect((await bin(BIN, ['ls'])).code).toBe(4);
     expect((await bin(BIN, ['token', 'new'])).stdout).toMatch(/\S{20,}/);
   }, 60_000);
+
+  it('a code cache V8 refuses (here: garbage) is ignored and written anew', async () => {
+    const dist = join(PKG, 'dist', 'cli');
+    const [client] = JSON.parse(readFileSync(join(dist, 'clients.json'), 'utf8')) as string[];
+    const cache = join(dist, `${client}.${process.version}-${process.arch}.cache`);
+    writeFileSync(cache, 'not a code cache');
+    const hashed = await bin(BIN, ['token', 'hash', 'abc']);
+    expect(hashed).toEqual({ code: 0, stdout: `${hashToken('abc')}\n`, stderr: '' });
+    expect(readFileSync(cache).length).toBeGreaterThan(1000);
+    expect(await bin(BIN, ['token', 'hash', 'abc'])).toEqual(hashed);
+  });
 
   it('without a bundle runs the sources through tsx and says so in one line', async () => {
     // A copy of the package with the bin but no dist/: the sources and node_modules linked.

@@ -35,10 +35,9 @@ import {
 } from '../../ui/src/agent-content.ts';
 import { formatTokens } from '../../ui/src/format.ts';
 
-export interface Output {
-  out(text: string): void;
-  err(text: string): void;
-}
+import type { Output } from './output.ts';
+
+export { stdio, type Output } from './output.ts';
 
 /** How people's output looks. */
 export interface RenderOptions {
@@ -54,11 +53,6 @@ const UNDIM = '\x1b[22m';
 function dim(text: string, options: RenderOptions): string {
   return options.color && text ? `${DIM}${text}${UNDIM}` : text;
 }
-
-export const stdio: Output = {
-  out: (text) => void process.stdout.write(text),
-  err: (text) => void process.stderr.write(text),
-};
 
 export function ndjson(event: ConversationEvent): string {
   return `${JSON.stringify(toJson(ConversationEventSchema, event))}\n`;

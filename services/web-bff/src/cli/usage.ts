@@ -1,0 +1,62 @@
+/**
+ * What `bedrock` accepts: the usage text and the options. Imports nothing of the client
+ * (protobuf, Connect), so that `--help` loads only this and run.ts.
+ */
+import { parseArgs } from 'node:util';
+
+export const USAGE = `usage: bedrock <command> [options]
+
+  chat [ID] [--cwd DIR] [--model M] [SETTINGS]
+                                      interactive chat (a new conversation without ID)
+  new [--cwd DIR] [--model M] [--from ID] [SETTINGS]
+                                      create a conversation; prints its id
+  settings ID [SETTINGS]              show or change thinking and web tools
+  ls [--all] [--parent ID] [--archived]
+                                      list conversations (sub-agents with --parent)
+  show ID                             the conversation and its messages (--json: everything)
+  send ID TEXT [--image FILE]... [--wait]
+                                      send a message; --wait streams the turn until it rests
+  watch ID                            stream the conversation's events
+  cancel ID | approve ID | deny ID | downgrade ID | continue ID
+  token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
+
+  SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
+  --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
+
+  --hide-thinking  leave the model's thinking out of the output
+  --json        machine output (NDJSON events; JSON objects)
+  --help        this text
+
+environment: BEDROCK_URL (default http://127.0.0.1:8080), BEDROCK_TOKEN (default: the
+embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token), BEDROCK_RETRY_FOR
+(how long changes are retried when the server is unavailable; default 30s, 0 = never)
+exit codes: 0 ok, 1 turn ended in error, 2 usage, 3 rejected, 4 server error,
+5 awaiting approval, 6 context exhausted, 130 interrupted
+`;
+
+export const OPTIONS = {
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+  cwd: { type: 'string' },
+  model: { type: 'string' },
+  from: { type: 'string' },
+  image: { type: 'string', multiple: true },
+  wait: { type: 'boolean', default: false },
+  all: { type: 'boolean', default: false },
+  parent: { type: 'string' },
+  archived: { type: 'boolean', default: false },
+  thinking: { type: 'string' },
+  'web-search': { type: 'boolean' },
+  'web-fetch': { type: 'boolean' },
+  'no-web-search': { type: 'boolean' },
+  'no-web-fetch': { type: 'boolean' },
+  'hide-thinking': { type: 'boolean', default: false },
+} as const;
+
+/** The command line, parsed; throws on an unknown option or a missing value. */
+export function parseCommandLine(argv: string[]) {
+  return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+}
+
+export type CommandLine = ReturnType<typeof parseCommandLine>;
+export type OptionValues = CommandLine['values'];

@@ -1,7 +1,8 @@
 /**
  * Conversation service throughput and latency (issue 3's benchmark), against the local
  * PostgreSQL and Redis:
- *  1. events applied per second by one replica (store.applyEvent + relay publish), beside a
+ *  1. events applied per second by one replica (the applier: read, transition, one write,
+ *     publish to Redis), beside a
  *     minimal single-row UPDATE transaction on the same database, same concurrency, same run;
  *  2. median and p99 from an event's arrival on `conversation-events` to its effect being on
  *     the next queue (a tool result in → the next tool job out), through the real service.
@@ -21,6 +22,7 @@ import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../src/config.ts';
 import { startConversationService } from '../src/create-conversation-service.ts';
 import type { ConversationEvent } from '../src/core/index.ts';
+import type { ConversationRecord } from '../src/store/conversation-store.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
@@ -73,9 +75,11 @@ async function main(): Promise<void> {
     }
     const counts = new Map<string, number>();
     const step = new Map<string, number>();
+    const latest = new Map<string, ConversationRecord>();
+    for (const id of ids) latest.set(id, (await service.store.get(id))!);
     const applied = await runFor(DURATION_MS, CONCURRENCY, async (worker) => {
       const id = ids[worker]!;
-      const record = (await service.store.get(id))!;
+      const record = latest.get(id)!;
       const n = step.get(id) ?? 0;
       const phase = record.state.phase;
       let event: ConversationEvent;
@@ -88,20 +92,19 @@ async function main(): Promise<void> {
         event = { type: 'tool_complete', result: { toolUseId: phase.current.id, content: 'ok', isError: false } };
       } else throw new Error(`unexpected phase ${phase.kind}`);
       step.set(id, n + 1);
-      const result = await service.store.applyEvent(id, event);
+      const result = await service.applier.apply(id, event);
       if (result.kind !== 'applied') throw new Error(`event ${event.type} was ${result.kind}`);
+      latest.set(id, result.record);
       counts.set(event.type, (counts.get(event.type) ?? 0) + 1);
-      await service.relay.kick(id);
     });
 
     // --- 3. latency: tool result in → next tool job out, through the queues ---------------
     const conv = await service.store.create({ id: 'bench-latency', ownerId: 'bench', slug: 'bench-latency', cwd: '/tmp', model: 'bench', sandboxAvailable: false });
     const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({ type: 'tool_use' as const, id: `L${i}`, name: 'bash', input: { command: 'true' } }));
-    await service.store.applyEvent(conv.id, { type: 'user_message', text: 'go', images: [] });
+    await service.applier.apply(conv.id, { type: 'user_message', text: 'go', images: [] });
     const rec = (await service.store.get(conv.id))!;
     if (rec.state.phase.kind !== 'llm_requesting') throw new Error('latency setup failed');
-    await service.store.applyEvent(conv.id, { type: 'llm_response', requestId: rec.state.phase.requestId, stopReason: 'tool_use', usage, content: calls });
-    await service.relay.kick(conv.id);
+    await service.applier.apply(conv.id, { type: 'llm_response', requestId: rec.state.phase.requestId, stopReason: 'tool_use', usage, content: calls });
     const arrivals = new Map<string, number>();
     const latencies: number[] = [];
     const events = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
@@ -126,7 +129,7 @@ async function main(): Promise<void> {
     const ratio = applied.perSecond / baseline.perSecond;
     console.log(`concurrency ${CONCURRENCY}, ${DURATION_MS} ms per measurement`);
     console.log(`single-row UPDATE transactions: ${baseline.perSecond.toFixed(0)}/s`);
-    console.log(`events applied (transaction + relay publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`);
+    console.log(`events applied (read, transition, one write, publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`);
     console.log(`ratio events/baseline: ${ratio.toFixed(3)} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`);
     console.log(
       `event arrival → effect on queue, ${latencies.length} samples: median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,

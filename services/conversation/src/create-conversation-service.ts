@@ -30,6 +30,9 @@ import type { ConversationConfig } from './config.ts';
 import { DEFAULT_POLICY, type Policy } from './core/index.ts';
 import { migrate } from './db/migrate.ts';
 import { startEventConsumer } from './events/event-consumer.ts';
+import { createApplier, type Applier } from './apply/applier.ts';
+import { createOutboxPublisher, type OutboxPublisher } from './outbox/publisher.ts';
+import { createRowPublisher } from './outbox/publish-rows.ts';
 import { createOutboxRelay, type OutboxRelay } from './outbox/relay.ts';
 import { createRecoverySweeper, type RecoverySweeper } from './recovery/sweeper.ts';
 import { createSandboxProbe } from './recovery/sandbox-probe.ts';
@@ -54,6 +57,9 @@ export interface RunningConversationService {
   readonly metricsUrl: string;
   readonly store: ConversationStore;
   readonly relay: OutboxRelay;
+  readonly applier: Applier;
+  /** Publishes what the applier committed; `stop()` it to play a replica that dies after its commits. */
+  readonly publisher: OutboxPublisher;
   readonly transport: Transport;
   readonly sweeper: RecoverySweeper;
   stop(): Promise<void>;
@@ -91,14 +97,12 @@ export async function startConversationService(
     subAgentTimeoutMs: config.subAgentTimeoutMs,
   };
   const models = createModelRegistry(config.models ?? null);
-  const store = createConversationStore({ pool, models, policy, maxOutputTokens: config.maxOutputTokens });
-  const relay = createOutboxRelay({
-    pool,
-    transport,
-    logger,
-    pollIntervalMs: config.outboxPollMs,
-    onPublished: (kind, lagMs) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000),
-  });
+  const store = createConversationStore({ pool, models });
+  const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
+  const publishRows = createRowPublisher(transport, onPublished);
+  const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outboxPollMs });
+  const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
+  const applier = createApplier({ store, publisher, models, policy, maxOutputTokens: config.maxOutputTokens, logger });
   const sandboxAvailable = createSandboxProbe(config.sandbox, transport.runners);
   const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
@@ -108,7 +112,7 @@ export async function startConversationService(
   let metricsServer: MetricsServer | null = null;
   const sweeper = createRecoverySweeper({
     store,
-    relay,
+    applier,
     queues: transport.queues,
     runs: transport.runs,
     logger,
@@ -120,7 +124,7 @@ export async function startConversationService(
     consumer = startEventConsumer({
       transport,
       store,
-      relay,
+      applier,
       logger,
       concurrency: config.eventConcurrency,
       onApplied: recordTransition,
@@ -137,7 +141,7 @@ export async function startConversationService(
       routes: (router) => {
         registerConversationApi(router, {
           store,
-          relay,
+          applier,
           streams: transport.streams,
           logger,
           policy,
@@ -184,6 +188,8 @@ export async function startConversationService(
     metricsUrl: metricsSrv.url,
     store,
     relay,
+    applier,
+    publisher,
     transport,
     sweeper,
     async stop() {
@@ -194,6 +200,7 @@ export async function startConversationService(
       await sweeper.stop();
       await grpc.close(config.shutdownGraceMs);
       await pruner.stop();
+      await applier.drain();
       await relay.stop();
       await metricsSrv.close();
       if (ownsTransport) await transport.close();

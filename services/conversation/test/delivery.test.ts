@@ -4,7 +4,8 @@
  * double nothing, and every event delivered twice leaves the same final state as once.
  *
  * The relay's poll is set to a minute here, so everything below that is prompt is published
- * by the post-commit kick (or by an explicit sweep), never by waiting for the poll.
+ * by the committing replica itself (or by the relay's first sweep after a start, or an
+ * explicit sweep), never by waiting for the poll.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { fromJson, toJson, type JsonValue } from '@bufbuild/protobuf';
@@ -42,7 +43,8 @@ async function unsent(id: string) {
 describe('relay', () => {
   it('publishes what a replica committed but never published, once, after it died', async () => {
     const id = await h.createConversation();
-    // The replica "crashes" right after its commits: its relay publishes nothing any more.
+    // The replica "crashes" right after its commits: it publishes nothing any more.
+    await h.service.publisher.stop();
     await h.service.relay.stop();
     const sent = await h.client().sendMessage({ conversationId: id, text: 'hello' });
     expect(sent.state!.kind).toBe(StateKind.LLM_REQUESTING);

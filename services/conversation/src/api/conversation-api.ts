@@ -37,8 +37,8 @@ import { servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedr
 import type { ConversationEvent, Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';
-import type { OutboxRelay } from '../outbox/relay.ts';
-import { InvalidCursorError, type ApplyResult, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
+import type { Applier, ApplyResult } from '../apply/applier.ts';
+import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkImageDecodes } from './images.ts';
@@ -48,7 +48,8 @@ import { watchConversation } from '@bedrock/platform/watch';
 
 export interface ConversationApiOptions {
   readonly store: ConversationStore;
-  readonly relay: OutboxRelay;
+  /** Applies user actions (and publishes their effects before the call is answered). */
+  readonly applier: Applier;
   readonly streams: NotificationStreams;
   readonly logger: Logger;
   readonly policy: Policy;
@@ -177,7 +178,7 @@ function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
 }
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
-  const { store, relay, policy } = options;
+  const { store, applier, policy } = options;
   const allowedServerTools = options.allowedServerTools ?? [];
 
   /** The server tools asked for, each allowed by the deployment; else INVALID_ARGUMENT naming BEDROCK_SERVER_TOOLS. */
@@ -271,8 +272,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     // One user turn is one trace: the caller's traceparent (web-bff forwards it) or a new one.
     const trace = turnTraceContext(ctx.requestHeader);
     const result = key
-      ? await store.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
-      : await store.applyEvent(id, event, trace);
+      ? await applier.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
+      : await applier.apply(id, event, trace);
     // A duplicate that was in flight at the same time (another replica): the first one's outcome.
     if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
@@ -282,9 +283,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       case 'rejected':
         throw rejectionError(result);
       case 'applied':
-        // Publish before answering: a cancel must reach the worker now, not at the next sweep.
-        // (and a stop must reach a sub-agent now: rows of other conversations are kicked too).
-        for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
+        // The applier published the effects already: a cancel reaches the worker before the answer.
         return action.respond(result);
       case 'noop':
         return action.respond(result);

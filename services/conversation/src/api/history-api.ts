@@ -10,7 +10,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { ConversationHistoryService, GetLlmHistoryResponseSchema } from '@bedrock/contracts';
 import { servicePeer, type Logger } from '@bedrock/platform/server';
-import { buildLlmMessages } from '../llm/request-builder.ts';
+import { buildLlmMessages } from '../mapping/llm-request.ts';
 import type { HistoryReads } from '../store/history-reads.ts';
 
 /** The only service that reads histories. */

@@ -8,12 +8,12 @@ import type { Consumer, Transport } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import { decodeEventJob } from '../mapping/proto.ts';
 import type { ConversationStore } from '../store/conversation-store.ts';
-import type { OutboxRelay } from '../outbox/relay.ts';
+import type { Applier } from '../apply/applier.ts';
 
 export interface EventConsumerOptions {
   readonly transport: Transport;
   readonly store: ConversationStore;
-  readonly relay: OutboxRelay;
+  readonly applier: Applier;
   readonly logger: Logger;
   /** Events applied at once by this replica (different conversations run in parallel). Default 16. */
   readonly concurrency?: number;
@@ -25,7 +25,7 @@ export interface EventConsumerOptions {
 class RetryLater extends Error {}
 
 export function startEventConsumer(options: EventConsumerOptions): Consumer {
-  const { transport, store, relay, logger } = options;
+  const { transport, store, applier, logger } = options;
   return transport.queues.consume(
     QUEUE_CONVERSATION_EVENTS,
     ConversationEventJobSchema,
@@ -52,16 +52,15 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
           parentId: start.parentId,
         });
         eventType = 'sub_agent_start';
-        result = await store.applyEvent(id, { type: 'sub_agent_start', task: start.task }, data.traceContext);
+        result = await applier.apply(id, { type: 'sub_agent_start', task: start.task }, data.traceContext);
       } else {
         eventType = decoded.event.type;
-        result = await store.applyEvent(id, decoded.event, data.traceContext);
+        result = await applier.apply(id, decoded.event, data.traceContext);
       }
       options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, eventType, result.kind);
       switch (result.kind) {
         case 'applied':
-          // Rows for other conversations too (a sub-agent's start, a parent's result): they go out now, not at the next poll.
-          for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
+          // Its effects are published already (rows of other conversations too: a sub-agent's start, a parent's result).
           return;
         case 'not_found':
           // A stop can overtake the start of the sub-agent it stops: try again shortly.

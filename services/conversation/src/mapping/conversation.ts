@@ -2,7 +2,7 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { ConversationSchema, type Conversation } from '@bedrock/contracts';
 import type { Policy } from '../core/index.ts';
-import { contextUsageOf } from '../outbox/effects-to-outbox.ts';
+import { contextUsageOf } from './effects-to-outbox.ts';
 import type { ConversationRecord } from '../store/conversation-store.ts';
 import { serverToolToProto, thinkingToProto } from '../settings.ts';
 import { modeToProto, stateToProto, usageToProto } from './proto.ts';

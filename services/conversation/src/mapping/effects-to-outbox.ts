@@ -1,7 +1,7 @@
 /**
  * Turns the effects of one transition into outbox rows: queue jobs, cancel signals and the
- * conversation's numbered notifications. Runs inside the applying transaction; pure apart
- * from the data it is handed.
+ * conversation's numbered notifications (protobuf JSON). Pure: the applier (apply/applier.ts)
+ * writes the rows with the new state in one commit.
  */
 import { create, equals, toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
 import {
@@ -26,37 +26,13 @@ import {
   type ConversationContext,
   type ConversationState,
   type Effect,
-  type HistoryMessage,
   type Notification,
   type TimerPurpose,
 } from '../core/index.ts';
-import { errorKindToProto, messageToProto, modeToProto, stateToProto, type MessageRow } from '../mapping/proto.ts';
-import { buildLlmRequestJob } from '../llm/request-builder.ts';
+import { errorKindToProto, messageToProto, modeToProto, stateToProto, type MessageRow } from './proto.ts';
+import { buildLlmRequestJob } from './llm-request.ts';
 import type { ServerToolName, ThinkingSetting } from '../settings.ts';
-
-/** The protobuf type of a job payload, so the relay can decode it. */
-export type JobSchemaName = 'LlmRequestJob' | 'ToolExecJob' | 'ConversationEventJob';
-
-export type OutboxRow =
-  | {
-      readonly effectId: string;
-      readonly conversationId: string;
-      readonly kind: 'job';
-      readonly payload: { queue: string; schema: JobSchemaName; jobId: string; delayMs: number; message: JsonValue };
-    }
-  | {
-      readonly effectId: string;
-      readonly conversationId: string;
-      readonly kind: 'remove_job';
-      readonly payload: { queue: string; jobId: string };
-    }
-  | { readonly effectId: string; readonly conversationId: string; readonly kind: 'cancel'; readonly payload: { message: JsonValue } }
-  | {
-      readonly effectId: string;
-      readonly conversationId: string;
-      readonly kind: 'notification';
-      readonly payload: { sequence: number; message: JsonValue };
-    };
+import type { JobSchemaName, OutboxRow } from '../outbox/outbox-row.ts';
 
 export interface OutboxInput {
   readonly record: {
@@ -78,8 +54,6 @@ export interface OutboxInput {
   readonly effects: readonly Effect[];
   /** Messages persisted by this transition, in effect order. */
   readonly persisted: readonly MessageRow[];
-  /** Unused: an LLM request job names its history by position (history_through); the gateway fetches it. */
-  readonly history?: readonly HistoryMessage[];
   /** max_tokens of a request whose effect asks for none (0): the service's default for the model. */
   readonly maxTokens: number;
   readonly traceContext: Record<string, string>;

@@ -1,30 +1,18 @@
 /**
- * The outbox relay: publishes rows written by applyEvent after their transaction committed,
- * then marks them sent. Delivery is at least once (a crash between publish and mark means a
- * second publish), which is harmless: job ids de-duplicate, notifications have fixed stream
- * positions, and results that answer nothing are no-ops in the state machine.
+ * The outbox relay: the safety net behind the applier's own publishing (outbox/publisher.ts).
+ * It publishes rows left unsent — by a replica that crashed between commit and publish, by a
+ * publish that failed, or because another replica's rows of the same conversation were still
+ * unsent when this one committed — and marks them sent.
  *
- * Rows of one conversation are published in order by one replica at a time (an advisory
- * lock per conversation), so its notification stream never sees sequence n+1 before n.
+ * Rows of one conversation are published in order by one relay at a time (an advisory lock
+ * per conversation), oldest first, so its notification stream never sees sequence n+1 before
+ * n. Delivery is at least once, which is harmless: job ids de-duplicate, notifications have
+ * fixed stream positions, and results that answer nothing are no-ops in the state machine.
  */
-import { fromJson, type DescMessage, type JsonValue } from '@bufbuild/protobuf';
 import type { Pool } from 'pg';
-import {
-  CancelSignalSchema,
-  ConversationEventJobSchema,
-  ConversationEventSchema,
-  LlmRequestJobSchema,
-  ToolExecJobSchema,
-} from '@bedrock/contracts';
-import type { Producer, Transport } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
-import type { JobSchemaName, OutboxRow } from './effects-to-outbox.ts';
-
-const SCHEMAS: Record<JobSchemaName, DescMessage> = {
-  LlmRequestJob: LlmRequestJobSchema,
-  ToolExecJob: ToolExecJobSchema,
-  ConversationEventJob: ConversationEventJobSchema,
-};
+import { outboxRowFromDb, type StoredOutboxRow } from './outbox-row.ts';
+import type { PublishRows } from './publish-rows.ts';
 
 /** Namespace of the per-conversation advisory locks (first key of the two-key form). */
 const RELAY_LOCK_SPACE = 0x6f7574; // "out"
@@ -33,20 +21,26 @@ const KICK_LOCK_TIMEOUT_MS = 5000;
 
 export interface RelayOptions {
   readonly pool: Pool;
-  readonly transport: Transport;
+  readonly publishRows: PublishRows;
   readonly logger: Logger;
-  /** How often unsent rows are looked for, besides the kicks after each commit. Default 500 ms. */
+  /** How often unsent rows are looked for. Default 500 ms. */
   readonly pollIntervalMs?: number;
+  /**
+   * The periodic sweeps after the first leave rows younger than this to the replica that
+   * committed them (it publishes them itself, within milliseconds). Default 2000 ms.
+   */
+  readonly graceMs?: number;
   /** Sent rows are deleted after this long. Default 1 h. */
   readonly retentionMs?: number;
-  /** Called after each published row (metrics). */
-  readonly onPublished?: (kind: OutboxRow['kind'], lagMs: number) => void;
 }
 
 export interface OutboxRelay {
-  /** Publishes a conversation's unsent rows now (after a commit); resolves when done. */
-  kick(conversationId: string): Promise<void>;
-  /** Publishes everything unsent (any conversation); returns the number of rows published. */
+  /**
+   * Publishes a conversation's unsent rows now, in order, waiting for another relay holding
+   * it. True when they are all out; false when that failed (the sweep retries).
+   */
+  kick(conversationId: string): Promise<boolean>;
+  /** Publishes every unsent row (any conversation) now; returns the number published. */
   sweep(): Promise<number>;
   start(): void;
   stop(): Promise<void>;
@@ -54,63 +48,26 @@ export interface OutboxRelay {
 
 interface DbRow {
   id: string;
-  kind: OutboxRow['kind'];
-  payload: OutboxRow['payload'];
+  effect_id: string;
+  conversation_id: string;
+  kind: string;
+  payload: unknown;
   created_at: Date;
 }
 
 export function createOutboxRelay(options: RelayOptions): OutboxRelay {
-  const { pool, transport, logger } = options;
+  const { pool, logger, publishRows } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 500;
+  const graceMs = options.graceMs ?? 2000;
   const retentionMs = options.retentionMs ?? 60 * 60 * 1000;
-  const producers = new Map<string, Producer<DescMessage>>();
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
   let lastCleanup = 0;
   const inFlight = new Set<Promise<unknown>>();
 
-  function producer(queue: string, schema: JobSchemaName): Producer<DescMessage> {
-    const key = `${queue}\u0000${schema}`;
-    let p = producers.get(key);
-    if (!p) {
-      p = transport.queues.producer(queue, SCHEMAS[schema]);
-      producers.set(key, p);
-    }
-    return p;
-  }
-
-  async function publish(row: DbRow): Promise<void> {
-    switch (row.kind) {
-      case 'job': {
-        const p = row.payload as Extract<OutboxRow, { kind: 'job' }>['payload'];
-        const schema = SCHEMAS[p.schema];
-        // A row re-published late keeps its original due time.
-        const delayMs = Math.max(0, p.delayMs - (Date.now() - row.created_at.getTime()));
-        await producer(p.queue, p.schema).add(p.jobId, fromJson(schema, p.message as JsonValue), { delayMs });
-        return;
-      }
-      case 'remove_job': {
-        const p = row.payload as Extract<OutboxRow, { kind: 'remove_job' }>['payload'];
-        await producer(p.queue, 'ConversationEventJob').remove(p.jobId);
-        return;
-      }
-      case 'cancel': {
-        const p = row.payload as Extract<OutboxRow, { kind: 'cancel' }>['payload'];
-        await transport.cancels.publish(fromJson(CancelSignalSchema, p.message as JsonValue));
-        return;
-      }
-      case 'notification': {
-        const p = row.payload as Extract<OutboxRow, { kind: 'notification' }>['payload'];
-        await transport.streams.appendDurable(fromJson(ConversationEventSchema, p.message as JsonValue));
-        return;
-      }
-    }
-  }
-
   /**
-   * `wait` (after a commit): wait for whoever is publishing this conversation, then publish
-   * what is left. That publisher may have read the unsent rows before this commit, so skipping
-   * would leave the new rows for the next poll. The periodic sweep skips busy conversations.
+   * `wait` (a kick): wait for whoever is publishing this conversation, then publish what is
+   * left. The periodic sweep skips conversations another relay holds.
    */
   async function publishConversation(conversationId: string, wait = false): Promise<number> {
     const client = await pool.connect();
@@ -118,7 +75,7 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     try {
       await client.query('BEGIN');
       // Losing this transaction in a crash only means publishing its rows again, which is
-      // harmless (see above): it need not wait for the WAL flush. One fsync per event, not two.
+      // harmless (see above): it need not wait for the WAL flush.
       await client.query('SET LOCAL synchronous_commit = off');
       if (wait) await client.query(`SET LOCAL lock_timeout = '${KICK_LOCK_TIMEOUT_MS}ms'`);
       const lock = await client.query<{ ok: boolean }>(
@@ -126,30 +83,29 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
         [RELAY_LOCK_SPACE, conversationId],
       );
       if (!lock.rows[0]?.ok) {
-        // The sweep: another replica is publishing this conversation right now; a later sweep takes what it leaves.
         await client.query('ROLLBACK');
         return 0;
       }
       const { rows } = await client.query<DbRow>(
-        'SELECT id, kind, payload, created_at FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL ORDER BY id',
+        'SELECT id, effect_id, conversation_id, kind, payload, created_at FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL ORDER BY id',
         [conversationId],
       );
-      const sent: string[] = [];
-      let failure: unknown = null;
-      for (const row of rows) {
+      const batch: StoredOutboxRow[] = [];
+      const malformed: string[] = [];
+      for (const r of rows) {
         try {
-          await publish(row);
+          batch.push({ id: r.id, createdAt: r.created_at.getTime(), row: outboxRowFromDb(r.effect_id, r.conversation_id, r.kind, r.payload) });
         } catch (err) {
-          failure = err; // stop here: later rows must not overtake this one
-          break;
+          // Never publishable: marked sent so it does not hold back the rows after it.
+          logger.error({ err, conversation_id: conversationId, outbox_id: r.id }, 'malformed outbox row skipped');
+          malformed.push(r.id);
         }
-        sent.push(row.id);
-        options.onPublished?.(row.kind, Date.now() - row.created_at.getTime());
       }
+      await publishRows(batch);
+      const sent = [...batch.map((r) => r.id), ...malformed];
       if (sent.length) await client.query('UPDATE outbox SET sent_at = now() WHERE id = ANY($1::bigint[])', [sent]);
       await client.query('COMMIT');
       published = sent.length;
-      if (failure) throw failure;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
@@ -165,9 +121,12 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     return p;
   }
 
-  async function sweep(): Promise<number> {
+  /** `olderThanMs`: only rows at least this old (0: all). */
+  async function sweep(olderThanMs = 0): Promise<number> {
     const { rows } = await pool.query<{ conversation_id: string }>(
-      'SELECT DISTINCT conversation_id FROM outbox WHERE sent_at IS NULL LIMIT 200',
+      `SELECT DISTINCT conversation_id FROM outbox
+        WHERE sent_at IS NULL AND created_at <= now() - ($1::double precision * interval '1 millisecond') LIMIT 200`,
+      [olderThanMs],
     );
     let total = 0;
     for (const { conversation_id } of rows) {
@@ -184,10 +143,11 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     return total;
   }
 
-  async function loop(): Promise<void> {
+  /** The first sweep after start takes everything (a replica that died left it); later ones leave fresh rows alone. */
+  async function loop(first = false): Promise<void> {
     if (stopped) return;
     try {
-      await track(sweep());
+      await track(sweep(first ? 0 : graceMs));
     } catch (err) {
       logger.warn({ err }, 'outbox sweep failed');
     }
@@ -195,19 +155,21 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
   }
 
   return {
-    async kick(conversationId: string): Promise<void> {
-      if (stopped) return;
+    async kick(conversationId: string): Promise<boolean> {
+      if (stopped) return false;
       try {
         await track(publishConversation(conversationId, true));
+        return true;
       } catch (err) {
-        // The periodic sweep publishes it later; the caller's transaction is committed already.
+        // The periodic sweep publishes it later; the rows are committed already.
         logger.warn({ err, conversation_id: conversationId }, 'outbox publish failed; the sweep will retry');
+        return false;
       }
     },
     sweep: () => track(sweep()),
     start() {
       stopped = false;
-      void loop();
+      void loop(true);
     },
     async stop() {
       stopped = true;

@@ -35,12 +35,12 @@ import type { JobStatus, Queues, RunLedger } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import type { ConversationEvent, Phase } from '../core/index.ts';
 import { decodeEventJob } from '../mapping/proto.ts';
-import type { OutboxRelay } from '../outbox/relay.ts';
+import type { Applier } from '../apply/applier.ts';
 import type { ConversationRecord, ConversationStore } from '../store/conversation-store.ts';
 
 export interface RecoveryOptions {
   readonly store: ConversationStore;
-  readonly relay: OutboxRelay;
+  readonly applier: Applier;
   readonly queues: Pick<Queues, 'jobStatus'>;
   /** Heartbeats and recorded results of running work. */
   readonly runs: Pick<RunLedger, 'get' | 'isAlive'>;
@@ -69,7 +69,7 @@ type Verdict = { readonly kind: 'pending'; readonly why: string } | { readonly k
 const PENDING = new Set<JobStatus['state']>(['waiting', 'delayed', 'active']);
 
 export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper {
-  const { store, relay, queues, runs, logger } = options;
+  const { store, applier, queues, runs, logger } = options;
   const now = options.now ?? Date.now;
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
@@ -133,11 +133,8 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
   }
 
   async function apply(id: string, event: ConversationEvent): Promise<boolean> {
-    const result = await store.applyEvent(id, event);
-    if (result.kind !== 'applied') return false;
-    // Recovery can stop sub-agents: their rows belong to them, so publish each conversation's.
-    for (const conversationId of result.outboxConversations) await relay.kick(conversationId);
-    return true;
+    // The applier publishes the effects (a stopped sub-agent's rows too) before it returns.
+    return (await applier.apply(id, event)).kind === 'applied';
   }
 
   /** A parent waits on children: re-deliver results of finished ones, fail those that never started. */

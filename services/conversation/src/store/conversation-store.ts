@@ -1,36 +1,28 @@
 /**
- * Postgres state of conversations. `applyEvent` is the one way state changes (DESIGN.md,
- * "the life of an event"): lock the row, run the pure transition, write the new state, the
- * new messages and one outbox row per effect, commit. The relay publishes the outbox after
- * commit, so state is always written before effects run (REQ-BED-007).
+ * Postgres state of conversations: plain data access, no decisions. Applying an event
+ * (apply/applier.ts) reads a conversation with `readForApply` and writes what the transition
+ * decided with `writeApplied`: one statement that checks the version it read, updates the
+ * state and inserts the new messages and outbox rows, committed at once (DESIGN.md, "the
+ * life of an event"). State is always written before its effects are published (REQ-BED-007).
  */
 import type { Pool, PoolClient } from 'pg';
 import type { ModelRegistry } from '@bedrock/contracts/models';
 import {
   initialState,
   makeContext,
-  transition,
   type ContentBlock,
-  type ConversationContext,
-  type ConversationEvent,
   type ConversationState,
-  type Effect,
-  type HistoryMessage,
   type MessageType,
-  type PhaseKind,
-  type Policy,
-  type Rejection,
   type StopReason,
   type Usage,
 } from '../core/index.ts';
 import type { MessageRow } from '../mapping/proto.ts';
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
-import { effectsToOutbox, type OutboxRow } from '../outbox/effects-to-outbox.ts';
+import type { OutboxRow } from '../outbox/outbox-row.ts';
 import {
   claimRequest,
   findOutcome,
   pruneOutcomes,
-  releaseRequest,
   storeOutcome,
   type PriorOutcome,
   type RequestKey,
@@ -83,38 +75,84 @@ export interface SettingsChange {
   readonly serverTools?: readonly ServerToolName[];
 }
 
-/** What applying an event did; `from` is the phase the conversation was in (for metrics). */
-export type ApplyResult =
-  | {
-      readonly kind: 'applied';
-      readonly from: PhaseKind;
-      readonly record: ConversationRecord;
-      readonly effects: readonly Effect[];
-      /** Messages this event persisted, with their ids and sequences. */
-      readonly persisted: readonly MessageRow[];
-      readonly outbox: number;
-      /**
-       * Conversations the new outbox rows belong to: this one, and others it affects (a
-       * sub-agent's start, a parent's result). The caller kicks the relay for each.
-       */
-      readonly outboxConversations: readonly string[];
-    }
-  | { readonly kind: 'noop'; readonly from: PhaseKind; readonly record: ConversationRecord }
-  | { readonly kind: 'rejected'; readonly from: PhaseKind; readonly record: ConversationRecord; readonly rejection: Rejection }
-  | { readonly kind: 'not_found' };
-
 /** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
 export interface Replayed {
   readonly kind: 'replayed';
   readonly prior: PriorOutcome;
 }
 
+/** What applying an event reads: the row, and its outbox rows not yet marked sent (ids). */
+export interface ApplyRead {
+  readonly record: ConversationRecord;
+  readonly unsentOutbox: readonly string[];
+}
+
+/** Everything one applied transition writes (see writeApplied). */
+export interface AppliedWrite {
+  readonly id: string;
+  /** The version (state.seq) the transition started from. */
+  readonly expectedVersion: number;
+  readonly state: ConversationState;
+  readonly notifySeq: number;
+  readonly messageSeq: number;
+  /** Whether state_updated_at moves (recovery measures staleness from it). */
+  readonly touchState: boolean;
+  /** New messages; ids and sequences are assigned by the applier. */
+  readonly messages: readonly MessageRow[];
+  readonly outbox: readonly OutboxRow[];
+}
+
+/** A conversation and the ids of its unsent outbox rows (the partial index outbox_unsent_idx). */
+const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE o.conversation_id = c.id AND o.sent_at IS NULL ORDER BY o.id) AS unsent
+  FROM conversations c WHERE c.id = $1`;
+
+/**
+ * One statement, one commit: the conditional UPDATE decides; the inserts join on its result,
+ * so a stale version writes nothing. Outbox ids follow the rows' order (ORDINALITY).
+ */
+const WRITE_APPLIED = `WITH c AS (
+  UPDATE conversations
+     SET state = $3::jsonb, state_kind = $4, mode = $5, version = $6, notify_seq = $7, message_seq = $8,
+         updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END
+   WHERE id = $1 AND version = $2
+   RETURNING *
+), m AS (
+  INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
+                        stop_reason, stop_explanation, created_at)
+  SELECT r.id, c.id, r.sequence, r.message_type, r.actor_kind, r.content, r.display_data, r.usage_data,
+         r.stop_reason, r.stop_explanation, r.created_at
+    FROM c, jsonb_to_recordset($10::jsonb) AS r(id text, sequence bigint, message_type text, actor_kind text, content jsonb,
+                                              display_data jsonb, usage_data jsonb, stop_reason text, stop_explanation text,
+                                              created_at timestamptz)
+), o AS (
+  INSERT INTO outbox (effect_id, conversation_id, kind, payload)
+  SELECT r.effect_id, r.conversation_id, r.kind, r.payload::jsonb
+    FROM c, unnest($11::text[], $12::text[], $13::text[], $14::text[]) WITH ORDINALITY AS r(effect_id, conversation_id, kind, payload, n)
+   ORDER BY r.n
+  ON CONFLICT (effect_id) DO NOTHING
+  RETURNING id
+)
+SELECT c.*, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
+
+function messageValues(m: MessageRow) {
+  return {
+    id: m.id,
+    sequence: m.sequence,
+    message_type: m.type,
+    actor_kind: ACTOR[m.type],
+    content: m.content,
+    display_data: displayOf(m.content),
+    usage_data: m.usage,
+    stop_reason: m.stopReason,
+    stop_explanation: m.stopExplanation || null,
+    created_at: m.createdAt.toISOString(),
+  };
+}
+
 export interface StoreOptions {
   readonly pool: Pool;
+  /** Context windows of new conversations. */
   readonly models: ModelRegistry;
-  readonly policy?: Partial<Policy>;
-  /** Output limit asked for each response, capped by the model's own limit. Default 16384 tokens. */
-  readonly maxOutputTokens?: number;
 }
 
 export interface ListOptions {
@@ -214,21 +252,6 @@ export type ConversationStore = ReturnType<typeof createConversationStore>;
 
 export function createConversationStore(options: StoreOptions) {
   const { pool, models } = options;
-  const maxOutputTokens = options.maxOutputTokens ?? 16_384;
-
-  function contextFor(record: ConversationRecord): ConversationContext {
-    return makeContext({
-      conversationId: record.id,
-      cwd: record.cwd,
-      model: record.model,
-      contextWindow: record.contextWindow,
-      maxOutputTokens: models.lookup(record.model).maxOutputTokens,
-      isSubAgent: record.parentId !== null,
-      parentId: record.parentId,
-      sandboxAvailable: record.sandboxAvailable,
-      ...(options.policy ? { policy: options.policy } : {}),
-    });
-  }
 
   async function inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await pool.connect();
@@ -285,26 +308,17 @@ export function createConversationStore(options: StoreOptions) {
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
-  async function historyOf(client: PoolClient, id: string): Promise<HistoryMessage[]> {
-    const { rows } = await client.query<{ message_type: MessageType; content: ContentBlock[]; stop_reason: StopReason | null }>(
-      'SELECT message_type, content, stop_reason FROM messages WHERE conversation_id = $1 ORDER BY sequence',
-      [id],
+  /**
+   * A conversation as applying an event needs it, in one round trip: its row, and the ids of
+   * its outbox rows not yet marked sent (apply/applier.ts decides from them who publishes).
+   * With `client` (a transaction), the row stays locked until it ends.
+   */
+  async function readForApply(id: string, client?: PoolClient): Promise<ApplyRead | null> {
+    const { rows } = await (client ?? pool).query<ConversationRowDb & { unsent: string[] }>(
+      client ? { text: `${READ_FOR_APPLY} FOR UPDATE OF c`, values: [id] } : { name: 'bedrock-read-for-apply', text: READ_FOR_APPLY, values: [id] },
     );
-    return rows.map((r) => (r.stop_reason ? { type: r.message_type, content: r.content, stopReason: r.stop_reason } : { type: r.message_type, content: r.content }));
-  }
-
-  async function insertOutbox(client: PoolClient, rows: readonly OutboxRow[]): Promise<void> {
-    if (rows.length === 0) return;
-    const values: unknown[] = [];
-    const tuples = rows.map((row, i) => {
-      values.push(row.effectId, row.conversationId, row.kind, JSON.stringify(row.payload));
-      return `($${i * 4 + 1}, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4})`;
-    });
-    // ON CONFLICT: an effect id is decided once; a duplicate can only be the same row again.
-    await client.query(
-      `INSERT INTO outbox (effect_id, conversation_id, kind, payload) VALUES ${tuples.join(', ')} ON CONFLICT (effect_id) DO NOTHING`,
-      values,
-    );
+    const row = rows[0];
+    return row ? { record: toRecord(row), unsentOutbox: row.unsent } : null;
   }
 
   async function createIn(client: PoolClient, input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {
@@ -323,96 +337,8 @@ export function createConversationStore(options: StoreOptions) {
     return toRecord(rows[0]!);
   }
 
-  /** The body of applyEvent, in the caller's transaction; `locked` is the row if the caller locked it already. */
-  async function applyIn(
-    client: PoolClient,
-    id: string,
-    event: ConversationEvent,
-    traceContext: Record<string, string> | undefined,
-    locked?: ConversationRecord,
-  ): Promise<ApplyResult> {
-    let record = locked;
-    if (!record) {
-      const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1 FOR UPDATE', [id]);
-      if (!rows[0]) return { kind: 'not_found' } as const;
-      record = toRecord(rows[0]);
-    }
-    const ctx = contextFor(record);
-    const result = transition(record.state, ctx, event);
-    const from = record.state.phase.kind;
-    if (!result.ok) return { kind: 'rejected', from, record, rejection: result.rejection } as const;
-    if (result.state === record.state) return { kind: 'noop', from, record } as const;
-
-    // Messages first: their sequence numbers and ids go into notifications and jobs.
-    let messageSeq = record.messageSeq;
-    const persisted: MessageRow[] = [];
-    for (const effect of result.effects) {
-      if (effect.type !== 'persist_message') continue;
-      messageSeq += 1;
-      const row = await client.query<MessageRowDb>(
-        `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
-                               stop_reason, stop_explanation)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-        [
-          `${id}/m/${messageSeq}`,
-          id,
-          messageSeq,
-          effect.message.type,
-          ACTOR[effect.message.type],
-          JSON.stringify(effect.message.content),
-          displayOf(effect.message.content),
-          effect.message.usage ? JSON.stringify(effect.message.usage) : null,
-          effect.message.stopReason ?? null,
-          effect.message.stopExplanation ?? null,
-        ],
-      );
-      persisted.push(toMessage(row.rows[0]!));
-    }
-
-    const needsHistory = result.effects.some((e) => e.type === 'request_llm');
-    const { rows: outboxRows, notifySeq } = effectsToOutbox({
-      record,
-      context: ctx,
-      previous: record.state,
-      next: result.state,
-      effects: result.effects,
-      persisted,
-      history: needsHistory ? await historyOf(client, id) : [],
-      maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
-      traceContext: traceContext ?? {},
-    });
-    await insertOutbox(client, outboxRows);
-
-    const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
-    const updated = await client.query<ConversationRowDb>(
-      `UPDATE conversations
-          SET state = $2, state_kind = $3, mode = $4, version = $5, notify_seq = $6, message_seq = $7,
-              updated_at = now(), state_updated_at = CASE WHEN $8 THEN now() ELSE state_updated_at END
-        WHERE id = $1 RETURNING *`,
-      [
-        id,
-        JSON.stringify(result.state),
-        result.state.phase.kind,
-        result.state.mode,
-        result.state.seq,
-        notifySeq,
-        messageSeq,
-        phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
-      ],
-    );
-    return {
-      kind: 'applied',
-      from,
-      record: toRecord(updated.rows[0]!),
-      effects: result.effects,
-      persisted,
-      outbox: outboxRows.length,
-      outboxConversations: [...new Set([id, ...outboxRows.map((row) => row.conversationId)])],
-    } as const;
-  }
-
   return {
-    contextFor,
+    readForApply,
 
     /** Creates a conversation; seeds it with a continuation summary when one is given. */
     async create(input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {
@@ -487,36 +413,45 @@ export function createConversationStore(options: StoreOptions) {
     },
 
     /**
-     * Applies one event in one transaction. Rejections and no-ops write nothing. Concurrent
-     * calls for one conversation serialise on its row lock, so two replicas never interleave
-     * two events of one conversation.
+     * Writes what one transition decided, in ONE statement (so one commit): the new state if
+     * the row is still at `expectedVersion`, then its messages and outbox rows. Null, writing
+     * nothing, when another writer moved the conversation on first (optimistic versioning).
      */
-    async applyEvent(id: string, event: ConversationEvent, traceContext?: Record<string, string>): Promise<ApplyResult> {
-      return inTransaction((client) => applyIn(client, id, event, traceContext));
+    async writeApplied(write: AppliedWrite, client?: PoolClient): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
+      const outbox = write.outbox;
+      const { rows } = await (client ?? pool).query<ConversationRowDb & { outbox_ids: string[] }>({
+        name: 'bedrock-write-applied',
+        text: WRITE_APPLIED,
+        values: [
+          write.id,
+          write.expectedVersion,
+          JSON.stringify(write.state),
+          write.state.phase.kind,
+          write.state.mode,
+          write.state.seq,
+          write.notifySeq,
+          write.messageSeq,
+          write.touchState,
+          JSON.stringify(write.messages.map(messageValues)),
+          outbox.map((row) => row.effectId),
+          outbox.map((row) => row.conversationId),
+          outbox.map((row) => row.kind),
+          outbox.map((row) => JSON.stringify(row.payload)),
+        ],
+      });
+      const row = rows[0];
+      return row ? { record: toRecord(row), outboxIds: row.outbox_ids } : null;
     },
 
     /**
-     * Applies a user action that carries a client request id (request-outcomes.ts): after the
-     * conversation's row lock, the id is claimed; if it was used before, nothing is applied
-     * and the stored outcome is returned (`replayed`). Otherwise the event is applied and its
-     * outcome stored in the same transaction.
+     * Runs `work` in a transaction holding the conversation's row lock (user actions with a
+     * client request id: the id is claimed and its outcome stored with the event's writes).
+     * Null when the conversation does not exist.
      */
-    async applyRequest(
-      id: string,
-      event: ConversationEvent,
-      traceContext: Record<string, string> | undefined,
-      request: RequestRecorder<ApplyResult>,
-    ): Promise<ApplyResult | Replayed> {
+    async withLocked<T>(id: string, work: (client: PoolClient, read: ApplyRead) => Promise<T>): Promise<T | null> {
       return inTransaction(async (client) => {
-        const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1 FOR UPDATE', [id]);
-        if (!rows[0]) return { kind: 'not_found' } as const;
-        const prior = await claimRequest(client, request.key);
-        if (prior) return { kind: 'replayed', prior } as const;
-        const result = await applyIn(client, id, event, traceContext, toRecord(rows[0]));
-        const outcome = request.outcome(result);
-        if (outcome) await storeOutcome(client, request.key, outcome);
-        else await releaseRequest(client, request.key);
-        return result;
+        const read = await readForApply(id, client);
+        return read ? work(client, read) : null;
       });
     },
 
@@ -575,9 +510,9 @@ export function createConversationStore(options: StoreOptions) {
 }
 
 /** display_data: the union of the tool results' rendering hints (e.g. a patch diff). */
-function displayOf(content: readonly ContentBlock[]): string | null {
+function displayOf(content: readonly ContentBlock[]): unknown {
   const display = content.flatMap((b) => (b.type === 'tool_result' && b.display ? [b.display] : []));
-  return display.length ? JSON.stringify(display.length === 1 ? display[0] : display) : null;
+  return display.length ? (display.length === 1 ? display[0] : display) : null;
 }
 
 function encodeCursor(at: Date, id: string): string {

@@ -1,0 +1,235 @@
+/**
+ * The one way an event changes a conversation (DESIGN.md, "the life of an event"), used by
+ * the API, the event consumer and the recovery sweeper alike:
+ *
+ *   1. read the conversation and the ids of its unsent outbox rows  (round trip 1)
+ *   2. run the pure transition; turn its effects into messages and outbox rows (mapping/)
+ *   3. write state, messages and outbox rows in one statement, if the version read is still
+ *      current (round trip 2, one commit); another writer got there first: start again at 1
+ *   4. publish the rows at once (outbox/publisher.ts), then answer.
+ *
+ * Events of one conversation run one at a time in this process (so its replicas' optimistic
+ * writes conflict only with other replicas). A user action that carries a client request id
+ * runs in a transaction holding the row lock instead, so its id is claimed and its outcome
+ * stored in the same commit (store/request-outcomes.ts).
+ */
+import type { ModelRegistry } from '@bedrock/contracts/models';
+import type { Logger } from '@bedrock/platform/server';
+import {
+  makeContext,
+  transition,
+  type ConversationContext,
+  type ConversationEvent,
+  type Effect,
+  type PhaseKind,
+  type Policy,
+  type Rejection,
+} from '../core/index.ts';
+import type { MessageRow } from '../mapping/proto.ts';
+import { effectsToOutbox } from '../mapping/effects-to-outbox.ts';
+import type { StoredOutboxRow } from '../outbox/outbox-row.ts';
+import type { OutboxPublisher } from '../outbox/publisher.ts';
+import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, Replayed } from '../store/conversation-store.ts';
+import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
+
+/** What applying an event did; `from` is the phase the conversation was in (for metrics). */
+export type ApplyResult =
+  | {
+      readonly kind: 'applied';
+      readonly from: PhaseKind;
+      readonly record: ConversationRecord;
+      readonly effects: readonly Effect[];
+      /** Messages this event persisted, with their ids and sequences. */
+      readonly persisted: readonly MessageRow[];
+    }
+  | { readonly kind: 'noop'; readonly from: PhaseKind; readonly record: ConversationRecord }
+  | { readonly kind: 'rejected'; readonly from: PhaseKind; readonly record: ConversationRecord; readonly rejection: Rejection }
+  | { readonly kind: 'not_found' };
+
+export interface ApplierOptions {
+  readonly store: ConversationStore;
+  readonly publisher: OutboxPublisher;
+  readonly models: ModelRegistry;
+  readonly policy?: Partial<Policy>;
+  /** Output limit asked for each response, capped by the model's own limit. Default 16384 tokens. */
+  readonly maxOutputTokens?: number;
+  readonly logger: Logger;
+}
+
+export interface Applier {
+  apply(id: string, event: ConversationEvent, traceContext?: Record<string, string>): Promise<ApplyResult>;
+  /**
+   * Applies a user action that carries a client request id: under the row lock the id is
+   * claimed; if it was used before, nothing is applied and the stored outcome comes back
+   * (`replayed`); otherwise the outcome is stored in the same commit as the event's writes.
+   */
+  applyRequest(
+    id: string,
+    event: ConversationEvent,
+    traceContext: Record<string, string> | undefined,
+    request: RequestRecorder<ApplyResult>,
+  ): Promise<ApplyResult | Replayed>;
+  /** The context the transition runs with for this conversation. */
+  contextFor(record: ConversationRecord): ConversationContext;
+  /** Waits for publishing in progress. */
+  drain(): Promise<void>;
+}
+
+/** Optimistic writes that lost to another replica in a row before giving up (the event is then redelivered). */
+const MAX_CONFLICTS = 50;
+
+type Decision =
+  | { readonly kind: 'settled'; readonly result: ApplyResult }
+  | { readonly kind: 'write'; readonly write: AppliedWrite; readonly result: Extract<ApplyResult, { kind: 'applied' }> };
+
+export function createApplier(options: ApplierOptions): Applier {
+  const { store, publisher, models } = options;
+  const maxOutputTokens = options.maxOutputTokens ?? 16_384;
+  /** Per conversation: the tail of the events being applied in this process. */
+  const running = new Map<string, Promise<unknown>>();
+
+  function contextFor(record: ConversationRecord): ConversationContext {
+    return makeContext({
+      conversationId: record.id,
+      cwd: record.cwd,
+      model: record.model,
+      contextWindow: record.contextWindow,
+      maxOutputTokens: models.lookup(record.model).maxOutputTokens,
+      isSubAgent: record.parentId !== null,
+      parentId: record.parentId,
+      sandboxAvailable: record.sandboxAvailable,
+      ...(options.policy ? { policy: options.policy } : {}),
+    });
+  }
+
+  /** Steps 2: pure apart from the clock (messages' creation time). */
+  function decide(record: ConversationRecord, event: ConversationEvent, traceContext: Record<string, string>): Decision {
+    const context = contextFor(record);
+    const result = transition(record.state, context, event);
+    const from = record.state.phase.kind;
+    if (!result.ok) return { kind: 'settled', result: { kind: 'rejected', from, record, rejection: result.rejection } };
+    if (result.state === record.state) return { kind: 'settled', result: { kind: 'noop', from, record } };
+
+    // Messages first: their sequence numbers and ids go into notifications and jobs.
+    const createdAt = new Date();
+    let messageSeq = record.messageSeq;
+    const persisted: MessageRow[] = [];
+    for (const effect of result.effects) {
+      if (effect.type !== 'persist_message') continue;
+      messageSeq += 1;
+      const m = effect.message;
+      persisted.push({
+        id: `${record.id}/m/${messageSeq}`,
+        conversationId: record.id,
+        sequence: messageSeq,
+        type: m.type,
+        content: m.content,
+        usage: m.usage ?? null,
+        stopReason: m.stopReason ?? null,
+        stopExplanation: m.stopExplanation ?? '',
+        createdAt,
+      });
+    }
+    const { rows, notifySeq } = effectsToOutbox({
+      record,
+      context,
+      previous: record.state,
+      next: result.state,
+      effects: result.effects,
+      persisted,
+      maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
+      traceContext,
+    });
+    const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
+    return {
+      kind: 'write',
+      write: {
+        id: record.id,
+        expectedVersion: record.version,
+        state: result.state,
+        notifySeq,
+        messageSeq,
+        touchState: phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
+        messages: persisted,
+        outbox: rows,
+      },
+      result: { kind: 'applied', from, record, effects: result.effects, persisted },
+    };
+  }
+
+  /** Runs `work` after every earlier call for the same conversation in this process has finished. */
+  function exclusive<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const before = running.get(id) ?? Promise.resolve();
+    const mine = before.then(work, work);
+    const tail = mine.catch(() => undefined);
+    running.set(id, tail);
+    void tail.then(() => {
+      if (running.get(id) === tail) running.delete(id);
+    });
+    return mine;
+  }
+
+  /** Step 4 starts inside the exclusive section (so batches of one conversation chain in commit order). */
+  function publish(read: ApplyRead, write: AppliedWrite, outboxIds: readonly string[]): Promise<void> {
+    if (outboxIds.length !== write.outbox.length) {
+      // Some rows were there already (cannot happen for a fresh version): let the relay publish what is unsent.
+      options.logger.error({ conversation_id: write.id, written: outboxIds.length, decided: write.outbox.length }, 'outbox rows already existed');
+      return publisher.publishCommitted(write.id, ['unknown'], []);
+    }
+    const createdAt = Date.now();
+    const rows: StoredOutboxRow[] = write.outbox.map((row, i) => ({ id: outboxIds[i]!, createdAt, row }));
+    return publisher.publishCommitted(write.id, read.unsentOutbox, rows);
+  }
+
+  return {
+    contextFor,
+
+    async apply(id, event, traceContext = {}) {
+      const { result, published } = await exclusive(id, async () => {
+        for (let attempt = 1; ; attempt++) {
+          const read = await store.readForApply(id);
+          if (!read) return { result: { kind: 'not_found' } as ApplyResult, published: null };
+          const decision = decide(read.record, event, traceContext);
+          if (decision.kind === 'settled') return { result: decision.result, published: null };
+          const written = await store.writeApplied(decision.write);
+          if (written) {
+            return { result: { ...decision.result, record: written.record } as ApplyResult, published: publish(read, decision.write, written.outboxIds) };
+          }
+          if (attempt >= MAX_CONFLICTS) throw new Error(`conversation ${id} kept changing under ${MAX_CONFLICTS} attempts to apply ${event.type}`);
+        }
+      });
+      await published;
+      return result;
+    },
+
+    async applyRequest(id, event, traceContext = {}, request) {
+      const { result, published } = await exclusive(id, async () => {
+        let after: (() => Promise<void>) | null = null;
+        const outcome = await store.withLocked(id, async (client, read): Promise<ApplyResult | Replayed> => {
+          const prior = await claimRequest(client, request.key);
+          if (prior) return { kind: 'replayed', prior };
+          const decision = decide(read.record, event, traceContext);
+          let result = decision.result;
+          if (decision.kind === 'write') {
+            const written = await store.writeApplied(decision.write, client);
+            // Cannot happen: the row is locked since it was read.
+            if (!written) throw new Error(`conversation ${id} changed under its row lock`);
+            result = { ...decision.result, record: written.record };
+            after = () => publish(read, decision.write, written.outboxIds);
+          }
+          const stored = request.outcome(result);
+          if (stored) await storeOutcome(client, request.key, stored);
+          else await releaseRequest(client, request.key);
+          return result;
+        });
+        // Committed: publish (still in order with this conversation's other events).
+        const publishing = after ? (after as () => Promise<void>)() : null;
+        return { result: outcome ?? ({ kind: 'not_found' } as const), published: publishing };
+      });
+      await published;
+      return result;
+    },
+
+    drain: () => publisher.drain(),
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * Publishes committed outbox rows to Redis (or the in-process transport) in bulk: rows are
+ * taken in runs of one kind, in order; a run goes out in as few round trips as the transport
+ * allows (a conversation's notifications in one call, jobs with `addBulk` per queue, all
+ * queues at once). A run starts only after the previous one is out, so a job never overtakes
+ * the notification before it (its live output follows that position) and a timer's removal
+ * never overtakes its scheduling.
+ *
+ * Throws when anything fails: the caller marks none of the batch sent, so it is published
+ * again; every publish is idempotent (job ids, stream positions, cancels).
+ */
+import type { DescMessage } from '@bufbuild/protobuf';
+import type { BulkJob, Producer, Transport } from '@bedrock/platform';
+import { cancelMessage, JOB_SCHEMAS, jobMessage, notificationMessage } from '../mapping/outbox-messages.ts';
+import type { JobSchemaName, OutboxRow, StoredOutboxRow } from './outbox-row.ts';
+
+export type PublishRows = (rows: readonly StoredOutboxRow[]) => Promise<void>;
+
+export function createRowPublisher(
+  transport: Transport,
+  /** Called for each row once its run is out (metrics: lag from commit to publish). */
+  onPublished?: (kind: OutboxRow['kind'], lagMs: number) => void,
+): PublishRows {
+  const producers = new Map<string, Producer<DescMessage>>();
+  function producer(queue: string, schema: JobSchemaName): Producer<DescMessage> {
+    const key = `${queue}\u0000${schema}`;
+    let p = producers.get(key);
+    if (!p) {
+      p = transport.queues.producer(queue, JOB_SCHEMAS[schema]);
+      producers.set(key, p);
+    }
+    return p;
+  }
+
+  async function publishRun(run: readonly StoredOutboxRow[]): Promise<void> {
+    const kind = run[0]!.row.kind;
+    switch (kind) {
+      case 'notification': {
+        const byConversation = new Map<string, ReturnType<typeof notificationMessage>[]>();
+        for (const { row } of run) {
+          if (row.kind !== 'notification') continue;
+          const list = byConversation.get(row.conversationId) ?? [];
+          list.push(notificationMessage(row));
+          byConversation.set(row.conversationId, list);
+        }
+        await Promise.all([...byConversation.values()].map((events) => transport.streams.appendDurableMany(events)));
+        return;
+      }
+      case 'job': {
+        const byQueue = new Map<string, { producer: Producer<DescMessage>; jobs: BulkJob<DescMessage>[] }>();
+        const now = Date.now();
+        for (const { row, createdAt } of run) {
+          if (row.kind !== 'job') continue;
+          const key = `${row.payload.queue}\u0000${row.payload.schema}`;
+          let entry = byQueue.get(key);
+          if (!entry) byQueue.set(key, (entry = { producer: producer(row.payload.queue, row.payload.schema), jobs: [] }));
+          // A row published late keeps its original due time.
+          const delayMs = Math.max(0, row.payload.delayMs - (now - createdAt));
+          entry.jobs.push({ jobId: row.payload.jobId, payload: jobMessage(row), options: { delayMs } });
+        }
+        await Promise.all([...byQueue.values()].map(({ producer: p, jobs }) => p.addBulk(jobs)));
+        return;
+      }
+      case 'remove_job':
+        await Promise.all(run.map(({ row }) => (row.kind === 'remove_job' ? producer(row.payload.queue, 'ConversationEventJob').remove(row.payload.jobId) : null)));
+        return;
+      case 'cancel':
+        await Promise.all(run.map(({ row }) => (row.kind === 'cancel' ? transport.cancels.publish(cancelMessage(row)) : null)));
+        return;
+    }
+  }
+
+  return async (rows) => {
+    let start = 0;
+    while (start < rows.length) {
+      let end = start + 1;
+      while (end < rows.length && rows[end]!.row.kind === rows[start]!.row.kind) end++;
+      const run = rows.slice(start, end);
+      await publishRun(run);
+      if (onPublished) {
+        const now = Date.now();
+        for (const { row, createdAt } of run) onPublished(row.kind, now - createdAt);
+      }
+      start = end;
+    }
+  };
+}

@@ -1,0 +1,148 @@
+/**
+ * The replica that committed an event publishes its outbox rows itself, at once and in bulk
+ * (publish-rows.ts), then marks them sent in batches: one UPDATE for everything marked in the
+ * same tick. The relay (relay.ts) is only the safety net.
+ *
+ * Order. A conversation's rows must go out in commit order (its notification stream refuses
+ * position n once n+1 is there). This replica publishes one conversation's batches one after
+ * another (a chain per conversation). A batch goes out directly only when every row of that
+ * conversation that was unsent when the event was read is this replica's own (in flight here,
+ * or marked sent by it since) and the batch before it in the chain went out. Otherwise —
+ * another replica's rows not yet sent, or an earlier publish that failed — the relay publishes
+ * all unsent rows of the conversation in order, ours included (relay.kick).
+ */
+import type { Pool } from 'pg';
+import type { Logger } from '@bedrock/platform/server';
+import type { StoredOutboxRow } from './outbox-row.ts';
+import type { PublishRows } from './publish-rows.ts';
+import type { OutboxRelay } from './relay.ts';
+
+export interface PublisherOptions {
+  readonly pool: Pool;
+  readonly publishRows: PublishRows;
+  readonly relay: Pick<OutboxRelay, 'kick'>;
+  readonly logger: Logger;
+}
+
+export interface OutboxPublisher {
+  /**
+   * Publishes rows just committed for `conversationId`; `unsentBefore` are the ids of its rows
+   * that were unsent when the event was read. Resolves once they are out (or left to the
+   * relay after a failure); never rejects.
+   */
+  publishCommitted(conversationId: string, unsentBefore: readonly string[], rows: readonly StoredOutboxRow[]): Promise<void>;
+  /** Waits for publishes and marks in progress. */
+  drain(): Promise<void>;
+  /** Publishes nothing more (rows committed later are left to the relay, as after a crash); waits for what is in progress. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Marks rows sent. A lost mark only means publishing again, so its commit does not wait for
+ * the WAL flush (synchronous_commit off for this statement's transaction alone).
+ */
+const MARK_SENT = `WITH local AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE outbox SET sent_at = now() FROM local WHERE id = ANY($1::bigint[])`;
+
+/** How long ids marked sent here are remembered (a read that predates the mark still counts them as ours). */
+const SETTLED_MEMORY_MS = 10_000;
+
+export function createOutboxPublisher(options: PublisherOptions): OutboxPublisher {
+  const { pool, publishRows, relay, logger } = options;
+  /** Published (or being published) by this replica, not yet marked sent. */
+  const inFlight = new Set<string>();
+  /** Marked sent by this replica recently: two generations, rotated every SETTLED_MEMORY_MS. */
+  let settled = new Set<string>();
+  let settledOld = new Set<string>();
+  let rotatedAt = Date.now();
+  /** Per conversation: the last batch's outcome (true: out directly or through the relay). */
+  const chains = new Map<string, Promise<boolean>>();
+  let pendingMarks: string[] = [];
+  let marking: Promise<void> | null = null;
+  let stopped = false;
+
+  const ours = (id: string) => inFlight.has(id) || settled.has(id) || settledOld.has(id);
+
+  function remember(ids: readonly string[]): void {
+    if (Date.now() - rotatedAt > SETTLED_MEMORY_MS) {
+      settledOld = settled;
+      settled = new Set();
+      rotatedAt = Date.now();
+    }
+    for (const id of ids) {
+      inFlight.delete(id);
+      settled.add(id);
+    }
+  }
+
+  /** Marks everything queued so far in one statement; the WAL flush is not waited for (a lost mark only re-publishes). */
+  async function flushMarks(): Promise<void> {
+    while (pendingMarks.length) {
+      const ids = pendingMarks;
+      pendingMarks = [];
+      try {
+        await pool.query({ name: 'bedrock-mark-sent', text: MARK_SENT, values: [ids] });
+        remember(ids);
+      } catch (err) {
+        // Unmarked rows are published again by the relay's sweep; harmless.
+        logger.warn({ err, rows: ids.length }, 'marking outbox rows sent failed; the relay will publish them again');
+        for (const id of ids) inFlight.delete(id);
+      }
+    }
+  }
+
+  function queueMarks(ids: readonly string[]): void {
+    pendingMarks.push(...ids);
+    if (marking) return; // the running flush takes them (it loops until nothing is pending)
+    marking = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(flushMarks)
+      .finally(() => {
+        marking = null;
+        if (pendingMarks.length) queueMarks([]);
+      });
+  }
+
+  async function drain(): Promise<void> {
+    await Promise.allSettled([...chains.values()]);
+    while (marking) await marking;
+  }
+
+  return {
+    publishCommitted(conversationId, unsentBefore, rows) {
+      if (stopped) return Promise.resolve();
+      const ids = rows.map((r) => r.id);
+      for (const id of ids) inFlight.add(id);
+      const foreign = unsentBefore.some((id) => !ours(id));
+      const previous = chains.get(conversationId) ?? Promise.resolve(true);
+      const link = previous.then(async (previousOut) => {
+        if (foreign || !previousOut) {
+          // Rows before ours are not ours, or ours failed: the relay publishes them all, in order.
+          for (const id of ids) inFlight.delete(id);
+          return relay.kick(conversationId);
+        }
+        if (rows.length === 0) return true;
+        try {
+          await publishRows(rows);
+        } catch (err) {
+          logger.warn({ err, conversation_id: conversationId }, 'publishing effects failed; the relay will retry');
+          for (const id of ids) inFlight.delete(id);
+          return false;
+        }
+        queueMarks(ids);
+        return true;
+      });
+      chains.set(conversationId, link);
+      void link.finally(() => {
+        if (chains.get(conversationId) === link) chains.delete(conversationId);
+      });
+      return link.then(() => undefined);
+    },
+
+    drain,
+
+    async stop() {
+      stopped = true;
+      await drain();
+    },
+  };
+}

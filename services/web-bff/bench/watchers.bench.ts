@@ -1,11 +1,15 @@
 /**
  * How many concurrent watchers one web-bff process holds, how fast an event reaches all of
  * them, and what they cost in memory. Real conversation service, Postgres and Redis; web-bff
- * and the watchers each in their own process; loopback only. Prints figures, asserts nothing.
+ * and the watchers each in their own process; loopback only. Prints figures next to the
+ * issue-14 targets, asserts nothing.
  *
- * BENCH_WATCHERS (default 10000), BENCH_CONVERSATIONS (100), BENCH_CONNECTIONS (20 HTTP/2
- * connections), BENCH_ROUNDS (15) rounds every BENCH_ROUND_MS (1000), each appending one token
- * delta to BENCH_PER_ROUND (10) of the conversations in turn; BENCH_DRAIN_MS (5000) to finish.
+ * BENCH_WATCHERS (default 10000) on BENCH_CONVERSATIONS (100) over BENCH_CONNECTIONS (20 HTTP/2
+ * connections). Then one phase per rate in BENCH_RATES (deliveries/s, default "1000,20000";
+ * a delivery is one event reaching one watcher, so events/s = rate / watchers per
+ * conversation), each BENCH_PHASE_MS (10000) of token deltas appended to the conversations in
+ * turn, evenly every 10 ms, then BENCH_DRAIN_MS (3000) before the next.
+ * BENCH_CPU_PROF=<dir>: web-bff runs with --cpu-prof and writes its profile there on exit.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,14 +32,20 @@ import { createTestDatabase } from '@bedrock/testkit/database';
 const WATCHERS = Number(process.env.BENCH_WATCHERS ?? 10_000);
 const CONVERSATIONS = Number(process.env.BENCH_CONVERSATIONS ?? 100);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
-/** A round every this many ms, each appending one token delta to BENCH_PER_ROUND conversations. */
-const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 1000);
-const PER_ROUND = Number(process.env.BENCH_PER_ROUND ?? 10);
-const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 5000);
+const RATES = (process.env.BENCH_RATES ?? '1000,20000').split(',').map(Number);
+const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 10_000);
+const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 3000);
+const CPU_PROF = process.env.BENCH_CPU_PROF;
+const TICK_MS = 10;
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
 const mib = (kb: number) => `${(kb / 1024).toFixed(0)} MiB`;
+
+/** CPU time of a process so far, ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
 
 function rssKb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -89,7 +99,7 @@ try {
   }
 
   const token = generateToken();
-  const bff = spawn(process.execPath, ['--import', 'tsx', here('../src/main.ts')], {
+  const bff = spawn(process.execPath, [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../src/main.ts')], {
     env: {
       ...process.env,
       BEDROCK_PORT: '0',
@@ -121,44 +131,74 @@ try {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   children.push(clients);
+  const attachCpu0 = cpuMs(bff.pid!);
   const ready = await lineOf(clients, (l) => (json(l)?.ready ? json(l)! : undefined), 'watchers');
+  const attachCpu = cpuMs(bff.pid!) - attachCpu0;
   const watchingRss = rssKb(bff.pid!);
   const redis = new Redis('redis://127.0.0.1:6379');
-  const blockingReads = String(await redis.call('CLIENT', 'LIST'))
-    .split('\n')
-    .filter((l) => l.includes('name=bedrock-blocking-read')).length;
+  const clientNames = String(await redis.call('CLIENT', 'LIST')).split('\n');
+  const blockingReads = clientNames.filter((l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower')).length;
   await redis.quit();
 
-  // Rounds of one token delta per conversation, stamped with the time it is appended.
+  // The conversations' last durable sequence (no durable event comes during the run): each
+  // token delta is one append, stamped just before it.
+  const sequences = await Promise.all(ids.map(async (id) => (await transport.streams.last(id)).sequence));
+  const perConversation = WATCHERS / CONVERSATIONS;
   let peakRss = watchingRss;
-  for (let round = 0; round < ROUNDS; round++) {
+  let next = 0;
+  const phaseCpu: number[] = [];
+  const published: number[] = [];
+  for (const rate of RATES) {
+    const eventsPerSecond = rate / perConversation;
+    const cpu0 = cpuMs(bff.pid!);
     const t0 = Date.now();
-    const targets = Array.from({ length: PER_ROUND }, (_, i) => ids[(round * PER_ROUND + i) % ids.length]!);
-    await Promise.all(
-      targets.map(async (id) => {
-        const last = await transport.streams.last(id);
-        await transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: id, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text: String(now()) } } }));
-      }),
-    );
-    peakRss = Math.max(peakRss, rssKb(bff.pid!));
-    await new Promise((r) => setTimeout(r, Math.max(0, ROUND_MS - (Date.now() - t0))));
+    let sent = 0;
+    const appends: Promise<unknown>[] = [];
+    while (Date.now() - t0 < PHASE_MS) {
+      const due = Math.floor(((Date.now() - t0) / 1000) * eventsPerSecond);
+      for (; sent < due; sent++) {
+        const i = next++ % ids.length;
+        const id = ids[i]!;
+        appends.push(transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: id, sequence: sequences[i]!, kind: { case: 'tokenDelta', value: { text: `${rate}:${now()}` } } })));
+      }
+      peakRss = Math.max(peakRss, rssKb(bff.pid!));
+      await new Promise((r) => setTimeout(r, TICK_MS));
+    }
+    await Promise.all(appends);
+    phaseCpu.push(cpuMs(bff.pid!) - cpu0);
+    published.push(sent);
+    await new Promise((r) => setTimeout(r, DRAIN_MS));
   }
-  await new Promise((r) => setTimeout(r, DRAIN_MS));
   clients.stdin!.write('report\n');
-  const report = await lineOf(clients, (l) => (json(l)?.deliveries !== undefined ? json(l)! : undefined), 'report');
+  const report = await lineOf(clients, (l) => (json(l)?.phases !== undefined ? json(l)! : undefined), 'report');
   const ms = (v: unknown) => `${Number(v).toFixed(1)} ms`;
-  const expected = (ROUNDS * PER_ROUND * WATCHERS) / CONVERSATIONS;
+  const perWatcherKib = ((watchingRss - idleRss) * 1024) / WATCHERS / 1024;
+  const attachS = Number(ready.setupMs) / 1000;
+  const mark = (ok: boolean) => (ok ? 'met' : 'MISSED');
 
-  console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations over ${CONNECTIONS} HTTP/2 connections (one web-bff process)`);
-  console.log(`all watching after:               ${(Number(ready.setupMs) / 1000).toFixed(1)} s (snapshot each), stream errors ${ready.errors}`);
-  console.log(`blocking Redis reads (shared):    ${blockingReads} connections for ${WATCHERS} watchers`);
-  console.log(`events published:                 ${ROUNDS * PER_ROUND} token deltas (${PER_ROUND} every ${ROUND_MS} ms, ${WATCHERS / CONVERSATIONS} watchers each: ${(PER_ROUND * WATCHERS * 1000) / CONVERSATIONS / ROUND_MS} deliveries/s)`);
-  console.log(`deliveries:                       ${report.deliveries} of ${expected} within ${DRAIN_MS} ms of the last event; events that reached every watcher: ${report.eventsReachingEveryWatcher} of ${ROUNDS * PER_ROUND}`);
-  console.log(`delay stream → one watcher:       p50 ${ms(report.deliveryP50)}, p99 ${ms(report.deliveryP99)}, max ${ms(report.deliveryMax)}`);
-  console.log(`delay stream → every watcher:     p50 ${ms(report.everyWatcherP50)}, p99 ${ms(report.everyWatcherP99)} (per event, the last of its watchers)`);
+  console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process)`);
+  console.log(`all watching after:               ${attachS.toFixed(1)} s (snapshot each), web-bff CPU ${(attachCpu / 1000).toFixed(1)} s (${(attachCpu / WATCHERS).toFixed(2)} ms per attach), stream errors ${ready.errors}   [target ≤ 5 s: ${mark(attachS <= 5)}]`);
+  console.log(`Redis connections reading streams: ${blockingReads} for ${CONVERSATIONS} watched conversations`);
   console.log(`web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`);
-  console.log(`web-bff memory per watcher:       ${(((watchingRss - idleRss) * 1024) / WATCHERS / 1024).toFixed(1)} KiB`);
+  console.log(`web-bff memory per watcher:       ${perWatcherKib.toFixed(1)} KiB   [target ≤ 16 KiB: ${mark(perWatcherKib <= 16)}]`);
+  console.log('');
+  console.log('rate (deliveries/s) | events | deliveries       | every watcher reached | one watcher p50 / p99 / max   | every watcher p50 / p99 | web-bff CPU | p99 target ≤ 50 ms');
+  RATES.forEach((rate, i) => {
+    const r = (report.phases as Record<string, Record<string, number>>)[String(rate)] ?? {};
+    const expected = published[i]! * perConversation;
+    const cpuShare = phaseCpu[i]! / PHASE_MS;
+    console.log(
+      `${String(rate).padStart(19)} | ${String(published[i]).padStart(6)} | ${`${r.deliveries ?? 0} of ${expected}`.padEnd(16)} | ${`${r.eventsReachingEveryWatcher ?? 0} of ${published[i]}`.padEnd(21)} | ` +
+        `${`${ms(r.deliveryP50)} / ${ms(r.deliveryP99)} / ${ms(r.deliveryMax)}`.padEnd(29)} | ${`${ms(r.everyWatcherP50)} / ${ms(r.everyWatcherP99)}`.padEnd(23)} | ${(cpuShare * 100).toFixed(0).padStart(4)}% core | ${mark(Number(r.everyWatcherP99) <= 50)}`,
+    );
+  });
+  console.log(`(watchers process CPU ${(Number((report.cpu as { user: number }).user + (report.cpu as { system: number }).system) / 1e6).toFixed(1)} s in all; both processes share the machine)`);
   console.log(`load average during the run:      ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`);
+  if (CPU_PROF) {
+    bff.kill('SIGTERM');
+    await new Promise((r) => bff.once('exit', r));
+    console.log(`web-bff CPU profile written to ${CPU_PROF}`);
+  }
 } finally {
   for (const c of children) c.kill('SIGKILL');
   rmSync(secrets, { recursive: true, force: true });

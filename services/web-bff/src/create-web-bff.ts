@@ -5,7 +5,6 @@
  * authenticates every call, forwards it to the conversation service as the caller, and
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
-import { setMaxListeners } from 'node:events';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ConversationService, health as healthPb } from '@bedrock/contracts';
 import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type NotificationStreams, type Transport } from '@bedrock/platform';
@@ -36,6 +35,7 @@ import { staticFiles } from './http/static-files.ts';
 import { createUpstream } from './upstream/conversation-client.ts';
 import { createFanout, type Fanout, type FanoutStats } from './watch/fanout.ts';
 import { createStallWatchdog } from './watch/stall-watchdog.ts';
+import { ShutdownSignal } from './http/shutdown-signal.ts';
 
 export const SERVICE_NAME = 'web-bff';
 
@@ -101,16 +101,15 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
   });
   const watchdog = createStallWatchdog(config.watchStallMs, () => logger.info('watch stream reset: the client stopped reading'));
-  const shutdown = new AbortController();
-  // Every call listens on the shutdown signal (10,000 watches are 10,000 listeners, not a leak).
-  setMaxListeners(0, shutdown.signal);
+  // Every call listens on the shutdown signal (10,000 watches are 10,000 listeners): a Set, not an EventTarget (see the file).
+  const shutdown = new ShutdownSignal();
 
   const exchange = exposeExchange();
   const apiPaths = new Set<string>();
   const handler = connectHandler({
     logger,
     readMaxBytes: READ_MAX_BYTES,
-    shutdownSignal: shutdown.signal,
+    shutdownSignal: shutdown.asAbortSignal(),
     interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],
     contextValues: exchange.contextValues,
     fallback: staticFiles(config.uiDir),

@@ -268,3 +268,29 @@ describe('slow watchers', () => {
     expect(code).toBeDefined();
   });
 });
+
+describe('shutdown', () => {
+  it('ends open watches with UNAVAILABLE naming the resume, once the grace period is over', async () => {
+    const s = await startSystem({ label: 'shutdown', playWorkers: false, bffEnv: { BEDROCK_SHUTDOWN_GRACE: '200ms' } });
+    try {
+      const alice = s.client(s.tokens.alice);
+      const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;
+      const watches = Array.from({ length: 3 }, async () => {
+        try {
+          for await (const res of alice.watchConversation({ conversationId: conv.id })) void res;
+          return undefined;
+        } catch (err) {
+          return ConnectError.from(err);
+        }
+      });
+      await s.waitFor('watching', () => s.bff.watchStats().watchers === 3);
+      await s.bff.stop();
+      for (const err of await Promise.all(watches)) {
+        expect(err?.code).toBe(Code.Unavailable);
+        expect(err?.rawMessage).toContain('resume from the last event you saw');
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});

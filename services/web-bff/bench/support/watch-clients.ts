@@ -2,8 +2,9 @@
  * The watchers of the watcher benchmark, in their own process so that their CPU does not
  * count against web-bff: opens `BENCH_WATCHERS` WatchConversation streams over
  * `BENCH_CONNECTIONS` HTTP/2 connections, prints `ready` once every snapshot arrived, then
- * records for every token delta the delay from the timestamp in its text (when the
- * publisher appended it) to its arrival. On `report` (stdin) prints the figures as JSON.
+ * records for every token delta the delay from the timestamp in its text (`<phase>:<ms>`, when
+ * the publisher appended it) to its arrival. On `report` (stdin) prints the figures of every
+ * phase as JSON.
  */
 import { setMaxListeners } from 'node:events';
 import { createClient, type Interceptor } from '@connectrpc/connect';
@@ -22,9 +23,12 @@ const auth: Interceptor = (next) => (req) => {
   return next(req);
 };
 const clients = Array.from({ length: connections }, () => createClient(ConversationService, createGrpcTransport({ baseUrl: url, interceptors: [auth] })));
-const delays: number[] = [];
-/** Per event (conversation/delta index): deliveries and the latest arrival delay. */
-const perEvent = new Map<string, { count: number; max: number }>();
+interface Phase {
+  readonly delays: number[];
+  /** Per event (conversation/delta index): deliveries and the latest arrival delay. */
+  readonly perEvent: Map<string, { count: number; max: number }>;
+}
+const phases = new Map<string, Phase>();
 let errors = 0;
 const abort = new AbortController();
 setMaxListeners(0, abort.signal);
@@ -36,7 +40,13 @@ async function watcher(i: number, ready: () => void): Promise<void> {
       const e = res.event!;
       if (e.kind.case === 'snapshot') ready();
       else if (e.kind.case === 'tokenDelta') {
-        const delay = now() - Number(e.kind.value.text);
+        const text = e.kind.value.text;
+        const colon = text.indexOf(':');
+        const name = text.slice(0, colon);
+        let phase = phases.get(name);
+        if (!phase) phases.set(name, (phase = { delays: [], perEvent: new Map() }));
+        const { delays, perEvent } = phase;
+        const delay = now() - Number(text.slice(colon + 1));
         delays.push(delay);
         const key = `${id}/${e.sequence}/${e.deltaIndex}`;
         const entry = perEvent.get(key);
@@ -65,12 +75,13 @@ process.stdout.write(`${JSON.stringify({ ready: true, setupMs: now() - started, 
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (line: string) => {
   if (!line.includes('report')) return;
-  const sorted = [...delays].sort((a, b) => a - b);
-  const maxes = [...perEvent.values()].map((e) => e.max).sort((a, b) => a - b);
   const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
-  const complete = [...perEvent.values()].filter((e) => e.count === watchers / ids.length).length;
-  process.stdout.write(
-    `${JSON.stringify({
+  const report: Record<string, unknown> = {};
+  for (const [name, { delays, perEvent }] of phases) {
+    const sorted = [...delays].sort((a, b) => a - b);
+    const maxes = [...perEvent.values()].map((e) => e.max).sort((a, b) => a - b);
+    const complete = [...perEvent.values()].filter((e) => e.count === watchers / ids.length).length;
+    report[name] = {
       deliveries: delays.length,
       events: perEvent.size,
       eventsReachingEveryWatcher: complete,
@@ -79,9 +90,9 @@ process.stdin.on('data', (line: string) => {
       deliveryMax: sorted.at(-1),
       everyWatcherP50: pct(maxes, 50),
       everyWatcherP99: pct(maxes, 99),
-      errors,
-    })}\n`,
-  );
+    };
+  }
+  process.stdout.write(`${JSON.stringify({ phases: report, errors, cpu: process.cpuUsage() })}\n`);
   abort.abort();
   setTimeout(() => process.exit(0), 200);
 });

@@ -138,7 +138,9 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
       write.writingSince = undefined;
       after = { sequence: first.sequence, deltaIndex: 0 };
     }
-    while (!signal.aborted) {
+    for (;;) {
+      // Ended by the server (shutdown: UNAVAILABLE; deadline) or the client: end with the reason.
+      if (signal.aborted) throw ConnectError.from(signal.reason);
       let batch: BufferedEvent[];
       if (tail.covers(after)) {
         batch = tail.eventsAfter(after, BATCH);
@@ -152,12 +154,12 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
         const direct = await d.fanout.streams.read(id, after, { limit: BATCH, blockMs: 0, signal });
         batch = direct.map((e) => new BufferedEvent(e, { sequence: e.sequence, deltaIndex: e.deltaIndex }, 0));
       }
-      if (signal.aborted) return;
+      if (signal.aborted) continue;
       if (batch.length === 0) {
         // Nothing pending: caught up.
         behindSince = undefined;
         await watcher.wait(tail);
-        if (signal.aborted) return;
+        if (signal.aborted) continue;
         if (watcher.heartbeatDue && !(tail.covers(after) && tail.eventsAfter(after, 1).length > 0)) {
           write.writingSince = now();
           yield heartbeat(id, after);

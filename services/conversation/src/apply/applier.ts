@@ -191,7 +191,7 @@ export function createApplier(options: ApplierOptions): Applier {
           if (!read) return { result: { kind: 'not_found' } as ApplyResult, published: null };
           const decision = decide(read.record, event, traceContext);
           if (decision.kind === 'settled') return { result: decision.result, published: null };
-          const written = await store.writeApplied(decision.write);
+          const written = await store.writeApplied(read.record, decision.write);
           if (written) {
             return { result: { ...decision.result, record: written.record } as ApplyResult, published: publish(read, decision.write, written.outboxIds) };
           }
@@ -211,7 +211,7 @@ export function createApplier(options: ApplierOptions): Applier {
           const decision = decide(read.record, event, traceContext);
           let result = decision.result;
           if (decision.kind === 'write') {
-            const written = await store.writeApplied(decision.write, client);
+            const written = await store.writeApplied(read.record, decision.write, client);
             // Cannot happen: the row is locked since it was read.
             if (!written) throw new Error(`conversation ${id} changed under its row lock`);
             result = { ...decision.result, record: written.record };

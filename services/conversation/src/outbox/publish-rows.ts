@@ -2,9 +2,8 @@
  * Publishes committed outbox rows to Redis (or the in-process transport) in bulk: rows are
  * taken in runs of one kind, in order; a run goes out in as few round trips as the transport
  * allows (a conversation's notifications in one call, jobs with `addBulk` per queue, all
- * queues at once). A run starts only after the previous one is out, so a job never overtakes
- * the notification before it (its live output follows that position) and a timer's removal
- * never overtakes its scheduling.
+ * queues at once). A job never overtakes the notification before it (its live output follows
+ * that position) and a timer's removal never overtakes its scheduling.
  *
  * Throws when anything fails: the caller marks none of the batch sent, so it is published
  * again; every publish is idempotent (job ids, stream positions, cancels).
@@ -71,17 +70,28 @@ export function createRowPublisher(
   }
 
   return async (rows) => {
+    // Notification and job runs are sent without waiting for each other: on one Redis
+    // connection the server runs commands in the order they were sent, so a job still lands
+    // after the notification before it, and the batch costs one round trip, not one per run.
+    // A removal or a cancel waits for everything before it.
+    const sent: Promise<void>[] = [];
     let start = 0;
     while (start < rows.length) {
       let end = start + 1;
       while (end < rows.length && rows[end]!.row.kind === rows[start]!.row.kind) end++;
       const run = rows.slice(start, end);
-      await publishRun(run);
-      if (onPublished) {
-        const now = Date.now();
-        for (const { row, createdAt } of run) onPublished(row.kind, now - createdAt);
+      const kind = run[0]!.row.kind;
+      if (kind === 'notification' || kind === 'job') sent.push(publishRun(run));
+      else {
+        await Promise.all(sent.splice(0));
+        await publishRun(run);
       }
       start = end;
+    }
+    await Promise.all(sent);
+    if (onPublished) {
+      const now = Date.now();
+      for (const { row, createdAt } of rows) onPublished(row.kind, now - createdAt);
     }
   };
 }

@@ -115,11 +115,11 @@ const WRITE_APPLIED = `WITH c AS (
      SET state = $3::jsonb, state_kind = $4, mode = $5, version = $6, notify_seq = $7, message_seq = $8,
          updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END
    WHERE id = $1 AND version = $2
-   RETURNING *
+   RETURNING updated_at, state_updated_at
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)
-  SELECT r.id, c.id, r.sequence, r.message_type, r.actor_kind, r.content, r.display_data, r.usage_data,
+  SELECT r.id, $1, r.sequence, r.message_type, r.actor_kind, r.content, r.display_data, r.usage_data,
          r.stop_reason, r.stop_explanation, r.created_at
     FROM c, jsonb_to_recordset($10::jsonb) AS r(id text, sequence bigint, message_type text, actor_kind text, content jsonb,
                                               display_data jsonb, usage_data jsonb, stop_reason text, stop_explanation text,
@@ -132,7 +132,7 @@ const WRITE_APPLIED = `WITH c AS (
   ON CONFLICT (effect_id) DO NOTHING
   RETURNING id
 )
-SELECT c.*, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
+SELECT c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
 
 function messageValues(m: MessageRow) {
   return {
@@ -416,10 +416,15 @@ export function createConversationStore(options: StoreOptions) {
      * Writes what one transition decided, in ONE statement (so one commit): the new state if
      * the row is still at `expectedVersion`, then its messages and outbox rows. Null, writing
      * nothing, when another writer moved the conversation on first (optimistic versioning).
+     * `record` is the row as read; the updated record is built from it and `write`.
      */
-    async writeApplied(write: AppliedWrite, client?: PoolClient): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
+    async writeApplied(
+      record: ConversationRecord,
+      write: AppliedWrite,
+      client?: PoolClient,
+    ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
       const outbox = write.outbox;
-      const { rows } = await (client ?? pool).query<ConversationRowDb & { outbox_ids: string[] }>({
+      const { rows } = await (client ?? pool).query<{ updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
         name: 'bedrock-write-applied',
         text: WRITE_APPLIED,
         values: [
@@ -440,7 +445,18 @@ export function createConversationStore(options: StoreOptions) {
         ],
       });
       const row = rows[0];
-      return row ? { record: toRecord(row), outboxIds: row.outbox_ids } : null;
+      if (!row) return null;
+      // Only what the statement changed comes back (not the state, which the caller has).
+      const updated: ConversationRecord = {
+        ...record,
+        state: write.state,
+        version: write.state.seq,
+        notifySeq: write.notifySeq,
+        messageSeq: write.messageSeq,
+        updatedAt: row.updated_at,
+        stateUpdatedAt: row.state_updated_at,
+      };
+      return { record: updated, outboxIds: row.outbox_ids };
     },
 
     /**

@@ -2,10 +2,12 @@
  * The one way an event changes a conversation (DESIGN.md, "the life of an event"), used by
  * the API, the event consumer and the recovery sweeper alike:
  *
- *   1. read the conversation and the ids of its unsent outbox rows  (round trip 1)
+ *   1. read the conversation and the ids of its unsent outbox rows (round trip 1) — skipped
+ *      when this process holds the row as it last read or wrote it
  *   2. run the pure transition; turn its effects into messages and outbox rows (mapping/)
- *   3. write state, messages and outbox rows in one statement, if the version read is still
- *      current (round trip 2, one commit); another writer got there first: start again at 1
+ *   3. write state, messages and outbox rows in one statement, if the row's revision is still
+ *      the one decided from (round trip 2, one commit); anything changed the row since: read
+ *      and start again at 2
  *   4. publish the rows at once (outbox/publisher.ts), then answer.
  *
  * Events of one conversation run one at a time in this process (so its replicas' optimistic
@@ -77,6 +79,8 @@ export interface Applier {
 
 /** Optimistic writes that lost to another replica in a row before giving up (the event is then redelivered). */
 const MAX_CONFLICTS = 50;
+/** Conversation rows kept in memory to apply without a read (about 2-20 KiB each). */
+const KNOWN_ROWS = 10_000;
 
 type Decision =
   | { readonly kind: 'settled'; readonly result: ApplyResult }
@@ -87,6 +91,18 @@ export function createApplier(options: ApplierOptions): Applier {
   const maxOutputTokens = options.maxOutputTokens ?? 16_384;
   /** Per conversation: the tail of the events being applied in this process. */
   const running = new Map<string, Promise<unknown>>();
+  /**
+   * The row as this process last read or wrote it, most recently used last. An event starts
+   * from it without reading: if anything changed the row since (another replica, a settings
+   * change), its revision moved, the write misses, and the event is read and decided again.
+   */
+  const known = new Map<string, ConversationRecord>();
+
+  function remember(record: ConversationRecord): void {
+    known.delete(record.id);
+    known.set(record.id, record);
+    if (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
+  }
 
   function contextFor(record: ConversationRecord): ConversationContext {
     return makeContext({
@@ -145,7 +161,7 @@ export function createApplier(options: ApplierOptions): Applier {
       kind: 'write',
       write: {
         id: record.id,
-        expectedVersion: record.version,
+        expectedRevision: record.revision,
         state: result.state,
         notifySeq,
         messageSeq,
@@ -187,14 +203,24 @@ export function createApplier(options: ApplierOptions): Applier {
     async apply(id, event, traceContext = {}) {
       const { result, published } = await exclusive(id, async () => {
         for (let attempt = 1; ; attempt++) {
-          const read = await store.readForApply(id);
-          if (!read) return { result: { kind: 'not_found' } as ApplyResult, published: null };
+          // First from the row as this process left it (one round trip); after a miss, read.
+          const cached = attempt === 1 ? known.get(id) : undefined;
+          const read = cached ? { record: cached, unsentOutbox: [] } : await store.readForApply(id);
+          if (!read) {
+            known.delete(id);
+            return { result: { kind: 'not_found' } as ApplyResult, published: null };
+          }
+          if (!cached) remember(read.record);
           const decision = decide(read.record, event, traceContext);
+          // Settled from a remembered row that may be stale: decide again from a fresh read.
+          if (decision.kind === 'settled' && cached) continue;
           if (decision.kind === 'settled') return { result: decision.result, published: null };
           const written = await store.writeApplied(read.record, decision.write);
           if (written) {
+            remember(written.record);
             return { result: { ...decision.result, record: written.record } as ApplyResult, published: publish(read, decision.write, written.outboxIds) };
           }
+          known.delete(id);
           if (attempt >= MAX_CONFLICTS) throw new Error(`conversation ${id} kept changing under ${MAX_CONFLICTS} attempts to apply ${event.type}`);
         }
       });
@@ -206,6 +232,7 @@ export function createApplier(options: ApplierOptions): Applier {
       const { result, published } = await exclusive(id, async () => {
         let after: (() => Promise<void>) | null = null;
         const outcome = await store.withLocked(id, async (client, read): Promise<ApplyResult | Replayed> => {
+          remember(read.record);
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior };
           const decision = decide(read.record, event, traceContext);
@@ -215,6 +242,7 @@ export function createApplier(options: ApplierOptions): Applier {
             // Cannot happen: the row is locked since it was read.
             if (!written) throw new Error(`conversation ${id} changed under its row lock`);
             result = { ...decision.result, record: written.record };
+            remember(written.record);
             after = () => publish(read, decision.write, written.outboxIds);
           }
           const stored = request.outcome(result);

@@ -7,9 +7,11 @@
  * position n once n+1 is there). This replica publishes one conversation's batches one after
  * another (a chain per conversation). A batch goes out directly only when every row of that
  * conversation that was unsent when the event was read is this replica's own (in flight here,
- * or marked sent by it since) and the batch before it in the chain went out. Otherwise —
+ * or marked sent by it since) and this replica published everything of it before. Otherwise —
  * another replica's rows not yet sent, or an earlier publish that failed — the relay publishes
- * all unsent rows of the conversation in order, ours included (relay.kick).
+ * all unsent rows of the conversation in order, ours included (relay.kick). (An event applied
+ * from the row this replica wrote last reads no unsent ids: that write succeeding proves no
+ * other replica wrote the conversation since, and only its own events write its notifications.)
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
@@ -57,6 +59,8 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
   let rotatedAt = Date.now();
   /** Per conversation: the last batch's outcome (true: out directly or through the relay). */
   const chains = new Map<string, Promise<boolean>>();
+  /** Conversations with rows this replica failed to publish: the relay publishes them (and what follows) until it succeeds. */
+  const behind = new Set<string>();
   let pendingMarks: string[] = [];
   let marking: Promise<void> | null = null;
   let stopped = false;
@@ -115,10 +119,13 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
       const foreign = unsentBefore.some((id) => !ours(id));
       const previous = chains.get(conversationId) ?? Promise.resolve(true);
       const link = previous.then(async (previousOut) => {
-        if (foreign || !previousOut) {
+        if (foreign || !previousOut || behind.has(conversationId)) {
           // Rows before ours are not ours, or ours failed: the relay publishes them all, in order.
           for (const id of ids) inFlight.delete(id);
-          return relay.kick(conversationId);
+          const out = await relay.kick(conversationId);
+          if (out) behind.delete(conversationId);
+          else behind.add(conversationId);
+          return out;
         }
         if (rows.length === 0) return true;
         try {
@@ -126,6 +133,7 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
         } catch (err) {
           logger.warn({ err, conversation_id: conversationId }, 'publishing effects failed; the relay will retry');
           for (const id of ids) inFlight.delete(id);
+          behind.add(conversationId);
           return false;
         }
         queueMarks(ids);

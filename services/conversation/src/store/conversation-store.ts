@@ -42,6 +42,8 @@ export interface ConversationRecord {
   readonly continuedFromId: string | null;
   readonly state: ConversationState;
   readonly version: number;
+  /** Bumped by every change of the row; the token of optimistic writes. */
+  readonly revision: number;
   readonly notifySeq: number;
   readonly messageSeq: number;
   readonly createdAt: Date;
@@ -90,8 +92,8 @@ export interface ApplyRead {
 /** Everything one applied transition writes (see writeApplied). */
 export interface AppliedWrite {
   readonly id: string;
-  /** The version (state.seq) the transition started from. */
-  readonly expectedVersion: number;
+  /** The row's revision the transition started from; the write happens only if it is still current. */
+  readonly expectedRevision: number;
   readonly state: ConversationState;
   readonly notifySeq: number;
   readonly messageSeq: number;
@@ -113,9 +115,9 @@ const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE 
 const WRITE_APPLIED = `WITH c AS (
   UPDATE conversations
      SET state = $3::jsonb, state_kind = $4, mode = $5, version = $6, notify_seq = $7, message_seq = $8,
-         updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END
-   WHERE id = $1 AND version = $2
-   RETURNING updated_at, state_updated_at
+         revision = revision + 1, updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END
+   WHERE id = $1 AND revision = $2
+   RETURNING revision, updated_at, state_updated_at
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)
@@ -132,7 +134,7 @@ const WRITE_APPLIED = `WITH c AS (
   ON CONFLICT (effect_id) DO NOTHING
   RETURNING id
 )
-SELECT c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
+SELECT c.revision, c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
 
 function messageValues(m: MessageRow) {
   return {
@@ -187,6 +189,7 @@ interface ConversationRowDb {
   continued_from_id: string | null;
   state: ConversationState;
   version: string;
+  revision: string;
   notify_seq: string;
   message_seq: string;
   created_at: Date;
@@ -211,6 +214,7 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
     continuedFromId: row.continued_from_id,
     state: row.state,
     version: Number(row.version),
+    revision: Number(row.revision),
     notifySeq: Number(row.notify_seq),
     messageSeq: Number(row.message_seq),
     createdAt: row.created_at,
@@ -333,7 +337,7 @@ export function createConversationStore(options: StoreOptions) {
       `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content) VALUES ($1, $2, 1, 'system', 'system', $3)`,
       [`${record.id}/m/1`, record.id, JSON.stringify(content)],
     );
-    const { rows } = await client.query<ConversationRowDb>('UPDATE conversations SET message_seq = 1 WHERE id = $1 RETURNING *', [record.id]);
+    const { rows } = await client.query<ConversationRowDb>('UPDATE conversations SET message_seq = 1, revision = revision + 1 WHERE id = $1 RETURNING *', [record.id]);
     return toRecord(rows[0]!);
   }
 
@@ -414,7 +418,7 @@ export function createConversationStore(options: StoreOptions) {
 
     /**
      * Writes what one transition decided, in ONE statement (so one commit): the new state if
-     * the row is still at `expectedVersion`, then its messages and outbox rows. Null, writing
+     * the row is still at `expectedRevision`, then its messages and outbox rows. Null, writing
      * nothing, when another writer moved the conversation on first (optimistic versioning).
      * `record` is the row as read; the updated record is built from it and `write`.
      */
@@ -424,12 +428,12 @@ export function createConversationStore(options: StoreOptions) {
       client?: PoolClient,
     ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
       const outbox = write.outbox;
-      const { rows } = await (client ?? pool).query<{ updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
+      const { rows } = await (client ?? pool).query<{ revision: string; updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
         name: 'bedrock-write-applied',
         text: WRITE_APPLIED,
         values: [
           write.id,
-          write.expectedVersion,
+          write.expectedRevision,
           JSON.stringify(write.state),
           write.state.phase.kind,
           write.state.mode,
@@ -451,6 +455,7 @@ export function createConversationStore(options: StoreOptions) {
         ...record,
         state: write.state,
         version: write.state.seq,
+        revision: Number(row.revision),
         notifySeq: write.notifySeq,
         messageSeq: write.messageSeq,
         updatedAt: row.updated_at,
@@ -506,13 +511,15 @@ export function createConversationStore(options: StoreOptions) {
     },
 
     /**
-     * Changes a conversation's settings under its row lock, so an event being applied at the
-     * same time builds its LLM request wholly before or wholly after the change. Null: not found.
+     * Changes a conversation's settings and bumps its revision, so an event being applied at the
+     * same time builds its LLM request wholly before or wholly after the change (a write that
+     * started before it misses and is decided again). Null: not found.
      */
     async updateSettings(id: string, change: SettingsChange): Promise<ConversationRecord | null> {
       const { rows } = await pool.query<ConversationRowDb>(
         `UPDATE conversations
-            SET thinking = COALESCE($2, thinking), server_tools = COALESCE($3::text[], server_tools), updated_at = now()
+            SET thinking = COALESCE($2, thinking), server_tools = COALESCE($3::text[], server_tools),
+                revision = revision + 1, updated_at = now()
           WHERE id = $1 RETURNING *`,
         [id, change.thinking ?? null, change.serverTools ? [...change.serverTools] : null],
       );
@@ -520,7 +527,7 @@ export function createConversationStore(options: StoreOptions) {
     },
 
     async archive(id: string, archived: boolean): Promise<void> {
-      await pool.query('UPDATE conversations SET archived = $2, updated_at = now() WHERE id = $1', [id, archived]);
+      await pool.query('UPDATE conversations SET archived = $2, revision = revision + 1, updated_at = now() WHERE id = $1', [id, archived]);
     },
   };
 }

@@ -57,7 +57,7 @@ if (probe.stderr.includes('bedrock: note:')) {
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bedrock-bench-cli-'));
 const bedrock = await startEmbedded({
-  env: { ...process.env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', LOG_LEVEL: 'warn' },
+  env: { ...process.env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', LOG_LEVEL: 'warn' },
   logger: createLogger({ service: 'bench', level: 'warn' }),
 });
 const env = { PATH: process.env.PATH ?? '', HOME: dataDir, BEDROCK_URL: bedrock.httpUrl, BEDROCK_TOKEN: bedrock.token };

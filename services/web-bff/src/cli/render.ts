@@ -34,7 +34,6 @@ import {
   type ServerToolView,
 } from '../../ui/src/agent-content.ts';
 import { formatTokens } from '../../ui/src/format.ts';
-
 import type { Output } from './output.ts';
 
 export { stdio, type Output } from './output.ts';

@@ -11,8 +11,8 @@
  * --enable-source-maps the bundle is required plainly, so that stack traces map to the sources.
  * BEDROCK_CLI_CODE_CACHE=0 neither reads nor writes the cache (the benchmark's comparison).
  */
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { accessSync, constants, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Script } from 'node:vm';
 import type * as Dispatch from '../dispatch.ts';
 
@@ -21,8 +21,11 @@ declare const BEDROCK_CLI_CLIENT: string;
 
 type Client = typeof Dispatch;
 
+let client: Client | undefined;
+
 export function dispatch(...args: Parameters<Client['dispatch']>): ReturnType<Client['dispatch']> {
-  return load().dispatch(...args);
+  client ??= load();
+  return client.dispatch(...args);
 }
 
 function load(): Client {
@@ -49,6 +52,7 @@ function load(): Client {
 function save(script: Script, cacheFile: string): void {
   const tmp = `${cacheFile}.tmp-${process.pid}`;
   try {
+    accessSync(dirname(cacheFile), constants.W_OK); // before the work of making the cache
     writeFileSync(tmp, script.createCachedData());
     renameSync(tmp, cacheFile);
   } catch {

@@ -39,6 +39,10 @@ function recording(transport: Transport, added: Added[]): Transport {
               added.push({ queue, jobId, traceContext: { ...payload.traceContext } });
               return producer.add(jobId, payload as never, options);
             },
+            addBulk: (jobs: { jobId: string; payload: { traceContext?: Record<string, string> }; options?: { delayMs?: number } }[]) => {
+              for (const job of jobs) added.push({ queue, jobId: job.jobId, traceContext: { ...job.payload.traceContext } });
+              return producer.addBulk(jobs as never);
+            },
             remove: (jobId: string) => producer.remove(jobId),
           };
         };

@@ -14,7 +14,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { createMemoryTransport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials, type Logger } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
 import { readConversationConfig, startConversationService, startEmbeddedPostgres } from '@bedrock/conversation';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
 import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
@@ -76,6 +76,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
   };
+  // One process, one tracing SDK for the four services (OTEL_* variables; off without an endpoint).
+  const tracing = startTracing({ serviceName: 'bedrock', env });
+  stops.push(() => tracing.shutdown());
   try {
     const postgres = env.DATABASE_URL
       ? { pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 10 }), stop: async () => undefined }

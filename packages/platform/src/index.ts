@@ -18,3 +18,4 @@ export { redisTransportOptionsFromEnv, DEFAULT_REDIS_URL, DEFAULT_REDIS_PREFIX }
 export type { RedisTransportOptions } from './redis/redis-transport-options.ts';
 export { redisKeys } from './redis/redis-keys.ts';
 export type { RedisKeys } from './redis/redis-keys.ts';
+export { tracedQueues } from './traced-queues.ts';

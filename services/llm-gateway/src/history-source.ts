@@ -7,7 +7,7 @@
  */
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { ConversationHistoryService, ErrorKind, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
-import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
+import { createBalancedTransport, serviceCredentialHeaders, traceCarrier, type Logger } from '@bedrock/platform/server';
 import { base, type Classified } from './classify-error.ts';
 
 /** What a job says about its history. */
@@ -53,7 +53,8 @@ export function createConversationHistorySource(options: ConversationHistorySour
     async fetch(claim, signal) {
       const res = await client.getLlmHistory(
         { conversationId: claim.conversationId, historyThrough: claim.historyThrough, continuationPrompt: claim.continuationPrompt },
-        { headers, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) },
+        // The active span (the `chat` span of the job) as traceparent: the history read joins the turn's trace.
+        { headers: { ...headers, ...traceCarrier() }, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) },
       );
       return res.messages;
     },

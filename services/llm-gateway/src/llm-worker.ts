@@ -22,8 +22,8 @@ import {
   type LlmRequestJob,
 } from '@bedrock/contracts';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
-import { startQueueDepthSampler, traceLogFieldsOf } from '@bedrock/platform/server';
-import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics } from '@bedrock/platform/server';
+import { failSpan, inSpan, SpanKind, startQueueDepthSampler, traceCarrier } from '@bedrock/platform/server';
+import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics, Span } from '@bedrock/platform/server';
 import { createDeltaPublisher } from './delta-publisher.ts';
 import type { HistorySource } from './history-source.ts';
 import { runLlmJob, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
@@ -99,7 +99,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
     const data = job.data;
-    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, attempt: data.attempt, ...traceLogFieldsOf(data.traceContext) });
+    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, job_id: job.id, attempt: data.attempt });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const runKey = llmRunKey(data.requestId);
@@ -127,18 +127,23 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     try {
       let outcome: LlmOutcome;
       try {
-        outcome = await runLlmJob(data, {
-          client: options.client,
-          history: options.history,
-          onHistoryError: (err) => log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
-          options: options.runOptions,
-          signal: controller.signal,
-          onDelta: publisher.push,
-          onFirstEvent: () => {
-            metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
-            options.onFirstEvent?.(data.requestId);
-          },
-          onWarning: (msg, fields) => log.warn(fields, msg),
+        // One model call: the `chat <model>` span of the GenAI conventions.
+        outcome = await inSpan(`chat ${model}`, { kind: SpanKind.CLIENT, attributes: chatAttributes(model) }, async (span) => {
+          const got = await runLlmJob(data, {
+            client: options.client,
+            history: options.history,
+            onHistoryError: (err) => log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
+            options: options.runOptions,
+            signal: controller.signal,
+            onDelta: publisher.push,
+            onFirstEvent: () => {
+              metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
+              options.onFirstEvent?.(data.requestId);
+            },
+            onWarning: (msg, fields) => log.warn(fields, msg),
+          });
+          recordChatOutcome(span, got);
+          return got;
         });
       } finally {
         inFlight.delete(data.requestId);
@@ -181,7 +186,8 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
           eventId: resultEventId(data.requestId),
           conversationId: data.conversationId,
           event: outcome,
-          traceContext: { ...data.traceContext },
+          // Under the job's consumer span (the job's own context with tracing off).
+          traceContext: traceCarrier(data.traceContext),
         }),
       );
     } finally {
@@ -226,4 +232,25 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
       await unsubscribe();
     },
   };
+}
+
+/** Request attributes of a `chat <model>` span (OpenTelemetry GenAI client spans). */
+function chatAttributes(model: string): Record<string, string> {
+  return { 'gen_ai.operation.name': 'chat', 'gen_ai.system': 'anthropic', 'gen_ai.request.model': model };
+}
+
+/** Response attributes of a `chat <model>` span; an error outcome marks it failed with its kind. */
+function recordChatOutcome(span: Span, outcome: LlmOutcome): void {
+  if (outcome.case === 'llmResponse') {
+    const r = outcome.value;
+    if (r.model) span.setAttribute('gen_ai.response.model', r.model);
+    span.setAttribute('gen_ai.response.finish_reasons', [(StopReason[r.stopReason] ?? 'unknown').toLowerCase()]);
+    if (r.usage) {
+      span.setAttribute('gen_ai.usage.input_tokens', Number(r.usage.inputTokens));
+      span.setAttribute('gen_ai.usage.output_tokens', Number(r.usage.outputTokens));
+    }
+  } else if (outcome.case === 'llmError') {
+    const e = outcome.value;
+    failSpan(span, Object.assign(new Error(e.message), { name: ErrorKind[e.kind] ?? 'unknown' }));
+  }
 }

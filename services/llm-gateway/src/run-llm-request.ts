@@ -106,13 +106,12 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   if (signal?.aborted) return cancelled();
 
   let params: Anthropic.MessageCreateParamsStreaming;
-  const fields = { requestId: job.requestId };
   try {
     params = await buildMessagesRequest(job, options, {
       onImageRemoved: (r) =>
-        deps.onWarning?.(r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note', { ...fields, image: r.label, reason: r.reason }),
-      onThinkingOmitted: (reason) => deps.onWarning?.('thinking left out of this request', { ...fields, reason }),
-      onCitationsDropped: (label) => deps.onWarning?.('stored citations could not be read: text sent without them', { ...fields, block: label }),
+        deps.onWarning?.(r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note', { image: r.label, reason: r.reason }),
+      onThinkingOmitted: (reason) => deps.onWarning?.('thinking left out of this request', { reason }),
+      onCitationsDropped: (label) => deps.onWarning?.('stored citations could not be read: text sent without them', { block: label }),
     });
   } catch (err) {
     if (err instanceof ImageRejectedError || err instanceof InvalidJobError) {
@@ -177,8 +176,7 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
           if (removed.length > 0) {
             imageRetries++;
             deps.onWarning?.('the model provider refused an image: replaced by a note, request sent again', {
-              ...fields,
-              providerRequestId: err instanceof APIError ? (err.requestID ?? '') : '',
+              provider_request_id: err instanceof APIError ? (err.requestID ?? '') : '',
               images: removed.map((r) => r.label),
               reason: refusal.reason,
             });
@@ -202,11 +200,12 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
     const kind = result.reason === 'incomplete' ? ErrorKind.NETWORK : ErrorKind.SERVER;
     return fail(base(kind, true, sentences(`The model provider's response was unusable: ${result.detail}`, 'Retrying may help.'), providerRequestId));
   }
-  const done = { ...fields, providerRequestId };
-  if (result.cutToolNames.length > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.cutToolNames.length, tools: result.cutToolNames, stopReason: result.rawStopReason, maxTokens: params.max_tokens });
-  if (result.cutBlockTypes.length > 0) deps.onWarning?.('dropped incomplete blocks', { ...done, types: result.cutBlockTypes, stopReason: result.rawStopReason });
+  // The caller's logger carries request_id.
+  const done = { provider_request_id: providerRequestId };
+  if (result.cutToolNames.length > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.cutToolNames.length, tools: result.cutToolNames, stop_reason: result.rawStopReason, max_tokens: params.max_tokens });
+  if (result.cutBlockTypes.length > 0) deps.onWarning?.('dropped incomplete blocks', { ...done, types: result.cutBlockTypes, stop_reason: result.rawStopReason });
   if (result.unknownBlockTypes.length > 0) deps.onWarning?.('ignored content blocks of unknown types', { ...done, types: result.unknownBlockTypes });
-  if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...done, stopReason: result.rawStopReason });
+  if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...done, stop_reason: result.rawStopReason });
   if (accumulator.skippedEvents > 0) deps.onWarning?.('skipped stream events with a missing or unknown index', { ...done, count: accumulator.skippedEvents });
 
   const u = result.usage;

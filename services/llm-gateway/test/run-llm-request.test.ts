@@ -133,7 +133,7 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
     expect(r.content.map((b) => b.block.case)).toEqual(['text']);
     expect(r.cutToolNames).toEqual(['bash']);
     expect([r.maxTokens, sent?.max_tokens]).toEqual([2_000, 2_000]);
-    expect(warnings).toContainEqual(['dropped incomplete tool_use blocks', expect.objectContaining({ count: 1, tools: ['bash'], stopReason: 'max_tokens', maxTokens: 2_000 })]);
+    expect(warnings).toContainEqual(['dropped incomplete tool_use blocks', expect.objectContaining({ count: 1, tools: ['bash'], stop_reason: 'max_tokens', max_tokens: 2_000 })]);
   });
 
   it('reports a stream that ends without a stop reason as a retryable network error, never a partial response', async () => {

@@ -128,17 +128,17 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       // Helpers waiting in their own pids cgroups from the first tool call on.
       sandbox.settings.warmHelpers?.refill();
       if (probe.sandboxAvailable) {
-        logger.info({ landlockAbi: probe.landlockAbi, pidsCgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
+        logger.info({ landlock_abi: probe.landlockAbi, pids_cgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
       } else {
         // REQ-BASH-009: detected at startup, logged, and Restricted work is never taken here.
-        logger.warn({ reason: probe.reason, landlockAbi: probe.landlockAbi }, 'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)');
+        logger.warn({ reason: probe.reason, landlock_abi: probe.landlockAbi }, 'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)');
       }
       if (sandbox.toolUserWarning) logger.warn(sandbox.toolUserWarning);
-      else logger.info({ toolUid: config.toolUid, toolGid: config.toolGid, privateMounts: probe.privateMounts }, 'tools run as their own user');
+      else logger.info({ tool_uid: config.toolUid, tool_gid: config.toolGid, private_mounts: probe.privateMounts }, 'tools run as their own user');
       toolIsolation =
         sandbox.toolUserWarning ??
         `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.toolUid}, gid ${config.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
-      if (probe.landlockAbi < 4) logger.warn({ landlockAbi: probe.landlockAbi }, 'this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system\'s own ports');
+      if (probe.landlockAbi < 4) logger.warn({ landlock_abi: probe.landlockAbi }, 'this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system\'s own ports');
       for (const port of denyPorts) sandbox.settings.denyPorts.add(port);
       denyPorts = sandbox.settings.denyPorts;
       const redisPort = Number(new URL(config.redisUrl).port || 6379);
@@ -198,7 +198,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       }
       health.set('', 'SERVING');
       health.set(ToolRunnerService.typeName, 'SERVING');
-      logger.info({ runnerId: config.runnerId, grpcPort: server.port, queues }, 'tool-runner started');
+      logger.info({ runner_id: config.runnerId, grpc_port: server.port, queues }, 'tool-runner started');
     },
 
     async stop() {
@@ -214,7 +214,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       await server?.close(config.shutdownGraceMs);
       await metricsServer?.close();
       await closeCgroups?.();
-      logger.info({ runnerId: config.runnerId }, 'tool-runner stopped');
+      logger.info({ runner_id: config.runnerId }, 'tool-runner stopped');
     },
   };
 }

@@ -1,11 +1,13 @@
 /** Entry point: read the environment, start, reload tokens on SIGHUP, stop on SIGTERM/SIGINT. */
-import { createLogger, logProcessErrors, onShutdown } from '@bedrock/platform/server';
+import { createLogger, logProcessErrors, onShutdown, startTracing } from '@bedrock/platform/server';
 import { readWebBffConfig } from './config.ts';
 import { SERVICE_NAME, startWebBff } from './create-web-bff.ts';
 
 const config = readWebBffConfig();
 const logger = createLogger({ service: SERVICE_NAME, level: config.logLevel });
 logProcessErrors(logger);
+// Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
+const tracing = startTracing({ serviceName: SERVICE_NAME });
 const bff = await startWebBff(config, { logger });
 process.on('SIGHUP', () => bff.reloadTokens());
-onShutdown(() => bff.stop(), { graceMs: config.shutdownGraceMs + 5000, logger });
+onShutdown(() => bff.stop().finally(() => tracing.shutdown()), { graceMs: config.shutdownGraceMs + 5000, logger });

@@ -5,6 +5,7 @@
  */
 import type { Transport } from '../interfaces.ts';
 import { createMemoryCancelBus } from './memory-cancel-bus.ts';
+import { tracedQueues } from '../traced-queues.ts';
 import { createMemoryQueues } from './memory-queues.ts';
 import type { MemoryQueuesOptions } from './memory-queues.ts';
 import { createMemoryRunLedger } from './memory-run-ledger.ts';
@@ -22,7 +23,8 @@ export interface MemoryTransportOptions {
 }
 
 export function createMemoryTransport(options: MemoryTransportOptions = {}): Transport {
-  const queues = createMemoryQueues(options.queues);
+  // Every queue hop traced (a no-op while tracing is off).
+  const queues = tracedQueues(createMemoryQueues(options.queues), 'memory');
   const streams = createMemoryStreams(options.streams);
   const cancels = createMemoryCancelBus({ onError: options.onError });
   const runners = createMemoryRunnerRegistry();

@@ -9,6 +9,7 @@ import { logBackgroundErrors } from '../background-errors.ts';
 import type { Transport } from '../interfaces.ts';
 import { createRedisCancelBus } from './redis-cancel-bus.ts';
 import { redisKeys } from './redis-keys.ts';
+import { tracedQueues } from '../traced-queues.ts';
 import { createRedisQueues } from './redis-queues.ts';
 import { createRedisRunLedger } from './redis-run-ledger.ts';
 import { createRedisRunnerRegistry } from './redis-runner-registry.ts';
@@ -26,7 +27,8 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   const connection = new Redis(options.redisUrl, { connectionName: 'bedrock-transport' });
   connection.on('error', onError);
 
-  const queues = createRedisQueues({
+  // Every queue hop traced (a no-op while tracing is off).
+  const queues = tracedQueues(createRedisQueues({
     redisUrl: options.redisUrl,
     bullPrefix: keys.bullPrefix,
     connection,
@@ -35,7 +37,7 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
     lockDurationMs: options.lockDurationMs,
     stalledIntervalMs: options.stalledIntervalMs,
     onError,
-  });
+  }), 'bullmq');
   const streams = createRedisStreams({
     connection,
     keys,

@@ -1,9 +1,10 @@
 /**
- * connect-node's request handler (`connectNodeAdapter`) with one change: a call whose answer
+ * connect-node's request handler (`connectNodeAdapter`) with two changes: a call whose answer
  * could not be written (the client reset the stream or went away, a write failed) goes to the
  * structured logger with the method, not to connect-node's `console.error` with a raw stack
- * trace. Everything else is connect-node's own code path (its router, its universal request
- * and response conversions, the same defaults).
+ * trace; and every call gets a server span (rpc-tracing.ts) before the given interceptors.
+ * Everything else is connect-node's own code path (its router, its universal request and
+ * response conversions, the same defaults).
  */
 import { Code, ConnectError, createConnectRouter } from '@connectrpc/connect';
 import { uResponseNotFound } from '@connectrpc/connect/protocol';
@@ -16,6 +17,7 @@ import {
   type connectNodeAdapter,
 } from '@connectrpc/connect-node';
 import type { Logger } from './logger.ts';
+import { rpcTracingInterceptor } from './rpc-tracing.ts';
 
 type NodeHandler = ReturnType<typeof connectNodeAdapter>;
 
@@ -25,7 +27,9 @@ export interface ConnectHandlerOptions extends ConnectNodeAdapterOptions {
 
 export function connectHandler(options: ConnectHandlerOptions): NodeHandler {
   const { logger, ...adapter } = options;
-  const routerOptions = { ...adapter, acceptCompression: adapter.acceptCompression ?? [compressionGzip, compressionBrotli] };
+  // Every served call gets a server span first (a no-op while tracing is off).
+  const interceptors = [rpcTracingInterceptor(), ...(adapter.interceptors ?? [])];
+  const routerOptions = { ...adapter, interceptors, acceptCompression: adapter.acceptCompression ?? [compressionGzip, compressionBrotli] };
   const router = createConnectRouter(routerOptions);
   adapter.routes(router);
   const prefix = adapter.requestPathPrefix ?? '';

@@ -1,8 +1,8 @@
 /**
  * Server plumbing shared by every Bedrock service: the gRPC/Connect server, health checking,
- * reflection, Prometheus metrics, structured logs, environment config, trace-context
- * propagation through queue payloads and graceful shutdown. See docs/observability.md and
- * docs/configuration.md.
+ * reflection, Prometheus metrics, structured logs, environment config, tracing on
+ * OpenTelemetry (RPC and queue spans, trace context in queue payloads) and graceful shutdown.
+ * See docs/observability.md and docs/configuration.md.
  */
 export * from './grpc-server.ts';
 export * from './connect-handler.ts';
@@ -15,13 +15,12 @@ export * from './reflection.ts';
 export * from './metric-names.ts';
 export * from './metrics.ts';
 export * from './metrics-server.ts';
-export * from './trace-context.ts';
-export * from './w3c-propagator.ts';
+export * from './tracing.ts';
+export * from './spans.ts';
+export * from './rpc-tracing.ts';
 export * from './shutdown.ts';
 export * from './process-errors.ts';
-export * from './request-context.ts';
 export * from './queue-depth-sampler.ts';
-export * from './trace-log-fields.ts';
 export * from './token-entries.ts';
 export * from './service-auth.ts';
 export * from './balanced-transport.ts';

@@ -1,6 +1,8 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from '@jest/globals';
-import { createLogger, parseLogLevel, withContext } from './logger.ts';
+import { ROOT_CONTEXT, context, trace } from '@opentelemetry/api';
+import { createLogger, parseLogLevel } from './logger.ts';
+import { startTracing } from './tracing.ts';
 
 /** Collects the JSON lines a logger writes. */
 function sink(): { stream: Writable; lines: () => Record<string, unknown>[] } {
@@ -32,16 +34,21 @@ describe('createLogger', () => {
     expect(new Date(line?.time as string).toISOString()).toBe(line?.time);
   });
 
-  it('child loggers carry conversation_id and request_id', () => {
+  it('writes trace_id and span_id of the active span on every line', async () => {
     const out = sink();
     const log = createLogger({ service: 'conversation', level: 'debug', destination: out.stream });
-    const child = withContext(log, { conversationId: 'c1', requestId: 'r1', attempt: 2, skipped: undefined });
-    child.debug('turn');
-    child.error({ err: new Error('boom') }, 'failed');
+    log.info('outside');
+    // Tracing on registers the context manager; a span that records nothing exports nothing.
+    const tracing = startTracing({ serviceName: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' } });
+    try {
+      const span = trace.wrapSpanContext({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 });
+      context.with(trace.setSpan(ROOT_CONTEXT, span), () => log.child({ conversation_id: 'c1' }).info('inside'));
+    } finally {
+      await tracing.shutdown();
+    }
     const [a, b] = out.lines();
-    expect(a).toMatchObject({ conversation_id: 'c1', request_id: 'r1', attempt: 2, level: 'debug', msg: 'turn' });
-    expect(a).not.toHaveProperty('skipped');
-    expect(b).toMatchObject({ level: 'error', conversation_id: 'c1', err: { message: 'boom', type: 'Error' } });
+    expect(a).not.toHaveProperty('trace_id');
+    expect(b).toMatchObject({ conversation_id: 'c1', trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', span_id: '00f067aa0ba902b7', msg: 'inside' });
   });
 
   it('takes the level from LOG_LEVEL when none is given', () => {

@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
+import { activeTraceLogFields } from './spans.ts';
 
 /** A structured logger: pino's API (`logger.info({ key: value }, 'message')`). */
 export type Logger = PinoLogger;
@@ -21,7 +22,9 @@ export interface LoggerOptions {
 /**
  * Creates the root logger of a service. Each line is one JSON object:
  * `{"level":"info","time":"2026-01-01T00:00:00.000Z","service":"conversation","pid":1,"msg":"..."}`
- * plus whatever fields the call or its child loggers add (see {@link withContext}).
+ * plus `trace_id` / `span_id` of the active span (when tracing is on) and whatever fields the
+ * call or its child loggers add, named in snake_case (`conversation_id`, `job_id`,
+ * `tool_use_id`, `request_id`: docs/observability.md, "Logs").
  * An unknown `LOG_LEVEL` throws rather than silently logging at the wrong level.
  */
 export function createLogger(options: LoggerOptions): Logger {
@@ -34,6 +37,8 @@ export function createLogger(options: LoggerOptions): Logger {
       formatters: { level: (label) => ({ level: label }) },
       timestamp: pino.stdTimeFunctions.isoTime,
       messageKey: 'msg',
+      // The active span's ids on every line, so a line can be joined to its trace.
+      mixin: activeTraceLogFields,
       errorKey: 'err',
     },
     options.destination ?? pino.destination({ dest: 1, sync: true }),
@@ -46,30 +51,4 @@ export function parseLogLevel(raw: string | undefined): LogLevel {
   const level = raw.trim().toLowerCase();
   if ((LOG_LEVELS as readonly string[]).includes(level)) return level as LogLevel;
   throw new Error(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
-}
-
-/** Correlation fields carried by child loggers; snake_case because they are log field names. */
-export interface LogContext {
-  /** The conversation a line is about. */
-  conversationId?: string;
-  /** The RPC or job that caused the line (a request id, job id or effect id). */
-  requestId?: string;
-  /** Any other fields to repeat on every line. */
-  [field: string]: unknown;
-}
-
-/**
- * A child logger whose every line carries `conversation_id` / `request_id` (and any other
- * given fields), so one conversation or request can be followed across services with a
- * single log query. Undefined values are left out.
- */
-export function withContext(logger: Logger, context: LogContext): Logger {
-  const bindings: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(context)) {
-    if (value === undefined) continue;
-    if (key === 'conversationId') bindings.conversation_id = value;
-    else if (key === 'requestId') bindings.request_id = value;
-    else bindings[key] = value;
-  }
-  return logger.child(bindings);
 }

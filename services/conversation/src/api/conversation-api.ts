@@ -33,7 +33,7 @@ import {
   type Message,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
-import { servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
+import { inSpan, servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
 import type { ConversationEvent, Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';
@@ -43,7 +43,7 @@ import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKe
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
-import { turnTraceContext } from './turn-trace.ts';
+import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 
 export interface ConversationApiOptions {
@@ -269,11 +269,15 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     const earlier = key ? await store.findRequest(key) : null;
     if (earlier) return replayed(earlier);
     const event = await action.event();
-    // One user turn is one trace: the caller's traceparent (web-bff forwards it) or a new one.
-    const trace = turnTraceContext(ctx.requestHeader);
-    const result = key
-      ? await applier.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
-      : await applier.apply(id, event, trace);
+    const apply = async () => {
+      // One user turn is one trace: the active span's, the caller's traceparent (web-bff forwards it) or a new one.
+      const trace = turnTraceContext(ctx.requestHeader);
+      return key
+        ? await applier.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
+        : await applier.apply(id, event, trace);
+    };
+    // A user message starts the agent: the turn's `invoke_agent` span (GenAI conventions) parents its jobs.
+    const result = event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, apply) : await apply();
     // A duplicate that was in flight at the same time (another replica): the first one's outcome.
     if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);

@@ -5,6 +5,7 @@
  */
 import { ConversationEventJobSchema, Mode as PMode, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
+import { traceCarrier } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import { decodeEventJob } from '../mapping/proto.ts';
 import type { ConversationStore } from '../store/conversation-store.ts';
@@ -29,6 +30,7 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
   return transport.queues.consume(
     QUEUE_CONVERSATION_EVENTS,
     ConversationEventJobSchema,
+    // The jobs an event causes are children of this job's consumer span (the job's own context with tracing off).
     async (job) => {
       const data = job.data;
       const id = data.conversationId;
@@ -52,10 +54,10 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
           parentId: start.parentId,
         });
         eventType = 'sub_agent_start';
-        result = await applier.apply(id, { type: 'sub_agent_start', task: start.task }, data.traceContext);
+        result = await applier.apply(id, { type: 'sub_agent_start', task: start.task }, traceCarrier(data.traceContext));
       } else {
         eventType = decoded.event.type;
-        result = await applier.apply(id, decoded.event, data.traceContext);
+        result = await applier.apply(id, decoded.event, traceCarrier(data.traceContext));
       }
       options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, eventType, result.kind);
       switch (result.kind) {

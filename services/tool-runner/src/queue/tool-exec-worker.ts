@@ -24,7 +24,7 @@ import {
 } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
-import { traceLogFieldsOf } from '@bedrock/platform/server';
+import { inSpan, traceCarrier } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
 import { createOutputStreamer } from './output-streamer.ts';
@@ -90,7 +90,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
   const unsubscribe = await transport.cancels.subscribe((signal) => {
     if (signal.target.case !== 'toolUseId') return;
     const found = executor.cancel(signal.target.value);
-    if (found) logger.info({ conversationId: signal.conversationId, toolUseId: signal.target.value }, 'tool cancelled');
+    if (found) logger.info({ conversation_id: signal.conversationId, tool_use_id: signal.target.value }, 'tool cancelled');
   });
 
   /** Records `interrupted` unless a result is recorded already (which then wins). */
@@ -155,7 +155,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
       async (job, signal) => {
         const data = job.data;
         const started = Date.now();
-        const log = logger.child({ queue, jobId: job.id, conversationId: data.conversationId, toolUseId: data.toolUseId, tool: data.toolName, ...traceLogFieldsOf(data.traceContext) });
+        const log = logger.child({ queue, job_id: job.id, conversation_id: data.conversationId, tool_use_id: data.toolUseId, tool: data.toolName });
         // Handed back (the shutdown could not report in time): kill what still runs here.
         const onHandBack = (): void => {
           if (claimedHere.has(data.toolUseId)) executor.cancel(data.toolUseId);
@@ -171,18 +171,24 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
           onError: (err) => log.debug({ err }, 'live output append failed'),
         });
         try {
-          const [result, how] = await resultOf(data, signal, (text) => streamer.push(text), log);
+          // One tool run: the `execute_tool <name>` span of the GenAI conventions.
+          const [result, how] = await inSpan(`execute_tool ${data.toolName}`, { attributes: executeToolAttributes(data.toolName, data.toolUseId) }, async (span) => {
+            const ran = await resultOf(data, signal, (text) => streamer.push(text), log);
+            if (ran[0].isError) span.setAttribute('error.type', 'tool_error');
+            return ran;
+          });
           await streamer.close();
           await results.add(toolResultEventId(data.conversationId, data.toolUseId), create(ConversationEventJobSchema, {
             eventId: toolResultEventId(data.conversationId, data.toolUseId),
             conversationId: data.conversationId,
             event: { case: 'toolComplete', value: result },
-            traceContext: data.traceContext,
+            // Under the job's consumer span (the job's own context with tracing off).
+            traceContext: traceCarrier(data.traceContext),
           }));
           const seconds = (Date.now() - started) / 1000;
           const interrupted = how === 'interrupted' || result.displayJson === interruptedDisplay;
           options.onJob?.(queue, interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed', seconds, Math.max(0, started - job.readyAt) / 1000);
-          log.info({ isError: result.isError, cancelled: result.cancelled, interrupted, how, exitCode: result.exitCode, ms: Number(result.durationMs) }, 'tool finished');
+          log.info({ is_error: result.isError, cancelled: result.cancelled, interrupted, how, exit_code: result.exitCode, ms: Number(result.durationMs) }, 'tool finished');
         } catch (err) {
           await streamer.close();
           options.onJob?.(queue, 'failed', (Date.now() - started) / 1000, 0);
@@ -217,3 +223,8 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
 }
 
 const interruptedDisplay = JSON.stringify({ interrupted: true });
+
+/** Attributes of an `execute_tool <name>` span (OpenTelemetry GenAI tool spans). */
+function executeToolAttributes(name: string, toolUseId: string): Record<string, string> {
+  return { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': name, 'gen_ai.tool.call.id': toolUseId };
+}

@@ -1,17 +1,21 @@
 /**
- * The caller's W3C Trace Context headers (`traceparent`, `tracestate`), to pass on to the
- * conversation service so one user turn is one trace from the client through every queue hop
- * (docs/observability.md, "Tracing"). The conversation service validates them and starts a
- * new trace when there is none.
+ * The W3C Trace Context headers (`traceparent`, `tracestate`) of a call to the conversation
+ * service, so one user turn is one trace from the client through every queue hop
+ * (docs/observability.md, "Tracing"): with tracing on, the context of web-bff's own server
+ * span (a child of the client's); with tracing off, the client's headers when valid (written
+ * by `@opentelemetry/core`'s propagator; at most 512 characters each). The conversation
+ * service starts a new trace when there is none.
  */
+import { traceCarrier } from '@bedrock/platform/server';
+
 const TRACE_HEADERS = ['traceparent', 'tracestate'] as const;
 
-/** The trace headers present in `incoming` (at most 512 characters each), as a plain object. */
+/** The trace headers to send upstream for a call that came in with `incoming`, as a plain object. */
 export function traceHeaders(incoming: Headers): Record<string, string> {
-  const out: Record<string, string> = {};
+  const given: Record<string, string> = {};
   for (const name of TRACE_HEADERS) {
     const value = incoming.get(name);
-    if (value && value.length <= 512) out[name] = value;
+    if (value && value.length <= 512) given[name] = value;
   }
-  return out;
+  return traceCarrier(given);
 }

@@ -1,0 +1,206 @@
+/**
+ * One user turn is one exported trace: the embedded product (web-bff, conversation, llm-gateway
+ * and tool-runner in one process; Postgres real, the model a scripted local Messages API
+ * server) with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a local OTLP/HTTP receiver in this
+ * test. The turn asks for a bash tool, then answers; the spans received must form one tree:
+ * web-bff's SendMessage → the conversation service's SendMessage → invoke_agent → the queue
+ * hops → `chat <model>` and `execute_tool bash` → the result jobs → the conversation's
+ * consumer → the next model call.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import pg from 'pg';
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { ConversationService, StateKind } from '@bedrock/contracts';
+import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
+
+const DB = `bedrock_tracing_${process.pid}`;
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  arrayValue?: { values?: OtlpValue[] };
+}
+interface ReceivedSpan {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly parentSpanId: string;
+  readonly name: string;
+  readonly kind: number;
+  readonly service: string;
+  readonly attributes: Record<string, unknown>;
+}
+
+const spans: ReceivedSpan[] = [];
+let receiver: Server;
+let llm: MessagesApiServer;
+let bedrock: RunningEmbedded;
+let dataDir: string;
+let workspace: string;
+let stopped = false;
+
+function valueOf(v: OtlpValue | undefined): unknown {
+  if (!v) return undefined;
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.intValue !== undefined) return Number(v.intValue);
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.arrayValue) return (v.arrayValue.values ?? []).map(valueOf);
+  return undefined;
+}
+
+/** A tiny OTLP/HTTP (JSON) traces receiver: every span posted to /v1/traces lands in `spans`. */
+async function startReceiver(): Promise<string> {
+  receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let body = Buffer.concat(chunks);
+      if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
+      if (req.url !== '/v1/traces' || !String(req.headers['content-type']).includes('json')) {
+        res.writeHead(415).end();
+        return;
+      }
+      const doc = JSON.parse(body.toString('utf8')) as {
+        resourceSpans?: { resource?: { attributes?: { key: string; value: OtlpValue }[] }; scopeSpans?: { spans?: Record<string, unknown>[] }[] }[];
+      };
+      for (const rs of doc.resourceSpans ?? []) {
+        const service = String(valueOf(rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value));
+        for (const ss of rs.scopeSpans ?? []) {
+          for (const s of ss.spans ?? []) {
+            const attributes: Record<string, unknown> = {};
+            for (const a of (s.attributes as { key: string; value: OtlpValue }[] | undefined) ?? []) attributes[a.key] = valueOf(a.value);
+            spans.push({
+              traceId: String(s.traceId),
+              spanId: String(s.spanId),
+              parentSpanId: String(s.parentSpanId ?? ''),
+              name: String(s.name),
+              kind: Number(s.kind),
+              service,
+              attributes,
+            });
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+}
+
+beforeAll(async () => {
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DB}`);
+  await admin.query(`CREATE DATABASE ${DB}`);
+  await admin.end();
+  const script: ScriptedResponse[] = [
+    { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo traced' } }] },
+    { kind: 'message', content: [{ type: 'text', text: 'Done.' }] },
+  ];
+  llm = await startMessagesApiServer({ fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' } });
+  const endpoint = await startReceiver();
+  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-trace-data-'));
+  workspace = mkdtempSync(join(tmpdir(), 'bedrock-trace-ws-'));
+  bedrock = await startEmbedded({
+    env: {
+      ...process.env,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`,
+      ANTHROPIC_API_KEY: 'test-key',
+      ANTHROPIC_BASE_URL: llm.url,
+      LOG_LEVEL: 'warn',
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+      OTEL_SDK_DISABLED: '',
+      OTEL_TRACES_EXPORTER: '',
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  if (!stopped) await bedrock?.stop();
+  await llm?.close();
+  await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+  for (const dir of [dataDir, workspace]) if (dir) rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+describe('tracing on OpenTelemetry', () => {
+  it('exports one trace per user turn: RPCs, invoke_agent, queue hops, chat and execute_tool, correctly parented', async () => {
+    const client = createClient(
+      ConversationService,
+      createConnectTransport({ baseUrl: bedrock.httpUrl, httpVersion: '1.1', interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${bedrock.token}`); return next(req); }] }),
+    );
+    const { conversation } = await client.createConversation({ cwd: workspace });
+    const id = conversation!.id;
+    await client.sendMessage({ conversationId: id, text: 'run a tool' });
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const got = await client.getConversation({ conversationId: id });
+      if (got.conversation!.state!.kind === StateKind.IDLE && got.messages.length >= 4) break;
+      if (Date.now() > deadline) throw new Error(`turn did not finish: ${StateKind[got.conversation!.state!.kind]}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Stopping flushes every span still buffered (the exporter's batch).
+    stopped = true;
+    await bedrock.stop();
+
+    const agent = spans.find((s) => s.name === 'invoke_agent' && s.attributes['gen_ai.agent.id'] === id);
+    expect(agent).toBeDefined();
+    const trace = spans.filter((s) => s.traceId === agent!.traceId);
+    const byId = new Map(trace.map((s) => [s.spanId, s]));
+    const parentOf = (s: ReceivedSpan) => byId.get(s.parentSpanId);
+    const children = (p: ReceivedSpan, name: string) => trace.filter((s) => s.parentSpanId === p.spanId && s.name === name);
+    const one = (p: ReceivedSpan, name: string) => {
+      const found = children(p, name);
+      if (found.length === 0) throw new Error(`no span "${name}" under "${p.name}"; its children: ${trace.filter((s) => s.parentSpanId === p.spanId).map((s) => s.name).join(', ')}`);
+      return found[0]!;
+    };
+
+    // web-bff's server span is the root; the conversation service's server span its child.
+    const inner = parentOf(agent!)!;
+    expect([inner.name, inner.kind, inner.attributes['rpc.system'], inner.attributes['rpc.method']]).toEqual(['bedrock.v1.ConversationService/SendMessage', 2, 'connect_rpc', 'SendMessage']);
+    const outer = parentOf(inner)!;
+    expect([outer.name, outer.kind, outer.parentSpanId]).toEqual(['bedrock.v1.ConversationService/SendMessage', 2, '']);
+    expect(agent!.attributes).toMatchObject({ 'gen_ai.operation.name': 'invoke_agent' });
+
+    // invoke_agent → send llm-requests → process llm-requests → chat <model>.
+    const sendLlm = one(agent!, 'send llm-requests');
+    expect([sendLlm.kind, sendLlm.attributes['messaging.destination.name'], sendLlm.attributes['messaging.operation.type']]).toEqual([4, 'llm-requests', 'send']);
+    const processLlm = one(sendLlm, 'process llm-requests');
+    expect(processLlm.kind).toBe(5);
+    const chat = trace.find((s) => s.parentSpanId === processLlm.spanId && s.name.startsWith('chat '))!;
+    expect(chat).toBeDefined();
+    const model = chat.attributes['gen_ai.request.model'];
+    expect(chat.name).toBe(`chat ${String(model)}`);
+    expect(chat.attributes).toMatchObject({ 'gen_ai.operation.name': 'chat', 'gen_ai.system': 'anthropic', 'gen_ai.response.finish_reasons': ['tool_use'] });
+    expect(chat.attributes['gen_ai.response.model']).toEqual(expect.any(String));
+    expect(chat.attributes['gen_ai.usage.input_tokens']).toEqual(expect.any(Number));
+    expect(chat.attributes['gen_ai.usage.output_tokens']).toEqual(expect.any(Number));
+    // The gateway reads the history from the conversation service inside the chat span.
+    expect(one(chat, 'bedrock.internal.v1.ConversationHistoryService/GetLlmHistory').kind).toBe(2);
+
+    // The result → the conversation's consumer → the tool job → execute_tool bash.
+    const processResult = one(one(processLlm, 'send conversation-events'), 'process conversation-events');
+    // `tool-exec` or `tool-exec-restricted`, whichever this machine's runner takes.
+    const sendTool = trace.find((s) => s.parentSpanId === processResult.spanId && s.name.startsWith('send tool-exec'))!;
+    expect(sendTool).toBeDefined();
+    const processTool = one(sendTool, sendTool.name.replace(/^send/, 'process'));
+    const tool = one(processTool, 'execute_tool bash');
+    expect(tool.attributes).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'bash', 'gen_ai.tool.call.id': expect.any(String) });
+
+    // The tool result → the conversation's consumer → the next model call, still the same trace.
+    const processToolResult = one(one(processTool, 'send conversation-events'), 'process conversation-events');
+    const secondChat = trace.find((s) => s.name.startsWith('chat ') && parentOf(s) && parentOf(parentOf(s)!)?.parentSpanId === processToolResult.spanId);
+    expect(secondChat?.attributes['gen_ai.response.finish_reasons']).toEqual(['end_turn']);
+  }, 120_000);
+});

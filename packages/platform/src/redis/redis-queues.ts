@@ -209,15 +209,15 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
         },
 
         async addBulk(jobs: readonly BulkJob<S>[]): Promise<void> {
-          if (jobs.length === 0) return;
-          // One MULTI for all; BullMQ keeps a job whose id exists as it is (no second add).
-          await bull.addBulk(
-            jobs.map((job) => ({
-              name: schema.typeName,
-              data: toJson(schema, job.payload),
-              opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
-            })),
-          );
+          const bulk = jobs.map((job) => ({
+            name: schema.typeName,
+            data: toJson(schema, job.payload),
+            opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
+          }));
+          // BullMQ keeps a job whose id exists as it is (no second add). One job: one script
+          // call (addBulk would build an ioredis MULTI pipeline, which costs more than the call).
+          if (bulk.length === 1) await bull.add(bulk[0]!.name, bulk[0]!.data, bulk[0]!.opts);
+          else if (bulk.length > 1) await bull.addBulk(bulk);
         },
 
         async remove(jobId: string): Promise<boolean> {

@@ -36,6 +36,8 @@ import { createUpstream } from './upstream/conversation-client.ts';
 import { createFanout, type Fanout, type FanoutStats } from './watch/fanout.ts';
 import { createStallWatchdog } from './watch/stall-watchdog.ts';
 import { ShutdownSignal } from './http/shutdown-signal.ts';
+import { grpcWatchFastPath, WATCH_PATH } from './watch/grpc-watch.ts';
+import type { WatchDeps } from './watch/watcher.ts';
 
 export const SERVICE_NAME = 'web-bff';
 
@@ -105,6 +107,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   const shutdown = new ShutdownSignal();
 
   const exchange = exposeExchange();
+  let watchDeps: WatchDeps | undefined;
   const apiPaths = new Set<string>();
   const handler = connectHandler({
     logger,
@@ -122,6 +125,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         logger,
         heartbeatMs: config.heartbeatMs,
         maxLagMs: config.watchMaxLagMs,
+        onWatchDeps: (deps) => (watchDeps = deps),
         onWatchers: (delta) => {
           metrics.activeStreams.inc({ kind: 'watch' }, delta);
           metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
@@ -142,7 +146,17 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         if (method) metrics.rpcServerSeconds.observe({ method, code: Code[code] }, 0);
       },
     },
-    exchange.wrap(handler),
+    // Binary gRPC watches skip connect (see the file); everything else goes through it.
+    grpcWatchFastPath(
+      {
+        deps: () => watchDeps,
+        authenticate: (authorization) => authenticateBearer(authorization, tokens),
+        shutdown,
+        observe: (code, seconds) => metrics.rpcServerSeconds.observe({ method: WATCH_PATH.slice(1), code }, seconds),
+        readMaxBytes: OPEN_READ_MAX_BYTES,
+      },
+      exchange.wrap(handler),
+    ),
   );
   const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.corsOrigins), guarded));
 

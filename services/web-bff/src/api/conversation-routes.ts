@@ -14,7 +14,9 @@ import { traceHeaders } from '../upstream/trace-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 import type { Fanout } from '../watch/fanout.ts';
 import { createSnapshotCache, type SnapshotCache } from '../watch/snapshot-cache.ts';
-import { serveWatch, type WatchDeps } from '../watch/watcher.ts';
+import { serveWatch, type WatchCall, type WatchDeps } from '../watch/watcher.ts';
+import { isJsonCodec } from '../watch/shared-response.ts';
+import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { StallWatchdog } from '../watch/stall-watchdog.ts';
 import { createOwnershipCache, type OwnershipCache } from './ownership-cache.ts';
 
@@ -31,6 +33,8 @@ export interface ConversationRoutesOptions {
   readonly onWatchers?: (delta: number) => void;
   readonly ownership?: OwnershipCache;
   readonly snapshots?: SnapshotCache;
+  /** Receives what serves watches, for the binary gRPC watch path outside connect (../watch/grpc-watch.ts). */
+  readonly onWatchDeps?: (deps: WatchDeps) => void;
 }
 
 /** How long a watch snapshot is shared by watchers of the same user and conversation that attach after it arrived, ms. */
@@ -81,17 +85,21 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     heartbeatMs: options.heartbeatMs,
     maxLagMs: options.maxLagMs,
     ...(options.onWatchers ? { onWatchers: options.onWatchers } : {}),
-    async fetchSnapshot(user, id, ctx) {
+    async fetchSnapshot(user, id, requestHeader) {
       // No caller signal: the answer may be shared by several watchers of this user (one leaving must not cancel it).
       const base = upstream.options(user);
-      const got = await client.getConversation({ conversationId: id }, { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } });
+      const got = await client.getConversation({ conversationId: id }, { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(requestHeader) } });
       ownership.remember(user, id);
       return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence };
     },
-    mapError: (err, ctx) => mapUpstreamError(err, logger, 'GetConversation', ctx.signal),
+    mapError: (err, signal) => mapUpstreamError(err, logger, 'GetConversation', signal),
   };
+  options.onWatchDeps?.(watchDeps);
 
   function watch(req: WatchConversationRequest, ctx: HandlerContext): AsyncGenerator<WatchConversationResponse> {
-    return serveWatch(userOf(ctx), req, ctx, watchDeps);
+    const raw = ctx.values.get(RAW_EXCHANGE);
+    const call: WatchCall = { user: userOf(ctx), signal: ctx.signal, requestHeader: ctx.requestHeader, reset: () => raw && resetExchange(raw) };
+    const json = isJsonCodec(ctx.requestHeader.get('content-type'));
+    return serveWatch(call, req, watchDeps, (event) => event.response(json));
   }
 }

@@ -6,7 +6,8 @@
  * 1 (`event`): `toBinary` then writes tag + the stored bytes — the same wire bytes as
  * encoding the event, for the cost of a copy, however many watchers send it. The JSON codecs
  * drop unknown fields, so JSON watchers get an ordinary response (also shared, encoded per
- * stream by connect).
+ * stream by connect). Binary gRPC watches over HTTP/2 skip connect altogether
+ * (./grpc-watch.ts) and write the event's whole gRPC frame, built once.
  */
 import { create, toBinary } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
@@ -31,15 +32,27 @@ export function isJsonCodec(contentType: string | null): boolean {
   return contentType !== null && contentType.includes('json');
 }
 
-/** An event with its two shared responses, made on first use. */
+/** An event with its shared responses (connect, binary and JSON) and gRPC frame, each made on first use. */
 export class SharedEvent {
   private binaryResponse: WatchConversationResponse | undefined;
   private jsonResponse: WatchConversationResponse | undefined;
+  private frame: Uint8Array | undefined;
 
   constructor(readonly event: ConversationEvent) {}
 
   response(json: boolean): WatchConversationResponse {
     if (json) return (this.jsonResponse ??= plainResponse(this.event));
     return (this.binaryResponse ??= preEncodedResponse(this.event));
+  }
+
+  /** The whole gRPC message frame (5-byte envelope + response bytes), for ./grpc-watch.ts. */
+  grpcFrame(): Uint8Array {
+    if (this.frame) return this.frame;
+    const bytes = toBinary(WatchConversationResponseSchema, this.response(false));
+    const frame = Buffer.allocUnsafe(5 + bytes.length);
+    frame[0] = 0;
+    frame.writeUInt32BE(bytes.length, 1);
+    frame.set(bytes, 5);
+    return (this.frame = frame);
   }
 }

@@ -8,15 +8,16 @@
  * snapshot is only ever shared among calls of the user the service answered; failures are not
  * kept beyond the call in flight.
  */
-import type { WatchConversationResponse } from '@bedrock/contracts';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
 import type { WatchSnapshot } from '@bedrock/platform/watch';
 import { SharedEvent } from './shared-response.ts';
 
-export interface SharedSnapshot {
-  readonly sequence: bigint;
-  response(json: boolean): WatchConversationResponse;
+export class SharedSnapshot extends SharedEvent {
+  /** The notification sequence the snapshot reflects. */
+  get sequence(): bigint {
+    return this.event.sequence;
+  }
 }
 
 export interface SnapshotCache {
@@ -25,14 +26,13 @@ export interface SnapshotCache {
 }
 
 export function toSharedSnapshot(conversationId: string, s: WatchSnapshot): SharedSnapshot {
-  const shared = new SharedEvent(
+  return new SharedSnapshot(
     create(ConversationEventSchema, {
       conversationId,
       sequence: s.sequence,
       kind: { case: 'snapshot', value: { conversation: s.conversation, messages: s.messages } },
     }),
   );
-  return { sequence: s.sequence, response: (json) => shared.response(json) };
 }
 
 export function createSnapshotCache(shareMs: number): SnapshotCache {

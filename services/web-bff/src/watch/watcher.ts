@@ -19,18 +19,17 @@
  * clock stopped, so catching up after a cut-off works whenever the client reads faster than
  * events arrive.
  */
-import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
-import { ConversationEventSchema, WatchConversationResponseSchema, type WatchConversationRequest, type WatchConversationResponse } from '@bedrock/contracts';
+import { ConversationEventSchema, type WatchConversationRequest } from '@bedrock/contracts';
 import type { StreamPosition } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import type { WatchSnapshot } from '@bedrock/platform/watch';
-import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { OwnershipCache } from '../api/ownership-cache.ts';
 import { BufferedEvent, type ConversationTail, type TailWaiter } from './conversation-tail.ts';
 import { watchLagError, type Fanout } from './fanout.ts';
-import { isJsonCodec } from './shared-response.ts';
-import { toSharedSnapshot, type SnapshotCache } from './snapshot-cache.ts';
+import { SharedEvent } from './shared-response.ts';
+import { toSharedSnapshot, type SharedSnapshot, type SnapshotCache } from './snapshot-cache.ts';
 import type { StallWatchdog } from './stall-watchdog.ts';
 
 /** Events handed to a watcher per round. */
@@ -45,11 +44,22 @@ export interface WatchDeps {
   readonly heartbeatMs: number;
   readonly maxLagMs: number;
   readonly onWatchers?: (delta: number) => void;
-  /** GetConversation as `user` (remembering ownership); errors as the conversation service gave them. */
-  fetchSnapshot(user: string, conversationId: string, ctx: HandlerContext): Promise<WatchSnapshot>;
+  /** GetConversation as `user` (remembering ownership), forwarding trace headers; errors as the conversation service gave them. */
+  fetchSnapshot(user: string, conversationId: string, requestHeader: Headers): Promise<WatchSnapshot>;
   /** Maps a conversation-service error for the client. */
-  mapError(err: unknown, ctx: HandlerContext): ConnectError;
+  mapError(err: unknown, signal: AbortSignal): ConnectError;
   now?: () => number;
+}
+
+/** One watch call, whoever serves its protocol (connect, or ./grpc-watch.ts). */
+export interface WatchCall {
+  /** The authenticated caller. */
+  readonly user: string;
+  /** Aborted when the call ends: client gone, deadline, server shutdown (the reason is sent). */
+  readonly signal: AbortSignal;
+  readonly requestHeader: Headers;
+  /** Ends the stream at the transport level (a client that stopped reading). */
+  reset(): void;
 }
 
 /** Waits for the tail to grow, the heartbeat interval to pass, or the call to end. */
@@ -95,35 +105,35 @@ class Watcher implements TailWaiter {
   }
 }
 
-function heartbeat(conversationId: string, after: StreamPosition): WatchConversationResponse {
-  return create(WatchConversationResponseSchema, {
-    event: create(ConversationEventSchema, { conversationId, sequence: after.sequence, deltaIndex: after.deltaIndex, kind: { case: 'heartbeat', value: {} } }),
-  });
+function heartbeat(conversationId: string, after: StreamPosition): SharedEvent {
+  return new SharedEvent(create(ConversationEventSchema, { conversationId, sequence: after.sequence, deltaIndex: after.deltaIndex, kind: { case: 'heartbeat', value: {} } }));
 }
 
-export async function* serveWatch(user: string, req: WatchConversationRequest, ctx: HandlerContext, d: WatchDeps): AsyncGenerator<WatchConversationResponse> {
+/**
+ * The watch stream: yields `render(event)` for every response to send (the snapshot, events,
+ * heartbeats); the caller writes it and asks for the next one once written.
+ */
+export async function* serveWatch<T>(call: WatchCall, req: WatchConversationRequest, d: WatchDeps, render: (event: SharedEvent) => T): AsyncGenerator<T> {
+  const { user, signal } = call;
   const id = req.conversationId;
   if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
   const now = d.now ?? Date.now;
-  const { signal } = ctx;
-  const json = isJsonCodec(ctx.requestHeader.get('content-type'));
   const fresh = req.afterSequence === 0n && req.afterDeltaIndex === 0;
-  const fetch = () => d.fetchSnapshot(user, id, ctx);
-  let first: Awaited<ReturnType<SnapshotCache['get']>> | undefined;
+  const fetch = () => d.fetchSnapshot(user, id, call.requestHeader);
+  let first: SharedSnapshot | undefined;
   // A resume skips the snapshot, so ownership is checked (once per user and conversation: it never changes).
   if (fresh || !d.ownership.has(user, id)) {
     try {
       const shared = await d.snapshots.get(user, id, fetch);
       if (fresh) first = shared;
     } catch (err) {
-      throw d.mapError(err, ctx);
+      throw d.mapError(err, signal);
     }
   }
 
   const tail = d.fanout.acquire(id);
   const watcher = new Watcher(d.heartbeatMs);
-  const raw = ctx.values.get(RAW_EXCHANGE);
-  const write = { writingSince: undefined as number | undefined, reset: () => raw && resetExchange(raw) };
+  const write = { writingSince: undefined as number | undefined, reset: () => call.reset() };
   const untrack = d.watchdog.track(write);
   d.onWatchers?.(1);
   signal.addEventListener('abort', watcher);
@@ -134,7 +144,7 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
   try {
     if (first) {
       write.writingSince = now();
-      yield first.response(json);
+      yield render(first);
       write.writingSince = undefined;
       after = { sequence: first.sequence, deltaIndex: 0 };
     }
@@ -162,7 +172,7 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
         if (signal.aborted) continue;
         if (watcher.heartbeatDue && !(tail.covers(after) && tail.eventsAfter(after, 1).length > 0)) {
           write.writingSince = now();
-          yield heartbeat(id, after);
+          yield render(heartbeat(id, after));
           write.writingSince = undefined;
         }
         continue;
@@ -175,10 +185,10 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
         try {
           snapshot = toSharedSnapshot(id, await fetch());
         } catch (err) {
-          throw d.mapError(err, ctx);
+          throw d.mapError(err, signal);
         }
         write.writingSince = now();
-        yield snapshot.response(json);
+        yield render(snapshot);
         write.writingSince = undefined;
         after = { sequence: snapshot.sequence, deltaIndex: 0 };
         continue;
@@ -186,7 +196,7 @@ export async function* serveWatch(user: string, req: WatchConversationRequest, c
       for (const entry of batch) {
         if (lagged()) throw watchLagError(after, d.maxLagMs);
         write.writingSince = now();
-        yield entry.response(json);
+        yield render(entry);
         write.writingSince = undefined;
         after = entry.position;
       }

@@ -79,8 +79,8 @@ export interface Applier {
 
 /** Optimistic writes that lost to another replica in a row before giving up (the event is then redelivered). */
 const MAX_CONFLICTS = 50;
-/** Conversation rows kept in memory to apply without a read (about 2-20 KiB each). */
-const KNOWN_ROWS = 10_000;
+/** Conversation rows kept in memory to apply without a read (the busy ones; a few KiB each). */
+const KNOWN_ROWS = 1_000;
 
 type Decision =
   | { readonly kind: 'settled'; readonly result: ApplyResult }

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Interceptor } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, ErrorKind, MessageType, Mode, StateKind, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
-import { serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
+import { ConversationService, ErrorKind, MessageType, Mode, StateKind, ToolExecJobSchema, ToolRunnerService, health, USER_HEADER } from '@bedrock/contracts';
+import { serviceTokenInterceptor } from '@bedrock/platform/server';
 import type { ScriptedMessage } from '@bedrock/testkit';
 import { startE2e, type E2e } from './support/e2e.ts';
 

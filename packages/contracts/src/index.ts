@@ -13,3 +13,5 @@ export * as health from './gen/grpc/health/v1/health_pb.ts';
 export * as reflection from './gen/grpc/reflection/v1/reflection_pb.ts';
 export * from './tools.ts';
 export * from './queues.ts';
+export * from './headers.ts';
+export * from './states.ts';

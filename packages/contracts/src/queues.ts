@@ -37,3 +37,31 @@ export function toolRunKey(conversationId: string, toolUseId: string): string {
 export function llmRunKey(requestId: string): string {
   return `llm/${requestId}`;
 }
+
+/**
+ * The job id of a tool call on `tool-exec` / `tool-exec-restricted`: one job per call, so a
+ * repeated publish is a no-op, and the sweeper can look the job up in either queue.
+ */
+export function toolExecJobId(conversationId: string, toolUseId: string): string {
+  return `${conversationId}/${toolUseId}`;
+}
+
+/** The job id of an LLM request on `llm-requests`: the request id itself (unique per conversation step). */
+export function llmRequestJobId(requestId: string): string {
+  return requestId;
+}
+
+/** The id of the event on `conversation-events` that starts a sub-agent (addressed to the sub-agent). */
+export function subAgentStartEventId(agentId: string): string {
+  return `start/${agentId}`;
+}
+
+/** The id of the event on `conversation-events` that stops a sub-agent (addressed to the sub-agent). */
+export function subAgentStopEventId(agentId: string): string {
+  return `stop/${agentId}`;
+}
+
+/** The id of a finished sub-agent's result event on `conversation-events` (addressed to its parent). */
+export function subAgentResultEventId(agentId: string): string {
+  return `result/${agentId}`;
+}

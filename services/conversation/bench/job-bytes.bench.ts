@@ -27,9 +27,10 @@ import {
   QUEUE_LLM_REQUESTS,
   StopReason,
   type LlmRequestJob,
+  USER_HEADER,
 } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials, serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { createTestDatabase } from '@bedrock/testkit/database';
 import { readConversationConfig } from '../src/config.ts';
 import { startConversationService } from '../src/create-conversation-service.ts';

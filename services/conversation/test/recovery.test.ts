@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, toJsonString } from '@bufbuild/protobuf';
-import { ConversationEventJobSchema, MessageType, QUEUE_CONVERSATION_EVENTS, StateKind, StopReason, ToolCompleteEventSchema, llmRunKey, toolResultEventId, toolRunKey } from '@bedrock/contracts';
+import { ConversationEventJobSchema, MessageType, QUEUE_CONVERSATION_EVENTS, StateKind, StopReason, ToolCompleteEventSchema, llmResultEventId, llmRunKey, toolResultEventId, toolRunKey } from '@bedrock/contracts';
 import { buildLlmHistory, checkToolChain, LOST_RESULT } from '../src/core/index.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -137,9 +137,9 @@ describe('recovery sweeper', () => {
       expect(await kind(conv.id)).toBe(StateKind.LLM_REQUESTING);
       // The answer is sent (here delayed) as the stream ends.
       await h.transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema).add(
-        `llm-result/${job.requestId}`,
+        llmResultEventId(job.requestId),
         create(ConversationEventJobSchema, {
-          eventId: `llm-result/${job.requestId}`,
+          eventId: llmResultEventId(job.requestId),
           conversationId: conv.id,
           event: { case: 'llmResponse', value: { requestId: job.requestId, stopReason: StopReason.END_TURN, usage, content: [{ block: { case: 'text', value: { text: 'finally' } } }] } },
         }),

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createClient, type Interceptor } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, health } from '@bedrock/contracts';
-import { generateToken, serviceTokenInterceptor, USER_HEADER } from '@bedrock/platform/server';
+import { ConversationService, health, USER_HEADER } from '@bedrock/contracts';
+import { generateToken, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;

@@ -17,6 +17,7 @@ import {
   StopReason,
   ThinkingLevel,
   TokenDeltaKind,
+  llmResultEventId,
   type ConversationEventJob,
   type LlmRequestJob,
 } from '@bedrock/contracts';
@@ -122,7 +123,7 @@ function suite(name: string, makeTransport: () => Transport) {
       const job = makeJob({ traceContext: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
       await h.submit(job);
       const result = await h.result(job.requestId);
-      expect(result.eventId).toBe(`llm-result/${job.requestId}`);
+      expect(result.eventId).toBe(llmResultEventId(job.requestId));
       expect(result.conversationId).toBe(job.conversationId);
       expect(result.traceContext.traceparent).toMatch(/^00-0af7/);
       expect(result.event.case).toBe('llmResponse');

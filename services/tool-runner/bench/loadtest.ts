@@ -30,6 +30,7 @@ import {
   QUEUE_TOOL_EXEC_RESTRICTED,
   ToolExecJobSchema,
   ToolRunnerService,
+  toolExecJobId,
 } from '@bedrock/contracts';
 import type { RunnerCapabilities, ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
@@ -191,7 +192,7 @@ async function queueExecutor(): Promise<{ execute: Execute; close(): Promise<voi
           resolve(r);
         });
       });
-      await producer.add(`${job.conversationId}/${job.toolUseId}`, job);
+      await producer.add(toolExecJobId(job.conversationId, job.toolUseId), job);
       return result;
     },
     async close() {

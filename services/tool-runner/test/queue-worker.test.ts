@@ -17,13 +17,14 @@ import {
   QUEUE_TOOL_EXEC_RESTRICTED,
   ToolCompleteEventSchema,
   ToolExecJobSchema,
+  toolExecJobId,
+  toolResultEventId,
   toolRunKey,
 } from '@bedrock/contracts';
 import type { ConversationEventJob, ToolCompleteEvent } from '@bedrock/contracts';
 import { STREAM_START, createMemoryTransport, createRedisTransport } from '@bedrock/platform';
 import type { Consumer, Transport } from '@bedrock/platform';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
-import { toolResultEventId } from '../src/queue/tool-exec-worker.ts';
 import { groupGone, startTestRunner } from './support-runner.ts';
 import { tempDir } from './support.ts';
 
@@ -56,7 +57,7 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
 
   function enqueue(queue: string, conversationId: string, toolUseId: string, command: string, mode: Mode, notifySequence = 0n) {
     const producer = transport.queues.producer(queue, ToolExecJobSchema);
-    return producer.add(`${conversationId}/${toolUseId}`, create(ToolExecJobSchema, {
+    return producer.add(toolExecJobId(conversationId, toolUseId), create(ToolExecJobSchema, {
       toolUseId, conversationId, toolName: 'bash', inputJson: JSON.stringify({ command }), cwd: dir.path, mode, notifySequence,
     }));
   }
@@ -91,8 +92,8 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
     await enqueue(QUEUE_TOOL_EXEC, 'conv-a', 'tu-1', 'echo hello', Mode.UNRESTRICTED);
     const result = await resultFor('conv-a', 'tu-1');
     expect(result).toMatchObject({ toolUseId: 'tu-1', content: 'hello\n', isError: false, exitCode: 0 });
-    const event = received.get('tool-result/conv-a/tu-1');
-    expect(event).toMatchObject({ eventId: 'tool-result/conv-a/tu-1', conversationId: 'conv-a' });
+    const event = received.get(toolResultEventId('conv-a', 'tu-1'));
+    expect(event).toMatchObject({ eventId: toolResultEventId('conv-a', 'tu-1'), conversationId: 'conv-a' });
   });
 
   it('runs a tool-exec-restricted job under the sandbox', async () => {
@@ -185,7 +186,7 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
       const result = resultFor('conv-i', 'tu-9');
       // Longer than the liveness window: the heartbeats keep the other runner's claim.
       await new Promise((resolve) => setTimeout(resolve, ALIVE_MS * 2));
-      expect(received.has('tool-result/conv-i/tu-9')).toBe(false);
+      expect(received.has(toolResultEventId('conv-i', 'tu-9'))).toBe(false);
       await transport.runs.finish(key, 'other-runner#2', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-9', content: 'finished over there' })));
       expect(await result).toMatchObject({ content: 'finished over there' });
       expect(existsSync(`${dir.path}/ran-tu-9`)).toBe(false);
@@ -248,7 +249,7 @@ describe.each([['memory'], ['redis']])('tool-runner shutting down on the %s tran
     const stopping = Date.now();
     await runner.stop();
     const stopMs = Date.now() - stopping;
-    const id = `tool-result/conv-s/${toolUseId}`;
+    const id = toolResultEventId('conv-s', toolUseId);
     for (let i = 0; i < 500 && !received.has(id); i++) await new Promise((resolve) => setTimeout(resolve, 10));
     return { result: received.get(id), stopMs, marker, job: await transport.queues.jobStatus(QUEUE_TOOL_EXEC, `conv-s/${toolUseId}`) };
   }

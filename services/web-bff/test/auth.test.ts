@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Writable } from 'node:stream';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, ServerTool, StopReason, ThinkingLevel } from '@bedrock/contracts';
+import { ConversationService, ServerTool, StopReason, ThinkingLevel, USER_HEADER } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff } from '../src/create-web-bff.ts';
@@ -162,7 +162,7 @@ describe('ownership', () => {
   it('ignores a bedrock-user-id header sent by a client', async () => {
     const bob = s.client(s.tokens.bob);
     const err = await bob
-      .getConversation({ conversationId: aliceConversation }, { headers: { 'bedrock-user-id': 'alice' } })
+      .getConversation({ conversationId: aliceConversation }, { headers: { [USER_HEADER]: 'alice' } })
       .catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.NotFound);
   });

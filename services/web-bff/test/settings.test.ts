@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
-import { ConversationService, ServerTool, ThinkingLevel, type UpdateConversationSettingsRequest } from '@bedrock/contracts';
+import { ConversationService, ServerTool, ThinkingLevel, USER_HEADER, type UpdateConversationSettingsRequest } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
@@ -38,8 +38,8 @@ beforeAll(async () => {
     routes: (router) =>
       router.service(ConversationService, {
         updateConversationSettings: (req, ctx) => {
-          seen.push({ req, user: ctx.requestHeader.get('bedrock-user-id'), authorization: ctx.requestHeader.get('authorization') });
-          if (req.conversationId !== 'alices' || ctx.requestHeader.get('bedrock-user-id') !== 'alice') {
+          seen.push({ req, user: ctx.requestHeader.get(USER_HEADER), authorization: ctx.requestHeader.get('authorization') });
+          if (req.conversationId !== 'alices' || ctx.requestHeader.get(USER_HEADER) !== 'alice') {
             throw new ConnectError(`conversation ${req.conversationId} not found`, Code.NotFound);
           }
           if (req.serverTools?.tools.includes(ServerTool.WEB_FETCH)) {

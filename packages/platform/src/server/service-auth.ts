@@ -4,15 +4,13 @@
  * `authorization: Bearer <token>`; an internal server answers only callers whose token hashes
  * to an entry of its peers (BEDROCK_SERVICE_PEERS_FILE, `service:sha256hex` lines). The
  * authenticated peer's name reaches handlers through {@link servicePeer}. A user identity
- * (`bedrock-user-id`) counts only alongside web-bff's credential.
+ * (`USER_HEADER` of @bedrock/contracts, `bedrock-user-id`) counts only alongside web-bff's credential.
  */
 import { readFileSync } from 'node:fs';
+import { USER_HEADER } from '@bedrock/contracts';
 import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from './logger.ts';
 import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries, tokenEntriesOf, type TokenEntry } from './token-entries.ts';
-
-/** The header in which web-bff names the authenticated user to the conversation service. */
-export const USER_HEADER = 'bedrock-user-id';
 
 /** The only peer whose {@link USER_HEADER} is believed: web-bff authenticates users. */
 export const USER_IDENTITY_PEER = 'web-bff';

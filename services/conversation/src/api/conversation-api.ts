@@ -31,9 +31,10 @@ import {
   UpdateConversationSettingsResponseSchema,
   type ImageAttachment,
   type Message,
+  USER_HEADER,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
-import { inSpan, servicePeer, USER_HEADER, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
+import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
 import type { ConversationEvent, Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { messageToProto, stateToProto } from '../mapping/proto.ts';

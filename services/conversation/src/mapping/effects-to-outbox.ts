@@ -18,6 +18,11 @@ import {
   StateKind,
   TimerKind,
   ToolExecJobSchema,
+  llmRequestJobId,
+  subAgentResultEventId,
+  subAgentStartEventId,
+  subAgentStopEventId,
+  toolExecJobId,
   type ContextUsage,
 } from '@bedrock/contracts';
 import {
@@ -150,7 +155,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
             traceContext: input.traceContext,
           },
         );
-        job(effect.id, id, QUEUE_LLM_REQUESTS, 'LlmRequestJob', effect.requestId, toJson(LlmRequestJobSchema, request));
+        job(effect.id, id, QUEUE_LLM_REQUESTS, 'LlmRequestJob', llmRequestJobId(effect.requestId), toJson(LlmRequestJobSchema, request));
         break;
       }
       case 'execute_tool': {
@@ -166,7 +171,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
           notifySequence: BigInt(notifySeq),
           traceContext: input.traceContext,
         });
-        job(effect.id, id, queue, 'ToolExecJob', `${id}/${effect.toolUseId}`, toJson(ToolExecJobSchema, message));
+        job(effect.id, id, queue, 'ToolExecJob', toolExecJobId(id, effect.toolUseId), toJson(ToolExecJobSchema, message));
         break;
       }
       case 'schedule_timer':
@@ -176,7 +181,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
         rows.push({ effectId: effect.id, conversationId: id, kind: 'remove_job', payload: { queue: QUEUE_CONVERSATION_EVENTS, jobId: effect.timerId } });
         break;
       case 'spawn_sub_agent':
-        eventJob(effect, effect.agentId, `start/${effect.agentId}`, {
+        eventJob(effect, effect.agentId, subAgentStartEventId(effect.agentId), {
           event: {
             case: 'subAgentStart',
             value: {
@@ -193,10 +198,10 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
         });
         break;
       case 'stop_sub_agent':
-        eventJob(effect, effect.agentId, `stop/${effect.agentId}`, { event: { case: 'subAgentStop', value: { reason: effect.reason } } });
+        eventJob(effect, effect.agentId, subAgentStopEventId(effect.agentId), { event: { case: 'subAgentStop', value: { reason: effect.reason } } });
         break;
       case 'notify_parent':
-        eventJob(effect, effect.parentId, `result/${id}`, {
+        eventJob(effect, effect.parentId, subAgentResultEventId(id), {
           event: {
             case: 'subAgentResult',
             value: {

@@ -27,7 +27,10 @@ import {
   QUEUE_TOOL_EXEC_RESTRICTED,
   ToolCompleteEventSchema,
   llmResultEventId,
+  llmRequestJobId,
   llmRunKey,
+  subAgentStartEventId,
+  toolExecJobId,
   toolResultEventId,
   toolRunKey,
 } from '@bedrock/contracts';
@@ -88,7 +91,7 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
     const key = toolRunKey(record.id, toolUseId);
     if (await runs.isAlive(key)) return { kind: 'pending', why: 'tool running' };
     // The job went to the queue of the mode it ran in; the mode may have changed since.
-    const jobId = `${record.id}/${toolUseId}`;
+    const jobId = toolExecJobId(record.id, toolUseId);
     if ((await pending(QUEUE_TOOL_EXEC, jobId)) || (await pending(QUEUE_TOOL_EXEC_RESTRICTED, jobId))) return { kind: 'pending', why: 'tool job' };
     if (await pending(QUEUE_CONVERSATION_EVENTS, toolResultEventId(record.id, toolUseId))) return { kind: 'pending', why: 'result queued' };
     const run = await runs.get(key);
@@ -105,7 +108,7 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
     // A gateway marks a request alive until its answer is sent, so looking at the answer after
     // the job cannot miss one; the heartbeat first, as the cheap look for the common case.
     if (await runs.isAlive(llmRunKey(requestId))) return { kind: 'pending', why: 'llm request running' };
-    if (await pending(QUEUE_LLM_REQUESTS, requestId)) return { kind: 'pending', why: 'llm job' };
+    if (await pending(QUEUE_LLM_REQUESTS, llmRequestJobId(requestId))) return { kind: 'pending', why: 'llm job' };
     if (await pending(QUEUE_CONVERSATION_EVENTS, llmResultEventId(requestId))) return { kind: 'pending', why: 'result queued' };
     return { kind: 'lost' };
   }
@@ -149,7 +152,7 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
       } else if (child?.state.phase.kind === 'failed') {
         const p = child.state.phase;
         event = { type: 'sub_agent_result', outcome: { agentId, task: '', success: false, result: p.error, errorKind: p.errorKind } };
-      } else if (!child && !(await pending(QUEUE_CONVERSATION_EVENTS, `start/${agentId}`))) {
+      } else if (!child && !(await pending(QUEUE_CONVERSATION_EVENTS, subAgentStartEventId(agentId)))) {
         event = {
           type: 'sub_agent_result',
           outcome: { agentId, task: '', success: false, result: 'The sub-agent never started: its start was lost.', errorKind: 'unknown' },

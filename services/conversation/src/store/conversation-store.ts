@@ -6,6 +6,7 @@
  * life of an event"). State is always written before its effects are published (REQ-BED-007).
  */
 import type { Pool, PoolClient } from 'pg';
+import { RESTING_STATE_NAMES, type RestingStateName } from '@bedrock/contracts';
 import type { ModelRegistry } from '@bedrock/contracts/models';
 import {
   initialState,
@@ -13,6 +14,7 @@ import {
   type ContentBlock,
   type ConversationState,
   type MessageType,
+  type PhaseKind,
   type StopReason,
   type Usage,
 } from '../core/index.ts';
@@ -28,6 +30,15 @@ import {
   type RequestKey,
   type RequestRecorder,
 } from './request-outcomes.ts';
+
+/**
+ * `state_kind NOT IN (<the resting states>)`: the busy conversations, spelled as migration 001's
+ * partial index `conversations_busy_idx` spells it, so that the planner uses the index (a test
+ * keeps the two equal).
+ */
+export const BUSY_STATE_SQL = `state_kind NOT IN (${RESTING_STATE_NAMES.map((k) => `'${k}'`).join(', ')})`;
+// Every resting state is a phase of the core (the column holds phase names).
+true satisfies RestingStateName extends PhaseKind ? true : false;
 
 export interface ConversationRecord {
   readonly id: string;
@@ -408,7 +419,7 @@ export function createConversationStore(options: StoreOptions) {
     async staleBusy(olderThanMs: number, limit: number): Promise<ConversationRecord[]> {
       const { rows } = await pool.query<ConversationRowDb>(
         `SELECT * FROM conversations
-          WHERE state_kind NOT IN ('idle', 'error', 'context_exhausted', 'completed', 'failed')
+          WHERE ${BUSY_STATE_SQL}
             AND state_updated_at < now() - ($1::double precision * interval '1 millisecond')
           ORDER BY state_updated_at LIMIT $2`,
         [olderThanMs, limit],

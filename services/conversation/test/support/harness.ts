@@ -30,9 +30,10 @@ import {
   type GetConversationResponse,
   type LlmRequestJob,
   type ToolExecJob,
+  USER_HEADER,
 } from '@bedrock/contracts';
 import { STREAM_START, createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials, serviceTokenInterceptor, USER_HEADER, type ServiceCredentials } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor, type ServiceCredentials } from '@bedrock/platform/server';
 import { readConversationConfig } from '../../src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';

@@ -4,7 +4,7 @@
  * the conversation until it comes to rest.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { MessageType, StateKind, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
+import { isResting, MessageType, StateKind, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
 import type { ApiClient } from './connection.ts';
 
 /** Codes after which a watch is resumed rather than given up. */
@@ -33,15 +33,10 @@ export async function* resumingWatch(client: ApiClient, conversationId: string, 
   }
 }
 
-/** States in which a conversation waits for the user (or is finished). */
-export const REST_STATES = new Set<StateKind>([
-  StateKind.IDLE,
-  StateKind.ERROR,
-  StateKind.AWAITING_MODE_APPROVAL,
-  StateKind.CONTEXT_EXHAUSTED,
-  StateKind.COMPLETED,
-  StateKind.FAILED,
-]);
+/** Whether a conversation waits for the user (or is finished): at rest, or asking to approve a mode upgrade. */
+export function waitsForUser(kind: StateKind): boolean {
+  return isResting(kind) || kind === StateKind.AWAITING_MODE_APPROVAL;
+}
 
 export interface TurnOptions {
   readonly client: ApiClient;
@@ -82,7 +77,7 @@ export async function followTurn(options: TurnOptions): Promise<ConversationStat
       if (event.kind.case === 'messagePersisted' && event.kind.value.message?.type === MessageType.USER) lastUser = event.kind.value.message.id;
       if (event.kind.case !== 'stateChanged') continue;
       const state = event.kind.value.state;
-      if (!state || !REST_STATES.has(state.kind) || !startedState) continue;
+      if (!state || !waitsForUser(state.kind) || !startedState) continue;
       // A turn started by a message rests only after that message; other actions (cancel, approve) after any change.
       if (sentId !== undefined && lastUser !== sentId) continue;
       if (options.onRest && (await options.onRest(state))) continue;

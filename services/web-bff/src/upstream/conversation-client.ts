@@ -13,8 +13,8 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { ConversationService } from '@bedrock/contracts';
-import { createBalancedTransport, serviceCredentialHeaders, USER_HEADER, type BalancedTransport, type EndpointState, type Logger } from '@bedrock/platform/server';
+import { ConversationService, USER_HEADER } from '@bedrock/contracts';
+import { createBalancedTransport, serviceCredentialHeaders, type BalancedTransport, type EndpointState, type Logger } from '@bedrock/platform/server';
 
 export type ConversationClient = Client<typeof ConversationService>;
 

@@ -3,7 +3,7 @@
  * upgrade dialog and the composer. Everything shown follows the watch stream; the buttons
  * only send requests and the stream reports their effect.
  */
-import { Mode, StateKind, ThinkingLevel, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState, type ServerTool } from '@bedrock/contracts';
+import { isFinished, Mode, StateKind, ThinkingLevel, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState, type ServerTool } from '@bedrock/contracts';
 import { SERVER_TOOLS, serverToolLabel, serverToolName, settingsSummary, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { Composer } from './composer.ts';
@@ -423,10 +423,6 @@ function renderIf(el: HTMLElement, key: string, build: () => void): void {
   if (el.dataset.key === key) return;
   el.dataset.key = key;
   build();
-}
-
-function isFinished(kind: StateKind): boolean {
-  return kind === StateKind.CONTEXT_EXHAUSTED || kind === StateKind.COMPLETED || kind === StateKind.FAILED;
 }
 
 /** A retry pending according to the state (kept as is when already known, so the countdown does not jump). */

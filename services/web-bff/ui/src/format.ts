@@ -2,7 +2,7 @@
  * Pure wording and arithmetic of the UI (no DOM): the state line, the mode line, token
  * counts, tool input summaries and diff lines. Tested in Node by test/ui-format.test.ts.
  */
-import { ErrorKind, Mode, StateKind, type ContextUsage, type ConversationState } from '@bedrock/contracts';
+import { ErrorKind, isResting, Mode, StateKind, type ContextUsage, type ConversationState } from '@bedrock/contracts';
 
 export type Tone = 'idle' | 'busy' | 'attention' | 'error' | 'done';
 
@@ -34,17 +34,9 @@ export function errorKindLabel(kind: ErrorKind): string {
   return ERROR_KINDS[kind] ?? 'error';
 }
 
-/** States in which the agent is working (a message is refused; cancel is offered). */
+/** States in which the agent is working, i.e. not at rest (a message is refused; cancel is offered). */
 export function isBusy(kind: StateKind): boolean {
-  return (
-    kind === StateKind.AWAITING_LLM ||
-    kind === StateKind.LLM_REQUESTING ||
-    kind === StateKind.TOOL_EXECUTING ||
-    kind === StateKind.CANCELLING ||
-    kind === StateKind.AWAITING_SUB_AGENTS ||
-    kind === StateKind.AWAITING_MODE_APPROVAL ||
-    kind === StateKind.AWAITING_CONTINUATION
-  );
+  return kind !== StateKind.UNSPECIFIED && !isResting(kind);
 }
 
 /** Whether Cancel means something now (cancelling is already under way). */

@@ -165,6 +165,14 @@ describe('tracing on OpenTelemetry', () => {
       if (found.length === 0) throw new Error(`no span "${name}" under "${p.name}"; its children: ${trace.filter((s) => s.parentSpanId === p.spanId).map((s) => s.name).join(', ')}`);
       return found[0]!;
     };
+    /** The `process <queue>` span under a `send <queue>` span under `p` (a relay may re-send a job: that send has no process child). */
+    const hop = (p: ReceivedSpan, queue: RegExp): { send: ReceivedSpan; processed: ReceivedSpan } => {
+      for (const send of trace.filter((s) => s.parentSpanId === p.spanId && s.name.startsWith('send ') && queue.test(s.name.slice(5)))) {
+        const processed = trace.find((s) => s.parentSpanId === send.spanId && s.name === `process ${send.name.slice(5)}`);
+        if (processed) return { send, processed };
+      }
+      throw new Error(`no queue hop ${queue} under "${p.name}"; its children: ${trace.filter((s) => s.parentSpanId === p.spanId).map((s) => s.name).join(', ')}`);
+    };
 
     // web-bff's server span is the root; the conversation service's server span its child.
     const inner = parentOf(agent!)!;
@@ -172,11 +180,12 @@ describe('tracing on OpenTelemetry', () => {
     const outer = parentOf(inner)!;
     expect([outer.name, outer.kind, outer.parentSpanId]).toEqual(['bedrock.v1.ConversationService/SendMessage', 2, '']);
     expect(agent!.attributes).toMatchObject({ 'gen_ai.operation.name': 'invoke_agent' });
+    // One process, one SDK: service.name is the embedded mode's.
+    expect([...new Set(trace.map((s) => s.service))]).toEqual(['bedrock']);
 
     // invoke_agent → send llm-requests → process llm-requests → chat <model>.
-    const sendLlm = one(agent!, 'send llm-requests');
-    expect([sendLlm.kind, sendLlm.attributes['messaging.destination.name'], sendLlm.attributes['messaging.operation.type']]).toEqual([4, 'llm-requests', 'send']);
-    const processLlm = one(sendLlm, 'process llm-requests');
+    const { send: sendLlm, processed: processLlm } = hop(agent!, /^llm-requests$/);
+    expect([sendLlm.kind, sendLlm.attributes['messaging.destination.name'], sendLlm.attributes['messaging.operation.type'], sendLlm.attributes['messaging.system']]).toEqual([4, 'llm-requests', 'send', 'memory']);
     expect(processLlm.kind).toBe(5);
     const chat = trace.find((s) => s.parentSpanId === processLlm.spanId && s.name.startsWith('chat '))!;
     expect(chat).toBeDefined();
@@ -189,18 +198,15 @@ describe('tracing on OpenTelemetry', () => {
     // The gateway reads the history from the conversation service inside the chat span.
     expect(one(chat, 'bedrock.internal.v1.ConversationHistoryService/GetLlmHistory').kind).toBe(2);
 
-    // The result → the conversation's consumer → the tool job → execute_tool bash.
-    const processResult = one(one(processLlm, 'send conversation-events'), 'process conversation-events');
-    // `tool-exec` or `tool-exec-restricted`, whichever this machine's runner takes.
-    const sendTool = trace.find((s) => s.parentSpanId === processResult.spanId && s.name.startsWith('send tool-exec'))!;
-    expect(sendTool).toBeDefined();
-    const processTool = one(sendTool, sendTool.name.replace(/^send/, 'process'));
+    // The result → the conversation's consumer → the tool job (`tool-exec` or `tool-exec-restricted`) → execute_tool bash.
+    const processResult = hop(processLlm, /^conversation-events$/).processed;
+    const processTool = hop(processResult, /^tool-exec/).processed;
     const tool = one(processTool, 'execute_tool bash');
     expect(tool.attributes).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'bash', 'gen_ai.tool.call.id': expect.any(String) });
 
     // The tool result → the conversation's consumer → the next model call, still the same trace.
-    const processToolResult = one(one(processTool, 'send conversation-events'), 'process conversation-events');
-    const secondChat = trace.find((s) => s.name.startsWith('chat ') && parentOf(s) && parentOf(parentOf(s)!)?.parentSpanId === processToolResult.spanId);
+    const processToolResult = hop(processTool, /^conversation-events$/).processed;
+    const secondChat = trace.find((s) => s.name.startsWith('chat ') && s.parentSpanId === hop(processToolResult, /^llm-requests$/).processed.spanId);
     expect(secondChat?.attributes['gen_ai.response.finish_reasons']).toEqual(['end_turn']);
   }, 120_000);
 });

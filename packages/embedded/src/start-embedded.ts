@@ -77,7 +77,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
   };
   // One process, one tracing SDK for the four services (OTEL_* variables; off without an endpoint).
-  const tracing = startTracing({ serviceName: 'bedrock', env });
+  const tracing = await startTracing({ serviceName: 'bedrock', env });
   stops.push(() => tracing.shutdown());
   try {
     const postgres = env.DATABASE_URL

@@ -7,6 +7,6 @@ const config = readConversationConfig();
 const logger = createLogger({ service: SERVICE_NAME, level: config.logLevel });
 logProcessErrors(logger);
 // Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
-const tracing = startTracing({ serviceName: SERVICE_NAME });
+const tracing = await startTracing({ serviceName: SERVICE_NAME });
 const service = await startConversationService(config, { logger });
 onShutdown(() => service.stop().finally(() => tracing.shutdown()), { graceMs: config.shutdownGraceMs, logger });

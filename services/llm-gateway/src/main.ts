@@ -7,7 +7,7 @@ const config = readLlmGatewayConfig();
 const logger = createLogger({ service: 'llm-gateway', level: config.logLevel });
 logProcessErrors(logger);
 // Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
-const tracing = startTracing({ serviceName: 'llm-gateway' });
+const tracing = await startTracing({ serviceName: 'llm-gateway' });
 const gateway = createLlmGateway(config, { logger });
 await gateway.start();
 onShutdown(() => gateway.stop().finally(() => tracing.shutdown()), { graceMs: config.shutdownGraceMs + 5_000, logger });

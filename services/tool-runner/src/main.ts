@@ -7,7 +7,7 @@ const config = readToolRunnerConfig();
 const logger = createLogger({ service: 'tool-runner', level: config.logLevel });
 logProcessErrors(logger);
 // Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
-const tracing = startTracing({ serviceName: 'tool-runner' });
+const tracing = await startTracing({ serviceName: 'tool-runner' });
 const runner = createToolRunner(config, { logger });
 await runner.start();
 

@@ -7,7 +7,7 @@ const config = readWebBffConfig();
 const logger = createLogger({ service: SERVICE_NAME, level: config.logLevel });
 logProcessErrors(logger);
 // Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
-const tracing = startTracing({ serviceName: SERVICE_NAME });
+const tracing = await startTracing({ serviceName: SERVICE_NAME });
 const bff = await startWebBff(config, { logger });
 process.on('SIGHUP', () => bff.reloadTokens());
 onShutdown(() => bff.stop().finally(() => tracing.shutdown()), { graceMs: config.shutdownGraceMs + 5000, logger });

@@ -39,7 +39,7 @@ describe('createLogger', () => {
     const log = createLogger({ service: 'conversation', level: 'debug', destination: out.stream });
     log.info('outside');
     // Tracing on registers the context manager; a span that records nothing exports nothing.
-    const tracing = startTracing({ serviceName: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' } });
+    const tracing = await startTracing({ serviceName: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' } });
     try {
       const span = trace.wrapSpanContext({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1 });
       context.with(trace.setSpan(ROOT_CONTEXT, span), () => log.child({ conversation_id: 'c1' }).info('inside'));

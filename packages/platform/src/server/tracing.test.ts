@@ -40,7 +40,7 @@ afterEach(async () => {
 
 describe('startTracing', () => {
   it('is off without an OTLP endpoint, and names the traces URL from the OTEL_* variables', async () => {
-    const off = startTracing({ serviceName: 's', env: {} });
+    const off = await startTracing({ serviceName: 's', env: {} });
     expect(off.enabled).toBe(false);
     await off.shutdown();
     expect(otlpTracesUrl({})).toBeUndefined();

@@ -15,3 +15,4 @@ export * from './tools.ts';
 export * from './queues.ts';
 export * from './headers.ts';
 export * from './states.ts';
+export * from './rejections.ts';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { toBinary } from '@bufbuild/protobuf';
-import { MessageType, SendMessageResponseSchema, StateKind, StopReason } from '@bedrock/contracts';
+import { MessageType, SendMessageResponseSchema, StateKind, StopReason, rejectionOf } from '@bedrock/contracts';
 import type { RunningConversationService } from '../src/create-conversation-service.ts';
 import { startRequestPruner } from '../src/store/request-outcomes.ts';
 import { text, toolUse } from './support/blocks.ts';
@@ -115,7 +115,8 @@ describe('SendMessage with a request id', () => {
     const again = await rpcError(h.client().sendMessage({ conversationId: id, text: 'second', requestId }));
     expect(again.code).toBe(Code.FailedPrecondition);
     expect(again.rawMessage).toBe(busy.rawMessage);
-    expect(again.metadata.get('bedrock-rejection')).toBe(busy.metadata.get('bedrock-rejection'));
+    expect(rejectionOf(busy)).toMatchObject({ code: 'agent_busy', message: busy.rawMessage });
+    expect(rejectionOf(again)).toEqual(rejectionOf(busy));
     expect(await userMessages(id)).toHaveLength(1);
   });
 

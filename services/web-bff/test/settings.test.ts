@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
-import { ConversationService, ServerTool, ThinkingLevel, USER_HEADER, type UpdateConversationSettingsRequest } from '@bedrock/contracts';
+import { ConversationService, ServerTool, ThinkingLevel, USER_HEADER, rejectionError, rejectionOf, type UpdateConversationSettingsRequest } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
@@ -43,7 +43,7 @@ beforeAll(async () => {
             throw new ConnectError(`conversation ${req.conversationId} not found`, Code.NotFound);
           }
           if (req.serverTools?.tools.includes(ServerTool.WEB_FETCH)) {
-            throw new ConnectError(NOT_ALLOWED, Code.InvalidArgument, { 'bedrock-rejection': 'server-tool-not-allowed' });
+            throw rejectionError({ code: 'server-tool-not-allowed', message: NOT_ALLOWED }, Code.InvalidArgument);
           }
           const tools = req.serverTools ? req.serverTools.tools : [ServerTool.WEB_SEARCH];
           return { conversation: { id: req.conversationId, thinking: req.thinking || ThinkingLevel.HIGH, serverTools: tools } };
@@ -128,7 +128,7 @@ describe('UpdateConversationSettings through web-bff', () => {
     for (const protocol of ['connect-h1', 'grpc'] as const) {
       const err = await failure(client(tokens.alice, protocol).updateConversationSettings({ conversationId: 'alices', serverTools: { tools: [ServerTool.WEB_FETCH] } }));
       expect([err.code, err.rawMessage]).toEqual([Code.InvalidArgument, NOT_ALLOWED]);
-      expect(err.metadata.get('bedrock-rejection')).toBe('server-tool-not-allowed');
+      expect(rejectionOf(err)).toMatchObject({ code: 'server-tool-not-allowed', message: NOT_ALLOWED });
     }
   });
 

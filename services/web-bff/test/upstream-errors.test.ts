@@ -11,8 +11,9 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
+import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { fromBinary } from '@bufbuild/protobuf';
-import { ConversationService, SendMessageRequestSchema } from '@bedrock/contracts';
+import { ConversationService, SendMessageRequestSchema, rejectionError, rejectionOf } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
@@ -44,7 +45,11 @@ beforeAll(async () => {
         stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': String(status), 'grpc-message': encodeURIComponent(message), ...extra }));
         stream.end();
       };
-      if (req.text === 'refuse') answer(Code.FailedPrecondition, 'agent is busy: cancel first', { 'bedrock-rejection': 'agent_busy' });
+      if (req.text === 'refuse') {
+        // The status with its Rejection detail, as a gRPC server writes it (grpc-status-details-bin).
+        const trailer = setTrailerStatus(new Headers(), rejectionError({ code: 'agent_busy', message: 'agent is busy: cancel first' }));
+        answer(Code.FailedPrecondition, 'agent is busy: cancel first', { 'grpc-status-details-bin': trailer.get('grpc-status-details-bin')! });
+      }
       else if (req.text === 'abort') answer(Code.Aborted, 'answered with ABORTED');
     });
   });
@@ -125,7 +130,8 @@ describe('mapUpstreamError, with the errors a real HTTP/2 client gives', () => {
 
   it('statuses the service answered pass through as before (code, message, rejection detail)', async () => {
     const refused = mapUpstreamError(await errorOf(client.sendMessage({ conversationId: 'c', text: 'refuse' })), quiet, 'SendMessage', live());
-    expect([refused.code, refused.rawMessage, refused.metadata.get('bedrock-rejection')]).toEqual([Code.FailedPrecondition, 'agent is busy: cancel first', 'agent_busy']);
+    expect([refused.code, refused.rawMessage, rejectionOf(refused)?.code]).toEqual([Code.FailedPrecondition, 'agent is busy: cancel first', 'agent_busy']);
+    expect(refused.metadata.has('grpc-status-details-bin')).toBe(false);
     const aborted = mapUpstreamError(await errorOf(client.sendMessage({ conversationId: 'c', text: 'abort' })), quiet, 'SendMessage', live());
     expect([aborted.code, aborted.rawMessage]).toEqual([Code.Aborted, 'answered with ABORTED']);
   });

@@ -32,6 +32,7 @@ import {
   type ImageAttachment,
   type Message,
   USER_HEADER,
+  rejectionError,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
 import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
@@ -115,9 +116,9 @@ function requestKeyOf<D extends DescMessage>(
 }
 
 /** The error a refused user action answers: an empty message is malformed whatever the state; the rest depend on it. */
-function rejectionError(result: Extract<ApplyResult, { kind: 'rejected' }>): ConnectError {
+function rejectedError(result: Extract<ApplyResult, { kind: 'rejected' }>): ConnectError {
   const code = result.rejection.code === 'empty_message' ? Code.InvalidArgument : Code.FailedPrecondition;
-  return new ConnectError(result.rejection.message, code, { 'bedrock-rejection': result.rejection.code });
+  return rejectionError(result.rejection, code);
 }
 
 type Settled = Extract<ApplyResult, { kind: 'applied' | 'noop' }>;
@@ -213,7 +214,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       );
     }
     const { error, response, messageId } = prior.outcome;
-    if (error) throw new ConnectError(error.message, error.code as Code, error.rejection ? { 'bedrock-rejection': error.rejection } : undefined);
+    if (error) throw error.rejection ? rejectionError({ code: error.rejection, message: error.message }, error.code as Code) : new ConnectError(error.message, error.code as Code);
     if (!response) throw new Error(`request ${key.requestId} has a stored row without an outcome`);
     const answer = fromBinary(schema, response);
     if (messageId) {
@@ -229,7 +230,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       case 'not_found':
         return null;
       case 'rejected': {
-        const err = rejectionError(result);
+        const err = rejectedError(result);
         return { error: { code: err.code, message: err.rawMessage, rejection: result.rejection.code } };
       }
       case 'applied':
@@ -286,7 +287,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       case 'not_found':
         throw notFound(id);
       case 'rejected':
-        throw rejectionError(result);
+        throw rejectedError(result);
       case 'applied':
         // The applier published the effects already: a cancel reaches the worker before the answer.
         return action.respond(result);

@@ -1,5 +1,6 @@
 /** How a failed command ends: its exit code (exit-codes.ts) and one line for stderr. */
 import { Code, ConnectError } from '@connectrpc/connect';
+import { rejectionOf } from '@bedrock/contracts';
 import { EXIT, UsageError } from './exit-codes.ts';
 
 /** Codes the client can act on (fix the request, cancel first, use another token). */
@@ -17,6 +18,8 @@ export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return EXIT.usage;
   const e = ConnectError.from(err);
   if (e.code === Code.Canceled) return EXIT.interrupted;
+  // The conversation service refused the action (busy, finished, ...): the user can act on it.
+  if (rejectionOf(e)) return EXIT.rejected;
   return REJECTIONS.has(e.code) ? EXIT.rejected : EXIT.server;
 }
 

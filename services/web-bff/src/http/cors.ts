@@ -11,7 +11,7 @@ import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../watch/fanout.ts'
 export type { NodeHandler };
 
 const ALLOW_HEADERS = [...cors.allowedHeaders, 'Authorization'].join(', ');
-const EXPOSE_HEADERS = [...cors.exposedHeaders, 'Bedrock-Rejection', RESUME_SEQUENCE_HEADER, RESUME_DELTA_HEADER].join(', ');
+const EXPOSE_HEADERS = [...cors.exposedHeaders, RESUME_SEQUENCE_HEADER, RESUME_DELTA_HEADER].join(', ');
 const ALLOW_METHODS = cors.allowedMethods.join(', ');
 /** Browsers cache a preflight answer this long, s. */
 const MAX_AGE_S = 7200;

@@ -1,7 +1,7 @@
 /**
  * Errors of the conversation service as clients see them. Its answers are already written
  * for users (codes and messages a person can act on), so they pass through with their code,
- * message and the `bedrock-rejection` detail. What would leak internals — connection errors
+ * message and the `bedrock.v1.Rejection` error detail. What would leak internals — connection errors
  * naming hosts, internal/unknown failures — becomes a generic message; the detail is logged.
  *
  * A connection to the conversation service that could not be made or broke during the call
@@ -12,6 +12,7 @@
  * INTERNAL would read as a refusal or a bug.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
+import { RejectionSchema, rejectionOf } from '@bedrock/contracts';
 import { classifyCallFailure, type Logger } from '@bedrock/platform/server';
 
 /** Codes whose messages come from the conversation service's own validation and state machine. */
@@ -25,9 +26,6 @@ const PASS_THROUGH = new Set<Code>([
   Code.ResourceExhausted,
   Code.Aborted,
 ]);
-
-/** Response metadata worth passing on. */
-const PASSED_METADATA = ['bedrock-rejection'];
 
 /** The upstream connection failed, or broke after the call was sent (not a status the service answered). */
 function connectionFailed(err: unknown): boolean {
@@ -48,12 +46,9 @@ export function mapUpstreamError(err: unknown, logger: Logger, method: string, c
     return new ConnectError('the conversation service is unavailable; try again shortly', Code.Unavailable);
   }
   if (PASS_THROUGH.has(e.code)) {
-    const metadata = new Headers();
-    for (const name of PASSED_METADATA) {
-      const value = e.metadata.get(name);
-      if (value !== null) metadata.set(name, value);
-    }
-    return new ConnectError(e.rawMessage, e.code, metadata);
+    // Only the Rejection detail passes; nothing else the upstream attached.
+    const rejection = rejectionOf(e);
+    return new ConnectError(e.rawMessage, e.code, undefined, rejection ? [{ desc: RejectionSchema, value: rejection }] : undefined);
   }
   switch (e.code) {
     case Code.Canceled:

@@ -1,7 +1,7 @@
 /** The ConversationService client over Connect (fetch; HTTP/1.1 is enough, streams included). */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
-import { ConversationService } from '@bedrock/contracts';
+import { ConversationService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
 import { retriesExhausted } from './retry.ts';
 
@@ -43,5 +43,6 @@ export function errorText(err: unknown): string {
   }
   const e = ConnectError.from(err);
   if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';
-  return e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;
+  // A refused action (busy, finished, ...) carries its user-facing words in a Rejection detail.
+  return rejectionOf(e)?.message || e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;
 }

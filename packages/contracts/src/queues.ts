@@ -8,15 +8,8 @@ export const QUEUE_TOOL_EXEC = 'tool-exec';
 export const QUEUE_TOOL_EXEC_RESTRICTED = 'tool-exec-restricted';
 /** ConversationEventJob, consumed by the conversation service. */
 export const QUEUE_CONVERSATION_EVENTS = 'conversation-events';
-/** CancelSignal, published to every gateway and runner. */
-export const CHANNEL_CANCEL = 'bedrock:cancel';
-/** RunnerCapabilities, reported by tool-runners (a hash keyed by runner id, with expiry). */
-export const RUNNER_CAPABILITIES_KEY = 'bedrock:runners';
-
-/** The Redis Stream key that holds a conversation's notifications (ConversationEvent). */
-export function notificationStreamKey(conversationId: string): string {
-  return `bedrock:conv:${conversationId}:events`;
-}
+// The Redis keys and channels that carry them (a conversation's notification stream, the
+// cancel channel, the runner registry) are laid out by @bedrock/platform's redisKeys.
 
 /** The id of a tool call's result event on `conversation-events`: one per call, whoever runs it and however often. */
 export function toolResultEventId(conversationId: string, toolUseId: string): string {

@@ -7,6 +7,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import { QUEUE_LLM_REQUESTS, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED } from '@bedrock/contracts';
+import { redisKeys } from '@bedrock/platform';
 import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
 import { llmGatewayEnv, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
 import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
@@ -106,10 +107,11 @@ describe('prod scaling, network and placement', () => {
   const lists = (name: string) => ((byKind(prod, 'ScaledObject', name).spec as { triggers: { type: string; metadata: { listName: string } }[] }).triggers).map((t) => [t.type, t.metadata.listName]);
 
   it('KEDA scales the gateway and the runners on the BullMQ wait lists of their queues', () => {
-    expect(lists('llm-gateway')).toEqual([['redis', `${prefix}:q:${QUEUE_LLM_REQUESTS}:wait`]]);
+    const keys = redisKeys(prefix!);
+    expect(lists('llm-gateway')).toEqual([['redis', keys.bullKey(QUEUE_LLM_REQUESTS, 'wait')]]);
     expect(lists('tool-runner')).toEqual([
-      ['redis', `${prefix}:q:${QUEUE_TOOL_EXEC}:wait`],
-      ['redis', `${prefix}:q:${QUEUE_TOOL_EXEC_RESTRICTED}:wait`],
+      ['redis', keys.bullKey(QUEUE_TOOL_EXEC, 'wait')],
+      ['redis', keys.bullKey(QUEUE_TOOL_EXEC_RESTRICTED, 'wait')],
     ]);
     expect((byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name).toBe('cpu');
   });

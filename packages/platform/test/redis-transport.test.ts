@@ -33,15 +33,24 @@ describe('redis transport specifics', () => {
     await redis.quit();
   });
 
-  it('derives keys from the contract names with the prefix in place of `bedrock`', () => {
-    expect(redisKeys('bedrock')).toMatchObject({
+  it('lays out every key under the prefix (the documented names with the default `bedrock`)', () => {
+    const k = redisKeys('bedrock');
+    expect(k).toMatchObject({
       bullPrefix: 'bedrock:q',
       cancelChannel: 'bedrock:cancel',
       runners: 'bedrock:runners',
       runnersExpiry: 'bedrock:runners:expiry',
     });
-    expect(redisKeys('bedrock').stream('c1')).toBe('bedrock:conv:c1:events');
-    expect(redisKeys('staging').stream('c1')).toBe('staging:conv:c1:events');
+    expect([k.stream('c1'), k.bullKey('llm-requests', 'wait'), k.runRecord('tool/c1/t1'), k.runAlive('llm/r1')]).toEqual([
+      'bedrock:conv:c1:events',
+      'bedrock:q:llm-requests:wait',
+      'bedrock:runs:tool/c1/t1',
+      'bedrock:runs:llm/r1:alive',
+    ]);
+    const s = redisKeys('staging');
+    for (const key of [s.stream('c1'), s.cancelChannel, s.runners, s.runnersExpiry, s.bullKey('q', 'wait'), s.runRecord('x'), s.runAlive('x')]) {
+      expect(key.startsWith('staging:')).toBe(true);
+    }
     expect(() => redisKeys('')).toThrow();
   });
 
@@ -59,7 +68,7 @@ describe('redis transport specifics', () => {
     const producer = t.queues.producer('readable', LlmRequestJobSchema);
     const job = create(LlmRequestJobSchema, { requestId: 'r-1', conversationId: 'c-1', notifySequence: 7n });
     expect(await producer.add('c-1:llm:1', job, { delayMs: 60_000 })).toBe(true);
-    const hash = await redis.hgetall(`${keys.bullPrefix}:readable:c-1%3Allm%3A1`);
+    const hash = await redis.hgetall(keys.bullKey('readable', 'c-1%3Allm%3A1'));
     expect(JSON.parse(hash.data!)).toEqual({ requestId: 'r-1', conversationId: 'c-1', notifySequence: '7' });
     expect(hash.name).toMatch(/^bedrock\.internal\.v1\.LlmRequestJob\//);
     expect(JSON.parse(hash.opts!)).toMatchObject({ removeOnComplete: { age: 86_400 }, removeOnFail: { age: 604_800 } });

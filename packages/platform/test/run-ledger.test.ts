@@ -119,11 +119,12 @@ describe('redis run ledger layout', () => {
   it('keeps a hash per run and a liveness key, both under the prefix, the record with the retention', async () => {
     const ledger = createRedisRunLedger({ connection: redis, keys: redisKeys(prefix), aliveTtlMs: 5000, retentionMs: 60_000 });
     await ledger.claim('tool/c1/tu1', 'runner-1#ab');
-    expect(await redis.hgetall(`${prefix}:runs:tool/c1/tu1`)).toEqual({ owner: 'runner-1#ab', state: 'started' });
-    expect(await redis.get(`${prefix}:runs:tool/c1/tu1:alive`)).toBe('runner-1#ab');
-    expect(await redis.pttl(`${prefix}:runs:tool/c1/tu1`)).toBeGreaterThan(50_000);
-    expect(await redis.pttl(`${prefix}:runs:tool/c1/tu1:alive`)).toBeLessThanOrEqual(5000);
+    const keys = redisKeys(prefix);
+    expect(await redis.hgetall(keys.runRecord('tool/c1/tu1'))).toEqual({ owner: 'runner-1#ab', state: 'started' });
+    expect(await redis.get(keys.runAlive('tool/c1/tu1'))).toBe('runner-1#ab');
+    expect(await redis.pttl(keys.runRecord('tool/c1/tu1'))).toBeGreaterThan(50_000);
+    expect(await redis.pttl(keys.runAlive('tool/c1/tu1'))).toBeLessThanOrEqual(5000);
     await ledger.finish('tool/c1/tu1', 'runner-1#ab', 'r');
-    expect(await redis.exists(`${prefix}:runs:tool/c1/tu1:alive`)).toBe(0);
+    expect(await redis.exists(keys.runAlive('tool/c1/tu1'))).toBe(0);
   });
 });

@@ -1,40 +1,54 @@
 /**
- * Redis key layout. The names in @bedrock/contracts (`bedrock:conv:<id>:events`,
- * `bedrock:cancel`, `bedrock:runners`) carry the default prefix `bedrock`; a deployment (or a
- * test) with another prefix gets the same names with `bedrock` replaced, so with the default
- * the keys are exactly the documented ones and no two prefixes ever share a key.
+ * The Redis key layout: every key and channel the Redis transport uses, under one deployment
+ * prefix (BEDROCK_REDIS_PREFIX, default `bedrock`), built here and nowhere else. With the default
+ * prefix:
+ *
+ * | key                               | what                                                    |
+ * |-----------------------------------|---------------------------------------------------------|
+ * | `bedrock:conv:<id>:events`        | stream: a conversation's notifications                  |
+ * | `bedrock:cancel`                  | pub/sub channel: CancelSignal to every gateway/runner   |
+ * | `bedrock:runners`                 | hash: runner id -> RunnerCapabilities (protobuf JSON)   |
+ * | `bedrock:runners:expiry`          | sorted set: runner id scored by its expiry              |
+ * | `bedrock:runs:<run key>`          | hash: a run-ledger record (run keys: @bedrock/contracts)|
+ * | `bedrock:runs:<run key>:alive`    | string with TTL: the run's heartbeat                    |
+ * | `bedrock:q:<queue>:<suffix>`      | BullMQ's keys of a queue (`wait`, `active`, job hashes) |
+ *
+ * No two prefixes share a key, and every key matches `<prefix>:*` (the Redis ACL users' pattern).
  */
-import { CHANNEL_CANCEL, RUNNER_CAPABILITIES_KEY, notificationStreamKey } from '@bedrock/contracts';
-
-/** The prefix the contract names are written with. */
-const CONTRACT_PREFIX = 'bedrock';
 
 export interface RedisKeys {
   readonly prefix: string;
   /** BullMQ's own `prefix` option: its keys are `<bullPrefix>:<queue>:<suffix>`. */
   readonly bullPrefix: string;
+  /** One of BullMQ's keys of a queue: `wait` (the list KEDA scales on), `active`, or a job id (its hash). */
+  bullKey(queue: string, suffix: string): string;
+  /** Stream: a conversation's notifications (ConversationEvent). */
   stream(conversationId: string): string;
+  /** Pub/sub channel of CancelSignal, to every gateway and runner. */
   readonly cancelChannel: string;
   /** Hash: runner id -> RunnerCapabilities (protobuf JSON). */
   readonly runners: string;
   /** Sorted set: runner id scored by its expiry time (ms since epoch, Redis server clock). */
   readonly runnersExpiry: string;
-}
-
-export function withPrefix(contractKey: string, prefix: string): string {
-  if (!contractKey.startsWith(`${CONTRACT_PREFIX}:`)) return `${prefix}:${contractKey}`;
-  return prefix + contractKey.slice(CONTRACT_PREFIX.length);
+  /** Hash: the run ledger's record of a run (`toolRunKey`/`llmRunKey` of @bedrock/contracts). */
+  runRecord(runKey: string): string;
+  /** String with a TTL: the run's heartbeat. */
+  runAlive(runKey: string): string;
 }
 
 export function redisKeys(prefix: string): RedisKeys {
   if (prefix === '') throw new Error('redis prefix must not be empty');
-  const runners = withPrefix(RUNNER_CAPABILITIES_KEY, prefix);
+  const bullPrefix = `${prefix}:q`;
+  const runners = `${prefix}:runners`;
   return {
     prefix,
-    bullPrefix: `${prefix}:q`,
-    stream: (conversationId) => withPrefix(notificationStreamKey(conversationId), prefix),
-    cancelChannel: withPrefix(CHANNEL_CANCEL, prefix),
+    bullPrefix,
+    bullKey: (queue, suffix) => `${bullPrefix}:${queue}:${suffix}`,
+    stream: (conversationId) => `${prefix}:conv:${conversationId}:events`,
+    cancelChannel: `${prefix}:cancel`,
     runners,
     runnersExpiry: `${runners}:expiry`,
+    runRecord: (runKey) => `${prefix}:runs:${runKey}`,
+    runAlive: (runKey) => `${prefix}:runs:${runKey}:alive`,
   };
 }

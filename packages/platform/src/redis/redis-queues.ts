@@ -28,11 +28,12 @@ import {
   backoffDelay,
 } from '../defaults.ts';
 import { decodeJobId, encodeJobId } from '../job-id.ts';
+import type { RedisKeys } from './redis-keys.ts';
 
 export interface RedisQueuesOptions {
   readonly redisUrl: string;
-  /** BullMQ key prefix (`<prefix>:q` from the transport). */
-  readonly bullPrefix: string;
+  /** The key layout: BullMQ's prefix (`<prefix>:q`) and its keys. */
+  readonly keys: RedisKeys;
   /** Connection for producers and depth; owned by the caller (not closed here). */
   readonly connection: Redis;
   /** How long a completed job (and so its id) is kept, ms. Default 24 h. */
@@ -74,7 +75,8 @@ const NOT_STARTED = new Set(['waiting', 'delayed', 'prioritized', 'wait']);
 export function createRedisQueues(options: RedisQueuesOptions): Queues {
   const completedAgeSec = Math.ceil((options.completedRetentionMs ?? DEFAULT_COMPLETED_RETENTION_MS) / 1000);
   const failedAgeSec = Math.ceil((options.failedRetentionMs ?? DEFAULT_FAILED_RETENTION_MS) / 1000);
-  const { bullPrefix, connection, onError } = options;
+  const { keys, connection, onError } = options;
+  const bullPrefix = keys.bullPrefix;
   const bullQueues = new Map<string, Queue>();
   /** Options of every job we add. */
   const jobOptions = {
@@ -99,7 +101,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
   }
 
   function jobKey(queue: string, encodedId: string): string {
-    return `${bullPrefix}:${queue}:${encodedId}`;
+    return keys.bullKey(queue, encodedId);
   }
 
   class RedisConsumer implements Consumer {

@@ -75,8 +75,8 @@ export function createRedisRunLedger(options: RedisRunLedgerOptions): RunLedger 
   const { connection, keys } = options;
   const retentionMs = Math.max(1, Math.round(options.retentionMs ?? DEFAULT_COMPLETED_RETENTION_MS));
   const aliveTtlMs = Math.max(1, Math.round(options.aliveTtlMs ?? DEFAULT_JOB_LOCK_MS));
-  const record = (key: string) => `${keys.prefix}:runs:${key}`;
-  const alive = (key: string) => `${keys.prefix}:runs:${key}:alive`;
+  const record = keys.runRecord;
+  const alive = keys.runAlive;
   const both = (key: string) => [record(key), alive(key)];
 
   return {

@@ -30,7 +30,7 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   // Every queue hop traced (a no-op while tracing is off).
   const queues = tracedQueues(createRedisQueues({
     redisUrl: options.redisUrl,
-    bullPrefix: keys.bullPrefix,
+    keys,
     connection,
     completedRetentionMs: options.completedRetentionMs,
     failedRetentionMs: options.failedRetentionMs,

@@ -1,10 +1,24 @@
 /**
- * Checks a tool input against its JSON schema from the static registry. The registry uses a
- * small subset of JSON Schema (type, properties, required, additionalProperties, items,
- * enum, minItems, maxItems, minimum, maximum, minLength), so this validates exactly that
- * subset and says what is wrong in words the model can act on.
+ * Checks a tool input against its JSON schema from the static registry with ajv, and says
+ * what is wrong in words the model can act on: each problem names the field by its path in
+ * the input (`input.patches[0].operation`) and what it must be.
  */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { JsonSchema } from '@bedrock/contracts';
+
+// allErrors: report every problem at once (the model fixes them in one retry); verbose: the
+// failing value, for "got integer"; strict: a registry schema with an unknown keyword fails loudly.
+const ajv = new Ajv({ allErrors: true, verbose: true, strict: true });
+const compiled = new WeakMap<JsonSchema, ValidateFunction>();
+
+function compile(schema: JsonSchema): ValidateFunction {
+  let validate = compiled.get(schema);
+  if (!validate) {
+    validate = ajv.compile(schema as object);
+    compiled.set(schema, validate);
+  }
+  return validate;
+}
 
 function typeOf(value: unknown): string {
   if (value === null) return 'null';
@@ -13,44 +27,48 @@ function typeOf(value: unknown): string {
   return typeof value;
 }
 
-function matchesType(value: unknown, type: string): boolean {
-  const actual = typeOf(value);
-  return actual === type || (type === 'number' && actual === 'integer');
+/** `/patches/0/operation` → `input.patches[0].operation`. */
+function pathOf(instancePath: string): string {
+  let path = 'input';
+  for (const raw of instancePath.split('/').slice(1)) {
+    const segment = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    path += /^\d+$/.test(segment) ? `[${segment}]` : /^[A-Za-z_$][\w$]*$/.test(segment) ? `.${segment}` : `[${JSON.stringify(segment)}]`;
+  }
+  return path;
+}
+
+function describe(e: ErrorObject): string {
+  const path = pathOf(e.instancePath);
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'type': {
+      const type = String(p.type);
+      return `${path} must be ${type === 'array' || type === 'object' || type === 'integer' ? 'an' : 'a'} ${type}, got ${typeOf(e.data)}`;
+    }
+    case 'enum':
+      return `${path} must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'required':
+      return `${pathOf(`${e.instancePath}/${String(p.missingProperty)}`)} is required`;
+    case 'additionalProperties':
+      return `${pathOf(`${e.instancePath}/${String(p.additionalProperty)}`)} is not a known field`;
+    case 'minLength':
+      return p.limit === 1 ? `${path} must not be empty` : `${path} must have at least ${String(p.limit)} characters`;
+    case 'minimum':
+      return `${path} must be at least ${String(p.limit)}`;
+    case 'maximum':
+      return `${path} must be at most ${String(p.limit)}`;
+    case 'minItems':
+      return `${path} must have at least ${String(p.limit)} item${p.limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `${path} must have at most ${String(p.limit)} item${p.limit === 1 ? '' : 's'}`;
+    default:
+      return `${path} ${e.message ?? `fails ${e.keyword}`}`;
+  }
 }
 
 /** Returns the problems found, empty when `value` is valid. */
-export function validateInput(schema: JsonSchema, value: unknown, path = 'input'): string[] {
-  const problems: string[] = [];
-  if (schema.type !== undefined && !matchesType(value, schema.type)) {
-    return [`${path} must be ${schema.type === 'array' || schema.type === 'object' ? 'an' : 'a'} ${schema.type}, got ${typeOf(value)}`];
-  }
-  if (schema.enum !== undefined && !schema.enum.includes(value)) {
-    problems.push(`${path} must be one of ${schema.enum.map((v) => JSON.stringify(v)).join(', ')}`);
-  }
-  if (typeof value === 'string' && schema.minLength !== undefined && [...value].length < schema.minLength) {
-    problems.push(schema.minLength === 1 ? `${path} must not be empty` : `${path} must have at least ${schema.minLength} characters`);
-  }
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value)) problems.push(`${path} must be a finite number`);
-    if (schema.minimum !== undefined && value < schema.minimum) problems.push(`${path} must be at least ${schema.minimum}`);
-    if (schema.maximum !== undefined && value > schema.maximum) problems.push(`${path} must be at most ${schema.maximum}`);
-  }
-  if (Array.isArray(value)) {
-    if (schema.minItems !== undefined && value.length < schema.minItems) problems.push(`${path} must have at least ${schema.minItems} item(s)`);
-    if (schema.maxItems !== undefined && value.length > schema.maxItems) problems.push(`${path} must have at most ${schema.maxItems} items`);
-    if (schema.items) value.forEach((item, i) => problems.push(...validateInput(schema.items as JsonSchema, item, `${path}[${i}]`)));
-  }
-  if (typeOf(value) === 'object') {
-    const object = value as Record<string, unknown>;
-    for (const name of schema.required ?? []) {
-      if (!(name in object) || object[name] === undefined) problems.push(`${path}.${name} is required`);
-    }
-    const properties = schema.properties ?? {};
-    for (const [name, item] of Object.entries(object)) {
-      const propertySchema = properties[name];
-      if (propertySchema) problems.push(...validateInput(propertySchema, item, `${path}.${name}`));
-      else if (schema.additionalProperties === false) problems.push(`${path}.${name} is not a known field`);
-    }
-  }
-  return problems;
+export function validateInput(schema: JsonSchema, value: unknown): string[] {
+  const validate = compile(schema);
+  if (validate(value)) return [];
+  return (validate.errors ?? []).map(describe);
 }

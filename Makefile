@@ -17,9 +17,10 @@ setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci), generate the prot
 gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
 	npm run gen
 
-services: ## Start PostgreSQL and Redis, install Chromium for the UI tests (each only if missing)
+services: ## Start PostgreSQL and Redis, install Chromium for the UI tests and kubectl for the manifests (each only if missing)
 	bash scripts/ensure-services.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-kubectl.sh
 
 lint: setup ## buf lint, eslint (with the pure-core rules) and tsc --noEmit
 	npx buf lint
@@ -48,7 +49,8 @@ bundles: setup ## Production bundles dist/<service>/main.js (what the images run
 images: ## Build the four container images (needs a Docker engine; TAG=dev)
 	for s in conversation llm-gateway tool-runner web-bff; do docker build -f services/$$s/Dockerfile -t bedrock/$$s:$(or $(TAG),dev) . || exit 1; done
 
-k8s-render: setup ## Render and validate the manifests of an overlay (OVERLAY=dev|prod)
+k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an overlay (OVERLAY=dev|prod)
+	bash scripts/ensure-kubectl.sh
 	npm run render -w packages/deploy-check -- $(or $(OVERLAY),dev)
 
 loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")

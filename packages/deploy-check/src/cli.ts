@@ -1,15 +1,14 @@
 /**
- * Prints a rendered overlay as YAML, validated first (schemas and cross-references), without
- * kustomize or kubectl:
+ * Prints an overlay rendered by `kubectl kustomize` as YAML, validated first (schemas and
+ * cross-references):
  *   npm run render -w packages/deploy-check -- dev      (or prod, base)
  * Exits 1, printing the problems, when the overlay is not valid.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { ROOT } from './bundle.ts';
 import { crossReferenceProblems, type ExternalSecrets } from './cross-refs.ts';
-import { renderKustomization } from './kustomize.ts';
+import { kustomizeYaml, renderKustomization } from './kustomize.ts';
 import { validateObjects } from './validate.ts';
 
 const name = process.argv[2] ?? 'dev';
@@ -28,4 +27,4 @@ if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-process.stdout.write(objects.map((o) => stringify(o)).join('---\n'));
+process.stdout.write(kustomizeYaml(dir));

@@ -13,7 +13,7 @@ CREATE TABLE request_outcomes (
   message_id     TEXT,                      -- SendMessage: the persisted message, read back on a retry
   error_code     INTEGER,                   -- or the error answered: Connect code,
   error_message  TEXT,                      --   message
-  rejection      TEXT,                      --   and bedrock-rejection detail
+  rejection      TEXT,                      --   and rejection code (the Rejection error detail)
   created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
   PRIMARY KEY (owner_id, scope, request_id)
 );

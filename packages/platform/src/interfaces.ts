@@ -105,6 +105,15 @@ export interface StreamPosition {
 
 export const STREAM_START: StreamPosition = { sequence: 0n, deltaIndex: 0 };
 
+/** A durable event already encoded as protobuf JSON (`toJsonString(ConversationEventSchema, event)`). */
+export interface EncodedEvent {
+  readonly conversationId: string;
+  readonly sequence: bigint;
+  /** The event's oneof case, e.g. `stateChanged`. */
+  readonly kind: string;
+  readonly json: string;
+}
+
 /** Per-conversation ordered notification streams (Redis Streams in the distributed mode). */
 export interface NotificationStreams {
   /**
@@ -118,9 +127,10 @@ export interface NotificationStreams {
    * for it, when the stream already holds its position or a later one (including a position
    * taken by an earlier event of the same call). Resolves with one result per event; an empty
    * list resolves [] without touching the store. Throws when the events name more than one
-   * conversation.
+   * conversation. An event may come already encoded ({@link EncodedEvent}: the outbox stores
+   * them so), which spares decoding it only to encode it again.
    */
-  appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]>;
+  appendDurableMany(events: readonly (ConversationEvent | EncodedEvent)[]): Promise<boolean[]>;
   /**
    * Appends an ephemeral event (token delta, tool output) after durable event
    * `event.sequence`; the stream assigns the next delta index. Returns the position, or

@@ -4,7 +4,7 @@
  * distributed modes cannot drift apart.
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import { create } from '@bufbuild/protobuf';
+import { create, toJsonString } from '@bufbuild/protobuf';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { CancelSignalSchema, ConversationEventSchema, LlmRequestJobSchema, RunnerCapabilitiesSchema } from '@bedrock/contracts';
 import type { CancelSignal, ConversationEvent, LlmRequestJob } from '@bedrock/contracts';
@@ -477,6 +477,19 @@ export function transportContract(name: string, harness: TransportHarness): void
         // One conversation per call: a mixed batch is refused and appends nothing.
         await expect(t.streams.appendDurableMany([durable(conv, 9n), durable(unique('other'), 1n)])).rejects.toThrow(/one call/);
         expect(await t.streams.last(conv)).toEqual({ sequence: 8n, deltaIndex: 0 });
+      });
+
+      it('appends events given already encoded exactly as decoded ones', async () => {
+        const conv = unique('conv');
+        const encoded = (sequence: bigint) => {
+          const event = durable(conv, sequence);
+          return { conversationId: conv, sequence, kind: event.kind.case!, json: toJsonString(ConversationEventSchema, event) };
+        };
+        expect(await t.streams.appendDurableMany([encoded(1n), durable(conv, 2n), encoded(3n)])).toEqual([true, true, true]);
+        expect(await t.streams.appendDurableMany([encoded(2n)])).toEqual([false]);
+        const events = await t.streams.read(conv, STREAM_START);
+        expect(positions(events)).toEqual(['1-0', '2-0', '3-0']);
+        expect(events[2]).toEqual(durable(conv, 3n));
       });
 
       it('follows many streams live, each in order from its position, until stopped', async () => {

@@ -111,6 +111,8 @@ async function main(): Promise<void> {
     let done!: () => void;
     const finished = new Promise<void>((r) => (done = r));
     const runner = transport.queues.consume(QUEUE_TOOL_EXEC, ToolExecJobSchema, async (job) => {
+      // Tool jobs of the throughput part are still queued: only this conversation's count.
+      if (job.data.conversationId !== conv.id) return;
       const index = Number(job.data.toolUseId.slice(1));
       const sentAt = arrivals.get(`L${index - 1}`);
       if (sentAt !== undefined) latencies.push(performance.now() - sentAt);

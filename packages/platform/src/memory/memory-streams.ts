@@ -4,11 +4,11 @@
  * last durable one, reads strictly after a position, blocking reads woken by an append or
  * an abort, trimming to a maximum length and expiry after a quiet period.
  */
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, fromJsonString, toBinary } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
 import type { ConversationEvent } from '@bedrock/contracts';
 import { STREAM_START } from '../interfaces.ts';
-import type { NotificationStreams, StreamPosition } from '../interfaces.ts';
+import type { EncodedEvent, NotificationStreams, StreamPosition } from '../interfaces.ts';
 import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
 import { comparePositions } from '../stream-position.ts';
 
@@ -115,7 +115,7 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
       return appendDurable(event);
     },
 
-    async appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]> {
+    async appendDurableMany(events: readonly (ConversationEvent | EncodedEvent)[]): Promise<boolean[]> {
       if (closed) throw new Error('notification streams are closed');
       const conversationId = events[0]?.conversationId;
       for (const event of events) {
@@ -123,7 +123,7 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
           throw new Error(`appendDurableMany: events of ${conversationId} and ${event.conversationId} in one call`);
         }
       }
-      return events.map(appendDurable);
+      return events.map((event) => appendDurable('json' in event ? fromJsonString(ConversationEventSchema, event.json) : event));
     },
 
     async appendEphemeral(event: ConversationEvent): Promise<StreamPosition | null> {

@@ -12,7 +12,7 @@ import { ConversationEventSchema } from '@bedrock/contracts';
 import type { ConversationEvent } from '@bedrock/contracts';
 import type { Redis } from 'ioredis';
 import { STREAM_START } from '../interfaces.ts';
-import type { NotificationStreams, StreamPosition } from '../interfaces.ts';
+import type { EncodedEvent, NotificationStreams, StreamPosition } from '../interfaces.ts';
 import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
 import { positionToStreamId, streamIdToPosition } from '../stream-position.ts';
 import { luaScript, runScript } from './redis-script.ts';
@@ -151,7 +151,7 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
       return added === 1;
     },
 
-    async appendDurableMany(events: readonly ConversationEvent[]): Promise<boolean[]> {
+    async appendDurableMany(events: readonly (ConversationEvent | EncodedEvent)[]): Promise<boolean[]> {
       assertOpen();
       const results = events.map(() => false);
       if (events.length === 0) return results;
@@ -165,7 +165,8 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
         }
         if (event.sequence < 1n) return;
         sent.push(i);
-        args.push(event.sequence.toString(), event.kind.case ?? '', toJsonString(ConversationEventSchema, event));
+        if ('json' in event) args.push(event.sequence.toString(), event.kind, event.json);
+        else args.push(event.sequence.toString(), event.kind.case ?? '', toJsonString(ConversationEventSchema, event));
       });
       if (sent.length === 0) return results;
       const added = (await runScript(connection, APPEND_DURABLE_MANY, [keys.stream(conversationId)], args)) as number[];

@@ -95,7 +95,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
       effectId: `${id}/n/${notifySeq}`,
       conversationId: id,
       kind: 'notification',
-      payload: { sequence: notifySeq, message: toJson(ConversationEventSchema, event) },
+      payload: { sequence: notifySeq, kind: event.kind.case ?? '', message: toJson(ConversationEventSchema, event) },
     });
   };
 

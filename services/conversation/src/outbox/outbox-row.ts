@@ -31,7 +31,8 @@ export interface CancelRow extends RowBase {
 }
 export interface NotificationRow extends RowBase {
   readonly kind: 'notification';
-  readonly payload: { readonly sequence: number; readonly message: JsonValue };
+  /** `kind`: the event's oneof case (absent in rows written before it was stored). */
+  readonly payload: { readonly sequence: number; readonly kind?: string; readonly message: JsonValue };
 }
 
 export type OutboxRow = JobRow | RemoveJobRow | CancelRow | NotificationRow;
@@ -79,8 +80,11 @@ export function outboxRowFromDb(effectId: string, conversationId: string, kind: 
       return { ...base, kind, payload: { queue: field(p, 'queue', isString, effectId), jobId: field(p, 'jobId', isString, effectId) } };
     case 'cancel':
       return { ...base, kind, payload: { message: field(p, 'message', isJson, effectId) } };
-    case 'notification':
-      return { ...base, kind, payload: { sequence: field(p, 'sequence', isNumber, effectId), message: field(p, 'message', isJson, effectId) } };
+    case 'notification': {
+      const sequence = field(p, 'sequence', isNumber, effectId);
+      const message = field(p, 'message', isJson, effectId);
+      return { ...base, kind, payload: typeof p.kind === 'string' && p.kind ? { sequence, kind: p.kind, message } : { sequence, message } };
+    }
     default:
       throw new MalformedOutboxRow(`outbox row ${effectId}: unknown kind ${JSON.stringify(kind)}`);
   }

@@ -9,7 +9,7 @@
  * again; every publish is idempotent (job ids, stream positions, cancels).
  */
 import type { DescMessage } from '@bufbuild/protobuf';
-import type { BulkJob, Producer, Transport } from '@bedrock/platform';
+import type { BulkJob, EncodedEvent, Producer, Transport } from '@bedrock/platform';
 import { cancelMessage, JOB_SCHEMAS, jobMessage, notificationMessage } from '../mapping/outbox-messages.ts';
 import type { JobSchemaName, OutboxRow, StoredOutboxRow } from './outbox-row.ts';
 
@@ -35,11 +35,17 @@ export function createRowPublisher(
     const kind = run[0]!.row.kind;
     switch (kind) {
       case 'notification': {
-        const byConversation = new Map<string, ReturnType<typeof notificationMessage>[]>();
+        // Appended as stored (protobuf JSON): no decoding only to encode again.
+        const byConversation = new Map<string, EncodedEvent[]>();
         for (const { row } of run) {
           if (row.kind !== 'notification') continue;
           const list = byConversation.get(row.conversationId) ?? [];
-          list.push(notificationMessage(row));
+          list.push({
+            conversationId: row.conversationId,
+            sequence: BigInt(row.payload.sequence),
+            kind: row.payload.kind ?? notificationMessage(row).kind.case ?? '',
+            json: JSON.stringify(row.payload.message),
+          });
           byConversation.set(row.conversationId, list);
         }
         await Promise.all([...byConversation.values()].map((events) => transport.streams.appendDurableMany(events)));

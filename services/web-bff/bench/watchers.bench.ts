@@ -9,7 +9,9 @@
  * a delivery is one event reaching one watcher, so events/s = rate / watchers per
  * conversation), each BENCH_PHASE_MS (10000) of token deltas appended to the conversations in
  * turn, evenly every 10 ms, then BENCH_DRAIN_MS (3000) before the next.
- * BENCH_CPU_PROF=<dir>: web-bff runs with --cpu-prof and writes its profile there on exit.
+ * BENCH_CLIENT: raw (default; a minimal gRPC client on node:http2, so the load generator is
+ * not the limit) or connect (connect-node's client). BENCH_CPU_PROF=<dir>: web-bff runs with
+ * --cpu-prof and writes its profile there on exit.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -84,9 +86,10 @@ const services = generateServiceCredentials(['web-bff']);
 const secrets = mkdtempSync(join(tmpdir(), 'bedrock-bench-secrets-'));
 const serviceTokenFile = join(secrets, 'web-bff.token');
 writeFileSync(serviceTokenFile, `${services.tokens['web-bff']}\n`, { mode: 0o600 });
+const conversationTransport = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
 const conversation = await startConversationService(
   readConversationConfig({ DATABASE_URL: db.url, BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'available', LOG_LEVEL: 'warn' }),
-  { transport: createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined }), logger, servicePeers: services.peers },
+  { transport: conversationTransport, logger, servicePeers: services.peers },
 );
 const children: ChildProcess[] = [];
 try {
@@ -135,10 +138,6 @@ try {
   const ready = await lineOf(clients, (l) => (json(l)?.ready ? json(l)! : undefined), 'watchers');
   const attachCpu = cpuMs(bff.pid!) - attachCpu0;
   const watchingRss = rssKb(bff.pid!);
-  const redis = new Redis('redis://127.0.0.1:6379');
-  const clientNames = String(await redis.call('CLIENT', 'LIST')).split('\n');
-  const blockingReads = clientNames.filter((l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower')).length;
-  await redis.quit();
 
   // The conversations' last durable sequence (no durable event comes during the run): each
   // token delta is one append, stamped just before it.
@@ -169,6 +168,11 @@ try {
     published.push(sent);
     await new Promise((r) => setTimeout(r, DRAIN_MS));
   }
+  // Connections web-bff reads streams on (counted while every conversation is watched).
+  const redis = new Redis('redis://127.0.0.1:6379');
+  const clientNames = String(await redis.call('CLIENT', 'LIST')).split('\n');
+  const blockingReads = clientNames.filter((l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower')).length;
+  await redis.quit();
   clients.stdin!.write('report\n');
   const report = await lineOf(clients, (l) => (json(l)?.phases !== undefined ? json(l)! : undefined), 'report');
   const ms = (v: unknown) => `${Number(v).toFixed(1)} ms`;
@@ -176,7 +180,7 @@ try {
   const attachS = Number(ready.setupMs) / 1000;
   const mark = (ok: boolean) => (ok ? 'met' : 'MISSED');
 
-  console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process)`);
+  console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process; ${process.env.BENCH_CLIENT ?? 'raw'} gRPC clients)`);
   console.log(`all watching after:               ${attachS.toFixed(1)} s (snapshot each), web-bff CPU ${(attachCpu / 1000).toFixed(1)} s (${(attachCpu / WATCHERS).toFixed(2)} ms per attach), stream errors ${ready.errors}   [target ≤ 5 s: ${mark(attachS <= 5)}]`);
   console.log(`Redis connections reading streams: ${blockingReads} for ${CONVERSATIONS} watched conversations`);
   console.log(`web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`);
@@ -202,7 +206,14 @@ try {
 } finally {
   for (const c of children) c.kill('SIGKILL');
   rmSync(secrets, { recursive: true, force: true });
-  await conversation.stop();
-  await transport.close();
-  await db.drop();
+  const step = async (what: string, fn: () => Promise<unknown>) => {
+    const t0 = Date.now();
+    await fn();
+    if (process.env.BENCH_DEBUG) console.error(`${what}: ${Date.now() - t0} ms`);
+  };
+  await step('conversation.stop', () => conversation.stop());
+  await step('transport.close', () => transport.close());
+  // Given to the conversation service, which does not close what it did not open.
+  await step('conversation transport.close', () => conversationTransport.close());
+  await step('db.drop', () => db.drop());
 }

@@ -98,7 +98,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
 
   function watch(req: WatchConversationRequest, ctx: HandlerContext): AsyncGenerator<WatchConversationResponse> {
     const raw = ctx.values.get(RAW_EXCHANGE);
-    const call: WatchCall = { user: userOf(ctx), signal: ctx.signal, requestHeader: ctx.requestHeader, reset: () => raw && resetExchange(raw) };
+    const call: WatchCall = { user: userOf(ctx), signal: ctx.signal, requestHeader: () => ctx.requestHeader, reset: () => raw && resetExchange(raw) };
     const json = isJsonCodec(ctx.requestHeader.get('content-type'));
     return serveWatch(call, req, watchDeps, (event) => event.response(json));
   }

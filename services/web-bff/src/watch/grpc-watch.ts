@@ -85,7 +85,7 @@ async function serve(req: http2.Http2ServerRequest, res: http2.Http2ServerRespon
     const call: WatchCall = {
       user,
       signal: controller.signal,
-      requestHeader: requestHeaders(req),
+      requestHeader: () => requestHeaders(req),
       reset: () => {
         if (!req.stream.destroyed) req.stream.close(http2.constants.NGHTTP2_CANCEL);
         controller.abort(new ConnectError('watch stream reset: the client stopped reading', Code.Aborted));

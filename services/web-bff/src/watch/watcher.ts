@@ -57,7 +57,8 @@ export interface WatchCall {
   readonly user: string;
   /** Aborted when the call ends: client gone, deadline, server shutdown (the reason is sent). */
   readonly signal: AbortSignal;
-  readonly requestHeader: Headers;
+  /** The request headers (built when asked: only a snapshot fetch needs them, for trace headers). */
+  requestHeader(): Headers;
   /** Ends the stream at the transport level (a client that stopped reading). */
   reset(): void;
 }
@@ -119,7 +120,7 @@ export async function* serveWatch<T>(call: WatchCall, req: WatchConversationRequ
   if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
   const now = d.now ?? Date.now;
   const fresh = req.afterSequence === 0n && req.afterDeltaIndex === 0;
-  const fetch = () => d.fetchSnapshot(user, id, call.requestHeader);
+  const fetch = () => d.fetchSnapshot(user, id, call.requestHeader());
   let first: SharedSnapshot | undefined;
   // A resume skips the snapshot, so ownership is checked (once per user and conversation: it never changes).
   if (fresh || !d.ownership.has(user, id)) {

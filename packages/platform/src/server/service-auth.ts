@@ -7,12 +7,11 @@
  * (`USER_HEADER` of @bedrock/contracts, `bedrock-user-id`) counts only alongside web-bff's credential.
  */
 import { readFileSync } from 'node:fs';
-import { USER_HEADER } from '@bedrock/contracts';
 import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from './logger.ts';
 import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries, tokenEntriesOf, type TokenEntry } from './token-entries.ts';
 
-/** The only peer whose {@link USER_HEADER} is believed: web-bff authenticates users. */
+/** The only peer whose user header (`USER_HEADER` of @bedrock/contracts) is believed: web-bff authenticates users. */
 export const USER_IDENTITY_PEER = 'web-bff';
 
 /** What a refused caller is told (never which part was wrong beyond "missing"/"not accepted"). */

@@ -22,7 +22,7 @@ import {
   type LlmRequestJob,
 } from '@bedrock/contracts';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
-import { failSpan, inSpan, SpanKind, startQueueDepthSampler, traceCarrier } from '@bedrock/platform/server';
+import { failSpan, inSpan, jobTraceLogFields, SpanKind, startQueueDepthSampler, traceCarrier } from '@bedrock/platform/server';
 import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics, Span } from '@bedrock/platform/server';
 import { createDeltaPublisher } from './delta-publisher.ts';
 import type { HistorySource } from './history-source.ts';
@@ -99,7 +99,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
     const data = job.data;
-    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, job_id: job.id, attempt: data.attempt });
+    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, job_id: job.id, attempt: data.attempt, ...jobTraceLogFields(data.traceContext) });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const runKey = llmRunKey(data.requestId);

@@ -68,6 +68,17 @@ export function traceIdOf(carrier: TraceCarrier | undefined): string | undefined
   return spanContext && trace.isSpanContextValid(spanContext) ? spanContext.traceId : undefined;
 }
 
+/**
+ * `trace_id` of a job's `trace_context`, for the child logger of a job while tracing is off,
+ * so its lines still join the turn's trace; empty while tracing is on (the logger's mixin then
+ * writes the active span's ids) and for a missing or invalid carrier.
+ */
+export function jobTraceLogFields(carrier: TraceCarrier | undefined): { trace_id?: string } {
+  if (enabled) return {};
+  const traceId = traceIdOf(carrier);
+  return traceId ? { trace_id: traceId } : {};
+}
+
 /** `trace_id` / `span_id` of the active span, merged into every log line (the logger's mixin). */
 export function activeTraceLogFields(): { trace_id?: string; span_id?: string } {
   const span = trace.getSpan(context.active());

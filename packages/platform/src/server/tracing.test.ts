@@ -9,7 +9,7 @@ import { createMemoryTransport } from '../index.ts';
 import { startGrpcServer } from './grpc-server.ts';
 import { createHealth, registerHealth } from './health.ts';
 import { createLogger } from './logger.ts';
-import { extractTrace, injectTrace, setTracingEnabled, traceCarrier, traceIdOf } from './spans.ts';
+import { extractTrace, injectTrace, jobTraceLogFields, setTracingEnabled, traceCarrier, traceIdOf } from './spans.ts';
 import { otlpTracesUrl, startTracing } from './tracing.ts';
 
 const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -58,6 +58,7 @@ describe('trace carriers', () => {
     expect(traceCarrier()).toEqual({});
     expect(traceIdOf({ traceparent: PARENT })).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(injectTrace(extractTrace({ traceparent: PARENT }))).toEqual({ traceparent: PARENT });
+    expect([jobTraceLogFields({ traceparent: PARENT }), jobTraceLogFields({ traceparent: 'nope' }), jobTraceLogFields(undefined)]).toEqual([{ trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' }, {}, {}]);
   });
 
   it('with tracing on, name the active span', async () => {
@@ -66,6 +67,8 @@ describe('trace carriers', () => {
     const span = trace.getTracer('t').startSpan('x', {}, extractTrace({ traceparent: PARENT }));
     const carrier = context.with(trace.setSpan(ROOT_CONTEXT, span), () => traceCarrier({ traceparent: PARENT }));
     span.end();
+    // The logger's mixin writes the active span's ids: a job's are not repeated.
+    expect(jobTraceLogFields({ traceparent: PARENT })).toEqual({});
     expect(carrier.traceparent).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${span.spanContext().spanId}-01`);
   });
 });

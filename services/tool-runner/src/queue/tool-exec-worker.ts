@@ -24,7 +24,7 @@ import {
 } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
-import { inSpan, traceCarrier } from '@bedrock/platform/server';
+import { inSpan, jobTraceLogFields, traceCarrier } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
 import { createOutputStreamer } from './output-streamer.ts';
@@ -155,7 +155,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
       async (job, signal) => {
         const data = job.data;
         const started = Date.now();
-        const log = logger.child({ queue, job_id: job.id, conversation_id: data.conversationId, tool_use_id: data.toolUseId, tool: data.toolName });
+        const log = logger.child({ queue, job_id: job.id, conversation_id: data.conversationId, tool_use_id: data.toolUseId, tool: data.toolName, ...jobTraceLogFields(data.traceContext) });
         // Handed back (the shutdown could not report in time): kill what still runs here.
         const onHandBack = (): void => {
           if (claimedHere.has(data.toolUseId)) executor.cancel(data.toolUseId);

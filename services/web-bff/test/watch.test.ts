@@ -6,8 +6,8 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createGrpcTransport } from '@connectrpc/connect-node';
+import { Code, ConnectError, createClient, type Interceptor } from '@connectrpc/connect';
+import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import {
   ConversationEventSchema,
   ConversationService,
@@ -77,6 +77,67 @@ describe('live watch of a turn', () => {
     }
     const durable = live.filter((e) => e.deltaIndex === 0).map((e) => Number(e.sequence));
     expect(durable).toEqual(durable.map((_, i) => durable[0]! + i));
+  });
+
+  it('every protocol and codec gets the same events (gRPC outside connect, the rest through it)', async () => {
+    const alice = s.client(s.tokens.alice);
+    const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;
+    const bearer: Interceptor = (next) => (req) => {
+      req.header.set('authorization', `Bearer ${s.tokens.alice}`);
+      return next(req);
+    };
+    const interceptors = [bearer];
+    const h2 = { baseUrl: s.bff.grpcUrl, httpVersion: '2' as const, interceptors };
+    const clients = {
+      grpc: alice,
+      grpcWithDeadline: createClient(ConversationService, createGrpcTransport(h2)),
+      connectBinary: createClient(ConversationService, createConnectTransport({ ...h2, useBinaryFormat: true })),
+      connectJson: createClient(ConversationService, createConnectTransport({ ...h2, useBinaryFormat: false })),
+      grpcWebH1: s.client(s.tokens.alice, 'grpc-web-h1'),
+    };
+    const abort = new AbortController();
+    const got = new Map<string, ConversationEvent[]>();
+    const watching = Object.entries(clients).map(async ([name, client]) => {
+      const events: ConversationEvent[] = [];
+      got.set(name, events);
+      try {
+        const options = name === 'grpcWithDeadline' ? { signal: abort.signal, timeoutMs: 60_000 } : { signal: abort.signal };
+        for await (const res of client.watchConversation({ conversationId: conv.id }, options)) events.push(res.event!);
+      } catch (err) {
+        if (ConnectError.from(err).code !== Code.Canceled) throw err;
+      }
+    });
+    await s.waitFor('snapshots', () => [...got.values()].every((events) => events[0]?.kind.case === 'snapshot'));
+    const last = await s.transport.streams.last(conv.id);
+    for (const text of ['a', 'b', 'c']) {
+      await s.transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: conv.id, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text } } }));
+    }
+    const deltas = (events: ConversationEvent[]) => events.filter((e) => e.kind.case === 'tokenDelta');
+    await s.waitFor('deltas', () => [...got.values()].every((events) => deltas(events).length === 3));
+    abort.abort();
+    await Promise.all(watching);
+    const reference = got.get('grpc')!.filter((e) => e.kind.case !== 'heartbeat');
+    expect(deltas(reference).map((e) => (e.kind.value as { text: string }).text)).toEqual(['a', 'b', 'c']);
+    for (const [name, events] of got) expect([name, events.filter((e) => e.kind.case !== 'heartbeat')]).toEqual([name, reference]);
+  });
+
+  it('a snapshot shared by watchers of one user is never given to another user', async () => {
+    const alice = s.client(s.tokens.alice);
+    const bob = s.client(s.tokens.bob);
+    const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;
+    const watchFirst = async (client: typeof alice, afterSequence = 0n) => {
+      for await (const res of client.watchConversation({ conversationId: conv.id, afterSequence })) return res.event!;
+      return undefined;
+    };
+    // Alice's snapshot is fresh (shared for a second); Bob asks right after, fresh and resuming.
+    expect((await watchFirst(alice))?.kind.case).toBe('snapshot');
+    for (const after of [0n, 1n]) {
+      const err = await watchFirst(bob, after).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code).toBe(Code.NotFound);
+    }
   });
 
   it('sends heartbeats on an idle stream', async () => {

@@ -1,7 +1,7 @@
 /**
  * Model-based test: random but realistic event sequences are applied both to the
  * implementation (`transition`) and to the independent reference model
- * (reference-model.ts, written from docs/state-machine.md); after every event they must agree
+ * (test/core-support/reference-model.ts, written from docs/state-machine.md); after every event they must agree
  * on accepted / rejected (code) / no-op (same state object), on the effects (as tags), and on
  * the abstract state (phase, mode, attempt, waited-for ids, pending tools and sub-agents, and
  * the persisted tool_use / tool_result ids).
@@ -25,7 +25,7 @@ import {
   type AbstractState,
   type ModelOutcome,
   type ModelState,
-} from './reference-model.ts';
+} from '../../test/core-support/reference-model.ts';
 import {
   DEFAULT_MAX_TOKENS,
   OUTPUT_LIMIT,
@@ -50,7 +50,7 @@ import {
   userCancel,
   userMessage,
   workLost,
-} from './matrix-fixtures.ts';
+} from '../../test/core-support/matrix-fixtures.ts';
 
 const CONTEXTS: readonly { readonly name: string; readonly ctx: ConversationContext }[] = [
   { name: 'parent, sandbox', ctx: parentCtx() },

@@ -2,7 +2,7 @@
  * Property-based tests of the conversation state machine (spec 000 "Property-Based Tests",
  * spec 002 "Property Invariants" as resolved by DESIGN.md, REQ-BED-001..024), written against
  * docs/state-machine.md. Scenarios are random but realistic event sequences produced by the
- * driver in arbitraries.ts; counterexamples print as event traces.
+ * driver in test/core-support/arbitraries.ts; counterexamples print as event traces.
  */
 import { describe, it, expect } from '@jest/globals';
 import { isDeepStrictEqual } from 'node:util';
@@ -45,8 +45,8 @@ import {
   probeEvents,
   deepFreeze,
   describeRun,
-} from './arbitraries.ts';
-import type { Run, Scenario } from './arbitraries.ts';
+} from '../../test/core-support/arbitraries.ts';
+import type { Run, Scenario } from '../../test/core-support/arbitraries.ts';
 
 /** Runs per property: the whole file stays well under 25 s. */
 const RUNS = 200;

@@ -2,7 +2,7 @@
  * Table tests of the state machine: one case per row of the spec-000 transition matrix, of the
  * continuation additions (spec 000), of the mode table (spec 002 "Key Transitions"), and of
  * every line of docs/state-machine.md the spec tables do not cover. Each case reaches its
- * starting state by sending events from `initialState` (see matrix-fixtures.ts) and asserts
+ * starting state by sending events from `initialState` (see test/core-support/matrix-fixtures.ts) and asserts
  * the next phase kind and the exact multiset of effect types (plus row-specific checks).
  *
  * Spec effects map to ours as docs/state-machine.md says: PersistState = the state changed
@@ -79,7 +79,7 @@ import {
   userCancel,
   userMessage,
   workLost,
-} from './matrix-fixtures.ts';
+} from '../../test/core-support/matrix-fixtures.ts';
 
 type Ok = Extract<ReturnType<typeof transition>, { ok: true }>;
 type StepEvent = ConversationEvent | { type: 'begin_llm_request' };

@@ -11,9 +11,8 @@
  * Test helper only: nothing here is used by the state machine itself. It lives in the pure
  * folder, so it uses no clock and no Math.random — every random decision comes from fast-check.
  */
-// eslint-disable-next-line no-restricted-imports -- test helper: fast-check is the only source of randomness here.
 import fc, { type Arbitrary } from 'fast-check';
-import { makeContext, initialState, transition } from './index.ts';
+import { makeContext, initialState, transition } from '../../src/core/index.ts';
 import type {
   ContentBlock,
   ConversationContext,
@@ -23,7 +22,7 @@ import type {
   StopReason,
   TransitionResult,
   Usage,
-} from './index.ts';
+} from '../../src/core/index.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Contexts

@@ -3,7 +3,7 @@
  * builders, and a driver that reaches states by sending events from `initialState`, so the
  * tests do not hand-write internal state. Pure (this folder is linted as pure).
  */
-import { initialState, makeContext, transition, step, type ContextInit } from './index.ts';
+import { initialState, makeContext, transition, step, type ContextInit } from '../../src/core/index.ts';
 import type {
   ContentBlock,
   ConversationContext,
@@ -15,7 +15,7 @@ import type {
   ToolCall,
   TransitionResult,
   Usage,
-} from './types.ts';
+} from '../../src/core/types.ts';
 
 export const CID = 'conv1';
 export const PARENT_ID = 'parent1';

@@ -21,8 +21,8 @@
  * Pure: no I/O, no clocks, no randomness (this folder is linted as pure).
  */
 import { toolSetFor } from '@bedrock/contracts/tools';
-import { CONTINUATION_THRESHOLD, WARNING_THRESHOLD } from './constants.ts';
-import type { ConversationContext, ConversationEvent, ErrorKind, Mode, PhaseKind, RejectionCode, ToolCall, Usage } from './types.ts';
+import { CONTINUATION_THRESHOLD, WARNING_THRESHOLD } from '../../src/core/constants.ts';
+import type { ConversationContext, ConversationEvent, ErrorKind, Mode, PhaseKind, RejectionCode, ToolCall, Usage } from '../../src/core/types.ts';
 
 export type ModelPhase =
   | { readonly kind: 'idle' }

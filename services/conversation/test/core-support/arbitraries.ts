@@ -8,8 +8,8 @@
  * choices are plain data, fast-check shrinks a failing scenario to a short one, and the events
  * are re-derived from the shrunk choices.
  *
- * Test helper only: nothing here is used by the state machine itself. It lives in the pure
- * folder, so it uses no clock and no Math.random — every random decision comes from fast-check.
+ * Test helper only: nothing here is used by the state machine itself. It uses no clock and no
+ * Math.random — every random decision comes from fast-check, so a failure replays from its seed.
  */
 import fc, { type Arbitrary } from 'fast-check';
 import { makeContext, initialState, transition } from '../../src/core/index.ts';

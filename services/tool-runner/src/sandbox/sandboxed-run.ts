@@ -131,10 +131,6 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   ];
   try {
     warm?.start(request.cwd, options);
-    // The next helper is started while this one runs the command, not after the result (a
-    // spawn blocks this thread for milliseconds in a large process).
-    const helpers = settings.warmHelpers;
-    if (helpers) setImmediate(() => helpers.refill());
     const result = await runCommand({
       argv: [settings.helperPath, ...options],
       cwd: request.cwd,
@@ -153,7 +149,6 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     // result is out, off this run's critical path.
     if (cgroupDir && settings.cgroups) settings.cgroups.release(cgroupDir);
     if (settings.warmHelpers) {
-      // Again in case a helper died meanwhile (refilling is idempotent up to the pool size).
       const helpers = settings.warmHelpers;
       setImmediate(() => helpers.refill());
     }

@@ -741,8 +741,10 @@ function onSubAgentResult(d: Draft, outcome: SubAgentOutcome): Outcome {
   const phase = d.phase;
   if (phase.kind !== 'awaiting_sub_agents' || !phase.pending.includes(outcome.agentId)) return NOOP;
   const task = phase.agents.find((a) => a.agentId === outcome.agentId)?.task ?? outcome.task;
-  const outcomes = [...phase.outcomes, { ...outcome, task }];
-  const pending = phase.pending.filter((id) => id !== outcome.agentId);
+  // `{ ...outcome, task }` written out (see `Copies`).
+  const { agentId, success, result, errorKind } = outcome;
+  const outcomes = [...phase.outcomes, errorKind === undefined ? { agentId, task, success, result } : { agentId, task, success, result, errorKind }];
+  const pending = phase.pending.filter((id) => id !== agentId);
   d.notify({
     kind: 'sub_agent_progress',
     agentId: outcome.agentId,
@@ -778,14 +780,22 @@ export function formatOutcomes(
   agents: readonly { agentId: string; task: string }[],
   outcomes: readonly SubAgentOutcome[],
 ): string {
-  const failed = outcomes.filter((o) => !o.success).length;
-  const lines = [`Sub-agent results: ${agents.length} spawned, ${agents.length - failed} succeeded, ${failed} failed.`];
-  agents.forEach((agent, i) => {
-    const outcome = outcomes.find((o) => o.agentId === agent.agentId);
-    const status = !outcome ? 'NO RESULT' : outcome.success ? 'succeeded' : `FAILED${outcome.errorKind ? ` (${outcome.errorKind})` : ''}`;
-    lines.push('', `## Agent ${i + 1} (${agent.agentId}): ${status}`, `Task: ${agent.task}`, `Result: ${outcome?.result ?? ''}`);
-  });
-  return lines.join('\n');
+  let failed = 0;
+  for (const o of outcomes) if (!o.success) failed++;
+  let text = `Sub-agent results: ${agents.length} spawned, ${agents.length - failed} succeeded, ${failed} failed.`;
+  for (let i = 0; i < agents.length; i++) {
+    const agent = agents[i]!;
+    let outcome: SubAgentOutcome | undefined;
+    for (const o of outcomes) {
+      if (o.agentId === agent.agentId) {
+        outcome = o;
+        break;
+      }
+    }
+    const status = !outcome ? 'NO RESULT' : outcome.success ? 'succeeded' : outcome.errorKind ? `FAILED (${outcome.errorKind})` : 'FAILED';
+    text += `\n\n## Agent ${i + 1} (${agent.agentId}): ${status}\nTask: ${agent.task}\nResult: ${outcome ? outcome.result : ''}`;
+  }
+  return text;
 }
 
 // ---- cancellation, failure, recovery ---------------------------------------------------

@@ -6,7 +6,7 @@
  *     hop in milliseconds;
  *  2. the time from the Cancel RPC to the idle state arriving on a watcher's stream (median,
  *     p99), in the distributed pipeline.
- * Prints figures; asserts nothing. BENCH_TOOLS (default 40) and BENCH_CANCELS (default 20).
+ * Prints figures; asserts nothing. BENCH_TOOLS (default 40), BENCH_TURNS (default 5, the median is printed) and BENCH_CANCELS (default 20).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,15 @@ import { startEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
 
 const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
+/** Turns timed in each mode after a warm-up one; the median is reported (one turn is noisy on a shared machine). */
+const TURNS = Number(process.env.BENCH_TURNS ?? 5);
+
+async function medianTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
+  await timedTurn(api, llm); // warm-up
+  const turns: number[] = [];
+  for (let i = 0; i < TURNS; i++) turns.push(await timedTurn(api, llm));
+  return turns.sort((a, b) => a - b)[Math.floor(turns.length / 2)]!;
+}
 const CANCELS = Number(process.env.BENCH_CANCELS ?? 20);
 
 function client(baseUrl: string, token: string): Client<typeof ConversationService> {
@@ -119,8 +128,7 @@ async function main(): Promise<void> {
     env: { ...process.env, ...env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', DATABASE_URL: databaseUrl, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5' },
   });
   const local = client(embedded.httpUrl, embedded.token);
-  await timedTurn(local, llm); // warm-up
-  const inProcess = await timedTurn(local, llm);
+  const inProcess = await medianTurn(local, llm);
   await embedded.stop();
   rmSync(dataDir, { recursive: true, force: true });
 
@@ -135,14 +143,13 @@ async function main(): Promise<void> {
   });
   try {
     const remote = client(cluster.httpUrl, cluster.token);
-    await timedTurn(remote, llm); // warm-up
-    const distributed = await timedTurn(remote, llm);
+    const distributed = await medianTurn(remote, llm);
     const cancels = await cancelLatencies(remote, llm);
 
     // Queue hops in the turn: each tool goes out to a runner and its result comes back (2 per
     // tool); each of the 2 LLM requests goes out to a gateway and its result comes back.
     const hops = 2 * TOOLS + 4;
-    console.log(`${TOOLS} tool calls of \`true\` in one turn (2 LLM requests), send → idle on the watch stream:`);
+    console.log(`${TOOLS} tool calls of \`true\` in one turn (2 LLM requests), send → idle on the watch stream, median of ${TURNS} turns:`);
     console.log(`  one process, in-process queues:             ${inProcess.toFixed(0)} ms (${(inProcess / TOOLS).toFixed(1)} ms per tool)`);
     console.log(`  distributed, ${cluster.processes.length} processes over Redis:        ${distributed.toFixed(0)} ms (${(distributed / TOOLS).toFixed(1)} ms per tool)`);
     console.log(`  ratio distributed / one process: ${(distributed / inProcess).toFixed(2)}`);

@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     // (request_llm) end_turn → idle. Each step is one applyEvent plus its relay publish.
     const ids: string[] = [];
     for (let i = 0; i < CONCURRENCY; i++) {
-      const r = await service.store.create({ id: `bench-${i}`, ownerId: 'bench', slug: `bench-${i}`, cwd: '/tmp', model: 'bench', sandboxAvailable: false });
+      const r = await service.store.create(service.applier.newConversation({ id: `bench-${i}`, ownerId: 'bench', slug: `bench-${i}`, cwd: '/tmp', model: 'bench', sandboxAvailable: false }));
       ids.push(r.id);
     }
     const counts = new Map<string, number>();
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     });
 
     // --- 3. latency: tool result in → next tool job out, through the queues ---------------
-    const conv = await service.store.create({ id: 'bench-latency', ownerId: 'bench', slug: 'bench-latency', cwd: '/tmp', model: 'bench', sandboxAvailable: false });
+    const conv = await service.store.create(service.applier.newConversation({ id: 'bench-latency', ownerId: 'bench', slug: 'bench-latency', cwd: '/tmp', model: 'bench', sandboxAvailable: false }));
     const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({ type: 'tool_use' as const, id: `L${i}`, name: 'bash', input: { command: 'true' } }));
     await service.applier.apply(conv.id, { type: 'user_message', text: 'go', images: [] });
     const rec = (await service.store.get(conv.id))!;

@@ -10,6 +10,9 @@ import {
   createHealth,
   createLogger,
   createMetrics,
+  createReadiness,
+  postgresCheck,
+  redisCheck,
   registerHealth,
   readServicePeersFile,
   registerReflection,
@@ -97,7 +100,7 @@ export async function startConversationService(
     subAgentTimeoutMs: config.subAgentTimeoutMs,
   };
   const models = createModelRegistry(config.models ?? null);
-  const store = createConversationStore({ pool, models });
+  const store = createConversationStore({ pool });
   const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
   const publishRows = createRowPublisher(transport, onPublished);
   const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outboxPollMs });
@@ -158,7 +161,10 @@ export async function startConversationService(
         registerReflection(router, [ConversationService, ConversationHistoryService]);
       },
     });
-    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
+    // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the
+    // gateway check this process's gRPC health, which these do not change (no cascade).
+    const readiness = createReadiness({ checks: [postgresCheck(pool), ...(transport.ping ? [redisCheck(() => transport)] : [])] });
+    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health, readiness });
   } catch (err) {
     depthSampler?.stop();
     await sweeper.stop();

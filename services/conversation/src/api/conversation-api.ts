@@ -325,7 +325,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         seed = { summary: from.state.phase.summary };
       }
       const id = randomUUID();
-      const input = {
+      const input = applier.newConversation({
         id,
         ownerId: user,
         slug: `c-${id.slice(0, 8)}`,
@@ -335,7 +335,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         continuedFromId: req.continueFromId || null,
         thinking,
         serverTools,
-      };
+      });
       const respond = (record: ConversationRecord) => create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
       if (!key) return respond(await store.create(input, seed));
       const result = await store.createRequest(input, seed, {

@@ -18,6 +18,7 @@
 import type { ModelRegistry } from '@bedrock/contracts/models';
 import type { Logger } from '@bedrock/platform/server';
 import {
+  initialState,
   makeContext,
   transition,
   type ConversationContext,
@@ -31,7 +32,7 @@ import type { MessageRow } from '../mapping/proto.ts';
 import { effectsToOutbox } from '../mapping/effects-to-outbox.ts';
 import type { StoredOutboxRow } from '../outbox/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
-import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, Replayed } from '../store/conversation-store.ts';
+import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, NewConversation, Replayed } from '../store/conversation-store.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -73,6 +74,8 @@ export interface Applier {
   ): Promise<ApplyResult | Replayed>;
   /** The context the transition runs with for this conversation. */
   contextFor(record: ConversationRecord): ConversationContext;
+  /** A conversation to create: its context window from the model registry and the state machine's initial state. */
+  newConversation(request: Omit<NewConversation, 'contextWindow' | 'state'>): NewConversation;
   /** Waits for publishing in progress. */
   drain(): Promise<void>;
 }
@@ -199,6 +202,12 @@ export function createApplier(options: ApplierOptions): Applier {
 
   return {
     contextFor,
+
+    newConversation(request) {
+      const { contextWindow } = models.lookup(request.model);
+      const context = makeContext({ conversationId: request.id, isSubAgent: Boolean(request.parentId), sandboxAvailable: request.sandboxAvailable, contextWindow });
+      return { ...request, contextWindow, state: initialState(context) };
+    },
 
     async apply(id, event, traceContext = {}) {
       const { result, published } = await exclusive(id, async () => {

@@ -43,16 +43,18 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
       let result;
       if (decoded.kind === 'sub_agent_start') {
         const start = decoded.start;
-        await store.ensureSubAgent({
-          id,
-          ownerId: start.ownerId,
-          slug: id,
-          cwd: start.cwd,
-          model: start.model,
-          // The parent asked for Restricted exactly when the sandbox exists (REQ-BED-018).
-          sandboxAvailable: start.mode === PMode.RESTRICTED,
-          parentId: start.parentId,
-        });
+        await store.ensureSubAgent(
+          applier.newConversation({
+            id,
+            ownerId: start.ownerId,
+            slug: id,
+            cwd: start.cwd,
+            model: start.model,
+            // The parent asked for Restricted exactly when the sandbox exists (REQ-BED-018).
+            sandboxAvailable: start.mode === PMode.RESTRICTED,
+            parentId: start.parentId,
+          }),
+        );
         eventType = 'sub_agent_start';
         result = await applier.apply(id, { type: 'sub_agent_start', task: start.task }, traceCarrier(data.traceContext));
       } else {

@@ -7,17 +7,7 @@
  */
 import type { Pool, PoolClient } from 'pg';
 import { RESTING_STATE_NAMES, type RestingStateName } from '@bedrock/contracts';
-import type { ModelRegistry } from '@bedrock/contracts/models';
-import {
-  initialState,
-  makeContext,
-  type ContentBlock,
-  type ConversationState,
-  type MessageType,
-  type PhaseKind,
-  type StopReason,
-  type Usage,
-} from '../core/index.ts';
+import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReason, Usage } from '../core/index.ts';
 import type { MessageRow } from '../mapping/proto.ts';
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import type { OutboxRow } from '../outbox/outbox-row.ts';
@@ -67,6 +57,7 @@ export interface ConversationRecord {
   readonly serverTools: readonly ServerToolName[];
 }
 
+/** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
 export interface NewConversation {
   readonly id: string;
   readonly ownerId: string;
@@ -80,6 +71,10 @@ export interface NewConversation {
   readonly thinking?: ThinkingSetting;
   /** Absent: a sub-agent's parent's, else none. */
   readonly serverTools?: readonly ServerToolName[];
+  /** The model's context window (from the model registry at creation). */
+  readonly contextWindow: number;
+  /** The state machine's initial state for this conversation. */
+  readonly state: ConversationState;
 }
 
 /** A change of settings; an absent field stays as it is. */
@@ -164,8 +159,6 @@ function messageValues(m: MessageRow) {
 
 export interface StoreOptions {
   readonly pool: Pool;
-  /** Context windows of new conversations. */
-  readonly models: ModelRegistry;
 }
 
 export interface ListOptions {
@@ -266,7 +259,7 @@ function toMessage(row: MessageRowDb): MessageRow {
 export type ConversationStore = ReturnType<typeof createConversationStore>;
 
 export function createConversationStore(options: StoreOptions) {
-  const { pool, models } = options;
+  const { pool } = options;
 
   async function inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await pool.connect();
@@ -284,15 +277,7 @@ export function createConversationStore(options: StoreOptions) {
   }
 
   async function insertConversation(client: PoolClient, input: NewConversation): Promise<ConversationRecord | null> {
-    const isSubAgent = Boolean(input.parentId);
-    const limits = models.lookup(input.model);
-    const ctx = makeContext({
-      conversationId: input.id,
-      isSubAgent,
-      sandboxAvailable: input.sandboxAvailable,
-      contextWindow: limits.contextWindow,
-    });
-    const state = initialState(ctx);
+    const { state } = input;
     // Settings not given: a sub-agent inherits its parent's; otherwise the defaults.
     const { rows } = await client.query<ConversationRowDb>(
       `INSERT INTO conversations (id, owner_id, slug, cwd, model, context_window, mode, sandbox_available,
@@ -308,11 +293,11 @@ export function createConversationStore(options: StoreOptions) {
         input.slug,
         input.cwd,
         input.model,
-        limits.contextWindow,
+        input.contextWindow,
         state.mode,
         input.sandboxAvailable,
         input.parentId ?? null,
-        !isSubAgent,
+        !input.parentId,
         input.continuedFromId ?? null,
         state.phase.kind,
         JSON.stringify(state),
@@ -361,7 +346,7 @@ export function createConversationStore(options: StoreOptions) {
     },
 
     /** Creates a sub-agent's conversation on first delivery of its start event; later deliveries find it. */
-    async ensureSubAgent(input: NewConversation & { parentId: string }): Promise<ConversationRecord> {
+    async ensureSubAgent(input: NewConversation): Promise<ConversationRecord> {
       return inTransaction(async (client) => {
         const created = await insertConversation(client, input);
         if (created) return created;

@@ -28,11 +28,10 @@ import {
   type Policy,
   type Rejection,
 } from '../core/index.ts';
-import type { MessageRow } from '../mapping/proto.ts';
 import { effectsToOutbox } from '../mapping/effects-to-outbox.ts';
-import type { StoredOutboxRow } from '../outbox/outbox-row.ts';
+import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
-import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, NewConversation, Replayed } from '../store/conversation-store.ts';
+import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, MessageRow, NewConversation, Replayed } from '../store/conversation-store.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */

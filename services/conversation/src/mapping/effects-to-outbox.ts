@@ -34,10 +34,11 @@ import {
   type Notification,
   type TimerPurpose,
 } from '../core/index.ts';
-import { errorKindToProto, messageToProto, modeToProto, stateToProto, type MessageRow } from './proto.ts';
+import { errorKindToProto, messageToProto, modeToProto, stateToProto } from './proto.ts';
+import type { MessageRow } from '../store/conversation-store.ts';
 import { buildLlmRequestJob } from './llm-request.ts';
 import type { ServerToolName, ThinkingSetting } from '../settings.ts';
-import type { JobSchemaName, OutboxRow } from '../outbox/outbox-row.ts';
+import type { JobSchemaName, OutboxRow } from '../store/outbox-row.ts';
 
 export interface OutboxInput {
   readonly record: {

@@ -11,7 +11,7 @@ import {
   type CancelSignal,
   type ConversationEvent,
 } from '@bedrock/contracts';
-import type { CancelRow, JobRow, JobSchemaName, NotificationRow } from '../outbox/outbox-row.ts';
+import type { CancelRow, JobRow, JobSchemaName, NotificationRow } from '../store/outbox-row.ts';
 
 export const JOB_SCHEMAS: Record<JobSchemaName, DescMessage> = {
   LlmRequestJob: LlmRequestJobSchema,

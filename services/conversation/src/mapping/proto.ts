@@ -33,6 +33,7 @@ import type {
   Usage,
 } from '../core/index.ts';
 import { ZERO_USAGE } from '../core/index.ts';
+import type { MessageRow } from '../store/conversation-store.ts';
 
 const STATE_KINDS: Record<PhaseKind, StateKind> = {
   idle: StateKind.IDLE,
@@ -265,18 +266,6 @@ export function blockFromProto(block: PContentBlock): ContentBlock | null {
   }
 }
 
-export interface MessageRow {
-  readonly id: string;
-  readonly conversationId: string;
-  readonly sequence: number;
-  readonly type: MessageType;
-  readonly content: readonly ContentBlock[];
-  readonly usage: Usage | null;
-  /** Agent messages: why the response ended; null for other messages and those stored before it existed. */
-  readonly stopReason: StopReason | null;
-  readonly stopExplanation: string;
-  readonly createdAt: Date;
-}
 
 export function messageToProto(row: MessageRow): PMessage {
   return create(MessageSchema, {

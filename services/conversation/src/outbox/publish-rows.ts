@@ -11,7 +11,7 @@
 import type { DescMessage } from '@bufbuild/protobuf';
 import type { BulkJob, EncodedEvent, Producer, Transport } from '@bedrock/platform';
 import { cancelMessage, JOB_SCHEMAS, jobMessage, notificationMessage } from '../mapping/outbox-messages.ts';
-import type { JobSchemaName, OutboxRow, StoredOutboxRow } from './outbox-row.ts';
+import type { JobSchemaName, OutboxRow, StoredOutboxRow } from '../store/outbox-row.ts';
 
 export type PublishRows = (rows: readonly StoredOutboxRow[]) => Promise<void>;
 

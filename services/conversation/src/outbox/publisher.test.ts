@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Pool } from 'pg';
 import { createLogger } from '@bedrock/platform/server';
-import type { StoredOutboxRow } from './outbox-row.ts';
+import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import { createOutboxPublisher } from './publisher.ts';
 
 const logger = createLogger({ service: 'publisher-test', level: 'fatal' });

@@ -15,7 +15,7 @@
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
-import type { StoredOutboxRow } from './outbox-row.ts';
+import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { PublishRows } from './publish-rows.ts';
 import type { OutboxRelay } from './relay.ts';
 

@@ -11,7 +11,7 @@
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
-import { outboxRowFromDb, type StoredOutboxRow } from './outbox-row.ts';
+import { outboxRowFromDb, type StoredOutboxRow } from '../store/outbox-row.ts';
 import type { PublishRows } from './publish-rows.ts';
 
 /** Namespace of the per-conversation advisory locks (first key of the two-key form). */

@@ -8,9 +8,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { RESTING_STATE_NAMES, type RestingStateName } from '@bedrock/contracts';
 import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReason, Usage } from '../core/index.ts';
-import type { MessageRow } from '../mapping/proto.ts';
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
-import type { OutboxRow } from '../outbox/outbox-row.ts';
+import type { OutboxRow } from './outbox-row.ts';
 import {
   claimRequest,
   findOutcome,
@@ -29,6 +28,20 @@ import {
 export const BUSY_STATE_SQL = `state_kind NOT IN (${RESTING_STATE_NAMES.map((k) => `'${k}'`).join(', ')})`;
 // Every resting state is a phase of the core (the column holds phase names).
 true satisfies RestingStateName extends PhaseKind ? true : false;
+
+/** A stored message. */
+export interface MessageRow {
+  readonly id: string;
+  readonly conversationId: string;
+  readonly sequence: number;
+  readonly type: MessageType;
+  readonly content: readonly ContentBlock[];
+  readonly usage: Usage | null;
+  /** Agent messages: why the response ended; null for other messages and those stored before it existed. */
+  readonly stopReason: StopReason | null;
+  readonly stopExplanation: string;
+  readonly createdAt: Date;
+}
 
 export interface ConversationRecord {
   readonly id: string;

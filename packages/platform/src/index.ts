@@ -2,6 +2,7 @@ export * from './interfaces.ts';
 export { encodeJobId, decodeJobId } from './job-id.ts';
 export { comparePositions, positionToStreamId, streamIdToPosition } from './stream-position.ts';
 export * from './defaults.ts';
+export { createTransport, type TransportKind, type TransportLogger } from './create-transport.ts';
 export { createMemoryTransport } from './memory/memory-transport.ts';
 export type { MemoryTransportOptions } from './memory/memory-transport.ts';
 export { createMemoryQueues } from './memory/memory-queues.ts';

@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { ConversationHistoryService, ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
-import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type Consumer, type Transport } from '@bedrock/platform';
+import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
 import {
   createHealth,
   createLogger,
@@ -84,9 +84,7 @@ export async function startConversationService(
   const ownsTransport = !deps.transport;
   const transport =
     deps.transport ??
-    (config.transport === 'memory'
-      ? createMemoryTransport({ onError: (err) => logger.warn({ err }, 'transport error') })
-      : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') }));
+    createTransport(config.transport, logger);
 
   if (config.runMigrations) {
     const applied = await migrate(pool);

@@ -5,7 +5,7 @@
  * demo model through the very same SDK path.
  */
 import Anthropic from '@anthropic-ai/sdk';
-import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv } from '@bedrock/platform';
+import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
 import { createHealth, createLogger, createMetrics, readServiceTokenFile, startMetricsServer } from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
@@ -110,10 +110,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       if (deps.transport) transport = deps.transport;
       else {
         ownsTransport = true;
-        transport =
-          config.transport === 'memory'
-            ? createMemoryTransport({ onError: (err) => logger.error({ err }, 'transport error') })
-            : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.error({ err }, 'transport error') });
+        transport = createTransport(config.transport, logger);
       }
       if (deps.history) history = deps.history;
       else {

@@ -5,7 +5,7 @@
  */
 import { PATCH_RESTRICTED_ERROR, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED, ToolRunnerService, health as healthPb } from '@bedrock/contracts';
 import type { RunnerCapabilities } from '@bedrock/contracts';
-import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv } from '@bedrock/platform';
+import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
 import {
   createHealth,
@@ -172,9 +172,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         transport = deps.transport;
         if (!transport) {
           ownsTransport = true;
-          const onError = (err: unknown) => logger.warn({ err }, 'transport error');
-          transport =
-            config.transport === 'memory' ? createMemoryTransport({ onError }) : createRedisTransport({ ...redisTransportOptionsFromEnv(), redisUrl: config.redisUrl, onError });
+          transport = createTransport(config.transport, logger, { redisUrl: config.redisUrl });
         }
         worker = await startToolExecWorker({
           transport,

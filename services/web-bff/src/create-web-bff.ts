@@ -7,7 +7,7 @@
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ConversationService, health as healthPb } from '@bedrock/contracts';
-import { createMemoryTransport, createRedisTransport, redisTransportOptionsFromEnv, type NotificationStreams, type Transport } from '@bedrock/platform';
+import { createTransport, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
   connectHandler,
   createHealth,
@@ -83,9 +83,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   let streams = deps.streams;
   if (!streams) {
     ownedTransport =
-      config.transport === 'memory'
-        ? createMemoryTransport({ onError: (err) => logger.warn({ err }, 'transport error') })
-        : createRedisTransport({ ...redisTransportOptionsFromEnv(), onError: (err) => logger.warn({ err }, 'redis transport error') });
+      createTransport(config.transport, logger);
     streams = ownedTransport.streams;
   }
   const upstream = createUpstream({

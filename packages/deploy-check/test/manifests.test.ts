@@ -121,9 +121,9 @@ describe('cross-references', () => {
     pdb.selector.matchLabels = { 'app.kubernetes.io/name': 'web-bf' };
     const hpa = byKind(objects, 'HorizontalPodAutoscaler', 'web-bff').spec as { scaleTargetRef: { name: string } };
     hpa.scaleTargetRef.name = 'webbff';
-    const runner = byKind(objects, 'Deployment', 'tool-runner').spec as { template: { spec: { containers: { env: { name: string; valueFrom?: { secretKeyRef?: { key: string } } }[]; readinessProbe: { grpc: { port: number } } }[] } } };
+    const runner = byKind(objects, 'Deployment', 'tool-runner').spec as { template: { spec: { containers: { env: { name: string; valueFrom?: { secretKeyRef?: { key: string } } }[]; startupProbe: { grpc: { port: number } } }[] } } };
     runner.template.spec.containers[0]!.env.find((e) => e.name === 'REDIS_URL')!.valueFrom!.secretKeyRef!.key = 'REDIS';
-    runner.template.spec.containers[0]!.readinessProbe.grpc.port = 50052;
+    runner.template.spec.containers[0]!.startupProbe.grpc.port = 50052;
     const problems = crossReferenceProblems(objects, externalSecrets('prod'));
     expect(problems).toEqual(
       expect.arrayContaining([
@@ -131,7 +131,7 @@ describe('cross-references', () => {
         'PodDisruptionBudget/web-bff: selector selects no pod template',
         'HorizontalPodAutoscaler/web-bff: scaleTargetRef Deployment/webbff does not exist',
         'Deployment/tool-runner: tool-runner env REDIS_URL refers to missing Secret key bedrock-tool-runner/REDIS',
-        'Deployment/tool-runner: tool-runner readinessProbe uses port 50052, which the container does not declare',
+        'Deployment/tool-runner: tool-runner startupProbe uses port 50052, which the container does not declare',
       ]),
     );
     expect(problems).toHaveLength(5);

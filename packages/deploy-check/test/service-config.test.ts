@@ -85,13 +85,15 @@ describe('service configuration in the manifests', () => {
     }
   });
 
-  it('conversation and web-bff probe grpc.health.v1 on their gRPC port; the gateway (no gRPC server) its /readyz', () => {
+  it('every service is ready by its /readyz (dependencies included); the gRPC servers start by grpc.health.v1 on their gRPC port', () => {
     const dev = bedrock('dev');
-    const probe = (name: string) => dev.find((w) => w.object.metadata.name === name)!.pod.containers[0]!.readinessProbe!;
-    expect(probe('conversation').grpc!.port).toBe(50051);
-    expect(probe('tool-runner').grpc!.port).toBe(50053);
-    expect(probe('web-bff').grpc!.port).toBe(8081);
-    expect(probe('llm-gateway').httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+    const container = (name: string) => dev.find((w) => w.object.metadata.name === name)!.pod.containers[0]!;
+    for (const name of ['conversation', 'tool-runner', 'web-bff', 'llm-gateway']) {
+      expect([name, container(name).readinessProbe!.httpGet]).toEqual([name, { path: '/readyz', port: 'metrics' }]);
+    }
+    expect(container('conversation').startupProbe!.grpc!.port).toBe(50051);
+    expect(container('tool-runner').startupProbe!.grpc!.port).toBe(50053);
+    expect(container('web-bff').startupProbe!.grpc!.port).toBe(8081);
   });
 
   it('the dev token is the documented one', () => {

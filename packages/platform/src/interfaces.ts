@@ -240,5 +240,10 @@ export interface Transport {
   readonly cancels: CancelBus;
   readonly runners: RunnerRegistry;
   readonly runs: RunLedger;
+  /**
+   * Resolves when the shared store answers (readiness probes; see `redisCheck`), rejects
+   * with the reason when not. Absent where nothing can be unreachable (in-process transports).
+   */
+  ping?(): Promise<void>;
   close(): Promise<void>;
 }

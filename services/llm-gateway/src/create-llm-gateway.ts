@@ -7,7 +7,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
-import { createHealth, createLogger, createMetrics, readServiceTokenFile, startMetricsServer } from '@bedrock/platform/server';
+import { createHealth, createLogger, createMetrics, createReadiness, readServiceTokenFile, redisCheck, startMetricsServer, type DependencyCheck } from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
 import type { MessagesApiServer } from '@bedrock/testkit';
@@ -148,7 +148,12 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         ...(deps.onFirstEvent ? { onFirstEvent: deps.onFirstEvent } : {}),
       });
       if (deps.serveMetrics !== false) {
-        metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.host, registry: metrics.registry, health });
+        // Ready while Redis (the redis transport) and the conversation service (histories) answer.
+        const checks: DependencyCheck[] = [];
+        if (transport.ping) checks.push(redisCheck(() => transport));
+        const ready = history.ready;
+        if (ready) checks.push({ name: 'conversation', check: ready });
+        metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.host, registry: metrics.registry, health, readiness: createReadiness({ checks }) });
       }
       health.set('', 'SERVING');
       logger.info(

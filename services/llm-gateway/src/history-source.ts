@@ -7,7 +7,7 @@
  */
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { ConversationHistoryService, ErrorKind, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
-import { createBalancedTransport, serviceCredentialHeaders, traceCarrier, type Logger } from '@bedrock/platform/server';
+import { createBalancedTransport, grpcHealthCheck, serviceCredentialHeaders, traceCarrier, type DependencyCheck, type Logger } from '@bedrock/platform/server';
 import { base, type Classified } from './classify-error.ts';
 
 /** What a job says about its history. */
@@ -19,6 +19,8 @@ export interface HistorySource {
    * Throws a ConnectError (or a network error) when it cannot; see {@link classifyHistoryError}.
    */
   fetch(claim: HistoryClaim, signal?: AbortSignal): Promise<LlmMessage[]>;
+  /** Readiness: resolves while the source can answer (the conversation service's gRPC health); absent when it always can. */
+  readonly ready?: DependencyCheck['check'];
   close(): void;
 }
 
@@ -58,6 +60,7 @@ export function createConversationHistorySource(options: ConversationHistorySour
       );
       return res.messages;
     },
+    ready: grpcHealthCheck('conversation', transport).check,
     close: () => transport.close(),
   };
 }

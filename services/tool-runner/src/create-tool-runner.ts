@@ -9,6 +9,8 @@ import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
 import {
   createHealth,
+  createReadiness,
+  redisCheck,
   createLogger,
   createMetrics,
   registerHealth,
@@ -163,7 +165,11 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           registerReflection(router, [ToolRunnerService, healthPb.Health]);
         },
       });
-      metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.grpcHost, registry: metrics.registry, health });
+      // Ready while Redis answers (when consuming queues over the redis transport; the transport
+      // is built below and read at each probe).
+      const usesRedis = config.consumeQueues && (deps.transport ? Boolean(deps.transport.ping) : config.transport === 'redis');
+      const readiness = createReadiness({ checks: usesRedis ? [redisCheck(() => transport)] : [] });
+      metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.grpcHost, registry: metrics.registry, health, readiness });
       // Tools never reach this runner's own ports (ephemeral ones included).
       denyPorts.add(server.port);
       denyPorts.add(metricsServer.port);

@@ -13,6 +13,9 @@ import {
   createHealth,
   createLogger,
   createMetrics,
+  createReadiness,
+  grpcHealthCheck,
+  redisCheck,
   registerHealth,
   readServiceTokenFile,
   registerReflection,
@@ -163,7 +166,12 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   try {
     listeners.push(await listen('http1', config.host, config.httpPort, app));
     listeners.push(await listen('h2c', config.host, config.grpcPort, app));
-    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health });
+    // Ready while the conversation service answers its health check and, with the redis
+    // transport, Redis answers (the watch streams are read there).
+    const readiness = createReadiness({
+      checks: [grpcHealthCheck('conversation', upstream.transport), ...(ownedTransport?.ping ? [redisCheck(() => ownedTransport)] : [])],
+    });
+    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health, readiness });
   } catch (err) {
     for (const l of listeners) await l.close(0, () => undefined);
     upstream.close();

@@ -62,6 +62,12 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
     cancels,
     runners,
     runs,
+    async ping() {
+      // Not connected: say so at once rather than queue a PING behind the reconnects.
+      if (connection.status !== 'ready') throw new Error(`connection is ${connection.status}`);
+      const answer = await connection.ping();
+      if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);
+    },
     close() {
       closing ??= close();
       return closing;

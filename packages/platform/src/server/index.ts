@@ -15,6 +15,7 @@ export * from './reflection.ts';
 export * from './metric-names.ts';
 export * from './metrics.ts';
 export * from './metrics-server.ts';
+export * from './readiness.ts';
 export * from './tracing.ts';
 export * from './spans.ts';
 export * from './rpc-tracing.ts';

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Health } from './health.ts';
 import { OVERALL } from './health.ts';
+import type { Readiness } from './readiness.ts';
 
 /** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
@@ -13,6 +14,11 @@ export interface MetricsServerOptions {
   registry: Registry;
   /** Mirrored by `/readyz`; without it `/readyz` answers 200 like `/healthz`. */
   health?: Health;
+  /**
+   * The dependencies the service needs to do its work (see readiness.ts): `/readyz` is 503
+   * while one is down, naming it. Only with `health`.
+   */
+  readiness?: Readiness;
 }
 
 /** A running metrics server. */
@@ -29,11 +35,13 @@ export interface MetricsServer {
  * - `GET /metrics`: the registry in Prometheus text format.
  * - `GET /healthz`: liveness; 200 whenever the process can answer. It deliberately ignores
  *   the health holder: a dependency outage should drain a pod, not restart it.
- * - `GET /readyz`: readiness; 200 when the overall (`""`) status is SERVING, else 503, with
- *   every status as JSON. `/readyz?service=NAME` checks one name (404 if unknown).
+ * - `GET /readyz`: readiness; 200 when the overall (`""`) status is SERVING and every
+ *   dependency of `readiness` answers, else 503, with every status as JSON and, when a
+ *   dependency is down, `reason` naming it (`redis: connection is reconnecting`).
+ *   `/readyz?service=NAME` checks one name of the health holder (404 if unknown).
  */
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
-  const { registry, health } = options;
+  const { registry, health, readiness } = options;
   const host = options.host ?? '0.0.0.0';
   const server = http.createServer((req, res) => {
     const reply = (status: number, body: string, type = 'text/plain; charset=utf-8'): void => {
@@ -59,8 +67,30 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
         const service = url.searchParams.get('service') ?? OVERALL;
         const status = health.get(service);
         if (status === undefined) return reply(404, JSON.stringify({ error: `unknown service "${service}"` }), 'application/json');
-        const body = JSON.stringify({ service, status, services: health.list() });
-        return reply(status === 'SERVING' ? 200 : 503, body, 'application/json');
+        if (service !== OVERALL || !readiness) {
+          const body = JSON.stringify({ service, status, services: health.list() });
+          return reply(status === 'SERVING' ? 200 : 503, body, 'application/json');
+        }
+        readiness.check().then(
+          (dependencies) => {
+            const down = Object.entries(dependencies).filter(([, d]) => d.status !== 'SERVING');
+            const ready = status === 'SERVING' && down.length === 0;
+            const reasons = [
+              ...(status === 'SERVING' ? [] : [`process: ${status} (starting or draining)`]),
+              ...down.map(([name, d]) => `${name}: ${d.reason ?? d.status}`),
+            ];
+            const body = JSON.stringify({
+              service,
+              status: ready ? 'SERVING' : 'NOT_SERVING',
+              ...(reasons.length ? { reason: reasons.join('; ') } : {}),
+              services: health.list(),
+              dependencies,
+            });
+            reply(ready ? 200 : 503, body, 'application/json');
+          },
+          (err: unknown) => reply(503, JSON.stringify({ service, status: 'NOT_SERVING', reason: `readiness check failed: ${String(err)}` }), 'application/json'),
+        );
+        return;
       }
       default:
         return reply(404, 'not found: try /metrics, /healthz or /readyz\n');

@@ -34,6 +34,8 @@ export interface UpstreamOptions {
 
 export interface Upstream {
   readonly client: ConversationClient;
+  /** The balanced transport under `client` (readiness checks the replicas' health over it). */
+  readonly transport: BalancedTransport;
   /** Options for one unary call acting as `user`, cancelled with `signal` (the client's). */
   options(user: string, signal?: AbortSignal): CallOptions;
   /** The conversation replicas known now. */
@@ -85,6 +87,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const { serviceToken } = options;
   return {
     client: createClient(ConversationService, transport),
+    transport,
     options(user, signal) {
       // The user id travels only alongside the service credential, never on its own.
       const headers = serviceToken ? { ...serviceCredentialHeaders(serviceToken), [USER_HEADER]: user } : {};

@@ -388,7 +388,11 @@ describe('runLlmRequest: cancel', () => {
     const e = error(await pending);
     const took = performance.now() - abortedAt;
     expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true, retryable: false });
-    expect(took).toBeLessThan(50);
+    // The rest of the stream would take ~1.9 s (97 events 20 ms apart): ending long before it
+    // means the stream was aborted, not read out. (How fast, in ms, is the cancel benchmark's
+    // business: a timed bound here fails on a busy machine.)
+    expect(took).toBeLessThan(1000);
+    expect(deltas.length).toBeLessThan(10);
     await new Promise((r) => setTimeout(r, 50));
     expect(server.clientAborts.map((a) => a.requestId)).toContain(server.requests.at(-1)!.requestId);
   });

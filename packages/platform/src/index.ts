@@ -20,3 +20,5 @@ export type { RedisTransportOptions } from './redis/redis-transport-options.ts';
 export { redisKeys } from './redis/redis-keys.ts';
 export type { RedisKeys } from './redis/redis-keys.ts';
 export { tracedQueues } from './traced-queues.ts';
+export { createLiveOutput, DEFAULT_LIVE_OUTPUT_WAIT_FOR_DURABLE_MS } from './live-output.ts';
+export type { LiveOutput, LiveOutputOptions } from './live-output.ts';

@@ -20,13 +20,20 @@ import {
   llmRunKey,
   type CancelSignal,
   type LlmRequestJob,
+  type TokenDeltaKind,
 } from '@bedrock/contracts';
+import { createLiveOutput } from '@bedrock/platform';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
 import { failSpan, inSpan, jobTraceLogFields, SpanKind, startQueueDepthSampler, traceCarrier } from '@bedrock/platform/server';
 import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics, Span } from '@bedrock/platform/server';
-import { createDeltaPublisher } from './delta-publisher.ts';
 import type { HistorySource } from './history-source.ts';
 import { runLlmJob, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
+
+/** What token deltas are merged by: the same block, the same kind (never thinking with text). */
+interface DeltaTag {
+  readonly blockIndex: number;
+  readonly kind: TokenDeltaKind;
+}
 
 export interface LlmWorkerOptions {
   readonly transport: Transport;
@@ -115,13 +122,16 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     const model = data.model || options.runOptions.defaultModel;
     const started = performance.now();
     metrics?.activeStreams.inc({ kind: 'llm' });
-    const publisher = createDeltaPublisher({
+    // Token deltas, live (platform's live-output rules: merged while an append is in flight,
+    // no pause between appends, no size cap: max_tokens bounds them).
+    const publisher = createLiveOutput<DeltaTag>({
       streams: transport.streams,
       conversationId: data.conversationId,
       sequence: data.notifySequence,
-      requestId: data.requestId,
+      kind: (text, tag) => ({ case: 'tokenDelta', value: { requestId: data.requestId, blockIndex: tag.blockIndex, kind: tag.kind, text } }),
+      sameTag: (a, b) => a.blockIndex === b.blockIndex && a.kind === b.kind,
       onError: (err) => log.warn({ err }, 'token delta not appended (dropped)'),
-      onAppended: options.onDeltaAppended && ((i, t) => options.onDeltaAppended!(data.requestId, i, t)),
+      onAppended: options.onDeltaAppended && ((text, tag) => options.onDeltaAppended!(data.requestId, tag.blockIndex, text)),
     });
     // Alive until the result is on its way (not only while the stream runs).
     try {
@@ -135,7 +145,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
             onHistoryError: (err) => log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
             options: options.runOptions,
             signal: controller.signal,
-            onDelta: publisher.push,
+            onDelta: (blockIndex, text, kind) => publisher.push(text, { blockIndex, kind }),
             onFirstEvent: () => {
               metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
               options.onFirstEvent?.(data.requestId);

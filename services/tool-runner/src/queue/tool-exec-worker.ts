@@ -23,11 +23,11 @@ import {
   toolRunKey,
 } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
+import { createLiveOutput } from '@bedrock/platform';
 import type { Consumer, Transport } from '@bedrock/platform';
 import { inSpan, jobTraceLogFields, traceCarrier } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
-import { createOutputStreamer } from './output-streamer.ts';
 
 export { toolResultEventId };
 
@@ -161,19 +161,20 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
           if (claimedHere.has(data.toolUseId)) executor.cancel(data.toolUseId);
         };
         signal.addEventListener('abort', onHandBack, { once: true });
-        const streamer = createOutputStreamer({
+        // Live output (platform's live-output rules), throttled and capped per call.
+        const streamer = createLiveOutput<null>({
           streams: transport.streams,
           conversationId: data.conversationId,
-          toolUseId: data.toolUseId,
-          notifySequence: data.notifySequence,
-          flushMs: options.outputFlushMs,
+          sequence: data.notifySequence,
+          kind: (text) => ({ case: 'toolOutput', value: { toolUseId: data.toolUseId, text } }),
+          minIntervalMs: options.outputFlushMs,
           maxChars: options.outputStreamMaxBytes,
           onError: (err) => log.debug({ err }, 'live output append failed'),
         });
         try {
           // One tool run: the `execute_tool <name>` span of the GenAI conventions.
           const [result, how] = await inSpan(`execute_tool ${data.toolName}`, { attributes: executeToolAttributes(data.toolName, data.toolUseId) }, async (span) => {
-            const ran = await resultOf(data, signal, (text) => streamer.push(text), log);
+            const ran = await resultOf(data, signal, (text) => streamer.push(text, null), log);
             if (ran[0].isError) span.setAttribute('error.type', 'tool_error');
             return ran;
           });

@@ -1,0 +1,125 @@
+/**
+ * The conversation service's /readyz reflects Postgres and Redis: each is taken down behind a
+ * TCP proxy (connections reset, new ones refused), /readyz goes 503 naming it while /healthz
+ * stays 200, and both come back when the dependency does.
+ */
+import net, { type AddressInfo } from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createRedisTransport, type Transport } from '@bedrock/platform';
+import { createLogger } from '@bedrock/platform/server';
+import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
+import { readConversationConfig } from '../src/config.ts';
+import { startConversationService, type RunningConversationService } from '../src/create-conversation-service.ts';
+
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+/** A TCP proxy that can be taken down (open connections reset, new ones refused) and brought back. */
+async function startSwitchProxy(host: string, targetPort: number): Promise<{ port: number; down(): void; up(): void; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  let refusing = false;
+  const server = net.createServer((client) => {
+    client.on('error', () => undefined);
+    if (refusing) return void client.resetAndDestroy();
+    const upstream = net.connect(targetPort, host);
+    upstream.on('error', () => client.resetAndDestroy());
+    client.on('error', () => upstream.resetAndDestroy());
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const down = (): void => {
+    refusing = true;
+    for (const s of sockets) s.resetAndDestroy();
+  };
+  return {
+    port: (server.address() as AddressInfo).port,
+    down,
+    up: () => void (refusing = false),
+    close: async () => {
+      down();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function until(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let db: TestDatabase;
+let pgProxy: Awaited<ReturnType<typeof startSwitchProxy>>;
+let redisProxy: Awaited<ReturnType<typeof startSwitchProxy>>;
+let pool: pg.Pool;
+let transport: Transport;
+let service: RunningConversationService;
+
+beforeAll(async () => {
+  db = await createTestDatabase('readyz');
+  const dbUrl = new URL(db.url);
+  pgProxy = await startSwitchProxy(dbUrl.hostname, Number(dbUrl.port || 5432));
+  const redisUrl = new URL(REDIS_URL);
+  redisProxy = await startSwitchProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
+  const proxiedDb = new URL(db.url);
+  proxiedDb.hostname = '127.0.0.1';
+  proxiedDb.port = String(pgProxy.port);
+  pool = new pg.Pool({ connectionString: proxiedDb.toString(), max: 4 });
+  pool.on('error', () => undefined);
+  transport = createRedisTransport({ redisUrl: `redis://127.0.0.1:${redisProxy.port}`, prefix: `test-readyz-${process.pid}`, onError: () => undefined });
+  const config = readConversationConfig({
+    DATABASE_URL: proxiedDb.toString(),
+    BEDROCK_GRPC_PORT: '0',
+    BEDROCK_METRICS_PORT: '0',
+    BEDROCK_HOST: '127.0.0.1',
+    BEDROCK_RECOVERY_INTERVAL: '3600000',
+    BEDROCK_SHUTDOWN_GRACE: '500',
+    LOG_LEVEL: 'silent',
+  });
+  service = await startConversationService(config, { pool, transport, servicePeers: [], logger: createLogger({ service: 'test', level: 'silent' }) });
+}, 60_000);
+
+afterAll(async () => {
+  pgProxy?.up();
+  redisProxy?.up();
+  await service?.stop();
+  await transport?.close();
+  await pool?.end();
+  await pgProxy?.close();
+  await redisProxy?.close();
+  await db?.drop();
+}, 30_000);
+
+interface Readyz {
+  status: number;
+  body: { status: string; reason?: string; dependencies: Record<string, { status: string; reason?: string }> };
+}
+async function readyz(): Promise<Readyz> {
+  const res = await fetch(`${service.metricsUrl}/readyz`);
+  return { status: res.status, body: (await res.json()) as Readyz['body'] };
+}
+
+describe('conversation /readyz', () => {
+  it('is 200 with Postgres and Redis up', async () => {
+    await until(async () => (await readyz()).status === 200);
+    expect((await readyz()).body.dependencies).toEqual({ postgres: { status: 'SERVING' }, redis: { status: 'SERVING' } });
+  });
+
+  for (const [name, proxy] of [['postgres', () => pgProxy], ['redis', () => redisProxy]] as const) {
+    it(`is 503 naming ${name} while it is unreachable, then 200 again; /healthz stays 200`, async () => {
+      proxy().down();
+      await until(async () => (await readyz()).status === 503);
+      const down = await readyz();
+      expect(down.body.reason).toMatch(new RegExp(`^${name}: `));
+      expect((await fetch(`${service.metricsUrl}/healthz`)).status).toBe(200);
+      proxy().up();
+      await until(async () => (await readyz()).status === 200);
+    }, 40_000);
+  }
+});

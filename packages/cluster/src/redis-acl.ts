@@ -1,7 +1,7 @@
 /**
  * Redis ACL users, one per service, so that nothing reaches Redis without a credential and a
- * service's credential reaches only its deployment's keys and channels (DESIGN.md, "Trust
- * boundaries"; docs/deploy.md, "Redis ACL users").
+ * service's credential reaches only its deployment's keys and channels (docs/security.md,
+ * "Boundaries"; docs/deploy.md, "Redis ACL users").
  *
  * Each user may touch only the keys `<prefix>:*` and the pub/sub channels `<prefix>:*`, with the
  * data commands BullMQ and the Redis transport use (packages/platform/src/redis) and none of the

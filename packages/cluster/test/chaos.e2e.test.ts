@@ -1,5 +1,5 @@
 /**
- * Crash semantics end to end (DESIGN.md, "Side effects after a crash"), on the SHIPPED
+ * Crash semantics end to end (docs/architecture.md, "Side effects after a crash"), on the SHIPPED
  * defaults: 20 conversations in Unrestricted mode whose tools append lines to a ledger file,
  * and in the middle of a turn each of: kill -9 of a tool-runner, of a gateway, of a
  * conversation replica, and a Redis restart that loses every key. After each fault every

@@ -93,7 +93,7 @@ describe('failures in the middle of turns', () => {
     const messages = await atRestWithValidChain(id, 'runner victim');
     const result = messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value.content] : [])));
     expect(result).toEqual(['The tool-runner stopped while this command was running (it may have partly run); it was not run again.']);
-    // The command started once (DESIGN.md, "Side effects after a crash").
+    // The command started once (docs/architecture.md, "Side effects after a crash").
     const output = watcher.events.flatMap((ev) => (ev.kind.case === 'toolOutput' ? [ev.kind.value.text] : [])).join('');
     expect(output.match(/PID=/g)).toHaveLength(1);
     watcher.stop();

@@ -1,5 +1,5 @@
 /**
- * The manifests against ../shared/DESIGN.md, "Trust boundaries": tools (in the tool-runner's
+ * The manifests against docs/security.md, "Boundaries": tools (in the tool-runner's
  * pods) reach neither Postgres nor the internal ports, credentials go only to the service they
  * belong to (DATABASE_URL to conversation alone, each service its own Redis ACL user and its
  * own service token), tools run as a non-root uid, and dev's Redis and Postgres require

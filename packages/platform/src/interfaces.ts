@@ -197,7 +197,7 @@ export interface RunRecord {
 
 /**
  * At-most-once side effects and liveness of running work, shared by every replica
- * (DESIGN.md, "Side effects after a crash"). A tool-runner claims a tool call before running
+ * (docs/architecture.md, "Side effects after a crash"). A tool-runner claims a tool call before running
  * it and records its result after; a redelivered job finds the claim and does not run the tool
  * again. Owners send heartbeats while they work, so others can tell running work from work
  * whose owner died, within `aliveTtlMs`.

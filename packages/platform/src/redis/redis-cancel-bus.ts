@@ -2,7 +2,7 @@
  * Cancel broadcast on Redis pub/sub. One subscriber connection per bus, opened on the first
  * subscribe; every local handler shares it. Messages are CancelSignal protobuf JSON.
  * Pub/sub is fire-and-forget: a runner that is disconnected at the moment misses the signal,
- * which is why the conversation never waits for the cancelled work (see DESIGN.md).
+ * which is why the conversation never waits for the cancelled work (see docs/architecture.md).
  */
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import { CancelSignalSchema } from '@bedrock/contracts';

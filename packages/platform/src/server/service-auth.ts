@@ -1,5 +1,5 @@
 /**
- * Service identity on internal endpoints (../shared/DESIGN.md, "Trust boundaries"): each
+ * Service identity on internal endpoints (docs/security.md, "Boundaries"): each
  * service process holds its own secret token (BEDROCK_SERVICE_TOKEN_FILE) and presents it as
  * `authorization: Bearer <token>`; an internal server answers only callers whose token hashes
  * to an entry of its peers (BEDROCK_SERVICE_PEERS_FILE, `service:sha256hex` lines). The

@@ -1,5 +1,5 @@
 /**
- * The one way an event changes a conversation (DESIGN.md, "the life of an event"), used by
+ * The one way an event changes a conversation (docs/architecture.md, "The life of an event"), used by
  * the API, the event consumer and the recovery sweeper alike:
  *
  *   1. read the conversation and the ids of its unsent outbox rows (round trip 1) — skipped

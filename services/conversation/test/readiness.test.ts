@@ -3,8 +3,8 @@
  * TCP proxy (connections reset, new ones refused), /readyz goes 503 naming it while /healthz
  * stays 200, and both come back when the dependency does.
  */
-import net, { type AddressInfo } from 'node:net';
 import pg from 'pg';
+import { startSwitchProxy } from '@bedrock/testkit/switch-proxy';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createRedisTransport, type Transport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
@@ -14,37 +14,6 @@ import { startConversationService, type RunningConversationService } from '../sr
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
-/** A TCP proxy that can be taken down (open connections reset, new ones refused) and brought back. */
-async function startSwitchProxy(host: string, targetPort: number): Promise<{ port: number; down(): void; up(): void; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  let refusing = false;
-  const server = net.createServer((client) => {
-    client.on('error', () => undefined);
-    if (refusing) return void client.resetAndDestroy();
-    const upstream = net.connect(targetPort, host);
-    upstream.on('error', () => client.resetAndDestroy());
-    client.on('error', () => upstream.resetAndDestroy());
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const down = (): void => {
-    refusing = true;
-    for (const s of sockets) s.resetAndDestroy();
-  };
-  return {
-    port: (server.address() as AddressInfo).port,
-    down,
-    up: () => void (refusing = false),
-    close: async () => {
-      down();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 async function until(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -64,9 +33,9 @@ let service: RunningConversationService;
 beforeAll(async () => {
   db = await createTestDatabase('readyz');
   const dbUrl = new URL(db.url);
-  pgProxy = await startSwitchProxy(dbUrl.hostname, Number(dbUrl.port || 5432));
+  pgProxy = await startSwitchProxy(Number(dbUrl.port || 5432), dbUrl.hostname);
   const redisUrl = new URL(REDIS_URL);
-  redisProxy = await startSwitchProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
+  redisProxy = await startSwitchProxy(Number(redisUrl.port || 6379), redisUrl.hostname);
   const proxiedDb = new URL(db.url);
   proxiedDb.hostname = '127.0.0.1';
   proxiedDb.port = String(pgProxy.port);

@@ -1,4 +1,4 @@
-import net, { type AddressInfo } from 'node:net';
+import { startSwitchProxy } from '@bedrock/testkit/switch-proxy';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createRedisTransport } from '../redis/redis-transport.ts';
 import { createHealth } from './health.ts';
@@ -14,37 +14,6 @@ const until = async (cond: () => Promise<boolean>, ms = 15_000): Promise<void> =
   }
 };
 
-/** A TCP proxy to `targetPort` that can be taken down (connections reset, new ones refused) and brought back. */
-async function startSwitchProxy(targetPort: number): Promise<{ port: number; down(): void; up(): void; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  let refusing = false;
-  const server = net.createServer((client) => {
-    client.on('error', () => undefined);
-    if (refusing) return void client.resetAndDestroy();
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    upstream.on('error', () => client.resetAndDestroy());
-    client.on('error', () => upstream.resetAndDestroy());
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const down = (): void => {
-    refusing = true;
-    for (const s of sockets) s.resetAndDestroy();
-  };
-  return {
-    port: (server.address() as AddressInfo).port,
-    down,
-    up: () => void (refusing = false),
-    close: async () => {
-      down();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 describe('createReadiness', () => {
   it('reports each dependency, keeps an outcome for cacheMs and runs one check at a time', async () => {

@@ -13,9 +13,15 @@ export interface SwitchProxy {
   close(): Promise<void>;
 }
 
-/** Resets a socket once: resetting a destroyed one emits an error, and two sockets resetting each other on error would loop forever. */
+/**
+ * Resets an open connection; a socket already half-closed or closed is only destroyed: on
+ * Node 20, resetAndDestroy() of a half-closed socket (its peer ended first) spins the event
+ * loop forever, which kept the test process from exiting.
+ */
 function reset(s: net.Socket): void {
-  if (!s.destroyed) s.resetAndDestroy();
+  if (s.destroyed) return;
+  if (s.readyState === 'open') s.resetAndDestroy();
+  else s.destroy();
 }
 
 export async function startSwitchProxy(targetPort: number, host = '127.0.0.1'): Promise<SwitchProxy> {

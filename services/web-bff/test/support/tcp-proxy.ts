@@ -22,6 +22,13 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
+/** Resets an open connection, destroys a half-closed one (resetAndDestroy() of a half-closed socket spins the event loop on Node 20). */
+function resetSocket(s: net.Socket): void {
+  if (s.destroyed) return;
+  if (s.readyState === 'open') s.resetAndDestroy();
+  else s.destroy();
+}
+
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   const pairs = new Set<[net.Socket, net.Socket]>();
   let blackholed = false;
@@ -31,11 +38,11 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     accepted++;
     client.on('error', () => undefined);
     if (refusing) {
-      client.resetAndDestroy();
+      resetSocket(client);
       return;
     }
     const upstream = net.connect(proxy.target, '127.0.0.1');
-    upstream.on('error', () => client.resetAndDestroy());
+    upstream.on('error', () => resetSocket(client));
     const pair: [net.Socket, net.Socket] = [client, upstream];
     pairs.add(pair);
     const forget = () => pairs.delete(pair);
@@ -59,8 +66,8 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     },
     reset() {
       for (const [client, upstream] of pairs) {
-        client.resetAndDestroy();
-        upstream.resetAndDestroy();
+        resetSocket(client);
+        resetSocket(upstream);
       }
       pairs.clear();
     },

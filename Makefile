@@ -22,11 +22,15 @@ services: ## Start PostgreSQL and Redis, install Chromium for the UI tests and k
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-kubectl.sh
 
-lint: setup ## buf lint, eslint (with the pure-core rules) and tsc --noEmit
+lint: setup ## buf lint, prettier --check, eslint (pure-core and layering rules) and tsc --noEmit
 	npx buf lint
+	npx prettier --check --log-level warn .
 	npx eslint .
 	npx tsc --noEmit -p tsconfig.json
 	npx tsc --noEmit -p services/web-bff/ui/tsconfig.json
+
+format: ## Format the code with Prettier (make lint checks it)
+	npx prettier --write --log-level warn .
 
 breaking: setup ## buf breaking against main
 	npx buf breaking --against '.git#branch=main'
@@ -56,4 +60,4 @@ k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an
 loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
 	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
 
-.PHONY: help setup gen services lint breaking test bench loadtest-tool-runner cluster cluster-down bundles images k8s-render
+.PHONY: help setup gen services lint format breaking test bench loadtest-tool-runner cluster cluster-down bundles images k8s-render

@@ -18,8 +18,7 @@ const pureCore = {
         patterns: [
           {
             regex: '^(?!\\.{1,2}/|@bedrock/contracts/tools$)',
-            message:
-              'The state machine is pure: import only sibling core files (and @bedrock/contracts/tools). I/O belongs in the shell.',
+            message: 'The state machine is pure: import only sibling core files (and @bedrock/contracts/tools). I/O belongs in the shell.',
           },
         ],
       },

@@ -37,7 +37,12 @@ function client(baseUrl: string, token: string): Client<typeof ConversationServi
     createConnectTransport({
       baseUrl,
       httpVersion: '1.1',
-      interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${token}`); return next(req); }],
+      interceptors: [
+        (next) => (req) => {
+          req.header.set('authorization', `Bearer ${token}`);
+          return next(req);
+        },
+      ],
     }),
   );
 }
@@ -60,7 +65,10 @@ function percentile(sorted: number[], p: number): number {
 /** One turn: a response with TOOLS bash `true` calls, then a closing answer. Returns ms from send to idle. */
 async function timedTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
   llm.enqueue(
-    { kind: 'message', content: Array.from({ length: TOOLS }, () => ({ type: 'tool_use' as const, name: 'bash', input: { command: 'true' } })) },
+    {
+      kind: 'message',
+      content: Array.from({ length: TOOLS }, () => ({ type: 'tool_use' as const, name: 'bash', input: { command: 'true' } })),
+    },
     { kind: 'message', content: [{ type: 'text', text: 'done' }] },
   );
   const conv = (await api.createConversation({ cwd: '/tmp' })).conversation!;
@@ -85,7 +93,10 @@ async function timedTurn(api: Client<typeof ConversationService>, llm: { enqueue
   return ms;
 }
 
-async function cancelLatencies(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number[]> {
+async function cancelLatencies(
+  api: Client<typeof ConversationService>,
+  llm: { enqueue(...r: ScriptedResponse[]): void },
+): Promise<number[]> {
   const samples: number[] = [];
   for (let i = 0; i < CANCELS; i++) {
     llm.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'sleep 300' } }] });
@@ -125,7 +136,15 @@ async function main(): Promise<void> {
   const databaseUrl = `postgres://postgres@127.0.0.1:5432/bedrock_bench_local_${process.pid}`;
   await createDatabase(databaseUrl);
   const embedded = await startEmbedded({
-    env: { ...process.env, ...env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', DATABASE_URL: databaseUrl, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5' },
+    env: {
+      ...process.env,
+      ...env,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      DATABASE_URL: databaseUrl,
+      BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5',
+    },
   });
   const local = client(embedded.httpUrl, embedded.token);
   const inProcess = await medianTurn(local, llm);
@@ -151,10 +170,14 @@ async function main(): Promise<void> {
     const hops = 2 * TOOLS + 4;
     console.log(`${TOOLS} tool calls of \`true\` in one turn (2 LLM requests), send → idle on the watch stream, median of ${TURNS} turns:`);
     console.log(`  one process, in-process queues:             ${inProcess.toFixed(0)} ms (${(inProcess / TOOLS).toFixed(1)} ms per tool)`);
-    console.log(`  distributed, ${cluster.processes.length} processes over Redis:        ${distributed.toFixed(0)} ms (${(distributed / TOOLS).toFixed(1)} ms per tool)`);
+    console.log(
+      `  distributed, ${cluster.processes.length} processes over Redis:        ${distributed.toFixed(0)} ms (${(distributed / TOOLS).toFixed(1)} ms per tool)`,
+    );
     console.log(`  ratio distributed / one process: ${(distributed / inProcess).toFixed(2)}`);
     console.log(`  overhead per queue hop (${hops} hops): ${((distributed - inProcess) / hops).toFixed(2)} ms`);
-    console.log(`cancel RPC → idle on a watcher's stream, ${cancels.length} samples: median ${percentile(cancels, 50).toFixed(1)} ms, p99 ${percentile(cancels, 99).toFixed(1)} ms`);
+    console.log(
+      `cancel RPC → idle on a watcher's stream, ${cancels.length} samples: median ${percentile(cancels, 50).toFixed(1)} ms, p99 ${percentile(cancels, 99).toFixed(1)} ms`,
+    );
   } finally {
     await cluster.stop();
     await llm.close();

@@ -14,7 +14,11 @@ for (const group of ['services', 'packages']) {
 }
 const files = dirs
   .filter((d) => existsSync(join(root, d)))
-  .flatMap((d) => readdirSync(join(root, d)).filter((f) => f.endsWith('.bench.ts')).map((f) => join(d, f)))
+  .flatMap((d) =>
+    readdirSync(join(root, d))
+      .filter((f) => f.endsWith('.bench.ts'))
+      .map((f) => join(d, f)),
+  )
   .filter((f) => process.argv.length <= 2 || process.argv.slice(2).some((want) => f.includes(want)));
 
 let failures = 0;

@@ -117,7 +117,9 @@ async function up(): Promise<void> {
     if (exited !== undefined || Date.now() > deadline) {
       const tail = existsSync(supervisorLog) ? readFileSync(supervisorLog, 'utf8').split('\n').slice(-20).join('\n') : '';
       if (exited === undefined) await down();
-      throw new Error(`the cluster did not start (${exited === undefined ? 'timed out' : `supervisor exited: ${exited}`}); ${supervisorLog}:\n${tail}`);
+      throw new Error(
+        `the cluster did not start (${exited === undefined ? 'timed out' : `supervisor exited: ${exited}`}); ${supervisorLog}:\n${tail}`,
+      );
     }
     await sleep(200);
   }

@@ -29,19 +29,32 @@ try {
   }
   console.log(`\ntime to rest after the fault, ${conversations} conversations, ${rounds} rounds, shipped defaults:`);
   console.log('fault         median   max');
-  for (const [kind, xs] of times) console.log(`${kind.padEnd(12)}  ${seconds(median(xs)).padStart(6)}  ${seconds(Math.max(...xs)).padStart(6)}`);
+  for (const [kind, xs] of times)
+    console.log(`${kind.padEnd(12)}  ${seconds(median(xs)).padStart(6)}  ${seconds(Math.max(...xs)).padStart(6)}`);
 
   const report = await chaos.check();
-  console.log(`\n${report.toolCalls} tool calls, ${report.ledgerLines} ledger lines, ${report.interrupted} answered interrupted, ${report.lost} answered lost`);
-  console.log(report.problems.length === 0 ? 'no tool ran twice, every tool_use answered once, every user message kept once' : `PROBLEMS:\n${report.problems.join('\n')}`);
+  console.log(
+    `\n${report.toolCalls} tool calls, ${report.ledgerLines} ledger lines, ${report.interrupted} answered interrupted, ${report.lost} answered lost`,
+  );
+  console.log(
+    report.problems.length === 0
+      ? 'no tool ran twice, every tool_use answered once, every user message kept once'
+      : `PROBLEMS:\n${report.problems.join('\n')}`,
+  );
 
   const idle = await chaos.redisLoad(10_000, false);
   const busy = await chaos.redisLoad(5_000, true);
-  const top = (xs: [string, number][]) => xs.slice(0, 6).map(([c, r]) => `${c} ${r.toFixed(1)}`).join(', ');
+  const top = (xs: [string, number][]) =>
+    xs
+      .slice(0, 6)
+      .map(([c, r]) => `${c} ${r.toFixed(1)}`)
+      .join(', ');
   console.log(`\nRedis commands/s of the whole cluster (2 conversation, 2 gateway, 3 runner processes: 10 queue consumers):`);
   console.log(`  idle: ${idle.perSecond.toFixed(1)}/s (${top(idle.byCommand)})`);
   console.log(`  ${conversations} tools running: ${busy.perSecond.toFixed(1)}/s (${top(busy.byCommand)})`);
-  console.log(`  so about ${(idle.perSecond / 10).toFixed(1)}/s per idle consumer and ${((busy.perSecond - idle.perSecond) / conversations).toFixed(1)}/s per running tool (lock renewal, heartbeat, recovery checks of 2 replicas)`);
+  console.log(
+    `  so about ${(idle.perSecond / 10).toFixed(1)}/s per idle consumer and ${((busy.perSecond - idle.perSecond) / conversations).toFixed(1)}/s per running tool (lock renewal, heartbeat, recovery checks of 2 replicas)`,
+  );
 } finally {
   await chaos.close();
 }

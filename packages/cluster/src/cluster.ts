@@ -15,7 +15,14 @@ import pg from 'pg';
 import { generateServiceCredentials, type Logger } from '@bedrock/platform/server';
 import { freePort } from './free-port.ts';
 import { createRedisAclUsers, type RedisAclUsers } from './redis-acl.ts';
-import { serviceProcess, type ProcessEvent, type Runtime, type ServiceName, type ServiceProcess, type SupervisionOptions } from './service-process.ts';
+import {
+  serviceProcess,
+  type ProcessEvent,
+  type Runtime,
+  type ServiceName,
+  type ServiceProcess,
+  type SupervisionOptions,
+} from './service-process.ts';
 
 export interface ClusterOptions {
   /** Folder for logs/, pids/ and the user's token. */
@@ -193,7 +200,11 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     await add(
       'tool-runner',
       i,
-      { BEDROCK_GRPC_PORT: String(runnerPorts[i - 1]), BEDROCK_RUNNER_ID: `tool-runner-${i}`, BEDROCK_TOOL_DENY_PORTS: denyPorts.join(',') },
+      {
+        BEDROCK_GRPC_PORT: String(runnerPorts[i - 1]),
+        BEDROCK_RUNNER_ID: `tool-runner-${i}`,
+        BEDROCK_TOOL_DENY_PORTS: denyPorts.join(','),
+      },
       9490 + i,
     );
   }

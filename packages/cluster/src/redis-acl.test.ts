@@ -16,7 +16,14 @@ import { createRedisTransport } from '@bedrock/platform';
 import { transportContract, waitFor } from '../../platform/test/transport-contract.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from '../../platform/test/redis-helpers.ts';
 import { freePort } from './free-port.ts';
-import { REDIS_ACL_SERVICES, createRedisAclUsers, redisAclFileLine, redisServiceAclRules, redisServiceUser, type RedisAclUsers } from './redis-acl.ts';
+import {
+  REDIS_ACL_SERVICES,
+  createRedisAclUsers,
+  redisAclFileLine,
+  redisServiceAclRules,
+  redisServiceUser,
+  type RedisAclUsers,
+} from './redis-acl.ts';
 
 const prefix = uniquePrefix('acl');
 const other = uniquePrefix('acl-other');
@@ -207,21 +214,25 @@ describe('redis ACL users', () => {
     await waitFor(() => got.length === 1, 'the message');
   });
 
-  it.each(REDIS_ACL_SERVICES)('%s: refused other prefixes, CONFIG, FLUSHALL, KEYS, SCAN, ACL and other admin commands (ACL DRYRUN; the harmless ones run)', async (service) => {
-    const admin = connect(REDIS_URL);
-    clients.push(admin);
-    await admin.set(`${other}:secret`, 'x');
-    const user = (await aclUsers()).users[service]!;
-    // On the shared Redis nothing destructive is sent as the user: the admin asks whether it may.
-    for (const args of refusedCommands(prefix, other)) {
-      const verdict = String(await admin.call('ACL', 'DRYRUN', user, ...args.map(String)));
-      expect([args.join(' '), verdict]).toEqual([args.join(' '), expect.stringMatching(/no permissions/)]);
-    }
-    expect(String(await admin.call('ACL', 'DRYRUN', user, 'GET', `${prefix}:mine`))).toBe('OK');
-    const c = await as(service);
-    for (const args of harmlessRefusals(prefix, other)) expect([args.join(' '), await refusedWith(c, args)]).toEqual([args.join(' '), 'NOPERM']);
-    expect(await admin.get(`${other}:secret`)).toBe('x');
-  });
+  it.each(REDIS_ACL_SERVICES)(
+    '%s: refused other prefixes, CONFIG, FLUSHALL, KEYS, SCAN, ACL and other admin commands (ACL DRYRUN; the harmless ones run)',
+    async (service) => {
+      const admin = connect(REDIS_URL);
+      clients.push(admin);
+      await admin.set(`${other}:secret`, 'x');
+      const user = (await aclUsers()).users[service]!;
+      // On the shared Redis nothing destructive is sent as the user: the admin asks whether it may.
+      for (const args of refusedCommands(prefix, other)) {
+        const verdict = String(await admin.call('ACL', 'DRYRUN', user, ...args.map(String)));
+        expect([args.join(' '), verdict]).toEqual([args.join(' '), expect.stringMatching(/no permissions/)]);
+      }
+      expect(String(await admin.call('ACL', 'DRYRUN', user, 'GET', `${prefix}:mine`))).toBe('OK');
+      const c = await as(service);
+      for (const args of harmlessRefusals(prefix, other))
+        expect([args.join(' '), await refusedWith(c, args)]).toEqual([args.join(' '), 'NOPERM']);
+      expect(await admin.get(`${other}:secret`)).toBe('x');
+    },
+  );
 
   it('deleted users can no longer authenticate; cleanup is idempotent', async () => {
     const extra = await createRedisAclUsers({ adminUrl: REDIS_URL, prefix, services: ['probe'] });
@@ -243,7 +254,9 @@ describe('a Redis whose default user is off', () => {
 
   beforeAll(async () => {
     port = await freePort();
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     const boot = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     try {
       await waitFor(async () => (await boot.ping().catch(() => '')) === 'PONG', 'redis-server');

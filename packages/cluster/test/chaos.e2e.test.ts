@@ -18,16 +18,21 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  if (outcomes.length) console.log(outcomes.map((o) => `${o.fault}: at rest after ${(o.restMs / 1000).toFixed(1)} s (held ${o.held})`).join('\n'));
+  if (outcomes.length)
+    console.log(outcomes.map((o) => `${o.fault}: at rest after ${(o.restMs / 1000).toFixed(1)} s (held ${o.held})`).join('\n'));
   await chaos?.close();
 }, 60_000);
 
 describe('crash semantics with 20 live conversations, on the shipped defaults', () => {
-  it.each(FAULT_KINDS.map((k) => [k]))('every conversation is at rest within 10 s after %s is killed', async (kind) => {
-    const outcome = await chaos.fault(kind);
-    outcomes.push(outcome);
-    expect(outcome.restMs).toBeLessThanOrEqual(10_000);
-  }, 120_000);
+  it.each(FAULT_KINDS.map((k) => [k]))(
+    'every conversation is at rest within 10 s after %s is killed',
+    async (kind) => {
+      const outcome = await chaos.fault(kind);
+      outcomes.push(outcome);
+      expect(outcome.restMs).toBeLessThanOrEqual(10_000);
+    },
+    120_000,
+  );
 
   it('ran no tool twice, answered every tool_use exactly once, and kept every user message once', async () => {
     const { problems, toolCalls, interrupted, lost, ledgerLines } = await chaos.check();

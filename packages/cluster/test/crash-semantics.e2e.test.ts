@@ -32,7 +32,10 @@ async function idle(id: string) {
 /** Count of calls a process served, from its /metrics (a restarted process starts from 0). */
 async function rpcCalls(metricsPort: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  return [...text.matchAll(/^bedrock_rpc_server_seconds_count\{[^}]*method="bedrock\.v1\.ConversationService\/\w+"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  return [...text.matchAll(/^bedrock_rpc_server_seconds_count\{[^}]*method="bedrock\.v1\.ConversationService\/\w+"[^}]*\} (\d+)/gm)].reduce(
+    (n, m) => n + Number(m[1]),
+    0,
+  );
 }
 
 describe('no single replica in the path', () => {
@@ -73,7 +76,11 @@ describe('no single replica in the path', () => {
     expect(messages.at(-1)!.type).toBe(MessageType.AGENT);
 
     // The supervisor brings it back by itself (no cluster.restart here).
-    await e.waitFor('conversation-1 to be restarted and ready', () => victim.restarts() > restartsBefore && victim.events.at(-1)?.kind === 'ready', 60_000);
+    await e.waitFor(
+      'conversation-1 to be restarted and ready',
+      () => victim.restarts() > restartsBefore && victim.events.at(-1)?.kind === 'ready',
+      60_000,
+    );
     const log = readFileSync(victim.logFile, 'utf8');
     expect(log).toContain('"msg":"process exited unexpectedly; restarting it"');
     expect(log).toContain('"exit":"SIGKILL"');
@@ -113,7 +120,11 @@ describe('a bad image cannot brick a conversation', () => {
     e.route('a picture the provider refuses', say('I could not see the picture.'), say('Second turn works.'), say('Third turn works.'));
 
     const conv = (await e.client.createConversation({ cwd: '/tmp' })).conversation!;
-    await e.client.sendMessage({ conversationId: conv.id, text: 'a picture the provider refuses', images: [{ mediaType: 'image/png', data: png }] });
+    await e.client.sendMessage({
+      conversationId: conv.id,
+      text: 'a picture the provider refuses',
+      images: [{ mediaType: 'image/png', data: png }],
+    });
     await idle(conv.id);
     await e.client.sendMessage({ conversationId: conv.id, text: 'and now?' });
     await idle(conv.id);
@@ -129,8 +140,10 @@ describe('a bad image cannot brick a conversation', () => {
 
     const requests = e.llm.requests.filter((r) => firstUserText(r).startsWith('a picture the provider refuses'));
     const note = `[image removed: the model provider refused it: ${reason}]`;
-    const imagesOf = (r: (typeof requests)[number]) => r.body!.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'image')));
-    const notesOf = (r: (typeof requests)[number]) => r.body!.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'text' && b.text === note)));
+    const imagesOf = (r: (typeof requests)[number]) =>
+      r.body!.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'image')));
+    const notesOf = (r: (typeof requests)[number]) =>
+      r.body!.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'text' && b.text === note)));
     // The refused request carried the image; every answered one carried the note instead.
     expect(imagesOf(requests[0]!)).toHaveLength(1);
     const answered = requests.filter((r) => imagesOf(r).length === 0);

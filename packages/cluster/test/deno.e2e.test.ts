@@ -24,7 +24,14 @@ describe('under Deno', () => {
       expect(argv[0]).toMatch(/deno$/);
       expect(argv).toContain(`${process.cwd()}/services/${p.service}/src/main.ts`);
     }
-    e.route('deno smoke', { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo hi from deno; touch /tmp/deno-should-not-write' } }] }, { kind: 'message', content: [{ type: 'text', text: 'Done under Deno.' }] });
+    e.route(
+      'deno smoke',
+      {
+        kind: 'message',
+        content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo hi from deno; touch /tmp/deno-should-not-write' } }],
+      },
+      { kind: 'message', content: [{ type: 'text', text: 'Done under Deno.' }] },
+    );
     const conv = (await e.client.createConversation({ cwd: '/tmp' })).conversation!;
     expect(conv.mode).toBe(Mode.RESTRICTED);
     const watcher = e.watch(conv.id);

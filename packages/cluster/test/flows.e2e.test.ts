@@ -10,7 +10,17 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Interceptor } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, ErrorKind, MessageType, Mode, StateKind, ToolExecJobSchema, ToolRunnerService, health, USER_HEADER } from '@bedrock/contracts';
+import {
+  ConversationService,
+  ErrorKind,
+  MessageType,
+  Mode,
+  StateKind,
+  ToolExecJobSchema,
+  ToolRunnerService,
+  health,
+  USER_HEADER,
+} from '@bedrock/contracts';
 import { serviceTokenInterceptor } from '@bedrock/platform/server';
 import type { ScriptedMessage } from '@bedrock/testkit';
 import { startE2e, type E2e } from './support/e2e.ts';
@@ -23,7 +33,11 @@ afterAll(async () => {
   await e?.close();
 }, 60_000);
 
-const say = (text: string, usage?: ScriptedMessage['usage']): ScriptedMessage => ({ kind: 'message', content: [{ type: 'text', text }], ...(usage ? { usage } : {}) });
+const say = (text: string, usage?: ScriptedMessage['usage']): ScriptedMessage => ({
+  kind: 'message',
+  content: [{ type: 'text', text }],
+  ...(usage ? { usage } : {}),
+});
 const call = (name: string, input: unknown, id?: string) => ({ type: 'tool_use' as const, name, input, ...(id ? { id } : {}) });
 const tools = (...blocks: ReturnType<typeof call>[]): ScriptedMessage => ({ kind: 'message', content: blocks });
 
@@ -61,7 +75,15 @@ function requestsFor(key: string) {
 
 describe('end to end through the public API', () => {
   it('runs a full turn with three tools serially, in order', async () => {
-    e.route('three tools', tools(call('bash', { command: 'echo one' }), call('bash', { command: 'sleep 0.2; echo two' }), call('bash', { command: 'echo three' })), say('All three ran.'));
+    e.route(
+      'three tools',
+      tools(
+        call('bash', { command: 'echo one' }),
+        call('bash', { command: 'sleep 0.2; echo two' }),
+        call('bash', { command: 'echo three' }),
+      ),
+      say('All three ran.'),
+    );
     const id = await converse('three tools please');
     await rest(id);
     expect((await toolResults(id)).map((r) => r.content.trim())).toEqual(['one', 'two', 'three']);
@@ -81,14 +103,18 @@ describe('end to end through the public API', () => {
     const started = Date.now();
     await e.client.cancel({ conversationId: id });
     await rest(id);
-    await e.waitFor('the tool process to be gone', () => {
-      try {
-        process.kill(pid, 0);
-        return false;
-      } catch {
-        return true;
-      }
-    }, 10_000);
+    await e.waitFor(
+      'the tool process to be gone',
+      () => {
+        try {
+          process.kill(pid, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      10_000,
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
     expect((await toolResults(id)).map((r) => [r.content, r.cancelled])).toEqual([
       ['Cancelled by user', true],
@@ -113,12 +139,18 @@ describe('end to end through the public API', () => {
     const { id, watcher } = await converseWatched('overloaded first');
     await rest(id);
     const retry = await e.waitFor('a retry notice', () => watcher.events.find((ev) => ev.kind.case === 'retryScheduled'));
-    expect(retry.kind.case === 'retryScheduled' && [retry.kind.value.attempt, retry.kind.value.maxAttempts, retry.kind.value.errorKind]).toEqual([2, 3, ErrorKind.SERVER]);
+    expect(
+      retry.kind.case === 'retryScheduled' && [retry.kind.value.attempt, retry.kind.value.maxAttempts, retry.kind.value.errorKind],
+    ).toEqual([2, 3, ErrorKind.SERVER]);
     watcher.stop();
   });
 
   it('shows an auth error with its kind, then recovers with a new message', async () => {
-    e.route('auth trouble', { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' }, say('Fine now.'));
+    e.route(
+      'auth trouble',
+      { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' },
+      say('Fine now.'),
+    );
     const id = await converse('auth trouble');
     await rest(id, StateKind.ERROR);
     const state = (await e.client.getConversation({ conversationId: id })).conversation!.state!;
@@ -161,7 +193,11 @@ describe('end to end through the public API', () => {
 
   it('runs two sub-agents in parallel, one failing, and the parent gets both outcomes', async () => {
     const slow = (m: ScriptedMessage): ScriptedMessage => ({ ...m, delayMs: 800 });
-    e.route('parent of two', tools(call('spawn_agents', { tasks: [{ task: 'sub task A' }, { task: 'sub task B' }] })), say('Both reported.'));
+    e.route(
+      'parent of two',
+      tools(call('spawn_agents', { tasks: [{ task: 'sub task A' }, { task: 'sub task B' }] })),
+      say('Both reported.'),
+    );
     e.route('sub task A', slow(tools(call('submit_result', { result: 'A is done', success: true }))));
     e.route('sub task B', { kind: 'error', status: 401, errorType: 'authentication_error', message: 'no access for B', delayMs: 800 });
     const id = await converse('parent of two');
@@ -186,7 +222,11 @@ describe('end to end through the public API', () => {
   it('asks for a continuation summary at 90% without running the tools, then rejects messages', async () => {
     e.route(
       'long conversation',
-      { kind: 'message', content: [{ type: 'text', text: 'Let me run more.' }, call('bash', { command: 'echo should-not-run' })], usage: { input_tokens: 185_000, output_tokens: 100 } },
+      {
+        kind: 'message',
+        content: [{ type: 'text', text: 'Let me run more.' }, call('bash', { command: 'echo should-not-run' })],
+        usage: { input_tokens: 185_000, output_tokens: 100 },
+      },
       say('Summary: we did many things.'),
     );
     const id = await converse('long conversation');
@@ -214,8 +254,10 @@ describe('end to end through the public API', () => {
     for (const p of e.cluster.processes) texts.set(p.name, await scrape(p));
     const of = (service: string) => e.cluster.processes.filter((p) => p.service === service).map((p) => texts.get(p.name)!);
     // A family with a given label on at least one replica (work lands on whichever replica takes it).
-    const anyHas = (service: string, re: RegExp) => expect([service, String(re), of(service).some((t) => re.test(t))]).toEqual([service, String(re), true]);
-    const allHave = (service: string, re: RegExp) => expect([service, String(re), of(service).every((t) => re.test(t))]).toEqual([service, String(re), true]);
+    const anyHas = (service: string, re: RegExp) =>
+      expect([service, String(re), of(service).some((t) => re.test(t))]).toEqual([service, String(re), true]);
+    const allHave = (service: string, re: RegExp) =>
+      expect([service, String(re), of(service).every((t) => re.test(t))]).toEqual([service, String(re), true]);
     for (const p of e.cluster.processes) {
       const t = texts.get(p.name)!;
       expect([p.name, t.includes(`service="${p.service}"`), /^process_resident_memory_bytes\{/m.test(t)]).toEqual([p.name, true, true]);
@@ -254,9 +296,14 @@ describe('end to end through the public API', () => {
       return next(req);
     };
     const url = (name: string) => `http://127.0.0.1:${e.cluster.byName(name).env.BEDROCK_GRPC_PORT}`;
-    const codeOf = (p: Promise<unknown>) => p.then(() => 'ok', (err: unknown) => Code[ConnectError.from(err).code]);
+    const codeOf = (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (err: unknown) => Code[ConnectError.from(err).code],
+      );
 
-    const conversation = (...interceptors: Interceptor[]) => createClient(ConversationService, createGrpcTransport({ baseUrl: url('conversation-1'), interceptors }));
+    const conversation = (...interceptors: Interceptor[]) =>
+      createClient(ConversationService, createGrpcTransport({ baseUrl: url('conversation-1'), interceptors }));
     expect(await codeOf(conversation().listConversations({}))).toBe('Unauthenticated');
     expect(await codeOf(conversation(asUser).listConversations({}))).toBe('Unauthenticated');
     expect(await codeOf(conversation(serviceTokenInterceptor(token('tool-runner')), asUser).listConversations({}))).toBe('Unauthenticated');
@@ -264,11 +311,20 @@ describe('end to end through the public API', () => {
     const probe = createClient(health.Health, createGrpcTransport({ baseUrl: url('conversation-1') }));
     expect((await probe.check({ service: '' })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
 
-    const runner = (...interceptors: Interceptor[]) => createClient(ToolRunnerService, createGrpcTransport({ baseUrl: url('tool-runner-1'), interceptors }));
-    const job = create(ToolExecJobSchema, { toolUseId: `e2e-identity-${Date.now()}`, conversationId: 'e2e-identity', toolName: 'bash', inputJson: JSON.stringify({ command: 'echo ran' }), cwd: '/tmp', mode: Mode.UNRESTRICTED });
+    const runner = (...interceptors: Interceptor[]) =>
+      createClient(ToolRunnerService, createGrpcTransport({ baseUrl: url('tool-runner-1'), interceptors }));
+    const job = create(ToolExecJobSchema, {
+      toolUseId: `e2e-identity-${Date.now()}`,
+      conversationId: 'e2e-identity',
+      toolName: 'bash',
+      inputJson: JSON.stringify({ command: 'echo ran' }),
+      cwd: '/tmp',
+      mode: Mode.UNRESTRICTED,
+    });
     const execute = async (...interceptors: Interceptor[]) => {
       let content = '';
-      for await (const msg of runner(...interceptors).executeTool({ job })) if (msg.kind.case === 'result') content = msg.kind.value.content;
+      for await (const msg of runner(...interceptors).executeTool({ job }))
+        if (msg.kind.case === 'result') content = msg.kind.value.content;
       return content;
     };
     expect(await codeOf(execute())).toBe('Unauthenticated');

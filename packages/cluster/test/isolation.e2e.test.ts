@@ -51,7 +51,16 @@ beforeAll(async () => {
   });
   const client = createClient(
     ConversationService,
-    createConnectTransport({ baseUrl: cluster.httpUrl, httpVersion: '1.1', interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${cluster.token}`); return next(req); }] }),
+    createConnectTransport({
+      baseUrl: cluster.httpUrl,
+      httpVersion: '1.1',
+      interceptors: [
+        (next) => (req) => {
+          req.header.set('authorization', `Bearer ${cluster.token}`);
+          return next(req);
+        },
+      ],
+    }),
   );
   const ports = (name: string) => Number(cluster.byName(name).env.BEDROCK_GRPC_PORT);
   results = await runIsolationBattery({

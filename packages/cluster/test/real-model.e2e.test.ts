@@ -44,7 +44,11 @@ const blocks = (content: unknown): Block[] => (typeof content === 'string' ? [{ 
 
 async function start(marker: string, settings: { thinking?: ThinkingLevel; serverTools?: ServerTool[] } = {}) {
   const conv = (
-    await e.client.createConversation({ cwd: '/tmp', thinking: settings.thinking ?? ThinkingLevel.UNSPECIFIED, serverTools: settings.serverTools ?? [] })
+    await e.client.createConversation({
+      cwd: '/tmp',
+      thinking: settings.thinking ?? ThinkingLevel.UNSPECIFIED,
+      serverTools: settings.serverTools ?? [],
+    })
   ).conversation!;
   const watcher = e.watch(conv.id);
   await e.waitFor('the watch snapshot', () => watcher.events.some((ev) => ev.kind.case === 'snapshot'));
@@ -57,15 +61,31 @@ async function atRest(id: string): Promise<Message[]> {
   return (await e.client.getConversation({ conversationId: id })).messages;
 }
 
-const say = (text: string, extra: Partial<ScriptedMessage> = {}): ScriptedMessage => ({ kind: 'message', content: [{ type: 'text', text }], ...extra });
+const say = (text: string, extra: Partial<ScriptedMessage> = {}): ScriptedMessage => ({
+  kind: 'message',
+  content: [{ type: 'text', text }],
+  ...extra,
+});
 
 describe('thinking', () => {
   it('is on by default, streams as its own delta kind, and goes back first, verbatim with its signature, after a tool turn', async () => {
     const marker = 'think then act';
     e.route(
       marker,
-      { kind: 'message', content: [{ type: 'thinking', thinking: 'I should look at the directory first.' }, { type: 'tool_use', name: 'bash', input: { command: 'echo listed' } }] },
-      { kind: 'message', content: [{ type: 'thinking', thinking: 'The listing worked.' }, { type: 'text', text: 'The directory is listed.' }] },
+      {
+        kind: 'message',
+        content: [
+          { type: 'thinking', thinking: 'I should look at the directory first.' },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo listed' } },
+        ],
+      },
+      {
+        kind: 'message',
+        content: [
+          { type: 'thinking', thinking: 'The listing worked.' },
+          { type: 'text', text: 'The directory is listed.' },
+        ],
+      },
     );
     const { id, watcher } = await start(marker);
     const messages = await atRest(id);
@@ -131,8 +151,21 @@ describe('long outputs', () => {
     const call = { command: `echo ${'ran-once '.repeat(20)}` };
     e.route(
       marker,
-      { kind: 'message', content: [{ type: 'text', text: 'Printing it now.' }, { type: 'tool_use', name: 'bash', input: call, partialJsonChars: 40 }], stopReason: 'max_tokens' },
-      { kind: 'message', content: [{ type: 'text', text: 'Printing it now.' }, { type: 'tool_use', name: 'bash', input: call }] },
+      {
+        kind: 'message',
+        content: [
+          { type: 'text', text: 'Printing it now.' },
+          { type: 'tool_use', name: 'bash', input: call, partialJsonChars: 40 },
+        ],
+        stopReason: 'max_tokens',
+      },
+      {
+        kind: 'message',
+        content: [
+          { type: 'text', text: 'Printing it now.' },
+          { type: 'tool_use', name: 'bash', input: call },
+        ],
+      },
       say('Printed.'),
     );
     const { id, watcher } = await start(marker);
@@ -153,7 +186,18 @@ describe('long outputs', () => {
 
   it('tells the model in a user turn when a tool call never fits, and the conversation comes to rest', async () => {
     const marker = 'write an enormous file';
-    const cut: ScriptedMessage = { kind: 'message', content: [{ type: 'tool_use', name: 'patch', input: { path: 'x.txt', patches: [{ operation: 'overwrite', new_text: 'x'.repeat(500) }] }, partialJsonChars: 30 }], stopReason: 'max_tokens' };
+    const cut: ScriptedMessage = {
+      kind: 'message',
+      content: [
+        {
+          type: 'tool_use',
+          name: 'patch',
+          input: { path: 'x.txt', patches: [{ operation: 'overwrite', new_text: 'x'.repeat(500) }] },
+          partialJsonChars: 30,
+        },
+      ],
+      stopReason: 'max_tokens',
+    };
     e.route(marker, cut, cut, say('I will split the file into several smaller writes.'));
     const { id, watcher } = await start(marker);
     const messages = await atRest(id);
@@ -161,7 +205,9 @@ describe('long outputs', () => {
     expect(second!.body!.max_tokens).toBe(MODEL_OUTPUT_LIMIT);
     const last = third!.body!.messages.at(-1)!;
     expect(last.role).toBe('user');
-    const notice = blocks(last.content).map((b) => String(b.text ?? '')).join('\n');
+    const notice = blocks(last.content)
+      .map((b) => String(b.text ?? ''))
+      .join('\n');
     expect(notice).toMatch(/patch/);
     expect(notice).toMatch(/cut|output limit/i);
     // The user sees the notice too.
@@ -188,7 +234,13 @@ describe('long outputs', () => {
 describe('pause_turn and server tools', () => {
   it('re-sends the paused content exactly, server-tool blocks included, and continues', async () => {
     const marker = 'search the web for bedrock';
-    const citation = { type: 'web_search_result_location', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_index: 'EiQ', cited_text: 'Bedrock is rock.' };
+    const citation = {
+      type: 'web_search_result_location',
+      url: 'https://example.com/bedrock',
+      title: 'Bedrock',
+      encrypted_index: 'EiQ',
+      cited_text: 'Bedrock is rock.',
+    };
     e.route(
       marker,
       {
@@ -196,7 +248,12 @@ describe('pause_turn and server tools', () => {
         stopReason: 'pause_turn',
         content: [
           { type: 'server_tool_use', name: 'web_search', input: { query: 'bedrock' } },
-          { type: 'web_search_tool_result', content: [{ type: 'web_search_result', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_content: 'EqQ', page_age: null }] },
+          {
+            type: 'web_search_tool_result',
+            content: [
+              { type: 'web_search_result', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_content: 'EqQ', page_age: null },
+            ],
+          },
         ],
       },
       { kind: 'message', content: [{ type: 'text', text: 'Bedrock is solid rock under soil.', citations: [citation] }] },
@@ -223,7 +280,9 @@ describe('pause_turn and server tools', () => {
 
   it('refuses a server tool the deployment does not allow, clearly, and creates nothing', async () => {
     const before = (await e.client.listConversations({})).conversations.length;
-    await expect(e.client.createConversation({ cwd: '/tmp', serverTools: [99 as ServerTool] })).rejects.toThrow(/server tool|BEDROCK_SERVER_TOOLS/i);
+    await expect(e.client.createConversation({ cwd: '/tmp', serverTools: [99 as ServerTool] })).rejects.toThrow(
+      /server tool|BEDROCK_SERVER_TOOLS/i,
+    );
     expect((await e.client.listConversations({})).conversations.length).toBe(before);
   });
 });
@@ -231,10 +290,7 @@ describe('pause_turn and server tools', () => {
 describe('refusal', () => {
   it('tells the user, leaves the refused turn out of later requests, and takes a new message', async () => {
     const marker = 'refusal case';
-    e.route(
-      marker,
-      say('I started to', { stopReason: 'refusal', stopExplanation: 'This request could enable harm.' }),
-    );
+    e.route(marker, say('I started to', { stopReason: 'refusal', stopExplanation: 'This request could enable harm.' }));
     // The refused turn is left out of later requests, so the next one starts with the new message.
     e.route('something harmless', say('Happy to help with that instead.'));
     const { id, watcher } = await start(marker);

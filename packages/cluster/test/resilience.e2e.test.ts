@@ -62,7 +62,9 @@ describe('failures in the middle of turns', () => {
       e.route(`gateway victim ${i}`, say(`slow ${i}`, 4000), say(`answered ${i}`));
       ids.push(await converse(`gateway victim ${i}`));
     }
-    await e.waitFor('all requests in flight', () => ids.every((_, i) => e.llm.requests.some((r) => JSON.stringify(r.body?.messages ?? []).includes(`gateway victim ${i}`))));
+    await e.waitFor('all requests in flight', () =>
+      ids.every((_, i) => e.llm.requests.some((r) => JSON.stringify(r.body?.messages ?? []).includes(`gateway victim ${i}`))),
+    );
     const victim = e.cluster.byName('llm-gateway-1');
     victim.kill('SIGKILL');
     await victim.exited();

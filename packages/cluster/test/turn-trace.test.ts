@@ -12,7 +12,11 @@ import { ConversationService, StateKind, USER_HEADER } from '@bedrock/contracts'
 import { createMemoryTransport, type Transport } from '@bedrock/platform';
 import { generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { readConversationConfig, startConversationService, type RunningConversationService } from '../../../services/conversation/src/index.ts';
+import {
+  readConversationConfig,
+  startConversationService,
+  type RunningConversationService,
+} from '../../../services/conversation/src/index.ts';
 import { createLlmGateway, readLlmGatewayConfig, type LlmGateway } from '../../../services/llm-gateway/src/index.ts';
 import { createToolRunner, defaultToolRunnerConfig, type ToolRunner } from '../../../services/tool-runner/src/index.ts';
 
@@ -79,22 +83,44 @@ beforeAll(async () => {
     { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo traced' } }] },
     { kind: 'message', content: [{ type: 'text', text: 'Done.' }] },
   ];
-  llm = await startMessagesApiServer({ fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' } });
+  llm = await startMessagesApiServer({
+    fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' },
+  });
   memory = createMemoryTransport();
   const transport = recording(memory, added);
   conversation = await startConversationService(
-    readConversationConfig({ DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'unavailable', LOG_LEVEL: 'warn' }),
+    readConversationConfig({
+      DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`,
+      BEDROCK_TRANSPORT: 'memory',
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_METRICS_PORT: '0',
+      BEDROCK_HOST: '127.0.0.1',
+      BEDROCK_SANDBOX: 'unavailable',
+      LOG_LEVEL: 'warn',
+    }),
     { transport, servicePeers: services.peers },
   );
   gateway = createLlmGateway(
-    readLlmGatewayConfig({ ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: llm.url, BEDROCK_TRANSPORT: 'memory', BEDROCK_CONVERSATION_URL: conversation.grpcUrl, LOG_LEVEL: 'warn' }),
+    readLlmGatewayConfig({
+      ANTHROPIC_API_KEY: 'test-key',
+      ANTHROPIC_BASE_URL: llm.url,
+      BEDROCK_TRANSPORT: 'memory',
+      BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+      LOG_LEVEL: 'warn',
+    }),
     { transport, serveMetrics: false, serviceToken: services.tokens['llm-gateway']! },
   );
   await gateway.start();
-  runner = createToolRunner(defaultToolRunnerConfig({ transport: 'memory', grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, logLevel: 'warn' }), { transport });
+  runner = createToolRunner(
+    defaultToolRunnerConfig({ transport: 'memory', grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, logLevel: 'warn' }),
+    { transport },
+  );
   await runner.start();
   // The test calls as web-bff does: with web-bff's service token beside the user header.
-  client = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }));
+  client = createClient(
+    ConversationService,
+    createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -146,7 +172,8 @@ describe('trace context across the queues', () => {
     expect(first.traceContext.traceparent).not.toContain(TRACE_ID);
     // Its result event carries the same trace.
     const traceId = first.traceContext.traceparent!.split('-')[1]!;
-    for (let i = 0; i < 200 && !added.slice(before).some((a) => a.queue === 'conversation-events'); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 200 && !added.slice(before).some((a) => a.queue === 'conversation-events'); i++)
+      await new Promise((r) => setTimeout(r, 25));
     const result = added.slice(before).find((a) => a.queue === 'conversation-events')!;
     expect(result.traceContext.traceparent!.split('-')[1]).toBe(traceId);
   });

@@ -12,7 +12,12 @@ describe('model registry', () => {
   it('gives an unknown model the smallest known window and output limit (REQ-BED-022)', () => {
     const r = createModelRegistry({ 'tiny-model': { contextWindow: 8_000, maxOutputTokens: 1_024 } });
     expect(r.lookup('nobody-knows')).toEqual({ contextWindow: 8_000, maxOutputTokens: 1_024, thinking: 'none', known: false });
-    expect(createModelRegistry().lookup('nobody-knows')).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, thinking: 'none', known: false });
+    expect(createModelRegistry().lookup('nobody-knows')).toEqual({
+      contextWindow: 200_000,
+      maxOutputTokens: 64_000,
+      thinking: 'none',
+      known: false,
+    });
     expect(createModelRegistry().fallback.thinking).toBe('none');
   });
 
@@ -24,7 +29,11 @@ describe('model registry', () => {
   });
 
   it('gives each default model its thinking form: Claude 5 and 4.6 adaptive, 4.5 budget, the offline model adaptive', () => {
-    const forms = Object.fromEntries(createModelRegistry().list().map((m) => [m.id, m.thinking]));
+    const forms = Object.fromEntries(
+      createModelRegistry()
+        .list()
+        .map((m) => [m.id, m.thinking]),
+    );
     expect(forms).toEqual({
       'bedrock-offline': 'adaptive',
       'claude-fable-5-1': 'adaptive',
@@ -55,7 +64,9 @@ describe('model registry', () => {
     expect(r.lookup('claude-haiku-4-5').thinking).toBe('budget');
     expect(r.lookup('proxy-thinker').thinking).toBe('budget');
     expect(r.lookup('proxy-plain').thinking).toBe('none');
-    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, thinking: 'deep' } })).toThrow(/"x": thinking must be one of adaptive, budget, none, got "deep"/);
+    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, thinking: 'deep' } })).toThrow(
+      /"x": thinking must be one of adaptive, budget, none, got "deep"/,
+    );
     expect(() => createModelRegistry({ 'claude-opus-5': { thinking: true } })).toThrow(/thinking must be one of/);
   });
 

@@ -118,7 +118,9 @@ function parseOverride(override: string | Readonly<Record<string, unknown>> | nu
     }
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new Error('model registry override must be a JSON object of {"model-id": {"contextWindow": n, "maxOutputTokens": n, "thinking": "adaptive" | "budget" | "none"}}');
+    throw new Error(
+      'model registry override must be a JSON object of {"model-id": {"contextWindow": n, "maxOutputTokens": n, "thinking": "adaptive" | "budget" | "none"}}',
+    );
   }
   return value as Record<string, unknown>;
 }
@@ -143,7 +145,9 @@ function mergeLimits(id: string, base: ModelLimits | undefined, raw: unknown): M
   };
   const thinking = entry.thinking ?? base?.thinking ?? 'none';
   if (typeof thinking !== 'string' || !(THINKING_FORMS as readonly string[]).includes(thinking)) {
-    throw new Error(`model registry override for "${id}": thinking must be one of ${THINKING_FORMS.join(', ')}, got ${JSON.stringify(thinking)}`);
+    throw new Error(
+      `model registry override for "${id}": thinking must be one of ${THINKING_FORMS.join(', ')}, got ${JSON.stringify(thinking)}`,
+    );
   }
   return { contextWindow: pick('contextWindow'), maxOutputTokens: pick('maxOutputTokens'), thinking: thinking as ThinkingForm };
 }

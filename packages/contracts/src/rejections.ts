@@ -9,8 +9,13 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { RejectionSchema, type Rejection } from './gen/bedrock/v1/types_pb.ts';
 
 /** An error that refuses a user action: `message` for the user, `code` for programs (e.g. "agent_busy"). */
-export function rejectionError(rejection: { readonly code: string; readonly message: string }, code: Code = Code.FailedPrecondition): ConnectError {
-  return new ConnectError(rejection.message, code, undefined, [{ desc: RejectionSchema, value: create(RejectionSchema, { code: rejection.code, message: rejection.message }) }]);
+export function rejectionError(
+  rejection: { readonly code: string; readonly message: string },
+  code: Code = Code.FailedPrecondition,
+): ConnectError {
+  return new ConnectError(rejection.message, code, undefined, [
+    { desc: RejectionSchema, value: create(RejectionSchema, { code: rejection.code, message: rejection.message }) },
+  ]);
 }
 
 /** The Rejection an error carries; undefined for any other error. */

@@ -7,8 +7,18 @@ const ALL = Object.values(StateKind).filter((v): v is StateKind => typeof v === 
 describe('resting states', () => {
   it('names every public StateKind by its phase name', () => {
     expect(ALL.map(stateKindName)).toEqual([
-      'idle', 'awaiting_llm', 'llm_requesting', 'tool_executing', 'cancelling', 'awaiting_sub_agents',
-      'awaiting_mode_approval', 'awaiting_continuation', 'context_exhausted', 'error', 'completed', 'failed',
+      'idle',
+      'awaiting_llm',
+      'llm_requesting',
+      'tool_executing',
+      'cancelling',
+      'awaiting_sub_agents',
+      'awaiting_mode_approval',
+      'awaiting_continuation',
+      'context_exhausted',
+      'error',
+      'completed',
+      'failed',
     ]);
     expect(stateKindName(StateKind.UNSPECIFIED)).toBe('');
   });
@@ -21,7 +31,9 @@ describe('resting states', () => {
   });
 
   it('rests when nothing is in flight; approval and every working state are busy', () => {
-    expect(ALL.filter((k) => isResting(k))).toEqual([StateKind.CONTEXT_EXHAUSTED, StateKind.ERROR, StateKind.IDLE, StateKind.COMPLETED, StateKind.FAILED].sort((a, b) => a - b));
+    expect(ALL.filter((k) => isResting(k))).toEqual(
+      [StateKind.CONTEXT_EXHAUSTED, StateKind.ERROR, StateKind.IDLE, StateKind.COMPLETED, StateKind.FAILED].sort((a, b) => a - b),
+    );
     expect(isResting(StateKind.AWAITING_MODE_APPROVAL)).toBe(false);
     expect(isResting(StateKind.UNSPECIFIED)).toBe(false);
     expect(isResting('no_such_state')).toBe(false);

@@ -7,14 +7,7 @@
  * tool-runner (which validates inputs against them) share one definition.
  */
 
-export type ToolName =
-  | 'bash'
-  | 'patch'
-  | 'keyword_search'
-  | 'think'
-  | 'spawn_agents'
-  | 'submit_result'
-  | 'request_mode_upgrade';
+export type ToolName = 'bash' | 'patch' | 'keyword_search' | 'think' | 'spawn_agents' | 'submit_result' | 'request_mode_upgrade';
 
 /** A JSON Schema (draft 2020-12 subset used by the Messages API `input_schema`). */
 export interface JsonSchema {
@@ -45,20 +38,19 @@ export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
 export const BASH_MAX_TIMEOUT_MS = 30 * 60_000;
 
 /** The exact error REQ-PATCH-009 words for patch in Restricted mode. */
-export const PATCH_RESTRICTED_ERROR =
-  'Patch tool is disabled in Restricted mode. Use request_mode_upgrade to request write access.';
+export const PATCH_RESTRICTED_ERROR = 'Patch tool is disabled in Restricted mode. Use request_mode_upgrade to request write access.';
 
 export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = {
   bash: {
     name: 'bash',
     executor: 'tool-runner',
     description:
-      'Run a shell command with `bash -c` in the conversation\'s working directory. ' +
+      "Run a shell command with `bash -c` in the conversation's working directory. " +
       '`cd` does not persist between calls. Stdin is closed. Stdout and stderr are combined; ' +
       'long output keeps its head and tail around a marker. A non-zero exit code is reported as an error. ' +
       `The default timeout is ${BASH_DEFAULT_TIMEOUT_MS / 1000}s; pass timeout_seconds (up to ${BASH_MAX_TIMEOUT_MS / 1000}) for longer commands. ` +
       'In Restricted mode the command runs in a kernel sandbox: the filesystem is read-only, there is no network, ' +
-      'and writes fail with the kernel\'s error (EACCES/EPERM); use request_mode_upgrade if you need to write.',
+      "and writes fail with the kernel's error (EACCES/EPERM); use request_mode_upgrade if you need to write.",
     inputSchema: {
       type: 'object',
       properties: {
@@ -180,8 +172,7 @@ export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = {
   request_mode_upgrade: {
     name: 'request_mode_upgrade',
     executor: 'conversation',
-    description:
-      'Request upgrade from Restricted to Unrestricted mode. Only available in Restricted mode. User must approve the request.',
+    description: 'Request upgrade from Restricted to Unrestricted mode. Only available in Restricted mode. User must approve the request.',
     inputSchema: {
       type: 'object',
       properties: { reason: { type: 'string', description: 'Explanation of why write access is needed', minLength: 1 } },

@@ -64,7 +64,9 @@ export async function bundleService(service: Service, outRoot = join(ROOT, 'dist
     metafile: true,
     external: NATIVE_EXTERNALS,
     // CommonJS dependencies (pg, ioredis, ...) call require() for Node built-ins.
-    banner: { js: "import { createRequire as __bedrockCreateRequire } from 'node:module'; const require = __bedrockCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __bedrockCreateRequire } from 'node:module'; const require = __bedrockCreateRequire(import.meta.url);",
+    },
   });
   const externals: Record<string, string> = {};
   for (const output of Object.values(result.metafile.outputs)) {
@@ -78,7 +80,8 @@ export async function bundleService(service: Service, outRoot = join(ROOT, 'dist
     join(dir, 'package.json'),
     `${JSON.stringify({ name: `@bedrock/${service}-bundle`, private: true, type: 'module', main: 'main.js', dependencies: externals }, null, 2)}\n`,
   );
-  if (service === 'conversation') await cp(join(ROOT, 'services/conversation/src/db/migrations'), join(dir, 'migrations'), { recursive: true });
+  if (service === 'conversation')
+    await cp(join(ROOT, 'services/conversation/src/db/migrations'), join(dir, 'migrations'), { recursive: true });
   if (service === 'web-bff') {
     const ui = join(ROOT, 'services/web-bff/ui/dist');
     if (existsSync(ui)) await cp(ui, join(dir, 'ui'), { recursive: true });

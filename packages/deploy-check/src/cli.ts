@@ -20,9 +20,14 @@ if (!existsSync(join(dir, 'kustomization.yaml'))) {
 const objects = renderKustomization(dir);
 const externalFile = join(dir, 'external-secrets.json');
 const external = existsSync(externalFile)
-  ? (Object.fromEntries(Object.entries(JSON.parse(readFileSync(externalFile, 'utf8')) as Record<string, unknown>).filter(([k]) => !k.startsWith('$'))) as ExternalSecrets)
+  ? (Object.fromEntries(
+      Object.entries(JSON.parse(readFileSync(externalFile, 'utf8')) as Record<string, unknown>).filter(([k]) => !k.startsWith('$')),
+    ) as ExternalSecrets)
   : {};
-const problems = [...(await validateObjects(objects)).map((e) => `${e.object}: ${e.message}`), ...(name === 'base' ? [] : crossReferenceProblems(objects, external))];
+const problems = [
+  ...(await validateObjects(objects)).map((e) => `${e.object}: ${e.message}`),
+  ...(name === 'base' ? [] : crossReferenceProblems(objects, external)),
+];
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);

@@ -54,8 +54,20 @@ export interface PodSpec {
   containers: Container[];
   initContainers?: Container[];
   terminationGracePeriodSeconds?: number;
-  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; runAsGroup?: number; fsGroup?: number; seccompProfile?: { type: string } };
-  volumes?: { name: string; persistentVolumeClaim?: { claimName: string }; configMap?: { name: string }; secret?: SecretVolumeSource; emptyDir?: { sizeLimit?: string } }[];
+  securityContext?: {
+    runAsNonRoot?: boolean;
+    runAsUser?: number;
+    runAsGroup?: number;
+    fsGroup?: number;
+    seccompProfile?: { type: string };
+  };
+  volumes?: {
+    name: string;
+    persistentVolumeClaim?: { claimName: string };
+    configMap?: { name: string };
+    secret?: SecretVolumeSource;
+    emptyDir?: { sizeLimit?: string };
+  }[];
 }
 export interface Workload {
   readonly object: K8sObject;
@@ -103,15 +115,18 @@ function hasPort(c: Container, port: number | string): boolean {
 /** Every check below, concatenated. */
 export function crossReferenceProblems(objects: K8sObject[], external: ExternalSecrets = {}): string[] {
   const pods = workloads(objects);
-  const find = (kind: string, ns: string, name: string) => objects.find((o) => o.kind === kind && (o.metadata.namespace ?? '') === ns && o.metadata.name === name);
+  const find = (kind: string, ns: string, name: string) =>
+    objects.find((o) => o.kind === kind && (o.metadata.namespace ?? '') === ns && o.metadata.name === name);
   const problems: string[] = [];
   const ns = (o: K8sObject) => o.metadata.namespace ?? '';
-  const podsSelectedBy = (o: K8sObject, selector: Selector | undefined) => pods.filter((w) => w.namespace === ns(o) && selects(selector, w.labels));
+  const podsSelectedBy = (o: K8sObject, selector: Selector | undefined) =>
+    pods.filter((w) => w.namespace === ns(o) && selects(selector, w.labels));
 
   // Workload selectors select their own template.
   for (const w of pods) {
     const selector = (w.object.spec as { selector?: Selector }).selector;
-    if (!selects(selector, w.labels)) problems.push(`${w.object.kind}/${w.object.metadata.name}: spec.selector does not match its pod template labels`);
+    if (!selects(selector, w.labels))
+      problems.push(`${w.object.kind}/${w.object.metadata.name}: spec.selector does not match its pod template labels`);
   }
 
   // Services: the selector selects pods, each targetPort is a port of every selected pod.
@@ -122,7 +137,10 @@ export function crossReferenceProblems(objects: K8sObject[], external: ExternalS
     for (const p of spec.ports) {
       const target = p.targetPort ?? p.port;
       for (const w of selected) {
-        if (!w.pod.containers.some((c) => hasPort(c, target))) problems.push(`Service/${svc.metadata.name}: targetPort ${target} is not a container port of ${w.object.kind}/${w.object.metadata.name}`);
+        if (!w.pod.containers.some((c) => hasPort(c, target)))
+          problems.push(
+            `Service/${svc.metadata.name}: targetPort ${target} is not a container port of ${w.object.kind}/${w.object.metadata.name}`,
+          );
       }
     }
   }
@@ -130,52 +148,76 @@ export function crossReferenceProblems(objects: K8sObject[], external: ExternalS
   // Probes use declared ports; env and volumes refer to existing ConfigMaps, Secrets, keys and claims.
   const keyExists = (kind: 'ConfigMap' | 'Secret', namespace: string, name: string, key?: string): boolean => {
     const o = find(kind, namespace, name);
-    if (o) return key === undefined || Object.hasOwn((o.data as Record<string, string>) ?? {}, key) || Object.hasOwn((o.stringData as Record<string, string>) ?? {}, key);
+    if (o)
+      return (
+        key === undefined ||
+        Object.hasOwn((o.data as Record<string, string>) ?? {}, key) ||
+        Object.hasOwn((o.stringData as Record<string, string>) ?? {}, key)
+      );
     return kind === 'Secret' && name in external && (key === undefined || external[name]!.includes(key));
   };
   for (const w of pods) {
     const where = `${w.object.kind}/${w.object.metadata.name}`;
     for (const c of containersOf(w.pod)) {
-      for (const [kind, probe] of [['startupProbe', c.startupProbe], ['readinessProbe', c.readinessProbe], ['livenessProbe', c.livenessProbe]] as const) {
+      for (const [kind, probe] of [
+        ['startupProbe', c.startupProbe],
+        ['readinessProbe', c.readinessProbe],
+        ['livenessProbe', c.livenessProbe],
+      ] as const) {
         if (!probe) continue;
         const port = probe.grpc?.port ?? probe.httpGet?.port ?? probe.tcpSocket?.port;
-        if (port !== undefined && !hasPort(c, port)) problems.push(`${where}: ${c.name} ${kind} uses port ${port}, which the container does not declare`);
+        if (port !== undefined && !hasPort(c, port))
+          problems.push(`${where}: ${c.name} ${kind} uses port ${port}, which the container does not declare`);
       }
       for (const e of c.env ?? []) {
         const cm = e.valueFrom?.configMapKeyRef;
         const sk = e.valueFrom?.secretKeyRef;
-        if (cm && !keyExists('ConfigMap', w.namespace, cm.name, cm.key)) problems.push(`${where}: ${c.name} env ${e.name} refers to missing ConfigMap key ${cm.name}/${cm.key}`);
-        if (sk && !keyExists('Secret', w.namespace, sk.name, sk.key)) problems.push(`${where}: ${c.name} env ${e.name} refers to missing Secret key ${sk.name}/${sk.key}`);
+        if (cm && !keyExists('ConfigMap', w.namespace, cm.name, cm.key))
+          problems.push(`${where}: ${c.name} env ${e.name} refers to missing ConfigMap key ${cm.name}/${cm.key}`);
+        if (sk && !keyExists('Secret', w.namespace, sk.name, sk.key))
+          problems.push(`${where}: ${c.name} env ${e.name} refers to missing Secret key ${sk.name}/${sk.key}`);
       }
       for (const from of c.envFrom ?? []) {
-        if (from.configMapRef && !keyExists('ConfigMap', w.namespace, from.configMapRef.name)) problems.push(`${where}: ${c.name} envFrom refers to missing ConfigMap ${from.configMapRef.name}`);
-        if (from.secretRef && !keyExists('Secret', w.namespace, from.secretRef.name)) problems.push(`${where}: ${c.name} envFrom refers to missing Secret ${from.secretRef.name}`);
+        if (from.configMapRef && !keyExists('ConfigMap', w.namespace, from.configMapRef.name))
+          problems.push(`${where}: ${c.name} envFrom refers to missing ConfigMap ${from.configMapRef.name}`);
+        if (from.secretRef && !keyExists('Secret', w.namespace, from.secretRef.name))
+          problems.push(`${where}: ${c.name} envFrom refers to missing Secret ${from.secretRef.name}`);
       }
       for (const m of c.volumeMounts ?? []) {
-        const claimTemplates = ((w.object.spec as { volumeClaimTemplates?: { metadata: { name: string } }[] }).volumeClaimTemplates ?? []).map((t) => t.metadata.name);
-        if (!(w.pod.volumes ?? []).some((v) => v.name === m.name) && !claimTemplates.includes(m.name)) problems.push(`${where}: ${c.name} mounts undeclared volume ${m.name}`);
+        const claimTemplates = (
+          (w.object.spec as { volumeClaimTemplates?: { metadata: { name: string } }[] }).volumeClaimTemplates ?? []
+        ).map((t) => t.metadata.name);
+        if (!(w.pod.volumes ?? []).some((v) => v.name === m.name) && !claimTemplates.includes(m.name))
+          problems.push(`${where}: ${c.name} mounts undeclared volume ${m.name}`);
       }
     }
     for (const v of w.pod.volumes ?? []) {
-      if (v.persistentVolumeClaim && !find('PersistentVolumeClaim', w.namespace, v.persistentVolumeClaim.claimName)) problems.push(`${where}: volume ${v.name} refers to missing PVC ${v.persistentVolumeClaim.claimName}`);
-      if (v.configMap && !keyExists('ConfigMap', w.namespace, v.configMap.name)) problems.push(`${where}: volume ${v.name} refers to missing ConfigMap ${v.configMap.name}`);
-      if (v.secret && !keyExists('Secret', w.namespace, v.secret.secretName)) problems.push(`${where}: volume ${v.name} refers to missing Secret ${v.secret.secretName}`);
+      if (v.persistentVolumeClaim && !find('PersistentVolumeClaim', w.namespace, v.persistentVolumeClaim.claimName))
+        problems.push(`${where}: volume ${v.name} refers to missing PVC ${v.persistentVolumeClaim.claimName}`);
+      if (v.configMap && !keyExists('ConfigMap', w.namespace, v.configMap.name))
+        problems.push(`${where}: volume ${v.name} refers to missing ConfigMap ${v.configMap.name}`);
+      if (v.secret && !keyExists('Secret', w.namespace, v.secret.secretName))
+        problems.push(`${where}: volume ${v.name} refers to missing Secret ${v.secret.secretName}`);
       for (const item of v.secret?.items ?? []) {
-        if (!keyExists('Secret', w.namespace, v.secret!.secretName, item.key)) problems.push(`${where}: volume ${v.name} refers to missing Secret key ${v.secret!.secretName}/${item.key}`);
+        if (!keyExists('Secret', w.namespace, v.secret!.secretName, item.key))
+          problems.push(`${where}: volume ${v.name} refers to missing Secret key ${v.secret!.secretName}/${item.key}`);
       }
     }
   }
 
   // PodDisruptionBudgets and NetworkPolicies select pods; peers given by podSelector alone exist.
   for (const pdb of objects.filter((o) => o.kind === 'PodDisruptionBudget')) {
-    if (podsSelectedBy(pdb, (pdb.spec as { selector?: Selector }).selector).length === 0) problems.push(`PodDisruptionBudget/${pdb.metadata.name}: selector selects no pod template`);
+    if (podsSelectedBy(pdb, (pdb.spec as { selector?: Selector }).selector).length === 0)
+      problems.push(`PodDisruptionBudget/${pdb.metadata.name}: selector selects no pod template`);
   }
   for (const np of objects.filter((o) => o.kind === 'NetworkPolicy')) {
     const spec = np.spec as { podSelector: Selector; ingress?: { from?: Peer[] }[]; egress?: { to?: Peer[] }[] };
-    if (podsSelectedBy(np, spec.podSelector).length === 0) problems.push(`NetworkPolicy/${np.metadata.name}: podSelector selects no pod template`);
+    if (podsSelectedBy(np, spec.podSelector).length === 0)
+      problems.push(`NetworkPolicy/${np.metadata.name}: podSelector selects no pod template`);
     const peers = [...(spec.ingress ?? []).flatMap((r) => r.from ?? []), ...(spec.egress ?? []).flatMap((r) => r.to ?? [])];
     for (const peer of peers) {
-      if (peer.podSelector && !peer.namespaceSelector && podsSelectedBy(np, peer.podSelector).length === 0) problems.push(`NetworkPolicy/${np.metadata.name}: peer podSelector ${JSON.stringify(peer.podSelector)} selects no pod template`);
+      if (peer.podSelector && !peer.namespaceSelector && podsSelectedBy(np, peer.podSelector).length === 0)
+        problems.push(`NetworkPolicy/${np.metadata.name}: peer podSelector ${JSON.stringify(peer.podSelector)} selects no pod template`);
     }
   }
 
@@ -190,12 +232,14 @@ export function crossReferenceProblems(objects: K8sObject[], external: ExternalS
     scaled.set(key, `${a.kind}/${a.metadata.name}`);
     for (const t of (a.spec as { triggers?: { authenticationRef?: { name: string; kind?: string } }[] }).triggers ?? []) {
       const auth = t.authenticationRef;
-      if (auth && !find(auth.kind ?? 'TriggerAuthentication', ns(a), auth.name)) problems.push(`${a.kind}/${a.metadata.name}: authenticationRef ${auth.name} does not exist`);
+      if (auth && !find(auth.kind ?? 'TriggerAuthentication', ns(a), auth.name))
+        problems.push(`${a.kind}/${a.metadata.name}: authenticationRef ${auth.name} does not exist`);
     }
   }
   for (const ta of objects.filter((o) => o.kind === 'TriggerAuthentication')) {
     for (const ref of (ta.spec as { secretTargetRef?: { name: string; key: string }[] }).secretTargetRef ?? []) {
-      if (!keyExists('Secret', ns(ta), ref.name, ref.key)) problems.push(`TriggerAuthentication/${ta.metadata.name}: secret key ${ref.name}/${ref.key} does not exist`);
+      if (!keyExists('Secret', ns(ta), ref.name, ref.key))
+        problems.push(`TriggerAuthentication/${ta.metadata.name}: secret key ${ref.name}/${ref.key} does not exist`);
     }
   }
   return problems;
@@ -210,7 +254,21 @@ interface Peer {
  * Capabilities the `baseline` Pod Security Standard lets a container add (the namespaces
  * enforce `baseline` because of the tool-runner; every other container must meet `restricted`).
  */
-export const BASELINE_CAPABILITIES = ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'];
+export const BASELINE_CAPABILITIES = [
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'MKNOD',
+  'NET_BIND_SERVICE',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYS_CHROOT',
+];
 
 /** A reviewed departure from the `restricted` rules for one container (`<workload>/<container>`). */
 export interface SecurityException {
@@ -243,12 +301,20 @@ export function securityProblems(list: Workload[], exceptions: Record<string, Se
       const added = [...(sc.capabilities?.add ?? [])].sort();
       const mayAdd = [...(allowed.addCapabilities ?? [])].sort();
       if (!sc.capabilities?.drop?.includes('ALL') || added.join() !== mayAdd.join()) {
-        problems.push(mayAdd.length ? `${where}: capabilities are not ALL dropped plus exactly ${mayAdd.join(', ')}` : `${where}: capabilities are not all dropped`);
+        problems.push(
+          mayAdd.length
+            ? `${where}: capabilities are not ALL dropped plus exactly ${mayAdd.join(', ')}`
+            : `${where}: capabilities are not all dropped`,
+        );
       }
       // (An excepted container may not go past baseline either: the namespaces would refuse it.)
-      if (mayAdd.length) for (const cap of added) if (!BASELINE_CAPABILITIES.includes(cap)) problems.push(`${where}: capability ${cap} is outside the baseline Pod Security Standard`);
+      if (mayAdd.length)
+        for (const cap of added)
+          if (!BASELINE_CAPABILITIES.includes(cap))
+            problems.push(`${where}: capability ${cap} is outside the baseline Pod Security Standard`);
       if (sc.readOnlyRootFilesystem !== true) problems.push(`${where}: root filesystem is writable`);
-      if ((sc.seccompProfile ?? w.pod.securityContext?.seccompProfile)?.type !== 'RuntimeDefault') problems.push(`${where}: seccomp profile is not RuntimeDefault`);
+      if ((sc.seccompProfile ?? w.pod.securityContext?.seccompProfile)?.type !== 'RuntimeDefault')
+        problems.push(`${where}: seccomp profile is not RuntimeDefault`);
       for (const r of ['cpu', 'memory']) {
         if (!c.resources?.requests?.[r]) problems.push(`${where}: no ${r} request`);
         if (!c.resources?.limits?.[r]) problems.push(`${where}: no ${r} limit`);
@@ -314,7 +380,9 @@ export function connectionAllowed(objects: K8sObject[], from: Endpoint, to: Endp
       return ipsOf(e).some((ip) => inCidr(ip, cidr) && !except.some((x) => inCidr(ip, x)));
     }
     if (!e.pod) return false;
-    const nsOk = peer.namespaceSelector ? selects(peer.namespaceSelector, namespaceLabels(e.pod.namespace)) : e.pod.namespace === policyNamespace;
+    const nsOk = peer.namespaceSelector
+      ? selects(peer.namespaceSelector, namespaceLabels(e.pod.namespace))
+      : e.pod.namespace === policyNamespace;
     return nsOk && (peer.podSelector ? selects(peer.podSelector, e.pod.labels) : true);
   };
   const portMatches = (ports: PolicyPort[] | undefined): boolean =>
@@ -336,8 +404,13 @@ export function connectionAllowed(objects: K8sObject[], from: Endpoint, to: Endp
     if (applying.length === 0) return true;
     return applying.some((np) => {
       const spec = np.spec as PolicySpec;
-      const rules = direction === 'Ingress' ? (spec.ingress ?? []).map((r) => ({ peers: r.from, ports: r.ports })) : (spec.egress ?? []).map((r) => ({ peers: r.to, ports: r.ports }));
-      return rules.some((r) => portMatches(r.ports) && (!r.peers?.length || r.peers.some((peer) => peerMatches(np.metadata.namespace ?? '', peer, other))));
+      const rules =
+        direction === 'Ingress'
+          ? (spec.ingress ?? []).map((r) => ({ peers: r.from, ports: r.ports }))
+          : (spec.egress ?? []).map((r) => ({ peers: r.to, ports: r.ports }));
+      return rules.some(
+        (r) => portMatches(r.ports) && (!r.peers?.length || r.peers.some((peer) => peerMatches(np.metadata.namespace ?? '', peer, other))),
+      );
     });
   };
   return side(from, to, 'Egress') && side(to, from, 'Ingress');

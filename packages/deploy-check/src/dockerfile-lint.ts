@@ -67,14 +67,21 @@ export function lintDockerfile(text: string, expect: DockerfileExpectations): { 
         user = args.trim();
         break;
       case 'EXPOSE':
-        exposed = [...exposed, ...args.split(/\s+/).filter(Boolean).map((p) => Number(p.split('/')[0]))];
+        exposed = [
+          ...exposed,
+          ...args
+            .split(/\s+/)
+            .filter(Boolean)
+            .map((p) => Number(p.split('/')[0])),
+        ];
         break;
       case 'ENV':
         for (const m of args.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)/g)) env[m[1]!] = m[2]!.replace(/^"|"$/g, '');
         break;
       case 'COPY': {
         const fromFlag = (i as unknown as { getFromFlag(): { getValue(): string } | null }).getFromFlag()?.getValue();
-        if (fromFlag !== undefined && !stages.slice(0, -1).includes(fromFlag)) problems.push(`COPY --from=${fromFlag}: not an earlier stage`);
+        if (fromFlag !== undefined && !stages.slice(0, -1).includes(fromFlag))
+          problems.push(`COPY --from=${fromFlag}: not an earlier stage`);
         copies.push({ from: fromFlag, args: args.replace(/--from=\S+\s*/, '') });
         break;
       }

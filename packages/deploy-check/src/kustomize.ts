@@ -30,7 +30,13 @@ export function parseYamlDocuments(text: string, source: string): Json[] {
 
 function asObject(value: Json, source: string): K8sObject {
   const o = value as K8sObject;
-  if (!o || typeof o !== 'object' || typeof o.apiVersion !== 'string' || typeof o.kind !== 'string' || typeof o.metadata?.name !== 'string') {
+  if (
+    !o ||
+    typeof o !== 'object' ||
+    typeof o.apiVersion !== 'string' ||
+    typeof o.kind !== 'string' ||
+    typeof o.metadata?.name !== 'string'
+  ) {
     throw new Error(`${source}: not a Kubernetes object (apiVersion, kind and metadata.name are required)`);
   }
   return o;
@@ -45,7 +51,9 @@ export function kustomizeYaml(dir: string): string {
   if (text === undefined) {
     const out = spawnSync(KUBECTL, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
     if (out.error) {
-      throw new Error(`cannot run ${KUBECTL} (${out.error.message}): install kubectl (bash scripts/ensure-kubectl.sh, or see docs/deploy.md) or set KUBECTL to its path`);
+      throw new Error(
+        `cannot run ${KUBECTL} (${out.error.message}): install kubectl (bash scripts/ensure-kubectl.sh, or see docs/deploy.md) or set KUBECTL to its path`,
+      );
     }
     if (out.status !== 0) throw new Error(`${KUBECTL} kustomize ${dir} failed: ${out.stderr.trim() || `exit ${out.status}`}`);
     text = out.stdout;

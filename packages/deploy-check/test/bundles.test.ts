@@ -48,13 +48,23 @@ async function startBundle(service: Service) {
   const child = spawn(process.execPath, [bundles.get(service)!.mainFile], {
     // Run from / so nothing is found through the working directory.
     cwd: '/',
-    env: { PATH: process.env.PATH ?? '', BEDROCK_TRANSPORT: 'memory', BEDROCK_HOST: '127.0.0.1', BEDROCK_METRICS_PORT: String(metricsPort), BEDROCK_SHUTDOWN_GRACE: `${GRACE_MS}ms`, LOG_LEVEL: 'info', ...ENV[service] },
+    env: {
+      PATH: process.env.PATH ?? '',
+      BEDROCK_TRANSPORT: 'memory',
+      BEDROCK_HOST: '127.0.0.1',
+      BEDROCK_METRICS_PORT: String(metricsPort),
+      BEDROCK_SHUTDOWN_GRACE: `${GRACE_MS}ms`,
+      LOG_LEVEL: 'info',
+      ...ENV[service],
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
   child.stdout.on('data', (b: Buffer) => (log += b.toString()));
   child.stderr.on('data', (b: Buffer) => (log += b.toString()));
-  const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
+  const exited = new Promise<{ code: number | null; at: number }>((resolve) =>
+    child.once('exit', (code) => resolve({ code, at: Date.now() })),
+  );
   const metricsUrl = `http://127.0.0.1:${metricsPort}`;
   return { child, exited, metricsUrl, log: () => log };
 }
@@ -74,30 +84,40 @@ describe('service bundles (what the images run)', () => {
     expect(existsSync(join(bundles.get('conversation')!.dir, 'migrations'))).toBe(true);
   });
 
-  it.each(SERVICES)('%s: node main.js answers /readyz (naming a missing dependency) and /metrics, then exits 0 within its grace on SIGTERM', async (service) => {
-    const s = await startBundle(service);
-    // Started alone: the gateway and web-bff need the conversation service, which is not
-    // running, so their /readyz must say 503 naming it; the others are ready on their own.
-    const needsConversation = service === 'llm-gateway' || service === 'web-bff';
-    const expected = (status: number, body: string) => (needsConversation ? status === 503 && /conversation/.test(body) : status === 200);
-    try {
-      let answer = { status: 0, body: '' };
-      for (let i = 0; i < 300 && !expected(answer.status, answer.body) && s.child.exitCode === null; i++) {
-        answer = await fetch(`${s.metricsUrl}/readyz`).then(async (r) => ({ status: r.status, body: await r.text() }), () => ({ status: 0, body: '' }));
-        if (!expected(answer.status, answer.body)) await new Promise((r) => setTimeout(r, 100));
+  it.each(SERVICES)(
+    '%s: node main.js answers /readyz (naming a missing dependency) and /metrics, then exits 0 within its grace on SIGTERM',
+    async (service) => {
+      const s = await startBundle(service);
+      // Started alone: the gateway and web-bff need the conversation service, which is not
+      // running, so their /readyz must say 503 naming it; the others are ready on their own.
+      const needsConversation = service === 'llm-gateway' || service === 'web-bff';
+      const expected = (status: number, body: string) => (needsConversation ? status === 503 && /conversation/.test(body) : status === 200);
+      try {
+        let answer = { status: 0, body: '' };
+        for (let i = 0; i < 300 && !expected(answer.status, answer.body) && s.child.exitCode === null; i++) {
+          answer = await fetch(`${s.metricsUrl}/readyz`).then(
+            async (r) => ({ status: r.status, body: await r.text() }),
+            () => ({ status: 0, body: '' }),
+          );
+          if (!expected(answer.status, answer.body)) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect([answer.status, expected(answer.status, answer.body) ? '' : `${answer.body}\n${s.log()}`]).toEqual([
+          needsConversation ? 503 : 200,
+          '',
+        ]);
+        const metrics = await (await fetch(`${s.metricsUrl}/metrics`)).text();
+        expect(metrics).toContain(`service="${service}"`);
+        expect(metrics).toContain('process_resident_memory_bytes');
+        const sent = Date.now();
+        s.child.kill('SIGTERM');
+        const { code, at } = await s.exited;
+        expect([code, s.log().includes('"level":"error"')]).toEqual([0, false]);
+        // Each service may use its grace once per stage (jobs, then RPCs): well inside 2 x grace + 1 s.
+        expect(at - sent).toBeLessThan(2 * GRACE_MS + 1000);
+      } finally {
+        if (s.child.exitCode === null) s.child.kill('SIGKILL');
       }
-      expect([answer.status, expected(answer.status, answer.body) ? '' : `${answer.body}\n${s.log()}`]).toEqual([needsConversation ? 503 : 200, '']);
-      const metrics = await (await fetch(`${s.metricsUrl}/metrics`)).text();
-      expect(metrics).toContain(`service="${service}"`);
-      expect(metrics).toContain('process_resident_memory_bytes');
-      const sent = Date.now();
-      s.child.kill('SIGTERM');
-      const { code, at } = await s.exited;
-      expect([code, s.log().includes('"level":"error"')]).toEqual([0, false]);
-      // Each service may use its grace once per stage (jobs, then RPCs): well inside 2 x grace + 1 s.
-      expect(at - sent).toBeLessThan(2 * GRACE_MS + 1000);
-    } finally {
-      if (s.child.exitCode === null) s.child.kill('SIGKILL');
-    }
-  }, 45_000);
+    },
+    45_000,
+  );
 });

@@ -21,20 +21,26 @@ const IMAGE_UID_OF_ROOT_PODS: Record<string, number> = { 'tool-runner': 65532 };
 const expectationsFor = (service: string) => {
   const w = base.find((x) => x.object.metadata.name === service)!;
   const podUid = w.pod.securityContext!.runAsUser!;
-  return { ports: (w.pod.containers[0]!.ports ?? []).map((p) => p.containerPort), uid: podUid === 0 ? IMAGE_UID_OF_ROOT_PODS[service]! : podUid };
+  return {
+    ports: (w.pod.containers[0]!.ports ?? []).map((p) => p.containerPort),
+    uid: podUid === 0 ? IMAGE_UID_OF_ROOT_PODS[service]! : podUid,
+  };
 };
 const dockerfile = (service: string) => readFileSync(join(ROOT, 'services', service, 'Dockerfile'), 'utf8');
 
 describe('Dockerfiles', () => {
-  it.each(SERVICES)('%s: multi-stage, pinned, non-root, exec form, exposes the Deployment ports, builds and copies its bundle', (service) => {
-    const { problems, facts } = lintDockerfile(dockerfile(service), expectationsFor(service));
-    expect(problems).toEqual([]);
-    expect(facts.stages[0]).toBe('build');
-    expect(facts.runs.build!.join(' ')).toContain(`npx tsx scripts/bundle.ts ${service}`);
-    expect(facts.runs.build!.join(' ')).toContain('npm ci');
-    expect(facts.copies.some((c) => c.from === 'build' && c.args.startsWith(`/src/dist/${service} `))).toBe(true);
-    expect(facts.env.NODE_ENV).toBe('production');
-  });
+  it.each(SERVICES)(
+    '%s: multi-stage, pinned, non-root, exec form, exposes the Deployment ports, builds and copies its bundle',
+    (service) => {
+      const { problems, facts } = lintDockerfile(dockerfile(service), expectationsFor(service));
+      expect(problems).toEqual([]);
+      expect(facts.stages[0]).toBe('build');
+      expect(facts.runs.build!.join(' ')).toContain(`npx tsx scripts/bundle.ts ${service}`);
+      expect(facts.runs.build!.join(' ')).toContain('npm ci');
+      expect(facts.copies.some((c) => c.from === 'build' && c.args.startsWith(`/src/dist/${service} `))).toBe(true);
+      expect(facts.env.NODE_ENV).toBe('production');
+    },
+  );
 
   it('the tool-runner image builds the sandbox helper and carries bash, git and ripgrep', () => {
     const { facts } = lintDockerfile(dockerfile('tool-runner'), expectationsFor('tool-runner'));
@@ -52,7 +58,15 @@ describe('Dockerfiles', () => {
   });
 
   it('reports what breaks the rules', () => {
-    const bad = ['FROM node:latest', 'ADD https://example.com/x.tgz /x.tgz', 'COPY --from=nowhere /a /b', 'HEALTHCHECK CMD curl -f http://localhost/', 'USER root', 'EXPOSE 8080', 'CMD node main.js'].join('\n');
+    const bad = [
+      'FROM node:latest',
+      'ADD https://example.com/x.tgz /x.tgz',
+      'COPY --from=nowhere /a /b',
+      'HEALTHCHECK CMD curl -f http://localhost/',
+      'USER root',
+      'EXPOSE 8080',
+      'CMD node main.js',
+    ].join('\n');
     expect(lintDockerfile(bad, { ports: [8080, 9464], uid: 65532 }).problems).toEqual([
       'not multi-stage (one FROM)',
       'FROM node:latest: the latest tag is not reproducible',
@@ -61,12 +75,15 @@ describe('Dockerfiles', () => {
       'HEALTHCHECK: Kubernetes probes the services; leave it out',
       'CMD node main.js: use the exec (JSON) form so signals reach the process',
       'USER root: root',
-      'EXPOSE 8080: expected 8080 9464 (the Deployment\'s container ports)',
+      "EXPOSE 8080: expected 8080 9464 (the Deployment's container ports)",
     ]);
   });
 
   it('the build context leaves out dependencies, build output and git', () => {
-    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
-    for (const entry of ['.git', '**/node_modules', 'dist', 'packages/contracts/src/gen', 'services/tool-runner/bin']) expect(ignored).toContain(entry);
+    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
+    for (const entry of ['.git', '**/node_modules', 'dist', 'packages/contracts/src/gen', 'services/tool-runner/bin'])
+      expect(ignored).toContain(entry);
   });
 });

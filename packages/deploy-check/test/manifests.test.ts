@@ -13,11 +13,21 @@ import { validateObjects } from '../src/validate.ts';
 import { crossReferenceProblems, securityProblems, workloads } from '../src/cross-refs.ts';
 import { OVERLAYS, SECURITY_EXCEPTIONS, byKind, externalSecrets, render } from './support.ts';
 
-
 describe('rendering', () => {
   it('renders the expected objects in each overlay', () => {
-    const count = (objects: K8sObject[]) => Object.fromEntries([...new Set(objects.map((o) => o.kind))].sort().map((k) => [k, objects.filter((o) => o.kind === k).length]));
-    expect(count(render('dev'))).toEqual({ ConfigMap: 1, Deployment: 5, Namespace: 1, NetworkPolicy: 4, PersistentVolumeClaim: 1, PodDisruptionBudget: 4, Secret: 6, Service: 6, StatefulSet: 1 });
+    const count = (objects: K8sObject[]) =>
+      Object.fromEntries([...new Set(objects.map((o) => o.kind))].sort().map((k) => [k, objects.filter((o) => o.kind === k).length]));
+    expect(count(render('dev'))).toEqual({
+      ConfigMap: 1,
+      Deployment: 5,
+      Namespace: 1,
+      NetworkPolicy: 4,
+      PersistentVolumeClaim: 1,
+      PodDisruptionBudget: 4,
+      Secret: 6,
+      Service: 6,
+      StatefulSet: 1,
+    });
     expect(count(render('prod'))).toEqual({
       ConfigMap: 1,
       Deployment: 4,
@@ -30,14 +40,17 @@ describe('rendering', () => {
       Service: 4,
       TriggerAuthentication: 1,
     });
-    for (const o of render('dev')) if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock-dev']);
-    for (const o of render('prod')) if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock']);
+    for (const o of render('dev'))
+      if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock-dev']);
+    for (const o of render('prod'))
+      if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock']);
   });
 
   it('applies replicas, images, patches and generated config per overlay', () => {
     const dev = render('dev');
     const prod = render('prod');
-    const spec = (o: K8sObject) => o.spec as { replicas: number; template: { spec: { containers: { image: string }[]; affinity?: unknown } } };
+    const spec = (o: K8sObject) =>
+      o.spec as { replicas: number; template: { spec: { containers: { image: string }[]; affinity?: unknown } } };
     for (const name of ['conversation', 'llm-gateway', 'tool-runner', 'web-bff']) {
       expect(spec(byKind(dev, 'Deployment', name)).replicas).toBe(1);
       expect(spec(byKind(dev, 'Deployment', name)).template.spec.containers[0]!.image).toBe(`bedrock/${name}:dev`);
@@ -46,10 +59,14 @@ describe('rendering', () => {
     expect(spec(byKind(prod, 'Deployment', 'conversation')).replicas).toBe(3);
     expect((byKind(dev, 'ConfigMap', 'bedrock-config').data as Record<string, string>).LOG_LEVEL).toBe('debug');
     expect((byKind(prod, 'ConfigMap', 'bedrock-config').data as Record<string, string>).LOG_LEVEL).toBe('info');
-    expect((byKind(prod, 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual(['ReadWriteMany']);
+    expect((byKind(prod, 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual([
+      'ReadWriteMany',
+    ]);
     expect(spec(byKind(dev, 'Deployment', 'tool-runner')).template.spec.affinity).toBeUndefined();
     // The base is not modified by rendering an overlay (objects are fresh per render).
-    expect((byKind(render('base'), 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual(['ReadWriteOnce']);
+    expect((byKind(render('base'), 'PersistentVolumeClaim', 'bedrock-workspaces').spec as { accessModes: string[] }).accessModes).toEqual([
+      'ReadWriteOnce',
+    ]);
   });
 
   it('generates the dev Secrets and ConfigMap without name hashes (the Deployments refer to the plain names)', () => {
@@ -62,7 +79,10 @@ describe('rendering', () => {
   it("fails with kustomize's own message on a broken kustomization", () => {
     const dir = mkdtempSync(join(tmpdir(), 'kustomize-'));
     try {
-      writeFileSync(join(dir, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n');
+      writeFileSync(
+        join(dir, 'kustomization.yaml'),
+        'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n',
+      );
       expect(() => renderKustomization(dir)).toThrow(/kustomize .* failed: .*missing\.yaml/s);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -87,25 +107,30 @@ describe('schemas', () => {
 });
 
 describe('web-bff reaches every conversation replica', () => {
-  it.each(OVERLAYS)('%s: BEDROCK_CONVERSATION_URL names a headless Service of the conversation pods (their DNS lists each ready pod)', (overlay) => {
-    const objects = render(overlay);
-    const web = byKind(objects, 'Deployment', 'web-bff').spec as { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
-    const value = web.template.spec.containers[0]!.env.find((e) => e.name === 'BEDROCK_CONVERSATION_URL')!.value!;
-    const urls = value.split(',').map((u) => new URL(u.trim()));
-    expect(urls).toHaveLength(1);
-    const svc = byKind(objects, 'Service', urls[0]!.hostname).spec as {
-      clusterIP?: string;
-      publishNotReadyAddresses?: boolean;
-      selector: Record<string, string>;
-      ports: { port: number; targetPort: string }[];
-    };
-    // Not a ClusterIP: one virtual address behind one HTTP/2 connection would pin every call to one pod.
-    expect(svc.clusterIP).toBe('None');
-    expect(svc.publishNotReadyAddresses ?? false).toBe(false);
-    expect(svc.selector).toEqual({ 'app.kubernetes.io/name': 'conversation' });
-    const port = svc.ports.find((p) => p.port === Number(urls[0]!.port));
-    expect(port?.targetPort).toBe('grpc');
-  });
+  it.each(OVERLAYS)(
+    '%s: BEDROCK_CONVERSATION_URL names a headless Service of the conversation pods (their DNS lists each ready pod)',
+    (overlay) => {
+      const objects = render(overlay);
+      const web = byKind(objects, 'Deployment', 'web-bff').spec as {
+        template: { spec: { containers: { env: { name: string; value?: string }[] }[] } };
+      };
+      const value = web.template.spec.containers[0]!.env.find((e) => e.name === 'BEDROCK_CONVERSATION_URL')!.value!;
+      const urls = value.split(',').map((u) => new URL(u.trim()));
+      expect(urls).toHaveLength(1);
+      const svc = byKind(objects, 'Service', urls[0]!.hostname).spec as {
+        clusterIP?: string;
+        publishNotReadyAddresses?: boolean;
+        selector: Record<string, string>;
+        ports: { port: number; targetPort: string }[];
+      };
+      // Not a ClusterIP: one virtual address behind one HTTP/2 connection would pin every call to one pod.
+      expect(svc.clusterIP).toBe('None');
+      expect(svc.publishNotReadyAddresses ?? false).toBe(false);
+      expect(svc.selector).toEqual({ 'app.kubernetes.io/name': 'conversation' });
+      const port = svc.ports.find((p) => p.port === Number(urls[0]!.port));
+      expect(port?.targetPort).toBe('grpc');
+    },
+  );
 });
 
 describe('cross-references', () => {
@@ -121,7 +146,16 @@ describe('cross-references', () => {
     pdb.selector.matchLabels = { 'app.kubernetes.io/name': 'web-bf' };
     const hpa = byKind(objects, 'HorizontalPodAutoscaler', 'web-bff').spec as { scaleTargetRef: { name: string } };
     hpa.scaleTargetRef.name = 'webbff';
-    const runner = byKind(objects, 'Deployment', 'tool-runner').spec as { template: { spec: { containers: { env: { name: string; valueFrom?: { secretKeyRef?: { key: string } } }[]; startupProbe: { grpc: { port: number } } }[] } } };
+    const runner = byKind(objects, 'Deployment', 'tool-runner').spec as {
+      template: {
+        spec: {
+          containers: {
+            env: { name: string; valueFrom?: { secretKeyRef?: { key: string } } }[];
+            startupProbe: { grpc: { port: number } };
+          }[];
+        };
+      };
+    };
     runner.template.spec.containers[0]!.env.find((e) => e.name === 'REDIS_URL')!.valueFrom!.secretKeyRef!.key = 'REDIS';
     runner.template.spec.containers[0]!.startupProbe.grpc.port = 50052;
     const problems = crossReferenceProblems(objects, externalSecrets('prod'));
@@ -140,25 +174,40 @@ describe('cross-references', () => {
     for (const name of Object.keys(externalSecrets('prod'))) expect([name, unlisted.some((p) => p.includes(name))]).toEqual([name, true]);
     expect(unlisted.length).toBeGreaterThanOrEqual(10);
     // A secret volume item must name an existing key.
-    const web = byKind(objects, 'Deployment', 'web-bff').spec as { template: { spec: { volumes: { name: string; secret?: { items: { key: string }[] } }[] } } };
+    const web = byKind(objects, 'Deployment', 'web-bff').spec as {
+      template: { spec: { volumes: { name: string; secret?: { items: { key: string }[] } }[] } };
+    };
     web.template.spec.volumes.find((v) => v.secret)!.secret!.items[0]!.key = 'service-tokn';
-    expect(crossReferenceProblems(objects, externalSecrets('prod'))).toContain('Deployment/web-bff: volume service-identity refers to missing Secret key bedrock-web-bff/service-tokn');
+    expect(crossReferenceProblems(objects, externalSecrets('prod'))).toContain(
+      'Deployment/web-bff: volume service-identity refers to missing Secret key bedrock-web-bff/service-tokn',
+    );
   });
 
-  it.each(OVERLAYS)('%s: every container runs non-root, unprivileged, read-only, RuntimeDefault seccomp, with requests and limits (the tool-runner: root with its reviewed capabilities)', (overlay) => {
-    expect(securityProblems(workloads(render(overlay)), SECURITY_EXCEPTIONS)).toEqual([]);
-    // Without the exception the runner is reported; with one more capability too.
-    const runner = workloads(render(overlay)).filter((w) => w.object.metadata.name === 'tool-runner');
-    expect(securityProblems(runner)).toEqual(expect.arrayContaining(['Deployment/tool-runner tool-runner: runs as uid 0', 'Deployment/tool-runner tool-runner: capabilities are not all dropped']));
-    runner[0]!.pod.containers[0]!.securityContext!.capabilities!.add!.push('SYS_ADMIN');
-    expect(securityProblems(runner, SECURITY_EXCEPTIONS)).toEqual([
-      'Deployment/tool-runner tool-runner: capabilities are not ALL dropped plus exactly CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETPCAP, SETUID',
-      'Deployment/tool-runner tool-runner: capability SYS_ADMIN is outside the baseline Pod Security Standard',
-    ]);
-    const broken = render(overlay);
-    const web = workloads(broken).find((w) => w.object.metadata.name === 'web-bff')!;
-    web.pod.containers[0]!.securityContext!.allowPrivilegeEscalation = true;
-    web.pod.containers[0]!.securityContext!.capabilities = { drop: ['ALL'], add: ['NET_ADMIN'] };
-    expect(securityProblems([web])).toEqual(['Deployment/web-bff web-bff: allowPrivilegeEscalation is not false', 'Deployment/web-bff web-bff: capabilities are not all dropped']);
-  });
+  it.each(OVERLAYS)(
+    '%s: every container runs non-root, unprivileged, read-only, RuntimeDefault seccomp, with requests and limits (the tool-runner: root with its reviewed capabilities)',
+    (overlay) => {
+      expect(securityProblems(workloads(render(overlay)), SECURITY_EXCEPTIONS)).toEqual([]);
+      // Without the exception the runner is reported; with one more capability too.
+      const runner = workloads(render(overlay)).filter((w) => w.object.metadata.name === 'tool-runner');
+      expect(securityProblems(runner)).toEqual(
+        expect.arrayContaining([
+          'Deployment/tool-runner tool-runner: runs as uid 0',
+          'Deployment/tool-runner tool-runner: capabilities are not all dropped',
+        ]),
+      );
+      runner[0]!.pod.containers[0]!.securityContext!.capabilities!.add!.push('SYS_ADMIN');
+      expect(securityProblems(runner, SECURITY_EXCEPTIONS)).toEqual([
+        'Deployment/tool-runner tool-runner: capabilities are not ALL dropped plus exactly CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETPCAP, SETUID',
+        'Deployment/tool-runner tool-runner: capability SYS_ADMIN is outside the baseline Pod Security Standard',
+      ]);
+      const broken = render(overlay);
+      const web = workloads(broken).find((w) => w.object.metadata.name === 'web-bff')!;
+      web.pod.containers[0]!.securityContext!.allowPrivilegeEscalation = true;
+      web.pod.containers[0]!.securityContext!.capabilities = { drop: ['ALL'], add: ['NET_ADMIN'] };
+      expect(securityProblems([web])).toEqual([
+        'Deployment/web-bff web-bff: allowPrivilegeEscalation is not false',
+        'Deployment/web-bff web-bff: capabilities are not all dropped',
+      ]);
+    },
+  );
 });

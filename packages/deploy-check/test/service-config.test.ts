@@ -17,7 +17,17 @@ import { workloads, type Workload } from '../src/cross-refs.ts';
 import { OVERLAYS, TOOL_RUNNER_CAPABILITIES, byKind, durationMs, render, type Overlay } from './support.ts';
 
 /** Variables read by the Redis transport (redisTransportOptionsFromEnv), shared by all services. */
-const TRANSPORT_ENV = ['REDIS_URL', 'BEDROCK_REDIS_PREFIX', 'BEDROCK_COMPLETED_JOB_RETENTION_MS', 'BEDROCK_FAILED_JOB_RETENTION_MS', 'BEDROCK_STREAM_MAXLEN', 'BEDROCK_STREAM_TTL_MS', 'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS', 'BEDROCK_JOB_LOCK_MS', 'BEDROCK_JOB_STALLED_INTERVAL_MS'];
+const TRANSPORT_ENV = [
+  'REDIS_URL',
+  'BEDROCK_REDIS_PREFIX',
+  'BEDROCK_COMPLETED_JOB_RETENTION_MS',
+  'BEDROCK_FAILED_JOB_RETENTION_MS',
+  'BEDROCK_STREAM_MAXLEN',
+  'BEDROCK_STREAM_TTL_MS',
+  'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS',
+  'BEDROCK_JOB_LOCK_MS',
+  'BEDROCK_JOB_STALLED_INTERVAL_MS',
+];
 
 const names = (spec: Record<string, { name: string }>) => Object.values(spec).map((s) => s.name);
 const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {
@@ -35,9 +45,15 @@ function containerEnv(objects: K8sObject[], w: Workload): Record<string, string>
     const d = (o?.data ?? {}) as Record<string, string>;
     return kind === 'Secret' ? Object.fromEntries(Object.entries(d).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()])) : d;
   };
-  const sample: Record<string, string> = { DATABASE_URL: 'postgres://bedrock:secret@db.internal:5432/bedrock', REDIS_URL: 'rediss://:secret@redis.internal:6380', ANTHROPIC_API_KEY: 'sk-ant-sample', BEDROCK_TOKENS: `ops:${'a'.repeat(64)}` };
+  const sample: Record<string, string> = {
+    DATABASE_URL: 'postgres://bedrock:secret@db.internal:5432/bedrock',
+    REDIS_URL: 'rediss://:secret@redis.internal:6380',
+    ANTHROPIC_API_KEY: 'sk-ant-sample',
+    BEDROCK_TOKENS: `ops:${'a'.repeat(64)}`,
+  };
   const env: Record<string, string> = {};
-  for (const from of c.envFrom ?? []) Object.assign(env, from.configMapRef ? data('ConfigMap', from.configMapRef.name) : data('Secret', from.secretRef!.name));
+  for (const from of c.envFrom ?? [])
+    Object.assign(env, from.configMapRef ? data('ConfigMap', from.configMapRef.name) : data('Secret', from.secretRef!.name));
   for (const e of c.env ?? []) {
     const sk = e.valueFrom?.secretKeyRef;
     const cm = e.valueFrom?.configMapKeyRef;
@@ -106,7 +122,11 @@ describe('service configuration in the manifests', () => {
 describe('prod scaling, network and placement', () => {
   const prod = render('prod');
   const prefix = (byKind(prod, 'ConfigMap', 'bedrock-config').data as Record<string, string>).BEDROCK_REDIS_PREFIX;
-  const lists = (name: string) => ((byKind(prod, 'ScaledObject', name).spec as { triggers: { type: string; metadata: { listName: string } }[] }).triggers).map((t) => [t.type, t.metadata.listName]);
+  const lists = (name: string) =>
+    (byKind(prod, 'ScaledObject', name).spec as { triggers: { type: string; metadata: { listName: string } }[] }).triggers.map((t) => [
+      t.type,
+      t.metadata.listName,
+    ]);
 
   it('KEDA scales the gateway and the runners on the BullMQ wait lists of their queues', () => {
     const keys = redisKeys(prefix!);
@@ -115,22 +135,40 @@ describe('prod scaling, network and placement', () => {
       ['redis', keys.bullKey(QUEUE_TOOL_EXEC, 'wait')],
       ['redis', keys.bullKey(QUEUE_TOOL_EXEC_RESTRICTED, 'wait')],
     ]);
-    expect((byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name).toBe('cpu');
+    expect(
+      (byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name,
+    ).toBe('cpu');
   });
 
   it('tool-runners: Landlock nodes only, the reviewed capabilities, egress only to DNS, Redis and the internet', () => {
     const runner = workloads(prod).find((w) => w.object.metadata.name === 'tool-runner')!;
-    const affinity = (runner.pod as unknown as { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } } }).affinity;
-    expect(affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([{ matchExpressions: [{ key: 'bedrock.dev/landlock', operator: 'In', values: ['true'] }] }]);
+    const affinity = (
+      runner.pod as unknown as {
+        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } };
+      }
+    ).affinity;
+    expect(affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'bedrock.dev/landlock', operator: 'In', values: ['true'] }] },
+    ]);
     expect(runner.pod.containers[0]!.securityContext!.capabilities).toEqual({ drop: ['ALL'], add: TOOL_RUNNER_CAPABILITIES });
-    const np = byKind(prod, 'NetworkPolicy', 'tool-runner').spec as { policyTypes: string[]; egress: { to?: { ipBlock?: { cidr: string; except: string[] } }[]; ports?: { protocol: string; port: number }[] }[] };
+    const np = byKind(prod, 'NetworkPolicy', 'tool-runner').spec as {
+      policyTypes: string[];
+      egress: { to?: { ipBlock?: { cidr: string; except: string[] } }[]; ports?: { protocol: string; port: number }[] }[];
+    };
     expect(np.policyTypes).toEqual(['Ingress', 'Egress']);
     // DNS only to kube-dns; only the Redis ports may go to any address; all other ports only
     // outside the private, shared, link-local and loopback ranges.
-    expect(np.egress.flatMap((r) => (r.ports ?? []).map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
+    expect(np.egress.flatMap((r) => (r.ports ?? []).map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual([
+      'TCP/53',
+      'TCP/6379',
+      'TCP/6380',
+      'UDP/53',
+    ]);
     expect(np.egress.find((r) => r.ports?.some((p) => p.port === 53))!.to).toHaveLength(1);
     const internet = np.egress.find((r) => !r.ports)!;
     expect(internet.to!.map((p) => p.ipBlock!.cidr)).toEqual(['0.0.0.0/0', '::/0']);
-    expect(internet.to![0]!.ipBlock!.except).toEqual(expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']));
+    expect(internet.to![0]!.ipBlock!.except).toEqual(
+      expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']),
+    );
   });
 });

@@ -34,11 +34,13 @@ function secretKeysOf(overlay: Overlay, objects: K8sObject[], w: Workload): stri
   };
   const found: string[] = [];
   for (const c of [...w.pod.containers, ...(w.pod.initContainers ?? [])]) {
-    for (const e of c.env ?? []) if (e.valueFrom?.secretKeyRef) found.push(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
+    for (const e of c.env ?? [])
+      if (e.valueFrom?.secretKeyRef) found.push(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
     for (const f of c.envFrom ?? []) if (f.secretRef) found.push(...keysOf(f.secretRef.name).map((k) => `${f.secretRef!.name}/${k}`));
     for (const m of c.volumeMounts ?? []) {
       const secret = (w.pod.volumes ?? []).find((v) => v.name === m.name)?.secret;
-      if (secret) found.push(...(secret.items ? secret.items.map((i) => i.key) : keysOf(secret.secretName)).map((k) => `${secret.secretName}/${k}`));
+      if (secret)
+        found.push(...(secret.items ? secret.items.map((i) => i.key) : keysOf(secret.secretName)).map((k) => `${secret.secretName}/${k}`));
     }
   }
   return [...new Set(found)].sort();
@@ -49,7 +51,11 @@ function env(c: Container, name: string): string | undefined {
 }
 
 /** The file a container sees at `path`: the Secret and key mounted there, if any. */
-function mountedSecretFile(w: Workload, c: Container, path: string): { secret: string; key: string; mode?: number; readOnly?: boolean } | undefined {
+function mountedSecretFile(
+  w: Workload,
+  c: Container,
+  path: string,
+): { secret: string; key: string; mode?: number; readOnly?: boolean } | undefined {
   for (const m of c.volumeMounts ?? []) {
     const secret = (w.pod.volumes ?? []).find((v) => v.name === m.name)?.secret;
     const item = secret?.items?.find((i) => `${m.mountPath}/${i.path}` === path);
@@ -75,7 +81,8 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
   ];
 
   it('the tool-runner cannot reach Postgres, the other services, the cluster or the metadata endpoint; it reaches DNS, Redis and the internet', () => {
-    for (const target of postgres) expect([JSON.stringify(target), connectionAllowed(objects, runner, target, 5432)]).toEqual([JSON.stringify(target), false]);
+    for (const target of postgres)
+      expect([JSON.stringify(target), connectionAllowed(objects, runner, target, 5432)]).toEqual([JSON.stringify(target), false]);
     const closed: [string, Endpoint, number][] = [
       ['conversation gRPC', pod('conversation'), 50051],
       ['conversation metrics', pod('conversation'), 9464],
@@ -96,14 +103,24 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
       ['internet HTTPS', { ips: ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'] }, 443],
       ['internet SSH (git)', { ips: ['140.82.112.3'] }, 22],
     ];
-    for (const [what, target, port, protocol] of open) expect([what, connectionAllowed(objects, runner, target, port, protocol)]).toEqual([what, true]);
+    for (const [what, target, port, protocol] of open)
+      expect([what, connectionAllowed(objects, runner, target, port, protocol)]).toEqual([what, true]);
     // The check means something: without NetworkPolicies the runner would reach Postgres.
-    expect(connectionAllowed(objects.filter((o) => o.kind !== 'NetworkPolicy'), runner, postgres[0]!, 5432)).toBe(true);
+    expect(
+      connectionAllowed(
+        objects.filter((o) => o.kind !== 'NetworkPolicy'),
+        runner,
+        postgres[0]!,
+        5432,
+      ),
+    ).toBe(true);
   });
 
   it("conversation's gRPC port answers only web-bff and llm-gateway (histories); the tool-runner's nobody; metrics only Prometheus", () => {
-    for (const caller of ['web-bff', 'llm-gateway']) expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, true]);
-    for (const caller of ['tool-runner', 'conversation']) expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, false]);
+    for (const caller of ['web-bff', 'llm-gateway'])
+      expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, true]);
+    for (const caller of ['tool-runner', 'conversation'])
+      expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, false]);
     for (const caller of [...SERVICES, 'monitoring']) {
       const from = caller === 'monitoring' ? prometheus : pod(caller);
       expect([caller, connectionAllowed(objects, from, runner, 50053)]).toEqual([caller, false]);
@@ -115,17 +132,24 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     expect(connectionAllowed(objects, { ips: ['203.0.113.7'] }, pod('web-bff'), 8080)).toBe(true);
     if (overlay === 'dev') {
       expect(connectionAllowed(objects, pod('conversation'), pod('postgres'), 5432)).toBe(true);
-      for (const s of ['web-bff', 'llm-gateway']) expect([s, connectionAllowed(objects, pod(s), pod('postgres'), 5432)]).toEqual([s, false]);
+      for (const s of ['web-bff', 'llm-gateway'])
+        expect([s, connectionAllowed(objects, pod(s), pod('postgres'), 5432)]).toEqual([s, false]);
       for (const s of SERVICES) expect([s, connectionAllowed(objects, pod(s), pod('redis'), 6379)]).toEqual([s, true]);
       expect(connectionAllowed(objects, prometheus, pod('redis'), 6379)).toBe(false);
     }
   });
 
   it('DATABASE_URL goes to the conversation service only; each service reads only its own Secret', () => {
-    const readers = list.filter((w) => secretKeysOf(overlay, objects, w).some((k) => k.endsWith('/DATABASE_URL'))).map((w) => w.object.metadata.name);
+    const readers = list
+      .filter((w) => secretKeysOf(overlay, objects, w).some((k) => k.endsWith('/DATABASE_URL')))
+      .map((w) => w.object.metadata.name);
     expect(readers).toEqual(['conversation']);
     for (const w of list) {
-      for (const c of w.pod.containers) expect([w.object.metadata.name, c.env?.some((e) => e.name === 'DATABASE_URL') ?? false]).toEqual([w.object.metadata.name, w.object.metadata.name === 'conversation']);
+      for (const c of w.pod.containers)
+        expect([w.object.metadata.name, c.env?.some((e) => e.name === 'DATABASE_URL') ?? false]).toEqual([
+          w.object.metadata.name,
+          w.object.metadata.name === 'conversation',
+        ]);
     }
     for (const name of SERVICES) {
       const secrets = new Set(secretKeysOf(overlay, objects, workload(name)).map((k) => k.split('/')[0]));
@@ -142,10 +166,19 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
       const token = env(c, 'BEDROCK_SERVICE_TOKEN_FILE');
       const peers = env(c, 'BEDROCK_SERVICE_PEERS_FILE');
       // Only web-bff and llm-gateway call an internal server; only conversation serves one to another service.
-      expect([name, keys.filter((k) => k.endsWith('/service-token'))]).toEqual([name, callers.includes(name) ? [`bedrock-${name}/service-token`] : []]);
-      expect([name, keys.filter((k) => k.endsWith('/service-peers'))]).toEqual([name, name === 'conversation' ? ['bedrock-conversation/service-peers'] : []]);
+      expect([name, keys.filter((k) => k.endsWith('/service-token'))]).toEqual([
+        name,
+        callers.includes(name) ? [`bedrock-${name}/service-token`] : [],
+      ]);
+      expect([name, keys.filter((k) => k.endsWith('/service-peers'))]).toEqual([
+        name,
+        name === 'conversation' ? ['bedrock-conversation/service-peers'] : [],
+      ]);
       expect([name, token !== undefined, peers !== undefined]).toEqual([name, callers.includes(name), name === 'conversation']);
-      for (const [file, key] of [[token, 'service-token'], [peers, 'service-peers']] as const) {
+      for (const [file, key] of [
+        [token, 'service-token'],
+        [peers, 'service-peers'],
+      ] as const) {
         if (file === undefined) continue;
         expect([name, mountedSecretFile(w, c, file)]).toEqual([name, { secret: `bedrock-${name}`, key, mode: 0o400, readOnly: true }]);
       }
@@ -165,7 +198,9 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     expect(Number.isInteger(uid) && uid > 0).toBe(true);
     expect(Number.isInteger(gid) && gid > 0).toBe(true);
     // Never a service's uid or group, and not the group volumes are given to (fsGroup).
-    const serviceIds = new Set(list.flatMap((x) => [x.pod.securityContext?.runAsUser, x.pod.securityContext?.runAsGroup, x.pod.securityContext?.fsGroup]));
+    const serviceIds = new Set(
+      list.flatMap((x) => [x.pod.securityContext?.runAsUser, x.pod.securityContext?.runAsGroup, x.pod.securityContext?.fsGroup]),
+    );
     expect(serviceIds.has(uid) || serviceIds.has(gid)).toBe(false);
     expect(w.pod.securityContext?.fsGroup).toBeUndefined();
     // The runner switches with setresuid (no setuid binary): no_new_privs stays; no SYS_ADMIN.
@@ -191,7 +226,9 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
       expect([name, ref]).toEqual([name, { name: `bedrock-${name}`, key: 'REDIS_URL' }]);
     }
     if (overlay === 'prod') {
-      const keda = (byKind(objects, 'TriggerAuthentication', 'bedrock-redis').spec as { secretTargetRef: { parameter: string }[] }).secretTargetRef.map((r) => r.parameter);
+      const keda = (
+        byKind(objects, 'TriggerAuthentication', 'bedrock-redis').spec as { secretTargetRef: { parameter: string }[] }
+      ).secretTargetRef.map((r) => r.parameter);
       expect(keda.sort()).toEqual(['address', 'password', 'username']);
       return;
     }
@@ -199,7 +236,10 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     expect(urls.map((u) => decodeURIComponent(u.username))).toEqual(SERVICES.map((s) => redisServiceUser(prefix, s)));
     expect(new Set(urls.map((u) => u.password)).size).toBe(SERVICES.length);
     const acl = secretData(objects, 'bedrock-redis-acl')['users.acl']!;
-    expect(acl.trim().split('\n')).toEqual(['user default off', ...SERVICES.map((s, i) => redisAclFileLine(prefix, s, decodeURIComponent(urls[i]!.password)))]);
+    expect(acl.trim().split('\n')).toEqual([
+      'user default off',
+      ...SERVICES.map((s, i) => redisAclFileLine(prefix, s, decodeURIComponent(urls[i]!.password))),
+    ]);
     const redis = workload('redis');
     const args = redis.pod.containers[0]!.args!;
     const file = args[args.indexOf('--aclfile') + 1]!;
@@ -208,16 +248,19 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     expect(file).toBe(`${mount.mountPath}/users.acl`);
   });
 
-  (overlay === 'dev' ? it : it.skip)('dev Postgres: the password comes from a Secret, authentication is scram-sha-256, and DATABASE_URL uses it', () => {
-    const c = workload('postgres').pod.containers[0]!;
-    const ref = c.env!.find((e) => e.name === 'POSTGRES_PASSWORD')!.valueFrom!.secretKeyRef!;
-    expect(ref).toEqual({ name: 'bedrock-postgres', key: 'POSTGRES_PASSWORD' });
-    expect(env(c, 'POSTGRES_HOST_AUTH_METHOD')).toBe('scram-sha-256');
-    expect(env(c, 'POSTGRES_INITDB_ARGS')).toBe('--auth-host=scram-sha-256 --auth-local=scram-sha-256');
-    const password = secretData(objects, 'bedrock-postgres').POSTGRES_PASSWORD!;
-    expect(password.length).toBeGreaterThan(0);
-    expect(decodeURIComponent(new URL(secretData(objects, 'bedrock-conversation').DATABASE_URL!).password)).toBe(password);
-  });
+  (overlay === 'dev' ? it : it.skip)(
+    'dev Postgres: the password comes from a Secret, authentication is scram-sha-256, and DATABASE_URL uses it',
+    () => {
+      const c = workload('postgres').pod.containers[0]!;
+      const ref = c.env!.find((e) => e.name === 'POSTGRES_PASSWORD')!.valueFrom!.secretKeyRef!;
+      expect(ref).toEqual({ name: 'bedrock-postgres', key: 'POSTGRES_PASSWORD' });
+      expect(env(c, 'POSTGRES_HOST_AUTH_METHOD')).toBe('scram-sha-256');
+      expect(env(c, 'POSTGRES_INITDB_ARGS')).toBe('--auth-host=scram-sha-256 --auth-local=scram-sha-256');
+      const password = secretData(objects, 'bedrock-postgres').POSTGRES_PASSWORD!;
+      expect(password.length).toBeGreaterThan(0);
+      expect(decodeURIComponent(new URL(secretData(objects, 'bedrock-conversation').DATABASE_URL!).password)).toBe(password);
+    },
+  );
 });
 
 const redisServer = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0;
@@ -237,7 +280,11 @@ const redisServer = spawnSync('redis-server', ['--version'], { encoding: 'utf8' 
     dir = mkdtempSync(join(tmpdir(), 'bedrock-acl-'));
     writeFileSync(join(dir, 'users.acl'), secretData(objects, 'bedrock-redis-acl')['users.acl']!);
     port = await freePort();
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--aclfile', join(dir, 'users.acl')], { stdio: 'ignore' });
+    server = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--aclfile', join(dir, 'users.acl')],
+      { stdio: 'ignore' },
+    );
     const deadline = Date.now() + 10_000;
     while (!/NOAUTH|PONG/.test(cli('PING'))) {
       if (Date.now() > deadline || server.exitCode !== null) throw new Error('redis-server did not start with the dev ACL file');

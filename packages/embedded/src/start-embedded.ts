@@ -101,7 +101,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => runner.stop());
 
     const conversation = await startConversationService(
-      readConversationConfig({ ...internal, BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5') }),
+      readConversationConfig({
+        ...internal,
+        BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5'),
+      }),
       { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
     );
     stops.push(() => conversation.stop());
@@ -134,7 +137,13 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       },
     );
     stops.push(() => bff.stop());
-    return { dataDir, httpUrl: bff.httpUrl, grpcUrl: bff.grpcUrl, token, offline, toolIsolation: runner.toolIsolation,
+    return {
+      dataDir,
+      httpUrl: bff.httpUrl,
+      grpcUrl: bff.grpcUrl,
+      token,
+      offline,
+      toolIsolation: runner.toolIsolation,
       internalPorts: { conversation: Number(new URL(conversation.grpcUrl).port), 'tool-runner': runner.grpcPort },
       stop: stopAll,
     };

@@ -43,10 +43,29 @@ beforeAll(async () => {
   chmodSync(secret, 0o600);
   listener = createServer((s) => s.destroy());
   await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
-  bedrock = await startEmbedded({ env: { ...process.env, BEDROCK_DATA_DIR: dataDir, BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', ANTHROPIC_API_KEY: '', DATABASE_URL: '', LOG_LEVEL: 'warn' } });
+  bedrock = await startEmbedded({
+    env: {
+      ...process.env,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      ANTHROPIC_API_KEY: '',
+      DATABASE_URL: '',
+      LOG_LEVEL: 'warn',
+    },
+  });
   const client = createClient(
     ConversationService,
-    createConnectTransport({ baseUrl: bedrock.httpUrl, httpVersion: '1.1', interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${bedrock.token}`); return next(req); }] }),
+    createConnectTransport({
+      baseUrl: bedrock.httpUrl,
+      httpVersion: '1.1',
+      interceptors: [
+        (next) => (req) => {
+          req.header.set('authorization', `Bearer ${bedrock.token}`);
+          return next(req);
+        },
+      ],
+    }),
   );
   results = await runIsolationBattery({
     client,

@@ -68,7 +68,10 @@ async function startReceiver(): Promise<string> {
         return;
       }
       const doc = JSON.parse(body.toString('utf8')) as {
-        resourceSpans?: { resource?: { attributes?: { key: string; value: OtlpValue }[] }; scopeSpans?: { spans?: Record<string, unknown>[] }[] }[];
+        resourceSpans?: {
+          resource?: { attributes?: { key: string; value: OtlpValue }[] };
+          scopeSpans?: { spans?: Record<string, unknown>[] }[];
+        }[];
       };
       for (const rs of doc.resourceSpans ?? []) {
         const service = String(valueOf(rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value));
@@ -105,7 +108,9 @@ beforeAll(async () => {
     { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo traced' } }] },
     { kind: 'message', content: [{ type: 'text', text: 'Done.' }] },
   ];
-  llm = await startMessagesApiServer({ fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' } });
+  llm = await startMessagesApiServer({
+    fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' },
+  });
   const endpoint = await startReceiver();
   dataDir = mkdtempSync(join(tmpdir(), 'bedrock-trace-data-'));
   workspace = mkdtempSync(join(tmpdir(), 'bedrock-trace-ws-'));
@@ -138,7 +143,16 @@ describe('tracing on OpenTelemetry', () => {
   it('exports one trace per user turn: RPCs, invoke_agent, queue hops, chat and execute_tool, correctly parented', async () => {
     const client = createClient(
       ConversationService,
-      createConnectTransport({ baseUrl: bedrock.httpUrl, httpVersion: '1.1', interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${bedrock.token}`); return next(req); }] }),
+      createConnectTransport({
+        baseUrl: bedrock.httpUrl,
+        httpVersion: '1.1',
+        interceptors: [
+          (next) => (req) => {
+            req.header.set('authorization', `Bearer ${bedrock.token}`);
+            return next(req);
+          },
+        ],
+      }),
     );
     const { conversation } = await client.createConversation({ cwd: workspace });
     const id = conversation!.id;
@@ -162,7 +176,13 @@ describe('tracing on OpenTelemetry', () => {
     const children = (p: ReceivedSpan, name: string) => trace.filter((s) => s.parentSpanId === p.spanId && s.name === name);
     const one = (p: ReceivedSpan, name: string) => {
       const found = children(p, name);
-      if (found.length === 0) throw new Error(`no span "${name}" under "${p.name}"; its children: ${trace.filter((s) => s.parentSpanId === p.spanId).map((s) => s.name).join(', ')}`);
+      if (found.length === 0)
+        throw new Error(
+          `no span "${name}" under "${p.name}"; its children: ${trace
+            .filter((s) => s.parentSpanId === p.spanId)
+            .map((s) => s.name)
+            .join(', ')}`,
+        );
       return found[0]!;
     };
     /** The `process <queue>` span under a `send <queue>` span under `p` (a relay may re-send a job: that send has no process child). */
@@ -171,12 +191,22 @@ describe('tracing on OpenTelemetry', () => {
         const processed = trace.find((s) => s.parentSpanId === send.spanId && s.name === `process ${send.name.slice(5)}`);
         if (processed) return { send, processed };
       }
-      throw new Error(`no queue hop ${queue} under "${p.name}"; its children: ${trace.filter((s) => s.parentSpanId === p.spanId).map((s) => s.name).join(', ')}`);
+      throw new Error(
+        `no queue hop ${queue} under "${p.name}"; its children: ${trace
+          .filter((s) => s.parentSpanId === p.spanId)
+          .map((s) => s.name)
+          .join(', ')}`,
+      );
     };
 
     // web-bff's server span is the root; the conversation service's server span its child.
     const inner = parentOf(agent!)!;
-    expect([inner.name, inner.kind, inner.attributes['rpc.system'], inner.attributes['rpc.method']]).toEqual(['bedrock.v1.ConversationService/SendMessage', 2, 'connect_rpc', 'SendMessage']);
+    expect([inner.name, inner.kind, inner.attributes['rpc.system'], inner.attributes['rpc.method']]).toEqual([
+      'bedrock.v1.ConversationService/SendMessage',
+      2,
+      'connect_rpc',
+      'SendMessage',
+    ]);
     const outer = parentOf(inner)!;
     expect([outer.name, outer.kind, outer.parentSpanId]).toEqual(['bedrock.v1.ConversationService/SendMessage', 2, '']);
     expect(agent!.attributes).toMatchObject({ 'gen_ai.operation.name': 'invoke_agent' });
@@ -185,13 +215,22 @@ describe('tracing on OpenTelemetry', () => {
 
     // invoke_agent → send llm-requests → process llm-requests → chat <model>.
     const { send: sendLlm, processed: processLlm } = hop(agent!, /^llm-requests$/);
-    expect([sendLlm.kind, sendLlm.attributes['messaging.destination.name'], sendLlm.attributes['messaging.operation.type'], sendLlm.attributes['messaging.system']]).toEqual([4, 'llm-requests', 'send', 'memory']);
+    expect([
+      sendLlm.kind,
+      sendLlm.attributes['messaging.destination.name'],
+      sendLlm.attributes['messaging.operation.type'],
+      sendLlm.attributes['messaging.system'],
+    ]).toEqual([4, 'llm-requests', 'send', 'memory']);
     expect(processLlm.kind).toBe(5);
     const chat = trace.find((s) => s.parentSpanId === processLlm.spanId && s.name.startsWith('chat '))!;
     expect(chat).toBeDefined();
     const model = chat.attributes['gen_ai.request.model'];
     expect(chat.name).toBe(`chat ${String(model)}`);
-    expect(chat.attributes).toMatchObject({ 'gen_ai.operation.name': 'chat', 'gen_ai.system': 'anthropic', 'gen_ai.response.finish_reasons': ['tool_use'] });
+    expect(chat.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.system': 'anthropic',
+      'gen_ai.response.finish_reasons': ['tool_use'],
+    });
     expect(chat.attributes['gen_ai.response.model']).toEqual(expect.any(String));
     expect(chat.attributes['gen_ai.usage.input_tokens']).toEqual(expect.any(Number));
     expect(chat.attributes['gen_ai.usage.output_tokens']).toEqual(expect.any(Number));
@@ -202,11 +241,17 @@ describe('tracing on OpenTelemetry', () => {
     const processResult = hop(processLlm, /^conversation-events$/).processed;
     const processTool = hop(processResult, /^tool-exec/).processed;
     const tool = one(processTool, 'execute_tool bash');
-    expect(tool.attributes).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'bash', 'gen_ai.tool.call.id': expect.any(String) });
+    expect(tool.attributes).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'bash',
+      'gen_ai.tool.call.id': expect.any(String),
+    });
 
     // The tool result → the conversation's consumer → the next model call, still the same trace.
     const processToolResult = hop(processTool, /^conversation-events$/).processed;
-    const secondChat = trace.find((s) => s.name.startsWith('chat ') && s.parentSpanId === hop(processToolResult, /^llm-requests$/).processed.spanId);
+    const secondChat = trace.find(
+      (s) => s.name.startsWith('chat ') && s.parentSpanId === hop(processToolResult, /^llm-requests$/).processed.spanId,
+    );
     expect(secondChat?.attributes['gen_ai.response.finish_reasons']).toEqual(['end_turn']);
   }, 120_000);
 });

@@ -12,7 +12,8 @@ describe('createTransport', () => {
     await Promise.all(made.splice(0).map((t) => t.close()));
   });
 
-  const event = (conversationId: string) => create(ConversationEventSchema, { conversationId, sequence: 1n, kind: { case: 'contextExhausted', value: { summary: 's' } } });
+  const event = (conversationId: string) =>
+    create(ConversationEventSchema, { conversationId, sequence: 1n, kind: { case: 'contextExhausted', value: { summary: 's' } } });
 
   it('builds the in-process transport for memory', async () => {
     const t = createTransport('memory', { warn: () => undefined });
@@ -24,7 +25,12 @@ describe('createTransport', () => {
   it('builds the Redis transport from the environment, with the caller overriding it, and nothing is logged while it works', async () => {
     const prefix = `create-transport-${process.pid}-${Date.now()}`;
     const warnings: string[] = [];
-    const t = createTransport('redis', { warn: (_fields, message) => warnings.push(message) }, { redisUrl: REDIS_URL }, { BEDROCK_REDIS_PREFIX: prefix });
+    const t = createTransport(
+      'redis',
+      { warn: (_fields, message) => warnings.push(message) },
+      { redisUrl: REDIS_URL },
+      { BEDROCK_REDIS_PREFIX: prefix },
+    );
     made.push(t);
     const id = `conv-${Date.now()}`;
     expect(await t.streams.appendDurable(event(id))).toBe(true);

@@ -25,5 +25,7 @@ export function createTransport(
   env: NodeJS.ProcessEnv = process.env,
 ): Transport {
   const onError = (err: unknown) => logger.warn({ err }, `${kind} transport error`);
-  return kind === 'memory' ? createMemoryTransport({ onError }) : createRedisTransport({ ...redisTransportOptionsFromEnv(env), ...redis, onError });
+  return kind === 'memory'
+    ? createMemoryTransport({ onError })
+    : createRedisTransport({ ...redisTransportOptionsFromEnv(env), ...redis, onError });
 }

@@ -85,12 +85,7 @@ export interface JobStatus {
 
 export interface Queues {
   producer<S extends DescMessage>(queue: string, schema: S): Producer<S>;
-  consume<S extends DescMessage>(
-    queue: string,
-    schema: S,
-    handler: JobHandler<MessageShape<S>>,
-    options?: ConsumeOptions,
-  ): Consumer;
+  consume<S extends DescMessage>(queue: string, schema: S, handler: JobHandler<MessageShape<S>>, options?: ConsumeOptions): Consumer;
   depth(queue: string): Promise<QueueDepth>;
   /** The state of one job by its producer id (a handed-back or retrying job is 'waiting' or 'delayed'). */
   jobStatus(queue: string, jobId: string): Promise<JobStatus>;

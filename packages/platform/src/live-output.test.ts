@@ -67,8 +67,18 @@ describe.each([
     for (const [i, p] of pieces.entries()) out.push(p, tag(i < 150 ? 0 : 2));
     await out.flush();
     const got = await deltasOf(streams, id);
-    expect(got.filter((d) => d.blockIndex === 0).map((d) => d.text).join('')).toBe(pieces.slice(0, 150).join(''));
-    expect(got.filter((d) => d.blockIndex === 2).map((d) => d.text).join('')).toBe(pieces.slice(150).join(''));
+    expect(
+      got
+        .filter((d) => d.blockIndex === 0)
+        .map((d) => d.text)
+        .join(''),
+    ).toBe(pieces.slice(0, 150).join(''));
+    expect(
+      got
+        .filter((d) => d.blockIndex === 2)
+        .map((d) => d.text)
+        .join(''),
+    ).toBe(pieces.slice(150).join(''));
     expect(got.map((d) => d.blockIndex)).toEqual([...got.map((d) => d.blockIndex)].sort());
     expect(out.appended).toBeLessThan(pieces.length);
     expect(out.appended).toBe(got.length);
@@ -135,7 +145,7 @@ describe.each([
     expect(await deltasOf(streams, id)).toEqual([]);
   });
 
-  it('keeps at most maxChars and at most one append per minIntervalMs (the runner\'s use); close sends the rest at once', async () => {
+  it("keeps at most maxChars and at most one append per minIntervalMs (the runner's use); close sends the rest at once", async () => {
     const streams = streamsOf();
     const id = newId();
     await streams.appendDurable(durable(id, 1n));

@@ -39,7 +39,12 @@ export function tracedQueues(inner: Queues, system: 'bullmq' | 'memory'): Queues
     'messaging.message.id': id,
   });
 
-  function send<S extends DescMessage>(queue: string, field: string, jobId: string, payload: MessageShape<S>): { span: Span; payload: MessageShape<S> } {
+  function send<S extends DescMessage>(
+    queue: string,
+    field: string,
+    jobId: string,
+    payload: MessageShape<S>,
+  ): { span: Span; payload: MessageShape<S> } {
     const given = carrierOf(payload, field);
     const parent = given ? extractTrace(given) : context.active();
     const span = tracer().startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes: attributes(queue, 'send', jobId) }, parent);

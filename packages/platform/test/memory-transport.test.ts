@@ -6,7 +6,11 @@ import { STREAM_START, createMemoryTransport } from '../src/index.ts';
 import { waitFor } from './transport-contract.ts';
 
 function durable(conversationId: string, sequence: bigint) {
-  return create(ConversationEventSchema, { conversationId, sequence, kind: { case: 'contextExhausted', value: { summary: `s${sequence}` } } });
+  return create(ConversationEventSchema, {
+    conversationId,
+    sequence,
+    kind: { case: 'contextExhausted', value: { summary: `s${sequence}` } },
+  });
 }
 
 describe('in-process transport specifics', () => {

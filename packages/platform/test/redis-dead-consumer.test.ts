@@ -49,7 +49,9 @@ describe('a consumer that dies holding a job', () => {
     await waitFor(() => redeliveredAt > 0, 'the job to be redelivered', 30_000);
     await survivor.close(0);
     const seconds = (redeliveredAt - killedAt) / 1000;
-    console.log(`dead consumer's job redelivered after ${seconds.toFixed(1)} s (lock ${DEFAULT_JOB_LOCK_MS} ms, stalled check every ${DEFAULT_JOB_STALLED_INTERVAL_MS} ms)`);
+    console.log(
+      `dead consumer's job redelivered after ${seconds.toFixed(1)} s (lock ${DEFAULT_JOB_LOCK_MS} ms, stalled check every ${DEFAULT_JOB_STALLED_INTERVAL_MS} ms)`,
+    );
     expect(seconds * 1000).toBeLessThan(DEFAULT_JOB_LOCK_MS + 2 * DEFAULT_JOB_STALLED_INTERVAL_MS + 2000);
   }, 60_000);
 });

@@ -48,7 +48,15 @@ describe('redis transport specifics', () => {
       'bedrock:runs:llm/r1:alive',
     ]);
     const s = redisKeys('staging');
-    for (const key of [s.stream('c1'), s.cancelChannel, s.runners, s.runnersExpiry, s.bullKey('q', 'wait'), s.runRecord('x'), s.runAlive('x')]) {
+    for (const key of [
+      s.stream('c1'),
+      s.cancelChannel,
+      s.runners,
+      s.runnersExpiry,
+      s.bullKey('q', 'wait'),
+      s.runRecord('x'),
+      s.runAlive('x'),
+    ]) {
       expect(key.startsWith('staging:')).toBe(true);
     }
     expect(() => redisKeys('')).toThrow();
@@ -112,7 +120,9 @@ describe('redis transport specifics', () => {
     expect(followers).toBeGreaterThan(0);
     expect(followers).toBeLessThanOrEqual(4);
     for (const c of convs) {
-      await t.streams.appendDurable(create(ConversationEventSchema, { conversationId: c, sequence: 1n, kind: { case: 'contextExhausted', value: { summary: 's' } } }));
+      await t.streams.appendDurable(
+        create(ConversationEventSchema, { conversationId: c, sequence: 1n, kind: { case: 'contextExhausted', value: { summary: 's' } } }),
+      );
     }
     await waitFor(() => convs.every((c) => got.get(c) === 1), 'every followed stream');
     for (const f of follows) f.stop();

@@ -456,7 +456,15 @@ export function transportContract(name: string, harness: TransportHarness): void
         // Taken positions, one behind, sequence 0, a repeat within the call, then new ones.
         expect(await t.streams.appendEphemeral(delta(conv, 3n, 'd'))).toEqual({ sequence: 3n, deltaIndex: 1 });
         expect(
-          await t.streams.appendDurableMany([durable(conv, 2n), durable(conv, 3n), durable(conv, 0n), durable(conv, 5n), durable(conv, 5n), durable(conv, 4n), durable(conv, 6n)]),
+          await t.streams.appendDurableMany([
+            durable(conv, 2n),
+            durable(conv, 3n),
+            durable(conv, 0n),
+            durable(conv, 5n),
+            durable(conv, 5n),
+            durable(conv, 4n),
+            durable(conv, 6n),
+          ]),
         ).toEqual([false, false, false, true, false, false, true]);
         const events = await t.streams.read(conv, STREAM_START);
         expect(positions(events)).toEqual(['1-0', '2-0', '3-0', '3-1', '5-0', '6-0']);
@@ -642,9 +650,16 @@ export function transportContract(name: string, harness: TransportHarness): void
       it('lists runners until their ttl passes without a refresh', async () => {
         const short = unique('runner-short');
         const long = unique('runner-long');
-        await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: short, sandboxAvailable: true, landlockAbi: 4, queues: ['tool-exec'] }), 300);
+        await t.runners.report(
+          create(RunnerCapabilitiesSchema, { runnerId: short, sandboxAvailable: true, landlockAbi: 4, queues: ['tool-exec'] }),
+          300,
+        );
         await t.runners.report(create(RunnerCapabilitiesSchema, { runnerId: long, hostname: 'h1' }), 60_000);
-        const ids = async () => (await t.runners.list()).map((r) => r.runnerId).filter((id) => id === short || id === long).sort();
+        const ids = async () =>
+          (await t.runners.list())
+            .map((r) => r.runnerId)
+            .filter((id) => id === short || id === long)
+            .sort();
         expect(await ids()).toEqual([long, short].sort());
         const listed = (await t.runners.list()).find((r) => r.runnerId === short)!;
         expect(listed).toMatchObject({ sandboxAvailable: true, landlockAbi: 4, queues: ['tool-exec'] });

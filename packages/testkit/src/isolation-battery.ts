@@ -12,7 +12,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from '@jest/globals';
 import type { Client } from '@connectrpc/connect';
-import type { ConversationService} from '@bedrock/contracts';
+import type { ConversationService } from '@bedrock/contracts';
 import { Mode, StateKind } from '@bedrock/contracts';
 
 export interface IsolationTarget {
@@ -72,7 +72,10 @@ async function waitForState(t: IsolationTarget, id: string, kinds: StateKind[]):
   for (;;) {
     const state = (await t.client.getConversation({ conversationId: id })).conversation?.state?.kind;
     if (state !== undefined && kinds.includes(state)) return;
-    if (Date.now() > deadline) throw new Error(`conversation ${id} did not reach ${kinds.map((k) => StateKind[k]).join('/')} (state ${state === undefined ? '?' : StateKind[state]})`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `conversation ${id} did not reach ${kinds.map((k) => StateKind[k]).join('/')} (state ${state === undefined ? '?' : StateKind[state]})`,
+      );
     await sleep(100);
   }
 }
@@ -94,7 +97,8 @@ async function turn(t: IsolationTarget, id: string, lines: string[]): Promise<To
   await t.client.sendMessage({ conversationId: id, text: lines.join('\n') });
   await waitForState(t, id, [StateKind.IDLE]);
   const results = (await toolResults(t, id)).slice(before);
-  if (results.length !== lines.length) throw new Error(`expected ${lines.length} tool results, got ${results.length}: ${JSON.stringify(results)}`);
+  if (results.length !== lines.length)
+    throw new Error(`expected ${lines.length} tool results, got ${results.length}: ${JSON.stringify(results)}`);
   return results;
 }
 
@@ -107,7 +111,8 @@ export async function runIsolationBattery(t: IsolationTarget): Promise<Isolation
   const created = await t.client.createConversation({ cwd: t.workspace });
   const id = created.conversation?.id;
   if (!id) throw new Error('no conversation id');
-  if (created.conversation?.mode !== Mode.RESTRICTED) throw new Error('a new conversation should start Restricted on a machine with the sandbox');
+  if (created.conversation?.mode !== Mode.RESTRICTED)
+    throw new Error('a new conversation should start Restricted on a machine with the sandbox');
   const restricted = probes(await turn(t, id, probeLines(t, 'r')));
 
   await t.client.sendMessage({ conversationId: id, text: '/upgrade the isolation battery needs to write' });

@@ -10,13 +10,7 @@
  */
 import pg from 'pg';
 import { create } from '@bufbuild/protobuf';
-import {
-  ConversationEventJobSchema,
-  QUEUE_CONVERSATION_EVENTS,
-  QUEUE_TOOL_EXEC,
-  StopReason,
-  ToolExecJobSchema,
-} from '@bedrock/contracts';
+import { ConversationEventJobSchema, QUEUE_CONVERSATION_EVENTS, QUEUE_TOOL_EXEC, StopReason, ToolExecJobSchema } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../src/config.ts';
@@ -70,7 +64,16 @@ async function main(): Promise<void> {
     // (request_llm) end_turn → idle. Each step is one applyEvent plus its relay publish.
     const ids: string[] = [];
     for (let i = 0; i < CONCURRENCY; i++) {
-      const r = await service.store.create(service.applier.newConversation({ id: `bench-${i}`, ownerId: 'bench', slug: `bench-${i}`, cwd: '/tmp', model: 'bench', sandboxAvailable: false }));
+      const r = await service.store.create(
+        service.applier.newConversation({
+          id: `bench-${i}`,
+          ownerId: 'bench',
+          slug: `bench-${i}`,
+          cwd: '/tmp',
+          model: 'bench',
+          sandboxAvailable: false,
+        }),
+      );
       ids.push(r.id);
     }
     const counts = new Map<string, number>();
@@ -85,9 +88,21 @@ async function main(): Promise<void> {
       let event: ConversationEvent;
       if (phase.kind === 'idle') event = { type: 'user_message', text: `message ${n}`, images: [] };
       else if (phase.kind === 'llm_requesting' && record.state.llmRequests % 2 === 1) {
-        event = { type: 'llm_response', requestId: phase.requestId, stopReason: 'tool_use', usage, content: [{ type: 'tool_use', id: `t${n}`, name: 'bash', input: { command: 'true' } }] };
+        event = {
+          type: 'llm_response',
+          requestId: phase.requestId,
+          stopReason: 'tool_use',
+          usage,
+          content: [{ type: 'tool_use', id: `t${n}`, name: 'bash', input: { command: 'true' } }],
+        };
       } else if (phase.kind === 'llm_requesting') {
-        event = { type: 'llm_response', requestId: phase.requestId, stopReason: 'end_turn', usage, content: [{ type: 'text', text: 'done' }] };
+        event = {
+          type: 'llm_response',
+          requestId: phase.requestId,
+          stopReason: 'end_turn',
+          usage,
+          content: [{ type: 'text', text: 'done' }],
+        };
       } else if (phase.kind === 'tool_executing') {
         event = { type: 'tool_complete', result: { toolUseId: phase.current.id, content: 'ok', isError: false } };
       } else throw new Error(`unexpected phase ${phase.kind}`);
@@ -99,12 +114,32 @@ async function main(): Promise<void> {
     });
 
     // --- 3. latency: tool result in → next tool job out, through the queues ---------------
-    const conv = await service.store.create(service.applier.newConversation({ id: 'bench-latency', ownerId: 'bench', slug: 'bench-latency', cwd: '/tmp', model: 'bench', sandboxAvailable: false }));
-    const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({ type: 'tool_use' as const, id: `L${i}`, name: 'bash', input: { command: 'true' } }));
+    const conv = await service.store.create(
+      service.applier.newConversation({
+        id: 'bench-latency',
+        ownerId: 'bench',
+        slug: 'bench-latency',
+        cwd: '/tmp',
+        model: 'bench',
+        sandboxAvailable: false,
+      }),
+    );
+    const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({
+      type: 'tool_use' as const,
+      id: `L${i}`,
+      name: 'bash',
+      input: { command: 'true' },
+    }));
     await service.applier.apply(conv.id, { type: 'user_message', text: 'go', images: [] });
     const rec = (await service.store.get(conv.id))!;
     if (rec.state.phase.kind !== 'llm_requesting') throw new Error('latency setup failed');
-    await service.applier.apply(conv.id, { type: 'llm_response', requestId: rec.state.phase.requestId, stopReason: 'tool_use', usage, content: calls });
+    await service.applier.apply(conv.id, {
+      type: 'llm_response',
+      requestId: rec.state.phase.requestId,
+      stopReason: 'tool_use',
+      usage,
+      content: calls,
+    });
     const arrivals = new Map<string, number>();
     const latencies: number[] = [];
     const events = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
@@ -118,11 +153,14 @@ async function main(): Promise<void> {
       if (sentAt !== undefined) latencies.push(performance.now() - sentAt);
       if (index >= LATENCY_SAMPLES) return done();
       arrivals.set(job.data.toolUseId, performance.now());
-      await events.add(`bench-result-${job.data.toolUseId}`, create(ConversationEventJobSchema, {
-        eventId: `bench-result-${job.data.toolUseId}`,
-        conversationId: conv.id,
-        event: { case: 'toolComplete', value: { toolUseId: job.data.toolUseId, content: 'ok' } },
-      }));
+      await events.add(
+        `bench-result-${job.data.toolUseId}`,
+        create(ConversationEventJobSchema, {
+          eventId: `bench-result-${job.data.toolUseId}`,
+          conversationId: conv.id,
+          event: { case: 'toolComplete', value: { toolUseId: job.data.toolUseId, content: 'ok' } },
+        }),
+      );
     });
     await finished;
     await runner.close(0);
@@ -131,7 +169,9 @@ async function main(): Promise<void> {
     const ratio = applied.perSecond / baseline.perSecond;
     console.log(`concurrency ${CONCURRENCY}, ${DURATION_MS} ms per measurement`);
     console.log(`single-row UPDATE transactions: ${baseline.perSecond.toFixed(0)}/s`);
-    console.log(`events applied (read, transition, one write, publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`);
+    console.log(
+      `events applied (read, transition, one write, publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`,
+    );
     console.log(`ratio events/baseline: ${ratio.toFixed(3)} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`);
     console.log(
       `event arrival → effect on queue, ${latencies.length} samples: median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
@@ -145,7 +185,11 @@ async function main(): Promise<void> {
   }
 }
 
-async function runFor(durationMs: number, concurrency: number, work: (worker: number) => Promise<void>): Promise<{ perSecond: number; count: number }> {
+async function runFor(
+  durationMs: number,
+  concurrency: number,
+  work: (worker: number) => Promise<void>,
+): Promise<{ perSecond: number; count: number }> {
   let count = 0;
   const start = performance.now();
   const deadline = start + durationMs;

@@ -74,15 +74,25 @@ async function main(): Promise<void> {
     BEDROCK_DEFAULT_MODEL: 'bench-model',
     LOG_LEVEL: 'error',
   });
-  const service = await startConversationService(config, { transport, logger: createLogger({ service: 'bench', level: 'error' }), servicePeers: services.peers });
+  const service = await startConversationService(config, {
+    transport,
+    logger: createLogger({ service: 'bench', level: 'error' }),
+    servicePeers: services.peers,
+  });
   const api = createClient(
     ConversationService,
     createGrpcTransport({
       baseUrl: service.grpcUrl,
-      interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!), (next) => (req) => (req.header.set(USER_HEADER, 'bench'), next(req))],
+      interceptors: [
+        serviceTokenInterceptor(services.tokens['web-bff']!),
+        (next) => (req) => (req.header.set(USER_HEADER, 'bench'), next(req)),
+      ],
     }),
   );
-  const history = createClient(ConversationHistoryService, createGrpcTransport({ baseUrl: service.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] }));
+  const history = createClient(
+    ConversationHistoryService,
+    createGrpcTransport({ baseUrl: service.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] }),
+  );
   const events = workers.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
   let waiting: ((job: LlmRequestJob) => void) | undefined;
   const consumer = workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => waiting?.(job.data));
@@ -110,7 +120,11 @@ async function main(): Promise<void> {
       const got = await job;
       // As the gateway: fetch the history the job names.
       const t0 = performance.now();
-      const fetched = await history.getLlmHistory({ conversationId: id, historyThrough: got.historyThrough, continuationPrompt: got.continuationPrompt });
+      const fetched = await history.getLlmHistory({
+        conversationId: id,
+        historyThrough: got.historyThrough,
+        continuationPrompt: got.continuationPrompt,
+      });
       const fetchMs = performance.now() - t0;
       await events.add(
         `r/${got.requestId}`,
@@ -157,9 +171,13 @@ async function main(): Promise<void> {
     const first = figures[0]!;
     const last = figures[figures.length - 1]!;
     const kib = (n: number) => (n >= 10_240 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
-    console.log(`One conversation, ${TURNS} turns (user ${USER_TEXT.length + 5} chars, answer ${ANSWER_TEXT.length + 5} chars per turn), ${(elapsed / TURNS).toFixed(1)} ms per turn.`);
+    console.log(
+      `One conversation, ${TURNS} turns (user ${USER_TEXT.length + 5} chars, answer ${ANSWER_TEXT.length + 5} chars per turn), ${(elapsed / TURNS).toFixed(1)} ms per turn.`,
+    );
     console.log('');
-    console.log('turn | LLM job (Redis, protobuf) | LLM job outbox row (JSON) | outbox bytes written this turn (rows) | job if it copied the history: protobuf / JSON | outbox bytes this turn if it did | history fetched by the gateway (messages, one fetch)');
+    console.log(
+      'turn | LLM job (Redis, protobuf) | LLM job outbox row (JSON) | outbox bytes written this turn (rows) | job if it copied the history: protobuf / JSON | outbox bytes this turn if it did | history fetched by the gateway (messages, one fetch)',
+    );
     console.log('---: | ---: | ---: | ---: | ---: | ---: | ---:');
     for (const f of figures) {
       console.log(
@@ -168,8 +186,12 @@ async function main(): Promise<void> {
     }
     console.log('');
     const ratio = (a: number, b: number) => (a / b).toFixed(2);
-    console.log(`turn ${last.turn} / turn ${first.turn}: LLM job ${ratio(last.jobProto, first.jobProto)}x (protobuf), ${ratio(last.jobRowJson, first.jobRowJson)}x (outbox JSON); outbox per turn ${ratio(last.outboxTurn, first.outboxTurn)}x`);
-    console.log(`  had the job copied the history: ${ratio(last.copyProto, first.copyProto)}x (protobuf), ${ratio(last.copyJson, first.copyJson)}x (JSON); at turn ${last.turn} the claim check is ${ratio(last.copyJson, last.jobRowJson)}x smaller in the outbox`);
+    console.log(
+      `turn ${last.turn} / turn ${first.turn}: LLM job ${ratio(last.jobProto, first.jobProto)}x (protobuf), ${ratio(last.jobRowJson, first.jobRowJson)}x (outbox JSON); outbox per turn ${ratio(last.outboxTurn, first.outboxTurn)}x`,
+    );
+    console.log(
+      `  had the job copied the history: ${ratio(last.copyProto, first.copyProto)}x (protobuf), ${ratio(last.copyJson, first.copyJson)}x (JSON); at turn ${last.turn} the claim check is ${ratio(last.copyJson, last.jobRowJson)}x smaller in the outbox`,
+    );
   } finally {
     await consumer.close(0);
     await service.stop();

@@ -112,15 +112,28 @@ const group = (label: string, list: readonly Call[]): Group => ({ label, calls: 
 const overall = [
   group('whole mix', calls),
   group('state-changing', changing),
-  group('no-ops', calls.filter((c) => c.outcome === 'noop')),
-  group('rejections', calls.filter((c) => c.outcome === 'rejected')),
+  group(
+    'no-ops',
+    calls.filter((c) => c.outcome === 'noop'),
+  ),
+  group(
+    'rejections',
+    calls.filter((c) => c.outcome === 'rejected'),
+  ),
 ];
 const perType = types.map(([type, list]) => group(type, list));
 const all = [...overall, ...perType];
 
 console.log(`transition(): ${fmt(calls.length)} precomputed (state, context, event) triples from 1500 driven scenarios`);
-console.log(`  ${overall.slice(1).map((g) => `${g.label} ${pct(g.calls.length, calls.length)}`).join(', ')}`);
-console.log(`  ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, load average ${os.loadavg()[0]!.toFixed(2)}`);
+console.log(
+  `  ${overall
+    .slice(1)
+    .map((g) => `${g.label} ${pct(g.calls.length, calls.length)}`)
+    .join(', ')}`,
+);
+console.log(
+  `  ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, load average ${os.loadavg()[0]!.toFixed(2)}`,
+);
 console.log(`  warm-up ${WARMUP_MS} ms on the whole mix, then ${ROUNDS} interleaved rounds of ${SLICE_MS} ms per group; medians`);
 
 loop(calls, WARMUP_MS);
@@ -135,7 +148,9 @@ const row = (label: string, share: string, g: Group): string =>
 
 const onCpu = median(all.flatMap((g) => g.samples.map((s) => s.onCpu)));
 console.log('');
-console.log(`  ${'group'.padEnd(26)} ${'share'.padStart(6)} ${'per CPU-second'.padStart(14)} ${'/goal'.padStart(7)} ${'wall'.padStart(14)}`);
+console.log(
+  `  ${'group'.padEnd(26)} ${'share'.padStart(6)} ${'per CPU-second'.padStart(14)} ${'/goal'.padStart(7)} ${'wall'.padStart(14)}`,
+);
 for (const g of overall) console.log(row(g.label, pct(g.calls.length, calls.length), g));
 console.log('');
 console.log('  state-changing events by type (share of the state-changing ones):');
@@ -144,7 +159,11 @@ for (const g of perType) console.log(row(g.label, pct(g.calls.length, changing.l
 const slowest = perType.reduce((a, b) => (cpuRateOf(a) <= cpuRateOf(b) ? a : b));
 const below = perType.filter((g) => cpuRateOf(g) < GOAL).map((g) => g.label);
 console.log('');
-console.log(`  ${(100 * onCpu).toFixed(0)}% of the wall time was on CPU (median of the slices): below ~90% the machine was busy and the wall figures are low`);
-console.log(`  slowest state-changing type: ${slowest.label} at ${fmt(cpuRateOf(slowest))}/s per CPU-second (${(cpuRateOf(slowest) / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`);
+console.log(
+  `  ${(100 * onCpu).toFixed(0)}% of the wall time was on CPU (median of the slices): below ~90% the machine was busy and the wall figures are low`,
+);
+console.log(
+  `  slowest state-changing type: ${slowest.label} at ${fmt(cpuRateOf(slowest))}/s per CPU-second (${(cpuRateOf(slowest) / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
+);
 console.log(`  state-changing types below the goal: ${below.length ? below.join(', ') : 'none'}`);
 if (sink === -1) console.log(sink);

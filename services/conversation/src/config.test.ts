@@ -13,7 +13,9 @@ describe('conversation config', () => {
     expect(readConversationConfig({})).toMatchObject({ defaultThinking: 'high', serverTools: undefined });
     const config = readConversationConfig({ BEDROCK_DEFAULT_THINKING: 'off', BEDROCK_SERVER_TOOLS: ' web_fetch , web_search,web_fetch ' });
     expect([config.defaultThinking, config.serverTools]).toEqual(['off', ['web_search', 'web_fetch']]);
-    expect(() => readConversationConfig({ BEDROCK_DEFAULT_THINKING: 'huge' })).toThrow(/BEDROCK_DEFAULT_THINKING="huge" is invalid: expected one of off, low, medium, high, max/);
+    expect(() => readConversationConfig({ BEDROCK_DEFAULT_THINKING: 'huge' })).toThrow(
+      /BEDROCK_DEFAULT_THINKING="huge" is invalid: expected one of off, low, medium, high, max/,
+    );
     expect(() => readConversationConfig({ BEDROCK_SERVER_TOOLS: 'web_search,code_execution' })).toThrow(
       /BEDROCK_SERVER_TOOLS="web_search,code_execution" is invalid: expected a comma-separated list of web_search, web_fetch \(unknown: code_execution\)/,
     );

@@ -82,9 +82,7 @@ export async function startConversationService(
   const pool = deps.pool ?? new pg.Pool({ connectionString: config.databaseUrl, max: config.dbPoolSize });
   pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
   const ownsTransport = !deps.transport;
-  const transport =
-    deps.transport ??
-    createTransport(config.transport, logger);
+  const transport = deps.transport ?? createTransport(config.transport, logger);
 
   if (config.runMigrations) {
     const applied = await migrate(pool);
@@ -131,7 +129,12 @@ export async function startConversationService(
       onApplied: recordTransition,
     });
     sweeper.start();
-    depthSampler = startQueueDepthSampler({ queues: transport.queues, names: [QUEUE_CONVERSATION_EVENTS], metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') });
+    depthSampler = startQueueDepthSampler({
+      queues: transport.queues,
+      names: [QUEUE_CONVERSATION_EVENTS],
+      metrics,
+      onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
+    });
     server = await startGrpcServer({
       host: config.host,
       port: config.grpcPort,
@@ -162,7 +165,13 @@ export async function startConversationService(
     // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the
     // gateway check this process's gRPC health, which these do not change (no cascade).
     const readiness = createReadiness({ checks: [postgresCheck(pool), ...(transport.ping ? [redisCheck(() => transport)] : [])] });
-    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health, readiness });
+    metricsServer = await startMetricsServer({
+      host: config.host,
+      port: config.metricsPort,
+      registry: metrics.registry,
+      health,
+      readiness,
+    });
   } catch (err) {
     depthSampler?.stop();
     await sweeper.stop();

@@ -39,7 +39,9 @@ async function types(id: string) {
 async function resultsOf(id: string) {
   const { messages } = await h.get(id);
   return messages.flatMap((m) =>
-    m.content.flatMap((b) => (b.block.case === 'toolResult' ? [[b.block.value.toolUseId, b.block.value.content, b.block.value.cancelled]] : [])),
+    m.content.flatMap((b) =>
+      b.block.case === 'toolResult' ? [[b.block.value.toolUseId, b.block.value.content, b.block.value.cancelled]] : [],
+    ),
   );
 }
 
@@ -113,7 +115,10 @@ describe('cancel during an LLM request', () => {
     );
     expect(timers.rows).toHaveLength(1);
     const timerId = timers.rows[0]!.job_id;
-    await h.waitFor('the timer queued', async () => (await h.transport.queues.jobStatus(QUEUE_CONVERSATION_EVENTS, timerId)).state === 'delayed');
+    await h.waitFor(
+      'the timer queued',
+      async () => (await h.transport.queues.jobStatus(QUEUE_CONVERSATION_EVENTS, timerId)).state === 'delayed',
+    );
 
     const res = await h.client().cancel({ conversationId: id });
     expect(res.state!.kind).toBe(StateKind.IDLE);
@@ -133,7 +138,12 @@ describe('cancel during tools', () => {
     const { id, job } = await started();
     await h.respond(job, {
       stopReason: StopReason.TOOL_USE,
-      content: [text('Three steps.'), toolUse('c1', 'bash', { command: 'ls' }), toolUse('c2', 'bash', { command: 'sleep 60' }), toolUse('c3', 'think', { thoughts: 'x' })],
+      content: [
+        text('Three steps.'),
+        toolUse('c1', 'bash', { command: 'ls' }),
+        toolUse('c2', 'bash', { command: 'sleep 60' }),
+        toolUse('c3', 'think', { thoughts: 'x' }),
+      ],
     });
     await h.complete(await h.toolJob(id, 'c1'), { content: 'file-a' });
     const running = await h.toolJob(id, 'c2');
@@ -166,7 +176,10 @@ describe('cancel during tools', () => {
     const { id, job } = await started();
     await h.respond(job, {
       stopReason: StopReason.TOOL_USE,
-      content: [toolUse('s1', 'spawn_agents', { tasks: [{ task: 'look at a' }, { task: 'look at b' }] }), toolUse('s2', 'bash', { command: 'true' })],
+      content: [
+        toolUse('s1', 'spawn_agents', { tasks: [{ task: 'look at a' }, { task: 'look at b' }] }),
+        toolUse('s2', 'bash', { command: 'true' }),
+      ],
     });
     const children = [`${id}--s1--0`, `${id}--s1--1`];
     const childJobs = await Promise.all(children.map((c) => h.llmJob(c)));
@@ -183,7 +196,10 @@ describe('cancel during tools', () => {
       ['s2', CANCELLED_SKIPPED, true],
     ]);
     // A child's late submit_result reaches nobody.
-    await h.respond(childJobs[0]!, { stopReason: StopReason.TOOL_USE, content: [toolUse('sub', 'submit_result', { result: 'late', success: true })] });
+    await h.respond(childJobs[0]!, {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sub', 'submit_result', { result: 'late', success: true })],
+    });
     await h.processed(`r/${childJobs[0]!.requestId}`);
     expect(await h.stateOf(children[0]!)).toBe(StateKind.FAILED);
     expect(await types(id)).toEqual(['USER', 'AGENT', 'TOOL', 'TOOL']);

@@ -59,7 +59,11 @@ describe('continuation', () => {
     await h.respond(job, {
       stopReason: StopReason.TOOL_USE,
       usage: usage(180_000, 1_000),
-      content: [text('Next I will run two things.'), toolUse('n1', 'bash', { command: 'npm test' }), toolUse('n2', 'keyword_search', { query: 'q', search_terms: ['x'] })],
+      content: [
+        text('Next I will run two things.'),
+        toolUse('n1', 'bash', { command: 'npm test' }),
+        toolUse('n2', 'keyword_search', { query: 'q', search_terms: ['x'] }),
+      ],
     });
     const cont = await h.llmJob(id, 1);
     expect(cont.purpose).toBe(LlmRequestPurpose.CONTINUATION);
@@ -93,7 +97,9 @@ describe('continuation', () => {
     await h.client().sendMessage({ conversationId: next.id, text: 'continue please' });
     const first = await h.llmJob(next.id);
     expect(first.messages).toHaveLength(1);
-    expect(textOf(first.messages[0]!.content)).toMatch(/\[System notice\] This conversation continues an earlier one[\s\S]*Summary: tests were next\.[\s\S]*continue please/);
+    expect(textOf(first.messages[0]!.content)).toMatch(
+      /\[System notice\] This conversation continues an earlier one[\s\S]*Summary: tests were next\.[\s\S]*continue please/,
+    );
   });
 
   it('treats stop reason model_context_window_exceeded like the threshold', async () => {
@@ -131,7 +137,10 @@ describe('continuation', () => {
 
   it('fails a sub-agent that reaches the threshold and tells its parent', async () => {
     const { id, job } = await started();
-    await h.respond(job, { stopReason: StopReason.TOOL_USE, content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'read everything' }] })] });
+    await h.respond(job, {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'read everything' }] })],
+    });
     const child = `${id}--sp--0`;
     await h.respond(await h.llmJob(child), {
       stopReason: StopReason.TOOL_USE,

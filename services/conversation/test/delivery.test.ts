@@ -36,7 +36,9 @@ function expectConsecutive(events: ConversationEvent[]) {
 }
 
 async function unsent(id: string) {
-  const { rows } = await h.pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL', [id]);
+  const { rows } = await h.pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL', [
+    id,
+  ]);
   return Number(rows[0]!.n);
 }
 
@@ -117,7 +119,9 @@ describe('relay', () => {
     );
     const children = parents.flatMap((id) => Array.from({ length: 8 }, (_, i) => `${id}--sp--${i}`));
     const jobs = await Promise.all(children.map((c) => h.llmJob(c)));
-    await Promise.all(jobs.map((job) => h.respond(job, { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'ok' })] })));
+    await Promise.all(
+      jobs.map((job) => h.respond(job, { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'ok' })] })),
+    );
     for (const id of parents) await h.llmJob(id, 1);
     for (const id of [...parents, ...children]) expect(await unsent(id)).toBe(0);
   });
@@ -138,7 +142,8 @@ async function finalView(id: string) {
     }
     return value;
   };
-  const normalise = (value: unknown) => JSON.parse(JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)).replaceAll(id, 'C'));
+  const normalise = (value: unknown) =>
+    JSON.parse(JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)).replaceAll(id, 'C'));
   const ids = [id, `${id}--sp--0`];
   const out: unknown[] = [];
   for (const cid of ids) {
@@ -197,7 +202,10 @@ async function script(twice: boolean): Promise<{ id: string; eventIds: string[] 
   });
   const tool = await h.toolJob(id, 't1');
   await answer(`t/${id}/t1`, (eventId) => h.complete(tool, { content: 'a b' }, eventId));
-  await respond(await h.llmJob(child, 0), { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'checked' })] });
+  await respond(await h.llmJob(child, 0), {
+    stopReason: StopReason.TOOL_USE,
+    content: [toolUse('sr', 'submit_result', { result: 'checked' })],
+  });
   const failing = await h.llmJob(id, 1);
   await answer(`e/${failing.requestId}`, (eventId) =>
     h.fail(failing, { kind: ErrorKind.SERVER, retryable: true, message: 'Overloaded', httpStatus: 529 }, eventId),

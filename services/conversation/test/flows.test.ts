@@ -28,7 +28,10 @@ async function newConversation(user = 'alice') {
 }
 
 async function nextLlmJob(conversationId: string, after = 0): Promise<LlmJob> {
-  return h.waitFor(`LLM request #${after + 1} for ${conversationId}`, () => h.llmJobs.filter((j) => j.conversationId === conversationId)[after]);
+  return h.waitFor(
+    `LLM request #${after + 1} for ${conversationId}`,
+    () => h.llmJobs.filter((j) => j.conversationId === conversationId)[after],
+  );
 }
 
 async function stateOf(id: string, user = 'alice') {
@@ -54,7 +57,12 @@ describe('a full turn', () => {
         requestId: first.requestId,
         stopReason: StopReason.TOOL_USE,
         usage: usage(),
-        content: [text('I will look.'), toolUse('t1', 'bash', { command: 'ls' }), toolUse('t2', 'think', { thoughts: 'hm' }), toolUse('t3', 'bash', { command: 'pwd' })],
+        content: [
+          text('I will look.'),
+          toolUse('t1', 'bash', { command: 'ls' }),
+          toolUse('t2', 'think', { thoughts: 'hm' }),
+          toolUse('t3', 'bash', { command: 'pwd' }),
+        ],
       },
     });
     for (const [i, id] of ['t1', 't2', 't3'].entries()) {
@@ -85,7 +93,10 @@ describe('a full turn', () => {
   it('rejects a message while busy with FAILED_PRECONDITION telling the user they can cancel', async () => {
     const conv = await newConversation();
     await h.client().sendMessage({ conversationId: conv.id, text: 'one' });
-    const err = await h.client().sendMessage({ conversationId: conv.id, text: 'two' }).catch((e: unknown) => e);
+    const err = await h
+      .client()
+      .sendMessage({ conversationId: conv.id, text: 'two' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.FailedPrecondition);
     expect((err as ConnectError).rawMessage).toMatch(/busy.*cancel/i);

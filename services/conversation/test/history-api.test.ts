@@ -72,7 +72,10 @@ describe('ConversationHistoryService', () => {
     const gateway = asService('llm-gateway');
     const toUser = await gateway.getLlmHistory({ conversationId: id, historyThrough: 1n, continuationPrompt: 'Summarise.' });
     expect(toUser.messages).toHaveLength(1);
-    expect(toUser.messages[0]!.content.map((b) => (b.block.case === 'text' ? b.block.value.text : ''))).toEqual(['question 0', 'Summarise.']);
+    expect(toUser.messages[0]!.content.map((b) => (b.block.case === 'text' ? b.block.value.text : ''))).toEqual([
+      'question 0',
+      'Summarise.',
+    ]);
     const afterAssistant = await gateway.getLlmHistory({ conversationId: id, historyThrough: 2n, continuationPrompt: 'Summarise.' });
     expect(afterAssistant.messages.map((m) => [m.role, textOf(m.content)])).toEqual([
       [Role.USER, 'question 0'],
@@ -86,12 +89,16 @@ describe('ConversationHistoryService', () => {
     for (const name of ['web-bff', 'tool-runner', 'conversation']) {
       const err = await rpcError(asService(name).getLlmHistory({ conversationId: id, historyThrough: 1n }));
       expect(err.code).toBe(Code.PermissionDenied);
-      expect(err.rawMessage).toBe(`service ${name} may not read conversation histories: only llm-gateway may call bedrock.internal.v1.ConversationHistoryService`);
+      expect(err.rawMessage).toBe(
+        `service ${name} may not read conversation histories: only llm-gateway may call bedrock.internal.v1.ConversationHistoryService`,
+      );
     }
     const none = await rpcError(client().getLlmHistory({ conversationId: id, historyThrough: 1n }));
     expect(none.code).toBe(Code.Unauthenticated);
     expect(none.rawMessage).toMatch(/BEDROCK_SERVICE_TOKEN_FILE/);
-    const stranger = await rpcError(client(serviceTokenInterceptor(generateToken())).getLlmHistory({ conversationId: id, historyThrough: 1n }));
+    const stranger = await rpcError(
+      client(serviceTokenInterceptor(generateToken())).getLlmHistory({ conversationId: id, historyThrough: 1n }),
+    );
     expect(stranger.code).toBe(Code.Unauthenticated);
   });
 
@@ -121,7 +128,10 @@ describe('ConversationHistoryService', () => {
     const id = await conversation(12, (i) => `${i} ${'long question text '.repeat(200)}`);
     const sizes = await llmJobBytes(id);
     expect(sizes).toHaveLength(12);
-    const { rows } = await h.pool.query<{ bytes: number }>('SELECT sum(octet_length(content::text))::int AS bytes FROM messages WHERE conversation_id = $1', [id]);
+    const { rows } = await h.pool.query<{ bytes: number }>(
+      'SELECT sum(octet_length(content::text))::int AS bytes FROM messages WHERE conversation_id = $1',
+      [id],
+    );
     expect(rows[0]!.bytes).toBeGreaterThan(40_000);
     expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(8);
     expect(Math.max(...sizes)).toBeLessThan(2_000);

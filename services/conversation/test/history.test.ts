@@ -69,7 +69,10 @@ describe('history sent to the model', () => {
 
     // Turn 1: two tools, cancelled during the first.
     await c.sendMessage({ conversationId: id, text: 'one' });
-    await reply(0, { stopReason: StopReason.TOOL_USE, content: [text('a'), toolUse('a1', 'bash', { command: 'x' }), toolUse('a2', 'bash', { command: 'y' })] });
+    await reply(0, {
+      stopReason: StopReason.TOOL_USE,
+      content: [text('a'), toolUse('a1', 'bash', { command: 'x' }), toolUse('a2', 'bash', { command: 'y' })],
+    });
     await h.toolJob(id, 'a1');
     await c.cancel({ conversationId: id });
     // Turn 2: an error the user sees but the model does not.
@@ -95,15 +98,31 @@ describe('history sent to the model', () => {
     const last = await h.llmJob(id, 4);
 
     expect((await h.get(id)).messages.map((m) => MessageType[m.type])).toEqual([
-      'USER', 'AGENT', 'TOOL', 'TOOL', // one: cancelled
-      'USER', 'ERROR', // two
-      'USER', 'AGENT', 'TOOL', 'SYSTEM', 'SYSTEM', 'TOOL', 'AGENT', // three
+      'USER',
+      'AGENT',
+      'TOOL',
+      'TOOL', // one: cancelled
+      'USER',
+      'ERROR', // two
+      'USER',
+      'AGENT',
+      'TOOL',
+      'SYSTEM',
+      'SYSTEM',
+      'TOOL',
+      'AGENT', // three
       'USER', // four
     ]);
     const turns = last.messages.map((m) => [
       m.role === Role.USER ? 'user' : 'assistant',
       ...m.content.map((b) =>
-        b.block.case === 'text' ? `text:${b.block.value.text.slice(0, 40)}` : b.block.case === 'toolUse' ? `use:${b.block.value.id}` : b.block.case === 'toolResult' ? `result:${b.block.value.toolUseId}` : b.block.case,
+        b.block.case === 'text'
+          ? `text:${b.block.value.text.slice(0, 40)}`
+          : b.block.case === 'toolUse'
+            ? `use:${b.block.value.id}`
+            : b.block.case === 'toolResult'
+              ? `result:${b.block.value.toolUseId}`
+              : b.block.case,
       ),
     ]);
     expect(turns).toEqual([

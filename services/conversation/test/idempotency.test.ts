@@ -66,9 +66,10 @@ describe('SendMessage with a request id', () => {
     const retry = await h.client().sendMessage(body);
     expect(toBinary(SendMessageResponseSchema, retry)).toEqual(toBinary(SendMessageResponseSchema, first));
     expect(retry.message?.content.map((c) => c.block.case)).toEqual(['text', 'image']);
-    const { rows } = await h.pool.query<{ response: Buffer; message_id: string }>('SELECT response, message_id FROM request_outcomes WHERE request_id = $1', [
-      requestId,
-    ]);
+    const { rows } = await h.pool.query<{ response: Buffer; message_id: string }>(
+      'SELECT response, message_id FROM request_outcomes WHERE request_id = $1',
+      [requestId],
+    );
     expect(rows[0]!.message_id).toBe(first.message!.id);
     expect(rows[0]!.response.includes(png)).toBe(false);
     expect(await userMessages(id)).toHaveLength(1);
@@ -77,7 +78,9 @@ describe('SendMessage with a request id', () => {
   it('duplicates in flight at once on two replicas apply once and all get the same answer', async () => {
     const id = await h.createConversation();
     const requestId = rid();
-    const calls = Array.from({ length: 6 }, (_, i) => (i % 2 ? h.client('alice', b) : h.client()).sendMessage({ conversationId: id, text: 'once', requestId }));
+    const calls = Array.from({ length: 6 }, (_, i) =>
+      (i % 2 ? h.client('alice', b) : h.client()).sendMessage({ conversationId: id, text: 'once', requestId }),
+    );
     const answers = await Promise.all(calls);
     const ids = new Set(answers.map((a) => a.message?.id));
     expect(ids.size).toBe(1);
@@ -158,12 +161,18 @@ describe('the other user actions with a request id', () => {
   it('RespondToModeUpgrade: a retried approval does not answer a later request', async () => {
     const id = await h.createConversation();
     await h.client().sendMessage({ conversationId: id, text: 'fix it' });
-    await h.respond(await h.llmJob(id), { stopReason: StopReason.TOOL_USE, content: [toolUse('u1', 'request_mode_upgrade', { reason: 'edit' })] });
+    await h.respond(await h.llmJob(id), {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('u1', 'request_mode_upgrade', { reason: 'edit' })],
+    });
     await h.waitState(id, StateKind.AWAITING_MODE_APPROVAL);
     const requestId = rid();
     const first = await h.client().respondToModeUpgrade({ conversationId: id, approve: false, requestId });
     // The agent asks again; the retry of the first answer must not answer this one.
-    await h.respond(await h.llmJob(id, 1), { stopReason: StopReason.TOOL_USE, content: [toolUse('u2', 'request_mode_upgrade', { reason: 'really' })] });
+    await h.respond(await h.llmJob(id, 1), {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('u2', 'request_mode_upgrade', { reason: 'really' })],
+    });
     await h.waitState(id, StateKind.AWAITING_MODE_APPROVAL);
     const retry = await h.client().respondToModeUpgrade({ conversationId: id, approve: false, requestId });
     expect(retry.conversation?.state?.kind).toBe(first.conversation?.state?.kind);
@@ -180,7 +189,10 @@ describe('the other user actions with a request id', () => {
     // Downgrade from Unrestricted (after an approved upgrade); the retry is not "already Restricted".
     const up = await h.createConversation();
     await h.client().sendMessage({ conversationId: up, text: 'fix it' });
-    await h.respond(await h.llmJob(up), { stopReason: StopReason.TOOL_USE, content: [toolUse('u1', 'request_mode_upgrade', { reason: 'edit' })] });
+    await h.respond(await h.llmJob(up), {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('u1', 'request_mode_upgrade', { reason: 'edit' })],
+    });
     await h.waitState(up, StateKind.AWAITING_MODE_APPROVAL);
     await h.client().respondToModeUpgrade({ conversationId: up, approve: true });
     const down = rid();
@@ -206,7 +218,9 @@ describe('the other user actions with a request id', () => {
 
     const racing = rid();
     const answers = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => (i % 2 ? h.client('carol', b) : h.client('carol')).createConversation({ cwd: '/tmp', requestId: racing })),
+      Array.from({ length: 6 }, (_, i) =>
+        (i % 2 ? h.client('carol', b) : h.client('carol')).createConversation({ cwd: '/tmp', requestId: racing }),
+      ),
     );
     expect(new Set(answers.map((a) => a.conversation?.id)).size).toBe(1);
     expect(await list()).toHaveLength(2);
@@ -227,7 +241,12 @@ describe('retention', () => {
     await h.pool.query("UPDATE request_outcomes SET created_at = now() - interval '25 hours' WHERE request_id = $1", [old]);
 
     // The service's pruner (every replica runs one) with the default retention of 24 hours.
-    const pruner = startRequestPruner({ prune: h.service.store.pruneRequests, retentionMs: 24 * 3_600_000, intervalMs: 50, onError: () => undefined });
+    const pruner = startRequestPruner({
+      prune: h.service.store.pruneRequests,
+      retentionMs: 24 * 3_600_000,
+      intervalMs: 50,
+      onError: () => undefined,
+    });
     try {
       await h.waitFor('old outcome pruned', async () => (await outcomeRows(old)).length === 0);
     } finally {

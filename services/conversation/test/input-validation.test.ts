@@ -69,7 +69,12 @@ function pngClaiming(width: number, height: number): Uint8Array {
   ihdr[8] = 8; // bit depth
   ihdr[9] = 2; // RGB
   return new Uint8Array(
-    Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(16))), chunk('IEND', Buffer.alloc(0))]),
+    Buffer.concat([
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+      chunk('IHDR', ihdr),
+      chunk('IDAT', deflateSync(Buffer.alloc(16))),
+      chunk('IEND', Buffer.alloc(0)),
+    ]),
   );
 }
 
@@ -98,7 +103,8 @@ describe('images are decoded at SendMessage', () => {
     const png = await tinyPng();
     const jpeg = await tinyJpeg();
     const truncated = (await noisePng(64, 64)).subarray(0, 4000);
-    const send = (images: { mediaType: string; data: Uint8Array }[]) => rpcError(h.client().sendMessage({ conversationId: id, text: 'look', images }));
+    const send = (images: { mediaType: string; data: Uint8Array }[]) =>
+      rpcError(h.client().sendMessage({ conversationId: id, text: 'look', images }));
 
     // Image 2 is a JPEG declared as PNG.
     expectInvalid(
@@ -108,9 +114,15 @@ describe('images are decoded at SendMessage', () => {
       ]),
       /image 2: the data is not a valid image\/png \(it decodes as jpeg\)$/,
     );
-    expectInvalid(await send([{ mediaType: 'image/jpeg', data: png }]), /image 1: the data is not a valid image\/jpeg \(it decodes as png\)$/);
+    expectInvalid(
+      await send([{ mediaType: 'image/jpeg', data: png }]),
+      /image 1: the data is not a valid image\/jpeg \(it decodes as png\)$/,
+    );
     // Not an image at all.
-    expectInvalid(await send([{ mediaType: 'image/png', data: new TextEncoder().encode('definitely not a picture') }]), /image 1: the data is not a valid image\/png: it does not decode \(.+\)$/);
+    expectInvalid(
+      await send([{ mediaType: 'image/png', data: new TextEncoder().encode('definitely not a picture') }]),
+      /image 1: the data is not a valid image\/png: it does not decode \(.+\)$/,
+    );
     // A PNG cut short: its header reads, its pixels do not.
     expectInvalid(
       await send([
@@ -121,9 +133,15 @@ describe('images are decoded at SendMessage', () => {
     );
     // SVG is not one of the accepted formats, whatever it is declared as.
     const svg = new TextEncoder().encode('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>');
-    expectInvalid(await send([{ mediaType: 'image/webp', data: svg }]), /image 1: the data is not a valid image\/webp \(it decodes as svg\)$/);
+    expectInvalid(
+      await send([{ mediaType: 'image/webp', data: svg }]),
+      /image 1: the data is not a valid image\/webp \(it decodes as svg\)$/,
+    );
     // A small file claiming a huge image is refused before decoding.
-    expectInvalid(await send([{ mediaType: 'image/png', data: pngClaiming(20_000, 20_000) }]), /image 1 is 20000×20000 pixels; the limit is 100,000,000 pixels$/);
+    expectInvalid(
+      await send([{ mediaType: 'image/png', data: pngClaiming(20_000, 20_000) }]),
+      /image 1 is 20000×20000 pixels; the limit is 100,000,000 pixels$/,
+    );
 
     expect(await stored(id)).toEqual(before);
     expect(h.llmJobsOf(id)).toHaveLength(jobsBefore);
@@ -159,11 +177,17 @@ describe('the working directory must exist', () => {
   it('refuses a cwd that does not exist, a file, and a path through a file, naming the path', async () => {
     const c = h.client();
     const missing = join(dir, 'no-such-dir');
-    expectInvalid(await rpcError(c.createConversation({ cwd: missing })), new RegExp(`cwd "${missing}" does not exist: give the absolute path of an existing directory$`));
+    expectInvalid(
+      await rpcError(c.createConversation({ cwd: missing })),
+      new RegExp(`cwd "${missing}" does not exist: give the absolute path of an existing directory$`),
+    );
     const file = join(dir, 'a-file.txt');
     await writeFile(file, 'not a directory\n');
     expectInvalid(await rpcError(c.createConversation({ cwd: file })), new RegExp(`cwd "${file}" is not a directory`));
-    expectInvalid(await rpcError(c.createConversation({ cwd: join(file, 'below') })), new RegExp(`cwd "${file}/below" does not exist \\(a part of the path is not a directory\\)`));
+    expectInvalid(
+      await rpcError(c.createConversation({ cwd: join(file, 'below') })),
+      new RegExp(`cwd "${file}/below" does not exist \\(a part of the path is not a directory\\)`),
+    );
     // Nothing was created.
     const listed = await c.listConversations({ pageSize: 200 });
     expect(listed.conversations.filter((x) => x.cwd.startsWith(dir) && x.cwd !== dir)).toEqual([]);
@@ -177,7 +201,10 @@ describe('the working directory must exist', () => {
 
 describe('a request body that does not parse, on the gRPC port', () => {
   const path = '/bedrock.v1.ConversationService/SendMessage';
-  function post(headers: Record<string, string>, body: Buffer): Promise<{ status: number; headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; body: string }> {
+  function post(
+    headers: Record<string, string>,
+    body: Buffer,
+  ): Promise<{ status: number; headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; body: string }> {
     return new Promise((resolve, reject) => {
       const session = http2.connect(h.service.grpcUrl);
       session.on('error', reject);
@@ -211,14 +238,23 @@ describe('a request body that does not parse, on the gRPC port', () => {
     const grpc = await post({ 'content-type': 'application/grpc', te: 'trailers' }, frame);
     const status = grpc.trailers['grpc-status'] ?? grpc.headers['grpc-status'];
     const message = decodeURIComponent(String(grpc.trailers['grpc-message'] ?? grpc.headers['grpc-message']));
-    expect([status, message]).toEqual(['3', expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: .+ \(protobuf binary\)$/)]);
+    expect([status, message]).toEqual([
+      '3',
+      expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: .+ \(protobuf binary\)$/),
+    ]);
 
     const proto = await post({ 'content-type': 'application/proto' }, TRUNCATED);
     expect(proto.status).toBe(400);
-    expect(JSON.parse(proto.body)).toEqual({ code: 'invalid_argument', message: expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: /) });
+    expect(JSON.parse(proto.body)).toEqual({
+      code: 'invalid_argument',
+      message: expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: /),
+    });
 
     const json = await post({ 'content-type': 'application/json' }, Buffer.from('{"conversationId": "x", "text": '));
     expect(json.status).toBe(400);
-    expect(JSON.parse(json.body)).toEqual({ code: 'invalid_argument', message: expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: .+ \(JSON\)$/) });
+    expect(JSON.parse(json.body)).toEqual({
+      code: 'invalid_argument',
+      message: expect.stringMatching(/^request body is not a valid bedrock\.v1\.SendMessageRequest: .+ \(JSON\)$/),
+    });
   });
 });

@@ -22,7 +22,10 @@ it(`runs ${COUNT} concurrent conversations through a full turn with a tool`, asy
   h.onLlmJob = async (job) => {
     const turn = h.llmJobsOf(job.conversationId).indexOf(job);
     if (turn === 0) {
-      await h.respond(job, { stopReason: StopReason.TOOL_USE, content: [text('Checking.'), toolUse('t1', 'bash', { command: `echo ${job.conversationId}` })] });
+      await h.respond(job, {
+        stopReason: StopReason.TOOL_USE,
+        content: [text('Checking.'), toolUse('t1', 'bash', { command: `echo ${job.conversationId}` })],
+      });
     } else {
       const result = toolResults(job)[0]!;
       await h.respond(job, { content: [text(`Saw: ${result.content}`)] });
@@ -40,7 +43,9 @@ it(`runs ${COUNT} concurrent conversations through a full turn with a tool`, asy
   await h.waitFor(
     'every conversation idle',
     async () => {
-      const { rows } = await h.pool.query<{ n: string }>("SELECT count(*) AS n FROM conversations WHERE state_kind = 'idle' AND message_seq = 4");
+      const { rows } = await h.pool.query<{ n: string }>(
+        "SELECT count(*) AS n FROM conversations WHERE state_kind = 'idle' AND message_seq = 4",
+      );
       return Number(rows[0]!.n) === COUNT;
     },
     60_000,
@@ -48,7 +53,11 @@ it(`runs ${COUNT} concurrent conversations through a full turn with a tool`, asy
   const elapsed = Date.now() - started;
 
   // Every conversation's own messages, in one query.
-  const { rows } = await h.pool.query<{ conversation_id: string; types: string[]; contents: { text?: string; content?: string; toolUseId?: string }[][] }>(
+  const { rows } = await h.pool.query<{
+    conversation_id: string;
+    types: string[];
+    contents: { text?: string; content?: string; toolUseId?: string }[][];
+  }>(
     `SELECT conversation_id, array_agg(message_type ORDER BY sequence) AS types, array_agg(content ORDER BY sequence) AS contents
        FROM messages WHERE conversation_id = ANY($1::text[]) GROUP BY conversation_id`,
     [ids],

@@ -10,7 +10,18 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { ErrorKind, MessageType, Role, StateKind, StopReason, type ContentBlock } from '@bedrock/contracts';
 import { MAX_TOKENS_NOTICE, SYSTEM_NOTICE_PREFIX, cutToolNotice, refusalMessage } from '../src/core/index.ts';
-import { chainProblems, citedText, redactedThinking, serverTool, text, textOf, thinking, toolUse, usage, type LlmJob } from './support/blocks.ts';
+import {
+  chainProblems,
+  citedText,
+  redactedThinking,
+  serverTool,
+  text,
+  textOf,
+  thinking,
+  toolUse,
+  usage,
+  type LlmJob,
+} from './support/blocks.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
@@ -60,14 +71,21 @@ async function started(prompt: string) {
 const SEARCH_USE = '{"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "bedrock release"}}';
 const SEARCH_RESULT =
   '{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"url":"https://example.com/r","type":"web_search_result","title":"Release","encrypted_content":"RW5j"}]}';
-const CITATIONS = [{ type: 'web_search_result_location', url: 'https://example.com/r', title: 'Release', encrypted_index: 'Zm9v', cited_text: 'v2 ships' }];
+const CITATIONS = [
+  { type: 'web_search_result_location', url: 'https://example.com/r', title: 'Release', encrypted_index: 'Zm9v', cited_text: 'v2 ships' },
+];
 
 describe('thinking and server-tool blocks', () => {
   it('keeps thinking (also with its text omitted) and redacted thinking first in the tool turn, verbatim, across the tool loop', async () => {
     const { id, job } = await started('list the files');
     await h.respond(job, {
       stopReason: StopReason.TOOL_USE,
-      content: [thinking('', 'sig-omitted-1'), redactedThinking('cmVkYWN0ZWQ='), text('Listing.'), toolUse('t1', 'bash', { command: 'ls' })],
+      content: [
+        thinking('', 'sig-omitted-1'),
+        redactedThinking('cmVkYWN0ZWQ='),
+        text('Listing.'),
+        toolUse('t1', 'bash', { command: 'ls' }),
+      ],
     });
     await h.complete(await h.toolJob(id, 't1'), { content: 'a b' });
     const second = await h.llmJob(id, 1);
@@ -86,7 +104,11 @@ describe('thinking and server-tool blocks', () => {
     const { id, job } = await started('what shipped?');
     await h.respond(job, {
       stopReason: StopReason.PAUSE_TURN,
-      content: [thinking('Search first.', 'sig-p'), serverTool('server_tool_use', SEARCH_USE), serverTool('web_search_tool_result', SEARCH_RESULT)],
+      content: [
+        thinking('Search first.', 'sig-p'),
+        serverTool('server_tool_use', SEARCH_USE),
+        serverTool('web_search_tool_result', SEARCH_RESULT),
+      ],
       usage: usage(100, 30, 0, 0, { thinking: 10, searches: 1 }),
     });
     const resumed = await h.llmJob(id, 1);
@@ -107,13 +129,25 @@ describe('thinking and server-tool blocks', () => {
     expect(got.messages[2]!.content.map(describeBlock)).toEqual([`text:v2 shipped. cites ${JSON.stringify(CITATIONS)}`]);
     // Usage counts thinking tokens and the searches, per message and in total.
     expect(got.messages[1]!.usage).toMatchObject({ thinkingTokens: 10n, webSearchRequests: 1n });
-    expect(got.conversation!.totalUsage).toMatchObject({ inputTokens: 300n, outputTokens: 50n, thinkingTokens: 10n, webSearchRequests: 2n, webFetchRequests: 0n });
+    expect(got.conversation!.totalUsage).toMatchObject({
+      inputTokens: 300n,
+      outputTokens: 50n,
+      thinkingTokens: 10n,
+      webSearchRequests: 2n,
+      webFetchRequests: 0n,
+    });
 
     await h.client().sendMessage({ conversationId: id, text: 'thanks' });
     const next = await h.llmJob(id, 2);
     expect(turns(next)).toEqual([
       ['user', 'text:what shipped?'],
-      ['assistant', 'thinking:Search first.|sig-p', `server_tool_use:${SEARCH_USE}`, `web_search_tool_result:${SEARCH_RESULT}`, `text:v2 shipped. cites ${JSON.stringify(CITATIONS)}`],
+      [
+        'assistant',
+        'thinking:Search first.|sig-p',
+        `server_tool_use:${SEARCH_USE}`,
+        `web_search_tool_result:${SEARCH_RESULT}`,
+        `text:v2 shipped. cites ${JSON.stringify(CITATIONS)}`,
+      ],
       ['user', 'text:thanks'],
     ]);
   });
@@ -123,7 +157,11 @@ describe('cuts by the output limit', () => {
   it('keeps a cut text and continues from a user turn holding the notice (no prefill)', async () => {
     const { id, job } = await started('write an essay');
     expect(job.maxTokens).toBe(DEFAULT_MAX);
-    await h.respond(job, { stopReason: StopReason.MAX_TOKENS, maxTokens: DEFAULT_MAX, content: [thinking('Plan.', 'sig-c'), text('The first half ')] });
+    await h.respond(job, {
+      stopReason: StopReason.MAX_TOKENS,
+      maxTokens: DEFAULT_MAX,
+      content: [thinking('Plan.', 'sig-c'), text('The first half ')],
+    });
     const next = await h.llmJob(id, 1);
     expect(turns(next)).toEqual([
       ['user', 'text:write an essay'],
@@ -146,14 +184,24 @@ describe('cuts by the output limit', () => {
   it("asks again at the model's output limit when a tool call was cut, then (cut again) tells the model, naming the call", async () => {
     expect(LIMIT).toBeGreaterThan(DEFAULT_MAX);
     const { id, job } = await started('write big.txt');
-    await h.respond(job, { stopReason: StopReason.MAX_TOKENS, maxTokens: DEFAULT_MAX, cutToolNames: ['patch'], content: [text('Writing it.')] });
+    await h.respond(job, {
+      stopReason: StopReason.MAX_TOKENS,
+      maxTokens: DEFAULT_MAX,
+      cutToolNames: ['patch'],
+      content: [text('Writing it.')],
+    });
     const raised = await h.llmJob(id, 1);
     expect(raised.maxTokens).toBe(LIMIT);
     // Nothing of the cut response was kept: the same history is asked again.
     expect(turns(raised)).toEqual(turns(job));
     expect((await h.get(id)).messages.map((m) => MessageType[m.type])).toEqual(['USER']);
 
-    await h.respond(raised, { stopReason: StopReason.MAX_TOKENS, maxTokens: LIMIT, cutToolNames: ['patch'], content: [text('Writing it again.')] });
+    await h.respond(raised, {
+      stopReason: StopReason.MAX_TOKENS,
+      maxTokens: LIMIT,
+      cutToolNames: ['patch'],
+      content: [text('Writing it again.')],
+    });
     const told = await h.llmJob(id, 2);
     const notice = cutToolNotice(['patch'], LIMIT);
     expect(notice).toMatch(new RegExp(`^Your call to patch was cut off .* ${LIMIT} tokens`));
@@ -203,10 +251,16 @@ describe('refusals', () => {
     const got = await h.get(id);
     expect(got.conversation!.state!.kind).toBe(StateKind.IDLE);
     const [refused, error] = got.messages.slice(-2);
-    expect([MessageType[refused!.type], StopReason[refused!.stopReason], refused!.stopExplanation]).toEqual(['AGENT', 'REFUSAL', 'This request would cause harm']);
+    expect([MessageType[refused!.type], StopReason[refused!.stopReason], refused!.stopExplanation]).toEqual([
+      'AGENT',
+      'REFUSAL',
+      'This request would cause harm',
+    ]);
     expect(refused!.content.map(describeBlock)).toEqual(['thinking:No.|sig-r', 'text:I can']);
     expect(MessageType[error!.type]).toBe('ERROR');
-    expect(textOf(error!.content)).toBe('The model declined to answer: This request would cause harm. Rephrase your request or send a new message.');
+    expect(textOf(error!.content)).toBe(
+      'The model declined to answer: This request would cause harm. Rephrase your request or send a new message.',
+    );
     expect(textOf(error!.content)).toBe(refusalMessage('This request would cause harm'));
 
     // It takes a new message; the refused turn is not sent again.
@@ -223,7 +277,10 @@ describe('refusals', () => {
   it('fails a sub-agent that is refused with error kind REFUSED, and its parent hears so', async () => {
     const id = await h.createConversation();
     await h.client().sendMessage({ conversationId: id, text: 'delegate' });
-    await h.respond(await h.llmJob(id), { stopReason: StopReason.TOOL_USE, content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'do it' }] })] });
+    await h.respond(await h.llmJob(id), {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'do it' }] })],
+    });
     const child = `${id}--sp--0`;
     await h.respond(await h.llmJob(child), { stopReason: StopReason.REFUSAL, content: [] });
     await h.waitState(child, StateKind.FAILED);
@@ -250,7 +307,10 @@ describe('stored before these existed', () => {
       totalUsage: oldUsage,
       contextWarned: false,
     };
-    await h.pool.query(`UPDATE conversations SET state = $2, state_kind = 'llm_requesting', version = 5, message_seq = 3 WHERE id = $1`, [id, JSON.stringify(state)]);
+    await h.pool.query(`UPDATE conversations SET state = $2, state_kind = 'llm_requesting', version = 5, message_seq = 3 WHERE id = $1`, [
+      id,
+      JSON.stringify(state),
+    ]);
     await h.pool.query(
       `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, usage_data) VALUES
          ($1, $2, 1, 'user', 'human', '[{"type":"text","text":"old question"}]', NULL),
@@ -268,7 +328,10 @@ describe('stored before these existed', () => {
     expect(before.conversation!.totalUsage).toMatchObject({ inputTokens: 10n, thinkingTokens: 0n, webFetchRequests: 0n });
 
     // The old request fails and is retried: the retry asks for the default.
-    await h.send(id, `e/${requestId}`, { case: 'llmError', value: { requestId, kind: ErrorKind.SERVER, retryable: true, message: 'Overloaded' } });
+    await h.send(id, `e/${requestId}`, {
+      case: 'llmError',
+      value: { requestId, kind: ErrorKind.SERVER, retryable: true, message: 'Overloaded' },
+    });
     const retry = await h.llmJob(id);
     expect([retry.attempt, retry.maxTokens]).toEqual([2, DEFAULT_MAX]);
     expect(turns(retry)).toEqual([
@@ -278,7 +341,12 @@ describe('stored before these existed', () => {
     ]);
     await h.respond(retry, { content: [text('new answer')], usage: usage(20, 5, 0, 0, { thinking: 3 }) });
     await h.waitState(id, StateKind.IDLE);
-    expect((await h.get(id)).conversation!.totalUsage).toMatchObject({ inputTokens: 30n, outputTokens: 10n, thinkingTokens: 3n, webSearchRequests: 0n });
+    expect((await h.get(id)).conversation!.totalUsage).toMatchObject({
+      inputTokens: 30n,
+      outputTokens: 10n,
+      thinkingTokens: 3n,
+      webSearchRequests: 0n,
+    });
   });
 });
 

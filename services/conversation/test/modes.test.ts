@@ -38,7 +38,11 @@ function lastUserTurn(job: LlmJob) {
   const turn = job.messages[job.messages.length - 1]!;
   expect(turn.role).toBe(Role.USER);
   return turn.content.map((b) =>
-    b.block.case === 'toolResult' ? `result:${b.block.value.toolUseId}` : b.block.case === 'text' ? `text:${b.block.value.text}` : b.block.case,
+    b.block.case === 'toolResult'
+      ? `result:${b.block.value.toolUseId}`
+      : b.block.case === 'text'
+        ? `text:${b.block.value.text}`
+        : b.block.case,
   );
 }
 
@@ -49,7 +53,11 @@ async function awaitingApproval(after: { id: string; name: string; input: object
   const job = await h.llmJob(id);
   await h.respond(job, {
     stopReason: StopReason.TOOL_USE,
-    content: [text('I need to write.'), toolUse('u1', 'request_mode_upgrade', { reason: 'edit src/a.ts' }), ...after.map((t) => toolUse(t.id, t.name, t.input))],
+    content: [
+      text('I need to write.'),
+      toolUse('u1', 'request_mode_upgrade', { reason: 'edit src/a.ts' }),
+      ...after.map((t) => toolUse(t.id, t.name, t.input)),
+    ],
   });
   await h.waitState(id, StateKind.AWAITING_MODE_APPROVAL);
   return id;
@@ -57,7 +65,9 @@ async function awaitingApproval(after: { id: string; name: string; input: object
 
 describe('upgrade', () => {
   it('waits for approval, then runs the rest of the turn Unrestricted and tells the agent after the tool results', async () => {
-    const id = await awaitingApproval([{ id: 'p1', name: 'patch', input: { path: '/tmp/a.ts', patches: [{ operation: 'overwrite', content: 'x' }] } }]);
+    const id = await awaitingApproval([
+      { id: 'p1', name: 'patch', input: { path: '/tmp/a.ts', patches: [{ operation: 'overwrite', content: 'x' }] } },
+    ]);
     const state = (await h.get(id)).conversation!.state!;
     expect(state.upgradeReason).toBe('edit src/a.ts');
     expect(state.currentToolUseId).toBe('u1');
@@ -83,7 +93,9 @@ describe('upgrade', () => {
     ]);
     const { messages } = await h.get(id);
     expect(messages.map((m) => MessageType[m.type])).toEqual(['USER', 'AGENT', 'TOOL', 'SYSTEM', 'TOOL']);
-    expect(JSON.parse(messages[4]!.content[0]!.block.case === 'toolResult' ? messages[4]!.content[0]!.block.value.displayJson : '{}')).toEqual({ diff: '+x' });
+    expect(
+      JSON.parse(messages[4]!.content[0]!.block.case === 'toolResult' ? messages[4]!.content[0]!.block.value.displayJson : '{}'),
+    ).toEqual({ diff: '+x' });
 
     // Already Unrestricted: a second request is answered at once, without asking the user.
     await h.respond(next, { stopReason: StopReason.TOOL_USE, content: [toolUse('u2', 'request_mode_upgrade', { reason: 'again' })] });
@@ -146,7 +158,10 @@ describe('downgrade', () => {
 describe('sandbox availability reported by tool-runners', () => {
   it('decides whether Restricted mode exists for new conversations', async () => {
     // A runner without the kernel sandbox: Unrestricted only, and the user is told why.
-    await ha.transport.runners.report(create(RunnerCapabilitiesSchema, { runnerId: 'plain', sandboxAvailable: false, queues: [QUEUE_TOOL_EXEC] }), 60_000);
+    await ha.transport.runners.report(
+      create(RunnerCapabilitiesSchema, { runnerId: 'plain', sandboxAvailable: false, queues: [QUEUE_TOOL_EXEC] }),
+      60_000,
+    );
     const plain = (await ha.client().createConversation({ cwd: '/tmp' })).conversation!;
     expect(plain.mode).toBe(Mode.UNRESTRICTED);
     expect(plain.sandboxAvailable).toBe(false);
@@ -161,7 +176,12 @@ describe('sandbox availability reported by tool-runners', () => {
     // A sandbox-capable runner appears: new conversations start Restricted (a fresh replica,
     // so the probe's short cache does not hide the report).
     await ha.transport.runners.report(
-      create(RunnerCapabilitiesSchema, { runnerId: 'landlock', sandboxAvailable: true, landlockAbi: 4, queues: [QUEUE_TOOL_EXEC_RESTRICTED, QUEUE_TOOL_EXEC] }),
+      create(RunnerCapabilitiesSchema, {
+        runnerId: 'landlock',
+        sandboxAvailable: true,
+        landlockAbi: 4,
+        queues: [QUEUE_TOOL_EXEC_RESTRICTED, QUEUE_TOOL_EXEC],
+      }),
       60_000,
     );
     const replica = await ha.startReplica();

@@ -14,7 +14,6 @@ import { startConversationService, type RunningConversationService } from '../sr
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
-
 async function until(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond())) {
@@ -41,7 +40,11 @@ beforeAll(async () => {
   proxiedDb.port = String(pgProxy.port);
   pool = new pg.Pool({ connectionString: proxiedDb.toString(), max: 4 });
   pool.on('error', () => undefined);
-  transport = createRedisTransport({ redisUrl: `redis://127.0.0.1:${redisProxy.port}`, prefix: `test-readyz-${process.pid}`, onError: () => undefined });
+  transport = createRedisTransport({
+    redisUrl: `redis://127.0.0.1:${redisProxy.port}`,
+    prefix: `test-readyz-${process.pid}`,
+    onError: () => undefined,
+  });
   const config = readConversationConfig({
     DATABASE_URL: proxiedDb.toString(),
     BEDROCK_GRPC_PORT: '0',
@@ -51,7 +54,12 @@ beforeAll(async () => {
     BEDROCK_SHUTDOWN_GRACE: '500',
     LOG_LEVEL: 'silent',
   });
-  service = await startConversationService(config, { pool, transport, servicePeers: [], logger: createLogger({ service: 'test', level: 'silent' }) });
+  service = await startConversationService(config, {
+    pool,
+    transport,
+    servicePeers: [],
+    logger: createLogger({ service: 'test', level: 'silent' }),
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -80,7 +88,10 @@ describe('conversation /readyz', () => {
     expect((await readyz()).body.dependencies).toEqual({ postgres: { status: 'SERVING' }, redis: { status: 'SERVING' } });
   });
 
-  for (const [name, proxy] of [['postgres', () => pgProxy], ['redis', () => redisProxy]] as const) {
+  for (const [name, proxy] of [
+    ['postgres', () => pgProxy],
+    ['redis', () => redisProxy],
+  ] as const) {
     it(`is 503 naming ${name} while it is unreachable, then 200 again; /healthz stays 200`, async () => {
       proxy().down();
       await until(async () => (await readyz()).status === 503);

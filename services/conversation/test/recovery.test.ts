@@ -7,7 +7,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, toJsonString } from '@bufbuild/protobuf';
-import { ConversationEventJobSchema, MessageType, QUEUE_CONVERSATION_EVENTS, StateKind, StopReason, ToolCompleteEventSchema, llmResultEventId, llmRunKey, toolResultEventId, toolRunKey } from '@bedrock/contracts';
+import {
+  ConversationEventJobSchema,
+  MessageType,
+  QUEUE_CONVERSATION_EVENTS,
+  StateKind,
+  StopReason,
+  ToolCompleteEventSchema,
+  llmResultEventId,
+  llmRunKey,
+  toolResultEventId,
+  toolRunKey,
+} from '@bedrock/contracts';
 import { buildLlmHistory, checkToolChain, LOST_RESULT } from '../src/core/index.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -35,7 +46,9 @@ async function conversationAt(tools: { id: string; name: string; input: object }
       requestId: job.requestId,
       stopReason: StopReason.TOOL_USE,
       usage,
-      content: tools.map((t) => ({ block: { case: 'toolUse' as const, value: { id: t.id, name: t.name, inputJson: JSON.stringify(t.input) } } })),
+      content: tools.map((t) => ({
+        block: { case: 'toolUse' as const, value: { id: t.id, name: t.name, inputJson: JSON.stringify(t.input) } },
+      })),
     },
   });
   return conv.id;
@@ -60,7 +73,9 @@ describe('recovery sweeper', () => {
       ['lost2', LOST_RESULT, true],
     ]);
     // The persisted history is still a valid chain for the next request.
-    const stored = await h.pool.query('SELECT message_type AS type, content FROM messages WHERE conversation_id = $1 ORDER BY sequence', [id]);
+    const stored = await h.pool.query('SELECT message_type AS type, content FROM messages WHERE conversation_id = $1 ORDER BY sequence', [
+      id,
+    ]);
     expect(checkToolChain(buildLlmHistory(stored.rows))).toEqual([]);
     // And the user can go on.
     await h.client().sendMessage({ conversationId: id, text: 'again' });
@@ -82,11 +97,17 @@ describe('recovery sweeper', () => {
     // The runner finished and sent its result, but the result has not been applied yet (here:
     // delayed; after a crash: held by a dead replica until the queue hands it on).
     const eventId = toolResultEventId(id, 'queued1');
-    await h.transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema).add(
-      eventId,
-      create(ConversationEventJobSchema, { eventId, conversationId: id, event: { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'real\n' } } }),
-      { delayMs: 2000 },
-    );
+    await h.transport.queues
+      .producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema)
+      .add(
+        eventId,
+        create(ConversationEventJobSchema, {
+          eventId,
+          conversationId: id,
+          event: { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'real\n' } },
+        }),
+        { delayMs: 2000 },
+      );
     // Stale (300 ms) and confirmed (300 ms) many times over while the result waits.
     await new Promise((r) => setTimeout(r, 1200));
     expect(await h.service.sweeper.sweep()).not.toContain(id);
@@ -119,7 +140,11 @@ describe('recovery sweeper', () => {
     await h.waitFor('tool job taken', () => h.toolJobs.find((j) => j.toolUseId === 'recorded1'));
     const key = toolRunKey(id, 'recorded1');
     await h.transport.runs.claim(key, 'runner-y#1');
-    await h.transport.runs.finish(key, 'runner-y#1', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'recorded1', content: 'kept\n', exitCode: 0 })));
+    await h.transport.runs.finish(
+      key,
+      'runner-y#1',
+      toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'recorded1', content: 'kept\n', exitCode: 0 })),
+    );
     await h.waitFor('the recorded result', async () => (await kind(id)) === StateKind.LLM_REQUESTING, 10_000);
     const { messages } = await h.client().getConversation({ conversationId: id });
     const results = messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value] : [])));
@@ -141,7 +166,15 @@ describe('recovery sweeper', () => {
         create(ConversationEventJobSchema, {
           eventId: llmResultEventId(job.requestId),
           conversationId: conv.id,
-          event: { case: 'llmResponse', value: { requestId: job.requestId, stopReason: StopReason.END_TURN, usage, content: [{ block: { case: 'text', value: { text: 'finally' } } }] } },
+          event: {
+            case: 'llmResponse',
+            value: {
+              requestId: job.requestId,
+              stopReason: StopReason.END_TURN,
+              usage,
+              content: [{ block: { case: 'text', value: { text: 'finally' } } }],
+            },
+          },
         }),
         { delayMs: 1500 },
       );

@@ -93,7 +93,9 @@ describe('two replicas racing', () => {
         const ok = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value.state!.kind] : []));
         const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as { code: Code; rawMessage: string }] : []));
         expect(ok).toEqual([StateKind.IDLE]);
-        expect(refused.map((r) => [r.code, r.rawMessage])).toEqual([[Code.FailedPrecondition, 'Nothing to cancel: the agent is not working.']]);
+        expect(refused.map((r) => [r.code, r.rawMessage])).toEqual([
+          [Code.FailedPrecondition, 'Nothing to cancel: the agent is not working.'],
+        ]);
       }),
     );
     for (const { id } of runs) {
@@ -108,13 +110,20 @@ describe('two replicas racing', () => {
   it('apply a result consumed by both replicas at once exactly once', async () => {
     const runs = await runningTools(N);
     // The same result twice (a runner that ran the job twice); both replicas consume the queue.
-    await Promise.all(runs.flatMap(({ job }) => [h.complete(job, { content: 'first' }, `x1/${job.conversationId}`), h.complete(job, { content: 'second' }, `x2/${job.conversationId}`)]));
+    await Promise.all(
+      runs.flatMap(({ job }) => [
+        h.complete(job, { content: 'first' }, `x1/${job.conversationId}`),
+        h.complete(job, { content: 'second' }, `x2/${job.conversationId}`),
+      ]),
+    );
     for (const { id } of runs) {
       await h.processed(`x1/${id}`);
       await h.processed(`x2/${id}`);
       const t2 = await h.toolJob(id, 't2');
       expect(h.toolJobsOf(id).map((j) => j.toolUseId)).toEqual(['t1', 't2']);
-      const results = (await h.get(id)).messages.flatMap((m) => m.content.flatMap((c) => (c.block.case === 'toolResult' ? [c.block.value] : [])));
+      const results = (await h.get(id)).messages.flatMap((m) =>
+        m.content.flatMap((c) => (c.block.case === 'toolResult' ? [c.block.value] : [])),
+      );
       expect(results).toHaveLength(1);
       expect(['first', 'second']).toContain(results[0]!.content);
       await h.complete(t2, { content: 'ok' });
@@ -159,7 +168,10 @@ describe('two replicas racing', () => {
       Array.from({ length: 4 }, async () => {
         const id = await h.createConversation();
         await h.client().sendMessage({ conversationId: id, text: 'go' });
-        await h.respond(await h.llmJob(id), { stopReason: StopReason.TOOL_USE, content: [toolUse('u1', 'request_mode_upgrade', { reason: 'write' })] });
+        await h.respond(await h.llmJob(id), {
+          stopReason: StopReason.TOOL_USE,
+          content: [toolUse('u1', 'request_mode_upgrade', { reason: 'write' })],
+        });
         await h.waitState(id, StateKind.AWAITING_MODE_APPROVAL);
         return id;
       }),

@@ -101,7 +101,8 @@ describe('restart with conversations in every state', () => {
     expect(retried.attempt).toBe(2);
     await answer(retried);
 
-    for (const id of [idle.id, error.id, requesting.id, tool.id, cancelling.id, subAgents.id, retrying.id]) await h.waitState(id, StateKind.IDLE);
+    for (const id of [idle.id, error.id, requesting.id, tool.id, cancelling.id, subAgents.id, retrying.id])
+      await h.waitState(id, StateKind.IDLE);
     await h.waitState(child, StateKind.COMPLETED);
     await h.waitState(continuation.id, StateKind.CONTEXT_EXHAUSTED);
     const refused = await rpcError(h.client().sendMessage({ conversationId: exhausted.id, text: 'more' }));

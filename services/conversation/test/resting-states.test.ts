@@ -21,8 +21,18 @@ describe('resting states', () => {
 
   it('a phase and its public StateKind agree on being at rest', () => {
     const phases: PhaseKind[] = [
-      'idle', 'awaiting_llm', 'llm_requesting', 'tool_executing', 'cancelling', 'awaiting_sub_agents',
-      'awaiting_mode_approval', 'awaiting_continuation', 'context_exhausted', 'error', 'completed', 'failed',
+      'idle',
+      'awaiting_llm',
+      'llm_requesting',
+      'tool_executing',
+      'cancelling',
+      'awaiting_sub_agents',
+      'awaiting_mode_approval',
+      'awaiting_continuation',
+      'context_exhausted',
+      'error',
+      'completed',
+      'failed',
     ];
     for (const phase of phases) expect([phase, isResting(stateKindToProto(phase))]).toEqual([phase, isResting(phase)]);
     expect(isResting(StateKind.IDLE)).toBe(true);

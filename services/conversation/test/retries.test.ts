@@ -18,8 +18,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-const retries = async (id: string) =>
-  (await h.notifications(id)).flatMap((e) => (e.kind.case === 'retryScheduled' ? [e.kind.value] : []));
+const retries = async (id: string) => (await h.notifications(id)).flatMap((e) => (e.kind.case === 'retryScheduled' ? [e.kind.value] : []));
 
 describe('retries', () => {
   it('backs off exponentially with visible attempts, then fails with the error kind after three, and a new message recovers', async () => {
@@ -53,9 +52,17 @@ describe('retries', () => {
       [3, 3, 100n, ErrorKind.SERVER, 'Overloaded'],
     ]);
     const attempts = (await h.notifications(id)).flatMap((e) =>
-      e.kind.case === 'stateChanged' && e.kind.value.state!.kind === StateKind.LLM_REQUESTING ? [[e.kind.value.state!.attempt, e.kind.value.state!.maxAttempts]] : [],
+      e.kind.case === 'stateChanged' && e.kind.value.state!.kind === StateKind.LLM_REQUESTING
+        ? [[e.kind.value.state!.attempt, e.kind.value.state!.maxAttempts]]
+        : [],
     );
-    expect(attempts).toEqual(expect.arrayContaining([[1, 3], [2, 3], [3, 3]]));
+    expect(attempts).toEqual(
+      expect.arrayContaining([
+        [1, 3],
+        [2, 3],
+        [3, 3],
+      ]),
+    );
 
     await h.client().sendMessage({ conversationId: id, text: 'again' });
     const next = await h.llmJob(id, 3);

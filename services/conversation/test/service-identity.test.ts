@@ -18,10 +18,13 @@ afterAll(async () => {
   await h?.close();
 });
 
-const asUser = (user: string): Interceptor => (next) => (req) => {
-  req.header.set(USER_HEADER, user);
-  return next(req);
-};
+const asUser =
+  (user: string): Interceptor =>
+  (next) =>
+  (req) => {
+    req.header.set(USER_HEADER, user);
+    return next(req);
+  };
 
 /** A client of the service with exactly these interceptors (no credential unless one is given). */
 function raw(...interceptors: Interceptor[]) {
@@ -37,7 +40,9 @@ describe('conversation service: service identity', () => {
   it('refuses a call without a service credential, with an actionable message', async () => {
     const err = await rpcError(raw().listConversations({}));
     expect(err.code).toBe(Code.Unauthenticated);
-    expect(err.rawMessage).toMatch(/^missing service credential: this is an internal endpoint: present a service token \(BEDROCK_SERVICE_TOKEN_FILE\) listed in BEDROCK_SERVICE_PEERS_FILE/);
+    expect(err.rawMessage).toMatch(
+      /^missing service credential: this is an internal endpoint: present a service token \(BEDROCK_SERVICE_TOKEN_FILE\) listed in BEDROCK_SERVICE_PEERS_FILE/,
+    );
   });
 
   it('refuses a forged bedrock-user-id header without a credential, and stores nothing', async () => {

@@ -23,7 +23,9 @@ afterAll(async () => {
 });
 
 async function row(harness: Harness, id: string) {
-  const { rows } = await harness.pool.query('SELECT thinking, server_tools, updated_at, state, version FROM conversations WHERE id = $1', [id]);
+  const { rows } = await harness.pool.query('SELECT thinking, server_tools, updated_at, state, version FROM conversations WHERE id = $1', [
+    id,
+  ]);
   return rows[0];
 }
 
@@ -32,10 +34,15 @@ describe('at creation', () => {
     const c = h.client();
     const byDefault = (await c.createConversation({ cwd: '/tmp' })).conversation!;
     expect([byDefault.thinking, byDefault.serverTools]).toEqual([ThinkingLevel.MEDIUM, []]);
-    const chosen = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH, ServerTool.WEB_SEARCH] })).conversation!;
+    const chosen = (
+      await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH, ServerTool.WEB_SEARCH] })
+    ).conversation!;
     expect([chosen.thinking, chosen.serverTools]).toEqual([ThinkingLevel.LOW, [ServerTool.WEB_SEARCH]]);
     expect(await row(h, chosen.id)).toMatchObject({ thinking: 'low', server_tools: ['web_search'] });
-    expect((await c.getConversation({ conversationId: chosen.id })).conversation).toMatchObject({ thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH] });
+    expect((await c.getConversation({ conversationId: chosen.id })).conversation).toMatchObject({
+      thinking: ThinkingLevel.LOW,
+      serverTools: [ServerTool.WEB_SEARCH],
+    });
 
     await c.sendMessage({ conversationId: byDefault.id, text: 'hi' });
     await c.sendMessage({ conversationId: chosen.id, text: 'hi' });
@@ -65,9 +72,15 @@ describe('at creation', () => {
       'server_tools: web_fetch is not allowed on this deployment (BEDROCK_SERVER_TOOLS; it allows web_search). Ask the operator to add it to BEDROCK_SERVER_TOOLS, or leave it out.',
     ]);
     const unspecified = await rpcError(c.createConversation({ cwd: '/tmp', serverTools: [ServerTool.UNSPECIFIED] }));
-    expect([unspecified.code, unspecified.rawMessage]).toEqual([Code.InvalidArgument, 'server_tools: UNSPECIFIED is not a server tool; use WEB_SEARCH or WEB_FETCH.']);
+    expect([unspecified.code, unspecified.rawMessage]).toEqual([
+      Code.InvalidArgument,
+      'server_tools: UNSPECIFIED is not a server tool; use WEB_SEARCH or WEB_FETCH.',
+    ]);
     const level = await rpcError(c.createConversation({ cwd: '/tmp', thinking: 42 as ThinkingLevel }));
-    expect([level.code, level.rawMessage]).toEqual([Code.InvalidArgument, 'thinking: 42 is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.']);
+    expect([level.code, level.rawMessage]).toEqual([
+      Code.InvalidArgument,
+      'thinking: 42 is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.',
+    ]);
     expect((await c.listConversations({})).conversations).toHaveLength(before);
   });
 });
@@ -75,7 +88,8 @@ describe('at creation', () => {
 describe('UpdateConversationSettings', () => {
   it('applies from the next LLM request: a request already sent keeps what it had', async () => {
     const c = h.client();
-    const id = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH] })).conversation!.id;
+    const id = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH] }))
+      .conversation!.id;
     await c.sendMessage({ conversationId: id, text: 'look around' });
     const first = await h.llmJob(id);
     expect([first.thinking, first.serverTools]).toEqual([ThinkingLevel.HIGH, [ServerTool.WEB_SEARCH]]);
@@ -108,16 +122,22 @@ describe('UpdateConversationSettings', () => {
     const c = h.client();
     const id = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.LOW })).conversation!.id;
     const before = await row(h, id);
-    const err = await rpcError(c.updateConversationSettings({ conversationId: id, thinking: ThinkingLevel.HIGH, serverTools: { tools: [ServerTool.WEB_FETCH] } }));
+    const err = await rpcError(
+      c.updateConversationSettings({ conversationId: id, thinking: ThinkingLevel.HIGH, serverTools: { tools: [ServerTool.WEB_FETCH] } }),
+    );
     expect(err.code).toBe(Code.InvalidArgument);
-    expect(err.rawMessage).toMatch(/^server_tools: web_fetch is not allowed on this deployment \(BEDROCK_SERVER_TOOLS; it allows web_search\)\./);
+    expect(err.rawMessage).toMatch(
+      /^server_tools: web_fetch is not allowed on this deployment \(BEDROCK_SERVER_TOOLS; it allows web_search\)\./,
+    );
     const level = await rpcError(c.updateConversationSettings({ conversationId: id, thinking: 9 as ThinkingLevel }));
     expect(level.code).toBe(Code.InvalidArgument);
     expect(await row(h, id)).toEqual(before);
   });
 
   it('answers NOT_FOUND for an unknown conversation and for one of another user, changing nothing', async () => {
-    const unknown = await rpcError(h.client().updateConversationSettings({ conversationId: '00000000-0000-0000-0000-000000000000', thinking: ThinkingLevel.OFF }));
+    const unknown = await rpcError(
+      h.client().updateConversationSettings({ conversationId: '00000000-0000-0000-0000-000000000000', thinking: ThinkingLevel.OFF }),
+    );
     expect([unknown.code, unknown.rawMessage]).toEqual([Code.NotFound, 'conversation 00000000-0000-0000-0000-000000000000 not found']);
     const id = (await h.client().createConversation({ cwd: '/tmp' })).conversation!.id;
     const before = await row(h, id);
@@ -130,12 +150,19 @@ describe('UpdateConversationSettings', () => {
 describe('sub-agents', () => {
   it("inherit the parent's thinking level and server tools", async () => {
     const c = h.client();
-    const id = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH] })).conversation!.id;
+    const id = (await c.createConversation({ cwd: '/tmp', thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH] }))
+      .conversation!.id;
     await c.sendMessage({ conversationId: id, text: 'split it' });
-    await h.respond(await h.llmJob(id), { stopReason: StopReason.TOOL_USE, content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'part one' }] })] });
+    await h.respond(await h.llmJob(id), {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sp', 'spawn_agents', { tasks: [{ task: 'part one' }] })],
+    });
     const child = `${id}--sp--0`;
     const job = await h.llmJob(child);
     expect([job.thinking, job.serverTools]).toEqual([ThinkingLevel.LOW, [ServerTool.WEB_SEARCH]]);
-    expect((await c.getConversation({ conversationId: child })).conversation).toMatchObject({ thinking: ThinkingLevel.LOW, serverTools: [ServerTool.WEB_SEARCH] });
+    expect((await c.getConversation({ conversationId: child })).conversation).toMatchObject({
+      thinking: ThinkingLevel.LOW,
+      serverTools: [ServerTool.WEB_SEARCH],
+    });
   });
 });

@@ -87,7 +87,10 @@ describe('with the sandbox available', () => {
     expect(h.toolJobRecords.find((r) => r.job === bash)!.queue).toBe(QUEUE_TOOL_EXEC_RESTRICTED);
     await h.complete(bash, { content: 'a.txt: A' });
     const second = await h.llmJob(children[0]!, 1);
-    await h.respond(second, { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'A is in a.txt', success: true })] });
+    await h.respond(second, {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sr', 'submit_result', { result: 'A is in a.txt', success: true })],
+    });
     await h.waitState(children[0]!, StateKind.COMPLETED);
     await h.waitFor('one accounted for', async () => (await h.get(id)).conversation!.state!.pendingSubAgentIds.length === 2);
 
@@ -142,7 +145,10 @@ describe('with the sandbox available', () => {
     expect(downgrade.code).toBe(Code.FailedPrecondition);
 
     // Submitting a failure: the only agent failed, so the spawn_agents result is an error.
-    await h.respond(next, { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'could not', success: false })] });
+    await h.respond(next, {
+      stopReason: StopReason.TOOL_USE,
+      content: [toolUse('sr', 'submit_result', { result: 'could not', success: false })],
+    });
     await h.waitState(child, StateKind.COMPLETED);
     await h.llmJob(id, 1);
     const result = spawnResult(h, id, 1);

@@ -85,7 +85,10 @@ describe('WatchConversation', () => {
       { case: 'tokenDelta', value: { requestId: second.requestId, text: 'Let me ' } },
       { case: 'tokenDelta', value: { requestId: second.requestId, text: 'check.' } },
     ]);
-    await h.respond(second, { stopReason: StopReason.TOOL_USE, content: [text('Let me check.'), toolUse('t1', 'bash', { command: 'ls' })] });
+    await h.respond(second, {
+      stopReason: StopReason.TOOL_USE,
+      content: [text('Let me check.'), toolUse('t1', 'bash', { command: 'ls' })],
+    });
     const tool = await h.toolJob(id, 't1');
     await ephemeral(id, tool.notifySequence, [
       { case: 'toolOutput', value: { toolUseId: 't1', text: 'a\n' } },
@@ -103,7 +106,12 @@ describe('WatchConversation', () => {
     expect(events).toEqual(stored);
     const durable = events.filter((e) => e.deltaIndex === 0);
     expect(durable.map((e) => e.sequence)).toEqual(durable.map((_, i) => snapshot.sequence + BigInt(i + 1)));
-    expect(events.filter((e) => e.deltaIndex > 0).map((e) => e.kind.case)).toEqual(['tokenDelta', 'tokenDelta', 'toolOutput', 'toolOutput']);
+    expect(events.filter((e) => e.deltaIndex > 0).map((e) => e.kind.case)).toEqual([
+      'tokenDelta',
+      'tokenDelta',
+      'toolOutput',
+      'toolOutput',
+    ]);
     const persisted = events.flatMap((e) => (e.kind.case === 'messagePersisted' ? [e.kind.value.message!.sequence] : []));
     expect(persisted).toEqual([3n, 4n, 5n, 6n]);
 

@@ -41,7 +41,8 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 }
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
-const summary = (values: number[]) => `median ${fmt(quantile(values, 0.5))}, p99 ${fmt(quantile(values, 0.99))}, max ${fmt(Math.max(...values))} (n=${values.length})`;
+const summary = (values: number[]) =>
+  `median ${fmt(quantile(values, 0.5))}, p99 ${fmt(quantile(values, 0.99))}, max ${fmt(Math.max(...values))} (n=${values.length})`;
 
 interface Rig {
   transport: Transport;
@@ -52,7 +53,10 @@ interface Rig {
 
 async function rig(makeTransport: () => Transport, env: Record<string, string>, hooks: LlmGatewayDeps = {}): Promise<Rig> {
   const transport = makeTransport();
-  const gateway = createLlmGateway(readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }), { transport, logger: silent, serveMetrics: false, history: testHistory, ...hooks });
+  const gateway = createLlmGateway(
+    readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }),
+    { transport, logger: silent, serveMetrics: false, history: testHistory, ...hooks },
+  );
   await gateway.start();
   const waiters = new Map<string, (job: ConversationEventJob) => void>();
   const early = new Map<string, ConversationEventJob>();
@@ -70,7 +74,13 @@ async function rig(makeTransport: () => Transport, env: Record<string, string>, 
   return {
     transport,
     async submit(job) {
-      await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId: job.conversationId, sequence: job.notifySequence, kind: { case: 'heartbeat', value: {} } }));
+      await transport.streams.appendDurable(
+        create(ConversationEventSchema, {
+          conversationId: job.conversationId,
+          sequence: job.notifySequence,
+          kind: { case: 'heartbeat', value: {} },
+        }),
+      );
       await producer.add(job.requestId, job);
     },
     result(requestId) {
@@ -107,16 +117,20 @@ async function deltaLatency(name: string, makeTransport: () => Transport): Promi
       if (data.type === 'content_block_delta' && data.delta?.type === 'text_delta' && data.delta.text) writtenAt.set(data.delta.text, at);
     },
   });
-  const r = await rig(makeTransport, { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: server.url }, {
-    onDeltaAppended: (_requestId, _block, text) => {
-      const now = performance.now();
-      // Deltas merged while an append was in flight: count each token from its own write.
-      for (const token of text.match(/.{9}/g) ?? []) {
-        const at = writtenAt.get(token);
-        if (at !== undefined) latencies.push(now - at);
-      }
+  const r = await rig(
+    makeTransport,
+    { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: server.url },
+    {
+      onDeltaAppended: (_requestId, _block, text) => {
+        const now = performance.now();
+        // Deltas merged while an append was in flight: count each token from its own write.
+        for (const token of text.match(/.{9}/g) ?? []) {
+          const at = writtenAt.get(token);
+          if (at !== undefined) latencies.push(now - at);
+        }
+      },
     },
-  });
+  );
   try {
     for (let j = 0; j < 25; j++) {
       const tokens = Array.from({ length: 80 }, (_, i) => `j${String(j).padStart(2, '0')}t${String(i).padStart(4, '0')} `);
@@ -135,12 +149,21 @@ async function deltaLatency(name: string, makeTransport: () => Transport): Promi
 async function cancelLatency(name: string, makeTransport: () => Transport): Promise<void> {
   const firstEvent = new Map<string, () => void>();
   const server = await startMessagesApiServer();
-  const r = await rig(makeTransport, { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: server.url }, { onFirstEvent: (id) => firstEvent.get(id)?.() });
+  const r = await rig(
+    makeTransport,
+    { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: server.url },
+    { onFirstEvent: (id) => firstEvent.get(id)?.() },
+  );
   const toUpstreamClose: number[] = [];
   const toResult: number[] = [];
   try {
     for (let i = 0; i < 40; i++) {
-      const slow: ScriptedResponse = { kind: 'message', content: [{ type: 'text', text: 'z'.repeat(4000) }], chunkChars: 4, eventDelayMs: 5 };
+      const slow: ScriptedResponse = {
+        kind: 'message',
+        content: [{ type: 'text', text: 'z'.repeat(4000) }],
+        chunkChars: 4,
+        eventDelayMs: 5,
+      };
       server.enqueue(slow);
       const job = makeJob();
       const started = new Promise<void>((resolve) => firstEvent.set(job.requestId, resolve));
@@ -149,7 +172,9 @@ async function cancelLatency(name: string, makeTransport: () => Transport): Prom
       await new Promise((resolve) => setTimeout(resolve, 20));
       const abortsBefore = server.clientAborts.length;
       const sentAt = performance.now();
-      await r.transport.cancels.publish(create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }));
+      await r.transport.cancels.publish(
+        create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }),
+      );
       const result = await r.result(job.requestId);
       toResult.push(performance.now() - sentAt);
       const deadline = Date.now() + 2_000;
@@ -167,7 +192,11 @@ async function cancelLatency(name: string, makeTransport: () => Transport): Prom
 }
 
 async function throughput(name: string, makeTransport: () => Transport, url: string, message: string, concurrency: number): Promise<void> {
-  const r = await rig(makeTransport, { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: url, BEDROCK_LLM_CONCURRENCY: String(concurrency) });
+  const r = await rig(makeTransport, {
+    ANTHROPIC_API_KEY: 'sk-bench',
+    ANTHROPIC_BASE_URL: url,
+    BEDROCK_LLM_CONCURRENCY: String(concurrency),
+  });
   try {
     // Warm-up, then a bounded run: at most 3000 requests or 20 s.
     const warm = Array.from({ length: 50 }, () => makeJob({ model: 'bedrock-offline', user: message }));
@@ -199,7 +228,10 @@ async function throughput(name: string, makeTransport: () => Transport, url: str
 
 async function startServerProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
   const script = fileURLToPath(new URL('../../../packages/testkit/src/bin/messages-api-server.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { env: { ...process.env, MESSAGES_API_PORT: '0', OFFLINE_EVENT_DELAY_MS: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    env: { ...process.env, MESSAGES_API_PORT: '0', OFFLINE_EVENT_DELAY_MS: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
   const url = chunk.toString().split('\n')[0]!.trim();
   return {
@@ -211,7 +243,9 @@ async function startServerProcess(): Promise<{ url: string; stop: () => Promise<
   };
 }
 
-console.log(`llm-gateway benchmark (one replica; local Messages API server over loopback; load average ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores)`);
+console.log(
+  `llm-gateway benchmark (one replica; local Messages API server over loopback; load average ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores)`,
+);
 for (const [name, make] of transports) await deltaLatency(name, make);
 for (const [name, make] of transports) await cancelLatency(name, make);
 const upstream = await startServerProcess();

@@ -16,7 +16,18 @@ import {
   type RemovedImage,
 } from './build-request.ts';
 import { parseImageRefusal, RefusedImages } from './images.ts';
-import { citedText, image, makeJob, redactedThinking, runOptions, serverTool, text, thinking, toolResult, toolUse } from '../test/helpers.ts';
+import {
+  citedText,
+  image,
+  makeJob,
+  redactedThinking,
+  runOptions,
+  serverTool,
+  text,
+  thinking,
+  toolResult,
+  toolUse,
+} from '../test/helpers.ts';
 
 const options = runOptions();
 /** The names of the tools a request defines (client and server tools). */
@@ -46,10 +57,20 @@ describe('buildMessagesRequest', () => {
   it('never sends tool blocks without tools: a job that lists none defines those its history used, with tool_choice none', async () => {
     const history = [
       { role: Role.USER, content: [text('find it')] },
-      { role: Role.ASSISTANT, content: [serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'x' } }), serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [] }), toolUse('toolu_1', 'patch', { path: 'a' })] },
+      {
+        role: Role.ASSISTANT,
+        content: [
+          serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'x' } }),
+          serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [] }),
+          toolUse('toolu_1', 'patch', { path: 'a' }),
+        ],
+      },
       { role: Role.USER, content: [toolResult('toolu_1', 'ok')] },
     ];
-    const continuation = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: [], messages: history }), options);
+    const continuation = await buildMessagesRequest(
+      makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: [], messages: history }),
+      options,
+    );
     expect(toolNames(continuation)).toEqual(['patch', 'web_search']);
     expect(continuation.tool_choice).toEqual({ type: 'none' });
     const turn = await buildMessagesRequest(makeJob({ toolNames: [], messages: history }), options);
@@ -57,7 +78,14 @@ describe('buildMessagesRequest', () => {
     expect(turn.tool_choice).toEqual({ type: 'none' });
     // Only results of tools it does not know: every tool is defined (none can be called).
     const orphan = await buildMessagesRequest(
-      makeJob({ toolNames: [], messages: [{ role: Role.USER, content: [text('a')] }, { role: Role.ASSISTANT, content: [toolUse('toolu_9', 'retired_tool', {})] }, { role: Role.USER, content: [toolResult('toolu_9', 'x')] }] }),
+      makeJob({
+        toolNames: [],
+        messages: [
+          { role: Role.USER, content: [text('a')] },
+          { role: Role.ASSISTANT, content: [toolUse('toolu_9', 'retired_tool', {})] },
+          { role: Role.USER, content: [toolResult('toolu_9', 'x')] },
+        ],
+      }),
       options,
     );
     expect(toolNames(orphan)).toEqual(Object.keys(TOOLS));
@@ -68,19 +96,33 @@ describe('buildMessagesRequest', () => {
   });
 
   it('adds the server tools the conversation turned on, after its own tools, for turns and continuation summaries', async () => {
-    const params = await buildMessagesRequest(makeJob({ toolNames: ['bash'], serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH, ServerTool.WEB_FETCH, ServerTool.UNSPECIFIED] }), options);
+    const params = await buildMessagesRequest(
+      makeJob({
+        toolNames: ['bash'],
+        serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH, ServerTool.WEB_FETCH, ServerTool.UNSPECIFIED],
+      }),
+      options,
+    );
     expect(params.tools?.slice(1)).toEqual([
       { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
       { type: 'web_search_20250305', name: 'web_search', max_uses: 5 },
     ]);
     expect(SERVER_TOOL_DEFINITIONS.web_search).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
     expect(params.tool_choice).toBeUndefined();
-    const continuation = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash'], serverTools: [ServerTool.WEB_SEARCH] }), options);
+    const continuation = await buildMessagesRequest(
+      makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash'], serverTools: [ServerTool.WEB_SEARCH] }),
+      options,
+    );
     expect(toolNames(continuation)).toEqual(['bash', 'web_search']);
     expect(continuation.tool_choice).toEqual({ type: 'none' });
     // Without a system prompt the last tool (a server tool here) carries the prefix breakpoint.
     const noSystem = await buildMessagesRequest(makeJob({ systemPrompt: '', serverTools: [ServerTool.WEB_SEARCH] }), options);
-    expect(noSystem.tools?.at(-1)).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5, cache_control: { type: 'ephemeral' } });
+    expect(noSystem.tools?.at(-1)).toEqual({
+      type: 'web_search_20250305',
+      name: 'web_search',
+      max_uses: 5,
+      cache_control: { type: 'ephemeral' },
+    });
     // Not asked for: none.
     expect(toolNames(await buildMessagesRequest(makeJob(), options))).toEqual(['bash', 'think']);
   });
@@ -89,7 +131,9 @@ describe('buildMessagesRequest', () => {
     expect((await buildMessagesRequest(makeJob({ maxTokens: 1234 }), options)).max_tokens).toBe(1234);
     expect((await buildMessagesRequest(makeJob(), options)).max_tokens).toBe(16_000);
     expect((await buildMessagesRequest(makeJob({ maxTokens: 999_999 }), options)).max_tokens).toBe(64_000);
-    expect((await buildMessagesRequest(makeJob({ model: '' }), runOptions({ defaultModel: 'bedrock-offline' }))).model).toBe('bedrock-offline');
+    expect((await buildMessagesRequest(makeJob({ model: '' }), runOptions({ defaultModel: 'bedrock-offline' }))).model).toBe(
+      'bedrock-offline',
+    );
   });
 
   it('a history ending in a cut response (not a paused one) is continued from a user turn: no prefill', async () => {
@@ -140,7 +184,9 @@ describe('buildMessagesRequest', () => {
       ],
     });
     const params = await buildMessagesRequest(job, options);
-    const marked = params.messages.flatMap((m, i) => (m.content as Array<{ cache_control?: unknown }>).flatMap((b, j) => (b.cache_control ? [`${i}.${j}`] : [])));
+    const marked = params.messages.flatMap((m, i) =>
+      (m.content as Array<{ cache_control?: unknown }>).flatMap((b, j) => (b.cache_control ? [`${i}.${j}`] : [])),
+    );
     expect(marked).toEqual(['2.1', '4.0']);
     const noSystem = await buildMessagesRequest(makeJob({ systemPrompt: '' }), options);
     expect(noSystem.system).toBeUndefined();
@@ -148,29 +194,48 @@ describe('buildMessagesRequest', () => {
   });
 
   it('encodes images as base64 sources; one that cannot be sent becomes a note naming it, so the turn goes on', async () => {
-    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#123456' } }).png().toBuffer();
-    const params = await buildMessagesRequest(makeJob({ messages: [{ role: Role.USER, content: [text('look'), image('image/png', png)] }] }), options);
+    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#123456' } })
+      .png()
+      .toBuffer();
+    const params = await buildMessagesRequest(
+      makeJob({ messages: [{ role: Role.USER, content: [text('look'), image('image/png', png)] }] }),
+      options,
+    );
     expect(params.messages[0]!.content).toEqual([
       { type: 'text', text: 'look' },
-      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') }, cache_control: { type: 'ephemeral' } },
+      {
+        type: 'image',
+        source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') },
+        cache_control: { type: 'ephemeral' },
+      },
     ]);
-    const bad = makeJob({ messages: [{ role: Role.USER, content: [image('image/png', png), image('image/png', Buffer.from('garbage'))] }] });
+    const bad = makeJob({
+      messages: [{ role: Role.USER, content: [image('image/png', png), image('image/png', Buffer.from('garbage'))] }],
+    });
     const removed: RemovedImage[] = [];
     const built = await buildMessagesRequest(bad, options, { onImageRemoved: (r) => removed.push(r) });
     const blocks = built.messages[0]!.content as Array<{ type: string; text?: string }>;
     expect(blocks.map((b) => b.type)).toEqual(['image', 'text']);
-    expect(blocks[1]!.text).toMatch(/^\[image removed: it could not be sent to the model: image 2 of message 1 could not be decoded as image\/png: .*\]$/);
+    expect(blocks[1]!.text).toMatch(
+      /^\[image removed: it could not be sent to the model: image 2 of message 1 could not be decoded as image\/png: .*\]$/,
+    );
     expect(removed).toEqual([expect.objectContaining({ label: 'image 2 of message 1', by: 'gateway' })]);
   });
 
   it('sends the note for an image the provider refused before, and replaces refused images in a built request', async () => {
-    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#654321' } }).png().toBuffer();
-    const other = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#111111' } }).png().toBuffer();
+    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#654321' } })
+      .png()
+      .toBuffer();
+    const other = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#111111' } })
+      .png()
+      .toBuffer();
     const refusedImages = new RefusedImages();
     const job = makeJob({ messages: [{ role: Role.USER, content: [text('look'), image('image/png', png), image('image/png', other)] }] });
     const params = await buildMessagesRequest(job, { ...options, refusedImages });
     // The provider names the second block of the first message: it becomes the note, keeps no image, and is remembered.
-    expect(replaceRefusedImages(params, { at: { message: 0, block: 1 }, reason: 'too big' }, refusedImages)).toEqual([{ label: 'messages.0.content.1', reason: 'too big', by: 'provider' }]);
+    expect(replaceRefusedImages(params, { at: { message: 0, block: 1 }, reason: 'too big' }, refusedImages)).toEqual([
+      { label: 'messages.0.content.1', reason: 'too big', by: 'provider' },
+    ]);
     expect((params.messages[0]!.content as Array<{ type: string }>).map((b) => b.type)).toEqual(['text', 'text', 'image']);
     expect(countImages(params)).toBe(1);
     // A block that is not an image is left alone.
@@ -180,20 +245,35 @@ describe('buildMessagesRequest', () => {
     expect(again.messages[0]!.content).toEqual([
       { type: 'text', text: 'look' },
       { type: 'text', text: '[image removed: the model provider refused it: too big]' },
-      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: other.toString('base64') }, cache_control: { type: 'ephemeral' } },
+      {
+        type: 'image',
+        source: { type: 'base64', media_type: 'image/png', data: other.toString('base64') },
+        cache_control: { type: 'ephemeral' },
+      },
     ]);
     // Not named: every image goes, and none is remembered.
-    expect(replaceRefusedImages(again, { reason: 'Could not process image' }, refusedImages).map((r) => r.label)).toEqual(['messages.0.content.2']);
-    expect(again.messages[0]!.content.at(-1)).toEqual({ type: 'text', text: '[image removed: the model provider refused it: Could not process image]', cache_control: { type: 'ephemeral' } });
+    expect(replaceRefusedImages(again, { reason: 'Could not process image' }, refusedImages).map((r) => r.label)).toEqual([
+      'messages.0.content.2',
+    ]);
+    expect(again.messages[0]!.content.at(-1)).toEqual({
+      type: 'text',
+      text: '[image removed: the model provider refused it: Could not process image]',
+      cache_control: { type: 'ephemeral' },
+    });
     expect(refusedImages.get(other.toString('base64'))).toBeUndefined();
   });
 
-  it('reads the Messages API\'s image refusals', () => {
-    expect(parseImageRefusal('messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes')).toEqual({
+  it("reads the Messages API's image refusals", () => {
+    expect(
+      parseImageRefusal('messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes'),
+    ).toEqual({
       at: { message: 2, block: 1 },
       reason: 'image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes',
     });
-    expect(parseImageRefusal('messages.0.content.3.content.1.image.source.base64.data: Could not process image')).toEqual({ at: { message: 0, block: 3, nested: 1 }, reason: 'Could not process image' });
+    expect(parseImageRefusal('messages.0.content.3.content.1.image.source.base64.data: Could not process image')).toEqual({
+      at: { message: 0, block: 3, nested: 1 },
+      reason: 'Could not process image',
+    });
     expect(parseImageRefusal('Could not process image')).toEqual({ reason: 'Could not process image' });
     expect(parseImageRefusal('max_tokens: Input should be less than 64000')).toBeUndefined();
   });
@@ -201,7 +281,9 @@ describe('buildMessagesRequest', () => {
   it('rejects unknown tools and histories that cannot be sent', async () => {
     await expect(buildMessagesRequest(makeJob({ toolNames: ['rm_rf'] }), options)).rejects.toThrow(InvalidJobError);
     await expect(buildMessagesRequest(makeJob({ messages: [] }), options)).rejects.toThrow(/no messages/);
-    await expect(buildMessagesRequest(makeJob({ messages: [{ role: Role.ASSISTANT, content: [text('hi')] }] }), options)).rejects.toThrow(/start with a user/);
+    await expect(buildMessagesRequest(makeJob({ messages: [{ role: Role.ASSISTANT, content: [text('hi')] }] }), options)).rejects.toThrow(
+      /start with a user/,
+    );
   });
 });
 
@@ -219,11 +301,25 @@ const searchUse = { type: 'server_tool_use', id: 'srvtoolu_01', name: 'web_searc
 const searchResult = {
   type: 'web_search_tool_result',
   tool_use_id: 'srvtoolu_01',
-  content: [{ type: 'web_search_result', url: 'https://example.com/r', title: 'Release', encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1', page_age: null }],
+  content: [
+    {
+      type: 'web_search_result',
+      url: 'https://example.com/r',
+      title: 'Release',
+      encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1',
+      page_age: null,
+    },
+  ],
 };
-const citation = { type: 'web_search_result_location', url: 'https://example.com/r', title: 'Release', encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1', cited_text: 'Released in May.' };
+const citation = {
+  type: 'web_search_result_location',
+  url: 'https://example.com/r',
+  title: 'Release',
+  encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1',
+  cited_text: 'Released in May.',
+};
 
-describe('buildMessagesRequest: the model\'s own blocks', () => {
+describe("buildMessagesRequest: the model's own blocks", () => {
   it('sends thinking, redacted thinking, server tool blocks and citations back verbatim, in their order', async () => {
     const job = makeJob({
       thinking: ThinkingLevel.HIGH,
@@ -264,7 +360,10 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
   it('turns the blocks of a server tool turned off since into text notes, and drops the citations into them; a continuation keeps them', async () => {
     const history = [
       { role: Role.USER, content: [text('when was it released?')] },
-      { role: Role.ASSISTANT, content: [serverTool(searchUse), serverTool(searchResult), citedText('It was released in May.', [citation])] },
+      {
+        role: Role.ASSISTANT,
+        content: [serverTool(searchUse), serverTool(searchResult), citedText('It was released in May.', [citation])],
+      },
       { role: Role.USER, content: [text('thanks; now without the web')] },
     ];
     const params = await buildMessagesRequest(makeJob({ messages: history }), options);
@@ -283,20 +382,35 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
     const broken = makeJob({
       messages: [
         { role: Role.USER, content: [text('q')] },
-        { role: Role.ASSISTANT, content: [{ ...serverTool(searchUse), block: { case: 'serverTool', value: { blockType: 'server_tool_use', blockJson: '{"type":' } } } as ReturnType<typeof text>] },
+        {
+          role: Role.ASSISTANT,
+          content: [
+            {
+              ...serverTool(searchUse),
+              block: { case: 'serverTool', value: { blockType: 'server_tool_use', blockJson: '{"type":' } },
+            } as ReturnType<typeof text>,
+          ],
+        },
         { role: Role.USER, content: [text('go on')] },
       ],
     });
     const err = await buildMessagesRequest(broken, options).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidJobError);
-    expect((err as Error).message).toBe('Block 1 of message 2 (server_tool_use) is not a JSON object, so it cannot be sent back to the model.');
+    expect((err as Error).message).toBe(
+      'Block 1 of message 2 (server_tool_use) is not a JSON object, so it cannot be sent back to the model.',
+    );
   });
 
   it('sends text whose stored citations cannot be read without them, and says so', async () => {
     const job = makeJob({
       messages: [
         { role: Role.USER, content: [text('q')] },
-        { role: Role.ASSISTANT, content: [{ ...text('cited'), block: { case: 'text', value: { text: 'cited', citationsJson: 'not json' } } } as ReturnType<typeof text>] },
+        {
+          role: Role.ASSISTANT,
+          content: [
+            { ...text('cited'), block: { case: 'text', value: { text: 'cited', citationsJson: 'not json' } } } as ReturnType<typeof text>,
+          ],
+        },
         { role: Role.USER, content: [text('more')] },
       ],
     });
@@ -311,7 +425,10 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
       serverTools: [ServerTool.WEB_SEARCH],
       messages: [
         { role: Role.USER, content: [text('search for it')] },
-        { role: Role.ASSISTANT, content: [text('Searching. '), serverTool(searchUse), serverTool(searchResult), text('Found one; checking more   \n')] },
+        {
+          role: Role.ASSISTANT,
+          content: [text('Searching. '), serverTool(searchUse), serverTool(searchResult), text('Found one; checking more   \n')],
+        },
       ],
     });
     const params = await buildMessagesRequest(job, options);
@@ -323,8 +440,21 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
       { type: 'text', text: 'Found one; checking more', cache_control: { type: 'ephemeral' } },
     ]);
     // Ending with the provider's result block: nothing to trim, and the breakpoint goes to the nearest earlier text.
-    const atResult = await buildMessagesRequest(makeJob({ serverTools: [ServerTool.WEB_SEARCH], messages: [job.messages[0]!, { role: Role.ASSISTANT, content: [text('Searching.'), serverTool(searchUse), serverTool(searchResult)] }] }), options);
-    expect(atResult.messages[1]!.content).toEqual([{ type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral' } }, searchUse, searchResult]);
+    const atResult = await buildMessagesRequest(
+      makeJob({
+        serverTools: [ServerTool.WEB_SEARCH],
+        messages: [
+          job.messages[0]!,
+          { role: Role.ASSISTANT, content: [text('Searching.'), serverTool(searchUse), serverTool(searchResult)] },
+        ],
+      }),
+      options,
+    );
+    expect(atResult.messages[1]!.content).toEqual([
+      { type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral' } },
+      searchUse,
+      searchResult,
+    ]);
     expect(atResult.messages).toHaveLength(2);
   });
 
@@ -343,7 +473,9 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
     const params = await buildMessagesRequest(job, options);
     // System, the previous user turn, and — the paused turn having nothing cacheable — the user turn before it.
     expect(breakpoints(params)).toEqual(['system.0', '0.0', '2.0']);
-    for (const m of params.messages) for (const b of m.content as Array<{ type: string }>) if (b.type !== 'text' && b.type !== 'tool_result') expect(cache(b)).toBeUndefined();
+    for (const m of params.messages)
+      for (const b of m.content as Array<{ type: string }>)
+        if (b.type !== 'text' && b.type !== 'tool_result') expect(cache(b)).toBeUndefined();
 
     // Histories of every shape: at most four, none on the model's own blocks.
     const shapes = [
@@ -367,7 +499,8 @@ describe('buildMessagesRequest: the model\'s own blocks', () => {
         expect(marks.length).toBeLessThanOrEqual(MAX_CACHE_BREAKPOINTS);
         for (const m of built.messages) {
           for (const b of m.content as Array<{ type: string }>) {
-            if (['thinking', 'redacted_thinking', 'server_tool_use', 'web_search_tool_result'].includes(b.type)) expect(cache(b)).toBeUndefined();
+            if (['thinking', 'redacted_thinking', 'server_tool_use', 'web_search_tool_result'].includes(b.type))
+              expect(cache(b)).toBeUndefined();
           }
         }
       }
@@ -413,10 +546,15 @@ describe('buildMessagesRequest: thinking', () => {
     });
     const opts = runOptions({ registry });
     const build = (model: string) => buildMessagesRequest(makeJob({ model, thinking: ThinkingLevel.HIGH }), opts);
-    expect([(await build('small')).thinking, (await build('small')).max_tokens]).toEqual([{ type: 'enabled', budget_tokens: 4_096 }, 8_192]);
+    expect([(await build('small')).thinking, (await build('small')).max_tokens]).toEqual([
+      { type: 'enabled', budget_tokens: 4_096 },
+      8_192,
+    ]);
     expect([(await build('tiny')).thinking, (await build('tiny')).max_tokens]).toEqual([{ type: 'enabled', budget_tokens: 1_024 }, 4_096]);
     const omitted: string[] = [];
-    const minute = await buildMessagesRequest(makeJob({ model: 'minute', thinking: ThinkingLevel.LOW }), opts, { onThinkingOmitted: (r) => omitted.push(r) });
+    const minute = await buildMessagesRequest(makeJob({ model: 'minute', thinking: ThinkingLevel.LOW }), opts, {
+      onThinkingOmitted: (r) => omitted.push(r),
+    });
     expect([minute.thinking, minute.max_tokens]).toEqual([undefined, 1_024]);
     expect(omitted).toEqual(["the model's output limit (1024 tokens) leaves no room for a thinking budget of at least 1024 tokens"]);
   });
@@ -453,22 +591,46 @@ describe('buildMessagesRequest: thinking', () => {
     expect([without.thinking, without.output_config]).toEqual([undefined, undefined]);
     expect(omitted).toEqual(['the tool calls it answers were made in a turn without thinking']);
     // Tool results with a notice after them: still a tool loop (results come first).
-    const withNotice = await buildMessagesRequest(loop([toolUse('toolu_1', 'bash', { command: 'ls' })], [text('[System notice] x'), toolResult('toolu_1', 'done')]), options);
+    const withNotice = await buildMessagesRequest(
+      loop([toolUse('toolu_1', 'bash', { command: 'ls' })], [text('[System notice] x'), toolResult('toolu_1', 'done')]),
+      options,
+    );
     expect(withNotice.thinking).toBeUndefined();
     // The turn started with thinking (or redacted thinking): on.
-    expect((await buildMessagesRequest(loop([thinking('plan', 'sig'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
-    expect((await buildMessagesRequest(loop([redactedThinking('r'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect(
+      (await buildMessagesRequest(loop([thinking('plan', 'sig'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking,
+    ).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect(
+      (await buildMessagesRequest(loop([redactedThinking('r'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking,
+    ).toEqual({ type: 'adaptive', display: 'summarized' });
     // A new user message after a turn without thinking: on again.
-    expect((await buildMessagesRequest(loop([text('Hello.')], [text('next question')]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect((await buildMessagesRequest(loop([text('Hello.')], [text('next question')]), options)).thinking).toEqual({
+      type: 'adaptive',
+      display: 'summarized',
+    });
     // The same rule for budget models.
-    const budget = await buildMessagesRequest({ ...loop([toolUse('toolu_1', 'bash', { command: 'ls' })]), model: 'claude-haiku-4-5' }, options);
+    const budget = await buildMessagesRequest(
+      { ...loop([toolUse('toolu_1', 'bash', { command: 'ls' })]), model: 'claude-haiku-4-5' },
+      options,
+    );
     expect([budget.thinking, budget.max_tokens]).toEqual([undefined, 16_000]);
   });
 
   it('leaves thinking out when resuming a paused turn that does not start with thinking', async () => {
     const paused = (first: ReturnType<typeof text>[]) =>
-      makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH], messages: [{ role: Role.USER, content: [text('search')] }, { role: Role.ASSISTANT, content: [...first, serverTool(searchUse), serverTool(searchResult)] }] });
+      makeJob({
+        model: 'claude-opus-5',
+        thinking: ThinkingLevel.HIGH,
+        serverTools: [ServerTool.WEB_SEARCH],
+        messages: [
+          { role: Role.USER, content: [text('search')] },
+          { role: Role.ASSISTANT, content: [...first, serverTool(searchUse), serverTool(searchResult)] },
+        ],
+      });
     expect((await buildMessagesRequest(paused([]), options)).thinking).toBeUndefined();
-    expect((await buildMessagesRequest(paused([thinking('t', 's')]), options)).thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect((await buildMessagesRequest(paused([thinking('t', 's')]), options)).thinking).toEqual({
+      type: 'adaptive',
+      display: 'summarized',
+    });
   });
 });

@@ -104,12 +104,17 @@ const SERVER_TOOL_NAMES: Readonly<Partial<Record<ServerTool, ServerToolName>>> =
   [ServerTool.WEB_SEARCH]: 'web_search',
   [ServerTool.WEB_FETCH]: 'web_fetch',
 };
-const isServerToolName = (name: unknown): name is ServerToolName => typeof name === 'string' && Object.hasOwn(SERVER_TOOL_DEFINITIONS, name);
+const isServerToolName = (name: unknown): name is ServerToolName =>
+  typeof name === 'string' && Object.hasOwn(SERVER_TOOL_DEFINITIONS, name);
 
 /** A job with the history it names, fetched from the conversation service: what is sent to the model. */
 export type LlmRequest = LlmRequestJob & { readonly messages: readonly LlmMessage[] };
 
-export async function buildMessagesRequest(job: LlmRequest, options: BuildOptions, hooks: BuildHooks = {}): Promise<Anthropic.MessageCreateParamsStreaming> {
+export async function buildMessagesRequest(
+  job: LlmRequest,
+  options: BuildOptions,
+  hooks: BuildHooks = {},
+): Promise<Anthropic.MessageCreateParamsStreaming> {
   const model = job.model || options.defaultModel;
   const spec = options.registry.lookup(model);
   const maxTokens = Math.min(job.maxTokens || options.defaultMaxTokens, spec.maxOutputTokens);
@@ -130,7 +135,8 @@ export async function buildMessagesRequest(job: LlmRequest, options: BuildOption
   // notes (a normal turn never defines a tool the user turned off, and the API rejects a
   // server_tool_use naming a tool the request does not define). A request that can call
   // nothing (a continuation summary, a job with no tools) keeps them and defines the tool (below).
-  if (job.purpose !== LlmRequestPurpose.CONTINUATION && (clientTools.length > 0 || serverTools.length > 0)) describeServerToolsTurnedOff(messages, serverTools);
+  if (job.purpose !== LlmRequestPurpose.CONTINUATION && (clientTools.length > 0 || serverTools.length > 0))
+    describeServerToolsTurnedOff(messages, serverTools);
   if (messages.length === 0) throw new InvalidJobError('The request has no messages to send.');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('The history must start with a user message.');
   // Current models reject an assistant prefill (a request ending in an assistant turn), with
@@ -149,14 +155,19 @@ export async function buildMessagesRequest(job: LlmRequest, options: BuildOption
   // tool_choice is none, every tool the history used is defined as well, so its blocks stay
   // valid (a tool turned off since, a job that lists none).
   const used = toolsUsedIn(messages);
-  const toolChoiceNone = job.purpose === LlmRequestPurpose.CONTINUATION || (clientTools.length === 0 && serverTools.length === 0 && used.any);
+  const toolChoiceNone =
+    job.purpose === LlmRequestPurpose.CONTINUATION || (clientTools.length === 0 && serverTools.length === 0 && used.any);
   if (toolChoiceNone) {
     for (const name of used.client) if (!clientTools.includes(name)) clientTools.push(name);
     for (const name of used.server) if (!serverTools.includes(name)) serverTools.push(name);
     if (clientTools.length === 0 && serverTools.length === 0 && used.any) clientTools.push(...(Object.keys(TOOLS) as ToolName[]));
   }
   const tools: Anthropic.ToolUnion[] = [
-    ...clientTools.map((name): Anthropic.Tool => ({ name, description: TOOLS[name].description, input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema })),
+    ...clientTools.map((name): Anthropic.Tool => ({
+      name,
+      description: TOOLS[name].description,
+      input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema,
+    })),
     ...serverTools.map((name) => ({ ...SERVER_TOOL_DEFINITIONS[name] })),
   ];
 
@@ -175,7 +186,13 @@ export async function buildMessagesRequest(job: LlmRequest, options: BuildOption
  * model's limit). Left out when the level is OFF, the model cannot think, or the history does
  * not allow it (see {@link thinkingBlocker}).
  */
-function applyThinking(params: Anthropic.MessageCreateParamsStreaming, level: ThinkingLevel, form: ThinkingForm, modelLimit: number, hooks: BuildHooks): void {
+function applyThinking(
+  params: Anthropic.MessageCreateParamsStreaming,
+  level: ThinkingLevel,
+  form: ThinkingForm,
+  modelLimit: number,
+  hooks: BuildHooks,
+): void {
   if (form === 'none' || level === ThinkingLevel.OFF || level === ThinkingLevel.UNSPECIFIED) return;
   const blocker = thinkingBlocker(params.messages);
   if (blocker) {
@@ -192,7 +209,9 @@ function applyThinking(params: Anthropic.MessageCreateParamsStreaming, level: Th
   const budget = Math.max(MIN_THINKING_BUDGET, Math.min(wanted, maxTokens - ANSWER_HEADROOM));
   // The API wants the budget below max_tokens; a model whose whole output limit is that small cannot think.
   if (budget >= maxTokens) {
-    hooks.onThinkingOmitted?.(`the model's output limit (${modelLimit} tokens) leaves no room for a thinking budget of at least ${MIN_THINKING_BUDGET} tokens`);
+    hooks.onThinkingOmitted?.(
+      `the model's output limit (${modelLimit} tokens) leaves no room for a thinking budget of at least ${MIN_THINKING_BUDGET} tokens`,
+    );
     return;
   }
   params.max_tokens = maxTokens;
@@ -367,7 +386,12 @@ async function convertMessages(job: LlmRequest, options: BuildOptions, hooks: Bu
           const label = `image ${imageIndex} of message ${mi + 1}`;
           let prepared;
           try {
-            prepared = await prepareImage({ mediaType: b.value.mediaType, data: b.value.data }, { imageCount, label }, options.imageLimits, options.imageCache);
+            prepared = await prepareImage(
+              { mediaType: b.value.mediaType, data: b.value.data },
+              { imageCount, label },
+              options.imageLimits,
+              options.imageCache,
+            );
           } catch (err) {
             if (!(err instanceof ImageRejectedError)) throw err;
             // An image in the history that cannot be sent must not fail every later turn.
@@ -405,7 +429,9 @@ async function convertMessages(job: LlmRequest, options: BuildOptions, hooks: Bu
         case 'serverTool': {
           const value = parseJson(b.value.blockJson);
           if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-            throw new InvalidJobError(`Block ${bi + 1} of message ${mi + 1} (${b.value.blockType || 'a server tool block'}) is not a JSON object, so it cannot be sent back to the model.`);
+            throw new InvalidJobError(
+              `Block ${bi + 1} of message ${mi + 1} (${b.value.blockType || 'a server tool block'}) is not a JSON object, so it cannot be sent back to the model.`,
+            );
           }
           const verbatim = value as Record<string, unknown>;
           blocks.push((typeof verbatim.type === 'string' ? verbatim : { ...verbatim, type: b.value.blockType }) as unknown as BlockParam);
@@ -444,9 +470,18 @@ function parseJson(text: string): unknown {
  * breakpoint. A named image is remembered in `memory` so later turns send the note at once.
  * Returns what was replaced (nothing when the named block is not an image).
  */
-export function replaceRefusedImages(params: Anthropic.MessageCreateParamsStreaming, refusal: ImageRefusal, memory?: RefusedImages): RemovedImage[] {
+export function replaceRefusedImages(
+  params: Anthropic.MessageCreateParamsStreaming,
+  refusal: ImageRefusal,
+  memory?: RefusedImages,
+): RemovedImage[] {
   const removed: RemovedImage[] = [];
-  const replace = (container: BlockParam[] | Anthropic.ToolResultBlockParam['content'], index: number, label: string, remember: boolean): void => {
+  const replace = (
+    container: BlockParam[] | Anthropic.ToolResultBlockParam['content'],
+    index: number,
+    label: string,
+    remember: boolean,
+  ): void => {
     if (!Array.isArray(container)) return;
     const block = container[index];
     if (!block || block.type !== 'image') return;

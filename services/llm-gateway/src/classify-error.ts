@@ -58,7 +58,7 @@ export function parseRetryAfter(headers: Headers | undefined, now = Date.now()):
 }
 
 const ADVICE: Partial<Record<ErrorKind, string>> = {
-  [ErrorKind.AUTH]: 'Check ANTHROPIC_API_KEY and the account\'s permissions and billing.',
+  [ErrorKind.AUTH]: "Check ANTHROPIC_API_KEY and the account's permissions and billing.",
   [ErrorKind.INVALID_REQUEST]: 'The request was rejected as invalid; retrying will not help.',
   [ErrorKind.RATE_LIMIT]: 'The model provider is rate-limiting this account.',
   [ErrorKind.SERVER]: 'The model provider is overloaded or failing.',
@@ -82,7 +82,8 @@ export function classifyError(err: unknown): Classified {
     const status = typeof err.status === 'number' ? err.status : 0;
     const type = err.type ?? null;
     // A status, when present, decides; a mid-stream error event has only its type.
-    const rule = (status === 0 && type && BY_TYPE[type]) || (status ? byStatus(status, err.headers?.get('x-should-retry') ?? null) : undefined) || { kind: ErrorKind.UNKNOWN, retryable: true };
+    const rule = (status === 0 && type && BY_TYPE[type]) ||
+      (status ? byStatus(status, err.headers?.get('x-should-retry') ?? null) : undefined) || { kind: ErrorKind.UNKNOWN, retryable: true };
     const where = status ? `HTTP ${status}` : 'mid-stream';
     const detail = err.apiMessage ?? err.message;
     return {
@@ -96,7 +97,11 @@ export function classifyError(err: unknown): Classified {
   }
   const network = networkCause(err);
   if (network) {
-    return base(ErrorKind.NETWORK, true, compose(ErrorKind.NETWORK, `The connection to the model provider broke mid-response (${network})`));
+    return base(
+      ErrorKind.NETWORK,
+      true,
+      compose(ErrorKind.NETWORK, `The connection to the model provider broke mid-response (${network})`),
+    );
   }
   if (err instanceof SyntaxError) {
     // JSON.parse of an SSE data line failed: the transfer was corrupted or the provider misbehaved.
@@ -111,7 +116,17 @@ export function base(kind: ErrorKind, retryable: boolean, message: string, provi
 }
 
 /** Socket-level error codes (Node and undici) that mean the connection failed, not the request. */
-const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND']);
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
 
 /**
  * undici reports a body cut after the headers as `TypeError: terminated` caused by a
@@ -119,10 +134,12 @@ const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EP
  */
 function networkCause(err: unknown): string | undefined {
   // Duck-typed: undici's errors may come from another realm (e.g. under a test VM), where instanceof fails.
-  const asError = (e: unknown) => (typeof e === 'object' && e !== null ? (e as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown }) : undefined);
+  const asError = (e: unknown) =>
+    typeof e === 'object' && e !== null ? (e as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown }) : undefined;
   let e = asError(err);
   for (let depth = 0; e && depth < 5; e = asError(e.cause), depth++) {
-    if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || e.code.startsWith('UND_ERR_'))) return `${e.code}: ${String(e.message)}`;
+    if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || e.code.startsWith('UND_ERR_')))
+      return `${e.code}: ${String(e.message)}`;
   }
   const top = asError(err);
   return top?.name === 'TypeError' && top.message === 'terminated' ? 'terminated' : undefined;

@@ -7,7 +7,16 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
-import { createHealth, createLogger, createMetrics, createReadiness, readServiceTokenFile, redisCheck, startMetricsServer, type DependencyCheck } from '@bedrock/platform/server';
+import {
+  createHealth,
+  createLogger,
+  createMetrics,
+  createReadiness,
+  readServiceTokenFile,
+  redisCheck,
+  startMetricsServer,
+  type DependencyCheck,
+} from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
 import type { MessagesApiServer } from '@bedrock/testkit';
@@ -81,9 +90,16 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       if (offline) {
         // A fixed signing key: thinking blocks stored by an earlier run or signed by another
         // replica's offline server stay valid.
-        localServer = await startMessagesApiServer({ fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }), keepRequests: 0, signingKey: OFFLINE_SIGNING_KEY });
+        localServer = await startMessagesApiServer({
+          fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }),
+          keepRequests: 0,
+          signingKey: OFFLINE_SIGNING_KEY,
+        });
         providerUrl = localServer.url;
-        logger.warn({ provider_url: providerUrl }, 'ANTHROPIC_API_KEY is not set: answering with the offline demo model (not a real language model)');
+        logger.warn(
+          { provider_url: providerUrl },
+          'ANTHROPIC_API_KEY is not set: answering with the offline demo model (not a real language model)',
+        );
       } else {
         providerUrl = config.baseUrl ?? 'https://api.anthropic.com';
       }
@@ -116,7 +132,8 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       else {
         // Read at start: a missing or unreadable token file stops the gateway with its path named.
         const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
-        if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every history fetch');
+        if (!serviceToken)
+          logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every history fetch');
         history = createConversationHistorySource({
           targets: config.conversationUrls,
           serviceToken,
@@ -153,11 +170,26 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         if (transport.ping) checks.push(redisCheck(() => transport));
         const ready = history.ready;
         if (ready) checks.push({ name: 'conversation', check: ready });
-        metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.host, registry: metrics.registry, health, readiness: createReadiness({ checks }) });
+        metricsServer = await startMetricsServer({
+          port: config.metricsPort,
+          host: config.host,
+          registry: metrics.registry,
+          health,
+          readiness: createReadiness({ checks }),
+        });
       }
       health.set('', 'SERVING');
       logger.info(
-        { offline, provider_url: providerUrl, conversation_urls: deps.history ? undefined : config.conversationUrls.map(String), transport: config.transport, concurrency: config.concurrency, limiter: config.limiter ?? null, default_model: config.defaultModel, metrics_url: metricsServer?.url },
+        {
+          offline,
+          provider_url: providerUrl,
+          conversation_urls: deps.history ? undefined : config.conversationUrls.map(String),
+          transport: config.transport,
+          concurrency: config.concurrency,
+          limiter: config.limiter ?? null,
+          default_model: config.defaultModel,
+          metrics_url: metricsServer?.url,
+        },
         'llm-gateway started',
       );
     },

@@ -7,7 +7,14 @@
  */
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { ConversationHistoryService, ErrorKind, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
-import { createBalancedTransport, grpcHealthCheck, serviceCredentialHeaders, traceCarrier, type DependencyCheck, type Logger } from '@bedrock/platform/server';
+import {
+  createBalancedTransport,
+  grpcHealthCheck,
+  serviceCredentialHeaders,
+  traceCarrier,
+  type DependencyCheck,
+  type Logger,
+} from '@bedrock/platform/server';
 import { base, type Classified } from './classify-error.ts';
 
 /** What a job says about its history. */

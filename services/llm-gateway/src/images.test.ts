@@ -4,10 +4,15 @@ import sharp from 'sharp';
 import { DEFAULT_IMAGE_LIMITS, ImageCache, ImageRejectedError, prepareImage } from './images.ts';
 
 const ctx = { imageCount: 1, label: 'image 1 of message 1' };
-const solid = (width: number, height: number, format: 'png' | 'jpeg' | 'webp' | 'gif' = 'png') =>
-  sharp({ create: { width, height, channels: 3, background: { r: 200, g: 40, b: 90 } } })[format]().toBuffer();
+const solid = (width: number, height: number, format: 'png' | 'jpeg' | 'webp' | 'gif' = 'png') => {
+  const image = sharp({ create: { width, height, channels: 3, background: { r: 200, g: 40, b: 90 } } });
+  return image[format]().toBuffer();
+};
 /** Random pixels do not compress: a PNG of this many megapixels is about 3 bytes a pixel. */
-const noise = (width: number, height: number) => sharp(randomBytes(width * height * 3), { raw: { width, height, channels: 3 } }).png({ compressionLevel: 0 }).toBuffer();
+const noise = (width: number, height: number) =>
+  sharp(randomBytes(width * height * 3), { raw: { width, height, channels: 3 } })
+    .png({ compressionLevel: 0 })
+    .toBuffer();
 
 describe('prepareImage', () => {
   it('sends an image within the limits unchanged, as base64', async () => {
@@ -44,7 +49,9 @@ describe('prepareImage', () => {
   it('rejects, with the limit in the message, an image that cannot be made small enough', async () => {
     const data = await noise(600, 600);
     const tiny = { ...DEFAULT_IMAGE_LIMITS, maxBase64Bytes: 200 };
-    await expect(prepareImage({ mediaType: 'image/png', data }, ctx, tiny)).rejects.toThrow(/image 1 of message 1 .* at most 200 bytes per image/);
+    await expect(prepareImage({ mediaType: 'image/png', data }, ctx, tiny)).rejects.toThrow(
+      /image 1 of message 1 .* at most 200 bytes per image/,
+    );
   });
 
   it('rejects unsupported types and undecodable data with a clear error', async () => {
@@ -53,7 +60,9 @@ describe('prepareImage', () => {
     );
     await expect(prepareImage({ mediaType: 'image/png', data: Buffer.from('not an image') }, ctx)).rejects.toThrow(ImageRejectedError);
     await expect(prepareImage({ mediaType: 'image/png', data: new Uint8Array() }, ctx)).rejects.toThrow(/is empty/);
-    const tiff = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#000' } }).tiff().toBuffer();
+    const tiff = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#000' } })
+      .tiff()
+      .toBuffer();
     await expect(prepareImage({ mediaType: 'image/png', data: tiff }, ctx)).rejects.toThrow(/is tiff; only/);
   });
 

@@ -243,7 +243,11 @@ export function parseImageRefusal(message: string): ImageRefusal | undefined {
   const match = IMAGE_PATH.exec(message);
   if (match) {
     const reason = message.slice(match.index + match[0].length).trim() || message.trim();
-    const at: ImageLocation = { message: Number(match[1]), block: Number(match[2]), ...(match[3] !== undefined ? { nested: Number(match[3]) } : {}) };
+    const at: ImageLocation = {
+      message: Number(match[1]),
+      block: Number(match[2]),
+      ...(match[3] !== undefined ? { nested: Number(match[3]) } : {}),
+    };
     return { at, reason };
   }
   return /\bimages?\b/i.test(message) ? { reason: message.trim() } : undefined;

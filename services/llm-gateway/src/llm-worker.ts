@@ -106,11 +106,18 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
     const data = job.data;
-    const log = logger.child({ request_id: data.requestId, conversation_id: data.conversationId, job_id: job.id, attempt: data.attempt, ...jobTraceLogFields(data.traceContext) });
+    const log = logger.child({
+      request_id: data.requestId,
+      conversation_id: data.conversationId,
+      job_id: job.id,
+      attempt: data.attempt,
+      ...jobTraceLogFields(data.traceContext),
+    });
     const controller = new AbortController();
     inFlight.set(data.requestId, controller);
     const runKey = llmRunKey(data.requestId);
-    const markAlive = () => void transport.runs.markAlive(runKey, owner).catch((err: unknown) => log.debug({ err }, 'request heartbeat failed'));
+    const markAlive = () =>
+      void transport.runs.markAlive(runKey, owner).catch((err: unknown) => log.debug({ err }, 'request heartbeat failed'));
     markAlive();
     const beat = setInterval(markAlive, transport.runs.heartbeatMs);
     const onShutdown = () => controller.abort();
@@ -142,7 +149,8 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
           const got = await runLlmJob(data, {
             client: options.client,
             history: options.history,
-            onHistoryError: (err) => log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
+            onHistoryError: (err) =>
+              log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
             options: options.runOptions,
             signal: controller.signal,
             onDelta: (blockIndex, text, kind) => publisher.push(text, { blockIndex, kind }),
@@ -188,7 +196,10 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
         );
       } else {
         const e = outcome.value;
-        log[e.aborted ? 'info' : 'warn']({ kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId }, e.message);
+        log[e.aborted ? 'info' : 'warn'](
+          { kind: ErrorKind[e.kind], retryable: e.retryable, http_status: e.httpStatus, provider_request_id: e.providerRequestId },
+          e.message,
+        );
       }
       await results.add(
         resultEventId(data.requestId),
@@ -229,7 +240,12 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
   });
 
   const sampler = metrics
-    ? startQueueDepthSampler({ queues: transport.queues, names: [QUEUE_LLM_REQUESTS], metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') })
+    ? startQueueDepthSampler({
+        queues: transport.queues,
+        names: [QUEUE_LLM_REQUESTS],
+        metrics,
+        onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
+      })
     : undefined;
 
   return {

@@ -25,7 +25,15 @@ import {
   type LlmResponseEvent,
   type TokenDeltaKind,
 } from '@bedrock/contracts';
-import { buildMessagesRequest, countImages, ImageRejectedError, InvalidJobError, replaceRefusedImages, type BuildOptions, type LlmRequest } from './build-request.ts';
+import {
+  buildMessagesRequest,
+  countImages,
+  ImageRejectedError,
+  InvalidJobError,
+  replaceRefusedImages,
+  type BuildOptions,
+  type LlmRequest,
+} from './build-request.ts';
 
 export type { LlmRequest } from './build-request.ts';
 import { base, classifyError, type Classified } from './classify-error.ts';
@@ -35,7 +43,8 @@ import { StreamAccumulator, type AccumulatedBlock } from './stream-accumulator.t
 import { lastByteAt } from './liveness-fetch.ts';
 import { sentences } from './sentences.ts';
 
-export type LlmOutcome = { readonly case: 'llmResponse'; readonly value: LlmResponseEvent } | { readonly case: 'llmError'; readonly value: LlmErrorEvent };
+export type LlmOutcome =
+  { readonly case: 'llmResponse'; readonly value: LlmResponseEvent } | { readonly case: 'llmError'; readonly value: LlmErrorEvent };
 
 export interface RunOptions extends BuildOptions {
   /** Time allowed until the response headers arrive, ms. */
@@ -83,7 +92,10 @@ function failure(requestId: string, c: Classified, aborted = false): LlmOutcome 
  * then {@link runLlmRequest}. A history that cannot be fetched ends as an LlmErrorEvent
  * (the conversation service unreachable: retryable NETWORK, so the state machine retries).
  */
-export async function runLlmJob(job: LlmRequestJob, deps: RunDeps & { readonly history: HistorySource; readonly onHistoryError?: (err: unknown) => void }): Promise<LlmOutcome> {
+export async function runLlmJob(
+  job: LlmRequestJob,
+  deps: RunDeps & { readonly history: HistorySource; readonly onHistoryError?: (err: unknown) => void },
+): Promise<LlmOutcome> {
   const cancelled = () => failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE), true);
   if (deps.signal?.aborted) return cancelled();
   let messages: LlmMessage[];
@@ -109,7 +121,10 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   try {
     params = await buildMessagesRequest(job, options, {
       onImageRemoved: (r) =>
-        deps.onWarning?.(r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note', { image: r.label, reason: r.reason }),
+        deps.onWarning?.(
+          r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note',
+          { image: r.label, reason: r.reason },
+        ),
       onThinkingOmitted: (reason) => deps.onWarning?.('thinking left out of this request', { reason }),
       onCitationsDropped: (label) => deps.onWarning?.('stored citations could not be read: text sent without them', { block: label }),
     });
@@ -198,15 +213,27 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   const result = accumulator.finish();
   if (!result.ok) {
     const kind = result.reason === 'incomplete' ? ErrorKind.NETWORK : ErrorKind.SERVER;
-    return fail(base(kind, true, sentences(`The model provider's response was unusable: ${result.detail}`, 'Retrying may help.'), providerRequestId));
+    return fail(
+      base(kind, true, sentences(`The model provider's response was unusable: ${result.detail}`, 'Retrying may help.'), providerRequestId),
+    );
   }
   // The caller's logger carries request_id.
   const done = { provider_request_id: providerRequestId };
-  if (result.cutToolNames.length > 0) deps.onWarning?.('dropped incomplete tool_use blocks', { ...done, count: result.cutToolNames.length, tools: result.cutToolNames, stop_reason: result.rawStopReason, max_tokens: params.max_tokens });
-  if (result.cutBlockTypes.length > 0) deps.onWarning?.('dropped incomplete blocks', { ...done, types: result.cutBlockTypes, stop_reason: result.rawStopReason });
-  if (result.unknownBlockTypes.length > 0) deps.onWarning?.('ignored content blocks of unknown types', { ...done, types: result.unknownBlockTypes });
+  if (result.cutToolNames.length > 0)
+    deps.onWarning?.('dropped incomplete tool_use blocks', {
+      ...done,
+      count: result.cutToolNames.length,
+      tools: result.cutToolNames,
+      stop_reason: result.rawStopReason,
+      max_tokens: params.max_tokens,
+    });
+  if (result.cutBlockTypes.length > 0)
+    deps.onWarning?.('dropped incomplete blocks', { ...done, types: result.cutBlockTypes, stop_reason: result.rawStopReason });
+  if (result.unknownBlockTypes.length > 0)
+    deps.onWarning?.('ignored content blocks of unknown types', { ...done, types: result.unknownBlockTypes });
   if (result.stopReasonInferred) deps.onWarning?.('stop reason inferred from content', { ...done, stop_reason: result.rawStopReason });
-  if (accumulator.skippedEvents > 0) deps.onWarning?.('skipped stream events with a missing or unknown index', { ...done, count: accumulator.skippedEvents });
+  if (accumulator.skippedEvents > 0)
+    deps.onWarning?.('skipped stream events with a missing or unknown index', { ...done, count: accumulator.skippedEvents });
 
   const u = result.usage;
   return {
@@ -259,7 +286,12 @@ function imageRefusalOf(err: unknown, params: Anthropic.MessageCreateParamsStrea
 }
 
 function idle(ms: number, providerRequestId: string): Classified {
-  return base(ErrorKind.NETWORK, true, `The model provider sent nothing for ${ms} ms; the stream was abandoned. Retrying may help.`, providerRequestId);
+  return base(
+    ErrorKind.NETWORK,
+    true,
+    `The model provider sent nothing for ${ms} ms; the stream was abandoned. Retrying may help.`,
+    providerRequestId,
+  );
 }
 
 /**

@@ -11,7 +11,11 @@ const messageStart = (usage: Record<string, unknown> = { input_tokens: 10, outpu
   type: 'message_start',
   message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-opus-5', content: [], usage },
 });
-const messageDelta = (stop_reason: string | null, usage: Record<string, unknown> = { output_tokens: 20 }, extra: Record<string, unknown> = {}): Event => ({
+const messageDelta = (
+  stop_reason: string | null,
+  usage: Record<string, unknown> = { output_tokens: 20 },
+  extra: Record<string, unknown> = {},
+): Event => ({
   type: 'message_delta',
   delta: { stop_reason, stop_sequence: null, ...extra },
   usage,
@@ -60,15 +64,40 @@ describe('StreamAccumulator', () => {
   });
 
   it('keeps a thinking block whose text is empty (display omitted) when it has a signature', () => {
-    const r = ok(fold([messageStart(), start(0, { type: 'thinking', thinking: '', signature: '' }), delta(0, { type: 'signature_delta', signature: 'sig' }), stop(0), messageDelta('end_turn')]).result);
+    const r = ok(
+      fold([
+        messageStart(),
+        start(0, { type: 'thinking', thinking: '', signature: '' }),
+        delta(0, { type: 'signature_delta', signature: 'sig' }),
+        stop(0),
+        messageDelta('end_turn'),
+      ]).result,
+    );
     expect(r.content).toEqual([{ type: 'thinking', thinking: '', signature: 'sig' }]);
   });
 
   it('leaves out a thinking block without a signature or without its content_block_stop (cut)', () => {
-    const unsigned = ok(fold([messageStart(), start(0, { type: 'thinking', thinking: '' }), delta(0, { type: 'thinking_delta', thinking: 'hm' }), stop(0), start(1, { type: 'text', text: 'x' }), stop(1), messageDelta('end_turn')]).result);
+    const unsigned = ok(
+      fold([
+        messageStart(),
+        start(0, { type: 'thinking', thinking: '' }),
+        delta(0, { type: 'thinking_delta', thinking: 'hm' }),
+        stop(0),
+        start(1, { type: 'text', text: 'x' }),
+        stop(1),
+        messageDelta('end_turn'),
+      ]).result,
+    );
     expect(unsigned.content).toEqual([{ type: 'text', text: 'x' }]);
     expect(unsigned.cutBlockTypes).toEqual(['thinking']);
-    const cut = fold([messageStart(), start(0, { type: 'thinking', thinking: '' }), delta(0, { type: 'thinking_delta', thinking: 'a long thought' }), delta(0, { type: 'signature_delta', signature: 'sig' }), messageDelta('max_tokens'), { type: 'message_stop' }]);
+    const cut = fold([
+      messageStart(),
+      start(0, { type: 'thinking', thinking: '' }),
+      delta(0, { type: 'thinking_delta', thinking: 'a long thought' }),
+      delta(0, { type: 'signature_delta', signature: 'sig' }),
+      messageDelta('max_tokens'),
+      { type: 'message_stop' },
+    ]);
     const r = ok(cut.result);
     expect(r.content).toEqual([]);
     expect(r.cutBlockTypes).toEqual(['thinking']);
@@ -78,17 +107,40 @@ describe('StreamAccumulator', () => {
   });
 
   it('keeps redacted thinking with the data of its start block', () => {
-    const r = ok(fold([messageStart(), start(0, { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' }), stop(0), start(1, { type: 'text', text: '' }), delta(1, { type: 'text_delta', text: 'ok' }), stop(1), messageDelta('end_turn')]).result);
-    expect(r.content).toEqual([{ type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' }, { type: 'text', text: 'ok' }]);
+    const r = ok(
+      fold([
+        messageStart(),
+        start(0, { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' }),
+        stop(0),
+        start(1, { type: 'text', text: '' }),
+        delta(1, { type: 'text_delta', text: 'ok' }),
+        stop(1),
+        messageDelta('end_turn'),
+      ]).result,
+    );
+    expect(r.content).toEqual([
+      { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' },
+      { type: 'text', text: 'ok' },
+    ]);
   });
 
   it('keeps server tool blocks verbatim: server_tool_use with its streamed input, results as they started', () => {
     const searchResult = {
       type: 'web_search_tool_result',
       tool_use_id: 'srvtoolu_1',
-      content: [{ type: 'web_search_result', url: 'https://example.com/a', title: 'A', encrypted_content: 'Eq0B', page_age: 'April 1, 2025' }],
+      content: [
+        { type: 'web_search_result', url: 'https://example.com/a', title: 'A', encrypted_content: 'Eq0B', page_age: 'April 1, 2025' },
+      ],
     };
-    const fetchResult = { type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'web_fetch_result', url: 'https://example.com/b', content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'hello' } } } };
+    const fetchResult = {
+      type: 'web_fetch_tool_result',
+      tool_use_id: 'srvtoolu_2',
+      content: {
+        type: 'web_fetch_result',
+        url: 'https://example.com/b',
+        content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'hello' } },
+      },
+    };
     const { result, deltas } = fold([
       messageStart(),
       start(0, { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {}, caller: { type: 'direct' } }),
@@ -102,17 +154,31 @@ describe('StreamAccumulator', () => {
       stop(2),
       start(3, fetchResult),
       stop(3),
-      start(4, { type: 'code_execution_tool_result', tool_use_id: 'srvtoolu_3', content: { type: 'code_execution_result', stdout: '1', stderr: '', return_code: 0 } }),
+      start(4, {
+        type: 'code_execution_tool_result',
+        tool_use_id: 'srvtoolu_3',
+        content: { type: 'code_execution_result', stdout: '1', stderr: '', return_code: 0 },
+      }),
       stop(4),
       messageDelta('end_turn', { output_tokens: 40, server_tool_use: { web_search_requests: 1, web_fetch_requests: 1 } }),
     ]);
     const r = ok(result);
     expect(r.content.map((b) => (b.type === 'server_tool' ? [b.blockType, JSON.parse(b.json)] : b))).toEqual([
-      ['server_tool_use', { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'bedrock' }, caller: { type: 'direct' } }],
+      [
+        'server_tool_use',
+        { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'bedrock' }, caller: { type: 'direct' } },
+      ],
       ['web_search_tool_result', searchResult],
       ['server_tool_use', { type: 'server_tool_use', id: 'srvtoolu_2', name: 'web_fetch', input: { url: 'https://example.com/b' } }],
       ['web_fetch_tool_result', fetchResult],
-      ['code_execution_tool_result', { type: 'code_execution_tool_result', tool_use_id: 'srvtoolu_3', content: { type: 'code_execution_result', stdout: '1', stderr: '', return_code: 0 } }],
+      [
+        'code_execution_tool_result',
+        {
+          type: 'code_execution_tool_result',
+          tool_use_id: 'srvtoolu_3',
+          content: { type: 'code_execution_result', stdout: '1', stderr: '', return_code: 0 },
+        },
+      ],
     ]);
     expect(r.usage).toMatchObject({ webSearchRequests: 1, webFetchRequests: 1 });
     expect(deltas).toEqual([]);
@@ -120,17 +186,46 @@ describe('StreamAccumulator', () => {
   });
 
   it('leaves out a server_tool_use cut before its stop, and reports a completed one whose input is not an object', () => {
-    const cut = ok(fold([messageStart(), start(0, { type: 'server_tool_use', id: 's', name: 'web_search', input: {} }), delta(0, { type: 'input_json_delta', partial_json: '{"que' }), messageDelta('max_tokens')]).result);
+    const cut = ok(
+      fold([
+        messageStart(),
+        start(0, { type: 'server_tool_use', id: 's', name: 'web_search', input: {} }),
+        delta(0, { type: 'input_json_delta', partial_json: '{"que' }),
+        messageDelta('max_tokens'),
+      ]).result,
+    );
     expect(cut.content).toEqual([]);
     expect(cut.cutBlockTypes).toEqual(['server_tool_use']);
     expect(cut.cutToolNames).toEqual([]);
-    const bad = fold([messageStart(), start(0, { type: 'server_tool_use', id: 's', name: 'web_search', input: {} }), delta(0, { type: 'input_json_delta', partial_json: '[1]' }), stop(0), messageDelta('end_turn')]).result;
-    expect(bad).toEqual({ ok: false, reason: 'malformed_tool_input', detail: 'the input of server tool call web_search (s) is not a JSON object' });
+    const bad = fold([
+      messageStart(),
+      start(0, { type: 'server_tool_use', id: 's', name: 'web_search', input: {} }),
+      delta(0, { type: 'input_json_delta', partial_json: '[1]' }),
+      stop(0),
+      messageDelta('end_turn'),
+    ]).result;
+    expect(bad).toEqual({
+      ok: false,
+      reason: 'malformed_tool_input',
+      detail: 'the input of server tool call web_search (s) is not a JSON object',
+    });
   });
 
   it('keeps text citations: those of the start block, then each citations_delta, verbatim', () => {
-    const first = { type: 'web_search_result_location', url: 'https://example.com/a', title: 'A', encrypted_index: 'Eo8B', cited_text: 'Bedrock is…' };
-    const second = { type: 'web_search_result_location', url: 'https://example.com/b', title: null, encrypted_index: 'Eo8C', cited_text: 'More.' };
+    const first = {
+      type: 'web_search_result_location',
+      url: 'https://example.com/a',
+      title: 'A',
+      encrypted_index: 'Eo8B',
+      cited_text: 'Bedrock is…',
+    };
+    const second = {
+      type: 'web_search_result_location',
+      url: 'https://example.com/b',
+      title: null,
+      encrypted_index: 'Eo8C',
+      cited_text: 'More.',
+    };
     const r = ok(
       fold([
         messageStart(),
@@ -177,14 +272,39 @@ describe('StreamAccumulator', () => {
   it('reads thinking tokens and server tool counts from usage; message_delta counts win', () => {
     const r = ok(
       fold([
-        messageStart({ input_tokens: 500, output_tokens: 1, cache_read_input_tokens: 7, output_tokens_details: { thinking_tokens: 0 }, server_tool_use: { web_search_requests: 0 } }),
+        messageStart({
+          input_tokens: 500,
+          output_tokens: 1,
+          cache_read_input_tokens: 7,
+          output_tokens_details: { thinking_tokens: 0 },
+          server_tool_use: { web_search_requests: 0 },
+        }),
         start(0, { type: 'text', text: 'x' }),
         stop(0),
-        messageDelta('end_turn', { output_tokens: 900, output_tokens_details: { thinking_tokens: 600 }, server_tool_use: { web_search_requests: 2, web_fetch_requests: 3 } }),
+        messageDelta('end_turn', {
+          output_tokens: 900,
+          output_tokens_details: { thinking_tokens: 600 },
+          server_tool_use: { web_search_requests: 2, web_fetch_requests: 3 },
+        }),
       ]).result,
     );
-    expect(r.usage).toEqual({ inputTokens: 500, outputTokens: 900, cacheCreationInputTokens: 0, cacheReadInputTokens: 7, thinkingTokens: 600, webSearchRequests: 2, webFetchRequests: 3 });
-    const none = ok(fold([messageStart(), start(0, { type: 'text', text: 'x' }), stop(0), messageDelta('end_turn', { output_tokens: 5, output_tokens_details: null, server_tool_use: null })]).result);
+    expect(r.usage).toEqual({
+      inputTokens: 500,
+      outputTokens: 900,
+      cacheCreationInputTokens: 0,
+      cacheReadInputTokens: 7,
+      thinkingTokens: 600,
+      webSearchRequests: 2,
+      webFetchRequests: 3,
+    });
+    const none = ok(
+      fold([
+        messageStart(),
+        start(0, { type: 'text', text: 'x' }),
+        stop(0),
+        messageDelta('end_turn', { output_tokens: 5, output_tokens_details: null, server_tool_use: null }),
+      ]).result,
+    );
     expect(none.usage).toMatchObject({ thinkingTokens: 0, webSearchRequests: 0, webFetchRequests: 0 });
   });
 
@@ -195,13 +315,22 @@ describe('StreamAccumulator', () => {
         start(0, { type: 'text', text: '' }),
         delta(0, { type: 'text_delta', text: 'I started to' }),
         stop(0),
-        messageDelta('refusal', { output_tokens: 4 }, { stop_details: { type: 'refusal', category: 'cyber', explanation: 'The request asks for working malware.' } }),
+        messageDelta(
+          'refusal',
+          { output_tokens: 4 },
+          { stop_details: { type: 'refusal', category: 'cyber', explanation: 'The request asks for working malware.' } },
+        ),
       ]).result,
     );
     expect(r.stopReason).toBe(StopReason.REFUSAL);
     expect(r.stopExplanation).toBe('The request asks for working malware.');
     expect(r.content).toEqual([{ type: 'text', text: 'I started to' }]);
-    const plain = ok(fold([messageStart(), messageDelta('refusal', { output_tokens: 0 }, { stop_details: { type: 'refusal', category: null, explanation: null } })]).result);
+    const plain = ok(
+      fold([
+        messageStart(),
+        messageDelta('refusal', { output_tokens: 0 }, { stop_details: { type: 'refusal', category: null, explanation: null } }),
+      ]).result,
+    );
     expect(plain.stopExplanation).toBe('');
   });
 

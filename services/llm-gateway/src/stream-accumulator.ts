@@ -159,14 +159,30 @@ export class StreamAccumulator {
       case 'text': {
         const initial = typeof block.text === 'string' ? block.text : '';
         if (initial) this.onDelta(index, initial, TokenDeltaKind.TEXT);
-        return { kind: 'text', text: initial, citations: Array.isArray(block.citations) ? [...(block.citations as unknown[])] : [], stopped: false };
+        return {
+          kind: 'text',
+          text: initial,
+          citations: Array.isArray(block.citations) ? [...(block.citations as unknown[])] : [],
+          stopped: false,
+        };
       }
       case 'tool_use':
-        return { kind: 'tool_use', id: String(block.id ?? ''), name: String(block.name ?? ''), json: initialInput(block.input), stopped: false };
+        return {
+          kind: 'tool_use',
+          id: String(block.id ?? ''),
+          name: String(block.name ?? ''),
+          json: initialInput(block.input),
+          stopped: false,
+        };
       case 'thinking': {
         const initial = typeof block.thinking === 'string' ? block.thinking : '';
         if (initial) this.onDelta(index, initial, TokenDeltaKind.THINKING);
-        return { kind: 'thinking', thinking: initial, signature: typeof block.signature === 'string' ? block.signature : '', stopped: false };
+        return {
+          kind: 'thinking',
+          thinking: initial,
+          signature: typeof block.signature === 'string' ? block.signature : '',
+          stopped: false,
+        };
       }
       case 'redacted_thinking':
         return { kind: 'redacted_thinking', data: typeof block.data === 'string' ? block.data : '', stopped: false };
@@ -174,7 +190,13 @@ export class StreamAccumulator {
         if (isServerToolBlockType(type)) {
           // A call's input streams as input_json_delta, as a tool_use's does; results arrive whole.
           const streamsInput = type === 'server_tool_use';
-          return { kind: 'server_tool', block: { ...block }, streamsInput, json: streamsInput ? initialInput(block.input) : '', stopped: false };
+          return {
+            kind: 'server_tool',
+            block: { ...block },
+            streamsInput,
+            json: streamsInput ? initialInput(block.input) : '',
+            stopped: false,
+          };
         }
         return { kind: 'other', type, stopped: false };
     }
@@ -194,7 +216,8 @@ export class StreamAccumulator {
         if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') slot.json += delta.partial_json;
         break;
       case 'server_tool':
-        if (slot.streamsInput && delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') slot.json += delta.partial_json;
+        if (slot.streamsInput && delta.type === 'input_json_delta' && typeof delta.partial_json === 'string')
+          slot.json += delta.partial_json;
         break;
       case 'thinking':
         if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
@@ -222,7 +245,12 @@ export class StreamAccumulator {
       switch (slot.kind) {
         case 'text':
           // A cut text block keeps what came: the model is asked to continue it.
-          if (slot.text !== '') content.push(slot.citations.length > 0 ? { type: 'text', text: slot.text, citations: JSON.stringify(slot.citations) } : { type: 'text', text: slot.text });
+          if (slot.text !== '')
+            content.push(
+              slot.citations.length > 0
+                ? { type: 'text', text: slot.text, citations: JSON.stringify(slot.citations) }
+                : { type: 'text', text: slot.text },
+            );
           break;
         case 'tool_use': {
           if (!slot.stopped) {
@@ -230,7 +258,8 @@ export class StreamAccumulator {
             break;
           }
           const input = parseInput(slot.json);
-          if (typeof input === 'string') return { ok: false, reason: 'malformed_tool_input', detail: `the input of tool call ${slot.name} (${slot.id}) ${input}` };
+          if (typeof input === 'string')
+            return { ok: false, reason: 'malformed_tool_input', detail: `the input of tool call ${slot.name} (${slot.id}) ${input}` };
           content.push({ type: 'tool_use', id: slot.id, name: slot.name, inputJson: JSON.stringify(input) });
           break;
         }
@@ -252,7 +281,12 @@ export class StreamAccumulator {
           const block = { ...slot.block };
           if (slot.streamsInput) {
             const input = parseInput(slot.json);
-            if (typeof input === 'string') return { ok: false, reason: 'malformed_tool_input', detail: `the input of server tool call ${String(block.name)} (${String(block.id)}) ${input}` };
+            if (typeof input === 'string')
+              return {
+                ok: false,
+                reason: 'malformed_tool_input',
+                detail: `the input of server tool call ${String(block.name)} (${String(block.id)}) ${input}`,
+              };
             block.input = input;
           }
           content.push({ type: 'server_tool', blockType, json: JSON.stringify(block) });
@@ -263,7 +297,10 @@ export class StreamAccumulator {
           break;
       }
     }
-    const { stopReason, inferred } = mapStopReason(this.#stopReason, content.some((b) => b.type === 'tool_use'));
+    const { stopReason, inferred } = mapStopReason(
+      this.#stopReason,
+      content.some((b) => b.type === 'tool_use'),
+    );
     return {
       ok: true,
       content,

@@ -15,7 +15,10 @@ export async function warmUpAbortPath(client: Anthropic): Promise<void> {
     const controller = new AbortController();
     const stream = await client
       .withOptions({ baseURL: server.url, apiKey: 'warm-up', maxRetries: 0 })
-      .messages.create({ model: 'warm-up', max_tokens: 1, stream: true, messages: [{ role: 'user', content: 'warm-up' }] }, { signal: controller.signal });
+      .messages.create(
+        { model: 'warm-up', max_tokens: 1, stream: true, messages: [{ role: 'user', content: 'warm-up' }] },
+        { signal: controller.signal },
+      );
     for await (const event of stream) {
       if (event.type === 'content_block_start') controller.abort();
     }

@@ -18,12 +18,16 @@ describe('docs/llm-gateway.md', () => {
 
   it('lists every default model with its limits and thinking form', () => {
     for (const m of createModelRegistry().list()) {
-      expect(doc).toContain(`| \`${m.id}\` | ${m.contextWindow.toLocaleString('en-US')} | ${m.maxOutputTokens.toLocaleString('en-US')} | ${m.thinking} |`);
+      expect(doc).toContain(
+        `| \`${m.id}\` | ${m.contextWindow.toLocaleString('en-US')} | ${m.maxOutputTokens.toLocaleString('en-US')} | ${m.thinking} |`,
+      );
     }
   });
 
   it('states the thinking budgets and server tool definitions the gateway sends', () => {
-    for (const [level, budget] of Object.entries(THINKING_BUDGETS)) expect(doc).toContain(`${ThinkingLevel[Number(level)]} ${budget!.toLocaleString('en-US').replace(',', ' ')}`);
-    for (const def of Object.values(SERVER_TOOL_DEFINITIONS)) expect(doc).toContain(`\`${JSON.stringify(def).replaceAll(',', ', ').replaceAll(':', ': ')}\``);
+    for (const [level, budget] of Object.entries(THINKING_BUDGETS))
+      expect(doc).toContain(`${ThinkingLevel[Number(level)]} ${budget!.toLocaleString('en-US').replace(',', ' ')}`);
+    for (const def of Object.values(SERVER_TOOL_DEFINITIONS))
+      expect(doc).toContain(`\`${JSON.stringify(def).replaceAll(',', ', ').replaceAll(':', ': ')}\``);
   });
 });

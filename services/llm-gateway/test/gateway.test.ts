@@ -43,13 +43,20 @@ interface Harness {
   close(): Promise<void>;
 }
 
-async function harness(transport: Transport, env: Record<string, string>, hooks: Parameters<typeof createLlmGateway>[1] = {}): Promise<Harness> {
-  const gateway = createLlmGateway(readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }), {
-    transport,
-    logger: silent,
-    history: testHistory,
-    ...hooks,
-  });
+async function harness(
+  transport: Transport,
+  env: Record<string, string>,
+  hooks: Parameters<typeof createLlmGateway>[1] = {},
+): Promise<Harness> {
+  const gateway = createLlmGateway(
+    readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }),
+    {
+      transport,
+      logger: silent,
+      history: testHistory,
+      ...hooks,
+    },
+  );
   await gateway.start();
   const results = new Map<string, ConversationEventJob>();
   const waiters = new Map<string, () => void>();
@@ -64,7 +71,13 @@ async function harness(transport: Transport, env: Record<string, string>, hooks:
     results,
     async submit(job) {
       // The durable event the deltas follow, as the conversation service appends it.
-      await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId: job.conversationId, sequence: job.notifySequence, kind: { case: 'heartbeat', value: {} } }));
+      await transport.streams.appendDurable(
+        create(ConversationEventSchema, {
+          conversationId: job.conversationId,
+          sequence: job.notifySequence,
+          kind: { case: 'heartbeat', value: {} },
+        }),
+      );
       await producer.add(job.requestId, job);
     },
     result(requestId, timeoutMs = 10_000) {
@@ -103,9 +116,13 @@ function suite(name: string, makeTransport: () => Transport) {
     beforeAll(async () => {
       server = await startMessagesApiServer();
       firstEventAt = new Map();
-      h = await harness(makeTransport(), { ANTHROPIC_API_KEY: 'sk-test', ANTHROPIC_BASE_URL: server.url, BEDROCK_LLM_CONCURRENCY: '4' }, {
-        onFirstEvent: (id) => firstEventAt.set(id, performance.now()),
-      });
+      h = await harness(
+        makeTransport(),
+        { ANTHROPIC_API_KEY: 'sk-test', ANTHROPIC_BASE_URL: server.url, BEDROCK_LLM_CONCURRENCY: '4' },
+        {
+          onFirstEvent: (id) => firstEventAt.set(id, performance.now()),
+        },
+      );
     });
     afterAll(async () => {
       await h.close();
@@ -117,7 +134,10 @@ function suite(name: string, makeTransport: () => Transport) {
       server.enqueue({
         kind: 'message',
         chunkChars: 7,
-        content: [{ type: 'text', text }, { type: 'tool_use', id: 'toolu_q', name: 'bash', input: { command: 'ls' } }],
+        content: [
+          { type: 'text', text },
+          { type: 'tool_use', id: 'toolu_q', name: 'bash', input: { command: 'ls' } },
+        ],
         usage: { input_tokens: 100, output_tokens: 50, cache_read_input_tokens: 70, cache_creation_input_tokens: 30 },
       });
       const job = makeJob({ traceContext: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
@@ -129,13 +149,25 @@ function suite(name: string, makeTransport: () => Transport) {
       expect(result.event.case).toBe('llmResponse');
       if (result.event.case !== 'llmResponse') return;
       expect(result.event.value.stopReason).toBe(StopReason.TOOL_USE);
-      expect(result.event.value.usage).toMatchObject({ inputTokens: 100n, outputTokens: 50n, cacheReadInputTokens: 70n, cacheCreationInputTokens: 30n });
+      expect(result.event.value.usage).toMatchObject({
+        inputTokens: 100n,
+        outputTokens: 50n,
+        cacheReadInputTokens: 70n,
+        cacheCreationInputTokens: 30n,
+      });
       expect((await h.deltas(job.conversationId)).join('')).toBe(text);
     });
 
     it('streams thinking as THINKING deltas apart from the answer, and returns the thinking block and the max_tokens sent', async () => {
       const thought = 'First I consider the question, then I answer it. '.repeat(3);
-      server.enqueue({ kind: 'message', chunkChars: 9, content: [{ type: 'thinking', thinking: thought }, { type: 'text', text: 'The answer is 42.' }] });
+      server.enqueue({
+        kind: 'message',
+        chunkChars: 9,
+        content: [
+          { type: 'thinking', thinking: thought },
+          { type: 'text', text: 'The answer is 42.' },
+        ],
+      });
       const job = makeJob({ model: 'claude-opus-5', thinking: ThinkingLevel.MAX });
       await h.submit(job);
       const result = await h.result(job.requestId);
@@ -145,9 +177,16 @@ function suite(name: string, makeTransport: () => Transport) {
       expect(r.content[0]!.block.value).toMatchObject({ thinking: thought });
       // The gateway's default (32 000) under the model's limit.
       expect(r.maxTokens).toBe(32_000);
-      expect(server.requests.at(-1)!.body).toMatchObject({ thinking: { type: 'adaptive', display: 'summarized' }, output_config: { effort: 'max' } });
+      expect(server.requests.at(-1)!.body).toMatchObject({
+        thinking: { type: 'adaptive', display: 'summarized' },
+        output_config: { effort: 'max' },
+      });
       const deltas = await h.kindedDeltas(job.conversationId);
-      const joined = (kind: string) => deltas.filter((d) => d.startsWith(`${kind}:`)).map((d) => d.slice(kind.length + 1)).join('');
+      const joined = (kind: string) =>
+        deltas
+          .filter((d) => d.startsWith(`${kind}:`))
+          .map((d) => d.slice(kind.length + 1))
+          .join('');
       expect(joined('THINKING')).toBe(thought);
       expect(joined('TEXT')).toBe('The answer is 42.');
       // Every thinking delta comes before the answer's: merged appends never mix the two.
@@ -159,7 +198,10 @@ function suite(name: string, makeTransport: () => Transport) {
       const job = makeJob();
       await h.submit(job);
       const result = await h.result(job.requestId);
-      expect(result.event).toMatchObject({ case: 'llmError', value: { kind: ErrorKind.RATE_LIMIT, retryable: true, retryAfterMs: 3000n, httpStatus: 429 } });
+      expect(result.event).toMatchObject({
+        case: 'llmError',
+        value: { kind: ErrorKind.RATE_LIMIT, retryable: true, retryAfterMs: 3000n, httpStatus: 429 },
+      });
     });
 
     it('aborts the provider stream promptly after the cancel message and reports no partial content', async () => {
@@ -171,7 +213,9 @@ function suite(name: string, makeTransport: () => Transport) {
       while (!firstEventAt.has(job.requestId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setTimeout(r, 30));
       const sentAt = Date.now();
-      await h.transport.cancels.publish(create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }));
+      await h.transport.cancels.publish(
+        create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }),
+      );
       const result = await h.result(job.requestId);
       expect(result.event).toMatchObject({ case: 'llmError', value: { kind: ErrorKind.CANCELLED, aborted: true, retryable: false } });
       if (result.event.case !== 'llmError') return;
@@ -179,7 +223,8 @@ function suite(name: string, makeTransport: () => Transport) {
       expect(providerRequestId).toMatch(/^req_/);
       const until = Date.now() + 1_000;
       let abort: { at: number } | undefined;
-      while (!(abort = server.clientAborts.find((a) => a.requestId === providerRequestId)) && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+      while (!(abort = server.clientAborts.find((a) => a.requestId === providerRequestId)) && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 5));
       expect(abort).toBeDefined();
       // A generous bound: under Jest the first cancel of a process also pays module loading and
       // transformation. The precise figure (median and p99, in a plain process) is in
@@ -190,7 +235,9 @@ function suite(name: string, makeTransport: () => Transport) {
     it('answers a cancel that arrived before its job without calling the provider', async () => {
       const job = makeJob();
       const before = server.requests.length;
-      await h.transport.cancels.publish(create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }));
+      await h.transport.cancels.publish(
+        create(CancelSignalSchema, { conversationId: job.conversationId, target: { case: 'llmRequestId', value: job.requestId } }),
+      );
       await new Promise((r) => setTimeout(r, 20));
       await h.submit(job);
       const result = await h.result(job.requestId);
@@ -210,7 +257,9 @@ function suite(name: string, makeTransport: () => Transport) {
 }
 
 suite('memory', () => createMemoryTransport());
-suite('redis', () => createRedisTransport({ redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix: `bedrock-test-${randomUUID().slice(0, 8)}` }));
+suite('redis', () =>
+  createRedisTransport({ redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix: `bedrock-test-${randomUUID().slice(0, 8)}` }),
+);
 
 describe('llm gateway without an API key', () => {
   it('answers with the offline demo model through the same SDK path', async () => {
@@ -232,7 +281,9 @@ describe('llm gateway without an API key', () => {
       const help = makeJob({ user: 'hi' });
       await h.submit(help);
       const r2 = await h.result(help.requestId);
-      expect(r2.event.case === 'llmResponse' && r2.event.value.content.map((b) => (b.block.case === 'text' ? b.block.value.text : '')).join('')).toContain('offline demo model');
+      expect(
+        r2.event.case === 'llmResponse' && r2.event.value.content.map((b) => (b.block.case === 'text' ? b.block.value.text : '')).join(''),
+      ).toContain('offline demo model');
     } finally {
       await h.close();
     }
@@ -241,23 +292,40 @@ describe('llm gateway without an API key', () => {
 
 describe('gateway config', () => {
   it('fails fast on a malformed BEDROCK_MODELS and applies a valid one', () => {
-    expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"x": {"contextWindow": 0, "maxOutputTokens": 1}}' })).toThrow(/BEDROCK_MODELS: .*positive integer/);
-    const config = readLlmGatewayConfig({ BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 4096}}', ANTHROPIC_API_KEY: 'k' });
+    expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"x": {"contextWindow": 0, "maxOutputTokens": 1}}' })).toThrow(
+      /BEDROCK_MODELS: .*positive integer/,
+    );
+    const config = readLlmGatewayConfig({
+      BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 4096}}',
+      ANTHROPIC_API_KEY: 'k',
+    });
     expect(config.registry.lookup('my-model')).toEqual({ contextWindow: 32000, maxOutputTokens: 4096, thinking: 'none', known: true });
-    expect(readLlmGatewayConfig({ BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 8192, "thinking": "budget"}}' }).registry.lookup('my-model').thinking).toBe('budget');
-    expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"claude-opus-5": {"thinking": "lots"}}' })).toThrow(/BEDROCK_MODELS: .*thinking must be one of adaptive, budget, none/);
+    expect(
+      readLlmGatewayConfig({
+        BEDROCK_MODELS: '{"my-model": {"contextWindow": 32000, "maxOutputTokens": 8192, "thinking": "budget"}}',
+      }).registry.lookup('my-model').thinking,
+    ).toBe('budget');
+    expect(() => readLlmGatewayConfig({ BEDROCK_MODELS: '{"claude-opus-5": {"thinking": "lots"}}' })).toThrow(
+      /BEDROCK_MODELS: .*thinking must be one of adaptive, budget, none/,
+    );
     expect(config.registry.lookup('unknown').contextWindow).toBe(32000);
     expect(config.defaultModel).toBe('claude-sonnet-5-5');
     expect(readLlmGatewayConfig({}).defaultModel).toBe('bedrock-offline');
-    expect(readLlmGatewayConfig({ BEDROCK_LLM_RATE_LIMIT_MAX: '50', BEDROCK_LLM_RATE_LIMIT_WINDOW: '10s' }).limiter).toEqual({ max: 50, durationMs: 10_000 });
+    expect(readLlmGatewayConfig({ BEDROCK_LLM_RATE_LIMIT_MAX: '50', BEDROCK_LLM_RATE_LIMIT_WINDOW: '10s' }).limiter).toEqual({
+      max: 50,
+      durationMs: 10_000,
+    });
   });
 });
-
 
 describe('llm gateway limits', () => {
   it('streams at most BEDROCK_LLM_CONCURRENCY requests at once per replica', async () => {
     const server = await startMessagesApiServer();
-    const h = await harness(createMemoryTransport(), { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: server.url, BEDROCK_LLM_CONCURRENCY: '2' });
+    const h = await harness(createMemoryTransport(), {
+      ANTHROPIC_API_KEY: 'k',
+      ANTHROPIC_BASE_URL: server.url,
+      BEDROCK_LLM_CONCURRENCY: '2',
+    });
     try {
       const jobs = Array.from({ length: 4 }, () => makeJob());
       for (const _ of jobs) server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'x' }], delayMs: 200 });

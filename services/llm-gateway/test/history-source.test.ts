@@ -33,7 +33,13 @@ const failing = (err: unknown): HistorySource => ({
 
 describe('runLlmJob: the history a job names', () => {
   it('fetches the history and sends it; the queued job itself carries none', async () => {
-    const { messages, ...job } = makeJob({ messages: [{ role: Role.USER, content: [text('first')] }, { role: Role.ASSISTANT, content: [text('reply')] }, { role: Role.USER, content: [text('second')] }] });
+    const { messages, ...job } = makeJob({
+      messages: [
+        { role: Role.USER, content: [text('first')] },
+        { role: Role.ASSISTANT, content: [text('reply')] },
+        { role: Role.USER, content: [text('second')] },
+      ],
+    });
     const claims: HistoryClaim[] = [];
     const source = memoryHistorySource((claim) => {
       claims.push({ ...claim });
@@ -43,18 +49,27 @@ describe('runLlmJob: the history a job names', () => {
     const queued = create(LlmRequestJobSchema, { ...job, historyThrough: 3n, continuationPrompt: '' });
     const outcome = await runLlmJob(queued, { client: sdkClient(server.url), options: runOptions(), history: source });
     expect(outcome.case).toBe('llmResponse');
-    expect(claims).toEqual([{ conversationId: job.conversationId, historyThrough: 3n, continuationPrompt: '' }].map((c) => expect.objectContaining(c)));
+    expect(claims).toEqual(
+      [{ conversationId: job.conversationId, historyThrough: 3n, continuationPrompt: '' }].map((c) => expect.objectContaining(c)),
+    );
     const sent = server.requests.at(-1)!.body!;
     expect(sent.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
   });
 
   it('a conversation service that cannot be reached is a retryable network error', async () => {
-    const unreachable = createConversationHistorySource({ targets: ['http://127.0.0.1:1'], serviceToken: 'x', timeoutMs: 2_000, resolveIntervalMs: 0 });
+    const unreachable = createConversationHistorySource({
+      targets: ['http://127.0.0.1:1'],
+      serviceToken: 'x',
+      timeoutMs: 2_000,
+      resolveIntervalMs: 0,
+    });
     try {
       const before = server.requests.length;
       const e = errorOf(await runLlmJob(makeJob(), { client: sdkClient(server.url), options: runOptions(), history: unreachable }));
       expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true, aborted: false });
-      expect(e.message).toMatch(/^Could not fetch the conversation history from the conversation service \(Unavailable: .*\)\. The request will be retried\.$/);
+      expect(e.message).toMatch(
+        /^Could not fetch the conversation history from the conversation service \(Unavailable: .*\)\. The request will be retried\.$/,
+      );
       // Nothing was sent to the model.
       expect(server.requests.length).toBe(before);
     } finally {
@@ -74,7 +89,13 @@ describe('runLlmJob: the history a job names', () => {
       [Code.InvalidArgument, ErrorKind.INVALID_REQUEST, false, /retrying will not help/],
     ];
     for (const [code, kind, retryable, message] of cases) {
-      const e = errorOf(await runLlmJob(makeJob(), { client: sdkClient(server.url), options: runOptions(), history: failing(new ConnectError('no', code)) }));
+      const e = errorOf(
+        await runLlmJob(makeJob(), {
+          client: sdkClient(server.url),
+          options: runOptions(),
+          history: failing(new ConnectError('no', code)),
+        }),
+      );
       expect([Code[code], ErrorKind[e.kind], e.retryable]).toEqual([Code[code], ErrorKind[kind], retryable]);
       expect(e.message).toMatch(message);
     }
@@ -83,7 +104,9 @@ describe('runLlmJob: the history a job names', () => {
   it('a cancel before or during the fetch is acknowledged as aborted, with nothing sent', async () => {
     const controller = new AbortController();
     controller.abort();
-    const before = errorOf(await runLlmJob(makeJob(), { client: sdkClient(server.url), options: runOptions(), history: testHistory, signal: controller.signal }));
+    const before = errorOf(
+      await runLlmJob(makeJob(), { client: sdkClient(server.url), options: runOptions(), history: testHistory, signal: controller.signal }),
+    );
     expect(before).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true });
     const during = new AbortController();
     const hanging: HistorySource = {
@@ -98,6 +121,8 @@ describe('runLlmJob: the history a job names', () => {
 
   it('an in-memory source answers NOT_FOUND for a conversation it does not know', async () => {
     const source = memoryHistorySource(() => undefined);
-    await expect(source.fetch({ conversationId: 'c', historyThrough: 1n, continuationPrompt: '' })).rejects.toMatchObject({ code: Code.NotFound });
+    await expect(source.fetch({ conversationId: 'c', historyThrough: 1n, continuationPrompt: '' })).rejects.toMatchObject({
+      code: Code.NotFound,
+    });
   });
 });

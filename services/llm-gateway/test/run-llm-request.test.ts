@@ -1,7 +1,17 @@
 import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
 import sharp from 'sharp';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
-import { ErrorKind, LlmRequestPurpose, Role, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind, type LlmErrorEvent, type LlmResponseEvent } from '@bedrock/contracts';
+import {
+  ErrorKind,
+  LlmRequestPurpose,
+  Role,
+  ServerTool,
+  StopReason,
+  ThinkingLevel,
+  TokenDeltaKind,
+  type LlmErrorEvent,
+  type LlmResponseEvent,
+} from '@bedrock/contracts';
 import { CONTINUE_AFTER_CUT } from '../src/build-request.ts';
 import { RefusedImages } from '../src/images.ts';
 import { runLlmRequest, type LlmOutcome, type LlmRequest } from '../src/run-llm-request.ts';
@@ -17,7 +27,8 @@ afterAll(async () => {
 });
 
 function response(o: LlmOutcome): LlmResponseEvent {
-  if (o.case !== 'llmResponse') throw new Error(`expected a response, got error: ${JSON.stringify({ ...o.value, retryAfterMs: String(o.value.retryAfterMs) })}`);
+  if (o.case !== 'llmResponse')
+    throw new Error(`expected a response, got error: ${JSON.stringify({ ...o.value, retryAfterMs: String(o.value.retryAfterMs) })}`);
   return o.value;
 }
 function error(o: LlmOutcome): LlmErrorEvent {
@@ -30,11 +41,21 @@ async function run(scripted: ScriptedResponse, extra: Partial<Parameters<typeof 
 }
 
 /** Runs `job` against one scripted response; `sent` is the request body the server received. */
-async function runJob(job: LlmRequest, scripted: ScriptedResponse, extra: Partial<Parameters<typeof runLlmRequest>[1]> = {}, options = runOptions()) {
+async function runJob(
+  job: LlmRequest,
+  scripted: ScriptedResponse,
+  extra: Partial<Parameters<typeof runLlmRequest>[1]> = {},
+  options = runOptions(),
+) {
   server.enqueue(scripted);
   const before = server.requests.length;
   const deltas: Array<[number, string, TokenDeltaKind]> = [];
-  const outcome = await runLlmRequest(job, { client: sdkClient(server.url), options, onDelta: (i, t, k) => deltas.push([i, t, k]), ...extra });
+  const outcome = await runLlmRequest(job, {
+    client: sdkClient(server.url),
+    options,
+    onDelta: (i, t, k) => deltas.push([i, t, k]),
+    ...extra,
+  });
   const sent = server.requests.length > before ? server.requests.at(-1)!.body! : undefined;
   return { outcome, deltas, sent };
 }
@@ -81,10 +102,19 @@ describe('runLlmRequest: responses', () => {
   });
 
   it('infers the stop reason when message_stop arrives without one, or when the reason is new', async () => {
-    const none = response((await run({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'ls' } }], stopReason: null })).outcome);
+    const none = response(
+      (await run({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'ls' } }], stopReason: null })).outcome,
+    );
     expect(none.stopReason).toBe(StopReason.TOOL_USE);
     const warnings: string[] = [];
-    const novel = response((await run({ kind: 'message', content: [{ type: 'text', text: 'x' }], stopReason: 'brand_new_reason' }, { onWarning: (m) => warnings.push(m) })).outcome);
+    const novel = response(
+      (
+        await run(
+          { kind: 'message', content: [{ type: 'text', text: 'x' }], stopReason: 'brand_new_reason' },
+          { onWarning: (m) => warnings.push(m) },
+        )
+      ).outcome,
+    );
     expect(novel.stopReason).toBe(StopReason.END_TURN);
     expect(warnings).toContain('stop reason inferred from content');
   });
@@ -98,7 +128,11 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
         kind: 'message',
         content: [
           { type: 'thinking', thinking: 'hmm, let me think' },
-          { type: 'raw', start: { type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'lookup', server_name: 'x', input: {} }, deltas: [{ type: 'input_json_delta', partial_json: '{"q":"x"}' }] },
+          {
+            type: 'raw',
+            start: { type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'lookup', server_name: 'x', input: {} },
+            deltas: [{ type: 'input_json_delta', partial_json: '{"q":"x"}' }],
+          },
           { type: 'raw', start: { type: 'container_upload', file_id: 'f' } },
           { type: 'text', text: 'after unknown blocks' },
           { type: 'tool_use', id: 'toolu_z', name: 'bash', input: { command: 'pwd' } },
@@ -133,47 +167,80 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
     expect(r.content.map((b) => b.block.case)).toEqual(['text']);
     expect(r.cutToolNames).toEqual(['bash']);
     expect([r.maxTokens, sent?.max_tokens]).toEqual([2_000, 2_000]);
-    expect(warnings).toContainEqual(['dropped incomplete tool_use blocks', expect.objectContaining({ count: 1, tools: ['bash'], stop_reason: 'max_tokens', max_tokens: 2_000 })]);
+    expect(warnings).toContainEqual([
+      'dropped incomplete tool_use blocks',
+      expect.objectContaining({ count: 1, tools: ['bash'], stop_reason: 'max_tokens', max_tokens: 2_000 }),
+    ]);
   });
 
   it('reports a stream that ends without a stop reason as a retryable network error, never a partial response', async () => {
-    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'end', afterEvents: 3 } })).outcome);
+    const e = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'end', afterEvents: 3 } }))
+        .outcome,
+    );
     expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true, httpStatus: 0 });
     expect(e.message).toMatch(/ended before the response was complete/);
     expect(e.providerRequestId).toMatch(/^req_/);
   });
 
   it('reports a connection cut mid-stream as a retryable network error', async () => {
-    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'cut', afterEvents: 3 } })).outcome);
+    const e = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'partial text here' }], fault: { type: 'cut', afterEvents: 3 } }))
+        .outcome,
+    );
     expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
   });
 
   it('classifies mid-stream error events by their type', async () => {
     const overloaded = error(
-      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 3, errorType: 'overloaded_error', message: 'Overloaded' } })).outcome,
+      (
+        await run({
+          kind: 'message',
+          content: [{ type: 'text', text: 'abc' }],
+          fault: { type: 'error-event', afterEvents: 3, errorType: 'overloaded_error', message: 'Overloaded' },
+        })
+      ).outcome,
     );
     expect(overloaded).toMatchObject({ kind: ErrorKind.SERVER, retryable: true, httpStatus: 0, aborted: false });
     expect(overloaded.message).toMatch(/mid-stream overloaded_error.*Overloaded/);
     expect(overloaded.providerRequestId).toMatch(/^req_/);
     const limited = error(
-      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 2, errorType: 'rate_limit_error', message: 'slow' } })).outcome,
+      (
+        await run({
+          kind: 'message',
+          content: [{ type: 'text', text: 'abc' }],
+          fault: { type: 'error-event', afterEvents: 2, errorType: 'rate_limit_error', message: 'slow' },
+        })
+      ).outcome,
     );
     expect(limited).toMatchObject({ kind: ErrorKind.RATE_LIMIT, retryable: true });
     const invalid = error(
-      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 2, errorType: 'invalid_request_error', message: 'bad' } })).outcome,
+      (
+        await run({
+          kind: 'message',
+          content: [{ type: 'text', text: 'abc' }],
+          fault: { type: 'error-event', afterEvents: 2, errorType: 'invalid_request_error', message: 'bad' },
+        })
+      ).outcome,
     );
     expect(invalid).toMatchObject({ kind: ErrorKind.INVALID_REQUEST, retryable: false });
   });
 
   it('reports a malformed event as a retryable server error', async () => {
-    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'malformed', afterEvents: 3 } })).outcome);
+    const e = error(
+      (await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'malformed', afterEvents: 3 } })).outcome,
+    );
     expect(e).toMatchObject({ kind: ErrorKind.SERVER, retryable: true });
     expect(e.message).toMatch(/malformed stream event/);
   });
 
   it('a response that only pings for longer than the idle timeout is alive, and completes', async () => {
     const { outcome } = await run(
-      { kind: 'message', content: [{ type: 'text', text: 'thought long' }], fault: { type: 'pings', afterEvents: 2, forMs: 700, everyMs: 50 } },
+      {
+        kind: 'message',
+        content: [{ type: 'text', text: 'thought long' }],
+        fault: { type: 'pings', afterEvents: 2, forMs: 700, everyMs: 50 },
+      },
       {},
       runOptions({ idleTimeoutMs: 200 }),
     );
@@ -182,7 +249,15 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
 
   it('abandons a stalled stream after the idle timeout', async () => {
     const started = Date.now();
-    const e = error((await run({ kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'stall', afterEvents: 2 } }, {}, runOptions({ idleTimeoutMs: 150 }))).outcome);
+    const e = error(
+      (
+        await run(
+          { kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'stall', afterEvents: 2 } },
+          {},
+          runOptions({ idleTimeoutMs: 150 }),
+        )
+      ).outcome,
+    );
     expect(e).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
     expect(e.message).toMatch(/sent nothing for 150 ms/);
     expect(Date.now() - started).toBeLessThan(2_000);
@@ -190,7 +265,8 @@ describe('runLlmRequest: malformed streams (spec/004)', () => {
 });
 
 describe('runLlmRequest: thinking, server tools and citations, kept and sent back verbatim', () => {
-  const blocksOf = (body: { messages: ReadonlyArray<{ content: unknown }> } | undefined, at: number) => body!.messages[at]!.content as Array<Record<string, unknown>>;
+  const blocksOf = (body: { messages: ReadonlyArray<{ content: unknown }> } | undefined, at: number) =>
+    body!.messages[at]!.content as Array<Record<string, unknown>>;
   const withoutCache = (blocks: Array<Record<string, unknown>>) => blocks.map(({ cache_control: _, ...b }) => b);
 
   it('keeps thinking with its signature, streams it as THINKING deltas, and sends it back first in the tool loop', async () => {
@@ -204,14 +280,26 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
         { type: 'tool_use', id: 'toolu_t1', name: 'bash', input: { command: 'ls' } },
       ],
     });
-    expect(first.sent).toMatchObject({ thinking: { type: 'adaptive', display: 'summarized' }, output_config: { effort: 'high' }, max_tokens: 16_000 });
+    expect(first.sent).toMatchObject({
+      thinking: { type: 'adaptive', display: 'summarized' },
+      output_config: { effort: 'high' },
+      max_tokens: 16_000,
+    });
     const r = response(first.outcome);
     expect(r.content.map((b) => b.block.case)).toEqual(['thinking', 'text', 'toolUse']);
     const t = r.content[0]!.block.case === 'thinking' ? r.content[0]!.block.value : undefined;
     expect(t?.thinking).toBe('The user wants the files listed.');
     expect(t?.signature).not.toBe('');
-    expect(first.deltas.filter(([, , k]) => k === TokenDeltaKind.THINKING).map(([i, s]) => `${i}:${s}`).join('')).toBe(
-      'The user wants the files listed.'.match(/.{1,6}/g)!.map((s) => `0:${s}`).join(''),
+    expect(
+      first.deltas
+        .filter(([, , k]) => k === TokenDeltaKind.THINKING)
+        .map(([i, s]) => `${i}:${s}`)
+        .join(''),
+    ).toBe(
+      'The user wants the files listed.'
+        .match(/.{1,6}/g)!
+        .map((s) => `0:${s}`)
+        .join(''),
     );
     expect(first.deltas.filter(([, , k]) => k === TokenDeltaKind.TEXT)).toEqual([
       [1, 'Listin', TokenDeltaKind.TEXT],
@@ -223,7 +311,11 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
       model: 'claude-opus-5',
       thinking: ThinkingLevel.HIGH,
       toolNames: ['bash'],
-      messages: [{ role: Role.USER, content: [text('hello')] }, { role: Role.ASSISTANT, content: r.content }, { role: Role.USER, content: [toolResult('toolu_t1', 'a.txt')] }],
+      messages: [
+        { role: Role.USER, content: [text('hello')] },
+        { role: Role.ASSISTANT, content: r.content },
+        { role: Role.USER, content: [toolResult('toolu_t1', 'a.txt')] },
+      ],
     });
     const second = await runJob(loop, { kind: 'message', content: [{ type: 'text', text: 'One file.' }] });
     expect(response(second.outcome).content.map((b) => b.block.case)).toEqual(['text']);
@@ -236,14 +328,24 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
 
     // The same loop from a turn made without thinking: this request goes without it.
     const warnings: string[] = [];
-    const plain = await runJob({ ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequest, { kind: 'message', content: [{ type: 'text', text: 'ok' }] }, { onWarning: (m) => warnings.push(m) });
+    const plain = await runJob(
+      { ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequest,
+      { kind: 'message', content: [{ type: 'text', text: 'ok' }] },
+      { onWarning: (m) => warnings.push(m) },
+    );
     response(plain.outcome);
     expect([plain.sent?.thinking, plain.sent?.output_config]).toEqual([undefined, undefined]);
     expect(warnings).toContain('thinking left out of this request');
   });
 
   it('gives budget models a thinking budget and reports the raised max_tokens it sent', async () => {
-    const { outcome, sent } = await runJob(makeJob({ model: 'claude-haiku-4-5', thinking: ThinkingLevel.HIGH }), { kind: 'message', content: [{ type: 'thinking', thinking: 'hm' }, { type: 'text', text: 'ok' }] });
+    const { outcome, sent } = await runJob(makeJob({ model: 'claude-haiku-4-5', thinking: ThinkingLevel.HIGH }), {
+      kind: 'message',
+      content: [
+        { type: 'thinking', thinking: 'hm' },
+        { type: 'text', text: 'ok' },
+      ],
+    });
     expect(sent).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 24_000 }, max_tokens: 28_096 });
     expect(sent?.output_config).toBeUndefined();
     expect(response(outcome).maxTokens).toBe(28_096);
@@ -251,7 +353,17 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
 
   it('keeps redacted thinking with its data', async () => {
     const data = 'EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP';
-    const r = response((await run({ kind: 'message', content: [{ type: 'raw', start: { type: 'redacted_thinking', data } }, { type: 'text', text: 'Answer.' }] })).outcome);
+    const r = response(
+      (
+        await run({
+          kind: 'message',
+          content: [
+            { type: 'raw', start: { type: 'redacted_thinking', data } },
+            { type: 'text', text: 'Answer.' },
+          ],
+        })
+      ).outcome,
+    );
     expect(r.content.map((b) => [b.block.case, b.block.value])).toEqual([
       ['redactedThinking', expect.objectContaining({ data })],
       ['text', expect.objectContaining({ text: 'Answer.', citationsJson: '' })],
@@ -263,45 +375,109 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
     const result = {
       type: 'web_search_tool_result',
       tool_use_id: 'srvtoolu_01A',
-      content: [{ type: 'web_search_result', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1', page_age: 'May 2, 2026' }],
+      content: [
+        {
+          type: 'web_search_result',
+          url: 'https://example.com/bedrock',
+          title: 'Bedrock',
+          encrypted_content: 'EqgfCioIARgBIiQ3YTAwMjY1Mi1',
+          page_age: 'May 2, 2026',
+        },
+      ],
     };
-    const citation = { type: 'web_search_result_location', url: 'https://example.com/bedrock', title: 'Bedrock', encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1', cited_text: 'Bedrock shipped in May.' };
+    const citation = {
+      type: 'web_search_result_location',
+      url: 'https://example.com/bedrock',
+      title: 'Bedrock',
+      encrypted_index: 'Eo8BCioIAhgBIiQyYjQ0OWJmZi1',
+      cited_text: 'Bedrock shipped in May.',
+    };
     const job = makeJob({ model: 'claude-opus-5', serverTools: [ServerTool.WEB_SEARCH], user: 'when did bedrock ship?' });
     const first = await runJob(job, {
       kind: 'message',
       stopReason: 'pause_turn',
       content: [
-        { type: 'raw', start: use, deltas: [{ type: 'input_json_delta', partial_json: '{"query": "bedrock' }, { type: 'input_json_delta', partial_json: ' release"}' }] },
+        {
+          type: 'raw',
+          start: use,
+          deltas: [
+            { type: 'input_json_delta', partial_json: '{"query": "bedrock' },
+            { type: 'input_json_delta', partial_json: ' release"}' },
+          ],
+        },
         { type: 'raw', start: result },
-        { type: 'raw', start: { type: 'text', text: '' }, deltas: [{ type: 'citations_delta', citation }, { type: 'text_delta', text: 'It shipped in May; checking more ' }] },
+        {
+          type: 'raw',
+          start: { type: 'text', text: '' },
+          deltas: [
+            { type: 'citations_delta', citation },
+            { type: 'text_delta', text: 'It shipped in May; checking more ' },
+          ],
+        },
       ],
     });
     expect(first.sent?.tools?.at(-1)).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
     const r = response(first.outcome);
     expect(r.stopReason).toBe(StopReason.PAUSE_TURN);
     const filledUse = { ...use, input: { query: 'bedrock release' } };
-    expect(r.content.map((b) => (b.block.case === 'serverTool' ? [b.block.value.blockType, JSON.parse(b.block.value.blockJson)] : b.block.case === 'text' ? [b.block.value.text, JSON.parse(b.block.value.citationsJson)] : b.block.case))).toEqual([
+    expect(
+      r.content.map((b) =>
+        b.block.case === 'serverTool'
+          ? [b.block.value.blockType, JSON.parse(b.block.value.blockJson)]
+          : b.block.case === 'text'
+            ? [b.block.value.text, JSON.parse(b.block.value.citationsJson)]
+            : b.block.case,
+      ),
+    ).toEqual([
       ['server_tool_use', filledUse],
       ['web_search_tool_result', result],
       ['It shipped in May; checking more ', [citation]],
     ]);
 
     // pause_turn: the history ends with the paused turn, sent back as it is (the trailing space trimmed), no user turn after it.
-    const resume = makeJob({ model: 'claude-opus-5', serverTools: [ServerTool.WEB_SEARCH], messages: [job.messages[0]!, { role: Role.ASSISTANT, content: r.content }] });
+    const resume = makeJob({
+      model: 'claude-opus-5',
+      serverTools: [ServerTool.WEB_SEARCH],
+      messages: [job.messages[0]!, { role: Role.ASSISTANT, content: r.content }],
+    });
     const second = await runJob(resume, { kind: 'message', content: [{ type: 'text', text: ' Nothing more found.' }] });
     expect(response(second.outcome).content.map((b) => b.block.case)).toEqual(['text']);
     expect(second.sent?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
-    expect(withoutCache(blocksOf(second.sent, 1))).toEqual([filledUse, result, { type: 'text', text: 'It shipped in May; checking more', citations: [citation] }]);
+    expect(withoutCache(blocksOf(second.sent, 1))).toEqual([
+      filledUse,
+      result,
+      { type: 'text', text: 'It shipped in May; checking more', citations: [citation] },
+    ]);
   });
 
   it('reports thinking tokens and server tool calls in usage', async () => {
-    const usage = { input_tokens: 900, output_tokens: 700, output_tokens_details: { thinking_tokens: 450 }, server_tool_use: { web_search_requests: 2, web_fetch_requests: 1 } };
+    const usage = {
+      input_tokens: 900,
+      output_tokens: 700,
+      output_tokens_details: { thinking_tokens: 450 },
+      server_tool_use: { web_search_requests: 2, web_fetch_requests: 1 },
+    };
     const r = response((await run({ kind: 'message', content: [{ type: 'text', text: 'ok' }], usage, usageInDelta: true })).outcome);
-    expect(r.usage).toMatchObject({ inputTokens: 900n, outputTokens: 700n, thinkingTokens: 450n, webSearchRequests: 2n, webFetchRequests: 1n });
+    expect(r.usage).toMatchObject({
+      inputTokens: 900n,
+      outputTokens: 700n,
+      thinkingTokens: 450n,
+      webSearchRequests: 2n,
+      webFetchRequests: 1n,
+    });
   });
 
   it('reports a refusal with the explanation the provider gave, and the content that came before it', async () => {
-    const r = response((await run({ kind: 'message', stopReason: 'refusal', stopExplanation: 'This request asks for help with a cyberattack.', content: [{ type: 'text', text: 'I can' }] })).outcome);
+    const r = response(
+      (
+        await run({
+          kind: 'message',
+          stopReason: 'refusal',
+          stopExplanation: 'This request asks for help with a cyberattack.',
+          content: [{ type: 'text', text: 'I can' }],
+        })
+      ).outcome,
+    );
     expect([r.stopReason, r.stopExplanation]).toEqual([StopReason.REFUSAL, 'This request asks for help with a cyberattack.']);
     expect(r.content.map((b) => b.block.value)).toEqual([expect.objectContaining({ text: 'I can' })]);
     const silent = response((await run({ kind: 'message', stopReason: 'refusal', content: [] })).outcome);
@@ -315,7 +491,10 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
       { role: Role.USER, content: [toolResult('toolu_c1', 'a.txt')] },
       { role: Role.ASSISTANT, content: [text('The listing shows a.txt and ')] },
     ];
-    const { outcome, sent } = await runJob(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash', 'think'], messages: history }), { kind: 'message', content: [{ type: 'text', text: 'Summary.' }] });
+    const { outcome, sent } = await runJob(
+      makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash', 'think'], messages: history }),
+      { kind: 'message', content: [{ type: 'text', text: 'Summary.' }] },
+    );
     response(outcome);
     expect(sent?.tools?.map((t) => t.name)).toEqual(['bash', 'think']);
     expect(sent?.tool_choice).toEqual({ type: 'none' });
@@ -347,7 +526,10 @@ describe('runLlmRequest: HTTP errors', () => {
   it('passes the retry-after hint on, in seconds or as retry-after-ms', async () => {
     const s = error((await run({ kind: 'error', status: 429, errorType: 'rate_limit_error', message: 'slow', retryAfter: '7' })).outcome);
     expect(s.retryAfterMs).toBe(7000n);
-    const ms = error((await run({ kind: 'error', status: 529, errorType: 'overloaded_error', message: 'busy', headers: { 'retry-after-ms': '1250.5' } })).outcome);
+    const ms = error(
+      (await run({ kind: 'error', status: 529, errorType: 'overloaded_error', message: 'busy', headers: { 'retry-after-ms': '1250.5' } }))
+        .outcome,
+    );
     expect(ms.retryAfterMs).toBe(1251n);
     const none = error((await run({ kind: 'error', status: 500, errorType: 'api_error', message: 'x' })).outcome);
     expect(none.retryAfterMs).toBe(0n);
@@ -416,7 +598,10 @@ describe('runLlmRequest: cancel', () => {
 });
 
 describe('runLlmRequest: images the provider refuses (a conversation never sticks on one image)', () => {
-  const png = (r: number) => sharp({ create: { width: 8, height: 8, channels: 3, background: { r, g: 10, b: 10 } } }).png().toBuffer();
+  const png = (r: number) =>
+    sharp({ create: { width: 8, height: 8, channels: 3, background: { r, g: 10, b: 10 } } })
+      .png()
+      .toBuffer();
   let good: Buffer;
   let bad: Buffer;
   let other: Buffer;
@@ -434,7 +619,16 @@ describe('runLlmRequest: images the provider refuses (a conversation never stick
         { role: Role.USER, content: [text('and these'), ...last.map((b) => image('image/png', b))] },
       ],
     });
-  const sentContent = (at: number) => server.requests.at(at)!.body!.messages.map((m) => (typeof m.content === 'string' ? [m.content] : m.content.map((b) => (b.type === 'image' ? `image:${b.source?.data === good.toString('base64') ? 'good' : 'other'}` : (b.text ?? b.type)))));
+  const sentContent = (at: number) =>
+    server.requests
+      .at(at)!
+      .body!.messages.map((m) =>
+        typeof m.content === 'string'
+          ? [m.content]
+          : m.content.map((b) =>
+              b.type === 'image' ? `image:${b.source?.data === good.toString('base64') ? 'good' : 'other'}` : (b.text ?? b.type),
+            ),
+      );
   const say = (t: string) => ({ kind: 'message' as const, content: [{ type: 'text' as const, text: t }] });
 
   it('replaces the image a 400 names by a note and sends the request again, in the same job; later turns send the note at once', async () => {
@@ -450,7 +644,12 @@ describe('runLlmRequest: images the provider refuses (a conversation never stick
     expect(server.requests.length - before).toBe(2);
     const note = `[image removed: the model provider refused it: ${reason}]`;
     expect(sentContent(-1)).toEqual([['look at this', 'image:good'], ['I see it.'], ['and these', note]]);
-    expect(warnings).toEqual([['the model provider refused an image: replaced by a note, request sent again', expect.objectContaining({ images: ['messages.2.content.1'], reason })]]);
+    expect(warnings).toEqual([
+      [
+        'the model provider refused an image: replaced by a note, request sent again',
+        expect.objectContaining({ images: ['messages.2.content.1'], reason }),
+      ],
+    ]);
 
     // The next turn of that conversation: one request, with the note already in place.
     server.enqueue(say('Still fine.'));
@@ -464,7 +663,9 @@ describe('runLlmRequest: images the provider refuses (a conversation never stick
   it('replaces every image when the refusal does not say which', async () => {
     server.refuseImages({ match: (i) => i.data === bad.toString('base64'), named: false });
     server.enqueue(say('ok'));
-    response(await runLlmRequest(history(bad), { client: sdkClient(server.url), options: runOptions({ refusedImages: new RefusedImages() }) }));
+    response(
+      await runLlmRequest(history(bad), { client: sdkClient(server.url), options: runOptions({ refusedImages: new RefusedImages() }) }),
+    );
     const note = '[image removed: the model provider refused it: Could not process image]';
     expect(sentContent(-1)).toEqual([['look at this', note], ['I see it.'], ['and these', note]]);
   });
@@ -475,7 +676,11 @@ describe('runLlmRequest: images the provider refuses (a conversation never stick
     const before = server.requests.length;
     response(await runLlmRequest(history(bad, other), { client: sdkClient(server.url), options: runOptions() }));
     expect(server.requests.length - before).toBe(3);
-    expect(sentContent(-1).flat().filter((b) => b.startsWith('image:'))).toEqual([]);
+    expect(
+      sentContent(-1)
+        .flat()
+        .filter((b) => b.startsWith('image:')),
+    ).toEqual([]);
   });
 
   it('leaves other 400s alone: an invalid request is reported as one, with no second call', async () => {

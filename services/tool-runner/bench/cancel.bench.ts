@@ -85,7 +85,9 @@ async function measure(cancel: (id: string) => Promise<unknown> | unknown): Prom
   return { gone, result };
 }
 
-const bus = await measure((id) => transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'bench', target: { case: 'toolUseId', value: id } })));
+const bus = await measure((id) =>
+  transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'bench', target: { case: 'toolUseId', value: id } })),
+);
 const direct = await measure((id) => runner.executor.cancel(id));
 
 console.log(`cancel latency (sleep tree of 4 processes, Restricted), ${ROUNDS} rounds`);

@@ -71,10 +71,17 @@ const maxRequests = Number(args.requests);
 if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) fail('--concurrency is 1..256');
 if (!(durationS > 0 && durationS <= 600)) fail('--duration is 1..600 seconds');
 if (!Number.isInteger(maxRequests) || maxRequests < 0) fail('--requests is a non-negative integer (0 = no cap)');
-const mode = args.mode === 'restricted' ? Mode.RESTRICTED : args.mode === 'unrestricted' ? Mode.UNRESTRICTED : fail('--mode is restricted or unrestricted');
+const mode =
+  args.mode === 'restricted'
+    ? Mode.RESTRICTED
+    : args.mode === 'unrestricted'
+      ? Mode.UNRESTRICTED
+      : fail('--mode is restricted or unrestricted');
 const LOCAL = new Set(['127.0.0.1', 'localhost', '[::1]']);
 for (const u of [args.target, args['redis-url']]) {
-  const host = URL.canParse(u as string) ? new URL(u as string).hostname : fail(`${u} is not a URL: write it like http://127.0.0.1:50053 or redis://127.0.0.1:6379`);
+  const host = URL.canParse(u as string)
+    ? new URL(u as string).hostname
+    : fail(`${u} is not a URL: write it like http://127.0.0.1:50053 or redis://127.0.0.1:6379`);
   if (!LOCAL.has(host)) fail(`only local targets are allowed, got ${u}`);
 }
 
@@ -87,7 +94,8 @@ const weights: Array<[Tool, number]> = (args.mix as string).split(',').map((part
   if (!(w > 0)) fail(`bad weight in --mix: ${part}`);
   return [name as Tool, w];
 });
-if (mode === Mode.RESTRICTED && weights.some(([t]) => t === 'patch')) console.warn('note: patch is refused in Restricted mode (counted as tool errors)');
+if (mode === Mode.RESTRICTED && weights.some(([t]) => t === 'patch'))
+  console.warn('note: patch is refused in Restricted mode (counted as tool errors)');
 const totalWeight = weights.reduce((s, [, w]) => s + w, 0);
 function pickTool(): Tool {
   let r = Math.random() * totalWeight;
@@ -106,10 +114,13 @@ let seq = 0;
 function makeJob(tool: Tool): ToolExecJob {
   const n = ++seq;
   const input =
-    tool === 'bash' ? { command: args['bash-command'] }
-    : tool === 'think' ? { thoughts: `load ${n}` }
-    : tool === 'keyword_search' ? { query: 'load', search_terms: ['needle'] }
-    : { path: `out/file-${n % 64}.txt`, patches: [{ operation: 'overwrite', new_text: `run ${n}\n` }] };
+    tool === 'bash'
+      ? { command: args['bash-command'] }
+      : tool === 'think'
+        ? { thoughts: `load ${n}` }
+        : tool === 'keyword_search'
+          ? { query: 'load', search_terms: ['needle'] }
+          : { path: `out/file-${n % 64}.txt`, patches: [{ operation: 'overwrite', new_text: `run ${n}\n` }] };
   return create(ToolExecJobSchema, {
     toolUseId: `${runId}-${n}`,
     conversationId: `${runId}-conv-${n % concurrency}`,
@@ -131,7 +142,9 @@ function unusable(message: string): never {
 async function grpcExecutor(): Promise<{ execute: Execute; close(): Promise<void>; describe: string }> {
   const tokenFile = args['token-file'] as string;
   if (!tokenFile) {
-    fail('the gRPC path needs a service token: --token-file FILE (or BEDROCK_SERVICE_TOKEN_FILE), a token whose SHA-256 is listed in the runner\'s BEDROCK_SERVICE_PEERS_FILE');
+    fail(
+      "the gRPC path needs a service token: --token-file FILE (or BEDROCK_SERVICE_TOKEN_FILE), a token whose SHA-256 is listed in the runner's BEDROCK_SERVICE_PEERS_FILE",
+    );
   }
   let token: string;
   try {
@@ -139,17 +152,24 @@ async function grpcExecutor(): Promise<{ execute: Execute; close(): Promise<void
   } catch (err) {
     fail((err as Error).message.replace('BEDROCK_SERVICE_TOKEN_FILE=', '--token-file '));
   }
-  const client = createClient(ToolRunnerService, createGrpcTransport({ baseUrl: args.target as string, interceptors: [serviceTokenInterceptor(token)] }));
+  const client = createClient(
+    ToolRunnerService,
+    createGrpcTransport({ baseUrl: args.target as string, interceptors: [serviceTokenInterceptor(token)] }),
+  );
   let capabilities: RunnerCapabilities | undefined;
   try {
     ({ capabilities } = await client.getCapabilities({}, { timeoutMs: 5000 }));
   } catch (err) {
     const e = ConnectError.from(err);
     if (e.code === Code.Unauthenticated) {
-      unusable(`the runner at ${args.target} refused the service token in ${tokenFile}: list its SHA-256 in the runner's BEDROCK_SERVICE_PEERS_FILE (npx bedrock token hash "$(cat ${tokenFile})") and restart it`);
+      unusable(
+        `the runner at ${args.target} refused the service token in ${tokenFile}: list its SHA-256 in the runner's BEDROCK_SERVICE_PEERS_FILE (npx bedrock token hash "$(cat ${tokenFile})") and restart it`,
+      );
     }
     if (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded) {
-      unusable(`no tool-runner answers at ${args.target} (${e.rawMessage}): start one, e.g. BEDROCK_SERVICE_PEERS_FILE=... npx tsx services/tool-runner/src/main.ts`);
+      unusable(
+        `no tool-runner answers at ${args.target} (${e.rawMessage}): start one, e.g. BEDROCK_SERVICE_PEERS_FILE=... npx tsx services/tool-runner/src/main.ts`,
+      );
     }
     unusable(`GetCapabilities on ${args.target} failed: ${Code[e.code]}: ${e.rawMessage}`);
   }
@@ -166,9 +186,14 @@ async function grpcExecutor(): Promise<{ execute: Execute; close(): Promise<void
 }
 
 async function queueExecutor(): Promise<{ execute: Execute; close(): Promise<void>; describe: string }> {
-  const transport = createRedisTransport({ redisUrl: args['redis-url'] as string, prefix: args['redis-prefix'] as string, onError: () => {} });
+  const transport = createRedisTransport({
+    redisUrl: args['redis-url'] as string,
+    prefix: args['redis-prefix'] as string,
+    onError: () => {},
+  });
   const runners = await transport.runners.list();
-  if (runners.length === 0) fail(`no tool-runner registered under Redis prefix "${args['redis-prefix']}": start one with the same BEDROCK_REDIS_PREFIX`);
+  if (runners.length === 0)
+    fail(`no tool-runner registered under Redis prefix "${args['redis-prefix']}": start one with the same BEDROCK_REDIS_PREFIX`);
   const queue = mode === Mode.RESTRICTED ? QUEUE_TOOL_EXEC_RESTRICTED : QUEUE_TOOL_EXEC;
   const producer = transport.queues.producer(queue, ToolExecJobSchema);
   const waiting = new Map<string, (r: ToolCompleteEvent) => void>();
@@ -204,7 +229,9 @@ async function queueExecutor(): Promise<{ execute: Execute; close(): Promise<voi
 
 const executor = path === 'grpc' ? await grpcExecutor() : await queueExecutor();
 console.log(`load test: ${executor.describe}`);
-console.log(`  ${concurrency} workers, ${durationS} s${maxRequests ? `, at most ${maxRequests} requests` : ''}, mix ${args.mix}, mode ${args.mode}`);
+console.log(
+  `  ${concurrency} workers, ${durationS} s${maxRequests ? `, at most ${maxRequests} requests` : ''}, mix ${args.mix}, mode ${args.mode}`,
+);
 
 const latencies = new Map<Tool, number[]>();
 let transportErrors = 0;

@@ -88,7 +88,8 @@ async function toolCall(through: typeof executor): Promise<number> {
 const variants: Record<string, () => Promise<number>> = {
   plain: () => run(['bash', '-c', 'true'], cwd),
   limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_UNRESTRICTED_LIMITS), '--', 'bash', '-c', 'true'], cwd),
-  helper: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_RESTRICTED_LIMITS), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
+  helper: () =>
+    run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_RESTRICTED_LIMITS), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
   'bash tool': () => toolCall(executor),
   'tool, cold': () => toolCall(coldExecutor),
 };
@@ -104,9 +105,13 @@ rmSync(cwd, { recursive: true, force: true });
 
 const median = (name: string): number => quantile(samples[name] ?? [], 0.5);
 const plainMedian = median('plain');
-console.log(`bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, pids cgroup ${settings.cgroups ? 'on' : 'off'}, private mounts ${probe.privateMounts ? 'on' : 'off'})`);
+console.log(
+  `bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, pids cgroup ${settings.cgroups ? 'on' : 'off'}, private mounts ${probe.privateMounts ? 'on' : 'off'})`,
+);
 for (const [name, v] of Object.entries(samples)) {
-  console.log(`  ${name.padEnd(11)} median ${fmtMs(quantile(v, 0.5)).padEnd(10)} p99 ${fmtMs(quantile(v, 0.99)).padEnd(10)} ratio to plain (median) ${(quantile(v, 0.5) / plainMedian).toFixed(2)}x`);
+  console.log(
+    `  ${name.padEnd(11)} median ${fmtMs(quantile(v, 0.5)).padEnd(10)} p99 ${fmtMs(quantile(v, 0.99)).padEnd(10)} ratio to plain (median) ${(quantile(v, 0.5) / plainMedian).toFixed(2)}x`,
+  );
 }
 const whole = median('bash tool') / plainMedian;
 console.log(

@@ -69,7 +69,6 @@ export interface ToolRunnerConfig {
   readonly servicePeersFile: string | undefined;
 }
 
-
 /** A uid ≥ 1, or `owner`. */
 function toolUid(): EnvParser<number | 'owner'> {
   const uid = int({ min: 1, max: 2 ** 32 - 2 });
@@ -79,7 +78,11 @@ function toolUid(): EnvParser<number | 'owner'> {
 /** Comma-separated ports 1..65535. */
 function portList(): EnvParser<readonly number[]> {
   const one = int({ min: 1, max: 65535 });
-  return { expected: 'comma-separated ports 1..65535', parse: (raw) => raw.split(',').map((p) => one.parse(p.trim())), format: (v) => v.join(',') };
+  return {
+    expected: 'comma-separated ports 1..65535',
+    parse: (raw) => raw.split(',').map((p) => one.parse(p.trim())),
+    format: (v) => v.join(','),
+  };
 }
 
 /** Comma-separated absolute paths. */
@@ -100,38 +103,193 @@ const spec = {
   shutdownGraceMs: commonEnv.shutdownGraceMs,
   metricsPort: commonEnv.metricsPort,
   servicePeersFile: commonEnv.servicePeersFile,
-  runnerId: setting({ name: 'BEDROCK_RUNNER_ID', parse: optional(str()), default: undefined, doc: 'Runner id in results and the runner registry; default `<hostname>-<random>`.' }),
-  transport: setting({ name: 'BEDROCK_TRANSPORT', parse: oneOf(['redis', 'memory'] as const), default: 'redis', doc: 'Queues and streams: Redis (distributed) or in-process.' }),
-  redisUrl: setting({ name: 'REDIS_URL', parse: url({ protocols: ['redis', 'rediss'] }), default: new URL('redis://127.0.0.1:6379'), doc: 'Redis for queues, notification streams, cancel channel and runner registry.' }),
-  consumeQueues: setting({ name: 'BEDROCK_RUNNER_CONSUME', parse: bool(), default: true, doc: 'Consume the tool-exec queues; false serves only the gRPC ToolRunnerService.' }),
+  runnerId: setting({
+    name: 'BEDROCK_RUNNER_ID',
+    parse: optional(str()),
+    default: undefined,
+    doc: 'Runner id in results and the runner registry; default `<hostname>-<random>`.',
+  }),
+  transport: setting({
+    name: 'BEDROCK_TRANSPORT',
+    parse: oneOf(['redis', 'memory'] as const),
+    default: 'redis',
+    doc: 'Queues and streams: Redis (distributed) or in-process.',
+  }),
+  redisUrl: setting({
+    name: 'REDIS_URL',
+    parse: url({ protocols: ['redis', 'rediss'] }),
+    default: new URL('redis://127.0.0.1:6379'),
+    doc: 'Redis for queues, notification streams, cancel channel and runner registry.',
+  }),
+  consumeQueues: setting({
+    name: 'BEDROCK_RUNNER_CONSUME',
+    parse: bool(),
+    default: true,
+    doc: 'Consume the tool-exec queues; false serves only the gRPC ToolRunnerService.',
+  }),
   grpcHost: setting({ name: 'BEDROCK_HOST', parse: str(), default: '0.0.0.0', doc: 'Interface the gRPC server binds to.' }),
-  grpcPort: setting({ name: 'BEDROCK_GRPC_PORT', parse: port(), default: 50053, doc: 'Port of the ToolRunnerService and grpc.health.v1 (0 = any free port).' }),
-  concurrency: setting({ name: 'BEDROCK_RUNNER_CONCURRENCY', parse: int({ min: 1, max: 256 }), default: 8, doc: 'Tool jobs run at once, per queue.' }),
-  helperPath: setting({ name: 'BEDROCK_SANDBOX_HELPER', parse: str(), default: DEFAULT_HELPER_PATH, doc: 'Path of the bedrock-sandbox helper executable.' }),
-  scratch: setting({ name: 'BEDROCK_SANDBOX_SCRATCH', parse: bool(), default: true, doc: 'Give every command a private writable scratch (TMPDIR and HOME), gone when it ends.' }),
-  scratchRoot: setting({ name: 'BEDROCK_SANDBOX_SCRATCH_ROOT', parse: str(), default: join(tmpdir(), `bedrock-scratch-${process.getuid?.() ?? 0}`), doc: 'Where each run\'s private scratch (TMPDIR and HOME) lives: a tmpfs mounted per run in a private mount namespace when the runner may mount (root), else a directory per run under it. Created 0711 at start; must not contain working directories.' }),
-  toolUid: setting({ name: 'BEDROCK_TOOL_UID', parse: toolUid(), default: 65534 as number | 'owner', doc: 'The user tools run as (never 0, never the runner\'s own): a uid, or `owner` = the working directory\'s owner unless that is root (single-user machines). Needs a runner with CAP_SETUID/CAP_SETGID; otherwise tools run as the runner\'s uid and the runner says so at start.' }),
-  toolGid: setting({ name: 'BEDROCK_TOOL_GID', parse: int({ min: 1, max: 2 ** 32 - 2 }), default: 65534, doc: 'The group tools run as (no supplementary groups).' }),
-  unrestrictedWrite: setting({ name: 'BEDROCK_UNRESTRICTED_WRITE', parse: oneOf(['workspace', 'host'] as const), default: 'workspace', doc: 'What Unrestricted tools may write: `workspace` = the working directory, their scratch and home (Landlock); `host` = anything the tool user may write (single-user machines).' }),
-  toolDenyPorts: setting({ name: 'BEDROCK_TOOL_DENY_PORTS', parse: portList(), default: [5432, 6379, 50051, 50052, 50053] as readonly number[], doc: 'TCP ports tools may never connect to, on any address (Landlock ABI 4+): the system\'s own Postgres, Redis and internal gRPC ports. The port of REDIS_URL and the runner\'s own gRPC and metrics ports are always added.' }),
-  toolHidePaths: setting({ name: 'BEDROCK_TOOL_HIDE_PATHS', parse: pathList(), default: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'] as readonly string[], doc: 'Comma-separated paths hidden from tools under an empty read-only tmpfs (local database sockets), when the runner may mount.' }),
-  pidsCgroup: setting({ name: 'BEDROCK_PIDS_CGROUP', parse: str(), default: 'auto', doc: '`auto`, `off`, or a pids cgroup directory to create per-run cgroups in (bounds the process count even for root).' }),
-  warmHelpers: setting({ name: 'BEDROCK_SANDBOX_WARM_HELPERS', parse: int({ min: 0, max: 64 }), default: 2, doc: 'Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs\' critical path; a run finding none starts its own (0 = always).' }),
-  restrictedMemory: setting({ name: 'BEDROCK_RESTRICTED_MEMORY_BYTES', parse: int({ min: 64 * 1024 ** 2 }), default: DEFAULT_RESTRICTED_LIMITS.memoryBytes, doc: 'Restricted: address-space limit per process, bytes.' }),
-  restrictedCpu: setting({ name: 'BEDROCK_RESTRICTED_CPU_SECONDS', parse: int({ min: 1 }), default: DEFAULT_RESTRICTED_LIMITS.cpuSeconds, doc: 'Restricted: CPU time per process, seconds.' }),
-  restrictedProcesses: setting({ name: 'BEDROCK_RESTRICTED_PROCESSES', parse: int({ min: 8 }), default: DEFAULT_RESTRICTED_LIMITS.processes, doc: 'Restricted: processes per tool call.' }),
-  restrictedFileSize: setting({ name: 'BEDROCK_RESTRICTED_FILE_SIZE_BYTES', parse: int({ min: 1 }), default: DEFAULT_RESTRICTED_LIMITS.fileSizeBytes, doc: 'Restricted: largest file written (scratch only), bytes.' }),
-  restrictedOpenFiles: setting({ name: 'BEDROCK_RESTRICTED_OPEN_FILES', parse: int({ min: 16 }), default: DEFAULT_RESTRICTED_LIMITS.openFiles, doc: 'Restricted: open files per process.' }),
-  unrestrictedMemory: setting({ name: 'BEDROCK_UNRESTRICTED_MEMORY_BYTES', parse: int({ min: 64 * 1024 ** 2 }), default: DEFAULT_UNRESTRICTED_LIMITS.memoryBytes, doc: 'Unrestricted: address-space limit per process, bytes.' }),
-  unrestrictedCpu: setting({ name: 'BEDROCK_UNRESTRICTED_CPU_SECONDS', parse: int({ min: 1 }), default: DEFAULT_UNRESTRICTED_LIMITS.cpuSeconds, doc: 'Unrestricted: CPU time per process, seconds.' }),
-  unrestrictedProcesses: setting({ name: 'BEDROCK_UNRESTRICTED_PROCESSES', parse: int({ min: 8 }), default: DEFAULT_UNRESTRICTED_LIMITS.processes, doc: 'Unrestricted: processes per tool call.' }),
-  unrestrictedFileSize: setting({ name: 'BEDROCK_UNRESTRICTED_FILE_SIZE_BYTES', parse: int({ min: 1 }), default: DEFAULT_UNRESTRICTED_LIMITS.fileSizeBytes, doc: 'Unrestricted: largest file written, bytes.' }),
-  unrestrictedOpenFiles: setting({ name: 'BEDROCK_UNRESTRICTED_OPEN_FILES', parse: int({ min: 16 }), default: DEFAULT_UNRESTRICTED_LIMITS.openFiles, doc: 'Unrestricted: open files per process.' }),
-  outputHeadBytes: setting({ name: 'BEDROCK_OUTPUT_HEAD_BYTES', parse: int({ min: 0 }), default: 50_000, doc: 'Bytes of command output kept from the start.' }),
-  outputTailBytes: setting({ name: 'BEDROCK_OUTPUT_TAIL_BYTES', parse: int({ min: 0 }), default: 50_000, doc: 'Bytes of command output kept from the end.' }),
-  outputFlushMs: setting({ name: 'BEDROCK_OUTPUT_FLUSH_MS', parse: int({ min: 10 }), default: 250, doc: 'Live output goes to the notification stream at most this often, ms.' }),
-  outputStreamMaxBytes: setting({ name: 'BEDROCK_OUTPUT_STREAM_MAX_BYTES', parse: int({ min: 0 }), default: 1_000_000, doc: 'Live output streamed per tool call at most, bytes.' }),
-  reportIntervalMs: setting({ name: 'BEDROCK_RUNNER_REPORT_INTERVAL_MS', parse: int({ min: 100 }), default: 10_000, doc: 'Capabilities re-report period, ms (forgotten after 3 missed).' }),
+  grpcPort: setting({
+    name: 'BEDROCK_GRPC_PORT',
+    parse: port(),
+    default: 50053,
+    doc: 'Port of the ToolRunnerService and grpc.health.v1 (0 = any free port).',
+  }),
+  concurrency: setting({
+    name: 'BEDROCK_RUNNER_CONCURRENCY',
+    parse: int({ min: 1, max: 256 }),
+    default: 8,
+    doc: 'Tool jobs run at once, per queue.',
+  }),
+  helperPath: setting({
+    name: 'BEDROCK_SANDBOX_HELPER',
+    parse: str(),
+    default: DEFAULT_HELPER_PATH,
+    doc: 'Path of the bedrock-sandbox helper executable.',
+  }),
+  scratch: setting({
+    name: 'BEDROCK_SANDBOX_SCRATCH',
+    parse: bool(),
+    default: true,
+    doc: 'Give every command a private writable scratch (TMPDIR and HOME), gone when it ends.',
+  }),
+  scratchRoot: setting({
+    name: 'BEDROCK_SANDBOX_SCRATCH_ROOT',
+    parse: str(),
+    default: join(tmpdir(), `bedrock-scratch-${process.getuid?.() ?? 0}`),
+    doc: "Where each run's private scratch (TMPDIR and HOME) lives: a tmpfs mounted per run in a private mount namespace when the runner may mount (root), else a directory per run under it. Created 0711 at start; must not contain working directories.",
+  }),
+  toolUid: setting({
+    name: 'BEDROCK_TOOL_UID',
+    parse: toolUid(),
+    default: 65534 as number | 'owner',
+    doc: "The user tools run as (never 0, never the runner's own): a uid, or `owner` = the working directory's owner unless that is root (single-user machines). Needs a runner with CAP_SETUID/CAP_SETGID; otherwise tools run as the runner's uid and the runner says so at start.",
+  }),
+  toolGid: setting({
+    name: 'BEDROCK_TOOL_GID',
+    parse: int({ min: 1, max: 2 ** 32 - 2 }),
+    default: 65534,
+    doc: 'The group tools run as (no supplementary groups).',
+  }),
+  unrestrictedWrite: setting({
+    name: 'BEDROCK_UNRESTRICTED_WRITE',
+    parse: oneOf(['workspace', 'host'] as const),
+    default: 'workspace',
+    doc: 'What Unrestricted tools may write: `workspace` = the working directory, their scratch and home (Landlock); `host` = anything the tool user may write (single-user machines).',
+  }),
+  toolDenyPorts: setting({
+    name: 'BEDROCK_TOOL_DENY_PORTS',
+    parse: portList(),
+    default: [5432, 6379, 50051, 50052, 50053] as readonly number[],
+    doc: "TCP ports tools may never connect to, on any address (Landlock ABI 4+): the system's own Postgres, Redis and internal gRPC ports. The port of REDIS_URL and the runner's own gRPC and metrics ports are always added.",
+  }),
+  toolHidePaths: setting({
+    name: 'BEDROCK_TOOL_HIDE_PATHS',
+    parse: pathList(),
+    default: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'] as readonly string[],
+    doc: 'Comma-separated paths hidden from tools under an empty read-only tmpfs (local database sockets), when the runner may mount.',
+  }),
+  pidsCgroup: setting({
+    name: 'BEDROCK_PIDS_CGROUP',
+    parse: str(),
+    default: 'auto',
+    doc: '`auto`, `off`, or a pids cgroup directory to create per-run cgroups in (bounds the process count even for root).',
+  }),
+  warmHelpers: setting({
+    name: 'BEDROCK_SANDBOX_WARM_HELPERS',
+    parse: int({ min: 0, max: 64 }),
+    default: 2,
+    doc: "Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs' critical path; a run finding none starts its own (0 = always).",
+  }),
+  restrictedMemory: setting({
+    name: 'BEDROCK_RESTRICTED_MEMORY_BYTES',
+    parse: int({ min: 64 * 1024 ** 2 }),
+    default: DEFAULT_RESTRICTED_LIMITS.memoryBytes,
+    doc: 'Restricted: address-space limit per process, bytes.',
+  }),
+  restrictedCpu: setting({
+    name: 'BEDROCK_RESTRICTED_CPU_SECONDS',
+    parse: int({ min: 1 }),
+    default: DEFAULT_RESTRICTED_LIMITS.cpuSeconds,
+    doc: 'Restricted: CPU time per process, seconds.',
+  }),
+  restrictedProcesses: setting({
+    name: 'BEDROCK_RESTRICTED_PROCESSES',
+    parse: int({ min: 8 }),
+    default: DEFAULT_RESTRICTED_LIMITS.processes,
+    doc: 'Restricted: processes per tool call.',
+  }),
+  restrictedFileSize: setting({
+    name: 'BEDROCK_RESTRICTED_FILE_SIZE_BYTES',
+    parse: int({ min: 1 }),
+    default: DEFAULT_RESTRICTED_LIMITS.fileSizeBytes,
+    doc: 'Restricted: largest file written (scratch only), bytes.',
+  }),
+  restrictedOpenFiles: setting({
+    name: 'BEDROCK_RESTRICTED_OPEN_FILES',
+    parse: int({ min: 16 }),
+    default: DEFAULT_RESTRICTED_LIMITS.openFiles,
+    doc: 'Restricted: open files per process.',
+  }),
+  unrestrictedMemory: setting({
+    name: 'BEDROCK_UNRESTRICTED_MEMORY_BYTES',
+    parse: int({ min: 64 * 1024 ** 2 }),
+    default: DEFAULT_UNRESTRICTED_LIMITS.memoryBytes,
+    doc: 'Unrestricted: address-space limit per process, bytes.',
+  }),
+  unrestrictedCpu: setting({
+    name: 'BEDROCK_UNRESTRICTED_CPU_SECONDS',
+    parse: int({ min: 1 }),
+    default: DEFAULT_UNRESTRICTED_LIMITS.cpuSeconds,
+    doc: 'Unrestricted: CPU time per process, seconds.',
+  }),
+  unrestrictedProcesses: setting({
+    name: 'BEDROCK_UNRESTRICTED_PROCESSES',
+    parse: int({ min: 8 }),
+    default: DEFAULT_UNRESTRICTED_LIMITS.processes,
+    doc: 'Unrestricted: processes per tool call.',
+  }),
+  unrestrictedFileSize: setting({
+    name: 'BEDROCK_UNRESTRICTED_FILE_SIZE_BYTES',
+    parse: int({ min: 1 }),
+    default: DEFAULT_UNRESTRICTED_LIMITS.fileSizeBytes,
+    doc: 'Unrestricted: largest file written, bytes.',
+  }),
+  unrestrictedOpenFiles: setting({
+    name: 'BEDROCK_UNRESTRICTED_OPEN_FILES',
+    parse: int({ min: 16 }),
+    default: DEFAULT_UNRESTRICTED_LIMITS.openFiles,
+    doc: 'Unrestricted: open files per process.',
+  }),
+  outputHeadBytes: setting({
+    name: 'BEDROCK_OUTPUT_HEAD_BYTES',
+    parse: int({ min: 0 }),
+    default: 50_000,
+    doc: 'Bytes of command output kept from the start.',
+  }),
+  outputTailBytes: setting({
+    name: 'BEDROCK_OUTPUT_TAIL_BYTES',
+    parse: int({ min: 0 }),
+    default: 50_000,
+    doc: 'Bytes of command output kept from the end.',
+  }),
+  outputFlushMs: setting({
+    name: 'BEDROCK_OUTPUT_FLUSH_MS',
+    parse: int({ min: 10 }),
+    default: 250,
+    doc: 'Live output goes to the notification stream at most this often, ms.',
+  }),
+  outputStreamMaxBytes: setting({
+    name: 'BEDROCK_OUTPUT_STREAM_MAX_BYTES',
+    parse: int({ min: 0 }),
+    default: 1_000_000,
+    doc: 'Live output streamed per tool call at most, bytes.',
+  }),
+  reportIntervalMs: setting({
+    name: 'BEDROCK_RUNNER_REPORT_INTERVAL_MS',
+    parse: int({ min: 100 }),
+    default: 10_000,
+    doc: 'Capabilities re-report period, ms (forgotten after 3 missed).',
+  }),
 };
 
 export function readToolRunnerConfig(env: Record<string, string | undefined> = process.env): ToolRunnerConfig {

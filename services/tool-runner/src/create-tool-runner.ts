@@ -3,7 +3,13 @@
  * reflection), a worker on the tool-exec queues, cancel handling, capability reports and
  * metrics. `createToolRunner(config)` builds it; `start()` and `stop()` run it.
  */
-import { PATCH_RESTRICTED_ERROR, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED, ToolRunnerService, health as healthPb } from '@bedrock/contracts';
+import {
+  PATCH_RESTRICTED_ERROR,
+  QUEUE_TOOL_EXEC,
+  QUEUE_TOOL_EXEC_RESTRICTED,
+  ToolRunnerService,
+  health as healthPb,
+} from '@bedrock/contracts';
 import type { RunnerCapabilities } from '@bedrock/contracts';
 import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
@@ -22,7 +28,14 @@ import {
   startMetricsServer,
   startQueueDepthSampler,
 } from '@bedrock/platform/server';
-import type { GrpcServer, Logger, MetricsServer, QueueDepthSampler, TokenEntry, ToolOutcome as ToolOutcomeLabel } from '@bedrock/platform/server';
+import type {
+  GrpcServer,
+  Logger,
+  MetricsServer,
+  QueueDepthSampler,
+  TokenEntry,
+  ToolOutcome as ToolOutcomeLabel,
+} from '@bedrock/platform/server';
 import type { ToolRunnerConfig } from './config.ts';
 import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
@@ -130,17 +143,31 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       // Helpers waiting in their own pids cgroups from the first tool call on.
       sandbox.settings.warmHelpers?.refill();
       if (probe.sandboxAvailable) {
-        logger.info({ landlock_abi: probe.landlockAbi, pids_cgroup: sandbox.settings.cgroups?.base ?? null }, 'kernel sandbox available: taking Restricted work');
+        logger.info(
+          { landlock_abi: probe.landlockAbi, pids_cgroup: sandbox.settings.cgroups?.base ?? null },
+          'kernel sandbox available: taking Restricted work',
+        );
       } else {
         // REQ-BASH-009: detected at startup, logged, and Restricted work is never taken here.
-        logger.warn({ reason: probe.reason, landlock_abi: probe.landlockAbi }, 'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)');
+        logger.warn(
+          { reason: probe.reason, landlock_abi: probe.landlockAbi },
+          'kernel sandbox unavailable: this runner takes Unrestricted work only (reduced security posture)',
+        );
       }
       if (sandbox.toolUserWarning) logger.warn(sandbox.toolUserWarning);
-      else logger.info({ tool_uid: config.toolUid, tool_gid: config.toolGid, private_mounts: probe.privateMounts }, 'tools run as their own user');
+      else
+        logger.info(
+          { tool_uid: config.toolUid, tool_gid: config.toolGid, private_mounts: probe.privateMounts },
+          'tools run as their own user',
+        );
       toolIsolation =
         sandbox.toolUserWarning ??
         `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.toolUid}, gid ${config.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
-      if (probe.landlockAbi < 4) logger.warn({ landlock_abi: probe.landlockAbi }, 'this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system\'s own ports');
+      if (probe.landlockAbi < 4)
+        logger.warn(
+          { landlock_abi: probe.landlockAbi },
+          "this kernel cannot refuse TCP connections by port (Landlock ABI < 4): Unrestricted tools can reach the system's own ports",
+        );
       for (const port of denyPorts) sandbox.settings.denyPorts.add(port);
       denyPorts = sandbox.settings.denyPorts;
       const redisPort = Number(new URL(config.redisUrl).port || 6379);
@@ -148,7 +175,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       executor = createToolExecutor({
         runnerId: config.runnerId,
         context: { sandbox: sandbox.settings, capture: { headBytes: config.outputHeadBytes, tailBytes: config.outputTailBytes } },
-        onComplete: (job, outcome, ms) => metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
+        onComplete: (job, outcome, ms) =>
+          metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
       });
       const exec = executor;
       queues = config.consumeQueues ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];
@@ -169,7 +197,13 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       // is built below and read at each probe).
       const usesRedis = config.consumeQueues && (deps.transport ? Boolean(deps.transport.ping) : config.transport === 'redis');
       const readiness = createReadiness({ checks: usesRedis ? [redisCheck(() => transport)] : [] });
-      metricsServer = await startMetricsServer({ port: config.metricsPort, host: config.grpcHost, registry: metrics.registry, health, readiness });
+      metricsServer = await startMetricsServer({
+        port: config.metricsPort,
+        host: config.grpcHost,
+        registry: metrics.registry,
+        health,
+        readiness,
+      });
       // Tools never reach this runner's own ports (ephemeral ones included).
       denyPorts.add(server.port);
       denyPorts.add(metricsServer.port);
@@ -195,7 +229,12 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
             if (outcome !== 'failed') metrics.queueWaitSeconds.observe({ queue }, waitSeconds);
           },
         });
-        depthSampler = startQueueDepthSampler({ queues: transport.queues, names: queues, metrics, onError: (err) => logger.debug({ err }, 'queue depth sample failed') });
+        depthSampler = startQueueDepthSampler({
+          queues: transport.queues,
+          names: queues,
+          metrics,
+          onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
+        });
         await report();
         reportTimer = setInterval(() => void report(), config.reportIntervalMs);
         reportTimer.unref();

@@ -16,12 +16,15 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
     if (stopping) return;
     stopping = true;
-    runner.stop().finally(() => tracing.shutdown()).then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ signal, err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    runner
+      .stop()
+      .finally(() => tracing.shutdown())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ signal, err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   });
 }

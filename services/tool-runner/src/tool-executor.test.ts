@@ -14,7 +14,12 @@ describe('ToolExecutor', () => {
     const sandbox = await testSandboxSettings();
     const executor = createToolExecutor({ runnerId: 'r1', context: { sandbox, capture: {} } });
     const job = create(ToolExecJobSchema, {
-      toolUseId: 'once', conversationId: 'c', toolName: 'bash', inputJson: JSON.stringify({ command: `echo ran >> ${dir.path}/count; echo done` }), cwd: dir.path, mode: Mode.UNRESTRICTED,
+      toolUseId: 'once',
+      conversationId: 'c',
+      toolName: 'bash',
+      inputJson: JSON.stringify({ command: `echo ran >> ${dir.path}/count; echo done` }),
+      cwd: dir.path,
+      mode: Mode.UNRESTRICTED,
     });
     const first = await executor.execute(job);
     const again = await executor.execute(job);

@@ -24,7 +24,14 @@ afterAll(async () => {
 });
 
 function job(toolUseId: string, command: string, mode = Mode.UNRESTRICTED) {
-  return create(ToolExecJobSchema, { toolUseId, conversationId: 'conv-grpc', toolName: 'bash', inputJson: JSON.stringify({ command }), cwd: dir.path, mode });
+  return create(ToolExecJobSchema, {
+    toolUseId,
+    conversationId: 'conv-grpc',
+    toolName: 'bash',
+    inputJson: JSON.stringify({ command }),
+    cwd: dir.path,
+    mode,
+  });
 }
 
 describe('ToolRunnerService', () => {
@@ -50,7 +57,14 @@ describe('ToolRunnerService', () => {
     expect(chunks.join('')).toBe('first\nsecond\n');
     expect(chunks.length).toBeGreaterThanOrEqual(2);
     expect(results).toHaveLength(1);
-    expect(results[0]).toMatchObject({ toolUseId: 'g-1', content: 'first\nsecond\n', isError: false, exitCode: 0, cancelled: false, runnerId: runner.capabilities().runnerId });
+    expect(results[0]).toMatchObject({
+      toolUseId: 'g-1',
+      content: 'first\nsecond\n',
+      isError: false,
+      exitCode: 0,
+      cancelled: false,
+      runnerId: runner.capabilities().runnerId,
+    });
   });
 
   it('runs Restricted jobs in the sandbox', async () => {
@@ -116,7 +130,9 @@ describe('ToolRunnerService: service identity', () => {
   it('refuses ExecuteTool without a credential, and runs nothing', async () => {
     const err = await touch(null, 'no-credential');
     expect(err?.code).toBe(Code.Unauthenticated);
-    expect(err?.rawMessage).toMatch(/^missing service credential: this is an internal endpoint: present a service token \(BEDROCK_SERVICE_TOKEN_FILE\) listed in BEDROCK_SERVICE_PEERS_FILE/);
+    expect(err?.rawMessage).toMatch(
+      /^missing service credential: this is an internal endpoint: present a service token \(BEDROCK_SERVICE_TOKEN_FILE\) listed in BEDROCK_SERVICE_PEERS_FILE/,
+    );
     expect(existsSync(`${dir.path}/no-credential`)).toBe(false);
   });
 

@@ -16,7 +16,9 @@ describe('bedrock-sandbox supervision', () => {
   it('kills the command tree when the runner that started it dies', async () => {
     const helper = ensureHelper();
     // A stand-in runner: a shell that starts the helper and is then SIGKILLed.
-    const runner = spawn('bash', ['-c', `"${helper}" -- bash -c 'echo "pgid=$$"; sleep 60 & (sleep 60 & sleep 60) & wait' & wait`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const runner = spawn('bash', ['-c', `"${helper}" -- bash -c 'echo "pgid=$$"; sleep 60 & (sleep 60 & sleep 60) & wait' & wait`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const pgid = await new Promise<number>((resolve) => {
       let text = '';
       runner.stdout.on('data', (chunk: Buffer) => {

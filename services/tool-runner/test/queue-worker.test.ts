@@ -57,16 +57,26 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
 
   function enqueue(queue: string, conversationId: string, toolUseId: string, command: string, mode: Mode, notifySequence = 0n) {
     const producer = transport.queues.producer(queue, ToolExecJobSchema);
-    return producer.add(toolExecJobId(conversationId, toolUseId), create(ToolExecJobSchema, {
-      toolUseId, conversationId, toolName: 'bash', inputJson: JSON.stringify({ command }), cwd: dir.path, mode, notifySequence,
-    }));
+    return producer.add(
+      toolExecJobId(conversationId, toolUseId),
+      create(ToolExecJobSchema, {
+        toolUseId,
+        conversationId,
+        toolName: 'bash',
+        inputJson: JSON.stringify({ command }),
+        cwd: dir.path,
+        mode,
+        notifySequence,
+      }),
+    );
   }
 
   beforeAll(async () => {
     // A short liveness window (and job lock), so a runner that stops beating is seen dead quickly.
-    transport = kind === 'memory'
-      ? createMemoryTransport({ runs: { aliveTtlMs: ALIVE_MS } })
-      : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {}, lockDurationMs: ALIVE_MS });
+    transport =
+      kind === 'memory'
+        ? createMemoryTransport({ runs: { aliveTtlMs: ALIVE_MS } })
+        : createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => {}, lockDurationMs: ALIVE_MS });
     events = transport.queues.consume(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema, async (job) => {
       received.set(job.data.eventId, job.data);
       waiters.get(job.data.eventId)?.(job.data);
@@ -106,7 +116,9 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
   it('appends live output to the notification stream after the job notify sequence', async () => {
     // The conversation's durable events 1..7 are in the stream, as the conversation service would have them.
     for (let sequence = 1n; sequence <= 7n; sequence++) {
-      await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId: 'conv-c', sequence, kind: { case: 'heartbeat', value: {} } }));
+      await transport.streams.appendDurable(
+        create(ConversationEventSchema, { conversationId: 'conv-c', sequence, kind: { case: 'heartbeat', value: {} } }),
+      );
     }
     await enqueue(QUEUE_TOOL_EXEC, 'conv-c', 'tu-3', 'echo one; sleep 0.2; echo two', Mode.UNRESTRICTED, 7n);
     await resultFor('conv-c', 'tu-3');
@@ -149,7 +161,12 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
     // Two deliveries of the same tool_use_id under different job ids, as a redelivery would be.
     const producer = transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema);
     const data = create(ToolExecJobSchema, {
-      toolUseId: 'tu-6', conversationId: 'conv-f', toolName: 'bash', inputJson: JSON.stringify({ command: `echo run >> ${marker}; sleep 0.5` }), cwd: dir.path, mode: Mode.UNRESTRICTED,
+      toolUseId: 'tu-6',
+      conversationId: 'conv-f',
+      toolName: 'bash',
+      inputJson: JSON.stringify({ command: `echo run >> ${marker}; sleep 0.5` }),
+      cwd: dir.path,
+      mode: Mode.UNRESTRICTED,
     });
     await producer.add('conv-f/tu-6', data);
     await producer.add('conv-f/tu-6/redelivery', data);
@@ -171,7 +188,14 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
   it('answers a redelivered call with the result another runner recorded, without running it', async () => {
     const key = toolRunKey('conv-h', 'tu-8');
     expect(await transport.runs.claim(key, 'other-runner#1')).toBeNull();
-    await transport.runs.finish(key, 'other-runner#1', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-8', content: 'ran elsewhere', runnerId: 'other-runner' })));
+    await transport.runs.finish(
+      key,
+      'other-runner#1',
+      toJsonString(
+        ToolCompleteEventSchema,
+        create(ToolCompleteEventSchema, { toolUseId: 'tu-8', content: 'ran elsewhere', runnerId: 'other-runner' }),
+      ),
+    );
     await enqueue(QUEUE_TOOL_EXEC, 'conv-h', 'tu-8', `touch ${dir.path}/ran-tu-8`, Mode.UNRESTRICTED);
     expect(await resultFor('conv-h', 'tu-8')).toMatchObject({ content: 'ran elsewhere', runnerId: 'other-runner' });
     expect(existsSync(`${dir.path}/ran-tu-8`)).toBe(false);
@@ -187,7 +211,11 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
       // Longer than the liveness window: the heartbeats keep the other runner's claim.
       await new Promise((resolve) => setTimeout(resolve, ALIVE_MS * 2));
       expect(received.has(toolResultEventId('conv-i', 'tu-9'))).toBe(false);
-      await transport.runs.finish(key, 'other-runner#2', toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-9', content: 'finished over there' })));
+      await transport.runs.finish(
+        key,
+        'other-runner#2',
+        toJsonString(ToolCompleteEventSchema, create(ToolCompleteEventSchema, { toolUseId: 'tu-9', content: 'finished over there' })),
+      );
       expect(await result).toMatchObject({ content: 'finished over there' });
       expect(existsSync(`${dir.path}/ran-tu-9`)).toBe(false);
     } finally {
@@ -242,9 +270,17 @@ describe.each([['memory'], ['redis']])('tool-runner shutting down on the %s tran
   async function runWhileStopping(toolUseId: string, command: string, graceMs: number) {
     const runner = await startTestRunner({ consumeQueues: true, concurrency: 2, shutdownGraceMs: graceMs }, transport);
     const marker = `${dir.path}/${toolUseId}`;
-    await transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema).add(`conv-s/${toolUseId}`, create(ToolExecJobSchema, {
-      toolUseId, conversationId: 'conv-s', toolName: 'bash', inputJson: JSON.stringify({ command: `echo run >> ${marker}; ${command}` }), cwd: dir.path, mode: Mode.UNRESTRICTED,
-    }));
+    await transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema).add(
+      `conv-s/${toolUseId}`,
+      create(ToolExecJobSchema, {
+        toolUseId,
+        conversationId: 'conv-s',
+        toolName: 'bash',
+        inputJson: JSON.stringify({ command: `echo run >> ${marker}; ${command}` }),
+        cwd: dir.path,
+        mode: Mode.UNRESTRICTED,
+      }),
+    );
     for (let i = 0; i < 500 && !existsSync(marker); i++) await new Promise((resolve) => setTimeout(resolve, 10));
     const stopping = Date.now();
     await runner.stop();

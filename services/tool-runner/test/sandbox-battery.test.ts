@@ -96,7 +96,10 @@ describe('Restricted mode: filesystem writes are refused by the kernel', () => {
 
   it('reads work, and /dev/null and the private scratch directory are writable; scratch is removed afterwards', async () => {
     seed(workDir);
-    const result = await bash('cat existing.txt; echo gone > /dev/null && echo null-ok; echo s > "$TMPDIR/s" && cat "$TMPDIR/s"; echo "$TMPDIR"', Mode.RESTRICTED);
+    const result = await bash(
+      'cat existing.txt; echo gone > /dev/null && echo null-ok; echo s > "$TMPDIR/s" && cat "$TMPDIR/s"; echo "$TMPDIR"',
+      Mode.RESTRICTED,
+    );
     expect(result.isError).toBe(false);
     const lines = result.content.trim().split('\n');
     expect(lines.slice(0, 3)).toEqual(['original', 'null-ok', 's']);
@@ -135,7 +138,10 @@ describe('Restricted mode: no network', () => {
 
   it('the listeners are reachable outside the sandbox (control)', async () => {
     const before = tcpConnections;
-    const result = await bash(`echo hi > /dev/tcp/127.0.0.1/${tcpPort} && perl -e 'use Socket; socket(my $s, PF_INET, SOCK_DGRAM, 0) or die "socket: $!\\n"; send($s, "x", 0, pack_sockaddr_in(${udpPort}, inet_aton("127.0.0.1"))) or die "send: $!\\n"'`, Mode.UNRESTRICTED);
+    const result = await bash(
+      `echo hi > /dev/tcp/127.0.0.1/${tcpPort} && perl -e 'use Socket; socket(my $s, PF_INET, SOCK_DGRAM, 0) or die "socket: $!\\n"; send($s, "x", 0, pack_sockaddr_in(${udpPort}, inet_aton("127.0.0.1"))) or die "send: $!\\n"'`,
+      Mode.UNRESTRICTED,
+    );
     expect(result.isError).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(tcpConnections).toBe(before + 1);
@@ -240,7 +246,10 @@ describe('Restricted mode: signals and limits', () => {
   });
 
   it('has no capabilities left even as root', async () => {
-    const result = await bash('grep -E "^Cap(Eff|Prm|Bnd|Amb)" /proc/self/status; grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status', Mode.RESTRICTED);
+    const result = await bash(
+      'grep -E "^Cap(Eff|Prm|Bnd|Amb)" /proc/self/status; grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status',
+      Mode.RESTRICTED,
+    );
     expect(result.content).toMatch(/CapEff:\s+0000000000000000/);
     expect(result.content).toMatch(/CapPrm:\s+0000000000000000/);
     expect(result.content).toMatch(/CapBnd:\s+0000000000000000/);
@@ -277,7 +286,9 @@ describe('Restricted mode: signals and limits', () => {
 });
 
 function changed(op: string, dir: string): boolean {
-  return op === 'write' || op === 'truncate' ? readFileSync(join(dir, 'existing.txt'), 'utf8') !== 'original\n' : readdirSync(dir).join() !== 'existing.txt';
+  return op === 'write' || op === 'truncate'
+    ? readFileSync(join(dir, 'existing.txt'), 'utf8') !== 'original\n'
+    : readdirSync(dir).join() !== 'existing.txt';
 }
 
 describe('Unrestricted mode: the same writes succeed in the working directory only', () => {
@@ -340,7 +351,13 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
     const { netRuleset: _holder, ...slowPath } = withHolder;
     try {
       for (const settings of [withHolder, slowPath]) {
-        const result = await bash(`${connect(port(denied))}; ${connect(port(open))}; (exec 3<>/dev/tcp/::1/${port(denied)}) 2>&1 | grep -q 'Permission denied' && echo v6-refused`, Mode.UNRESTRICTED, workDir, undefined, settings);
+        const result = await bash(
+          `${connect(port(denied))}; ${connect(port(open))}; (exec 3<>/dev/tcp/::1/${port(denied)}) 2>&1 | grep -q 'Permission denied' && echo v6-refused`,
+          Mode.UNRESTRICTED,
+          workDir,
+          undefined,
+          settings,
+        );
         // IPv6 too: refused by the kernel (no listener there would say "Connection refused").
         expect(result.content).toContain('v6-refused');
         expect(result.content).toContain(`CLOSED ${port(denied)}`);
@@ -354,13 +371,19 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
   it('follows a port added after start (a new holder), and a dead holder is never weaker', async () => {
     const settings = await testSandboxSettings({ toolDenyPorts: [1] });
     try {
-      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`OPEN ${port(denied)}`);
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(
+        `OPEN ${port(denied)}`,
+      );
       settings.denyPorts.add(port(denied));
-      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`CLOSED ${port(denied)}`);
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(
+        `CLOSED ${port(denied)}`,
+      );
       const spec = (await settings.netRuleset?.spec(settings.denyPorts)) as string;
       process.kill(Number(spec.split(':')[0]), 'SIGKILL');
       await new Promise((r) => setTimeout(r, 100));
-      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(`CLOSED ${port(denied)}`);
+      expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(
+        `CLOSED ${port(denied)}`,
+      );
     } finally {
       await closeSandboxSettings(settings);
     }
@@ -378,7 +401,13 @@ describe('separate users per working directory (BEDROCK_TOOL_UID=owner)', () => 
       chownSync(bob, 60002, 60002);
       writeFileSync(join(bob, 'notes.txt'), 'bob only\n', { mode: 0o600 });
       chownSync(join(bob, 'notes.txt'), 60002, 60002);
-      const inAlice = await bash(`id -u; cat ${bob}/notes.txt || echo DENIED; echo mine > own.txt && echo WROTE`, Mode.UNRESTRICTED, alice, undefined, settings);
+      const inAlice = await bash(
+        `id -u; cat ${bob}/notes.txt || echo DENIED; echo mine > own.txt && echo WROTE`,
+        Mode.UNRESTRICTED,
+        alice,
+        undefined,
+        settings,
+      );
       expect(inAlice.content).toMatch(/^60001\n/);
       expect(inAlice.content).toContain('DENIED');
       expect(inAlice.content).not.toContain('bob only');

@@ -39,8 +39,14 @@ export async function startTestRunner(overrides: Partial<ToolRunnerConfig> = {},
 }
 
 /** A client of the runner's ToolRunnerService presenting `token` (default a listed peer's; `null` sends none). */
-export function grpcClient(runner: ToolRunner, token: string | null = TEST_SERVICES.tokens.conversation!): Client<typeof ToolRunnerService> {
-  return createClient(ToolRunnerService, createGrpcTransport({ baseUrl: runner.grpcUrl, interceptors: token === null ? [] : [serviceTokenInterceptor(token)] }));
+export function grpcClient(
+  runner: ToolRunner,
+  token: string | null = TEST_SERVICES.tokens.conversation!,
+): Client<typeof ToolRunnerService> {
+  return createClient(
+    ToolRunnerService,
+    createGrpcTransport({ baseUrl: runner.grpcUrl, interceptors: token === null ? [] : [serviceTokenInterceptor(token)] }),
+  );
 }
 
 /** Waits until process group `pgid` has no process left (all reaped), up to `ms`. */

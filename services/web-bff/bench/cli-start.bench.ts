@@ -88,12 +88,18 @@ console.log(`  load average (1 min) ${loadBefore.toFixed(1)} before, ${loadavg()
 console.log(`  ${'variant'.padEnd(27)} ${'median'.padStart(8)} ${'p90'.padStart(8)} ${'min'.padStart(8)}  ${'over node'.padStart(9)}`);
 for (const v of variants) {
   const xs = samples.get(v.name)!;
-  console.log(`  ${v.name.padEnd(27)} ${ms(quantile(xs, 0.5))} ${ms(quantile(xs, 0.9))} ${ms(Math.min(...xs))}  ${ms(quantile(xs, 0.5) - base)}`);
+  console.log(
+    `  ${v.name.padEnd(27)} ${ms(quantile(xs, 0.5))} ${ms(quantile(xs, 0.9))} ${ms(Math.min(...xs))}  ${ms(quantile(xs, 0.5) - base)}`,
+  );
 }
 for (const cmd of ['bedrock --help', 'bedrock ls']) {
   const bundle = median(`${cmd} (bundle)`);
   const tsx = median(`${cmd} (tsx)`);
   const verdict = bundle <= TARGET_MS ? 'met' : `missed by ${(bundle - TARGET_MS).toFixed(0)} ms`;
-  console.log(`  ${cmd}: median ${bundle.toFixed(0)} ms, target <= ${TARGET_MS} ms ${verdict}; tsx / bundle ${(tsx / bundle).toFixed(1)}x; bundle / node -e 0 ${(bundle / base).toFixed(2)}x`);
+  console.log(
+    `  ${cmd}: median ${bundle.toFixed(0)} ms, target <= ${TARGET_MS} ms ${verdict}; tsx / bundle ${(tsx / bundle).toFixed(1)}x; bundle / node -e 0 ${(bundle / base).toFixed(2)}x`,
+  );
 }
-console.log(`  bedrock ls: no code cache / code cache ${(median('bedrock ls (no code cache)') / median('bedrock ls (bundle)')).toFixed(2)}x (median)`);
+console.log(
+  `  bedrock ls: no code cache / code cache ${(median('bedrock ls (no code cache)') / median('bedrock ls (bundle)')).toFixed(2)}x (median)`,
+);

@@ -88,13 +88,23 @@ const serviceTokenFile = join(secrets, 'web-bff.token');
 writeFileSync(serviceTokenFile, `${services.tokens['web-bff']}\n`, { mode: 0o600 });
 const conversationTransport = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
 const conversation = await startConversationService(
-  readConversationConfig({ DATABASE_URL: db.url, BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_SANDBOX: 'available', LOG_LEVEL: 'warn' }),
+  readConversationConfig({
+    DATABASE_URL: db.url,
+    BEDROCK_GRPC_PORT: '0',
+    BEDROCK_METRICS_PORT: '0',
+    BEDROCK_HOST: '127.0.0.1',
+    BEDROCK_SANDBOX: 'available',
+    LOG_LEVEL: 'warn',
+  }),
   { transport: conversationTransport, logger, servicePeers: services.peers },
 );
 const children: ChildProcess[] = [];
 try {
   // Straight to the conversation service, as web-bff calls it.
-  const direct = createClient(ConversationService, createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }));
+  const direct = createClient(
+    ConversationService,
+    createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }),
+  );
   const ids: string[] = [];
   for (let i = 0; i < CONVERSATIONS; i++) {
     const res = await direct.createConversation({ cwd: '/tmp' }, { headers: { [USER_HEADER]: 'bench' } });
@@ -102,22 +112,26 @@ try {
   }
 
   const token = generateToken();
-  const bff = spawn(process.execPath, [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../src/main.ts')], {
-    env: {
-      ...process.env,
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
-      BEDROCK_REDIS_PREFIX: prefix,
-      REDIS_URL: 'redis://127.0.0.1:6379',
-      BEDROCK_TOKENS: `bench:${hashToken(token)}`,
-      BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
-      LOG_LEVEL: 'info',
+  const bff = spawn(
+    process.execPath,
+    [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../src/main.ts')],
+    {
+      env: {
+        ...process.env,
+        BEDROCK_PORT: '0',
+        BEDROCK_GRPC_PORT: '0',
+        BEDROCK_METRICS_PORT: '0',
+        BEDROCK_HOST: '127.0.0.1',
+        BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+        BEDROCK_REDIS_PREFIX: prefix,
+        REDIS_URL: 'redis://127.0.0.1:6379',
+        BEDROCK_TOKENS: `bench:${hashToken(token)}`,
+        BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  );
   children.push(bff);
   const grpcPort = await lineOf(bff, (l) => (json(l)?.msg === 'web-bff started' ? (json(l)!.grpc_port as number) : undefined), 'web-bff');
   const idleRss = rssKb(bff.pid!);
@@ -158,7 +172,15 @@ try {
       for (; sent < due; sent++) {
         const i = next++ % ids.length;
         const id = ids[i]!;
-        appends.push(transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: id, sequence: sequences[i]!, kind: { case: 'tokenDelta', value: { text: `${rate}:${now()}` } } })));
+        appends.push(
+          transport.streams.appendEphemeral(
+            create(ConversationEventSchema, {
+              conversationId: id,
+              sequence: sequences[i]!,
+              kind: { case: 'tokenDelta', value: { text: `${rate}:${now()}` } },
+            }),
+          ),
+        );
       }
       peakRss = Math.max(peakRss, rssKb(bff.pid!));
       await new Promise((r) => setTimeout(r, TICK_MS));
@@ -171,7 +193,9 @@ try {
   // Connections web-bff reads streams on (counted while every conversation is watched).
   const redis = new Redis('redis://127.0.0.1:6379');
   const clientNames = String(await redis.call('CLIENT', 'LIST')).split('\n');
-  const blockingReads = clientNames.filter((l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower')).length;
+  const blockingReads = clientNames.filter(
+    (l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower'),
+  ).length;
   await redis.quit();
   clients.stdin!.write('report\n');
   const report = await lineOf(clients, (l) => (json(l)?.phases !== undefined ? json(l)! : undefined), 'report');
@@ -180,13 +204,21 @@ try {
   const attachS = Number(ready.setupMs) / 1000;
   const mark = (ok: boolean) => (ok ? 'met' : 'MISSED');
 
-  console.log(`watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process; ${process.env.BENCH_CLIENT ?? 'raw'} gRPC clients)`);
-  console.log(`all watching after:               ${attachS.toFixed(1)} s (snapshot each), web-bff CPU ${(attachCpu / 1000).toFixed(1)} s (${(attachCpu / WATCHERS).toFixed(2)} ms per attach), stream errors ${ready.errors}   [target ≤ 5 s: ${mark(attachS <= 5)}]`);
+  console.log(
+    `watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process; ${process.env.BENCH_CLIENT ?? 'raw'} gRPC clients)`,
+  );
+  console.log(
+    `all watching after:               ${attachS.toFixed(1)} s (snapshot each), web-bff CPU ${(attachCpu / 1000).toFixed(1)} s (${(attachCpu / WATCHERS).toFixed(2)} ms per attach), stream errors ${ready.errors}   [target ≤ 5 s: ${mark(attachS <= 5)}]`,
+  );
   console.log(`Redis connections reading streams: ${blockingReads} for ${CONVERSATIONS} watched conversations`);
-  console.log(`web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`);
+  console.log(
+    `web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`,
+  );
   console.log(`web-bff memory per watcher:       ${perWatcherKib.toFixed(1)} KiB   [target ≤ 16 KiB: ${mark(perWatcherKib <= 16)}]`);
   console.log('');
-  console.log('rate (deliveries/s) | events | deliveries       | every watcher reached | one watcher p50 / p99 / max   | every watcher p50 / p99 | web-bff CPU | p99 target ≤ 50 ms');
+  console.log(
+    'rate (deliveries/s) | events | deliveries       | every watcher reached | one watcher p50 / p99 / max   | every watcher p50 / p99 | web-bff CPU | p99 target ≤ 50 ms',
+  );
   RATES.forEach((rate, i) => {
     const r = (report.phases as Record<string, Record<string, number>>)[String(rate)] ?? {};
     const expected = published[i]! * perConversation;
@@ -196,8 +228,12 @@ try {
         `${`${ms(r.deliveryP50)} / ${ms(r.deliveryP99)} / ${ms(r.deliveryMax)}`.padEnd(29)} | ${`${ms(r.everyWatcherP50)} / ${ms(r.everyWatcherP99)}`.padEnd(23)} | ${(cpuShare * 100).toFixed(0).padStart(4)}% core | ${mark(Number(r.everyWatcherP99) <= 50)}`,
     );
   });
-  console.log(`(watchers process CPU ${(Number((report.cpu as { user: number }).user + (report.cpu as { system: number }).system) / 1e6).toFixed(1)} s in all; both processes share the machine)`);
-  console.log(`load average during the run:      ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`);
+  console.log(
+    `(watchers process CPU ${(Number((report.cpu as { user: number }).user + (report.cpu as { system: number }).system) / 1e6).toFixed(1)} s in all; both processes share the machine)`,
+  );
+  console.log(
+    `load average during the run:      ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`,
+  );
   if (CPU_PROF) {
     bff.kill('SIGTERM');
     await new Promise((r) => bff.once('exit', r));

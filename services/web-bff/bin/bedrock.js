@@ -47,7 +47,10 @@ const why = source ? 'not wanted' : staleness();
 if (why === '') {
   require(bundle).main();
 } else {
-  if (!source) process.stderr.write(`bedrock: note: the CLI bundle is ${why}; running the sources through tsx (slower; \`npm run build -w @bedrock/web-bff\` rebuilds it)\n`);
+  if (!source)
+    process.stderr.write(
+      `bedrock: note: the CLI bundle is ${why}; running the sources through tsx (slower; \`npm run build -w @bedrock/web-bff\` rebuilds it)\n`,
+    );
   (async () => {
     const { register } = await import('tsx/esm/api');
     register();

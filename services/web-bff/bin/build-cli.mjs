@@ -44,7 +44,12 @@ const tokenEntriesOnly = {
   setup(build) {
     build.onResolve({ filter: /^@bedrock\/platform\/server$/ }, async (args) => {
       if (args.pluginData === 'resolved') return undefined;
-      const r = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: 'resolved' });
+      const r = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: 'resolved',
+      });
       if (r.errors.length > 0) return undefined;
       return { path: join(dirname(r.path), 'token-entries.ts') };
     });
@@ -137,7 +142,9 @@ const keep = [clientName, ...previous.filter((name) => name !== clientName)].sli
 /** The client's source map is named after the client and referenced by it. */
 const renamed = (f) => ({
   path: f.path.replace(/client\.cjs(\.map)?$/, (_, map) => clientName + (map ?? '')),
-  contents: f.path.endsWith('.cjs') ? Buffer.from(f.text.replace(/sourceMappingURL=client\.cjs\.map/, `sourceMappingURL=${clientName}.map`)) : f.contents,
+  contents: f.path.endsWith('.cjs')
+    ? Buffer.from(f.text.replace(/sourceMappingURL=client\.cjs\.map/, `sourceMappingURL=${clientName}.map`))
+    : f.contents,
 });
 const files = [
   ...client.outputFiles.map(renamed),

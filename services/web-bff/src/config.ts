@@ -27,7 +27,7 @@ export const webBffEnv = {
     name: 'BEDROCK_CONVERSATION_URL',
     parse: urlList({ protocols: ['http', 'https'] }),
     default: [new URL('http://127.0.0.1:50051')],
-    doc: 'Base URLs of the conversation service\'s internal gRPC API (h2c for http://), comma-separated; calls are spread over every replica, and a host name is resolved to all of its addresses (a Kubernetes headless Service lists every ready pod).',
+    doc: "Base URLs of the conversation service's internal gRPC API (h2c for http://), comma-separated; calls are spread over every replica, and a host name is resolved to all of its addresses (a Kubernetes headless Service lists every ready pod).",
   }),
   conversationResolveMs: setting({
     name: 'BEDROCK_CONVERSATION_RESOLVE_INTERVAL',
@@ -93,7 +93,7 @@ export const webBffEnv = {
     name: 'BEDROCK_WATCH_LINGER',
     parse: duration(),
     default: 10_000,
-    doc: 'How long a conversation\'s shared reader and buffer outlive its last watcher, so reconnecting clients resume from memory.',
+    doc: "How long a conversation's shared reader and buffer outlive its last watcher, so reconnecting clients resume from memory.",
   }),
   upstreamTimeoutMs: setting({
     name: 'BEDROCK_UPSTREAM_TIMEOUT',

@@ -76,7 +76,8 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
   const tokenSources = { file: config.tokensFile, inline: config.tokens };
   let tokens = deps.tokens ?? loadTokenStore(tokenSources);
-  if (tokens.names.length === 0) logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
+  if (tokens.names.length === 0)
+    logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
   const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
   if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every call');
 
@@ -85,8 +86,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   let ownedTransport: Transport | undefined;
   let streams = deps.streams;
   if (!streams) {
-    ownedTransport =
-      createTransport(config.transport, logger);
+    ownedTransport = createTransport(config.transport, logger);
     streams = ownedTransport.streams;
   }
   const upstream = createUpstream({
@@ -171,7 +171,13 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     const readiness = createReadiness({
       checks: [grpcHealthCheck('conversation', upstream.transport), ...(ownedTransport?.ping ? [redisCheck(() => ownedTransport)] : [])],
     });
-    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, registry: metrics.registry, health, readiness });
+    metricsServer = await startMetricsServer({
+      host: config.host,
+      port: config.metricsPort,
+      registry: metrics.registry,
+      health,
+      readiness,
+    });
   } catch (err) {
     for (const l of listeners) await l.close(0, () => undefined);
     upstream.close();
@@ -183,7 +189,10 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   health.set('', 'SERVING');
   health.set(ConversationService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Listener, Listener];
-  logger.info({ http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.names.length }, 'web-bff started');
+  logger.info(
+    { http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.names.length },
+    'web-bff started',
+  );
 
   const metricsSrv = metricsServer;
   let stopping: Promise<void> | undefined;
@@ -203,7 +212,8 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     stop() {
       stopping ??= (async () => {
         health.shutdown();
-        const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
+        const abort = () =>
+          shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
         await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs, abort)));
         watchdog.stop();
         upstream.close();

@@ -72,10 +72,20 @@ describe('authentication', () => {
   }
 
   it('says why in the message and never echoes the token', async () => {
-    const err = ConnectError.from(await s.client(undefined).listConversations({}).catch((e: unknown) => e));
+    const err = ConnectError.from(
+      await s
+        .client(undefined)
+        .listConversations({})
+        .catch((e: unknown) => e),
+    );
     expect(err.rawMessage).toMatch(/missing bearer token/);
     const wrong = `${s.tokens.alice}-nope`;
-    const err2 = ConnectError.from(await s.client(wrong).listConversations({}).catch((e: unknown) => e));
+    const err2 = ConnectError.from(
+      await s
+        .client(wrong)
+        .listConversations({})
+        .catch((e: unknown) => e),
+    );
     expect(err2.rawMessage).toBe('invalid bearer token');
     expect(err2.rawMessage).not.toContain(wrong);
   });
@@ -98,18 +108,32 @@ describe('service identity towards the conversation service', () => {
     });
     const user = generateToken();
     const bff = await startWebBff(
-      readWebBffConfig({ BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', BEDROCK_CONVERSATION_URL: s.conversation.grpcUrl, BEDROCK_TRANSPORT: 'memory', BEDROCK_SHUTDOWN_GRACE: '500' }),
+      readWebBffConfig({
+        BEDROCK_PORT: '0',
+        BEDROCK_GRPC_PORT: '0',
+        BEDROCK_METRICS_PORT: '0',
+        BEDROCK_HOST: '127.0.0.1',
+        BEDROCK_CONVERSATION_URL: s.conversation.grpcUrl,
+        BEDROCK_TRANSPORT: 'memory',
+        BEDROCK_SHUTDOWN_GRACE: '500',
+      }),
       {
         logger: createLogger({ service: 'web-bff', level: 'warn', destination }),
         tokens: createTokenStore(tokenEntriesOf({ alice: user })),
         ...(serviceToken === undefined ? {} : { serviceToken }),
       },
     );
-    const client = createClient(ConversationService, createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }));
+    const client = createClient(
+      ConversationService,
+      createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),
+    );
     return { bff, client, log: () => lines.join('') };
   }
 
-  for (const [what, token] of [['no service token', undefined], ['a service token the conversation service does not list', generateToken()]] as const) {
+  for (const [what, token] of [
+    ['no service token', undefined],
+    ['a service token the conversation service does not list', generateToken()],
+  ] as const) {
     it(`with ${what}, web-bff gets nothing: INTERNAL to the user, the fix in its log`, async () => {
       const other = await otherBff(token);
       try {
@@ -178,7 +202,14 @@ describe('ownership', () => {
         requestId: job.requestId,
         stopReason: StopReason.TOOL_USE,
         usage: { inputTokens: 10n, outputTokens: 5n },
-        content: [{ block: { case: 'toolUse', value: { id: 'sp1', name: 'spawn_agents', inputJson: JSON.stringify({ tasks: [{ task: 'look at a' }] }) } } }],
+        content: [
+          {
+            block: {
+              case: 'toolUse',
+              value: { id: 'sp1', name: 'spawn_agents', inputJson: JSON.stringify({ tasks: [{ task: 'look at a' }] }) },
+            },
+          },
+        ],
       },
     });
     const children = await s.waitFor('sub-agent listed under its parent', async () => {
@@ -196,10 +227,15 @@ describe('ownership', () => {
   });
 
   it('passes validation errors through with their code and message', async () => {
-    const err = ConnectError.from(await s.client(s.tokens.alice).createConversation({ cwd: 'relative' }).catch((e: unknown) => e));
+    const err = ConnectError.from(
+      await s
+        .client(s.tokens.alice)
+        .createConversation({ cwd: 'relative' })
+        .catch((e: unknown) => e),
+    );
     expect(err.code).toBe(Code.InvalidArgument);
     expect(err.rawMessage).toMatch(/cwd must be an absolute path/);
- 
+
     // A server tool this deployment does not allow (none by default): the service's sentence, as it wrote it.
     const tool = ConnectError.from(
       await s
@@ -213,7 +249,9 @@ describe('ownership', () => {
   });
 
   it("changes the owner's settings through web-bff", async () => {
-    const res = await s.client(s.tokens.alice).updateConversationSettings({ conversationId: aliceConversation, thinking: ThinkingLevel.LOW, serverTools: { tools: [] } });
+    const res = await s
+      .client(s.tokens.alice)
+      .updateConversationSettings({ conversationId: aliceConversation, thinking: ThinkingLevel.LOW, serverTools: { tools: [] } });
     expect(res.conversation).toMatchObject({ id: aliceConversation, thinking: ThinkingLevel.LOW, serverTools: [] });
     const got = await s.client(s.tokens.alice).getConversation({ conversationId: aliceConversation });
     expect(got.conversation!.thinking).toBe(ThinkingLevel.LOW);

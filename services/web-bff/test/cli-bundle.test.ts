@@ -24,8 +24,14 @@ interface Run {
 
 function bin(path: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((done) => {
-    execFile(path, args, { env: { PATH: process.env.PATH, HOME: '/nonexistent', BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_RETRY_FOR: '0', ...env }, timeout: 30_000 }, (err, stdout, stderr) =>
-      done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      path,
+      args,
+      {
+        env: { PATH: process.env.PATH, HOME: '/nonexistent', BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_RETRY_FOR: '0', ...env },
+        timeout: 30_000,
+      },
+      (err, stdout, stderr) => done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }

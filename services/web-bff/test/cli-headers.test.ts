@@ -47,7 +47,13 @@ describe('the CLI bundle’s Headers', () => {
   it('set replaces, delete removes, iteration is sorted by name', () => {
     const v = same((make) => {
       const h = make();
-      for (const [k, v] of [['zeta', '1'], ['Alpha', '2'], ['mid', '3'], ['alpha', '4']]) h.append(k!, v!);
+      for (const [k, v] of [
+        ['zeta', '1'],
+        ['Alpha', '2'],
+        ['mid', '3'],
+        ['alpha', '4'],
+      ])
+        h.append(k!, v!);
       h.set('mid', '5');
       h.delete('ZETA');
       return h;
@@ -57,7 +63,13 @@ describe('the CLI bundle’s Headers', () => {
 
   it('copies from a record, from pairs and from either kind of Headers', () => {
     same((make) => make({ 'Connect-Protocol-Version': '1', accept: 'x' } as never));
-    same((make) => make([['a', '1'], ['A', '2'], ['b', '3']] as never));
+    same((make) =>
+      make([
+        ['a', '1'],
+        ['A', '2'],
+        ['b', '3'],
+      ] as never),
+    );
     same((make) => make(new PlainHeaders({ a: '1', b: '2' }) as never));
     same((make) => make(new globalThis.Headers({ a: '1', b: '2' }) as never));
     same((make) => make(undefined));

@@ -6,7 +6,15 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
-import { ConversationEventSchema, MessageSchema, MessageType, ServerTool, StopReason, ThinkingLevel, TokenDeltaKind } from '@bedrock/contracts';
+import {
+  ConversationEventSchema,
+  MessageSchema,
+  MessageType,
+  ServerTool,
+  StopReason,
+  ThinkingLevel,
+  TokenDeltaKind,
+} from '@bedrock/contracts';
 import { parseSettingsFlags } from '../src/cli/commands.ts';
 import { createEventRenderer, renderMessages, renderSettings, type RenderOptions } from '../src/cli/render.ts';
 import { run } from '../src/cli/run.ts';
@@ -16,12 +24,22 @@ type EventKind = Exclude<MessageInitShape<typeof ConversationEventSchema>, { $ty
 
 const message = (init: MessageInit) => create(MessageSchema, init);
 const event = (kind: EventKind) => create(ConversationEventSchema, { conversationId: 'c', kind });
-const thinkingDelta = (text: string, blockIndex = 0): EventKind => ({ case: 'tokenDelta', value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.THINKING } });
-const textDelta = (text: string, blockIndex = 1): EventKind => ({ case: 'tokenDelta', value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.TEXT } });
+const thinkingDelta = (text: string, blockIndex = 0): EventKind => ({
+  case: 'tokenDelta',
+  value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.THINKING },
+});
+const textDelta = (text: string, blockIndex = 1): EventKind => ({
+  case: 'tokenDelta',
+  value: { requestId: 'r', text, blockIndex, kind: TokenDeltaKind.TEXT },
+});
 const persisted = (init: MessageInit): EventKind => ({ case: 'messagePersisted', value: { message: init } });
-const text = (t: string, citations?: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } } });
+const text = (t: string, citations?: unknown[]) => ({
+  block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } },
+});
 const thinking = (t: string) => ({ block: { case: 'thinking' as const, value: { thinking: t, signature: 'c2ln' } } });
-const serverTool = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
+const serverTool = (json: Record<string, unknown>) => ({
+  block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } },
+});
 
 /** Runs events through a renderer, returning what went to stdout and stderr. */
 function rendered(kinds: EventKind[], options: RenderOptions = {}): { out: string; err: string } {
@@ -36,7 +54,11 @@ const SOURCE = { url: 'https://en.wikipedia.org/wiki/Bedrock', title: 'Bedrock -
 const cite = { type: 'web_search_result_location', ...SOURCE, encrypted_index: 'eA==', cited_text: 'Bedrock is' };
 const searchBlocks = [
   serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'what is bedrock' } }),
-  serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', ...SOURCE, encrypted_content: 'ZQ==' }] }),
+  serverTool({
+    type: 'web_search_tool_result',
+    tool_use_id: 'srvtoolu_1',
+    content: [{ type: 'web_search_result', ...SOURCE, encrypted_content: 'ZQ==' }],
+  }),
   text('Bedrock is solid rock.', [cite]),
 ];
 
@@ -46,7 +68,12 @@ describe('thinking in the live output', () => {
     thinkingDelta('think.'),
     textDelta('Thought it '),
     textDelta('through.'),
-    persisted({ id: 'a1', type: MessageType.AGENT, content: [thinking('Let me think.'), text('Thought it through.')], stopReason: StopReason.END_TURN }),
+    persisted({
+      id: 'a1',
+      type: MessageType.AGENT,
+      content: [thinking('Let me think.'), text('Thought it through.')],
+      stopReason: StopReason.END_TURN,
+    }),
   ];
 
   it('is printed under a label, plain when not on a terminal, and not again when its message is persisted', () => {
@@ -54,7 +81,9 @@ describe('thinking in the live output', () => {
   });
 
   it('is dimmed on a terminal (ANSI dim), the answer is not', () => {
-    expect(rendered(turn, { color: true }).out).toBe('\x1b[2mthinking:\x1b[22m\n\x1b[2mLet me \x1b[22m\x1b[2mthink.\x1b[22m\nThought it through.\n');
+    expect(rendered(turn, { color: true }).out).toBe(
+      '\x1b[2mthinking:\x1b[22m\n\x1b[2mLet me \x1b[22m\x1b[2mthink.\x1b[22m\nThought it through.\n',
+    );
   });
 
   it('is left out with --hide-thinking', () => {
@@ -66,7 +95,12 @@ describe('thinking in the live output', () => {
       persisted({
         id: 'a1',
         type: MessageType.AGENT,
-        content: [thinking('Plan:\nread the file.'), { block: { case: 'redactedThinking', value: { data: 'ZW5j' } } }, thinking(''), text('Done.')],
+        content: [
+          thinking('Plan:\nread the file.'),
+          { block: { case: 'redactedThinking', value: { data: 'ZW5j' } } },
+          thinking(''),
+          text('Done.'),
+        ],
       }),
     ]).out;
     expect(out).toBe('thinking:\n  Plan:\n  read the file.\nthinking:\n  (redacted by the provider)\nthinking:\n  (not shown)\nDone.\n');
@@ -77,7 +111,13 @@ describe('web tools and citations', () => {
   it('prints each server-tool block as one line and the cited sources as footnotes', () => {
     const out = rendered([persisted({ id: 'a1', type: MessageType.AGENT, content: searchBlocks, stopReason: StopReason.END_TURN })]).out;
     expect(out).toBe(
-      ['⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', 'Bedrock is solid rock. [1]', `  [1] Bedrock - Wikipedia ${SOURCE.url}`, ''].join('\n'),
+      [
+        '⏺ searched: what is bedrock',
+        '  → 1 result: Bedrock - Wikipedia',
+        'Bedrock is solid rock. [1]',
+        `  [1] Bedrock - Wikipedia ${SOURCE.url}`,
+        '',
+      ].join('\n'),
     );
   });
 
@@ -88,7 +128,11 @@ describe('web tools and citations', () => {
         type: MessageType.AGENT,
         content: [
           serverTool({ type: 'server_tool_use', id: 'srvtoolu_2', name: 'web_fetch', input: { url: 'https://example.com/a' } }),
-          serverTool({ type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' } }),
+          serverTool({
+            type: 'web_fetch_tool_result',
+            tool_use_id: 'srvtoolu_2',
+            content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' },
+          }),
         ],
       }),
     ]).out;
@@ -96,8 +140,19 @@ describe('web tools and citations', () => {
   });
 
   it('adds footnotes after streamed text too', () => {
-    const out = rendered([textDelta('Bedrock is solid rock.', 2), persisted({ id: 'a1', type: MessageType.AGENT, content: searchBlocks })]).out;
-    expect(out).toBe(['Bedrock is solid rock.', '⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', `  [1] Bedrock - Wikipedia ${SOURCE.url}`, ''].join('\n'));
+    const out = rendered([
+      textDelta('Bedrock is solid rock.', 2),
+      persisted({ id: 'a1', type: MessageType.AGENT, content: searchBlocks }),
+    ]).out;
+    expect(out).toBe(
+      [
+        'Bedrock is solid rock.',
+        '⏺ searched: what is bedrock',
+        '  → 1 result: Bedrock - Wikipedia',
+        `  [1] Bedrock - Wikipedia ${SOURCE.url}`,
+        '',
+      ].join('\n'),
+    );
   });
 });
 
@@ -105,7 +160,11 @@ describe('how an answer ended', () => {
   it('marks a cut and a pause with one line each; the cut notice shows', () => {
     const out = rendered([
       persisted({ id: 'a1', type: MessageType.AGENT, content: [text('Part one')], stopReason: StopReason.MAX_TOKENS }),
-      persisted({ id: 's1', type: MessageType.SYSTEM, content: [text('Your response was cut by the output limit. Continue where it stopped.')] }),
+      persisted({
+        id: 's1',
+        type: MessageType.SYSTEM,
+        content: [text('Your response was cut by the output limit. Continue where it stopped.')],
+      }),
       persisted({ id: 'a2', type: MessageType.AGENT, content: [searchBlocks[0]!], stopReason: StopReason.PAUSE_TURN }),
     ]).out;
     expect(out).toBe(
@@ -121,10 +180,22 @@ describe('how an answer ended', () => {
   });
 
   it('says a refusal once: with the error message that follows it, or alone', () => {
-    const refused = persisted({ id: 'a1', type: MessageType.AGENT, content: [text('I')], stopReason: StopReason.REFUSAL, stopExplanation: 'It asks for harm.' });
-    const error = persisted({ id: 'e1', type: MessageType.ERROR, content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')] });
+    const refused = persisted({
+      id: 'a1',
+      type: MessageType.AGENT,
+      content: [text('I')],
+      stopReason: StopReason.REFUSAL,
+      stopExplanation: 'It asks for harm.',
+    });
+    const error = persisted({
+      id: 'e1',
+      type: MessageType.ERROR,
+      content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')],
+    });
     const idle: EventKind = { case: 'stateChanged', value: { state: { kind: 1 } } };
-    expect(rendered([refused, error, idle]).out).toBe('I\n✗ The model declined to answer: It asks for harm. Rephrase your request or send a new message.\n');
+    expect(rendered([refused, error, idle]).out).toBe(
+      'I\n✗ The model declined to answer: It asks for harm. Rephrase your request or send a new message.\n',
+    );
     // No error message after it (an older service): the marker with the explanation.
     expect(rendered([refused, idle]).out).toBe('I\n✗ The model declined to answer: It asks for harm.\n');
   });
@@ -141,7 +212,11 @@ describe('show', () => {
       usage: { outputTokens: 900n, thinkingTokens: 1500n, webSearchRequests: 1n },
     }),
     message({ id: 'a2', type: MessageType.AGENT, content: [], stopReason: StopReason.REFUSAL, stopExplanation: 'It asks for harm.' }),
-    message({ id: 'e1', type: MessageType.ERROR, content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')] }),
+    message({
+      id: 'e1',
+      type: MessageType.ERROR,
+      content: [text('The model declined to answer: It asks for harm. Rephrase your request or send a new message.')],
+    }),
   ];
 
   it('prints thinking, web tools, sources, usage and the refusal (once)', () => {
@@ -164,7 +239,9 @@ describe('show', () => {
 
   it('names the settings', () => {
     expect(renderSettings({ thinking: ThinkingLevel.LOW, serverTools: [] })).toBe('thinking: low · web tools: none\n');
-    expect(renderSettings({ thinking: ThinkingLevel.MAX, serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH] })).toBe('thinking: max · web tools: web search, web fetch\n');
+    expect(renderSettings({ thinking: ThinkingLevel.MAX, serverTools: [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH] })).toBe(
+      'thinking: max · web tools: web search, web fetch\n',
+    );
   });
 });
 
@@ -177,18 +254,30 @@ describe('settings flags', () => {
       disable: [ServerTool.WEB_FETCH],
     });
     expect(() => parseSettingsFlags({ thinking: 'extreme' })).toThrow('--thinking extreme: use off, low, medium, high or max');
-    expect(() => parseSettingsFlags({ 'web-fetch': true, 'no-web-fetch': true })).toThrow('--web-fetch and --no-web-fetch contradict each other');
+    expect(() => parseSettingsFlags({ 'web-fetch': true, 'no-web-fetch': true })).toThrow(
+      '--web-fetch and --no-web-fetch contradict each other',
+    );
   });
 
   it('refuses them where they mean nothing, before calling the server (exit 2)', async () => {
     const attempt = async (args: string[]) => {
       let err = '';
-      const code = await run(args, { BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_TOKEN: 't', BEDROCK_RETRY_FOR: '0' }, { out: () => undefined, err: (t) => void (err += t) });
+      const code = await run(
+        args,
+        { BEDROCK_URL: 'http://127.0.0.1:9', BEDROCK_TOKEN: 't', BEDROCK_RETRY_FOR: '0' },
+        { out: () => undefined, err: (t) => void (err += t) },
+      );
       return { code, err: err.split('\n')[0] };
     };
-    expect(await attempt(['new', '--thinking', 'extreme'])).toEqual({ code: 2, err: 'bedrock: --thinking extreme: use off, low, medium, high or max' });
+    expect(await attempt(['new', '--thinking', 'extreme'])).toEqual({
+      code: 2,
+      err: 'bedrock: --thinking extreme: use off, low, medium, high or max',
+    });
     expect(await attempt(['ls', '--thinking', 'low'])).toEqual({ code: 2, err: 'bedrock: --thinking applies to chat, new and settings' });
-    expect(await attempt(['send', 'id', 'hi', '--web-search'])).toEqual({ code: 2, err: 'bedrock: --web-search applies to chat, new and settings' });
+    expect(await attempt(['send', 'id', 'hi', '--web-search'])).toEqual({
+      code: 2,
+      err: 'bedrock: --web-search applies to chat, new and settings',
+    });
     expect((await attempt(['new', '--no-web-search'])).code).toBe(2);
     expect((await attempt(['chat', '--no-web-fetch'])).code).toBe(2);
     expect((await attempt(['settings'])).code).toBe(2);

@@ -35,7 +35,10 @@ function bedrockBin(args: string[], env: Record<string, string> = {}): Promise<R
     execFile(
       BIN,
       args,
-      { env: { PATH: process.env.PATH, HOME: process.env.HOME, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, ...env }, timeout: 60_000 },
+      {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, ...env },
+        timeout: 60_000,
+      },
       (err, stdout, stderr) => resolveRun({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     );
   });
@@ -44,15 +47,22 @@ function bedrockBin(args: string[], env: Record<string, string> = {}): Promise<R
 async function bedrock(args: string[], env: Record<string, string> = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await run(args, { BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, HOME: '/nonexistent', ...env }, {
-    out: (t) => void (stdout += t),
-    err: (t) => void (stderr += t),
-  });
+  const code = await run(
+    args,
+    { BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, HOME: '/nonexistent', ...env },
+    {
+      out: (t) => void (stdout += t),
+      err: (t) => void (stderr += t),
+    },
+  );
   return { code, stdout, stderr };
 }
 
 async function userMessages(id: string): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>("SELECT id FROM messages WHERE conversation_id = $1 AND message_type = 'user' ORDER BY sequence", [id]);
+  const { rows } = await db.query<{ id: string }>(
+    "SELECT id FROM messages WHERE conversation_id = $1 AND message_type = 'user' ORDER BY sequence",
+    [id],
+  );
   return rows.map((r) => r.id);
 }
 
@@ -84,7 +94,9 @@ describe('bedrock retries a change through an upstream that is killed and restar
     expect(await userMessages(id)).toEqual([saved]);
     expect(s.llmJobs.filter((j) => j.conversationId === id)).toHaveLength(1);
     const shown = await bedrock(['show', id, '--json']);
-    const texts = JSON.parse(shown.stdout).messages.flatMap((m: { content: { text?: { text: string } }[] }) => m.content.map((c) => c.text?.text));
+    const texts = JSON.parse(shown.stdout).messages.flatMap((m: { content: { text?: { text: string } }[] }) =>
+      m.content.map((c) => c.text?.text),
+    );
     expect(texts.filter((t: string | undefined) => t === 'run the tests')).toHaveLength(1);
   }, 90_000);
 

@@ -45,8 +45,15 @@ async function playAgent(): Promise<void> {
       const block = [...(lastUser?.content ?? [])].reverse().find((b) => b.block.case === 'text' || b.block.case === 'toolResult');
       const said = block?.block.case === 'text' ? block.block.value.text : block?.block.case === 'toolResult' ? '<tool result>' : '';
       const usage = { inputTokens: 50n, outputTokens: 5n };
-      const reply = (content: MessageInitShape<typeof ContentBlockSchema>[], stopReason = StopReason.END_TURN, more: { stopExplanation?: string } = {}) =>
-        s.send(job.conversationId, `r/${job.requestId}`, { case: 'llmResponse', value: { requestId: job.requestId, stopReason, usage, content, ...more } });
+      const reply = (
+        content: MessageInitShape<typeof ContentBlockSchema>[],
+        stopReason = StopReason.END_TURN,
+        more: { stopExplanation?: string } = {},
+      ) =>
+        s.send(job.conversationId, `r/${job.requestId}`, {
+          case: 'llmResponse',
+          value: { requestId: job.requestId, stopReason, usage, content, ...more },
+        });
       const text = (t: string, citationsJson = '') => ({ block: { case: 'text' as const, value: { text: t, citationsJson } } });
       if (said === 'hang') continue;
       if (said === 'hello') {
@@ -54,26 +61,51 @@ async function playAgent(): Promise<void> {
         await s.delta(job.conversationId, job.requestId, 'lo!');
         await reply([{ block: { case: 'text', value: { text: 'Hello!' } } }]);
       } else if (said === 'run ls') {
-        await reply([{ block: { case: 'toolUse', value: { id: `tu_${job.requestId.slice(-8)}`, name: 'bash', inputJson: '{"command":"ls"}' } } }], StopReason.TOOL_USE);
+        await reply(
+          [{ block: { case: 'toolUse', value: { id: `tu_${job.requestId.slice(-8)}`, name: 'bash', inputJson: '{"command":"ls"}' } } }],
+          StopReason.TOOL_USE,
+        );
       } else if (said === 'think') {
         await s.delta(job.conversationId, job.requestId, 'Let me ', { kind: TokenDeltaKind.THINKING });
         await s.delta(job.conversationId, job.requestId, 'think.', { kind: TokenDeltaKind.THINKING });
         await s.delta(job.conversationId, job.requestId, 'Thought it through.', { blockIndex: 1 });
-        await reply([{ block: { case: 'thinking', value: { thinking: 'Let me think.', signature: 'c2ln' } } }, text('Thought it through.')]);
+        await reply([
+          { block: { case: 'thinking', value: { thinking: 'Let me think.', signature: 'c2ln' } } },
+          text('Thought it through.'),
+        ]);
       } else if (said === 'search') {
         const source = { url: 'https://en.wikipedia.org/wiki/Bedrock', title: 'Bedrock - Wikipedia' };
-        const serverTool = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
+        const serverTool = (json: Record<string, unknown>) => ({
+          block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } },
+        });
         await reply([
           serverTool({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'what is bedrock' } }),
-          serverTool({ type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZQ==' }] }),
-          text('Bedrock is solid rock.', JSON.stringify([{ type: 'web_search_result_location', ...source, encrypted_index: 'eA==', cited_text: 'Bedrock is' }])),
+          serverTool({
+            type: 'web_search_tool_result',
+            tool_use_id: 'srvtoolu_1',
+            content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZQ==' }],
+          }),
+          text(
+            'Bedrock is solid rock.',
+            JSON.stringify([{ type: 'web_search_result_location', ...source, encrypted_index: 'eA==', cited_text: 'Bedrock is' }]),
+          ),
         ]);
       } else if (said === 'refuse') {
         await reply([text('I')], StopReason.REFUSAL, { stopExplanation: 'It asks for harm.' });
       } else if (said === 'long') {
         await reply([text('Part one')], StopReason.MAX_TOKENS);
       } else if (said === 'write') {
-        await reply([{ block: { case: 'toolUse', value: { id: `up_${job.requestId.slice(-8)}`, name: 'request_mode_upgrade', inputJson: '{"reason":"to fix the bug"}' } } }], StopReason.TOOL_USE);
+        await reply(
+          [
+            {
+              block: {
+                case: 'toolUse',
+                value: { id: `up_${job.requestId.slice(-8)}`, name: 'request_mode_upgrade', inputJson: '{"reason":"to fix the bug"}' },
+              },
+            },
+          ],
+          StopReason.TOOL_USE,
+        );
       } else {
         await reply([{ block: { case: 'text', value: { text: said === '<tool result>' ? 'listed' : `echo: ${said}` } } }]);
       }
@@ -81,7 +113,10 @@ async function playAgent(): Promise<void> {
     for (const job of s.toolJobs) {
       if (handledTools.has(job.toolUseId)) continue;
       handledTools.add(job.toolUseId);
-      await s.send(job.conversationId, `tool/${job.toolUseId}`, { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'a.txt\nb.txt' } });
+      await s.send(job.conversationId, `tool/${job.toolUseId}`, {
+        case: 'toolComplete',
+        value: { toolUseId: job.toolUseId, content: 'a.txt\nb.txt' },
+      });
     }
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -97,10 +132,14 @@ interface Run {
 async function bedrock(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await run(args, { BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, HOME: '/nonexistent', ...env }, {
-    out: (t) => void (stdout += t),
-    err: (t) => void (stderr += t),
-  });
+  const code = await run(
+    args,
+    { BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, HOME: '/nonexistent', ...env },
+    {
+      out: (t) => void (stdout += t),
+      err: (t) => void (stderr += t),
+    },
+  );
   return { code, stdout, stderr };
 }
 
@@ -110,7 +149,10 @@ function bedrockBin(args: string[], env: Record<string, string | undefined> = {}
     execFile(
       BIN,
       args,
-      { env: { PATH: process.env.PATH, HOME: process.env.HOME, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, ...env }, timeout: 30_000 },
+      {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice, ...env },
+        timeout: 30_000,
+      },
       (err, stdout, stderr) => resolveRun({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     );
   });
@@ -126,7 +168,10 @@ describe('bedrock CLI', () => {
     expect(ls.code).toBe(0);
     expect(ls.stdout).toContain(id);
     const lsJson = await bedrock(['ls', '--json']);
-    const rows = lsJson.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = lsJson.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rows.find((r: { id: string }) => r.id === id)).toMatchObject({ cwd: '/tmp', model: 'test-model' });
     const shown = await bedrock(['show', id]);
     expect(shown.stdout).toContain('state: idle');
@@ -160,16 +205,21 @@ describe('bedrock CLI', () => {
 
   it('send --wait --json prints NDJSON events; watch --json streams them', async () => {
     const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
-    const watcher = spawn(BIN, ['watch', id, '--json'], { env: { PATH: process.env.PATH, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice } });
+    const watcher = spawn(BIN, ['watch', id, '--json'], {
+      env: { PATH: process.env.PATH, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice },
+    });
     let watched = '';
     watcher.stdout.on('data', (d: Buffer) => (watched += d.toString()));
     await s.waitFor('watch snapshot', () => watched.includes('"snapshot"'), 20_000);
     const sent = await bedrock(['send', id, 'hello', '--wait', '--json']);
     expect(sent.code).toBe(0);
-    const events = sent.stdout.trim().split('\n').map((l) => JSON.parse(l));
-    expect(events.map((e: Record<string, unknown>) => Object.keys(e).find((k) => !['conversationId', 'sequence', 'deltaIndex'].includes(k)))).toEqual(
-      expect.arrayContaining(['messagePersisted', 'stateChanged', 'tokenDelta']),
-    );
+    const events = sent.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(
+      events.map((e: Record<string, unknown>) => Object.keys(e).find((k) => !['conversationId', 'sequence', 'deltaIndex'].includes(k))),
+    ).toEqual(expect.arrayContaining(['messagePersisted', 'stateChanged', 'tokenDelta']));
     await s.waitFor('watched the turn', () => watched.includes('"Hello!"'), 20_000);
     watcher.kill('SIGINT');
     await new Promise((r) => watcher.once('exit', r));
@@ -218,7 +268,12 @@ describe('bedrock CLI', () => {
 
     const search = await bedrock(['send', id, 'search', '--wait']);
     expect(search.stdout).toContain(
-      ['⏺ searched: what is bedrock', '  → 1 result: Bedrock - Wikipedia', 'Bedrock is solid rock. [1]', '  [1] Bedrock - Wikipedia https://en.wikipedia.org/wiki/Bedrock'].join('\n'),
+      [
+        '⏺ searched: what is bedrock',
+        '  → 1 result: Bedrock - Wikipedia',
+        'Bedrock is solid rock. [1]',
+        '  [1] Bedrock - Wikipedia https://en.wikipedia.org/wiki/Bedrock',
+      ].join('\n'),
     );
 
     const refused = await bedrock(['send', id, 'refuse', '--wait']);
@@ -275,7 +330,9 @@ describe('bedrock CLI', () => {
   }, 60_000);
 
   it('chat streams turns, asks y/n on an upgrade request and quits on end of input', async () => {
-    const child = spawn(BIN, ['chat', '--cwd', '/tmp'], { env: { PATH: process.env.PATH, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice } });
+    const child = spawn(BIN, ['chat', '--cwd', '/tmp'], {
+      env: { PATH: process.env.PATH, BEDROCK_URL: s.bff.httpUrl, BEDROCK_TOKEN: s.tokens.alice },
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));

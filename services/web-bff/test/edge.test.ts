@@ -63,7 +63,9 @@ interface Answer {
 }
 
 const strings = (h: http.IncomingHttpHeaders | http2.IncomingHttpHeaders): Record<string, string> =>
-  Object.fromEntries(Object.entries(h).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : typeof v === 'number' ? [[k, String(v)]] : [])));
+  Object.fromEntries(
+    Object.entries(h).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : typeof v === 'number' ? [[k, String(v)]] : [])),
+  );
 
 /**
  * POSTs `size` bytes (a first `head`, then filler) over HTTP/1.1, writing only as fast as the
@@ -93,7 +95,13 @@ function postH1(url: string, path: string, headers: Record<string, string>, size
       pump();
     });
     req.on('response', (res) => {
-      answered = { status: res.statusCode ?? 0, headers: strings(res.headers), answeredMs: performance.now() - started, sentAtAnswer: sent, continued };
+      answered = {
+        status: res.statusCode ?? 0,
+        headers: strings(res.headers),
+        answeredMs: performance.now() - started,
+        sentAtAnswer: sent,
+        continued,
+      };
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -149,7 +157,13 @@ function postH2(url: string, path: string, headers: Record<string, string>, size
       session.close();
     };
     stream.on('response', (h) => {
-      answered = { status: Number(h[':status']), headers: strings(h), answeredMs: performance.now() - started, sentAtAnswer: sent, continued: false };
+      answered = {
+        status: Number(h[':status']),
+        headers: strings(h),
+        answeredMs: performance.now() - started,
+        sentAtAnswer: sent,
+        continued: false,
+      };
     });
     stream.on('trailers', (t) => {
       trailers = strings(t);
@@ -170,7 +184,10 @@ function codeOf(a: Answer): { code: string; message: string } {
   const type = a.headers['content-type'] ?? '';
   if (type.startsWith('application/grpc-web')) {
     const data = lastFrame(a.body).data;
-    return { code: Code[Number(/grpc-status: (\d+)/.exec(data)?.[1])]!, message: decodeURIComponent(/grpc-message: (.*)\r\n/.exec(data)?.[1] ?? '') };
+    return {
+      code: Code[Number(/grpc-status: (\d+)/.exec(data)?.[1])]!,
+      message: decodeURIComponent(/grpc-message: (.*)\r\n/.exec(data)?.[1] ?? ''),
+    };
   }
   if (type.startsWith('application/grpc')) {
     const g = grpcStatusOf(a);
@@ -248,7 +265,10 @@ describe('unauthenticated calls are refused before their body is read', () => {
     const size = 60 * MB;
     const pid = child!.pid!;
     // Warm up every path once (JIT, lazily loaded code), then take the baseline.
-    await Promise.all([postH1(httpUrl, SEND, { 'content-type': 'application/proto' }, 10), postH2(grpcUrl, SEND, { 'content-type': 'application/grpc', te: 'trailers' }, 10)]);
+    await Promise.all([
+      postH1(httpUrl, SEND, { 'content-type': 'application/proto' }, 10),
+      postH2(grpcUrl, SEND, { 'content-type': 'application/grpc', te: 'trailers' }, 10),
+    ]);
     await new Promise((r) => setTimeout(r, 200));
     const baseKb = rssKb(pid);
     let peakKb = baseKb;
@@ -323,7 +343,9 @@ describe('authenticated calls', () => {
       const id = (await alice.createConversation({ cwd: workDir })).conversation!.id;
       const started = performance.now();
       const sent = await alice.sendMessage({ conversationId: id, text: 'a big picture', images: [{ mediaType: 'image/png', data: png }] });
-      console.log(`${protocol}: SendMessage with a ${(png.byteLength / MB).toFixed(1)} MiB PNG through web-bff took ${(performance.now() - started).toFixed(0)} ms`);
+      console.log(
+        `${protocol}: SendMessage with a ${(png.byteLength / MB).toFixed(1)} MiB PNG through web-bff took ${(performance.now() - started).toFixed(0)} ms`,
+      );
       expect(sent.message!.content.map((b) => b.block.case)).toEqual(['text', 'image']);
     }
   }, 60_000);
@@ -336,12 +358,23 @@ describe('authenticated calls', () => {
       connectJson: await postH1(s.bff.httpUrl, SEND, { ...auth, 'content-type': 'application/json' }, 12, Buffer.from('{"text": tru')),
       grpc: await postH2(s.bff.grpcUrl, SEND, { ...auth, 'content-type': 'application/grpc', te: 'trailers' }, 8, envelope(truncated)),
       grpcWeb: await postH1(s.bff.httpUrl, SEND, { ...auth, 'content-type': 'application/grpc-web+proto' }, 8, envelope(truncated)),
-      connectStream: await postH2(s.bff.grpcUrl, WATCH, { ...auth, 'content-type': 'application/connect+json' }, 9, envelope(Buffer.from('{"x'))),
+      connectStream: await postH2(
+        s.bff.grpcUrl,
+        WATCH,
+        { ...auth, 'content-type': 'application/connect+json' },
+        9,
+        envelope(Buffer.from('{"x')),
+      ),
     };
     for (const [name, a] of Object.entries(answers)) {
       const { code, message } = codeOf(a);
       expect([name, code]).toEqual([name, 'InvalidArgument']);
-      expect([name, message]).toEqual([name, expect.stringMatching(/^request body is not a valid bedrock\.v1\.(SendMessageRequest|WatchConversationRequest): .+ \((protobuf binary|JSON)\)$/)]);
+      expect([name, message]).toEqual([
+        name,
+        expect.stringMatching(
+          /^request body is not a valid bedrock\.v1\.(SendMessageRequest|WatchConversationRequest): .+ \((protobuf binary|JSON)\)$/,
+        ),
+      ]);
     }
     expect(answers.connectProto.status).toBe(400);
     expect(answers.connectJson.status).toBe(400);
@@ -356,7 +389,10 @@ describe('security headers', () => {
       const res = await fetch(`${s.bff.httpUrl}${path}`);
       await res.arrayBuffer();
       const headers = Object.fromEntries(res.headers);
-      expect([path, headers]).toEqual([path, expect.objectContaining({ ...COMMON, 'content-security-policy': UI_CONTENT_SECURITY_POLICY })]);
+      expect([path, headers]).toEqual([
+        path,
+        expect.objectContaining({ ...COMMON, 'content-security-policy': UI_CONTENT_SECURITY_POLICY }),
+      ]);
     }
     expect(UI_CONTENT_SECURITY_POLICY).toContain("default-src 'self'");
     expect(UI_CONTENT_SECURITY_POLICY).toContain("frame-ancestors 'none'");
@@ -371,12 +407,26 @@ describe('security headers', () => {
     const list = Buffer.from([]);
     const answers = [
       await postH1(s.bff.httpUrl, '/bedrock.v1.ConversationService/ListConversations', { 'content-type': 'application/proto' }, 0, list),
-      await postH1(s.bff.httpUrl, '/bedrock.v1.ConversationService/ListConversations', { ...auth, 'content-type': 'application/proto' }, 0, list),
-      await postH2(s.bff.grpcUrl, '/bedrock.v1.ConversationService/ListConversations', { ...auth, 'content-type': 'application/grpc', te: 'trailers' }, 5, envelope(list)),
+      await postH1(
+        s.bff.httpUrl,
+        '/bedrock.v1.ConversationService/ListConversations',
+        { ...auth, 'content-type': 'application/proto' },
+        0,
+        list,
+      ),
+      await postH2(
+        s.bff.grpcUrl,
+        '/bedrock.v1.ConversationService/ListConversations',
+        { ...auth, 'content-type': 'application/grpc', te: 'trailers' },
+        5,
+        envelope(list),
+      ),
     ];
     expect(answers.map((a) => a.status)).toEqual([401, 200, 200]);
     for (const a of answers) {
-      expect(a.headers).toEqual(expect.objectContaining({ ...COMMON, 'content-security-policy': "default-src 'none'; frame-ancestors 'none'" }));
+      expect(a.headers).toEqual(
+        expect.objectContaining({ ...COMMON, 'content-security-policy': "default-src 'none'; frame-ancestors 'none'" }),
+      );
     }
   });
 });

@@ -72,15 +72,30 @@ describe('a plain @grpc/grpc-js client', () => {
   it('creates, reads and watches a conversation with a bearer token', async () => {
     const client = new grpc.Client(address, grpc.credentials.createInsecure());
     try {
-      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: path.join(work, 'srv') }, metadata(s.tokens.alice));
+      const created = await unary(
+        client,
+        'CreateConversation',
+        CreateConversationRequestSchema,
+        CreateConversationResponseSchema,
+        { cwd: path.join(work, 'srv') },
+        metadata(s.tokens.alice),
+      );
       const id = created.conversation!.id;
       expect(created.conversation!.cwd).toBe(path.join(work, 'srv'));
-      const got = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: id }, metadata(s.tokens.alice));
+      const got = await unary(
+        client,
+        'GetConversation',
+        GetConversationRequestSchema,
+        GetConversationResponseSchema,
+        { conversationId: id },
+        metadata(s.tokens.alice),
+      );
       expect(got.conversation!.id).toBe(id);
 
       const call = client.makeServerStreamRequest(
         `${SERVICE}/WatchConversation`,
-        (m: MessageInitShape<typeof WatchConversationRequestSchema>) => Buffer.from(toBinary(WatchConversationRequestSchema, create(WatchConversationRequestSchema, m))),
+        (m: MessageInitShape<typeof WatchConversationRequestSchema>) =>
+          Buffer.from(toBinary(WatchConversationRequestSchema, create(WatchConversationRequestSchema, m))),
         (b: Buffer) => fromBinary(WatchConversationResponseSchema, b),
         { conversationId: id },
         metadata(s.tokens.alice),
@@ -100,10 +115,31 @@ describe('a plain @grpc/grpc-js client', () => {
   it('gets UNAUTHENTICATED (16) without a token and NOT_FOUND (5) for another user', async () => {
     const client = new grpc.Client(address, grpc.credentials.createInsecure());
     try {
-      const created = await unary(client, 'CreateConversation', CreateConversationRequestSchema, CreateConversationResponseSchema, { cwd: path.join(work, 'srv') }, metadata(s.tokens.alice));
-      const noToken = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: created.conversation!.id }, metadata()).catch((e: grpc.ServiceError) => e);
+      const created = await unary(
+        client,
+        'CreateConversation',
+        CreateConversationRequestSchema,
+        CreateConversationResponseSchema,
+        { cwd: path.join(work, 'srv') },
+        metadata(s.tokens.alice),
+      );
+      const noToken = await unary(
+        client,
+        'GetConversation',
+        GetConversationRequestSchema,
+        GetConversationResponseSchema,
+        { conversationId: created.conversation!.id },
+        metadata(),
+      ).catch((e: grpc.ServiceError) => e);
       expect((noToken as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
-      const other = await unary(client, 'GetConversation', GetConversationRequestSchema, GetConversationResponseSchema, { conversationId: created.conversation!.id }, metadata(s.tokens.bob)).catch((e: grpc.ServiceError) => e);
+      const other = await unary(
+        client,
+        'GetConversation',
+        GetConversationRequestSchema,
+        GetConversationResponseSchema,
+        { conversationId: created.conversation!.id },
+        metadata(s.tokens.bob),
+      ).catch((e: grpc.ServiceError) => e);
       expect((other as grpc.ServiceError).code).toBe(grpc.status.NOT_FOUND);
       expect((other as grpc.ServiceError).details).toMatch(/not found/);
     } finally {
@@ -117,7 +153,8 @@ describe('a plain @grpc/grpc-js client', () => {
       const res = await new Promise<health.HealthCheckResponse>((resolve, reject) =>
         client.makeUnaryRequest(
           '/grpc.health.v1.Health/Check',
-          (m: MessageInitShape<typeof health.HealthCheckRequestSchema>) => Buffer.from(toBinary(health.HealthCheckRequestSchema, create(health.HealthCheckRequestSchema, m))),
+          (m: MessageInitShape<typeof health.HealthCheckRequestSchema>) =>
+            Buffer.from(toBinary(health.HealthCheckRequestSchema, create(health.HealthCheckRequestSchema, m))),
           (b: Buffer) => fromBinary(health.HealthCheckResponseSchema, b),
           { service: 'bedrock.v1.ConversationService' },
           (err, r) => (err ? reject(err) : resolve(r!)),
@@ -187,7 +224,11 @@ describe('browsers: Connect and gRPC-Web over HTTP/1.1', () => {
   it('answers CORS preflights for allowed origins with Authorization allowed', async () => {
     const res = await fetch(`${s.bff.httpUrl}${SERVICE}/ListConversations`, {
       method: 'OPTIONS',
-      headers: { origin: 'http://localhost:5173', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+      headers: {
+        origin: 'http://localhost:5173',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type',
+      },
     });
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe('http://localhost:5173');

@@ -67,7 +67,7 @@ describe('retrying', () => {
     }
   });
 
-  it('gives up after the attempts of the policy, saying so, with the last error\'s code', async () => {
+  it("gives up after the attempts of the policy, saying so, with the last error's code", async () => {
     const t = fakeTime();
     const { ids, call } = fails(Code.Unavailable, 100);
     const err = (await retrying(call, { ...t, random: () => 0.5 }).catch((e: unknown) => e)) as ConnectError;

@@ -11,8 +11,24 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
-import { ConversationService, ServerTool, ThinkingLevel, USER_HEADER, rejectionError, rejectionOf, type UpdateConversationSettingsRequest } from '@bedrock/contracts';
-import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
+import {
+  ConversationService,
+  ServerTool,
+  ThinkingLevel,
+  USER_HEADER,
+  rejectionError,
+  rejectionOf,
+  type UpdateConversationSettingsRequest,
+} from '@bedrock/contracts';
+import {
+  createLogger,
+  createTokenStore,
+  generateToken,
+  serviceTokenInterceptor,
+  startGrpcServer,
+  tokenEntriesOf,
+  type GrpcServer,
+} from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
 
@@ -79,7 +95,10 @@ function client(token: string | undefined, protocol: Protocol = 'connect-h1'): C
   const interceptors = token === undefined ? [] : [serviceTokenInterceptor(token)];
   switch (protocol) {
     case 'connect-h1':
-      return createClient(ConversationService, createConnectTransport({ baseUrl: bff.httpUrl, httpVersion: '1.1', useBinaryFormat: true, interceptors }));
+      return createClient(
+        ConversationService,
+        createConnectTransport({ baseUrl: bff.httpUrl, httpVersion: '1.1', useBinaryFormat: true, interceptors }),
+      );
     case 'connect-json-h1':
       return createClient(ConversationService, createConnectTransport({ baseUrl: bff.httpUrl, httpVersion: '1.1', interceptors }));
     case 'grpc':
@@ -126,7 +145,12 @@ describe('UpdateConversationSettings through web-bff', () => {
 
   it("passes INVALID_ARGUMENT through with the service's sentence and its rejection detail", async () => {
     for (const protocol of ['connect-h1', 'grpc'] as const) {
-      const err = await failure(client(tokens.alice, protocol).updateConversationSettings({ conversationId: 'alices', serverTools: { tools: [ServerTool.WEB_FETCH] } }));
+      const err = await failure(
+        client(tokens.alice, protocol).updateConversationSettings({
+          conversationId: 'alices',
+          serverTools: { tools: [ServerTool.WEB_FETCH] },
+        }),
+      );
       expect([err.code, err.rawMessage]).toEqual([Code.InvalidArgument, NOT_ALLOWED]);
       expect(rejectionOf(err)).toMatchObject({ code: 'server-tool-not-allowed', message: NOT_ALLOWED });
     }

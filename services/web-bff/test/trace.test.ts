@@ -35,7 +35,10 @@ describe('trace context through web-bff', () => {
   });
 
   it('traceHeaders keeps only the two W3C headers, and not oversized ones', () => {
-    expect(traceHeaders(new Headers({ traceparent: PARENT, tracestate: 'a=b', authorization: 'Bearer x' }))).toEqual({ traceparent: PARENT, tracestate: 'a=b' });
+    expect(traceHeaders(new Headers({ traceparent: PARENT, tracestate: 'a=b', authorization: 'Bearer x' }))).toEqual({
+      traceparent: PARENT,
+      tracestate: 'a=b',
+    });
     expect(traceHeaders(new Headers({ tracestate: 'x'.repeat(600) }))).toEqual({});
   });
 });

@@ -40,7 +40,9 @@ describe('thinking', () => {
   });
 
   it('says the settings in one line', () => {
-    expect(settingsSummary(ThinkingLevel.HIGH, [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH])).toBe('Thinking: high · Web search, Web fetch');
+    expect(settingsSummary(ThinkingLevel.HIGH, [ServerTool.WEB_FETCH, ServerTool.WEB_SEARCH])).toBe(
+      'Thinking: high · Web search, Web fetch',
+    );
     expect(settingsSummary(ThinkingLevel.OFF, [])).toBe('Thinking: off · no web tools');
   });
 });
@@ -52,8 +54,12 @@ describe('server-tool blocks', () => {
     const search = serverToolView('server_tool_use', use('web_search', { query: 'bedrock geology' }));
     expect(search).toEqual({ kind: 'search', id: 'srvtoolu_1', query: 'bedrock geology' });
     expect(serverToolLine(search)).toBe('Searched the web: bedrock geology');
-    expect(serverToolLine(serverToolView('server_tool_use', use('web_fetch', { url: 'https://example.com/a' })))).toBe('Fetched https://example.com/a');
-    expect(serverToolLine(serverToolView('server_tool_use', use('code_execution', { code: '1+1' })))).toBe("Used the provider's tool code_execution");
+    expect(serverToolLine(serverToolView('server_tool_use', use('web_fetch', { url: 'https://example.com/a' })))).toBe(
+      'Fetched https://example.com/a',
+    );
+    expect(serverToolLine(serverToolView('server_tool_use', use('code_execution', { code: '1+1' })))).toBe(
+      "Used the provider's tool code_execution",
+    );
   });
 
   it('lists search results with http(s) links only', () => {
@@ -85,12 +91,20 @@ describe('server-tool blocks', () => {
   it('says a failed search or fetch failed, in words', () => {
     const searchError = serverToolView(
       'web_search_tool_result',
-      JSON.stringify({ type: 'web_search_tool_result', tool_use_id: 't', content: { type: 'web_search_tool_result_error', error_code: 'max_uses_exceeded' } }),
+      JSON.stringify({
+        type: 'web_search_tool_result',
+        tool_use_id: 't',
+        content: { type: 'web_search_tool_result_error', error_code: 'max_uses_exceeded' },
+      }),
     );
     expect(serverToolLine(searchError)).toBe('Web search failed: the limit of uses for this answer was reached.');
     const fetchError = serverToolView(
       'web_fetch_tool_result',
-      JSON.stringify({ type: 'web_fetch_tool_result', tool_use_id: 't', content: { type: 'web_fetch_tool_result_error', error_code: 'some_new_code' } }),
+      JSON.stringify({
+        type: 'web_fetch_tool_result',
+        tool_use_id: 't',
+        content: { type: 'web_fetch_tool_result_error', error_code: 'some_new_code' },
+      }),
     );
     expect(serverToolLine(fetchError)).toBe('Web fetch failed: some new code.');
   });
@@ -101,7 +115,11 @@ describe('server-tool blocks', () => {
       JSON.stringify({
         type: 'web_fetch_tool_result',
         tool_use_id: 't',
-        content: { type: 'web_fetch_result', url: 'https://example.com/a', content: { type: 'document', source: { type: 'text', data: '…' }, title: 'Page A' } },
+        content: {
+          type: 'web_fetch_result',
+          url: 'https://example.com/a',
+          content: { type: 'document', source: { type: 'text', data: '…' }, title: 'Page A' },
+        },
       }),
     );
     expect(view).toEqual({ kind: 'fetch-result', toolUseId: 't', source: { title: 'Page A', url: 'https://example.com/a' } });
@@ -110,7 +128,11 @@ describe('server-tool blocks', () => {
   it('survives JSON that is not what it should be', () => {
     expect(serverToolLine(serverToolView('server_tool_use', 'not json'))).toBe("Used the provider's tool (unnamed)");
     expect(serverToolLine(serverToolView('mystery_block', '{"type":"mystery_block"}'))).toBe('Provider tool block mystery_block');
-    expect(serverToolLine(serverToolView('server_tool_use', JSON.stringify({ type: 'server_tool_use', name: 'web_search', input: { query: 42 } })))).toBe('Searched the web: (no query)');
+    expect(
+      serverToolLine(
+        serverToolView('server_tool_use', JSON.stringify({ type: 'server_tool_use', name: 'web_search', input: { query: 42 } })),
+      ),
+    ).toBe('Searched the web: (no query)');
   });
 });
 
@@ -173,7 +195,9 @@ describe('how a response ended', () => {
 
 describe('usage worth naming', () => {
   it('counts thinking tokens and web searches and fetches when there are any', () => {
-    expect(usageExtras({ thinkingTokens: 1234n, webSearchRequests: 2n, webFetchRequests: 1n }, formatTokens)).toBe('1.2k thinking tokens · 2 web searches · 1 web fetch');
+    expect(usageExtras({ thinkingTokens: 1234n, webSearchRequests: 2n, webFetchRequests: 1n }, formatTokens)).toBe(
+      '1.2k thinking tokens · 2 web searches · 1 web fetch',
+    );
     expect(usageExtras({ thinkingTokens: 1n, webSearchRequests: 1n, webFetchRequests: 0n })).toBe('1 thinking token · 1 web search');
     expect(usageExtras({ thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n })).toBe('');
     expect(usageExtras(undefined)).toBe('');

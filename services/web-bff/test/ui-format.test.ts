@@ -2,7 +2,19 @@
 import { describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { ContextUsageSchema, ConversationStateSchema, ErrorKind, Mode, StateKind } from '@bedrock/contracts';
-import { canCancel, diffLines, formatTokens, imageProblem, isBusy, modeLine, patchDisplay, secondsLeft, stateLine, toolSummary, usageView } from '../ui/src/format.ts';
+import {
+  canCancel,
+  diffLines,
+  formatTokens,
+  imageProblem,
+  isBusy,
+  modeLine,
+  patchDisplay,
+  secondsLeft,
+  stateLine,
+  toolSummary,
+  usageView,
+} from '../ui/src/format.ts';
 
 const state = (init: Parameters<typeof create<typeof ConversationStateSchema>>[1]) => create(ConversationStateSchema, init);
 
@@ -10,9 +22,15 @@ describe('the state line', () => {
   it('says what the agent is doing', () => {
     expect(stateLine(state({ kind: StateKind.IDLE }), undefined, 0).text).toBe('Ready');
     expect(stateLine(state({ kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 }), undefined, 0).text).toBe('Thinking…');
-    expect(stateLine(state({ kind: StateKind.LLM_REQUESTING, attempt: 2, maxAttempts: 3 }), undefined, 0).text).toBe('Thinking… (attempt 2 of 3)');
-    expect(stateLine(state({ kind: StateKind.TOOL_EXECUTING, toolIndex: 2, toolCount: 3, currentToolName: 'bash' }), undefined, 0).text).toBe('Running tool 2 of 3: bash');
-    expect(stateLine(state({ kind: StateKind.AWAITING_SUB_AGENTS, subAgentCount: 3, pendingSubAgentIds: ['a'] }), undefined, 0).text).toBe('Waiting for sub-agents: 2 of 3 finished');
+    expect(stateLine(state({ kind: StateKind.LLM_REQUESTING, attempt: 2, maxAttempts: 3 }), undefined, 0).text).toBe(
+      'Thinking… (attempt 2 of 3)',
+    );
+    expect(
+      stateLine(state({ kind: StateKind.TOOL_EXECUTING, toolIndex: 2, toolCount: 3, currentToolName: 'bash' }), undefined, 0).text,
+    ).toBe('Running tool 2 of 3: bash');
+    expect(stateLine(state({ kind: StateKind.AWAITING_SUB_AGENTS, subAgentCount: 3, pendingSubAgentIds: ['a'] }), undefined, 0).text).toBe(
+      'Waiting for sub-agents: 2 of 3 finished',
+    );
   });
 
   it('counts a retry down in whole seconds, rounded up', () => {
@@ -25,10 +43,18 @@ describe('the state line', () => {
   });
 
   it('shows an error with its kind', () => {
-    const line = stateLine(state({ kind: StateKind.ERROR, errorKind: ErrorKind.RATE_LIMIT, errorMessage: 'Failed after 3 attempts: slow down' }), undefined, 0);
+    const line = stateLine(
+      state({ kind: StateKind.ERROR, errorKind: ErrorKind.RATE_LIMIT, errorMessage: 'Failed after 3 attempts: slow down' }),
+      undefined,
+      0,
+    );
     expect(line.tone).toBe('error');
     expect(line.text).toBe('Error (rate limited): Failed after 3 attempts: slow down. Send a message to try again.');
-    const long = stateLine(state({ kind: StateKind.ERROR, errorKind: ErrorKind.INVALID_REQUEST, errorMessage: `${'x'.repeat(200)}.` }), undefined, 0).text;
+    const long = stateLine(
+      state({ kind: StateKind.ERROR, errorKind: ErrorKind.INVALID_REQUEST, errorMessage: `${'x'.repeat(200)}.` }),
+      undefined,
+      0,
+    ).text;
     expect(long).toBe(`Error (invalid request): ${'x'.repeat(119)}… Send a message to try again.`);
   });
 

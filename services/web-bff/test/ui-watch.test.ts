@@ -14,7 +14,9 @@ import {
 } from '@bedrock/contracts';
 import { watch } from '../ui/src/watch.ts';
 
-const ev = (sequence: bigint, deltaIndex: number, kind: ConversationEvent['kind']) => ({ event: create(ConversationEventSchema, { conversationId: 'c1', sequence, deltaIndex, kind }) });
+const ev = (sequence: bigint, deltaIndex: number, kind: ConversationEvent['kind']) => ({
+  event: create(ConversationEventSchema, { conversationId: 'c1', sequence, deltaIndex, kind }),
+});
 
 function until(check: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
@@ -75,7 +77,11 @@ describe('the UI watch loop', () => {
       }),
     );
     const failures: unknown[] = [];
-    const stop = watch(createClient(ConversationService, transport), 'c1', { event: () => undefined, connected: () => undefined, failed: (err) => failures.push(err) });
+    const stop = watch(createClient(ConversationService, transport), 'c1', {
+      event: () => undefined,
+      connected: () => undefined,
+      failed: (err) => failures.push(err),
+    });
     await until(() => failures.length === 1);
     await new Promise((r) => setTimeout(r, 700));
     stop();

@@ -102,7 +102,14 @@ beforeAll(async () => {
   });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
   page.setDefaultTimeout(15_000);
@@ -163,7 +170,13 @@ describe('the web UI', () => {
     await newConversation();
     await expect(page.getByTestId('mode-line').innerText()).resolves.toMatch(/Restricted|Sandbox unavailable/);
     api.enqueue(
-      { kind: 'message', content: [{ type: 'text', text: 'Let me look at the directory.' }, { type: 'tool_use', name: 'bash', input: { command: 'echo hello-from-bash; echo second line' } }] },
+      {
+        kind: 'message',
+        content: [
+          { type: 'text', text: 'Let me look at the directory.' },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo hello-from-bash; echo second line' } },
+        ],
+      },
       { kind: 'message', content: [{ type: 'text', text: 'The command printed two lines.' }] },
     );
     await send('What does echo print?');
@@ -248,12 +261,22 @@ describe('the web UI', () => {
     await newConversation();
     const modeText = await page.getByTestId('mode-line').innerText();
     // Approving needs Restricted mode, which needs the kernel sandbox on this machine.
-    if (!/Restricted/.test(modeText)) throw new Error(`this machine has no working sandbox, so no Restricted mode to upgrade from (mode line: ${modeText})`);
+    if (!/Restricted/.test(modeText))
+      throw new Error(`this machine has no working sandbox, so no Restricted mode to upgrade from (mode line: ${modeText})`);
     expect(modeText).toMatch(/Restricted.*read-only, sandboxed/s);
     const reason = 'I need to write the fix into notes.txt.';
     api.enqueue(
       { kind: 'message', content: [{ type: 'tool_use', name: 'request_mode_upgrade', input: { reason } }] },
-      { kind: 'message', content: [{ type: 'tool_use', name: 'patch', input: { path: 'notes.txt', patches: [{ operation: 'overwrite', new_text: 'first line\nsecond line\n' }] } }] },
+      {
+        kind: 'message',
+        content: [
+          {
+            type: 'tool_use',
+            name: 'patch',
+            input: { path: 'notes.txt', patches: [{ operation: 'overwrite', new_text: 'first line\nsecond line\n' }] },
+          },
+        ],
+      },
       { kind: 'message', content: [{ type: 'text', text: 'I wrote notes.txt.' }] },
     );
     await send('Please fix it.');
@@ -357,7 +380,15 @@ describe('the web UI', () => {
     await newConversation();
     const thought = 'The user asks for the capital of France. That is Paris.';
     // Slow enough to see the thinking stream in before the answer.
-    api.enqueue({ kind: 'message', content: [{ type: 'thinking', thinking: thought }, { type: 'text', text: 'The capital of France is Paris.' }], eventDelayMs: 60, chunkChars: 8 });
+    api.enqueue({
+      kind: 'message',
+      content: [
+        { type: 'thinking', thinking: thought },
+        { type: 'text', text: 'The capital of France is Paris.' },
+      ],
+      eventDelayMs: 60,
+      chunkChars: 8,
+    });
     await send('What is the capital of France?');
     const live = page.locator('.msg-streaming details.thinking-live');
     await live.waitFor();
@@ -421,7 +452,10 @@ describe('the web UI', () => {
     await settings.getByLabel('Web fetch').check();
     await settings.getByRole('button', { name: 'Save' }).click();
     // This deployment allows web search only: the service's sentence, in the panel.
-    await settings.getByRole('alert').filter({ hasText: /web_fetch/ }).waitFor();
+    await settings
+      .getByRole('alert')
+      .filter({ hasText: /web_fetch/ })
+      .waitFor();
     await expect(settings.locator('summary').innerText()).resolves.toMatch(/^Thinking: low/);
     await shot('settings-refused');
     await settings.getByLabel('Web fetch').uncheck();
@@ -452,13 +486,20 @@ describe('the web UI', () => {
         },
         {
           type: 'raw',
-          start: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_01', content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZW5j', page_age: null }] },
+          start: {
+            type: 'web_search_tool_result',
+            tool_use_id: 'srvtoolu_01',
+            content: [{ type: 'web_search_result', ...source, encrypted_content: 'ZW5j', page_age: null }],
+          },
         },
         {
           type: 'raw',
           start: { type: 'text', text: '', citations: [] },
           deltas: [
-            { type: 'citations_delta', citation: { type: 'web_search_result_location', ...source, encrypted_index: 'aWR4', cited_text: 'Bedrock is the solid rock' } },
+            {
+              type: 'citations_delta',
+              citation: { type: 'web_search_result_location', ...source, encrypted_index: 'aWR4', cited_text: 'Bedrock is the solid rock' },
+            },
             { type: 'text_delta', text: 'Bedrock is the solid rock under the soil.' },
           ],
         },
@@ -510,8 +551,12 @@ describe('the web UI', () => {
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
 type EventInit = MessageInitShape<typeof ConversationEventSchema>;
 
-const serverBlock = (json: Record<string, unknown>) => ({ block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } } });
-const text = (t: string, citations?: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } } });
+const serverBlock = (json: Record<string, unknown>) => ({
+  block: { case: 'serverTool' as const, value: { blockType: String(json.type), blockJson: JSON.stringify(json) } },
+});
+const text = (t: string, citations?: unknown[]) => ({
+  block: { case: 'text' as const, value: { text: t, citationsJson: citations ? JSON.stringify(citations) : '' } },
+});
 
 /**
  * The page's API answered by the test: ListConversations, WatchConversation (each call gets
@@ -525,7 +570,9 @@ class ScriptedApi {
   /** Requests the page gave up (it navigated away): a watch waiting for them takes nothing. */
   private readonly gone = new WeakSet<object>();
   readonly settingsCalls: UpdateConversationSettingsRequest[] = [];
-  settings: (req: UpdateConversationSettingsRequest) => { conversation: MessageInitShape<typeof ConversationSchema> } | { code: string; message: string } = () => ({
+  settings: (
+    req: UpdateConversationSettingsRequest,
+  ) => { conversation: MessageInitShape<typeof ConversationSchema> } | { code: string; message: string } = () => ({
     code: 'unimplemented',
     message: 'not scripted',
   });
@@ -554,8 +601,12 @@ class ScriptedApi {
     await p.route('**/bedrock.v1.ConversationService/**', async (route) => {
       const method = new URL(route.request().url()).pathname.split('/').at(-1);
       const body = route.request().postDataBuffer() ?? Buffer.alloc(0);
-      const proto = (bytes: Uint8Array, contentType = 'application/proto') => route.fulfill({ status: 200, contentType, body: Buffer.from(bytes) });
-      if (method === 'ListConversations') return proto(toBinary(ListConversationsResponseSchema, create(ListConversationsResponseSchema, { conversations: this.conversations })));
+      const proto = (bytes: Uint8Array, contentType = 'application/proto') =>
+        route.fulfill({ status: 200, contentType, body: Buffer.from(bytes) });
+      if (method === 'ListConversations')
+        return proto(
+          toBinary(ListConversationsResponseSchema, create(ListConversationsResponseSchema, { conversations: this.conversations })),
+        );
       if (method === 'UpdateConversationSettings') {
         const req = fromBinary(UpdateConversationSettingsRequestSchema, body);
         this.settingsCalls.push(req);
@@ -573,10 +624,24 @@ class ScriptedApi {
           if (!this.gone.has(request)) next = this.batches.get(id)?.shift();
         }
         if (!next) return route.abort().catch(() => undefined);
-        const frames = next.map((e) => envelope(toBinary(WatchConversationResponseSchema, create(WatchConversationResponseSchema, { event: { conversationId: id, ...e } }))));
-        return route.fulfill({ status: 200, contentType: 'application/connect+proto', body: Buffer.concat([...frames, envelope(Buffer.from('{}'), 2)]) }).catch(() => undefined);
+        const frames = next.map((e) =>
+          envelope(
+            toBinary(WatchConversationResponseSchema, create(WatchConversationResponseSchema, { event: { conversationId: id, ...e } })),
+          ),
+        );
+        return route
+          .fulfill({
+            status: 200,
+            contentType: 'application/connect+proto',
+            body: Buffer.concat([...frames, envelope(Buffer.from('{}'), 2)]),
+          })
+          .catch(() => undefined);
       }
-      return route.fulfill({ status: 501, contentType: 'application/json', body: JSON.stringify({ code: 'unimplemented', message: `${method} is not scripted` }) });
+      return route.fulfill({
+        status: 501,
+        contentType: 'application/json',
+        body: JSON.stringify({ code: 'unimplemented', message: `${method} is not scripted` }),
+      });
     });
   }
 
@@ -591,18 +656,42 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
   let scripted: ScriptedApi;
   const idle = { kind: StateKind.IDLE };
   const base = { cwd: '/srv/app', model: 'claude-sonnet-4-6', userInitiated: true, sandboxAvailable: true };
-  const conv = (id: string, more: { state?: { kind: StateKind; attempt?: number; maxAttempts?: number }; thinking?: ThinkingLevel; serverTools?: ServerTool[] } = {}) =>
-    create(ConversationSchema, { id, slug: id, ...base, state: idle, thinking: ThinkingLevel.HIGH, serverTools: [ServerTool.WEB_SEARCH], ...more });
+  const conv = (
+    id: string,
+    more: {
+      state?: { kind: StateKind; attempt?: number; maxAttempts?: number };
+      thinking?: ThinkingLevel;
+      serverTools?: ServerTool[];
+    } = {},
+  ) =>
+    create(ConversationSchema, {
+      id,
+      slug: id,
+      ...base,
+      state: idle,
+      thinking: ThinkingLevel.HIGH,
+      serverTools: [ServerTool.WEB_SEARCH],
+      ...more,
+    });
   const msg = (
     id: string,
     type: MessageType,
     content: MessageInit['content'],
-    more: { stopReason?: StopReason; stopExplanation?: string; usage?: { outputTokens?: bigint; thinkingTokens?: bigint; webSearchRequests?: bigint } } = {},
+    more: {
+      stopReason?: StopReason;
+      stopExplanation?: string;
+      usage?: { outputTokens?: bigint; thinkingTokens?: bigint; webSearchRequests?: bigint };
+    } = {},
   ) => create(MessageSchema, { id, type, content, ...more });
   const search = (q: string) => serverBlock({ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: q } });
   const A = { url: 'https://example.org/a', title: 'Source A' };
   const B = { url: 'https://example.org/b', title: 'Source B' };
-  const cite = (s: { url: string; title: string }) => ({ type: 'web_search_result_location', ...s, encrypted_index: 'eA==', cited_text: '…' });
+  const cite = (s: { url: string; title: string }) => ({
+    type: 'web_search_result_location',
+    ...s,
+    encrypted_index: 'eA==',
+    cited_text: '…',
+  });
 
   /** Shows conversation `id` with `events` as its watch's first answer (leaving the page first, so no earlier watch takes them). */
   async function open(id: string, events: EventInit[]): Promise<void> {
@@ -613,7 +702,11 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
 
   beforeAll(async () => {
     // One conversation per test: a watch left waiting by a page that moved on must not take another test's events.
-    scripted = new ScriptedApi([conv('blocks'), conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }), conv('settings')]);
+    scripted = new ScriptedApi([
+      conv('blocks'),
+      conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }),
+      conv('settings'),
+    ]);
     p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     p.setDefaultTimeout(15_000);
     await scripted.attach(p);
@@ -636,9 +729,17 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
             messages: [
               msg('m1', MessageType.USER, [text('What is bedrock?')]),
               // Paused by the provider after its search: one answer with its continuation.
-              msg('m2', MessageType.AGENT, [{ block: { case: 'thinking', value: { thinking: 'I should search for this.', signature: 'c2ln' } } }, search('what is bedrock')], {
-                stopReason: StopReason.PAUSE_TURN,
-              }),
+              msg(
+                'm2',
+                MessageType.AGENT,
+                [
+                  { block: { case: 'thinking', value: { thinking: 'I should search for this.', signature: 'c2ln' } } },
+                  search('what is bedrock'),
+                ],
+                {
+                  stopReason: StopReason.PAUSE_TURN,
+                },
+              ),
               msg(
                 'm3',
                 MessageType.AGENT,
@@ -667,7 +768,9 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
                 ],
                 { stopReason: StopReason.MAX_TOKENS },
               ),
-              msg('m6', MessageType.SYSTEM, [text('Your previous response was cut by the output limit. Continue exactly where it stopped.')]),
+              msg('m6', MessageType.SYSTEM, [
+                text('Your previous response was cut by the output limit. Continue exactly where it stopped.'),
+              ]),
               msg('m7', MessageType.AGENT, [text('Part two.')], { stopReason: StopReason.END_TURN }),
               msg('m8', MessageType.USER, [text('Fetch a page.')]),
               msg(
@@ -675,7 +778,11 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
                 MessageType.AGENT,
                 [
                   serverBlock({ type: 'server_tool_use', id: 'srvtoolu_2', name: 'web_fetch', input: { url: 'https://example.com/page' } }),
-                  serverBlock({ type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' } }),
+                  serverBlock({
+                    type: 'web_fetch_tool_result',
+                    tool_use_id: 'srvtoolu_2',
+                    content: { type: 'web_fetch_tool_result_error', error_code: 'url_not_accessible' },
+                  }),
                   text('The page could not be read.'),
                 ],
                 { stopReason: StopReason.END_TURN },
@@ -700,10 +807,14 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
     const results = web.locator('details.server-results');
     await expect(results.getAttribute('open')).resolves.toBeNull();
     await expect(results.locator('summary').innerText()).resolves.toBe('2 results');
-    await expect(results.locator('a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href')]))).resolves.toEqual([['Source A', A.url]]);
+    await expect(results.locator('a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href')]))).resolves.toEqual([
+      ['Source A', A.url],
+    ]);
     await expect(results.locator('li').nth(1).textContent()).resolves.toBe('Not a link');
     await expect(web.locator('.msg-body').innerText()).resolves.toBe('Bedrock is solid rock[1] under soil and regolith.[1][2]');
-    await expect(web.locator('ol.sources a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href'), a.getAttribute('rel')]))).resolves.toEqual([
+    await expect(
+      web.locator('ol.sources a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href'), a.getAttribute('rel')])),
+    ).resolves.toEqual([
       ['Source A', A.url, 'noopener noreferrer'],
       ['Source B', B.url, 'noopener noreferrer'],
     ]);
@@ -715,8 +826,13 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
 
     // Cut by the output limit: the marker, the service's notice, the continuation.
     const cut = agents.nth(1);
-    await expect(cut.locator('.thinking-note').allInnerTexts()).resolves.toEqual(['(thinking redacted by the provider)', '(thinking not shown)']);
-    await expect(cut.locator('.stop-marker[data-stop="max-tokens"]').innerText()).resolves.toBe('Cut by the output limit — continued below.');
+    await expect(cut.locator('.thinking-note').allInnerTexts()).resolves.toEqual([
+      '(thinking redacted by the provider)',
+      '(thinking not shown)',
+    ]);
+    await expect(cut.locator('.stop-marker[data-stop="max-tokens"]').innerText()).resolves.toBe(
+      'Cut by the output limit — continued below.',
+    );
     await expect(p.locator('li[data-type="system"]').innerText()).resolves.toMatch(/^Your previous response was cut/);
     await expect(agents.nth(2).innerText()).resolves.toMatch(/Part two\./);
 
@@ -747,7 +863,16 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
       kind: { case: 'tokenDelta', value: { requestId: 'req-1', blockIndex, text: t, kind } },
     });
     await open('live', [
-      { sequence: 5n, kind: { case: 'snapshot', value: { conversation: conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }), messages: [msg('u1', MessageType.USER, [text('Think first.')])] } } },
+      {
+        sequence: 5n,
+        kind: {
+          case: 'snapshot',
+          value: {
+            conversation: conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }),
+            messages: [msg('u1', MessageType.USER, [text('Think first.')])],
+          },
+        },
+      },
       delta(1, TokenDeltaKind.THINKING, 0, 'First I consider '),
     ]);
     const live = p.locator('li.msg-streaming');
@@ -758,7 +883,11 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
     await details.locator('summary').click();
     await expect(details.locator('.thinking-text').textContent()).resolves.toBe('First I consider ');
     // More thinking and the start of the answer (an older gateway's UNSPECIFIED kind is answer text).
-    scripted.push('live', [delta(2, TokenDeltaKind.THINKING, 0, 'the question.'), delta(3, TokenDeltaKind.TEXT, 1, 'The answer '), delta(4, TokenDeltaKind.UNSPECIFIED, 1, 'is 42.')]);
+    scripted.push('live', [
+      delta(2, TokenDeltaKind.THINKING, 0, 'the question.'),
+      delta(3, TokenDeltaKind.TEXT, 1, 'The answer '),
+      delta(4, TokenDeltaKind.UNSPECIFIED, 1, 'is 42.'),
+    ]);
     await live.locator('.msg-body', { hasText: 'The answer is 42.' }).waitFor();
     await expect(details.locator('.thinking-text').innerText()).resolves.toBe('First I consider the question.');
     await expect(details.getAttribute('open')).resolves.toBe('');

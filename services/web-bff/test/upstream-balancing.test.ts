@@ -11,7 +11,15 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService, ThinkingLevel } from '@bedrock/contracts';
-import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, startGrpcServer, tokenEntriesOf, type GrpcServer } from '@bedrock/platform/server';
+import {
+  createLogger,
+  createTokenStore,
+  generateToken,
+  serviceTokenInterceptor,
+  startGrpcServer,
+  tokenEntriesOf,
+  type GrpcServer,
+} from '@bedrock/platform/server';
 import { readWebBffConfig } from '../src/config.ts';
 import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
 import { retrySafe } from '../src/upstream/conversation-client.ts';
@@ -85,9 +93,16 @@ async function bffFor(urls: string[]) {
       BEDROCK_SHUTDOWN_GRACE: '500',
       BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
     }),
-    { logger: createLogger({ service: 'web-bff', level: 'info', destination }), tokens: createTokenStore(tokenEntriesOf({ alice: user })), serviceToken: generateToken() },
+    {
+      logger: createLogger({ service: 'web-bff', level: 'info', destination }),
+      tokens: createTokenStore(tokenEntriesOf({ alice: user })),
+      serviceToken: generateToken(),
+    },
   );
-  const client = createClient(ConversationService, createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }));
+  const client = createClient(
+    ConversationService,
+    createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),
+  );
   return { bff, client, log: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 

@@ -42,15 +42,18 @@ beforeAll(async () => {
       const req = fromBinary(SendMessageRequestSchema, body.subarray(5));
       const answer = (status: Code, message: string, extra: Record<string, string> = {}) => {
         stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-        stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': String(status), 'grpc-message': encodeURIComponent(message), ...extra }));
+        stream.on('wantTrailers', () =>
+          stream.sendTrailers({ 'grpc-status': String(status), 'grpc-message': encodeURIComponent(message), ...extra }),
+        );
         stream.end();
       };
       if (req.text === 'refuse') {
         // The status with its Rejection detail, as a gRPC server writes it (grpc-status-details-bin).
         const trailer = setTrailerStatus(new Headers(), rejectionError({ code: 'agent_busy', message: 'agent is busy: cancel first' }));
-        answer(Code.FailedPrecondition, 'agent is busy: cancel first', { 'grpc-status-details-bin': trailer.get('grpc-status-details-bin')! });
-      }
-      else if (req.text === 'abort') answer(Code.Aborted, 'answered with ABORTED');
+        answer(Code.FailedPrecondition, 'agent is busy: cancel first', {
+          'grpc-status-details-bin': trailer.get('grpc-status-details-bin')!,
+        });
+      } else if (req.text === 'abort') answer(Code.Aborted, 'answered with ABORTED');
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -72,7 +75,12 @@ const errorOf = (call: Promise<unknown>): Promise<ConnectError> =>
   );
 
 /** Starts a call through a fresh proxy and breaks its connection once the call has arrived. */
-async function broken(how: 'reset' | 'end', call: (client: Client<typeof ConversationService>) => Promise<unknown>, client?: Client<typeof ConversationService>, proxy?: TcpProxy) {
+async function broken(
+  how: 'reset' | 'end',
+  call: (client: Client<typeof ConversationService>) => Promise<unknown>,
+  client?: Client<typeof ConversationService>,
+  proxy?: TcpProxy,
+) {
   const before = arrived;
   const p = errorOf(call(client!));
   for (let i = 0; i < 500 && arrived === before; i++) await new Promise((r) => setTimeout(r, 10));
@@ -115,7 +123,7 @@ describe('mapUpstreamError, with the errors a real HTTP/2 client gives', () => {
     expect([mapped.code, mapped.rawMessage]).toEqual(UNAVAILABLE);
   });
 
-  it('a connection that cannot be made is UNAVAILABLE; the caller\'s own cancel stays CANCELED', async () => {
+  it("a connection that cannot be made is UNAVAILABLE; the caller's own cancel stays CANCELED", async () => {
     const nowhere = createClient(ConversationService, createGrpcTransport({ baseUrl: 'http://127.0.0.1:9' }));
     const refused = await errorOf(nowhere.sendMessage({ conversationId: 'c', text: 'x' }));
     expect([mapUpstreamError(refused, quiet, 'SendMessage', live()).code]).toEqual([Code.Unavailable]);
@@ -129,10 +137,24 @@ describe('mapUpstreamError, with the errors a real HTTP/2 client gives', () => {
   });
 
   it('statuses the service answered pass through as before (code, message, rejection detail)', async () => {
-    const refused = mapUpstreamError(await errorOf(client.sendMessage({ conversationId: 'c', text: 'refuse' })), quiet, 'SendMessage', live());
-    expect([refused.code, refused.rawMessage, rejectionOf(refused)?.code]).toEqual([Code.FailedPrecondition, 'agent is busy: cancel first', 'agent_busy']);
+    const refused = mapUpstreamError(
+      await errorOf(client.sendMessage({ conversationId: 'c', text: 'refuse' })),
+      quiet,
+      'SendMessage',
+      live(),
+    );
+    expect([refused.code, refused.rawMessage, rejectionOf(refused)?.code]).toEqual([
+      Code.FailedPrecondition,
+      'agent is busy: cancel first',
+      'agent_busy',
+    ]);
     expect(refused.metadata.has('grpc-status-details-bin')).toBe(false);
-    const aborted = mapUpstreamError(await errorOf(client.sendMessage({ conversationId: 'c', text: 'abort' })), quiet, 'SendMessage', live());
+    const aborted = mapUpstreamError(
+      await errorOf(client.sendMessage({ conversationId: 'c', text: 'abort' })),
+      quiet,
+      'SendMessage',
+      live(),
+    );
     expect([aborted.code, aborted.rawMessage]).toEqual([Code.Aborted, 'answered with ABORTED']);
   });
 });
@@ -161,7 +183,10 @@ describe('through web-bff', () => {
         serviceToken: generateToken(),
       },
     );
-    client = createClient(ConversationService, createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }));
+    client = createClient(
+      ConversationService,
+      createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),
+    );
   });
   afterAll(async () => {
     await bff?.stop();

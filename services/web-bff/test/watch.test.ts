@@ -48,12 +48,19 @@ describe('live watch of a turn', () => {
     await s.waitFor('snapshot', () => events[0]?.kind.case === 'snapshot');
     await alice.sendMessage({ conversationId: conv.id, text: 'hello' });
     const job = await s.waitFor('llm request', () => s.llmJobs.find((j) => j.conversationId === conv.id));
-    await s.waitFor('llm requesting', () => events.some((e) => e.kind.case === 'stateChanged' && e.kind.value.state?.kind === StateKind.LLM_REQUESTING));
+    await s.waitFor('llm requesting', () =>
+      events.some((e) => e.kind.case === 'stateChanged' && e.kind.value.state?.kind === StateKind.LLM_REQUESTING),
+    );
     await s.delta(conv.id, job.requestId, 'Hel');
     await s.delta(conv.id, job.requestId, 'lo!');
     await s.send(conv.id, `r/${job.requestId}`, {
       case: 'llmResponse',
-      value: { requestId: job.requestId, stopReason: StopReason.END_TURN, usage: { inputTokens: 10n, outputTokens: 2n }, content: [{ block: { case: 'text', value: { text: 'Hello!' } } }] },
+      value: {
+        requestId: job.requestId,
+        stopReason: StopReason.END_TURN,
+        usage: { inputTokens: 10n, outputTokens: 2n },
+        content: [{ block: { case: 'text', value: { text: 'Hello!' } } }],
+      },
     });
     await s.waitFor('idle', () => events.some((e) => e.kind.case === 'stateChanged' && e.kind.value.state?.kind === StateKind.IDLE));
     abort.abort();
@@ -110,7 +117,13 @@ describe('live watch of a turn', () => {
     await s.waitFor('snapshots', () => [...got.values()].every((events) => events[0]?.kind.case === 'snapshot'));
     const last = await s.transport.streams.last(conv.id);
     for (const text of ['a', 'b', 'c']) {
-      await s.transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: conv.id, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text } } }));
+      await s.transport.streams.appendEphemeral(
+        create(ConversationEventSchema, {
+          conversationId: conv.id,
+          sequence: last.sequence,
+          kind: { case: 'tokenDelta', value: { text } },
+        }),
+      );
     }
     const deltas = (events: ConversationEvent[]) => events.filter((e) => e.kind.case === 'tokenDelta');
     await s.waitFor('deltas', () => [...got.values()].every((events) => deltas(events).length === 3));
@@ -180,9 +193,17 @@ describe('live watch of a turn', () => {
       for (let i = 0; i < n; i++) {
         if (i % 4 === 0) {
           seq += 1n;
-          await s.transport.streams.appendDurable(create(ConversationEventSchema, { conversationId: conv.id, sequence: seq, kind: { case: 'heartbeat', value: {} } }));
+          await s.transport.streams.appendDurable(
+            create(ConversationEventSchema, { conversationId: conv.id, sequence: seq, kind: { case: 'heartbeat', value: {} } }),
+          );
         } else {
-          await s.transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId: conv.id, sequence: seq, kind: { case: 'tokenDelta', value: { text: `t${i}` } } }));
+          await s.transport.streams.appendEphemeral(
+            create(ConversationEventSchema, {
+              conversationId: conv.id,
+              sequence: seq,
+              kind: { case: 'tokenDelta', value: { text: `t${i}` } },
+            }),
+          );
         }
       }
     };
@@ -190,7 +211,10 @@ describe('live watch of a turn', () => {
     const received: ConversationEvent[] = [];
     let after = { sequence: 0n, deltaIndex: 0 };
     const consume = async (stopAfter: number) => {
-      const stream = viaProxy().watchConversation({ conversationId: conv.id, afterSequence: after.sequence, afterDeltaIndex: after.deltaIndex }, { headers: bearer });
+      const stream = viaProxy().watchConversation(
+        { conversationId: conv.id, afterSequence: after.sequence, afterDeltaIndex: after.deltaIndex },
+        { headers: bearer },
+      );
       try {
         for await (const res of stream) {
           const e = res.event!;
@@ -237,7 +261,12 @@ describe('slow watchers', () => {
       label: 'slow',
       playWorkers: false,
       // Heartbeats every second: a client that just stops iterating is noticed at the next write.
-      bffEnv: { BEDROCK_WATCH_MAX_LAG: '1500ms', BEDROCK_WATCH_BUFFER: '20000', BEDROCK_WATCH_STALL_TIMEOUT: '2500ms', BEDROCK_WATCH_HEARTBEAT: '1s' },
+      bffEnv: {
+        BEDROCK_WATCH_MAX_LAG: '1500ms',
+        BEDROCK_WATCH_BUFFER: '20000',
+        BEDROCK_WATCH_STALL_TIMEOUT: '2500ms',
+        BEDROCK_WATCH_HEARTBEAT: '1s',
+      },
     });
   });
   afterAll(async () => {
@@ -251,7 +280,9 @@ describe('slow watchers', () => {
     // Issued together: one connection keeps them in order, and Redis assigns consecutive indexes.
     await Promise.all(
       Array.from({ length: n }, () =>
-        s.transport.streams.appendEphemeral(create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text } } })),
+        s.transport.streams.appendEphemeral(
+          create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value: { text } } }),
+        ),
       ),
     );
   }
@@ -289,7 +320,10 @@ describe('slow watchers', () => {
     while (got.length + rest.length < total && resumes++ < 20) {
       const abort = new AbortController();
       try {
-        for await (const res of alice.watchConversation({ conversationId: conv.id, afterSequence: from.sequence, afterDeltaIndex: from.deltaIndex }, { signal: abort.signal })) {
+        for await (const res of alice.watchConversation(
+          { conversationId: conv.id, afterSequence: from.sequence, afterDeltaIndex: from.deltaIndex },
+          { signal: abort.signal },
+        )) {
           const e = res.event!;
           if (e.kind.case === 'heartbeat') continue;
           rest.push(e);
@@ -317,9 +351,11 @@ describe('slow watchers', () => {
     await it.next();
     await flood(conv.id, 1000, 4096);
     await s.waitFor('stall reset', () => s.bff.watchStats().stallResets > before, 20_000);
-    await s.waitFor('watcher released', () => s.bff.watchStats().watchers === 0, 5000).catch((err: unknown) => {
-      throw new Error(`${String(err)}: ${JSON.stringify(s.bff.watchStats())}`);
-    });
+    await s
+      .waitFor('watcher released', () => s.bff.watchStats().watchers === 0, 5000)
+      .catch((err: unknown) => {
+        throw new Error(`${String(err)}: ${JSON.stringify(s.bff.watchStats())}`);
+      });
     let code: Code | undefined;
     try {
       for (;;) if ((await it.next()).done) break;

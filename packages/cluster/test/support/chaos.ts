@@ -106,8 +106,11 @@ export async function startChaos(label: string, options: { conversations?: numbe
           text = ours;
         }
       });
-      const results = messages.slice(at + 1).flatMap((m) => (m.role === 'user' && Array.isArray(m.content) ? m.content.filter((b) => b.type === 'tool_result') : [])).length;
-      if (text.startsWith('chaos ')) return results === 0 ? call('request_mode_upgrade', { reason: 'append lines to the ledger' }) : say('ready');
+      const results = messages
+        .slice(at + 1)
+        .flatMap((m) => (m.role === 'user' && Array.isArray(m.content) ? m.content.filter((b) => b.type === 'tool_result') : [])).length;
+      if (text.startsWith('chaos '))
+        return results === 0 ? call('request_mode_upgrade', { reason: 'append lines to the ledger' }) : say('ready');
       const turn = /^turn (\d+)/.exec(text)?.[1] ?? '?';
       if (text.endsWith(' hold')) return results === 0 ? call('bash', { command: 'sleep 8' }) : say(`turn ${turn} held`);
       if (results === 0) return call('bash', { command: `echo ${name}-t${turn}-s1 >> ledger.txt; sleep 2` });
@@ -140,7 +143,11 @@ export async function startChaos(label: string, options: { conversations?: numbe
     ids.push(conv.id);
     await e.client.sendMessage({ conversationId: conv.id, text: `chaos ${name} setup` });
   }
-  await e.waitFor('every conversation to ask for Unrestricted mode', async () => (await busyCount(StateKind.AWAITING_MODE_APPROVAL)) === count, 60_000);
+  await e.waitFor(
+    'every conversation to ask for Unrestricted mode',
+    async () => (await busyCount(StateKind.AWAITING_MODE_APPROVAL)) === count,
+    60_000,
+  );
   for (const id of ids) await e.client.respondToModeUpgrade({ conversationId: id, approve: true });
   await e.waitFor('every conversation to be ready', async () => (await busyCount()) === 0, 60_000);
 
@@ -166,7 +173,12 @@ export async function startChaos(label: string, options: { conversations?: numbe
     await e.waitFor(what, probe, 20_000).catch(() => log(`${what}: not reached in 20 s, injecting the fault anyway`));
   }
   /** How many conversations started the first tool of this turn (its line is in the ledger; it then sleeps 2 s). */
-  const firstToolsStarted = () => (existsSync(ledger) ? readFileSync(ledger, 'utf8').split('\n').filter((l) => l.endsWith(`-t${turn}-s1`)).length : 0);
+  const firstToolsStarted = () =>
+    existsSync(ledger)
+      ? readFileSync(ledger, 'utf8')
+          .split('\n')
+          .filter((l) => l.endsWith(`-t${turn}-s1`)).length
+      : 0;
 
   async function untilRest(from: number): Promise<number> {
     await e.waitFor('every conversation to be at rest', async () => (await busyCount()) === 0, 90_000);
@@ -281,12 +293,16 @@ export async function startChaos(label: string, options: { conversations?: numbe
         const asked = messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolUse' ? [b.block.value.id] : [])));
         const results = messages.flatMap((m) => m.content.flatMap((b) => (b.block.case === 'toolResult' ? [b.block.value] : [])));
         const answered = results.map((r) => r.toolUseId);
-        if (JSON.stringify(answered) !== JSON.stringify(asked)) problems.push(`${id}: tool_use ids ${asked.join(',')} answered by ${answered.join(',')}`);
+        if (JSON.stringify(answered) !== JSON.stringify(asked))
+          problems.push(`${id}: tool_use ids ${asked.join(',')} answered by ${answered.join(',')}`);
         toolCalls += asked.length;
         interrupted += results.filter((r) => INTERRUPTED.test(r.content)).length;
         lost += results.filter((r) => LOST.test(r.content)).length;
-        const users = messages.filter((m) => m.type === MessageType.USER).map((m) => m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join(''));
-        if (JSON.stringify(users) !== JSON.stringify(sent.get(id))) problems.push(`${id}: user messages ${JSON.stringify(users)}, sent ${JSON.stringify(sent.get(id))}`);
+        const users = messages
+          .filter((m) => m.type === MessageType.USER)
+          .map((m) => m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join(''));
+        if (JSON.stringify(users) !== JSON.stringify(sent.get(id)))
+          problems.push(`${id}: user messages ${JSON.stringify(users)}, sent ${JSON.stringify(sent.get(id))}`);
       }
       return { problems, toolCalls, interrupted, lost, ledgerLines: lines.length };
     },

@@ -7,14 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import type { StateKind} from '@bedrock/contracts';
+import type { StateKind } from '@bedrock/contracts';
 import { ConversationService, type ConversationEvent } from '@bedrock/contracts';
-import {
-  startMessagesApiServer,
-  type MessagesApiServer,
-  type ReceivedRequest,
-  type ScriptedResponse,
-} from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/testkit';
 import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
 
 export interface E2e {
@@ -57,7 +52,14 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       if (respond) return respond(request);
       const queue = [...routes.entries()].find(([key]) => text.startsWith(key))?.[1];
       const next = queue?.shift();
-      return next ?? { kind: 'error', status: 500, errorType: 'api_error', message: `e2e: nothing scripted for ${JSON.stringify(text.slice(0, 60))}` };
+      return (
+        next ?? {
+          kind: 'error',
+          status: 500,
+          errorType: 'api_error',
+          message: `e2e: nothing scripted for ${JSON.stringify(text.slice(0, 60))}`,
+        }
+      );
     },
   });
   const dir = mkdtempSync(join(tmpdir(), `bedrock-e2e-${label}-`));
@@ -85,7 +87,12 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
   const transport = createConnectTransport({
     baseUrl: cluster.httpUrl,
     httpVersion: '1.1',
-    interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${cluster.token}`); return next(req); }],
+    interceptors: [
+      (next) => (req) => {
+        req.header.set('authorization', `Bearer ${cluster.token}`);
+        return next(req);
+      },
+    ],
   });
   const client = createClient(ConversationService, transport);
   const watchers: AbortController[] = [];

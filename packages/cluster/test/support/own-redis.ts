@@ -47,4 +47,3 @@ export class OwnRedis {
     await gone;
   }
 }
-

@@ -145,10 +145,13 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
         }
         if (q.limiterCount >= limiter.max) {
           if (!q.limiterTimer) {
-            q.limiterTimer = setTimeout(() => {
-              q.limiterTimer = undefined;
-              pump(q);
-            }, q.limiterWindowStart + limiter.durationMs - now);
+            q.limiterTimer = setTimeout(
+              () => {
+                q.limiterTimer = undefined;
+                pump(q);
+              },
+              q.limiterWindowStart + limiter.durationMs - now,
+            );
           }
           return;
         }

@@ -45,7 +45,12 @@ export function createMemoryRunLedger(options: MemoryRunLedgerOptions = {}): Run
     for (const [key, e] of records) if (e.expiresAt <= t) records.delete(key);
     for (const [key, a] of alive) if (a.until <= t) alive.delete(key);
   }
-  const toRecord = (key: string, e: Entry): RunRecord => ({ owner: e.owner, state: e.state, alive: e.state === 'started' && isAlive(key), result: e.result });
+  const toRecord = (key: string, e: Entry): RunRecord => ({
+    owner: e.owner,
+    state: e.state,
+    alive: e.state === 'started' && isAlive(key),
+    result: e.result,
+  });
   const touch = (key: string, owner: string) => alive.set(key, { owner, until: now() + aliveTtlMs });
 
   return {

@@ -159,7 +159,10 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
           readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
         };
         const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
-        const outcome = await raceAbort(Promise.resolve().then(() => this.handler(job, signal)), handBack);
+        const outcome = await raceAbort(
+          Promise.resolve().then(() => this.handler(job, signal)),
+          handBack,
+        );
         if (outcome === 'done') return;
       }
       // Back to the front of the wait list for another consumer; WaitingError tells the Worker

@@ -43,7 +43,12 @@ export function createRedisRunnerRegistry(connection: Redis, keys: RedisKeys): R
     async report(capabilities: RunnerCapabilities, ttlMs: number): Promise<void> {
       if (capabilities.runnerId === '') throw new Error('runner id must not be empty');
       const json = toJsonString(RunnerCapabilitiesSchema, capabilities);
-      await runScript(connection, REPORT, [keys.runners, keys.runnersExpiry], [capabilities.runnerId, json, Math.max(1, Math.round(ttlMs))]);
+      await runScript(
+        connection,
+        REPORT,
+        [keys.runners, keys.runnersExpiry],
+        [capabilities.runnerId, json, Math.max(1, Math.round(ttlMs))],
+      );
     },
 
     async list(): Promise<RunnerCapabilities[]> {

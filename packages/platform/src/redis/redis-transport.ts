@@ -28,16 +28,19 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   connection.on('error', onError);
 
   // Every queue hop traced (a no-op while tracing is off).
-  const queues = tracedQueues(createRedisQueues({
-    redisUrl: options.redisUrl,
-    keys,
-    connection,
-    completedRetentionMs: options.completedRetentionMs,
-    failedRetentionMs: options.failedRetentionMs,
-    lockDurationMs: options.lockDurationMs,
-    stalledIntervalMs: options.stalledIntervalMs,
-    onError,
-  }), 'bullmq');
+  const queues = tracedQueues(
+    createRedisQueues({
+      redisUrl: options.redisUrl,
+      keys,
+      connection,
+      completedRetentionMs: options.completedRetentionMs,
+      failedRetentionMs: options.failedRetentionMs,
+      lockDurationMs: options.lockDurationMs,
+      stalledIntervalMs: options.stalledIntervalMs,
+      onError,
+    }),
+    'bullmq',
+  );
   const streams = createRedisStreams({
     connection,
     keys,

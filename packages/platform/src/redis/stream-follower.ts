@@ -182,7 +182,16 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
         shard.dirty = false;
         shard.generation++;
         shard.reading = true;
-        const reply = await redis.call('XREAD', 'COUNT', options.count, 'BLOCK', Math.max(1, Math.ceil(options.blockMs)), 'STREAMS', ...keys, ...ids);
+        const reply = await redis.call(
+          'XREAD',
+          'COUNT',
+          options.count,
+          'BLOCK',
+          Math.max(1, Math.ceil(options.blockMs)),
+          'STREAMS',
+          ...keys,
+          ...ids,
+        );
         shard.reading = false;
         failures = 0;
         eachStream(reply, (key, entries) => dispatch(shard, key, entries));

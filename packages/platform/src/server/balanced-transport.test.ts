@@ -71,7 +71,10 @@ describe('createBalancedTransport', () => {
   it('spreads calls over every replica, round robin', async () => {
     const a = await replica();
     const b = await replica();
-    cleanup.push(() => a.server.close(0), () => b.server.close(0));
+    cleanup.push(
+      () => a.server.close(0),
+      () => b.server.close(0),
+    );
     const t = balanced({ name: 'test', targets: [a.server.url, b.server.url], logger });
     const client = createClient(pb.Health, t);
     for (let i = 0; i < 10; i++) expect((await client.check({})).status).toBe(SERVING);
@@ -115,7 +118,10 @@ describe('createBalancedTransport', () => {
   it('a call that reached a replica and broke is retried elsewhere only when it is safe to repeat', async () => {
     const bad = await breaking();
     const good = await replica();
-    cleanup.push(() => bad.close(), () => good.server.close(0));
+    cleanup.push(
+      () => bad.close(),
+      () => good.server.close(0),
+    );
     const unsafe = createClient(pb.Health, balanced({ name: 'test', targets: [bad.url, good.server.url], logger }));
     const err = await unsafe.check({}).then(
       () => undefined,
@@ -126,13 +132,21 @@ describe('createBalancedTransport', () => {
     expect(err?.rawMessage).toMatch(/^test replica http:\/\/127\.0\.0\.1:\d+ is unreachable/);
     expect(good.calls.n).toBe(0);
 
-    const safe = createClient(pb.Health, balanced({ name: 'test', targets: [bad.url, good.server.url], logger, retrySafe: (m, input) => m.name === 'Check' && !(input as { service?: string }).service }));
+    const safe = createClient(
+      pb.Health,
+      balanced({
+        name: 'test',
+        targets: [bad.url, good.server.url],
+        logger,
+        retrySafe: (m, input) => m.name === 'Check' && !(input as { service?: string }).service,
+      }),
+    );
     expect((await safe.check({})).status).toBe(SERVING);
     expect(bad.hits.n).toBe(2);
     expect(good.calls.n).toBe(1);
   });
 
-  it('passes the service\'s own answers on untouched and keeps the replica', async () => {
+  it("passes the service's own answers on untouched and keeps the replica", async () => {
     const a = await replica();
     cleanup.push(() => a.server.close(0));
     const t = balanced({ name: 'test', targets: [a.server.url], logger });
@@ -156,18 +170,32 @@ describe('createBalancedTransport', () => {
   it('resolves a host name to every address and follows changes', async () => {
     const a = await replica();
     const b = await replica();
-    cleanup.push(() => a.server.close(0), () => b.server.close(0));
+    cleanup.push(
+      () => a.server.close(0),
+      () => b.server.close(0),
+    );
     // Both replicas on one port would need two addresses; here the name resolves to loopback
     // addresses, one of them serving.
     const port = Number(new URL(a.server.url).port);
     let answer = ['127.0.0.1'];
-    const t = balanced({ name: 'test', targets: [`http://replicas.test:${port}`], logger, lookup: async () => answer, resolveIntervalMs: 0 });
+    const t = balanced({
+      name: 'test',
+      targets: [`http://replicas.test:${port}`],
+      logger,
+      lookup: async () => answer,
+      resolveIntervalMs: 0,
+    });
     const client = createClient(pb.Health, t);
     await client.check({});
     expect(t.endpoints().map((e) => e.address)).toEqual([`http://127.0.0.1:${port}`]);
     answer = ['127.0.0.1', '127.0.0.2'];
     await t.refresh();
-    expect(t.endpoints().map((e) => e.address).sort()).toEqual([`http://127.0.0.1:${port}`, `http://127.0.0.2:${port}`]);
+    expect(
+      t
+        .endpoints()
+        .map((e) => e.address)
+        .sort(),
+    ).toEqual([`http://127.0.0.1:${port}`, `http://127.0.0.2:${port}`]);
     // 127.0.0.2 has nothing on that port: calls still all succeed, through 127.0.0.1.
     for (let i = 0; i < 4; i++) await client.check({});
     expect(a.calls.n).toBe(5);
@@ -203,10 +231,24 @@ describe('createBalancedTransport', () => {
 
 describe('classifyCallFailure', () => {
   it('tells calls that never left from broken ones and answers', () => {
-    const refused = new ConnectError('connect ECONNREFUSED', Code.Unavailable, undefined, undefined, Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', syscall: 'connect' }));
+    const refused = new ConnectError(
+      'connect ECONNREFUSED',
+      Code.Unavailable,
+      undefined,
+      undefined,
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', syscall: 'connect' }),
+    );
     expect(classifyCallFailure(refused)).toBe('not-sent');
-    expect(classifyCallFailure(new ConnectError('http/2 stream closed with error code REFUSED_STREAM (0x7)', Code.Unavailable))).toBe('not-sent');
-    const reset = new ConnectError('read ECONNRESET', Code.Aborted, undefined, undefined, Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    expect(classifyCallFailure(new ConnectError('http/2 stream closed with error code REFUSED_STREAM (0x7)', Code.Unavailable))).toBe(
+      'not-sent',
+    );
+    const reset = new ConnectError(
+      'read ECONNRESET',
+      Code.Aborted,
+      undefined,
+      undefined,
+      Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }),
+    );
     expect(classifyCallFailure(reset)).toBe('broken');
     expect(classifyCallFailure(new ConnectError('busy', Code.FailedPrecondition))).toBe('answered');
     expect(classifyCallFailure(new ConnectError('the operation timed out', Code.DeadlineExceeded))).toBe('timeout');

@@ -76,7 +76,15 @@ export interface BalancedTransport extends Transport {
 }
 
 /** Socket errors that mean the request never left this process (no connection was made). */
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'ERR_HTTP2_GOAWAY_SESSION']);
+const NOT_CONNECTED = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EADDRNOTAVAIL',
+  'ERR_HTTP2_GOAWAY_SESSION',
+]);
 /** Errors that mean the connection broke while (or after) the request was sent. */
 const BROKEN = new Set([
   'ECONNRESET',
@@ -193,7 +201,10 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
     for (const [i, r] of results.entries()) {
       if (r.status === 'rejected') {
         failed++;
-        logger?.warn({ upstream: name, host: targets[i]!.host, err: errText(r.reason) }, `resolving a ${name} address failed; keeping the known replicas`);
+        logger?.warn(
+          { upstream: name, host: targets[i]!.host, err: errText(r.reason) },
+          `resolving a ${name} address failed; keeping the known replicas`,
+        );
         // A DNS hiccup must not empty the pool.
         for (const e of endpoints.values()) if (e.target === i && !e.retiring) found.set(e.address, [i, '']);
         continue;
@@ -228,7 +239,8 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
     if (added.length > 0 || removed.length > 0) {
       logger?.info({ upstream: name, added, removed, replicas: order.map((e) => e.address) }, `${name} replicas changed`);
     }
-    if (order.length === 0 && failed === 0) logger?.warn({ upstream: name, targets: targets.map((t) => t.host) }, `no ${name} replica address found`);
+    if (order.length === 0 && failed === 0)
+      logger?.warn({ upstream: name, targets: targets.map((t) => t.host) }, `no ${name} replica address found`);
   }
 
   function refresh(): Promise<void> {
@@ -239,7 +251,10 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
   }
 
   const initial = refresh();
-  const timer = resolveIntervalMs > 0 && targets.some((t) => isIP(bare(t.hostname)) === 0) ? setInterval(() => void refresh(), resolveIntervalMs) : undefined;
+  const timer =
+    resolveIntervalMs > 0 && targets.some((t) => isIP(bare(t.hostname)) === 0)
+      ? setInterval(() => void refresh(), resolveIntervalMs)
+      : undefined;
   timer?.unref();
 
   /** Round robin over replicas in rotation; if none is, the one whose back-off ends first. */
@@ -267,7 +282,16 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
     const message = err instanceof Error ? err.message : '';
     if (!message.includes('REFUSED_STREAM')) e.session.abort();
     if (wasUp) {
-      logger?.warn({ upstream: name, address: e.address, err: errText(err), skip_ms: backoff, others: order.filter((o) => o !== e && o.downUntil <= Date.now()).length }, `${name} replica failed; calls go to the other replicas`);
+      logger?.warn(
+        {
+          upstream: name,
+          address: e.address,
+          err: errText(err),
+          skip_ms: backoff,
+          others: order.filter((o) => o !== e && o.downUntil <= Date.now()).length,
+        },
+        `${name} replica failed; calls go to the other replicas`,
+      );
     }
     if (Date.now() - lastResolve >= MIN_RESOLVE_GAP_MS) void refresh();
   }
@@ -281,7 +305,13 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
 
   function unavailable(e: Endpoint | undefined, err: unknown): ConnectError {
     const detail = err instanceof Error ? err.message : String(err);
-    return new ConnectError(`${name} replica ${e?.address ?? '(none)'} is unreachable: ${detail}`, Code.Unavailable, undefined, undefined, err);
+    return new ConnectError(
+      `${name} replica ${e?.address ?? '(none)'} is unreachable: ${detail}`,
+      Code.Unavailable,
+      undefined,
+      undefined,
+      err,
+    );
   }
 
   async function endpointFor(signal: AbortSignal | undefined, exclude?: Endpoint): Promise<Endpoint | undefined> {
@@ -296,7 +326,14 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
   }
 
   /** Runs `attempt` on a replica; on a failure that allows it, once more on another one. */
-  async function call<T>(method: DescMethod, input: unknown, signal: AbortSignal | undefined, timeoutMs: number | undefined, attempt: (t: Transport, timeoutMs: number | undefined) => Promise<T>, onResult?: (e: Endpoint, result: T) => T): Promise<T> {
+  async function call<T>(
+    method: DescMethod,
+    input: unknown,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    attempt: (t: Transport, timeoutMs: number | undefined) => Promise<T>,
+    onResult?: (e: Endpoint, result: T) => T,
+  ): Promise<T> {
     if (closed) throw new ConnectError(`${name} client is closed`, Code.Unavailable);
     const deadline = timeoutMs !== undefined && timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
     const first = await endpointFor(signal);
@@ -323,7 +360,10 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
         const timeLeft = deadline === undefined || deadline - Date.now() > 0;
         const other = tries === 0 && mayRetry && timeLeft ? await endpointFor(signal, current) : undefined;
         if (!other) throw unavailable(current, err);
-        logger?.info({ upstream: name, method: method.name, from: current.address, to: other.address, failure }, `retrying a ${name} call on another replica`);
+        logger?.info(
+          { upstream: name, method: method.name, from: current.address, to: other.address, failure },
+          `retrying a ${name} call on another replica`,
+        );
         current = other;
       }
     }

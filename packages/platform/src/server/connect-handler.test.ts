@@ -72,7 +72,12 @@ describe('connectHandler', () => {
       await new Promise((r) => setTimeout(r, 20));
       expect(consoleError).not.toHaveBeenCalled();
       expect(lines).toContainEqual(
-        expect.objectContaining({ level: 'warn', method: 'grpc.health.v1.Health/Check', err: '[internal] write EPIPE', msg: 'the answer of a call could not be written (the client reset or left)' }),
+        expect.objectContaining({
+          level: 'warn',
+          method: 'grpc.health.v1.Health/Check',
+          err: '[internal] write EPIPE',
+          msg: 'the answer of a call could not be written (the client reset or left)',
+        }),
       );
     } finally {
       consoleError.mockRestore();

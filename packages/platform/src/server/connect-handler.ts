@@ -49,7 +49,8 @@ export function connectHandler(options: ConnectHandlerOptions): NodeHandler {
       .catch((reason: unknown) => {
         const method = `${handler.service.typeName}/${handler.method.name}`;
         // The client went away (connect-node stays silent about these too).
-        if (ConnectError.from(reason).code === Code.Aborted) return logger.debug({ method, err: errText(reason) }, 'call ended: the client went away');
+        if (ConnectError.from(reason).code === Code.Aborted)
+          return logger.debug({ method, err: errText(reason) }, 'call ended: the client went away');
         logger.warn({ method, err: errText(reason) }, 'the answer of a call could not be written (the client reset or left)');
       });
   };

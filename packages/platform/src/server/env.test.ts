@@ -1,6 +1,21 @@
 import { describe, expect, it } from '@jest/globals';
 import { commonEnv } from './common-env.ts';
-import { EnvError, bool, describeEnv, duration, envMarkdownTable, int, oneOf, optional, port, readEnv, setting, str, url, urlList } from './env.ts';
+import {
+  EnvError,
+  bool,
+  describeEnv,
+  duration,
+  envMarkdownTable,
+  int,
+  oneOf,
+  optional,
+  port,
+  readEnv,
+  setting,
+  str,
+  url,
+  urlList,
+} from './env.ts';
 
 const spec = {
   port: setting({ name: 'APP_PORT', parse: port(), default: 8080, doc: 'gRPC port.' }),
@@ -14,7 +29,13 @@ const spec = {
 
 describe('readEnv', () => {
   it('parses every kind of value and applies defaults', () => {
-    const config = readEnv(spec, { APP_REDIS_URL: 'redis://localhost:6379', APP_DEBUG: 'Yes', APP_TIMEOUT: '1.5s', APP_WORKERS: ' 8 ', APP_PORT: '' });
+    const config = readEnv(spec, {
+      APP_REDIS_URL: 'redis://localhost:6379',
+      APP_DEBUG: 'Yes',
+      APP_TIMEOUT: '1.5s',
+      APP_WORKERS: ' 8 ',
+      APP_PORT: '',
+    });
     expect(config).toEqual({
       port: 8080,
       workers: 8,
@@ -53,19 +74,26 @@ describe('readEnv', () => {
   });
 
   it('rejects URLs with a scheme outside the allowed list', () => {
-    expect(() => readEnv(spec, { APP_REDIS_URL: 'http://x' })).toThrow(/APP_REDIS_URL="http:\/\/x" is invalid: expected a redis\/rediss URL \(scheme http: not allowed\)/);
+    expect(() => readEnv(spec, { APP_REDIS_URL: 'http://x' })).toThrow(
+      /APP_REDIS_URL="http:\/\/x" is invalid: expected a redis\/rediss URL \(scheme http: not allowed\)/,
+    );
   });
 
   it('parses durations in every unit', () => {
     const d = duration();
-    expect([d.parse('250'), d.parse('250ms'), d.parse('2s'), d.parse('5m'), d.parse('1h'), d.parse('0.25s')]).toEqual([250, 250, 2000, 300_000, 3_600_000, 250]);
+    expect([d.parse('250'), d.parse('250ms'), d.parse('2s'), d.parse('5m'), d.parse('1h'), d.parse('0.25s')]).toEqual([
+      250, 250, 2000, 300_000, 3_600_000, 250,
+    ]);
     expect(() => d.parse('-1s')).toThrow();
     expect(() => d.parse('1d')).toThrow();
   });
 
   it('reads the common settings with their defaults', () => {
     expect(readEnv(commonEnv, {})).toEqual({ logLevel: 'info', host: '0.0.0.0', metricsPort: 9464, shutdownGraceMs: 10_000 });
-    expect(readEnv(commonEnv, { LOG_LEVEL: 'debug', BEDROCK_SHUTDOWN_GRACE: '30s' })).toMatchObject({ logLevel: 'debug', shutdownGraceMs: 30_000 });
+    expect(readEnv(commonEnv, { LOG_LEVEL: 'debug', BEDROCK_SHUTDOWN_GRACE: '30s' })).toMatchObject({
+      logLevel: 'debug',
+      shutdownGraceMs: 30_000,
+    });
   });
 });
 
@@ -82,7 +110,15 @@ describe('urlList', () => {
 describe('describeEnv', () => {
   it('lists name, default as written in the environment, and doc', () => {
     const rows = describeEnv(spec);
-    expect(rows.map((r) => r.name)).toEqual(['APP_PORT', 'APP_WORKERS', 'APP_DEBUG', 'APP_REDIS_URL', 'APP_MODE', 'APP_TIMEOUT', 'APP_NAME']);
+    expect(rows.map((r) => r.name)).toEqual([
+      'APP_PORT',
+      'APP_WORKERS',
+      'APP_DEBUG',
+      'APP_REDIS_URL',
+      'APP_MODE',
+      'APP_TIMEOUT',
+      'APP_NAME',
+    ]);
     expect(rows[0]).toEqual({ name: 'APP_PORT', default: '8080', required: false, expected: 'a port 0..65535', doc: 'gRPC port.' });
     expect(rows[3]).toMatchObject({ name: 'APP_REDIS_URL', default: undefined, required: true });
     expect(rows[5]?.default).toBe('30s');

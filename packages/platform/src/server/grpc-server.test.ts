@@ -116,7 +116,13 @@ describe('startGrpcServer', () => {
 
   it('closes an auto server gracefully with open HTTP/1.1 keep-alive and h2c connections', async () => {
     let handling = 0;
-    const server = await startGrpcServer({ routes: slowRoutes(300, () => handling++), port: 0, host: '127.0.0.1', logger, protocol: 'auto' });
+    const server = await startGrpcServer({
+      routes: slowRoutes(300, () => handling++),
+      port: 0,
+      host: '127.0.0.1',
+      logger,
+      protocol: 'auto',
+    });
     const h1 = createClient(health.Health, createConnectTransport({ baseUrl: server.url, httpVersion: '1.1' }));
     const h2 = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
     const calls = [h1.check({}), h2.check({})];
@@ -173,7 +179,10 @@ describe('startGrpcServer', () => {
 
   it('serves many calls at once without a MaxListenersExceededWarning (each call listens on the shutdown signal)', async () => {
     // In a child process: Jest gives test files a copy of `process`, which does not see Node's warnings.
-    const out = execFileSync(process.execPath, ['--import', 'tsx', path.join(here, 'testdata', 'many-calls-fixture.ts')], { cwd: ROOT, encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', path.join(here, 'testdata', 'many-calls-fixture.ts')], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     const { warnings } = JSON.parse(out.trim().split('\n').at(-1)!) as { warnings: string[] };
     expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
   }, 30_000);

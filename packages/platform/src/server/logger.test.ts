@@ -48,7 +48,12 @@ describe('createLogger', () => {
     }
     const [a, b] = out.lines();
     expect(a).not.toHaveProperty('trace_id');
-    expect(b).toMatchObject({ conversation_id: 'c1', trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', span_id: '00f067aa0ba902b7', msg: 'inside' });
+    expect(b).toMatchObject({
+      conversation_id: 'c1',
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+      span_id: '00f067aa0ba902b7',
+      msg: 'inside',
+    });
   });
 
   it('takes the level from LOG_LEVEL when none is given', () => {

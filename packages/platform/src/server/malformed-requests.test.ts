@@ -115,7 +115,10 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
       expectMessage(jsonError.message, 'JSON');
 
       const wrongType = await post(url(), CHECK, { 'content-type': 'application/json' }, Buffer.from('{"service": 5}'));
-      expect(JSON.parse(wrongType.body.toString())).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining('grpc.health.v1.HealthCheckRequest.service') });
+      expect(JSON.parse(wrongType.body.toString())).toMatchObject({
+        code: 'invalid_argument',
+        message: expect.stringContaining('grpc.health.v1.HealthCheckRequest.service'),
+      });
     }
   });
 
@@ -126,7 +129,12 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
       expect(code).toBe(Code.InvalidArgument);
       expectMessage(message, 'protobuf binary');
     }
-    const json = await h2post(h2.url, CHECK, { 'content-type': 'application/grpc+json', te: 'trailers' }, envelope(Buffer.from('{"service"')));
+    const json = await h2post(
+      h2.url,
+      CHECK,
+      { 'content-type': 'application/grpc+json', te: 'trailers' },
+      envelope(Buffer.from('{"service"')),
+    );
     expect(grpcStatusOf(json).code).toBe(Code.InvalidArgument);
     expectMessage(grpcStatusOf(json).message, 'JSON');
   });
@@ -155,13 +163,15 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
   });
 
   it('a bidi stream whose second message does not parse ends with INVALID_ARGUMENT', async () => {
-    const good = envelope(toBinary(reflection.ServerReflectionRequestSchema, create(reflection.ServerReflectionRequestSchema, { host: 'a' })));
+    const good = envelope(
+      toBinary(reflection.ServerReflectionRequestSchema, create(reflection.ServerReflectionRequestSchema, { host: 'a' })),
+    );
     const a = await h2post(h2.url, REFLECT, { 'content-type': 'application/grpc', te: 'trailers' }, [good, envelope(TRUNCATED)]);
     expect(grpcStatusOf(a).code).toBe(Code.InvalidArgument);
     expect(grpcStatusOf(a).message).toMatch(/^request body is not a valid grpc\.reflection\.v1\.ServerReflectionRequest: /);
   });
 
-  it('Connect clients see INVALID_ARGUMENT; valid requests and the service\'s own errors are untouched', async () => {
+  it("Connect clients see INVALID_ARGUMENT; valid requests and the service's own errors are untouched", async () => {
     for (const transport of [
       createGrpcTransport({ baseUrl: h2.url }),
       createConnectTransport({ baseUrl: h2.url, httpVersion: '2' }),
@@ -177,8 +187,10 @@ describe('malformed request bodies answer INVALID_ARGUMENT', () => {
 });
 
 describe('malformedRequestMessage', () => {
-  it('words connect\'s binary and JSON parse errors and nothing else', () => {
-    expect(malformedRequestMessage(Code.Internal, 'parse binary: premature EOF', 'a.B')).toBe('request body is not a valid a.B: premature EOF (protobuf binary)');
+  it("words connect's binary and JSON parse errors and nothing else", () => {
+    expect(malformedRequestMessage(Code.Internal, 'parse binary: premature EOF', 'a.B')).toBe(
+      'request body is not a valid a.B: premature EOF (protobuf binary)',
+    );
     expect(malformedRequestMessage(Code.InvalidArgument, 'cannot decode message a.B from JSON: Unexpected end of JSON input', 'a.B')).toBe(
       'request body is not a valid a.B: Unexpected end of JSON input (JSON)',
     );

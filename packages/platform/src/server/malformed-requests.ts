@@ -21,7 +21,12 @@
  */
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter } from '@connectrpc/connect';
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
-import { encodeEnvelope, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from '@connectrpc/connect/protocol';
+import {
+  encodeEnvelope,
+  type UniversalHandler,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+} from '@connectrpc/connect/protocol';
 import { codeFromString, codeToHttpStatus, codeToString, endStreamFlag } from '@connectrpc/connect/protocol-connect';
 import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { trailerFlag, trailerParse, trailerSerialize } from '@connectrpc/connect/protocol-grpc-web';
@@ -240,7 +245,9 @@ function parseJson<T>(bytes: Uint8Array): T | undefined {
  * Reads a body of at most {@link MAX_ERROR_BODY_BYTES}. `complete` with the bytes if it all
  * came; otherwise `rest` yields everything read so far and then the remainder, unchanged.
  */
-async function readSmall(body: AsyncIterable<Uint8Array>): Promise<{ complete: true; bytes: Uint8Array } | { complete: false; rest: AsyncIterable<Uint8Array> }> {
+async function readSmall(
+  body: AsyncIterable<Uint8Array>,
+): Promise<{ complete: true; bytes: Uint8Array } | { complete: false; rest: AsyncIterable<Uint8Array> }> {
   const it = body[Symbol.asyncIterator]();
   const chunks: Uint8Array[] = [];
   let size = 0;

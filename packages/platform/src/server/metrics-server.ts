@@ -88,7 +88,12 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
             });
             reply(ready ? 200 : 503, body, 'application/json');
           },
-          (err: unknown) => reply(503, JSON.stringify({ service, status: 'NOT_SERVING', reason: `readiness check failed: ${String(err)}` }), 'application/json'),
+          (err: unknown) =>
+            reply(
+              503,
+              JSON.stringify({ service, status: 'NOT_SERVING', reason: `readiness check failed: ${String(err)}` }),
+              'application/json',
+            ),
         );
         return;
       }

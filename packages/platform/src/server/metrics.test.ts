@@ -17,7 +17,10 @@ import { createMetrics, rpcMetricsInterceptor } from './metrics.ts';
 const logger = createLogger({ service: 'test', level: 'silent' });
 
 /** Parses Prometheus text into a lookup by metric name and labels (in any order). */
-function samples(text: string): { get(name: string, labels: Record<string, string>): number | undefined; has(name: string, labels: Record<string, string>): boolean } {
+function samples(text: string): {
+  get(name: string, labels: Record<string, string>): number | undefined;
+  has(name: string, labels: Record<string, string>): boolean;
+} {
   const key = (name: string, labels: Record<string, string>): string =>
     `${name}{${Object.entries(labels)
       .sort(([a], [b]) => a.localeCompare(b))
@@ -143,7 +146,9 @@ describe('rpcMetricsInterceptor', () => {
       s = samples(await metrics.registry.metrics());
     }
     expect(s.get(`${METRIC.rpcServerSeconds}_count`, { method: 'grpc.health.v1.Health/Check', code: 'OK', service: 'web-bff' })).toBe(2);
-    expect(s.get(`${METRIC.rpcServerSeconds}_count`, { method: 'grpc.health.v1.Health/Check', code: 'NotFound', service: 'web-bff' })).toBe(1);
+    expect(s.get(`${METRIC.rpcServerSeconds}_count`, { method: 'grpc.health.v1.Health/Check', code: 'NotFound', service: 'web-bff' })).toBe(
+      1,
+    );
     expect(s.get(watchCount, watchLabels)).toBe(1);
   });
 });

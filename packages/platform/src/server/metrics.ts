@@ -52,7 +52,12 @@ export function createMetrics(service: string): Metrics {
       buckets: DURATION_BUCKETS,
       registers,
     }),
-    jobsTotal: new Counter({ name: METRIC.jobsTotal, help: 'Jobs finished by a worker, by outcome.', labelNames: ['queue', 'outcome'], registers }),
+    jobsTotal: new Counter({
+      name: METRIC.jobsTotal,
+      help: 'Jobs finished by a worker, by outcome.',
+      labelNames: ['queue', 'outcome'],
+      registers,
+    }),
     jobDurationSeconds: new Histogram({
       name: METRIC.jobDurationSeconds,
       help: 'Seconds a worker spent on one job.',
@@ -66,7 +71,12 @@ export function createMetrics(service: string): Metrics {
       labelNames: ['state', 'event', 'result'],
       registers,
     }),
-    llmTokensTotal: new Counter({ name: METRIC.llmTokensTotal, help: 'LLM tokens by model and kind.', labelNames: ['model', 'kind'], registers }),
+    llmTokensTotal: new Counter({
+      name: METRIC.llmTokensTotal,
+      help: 'LLM tokens by model and kind.',
+      labelNames: ['model', 'kind'],
+      registers,
+    }),
     llmRequestSeconds: new Histogram({
       name: METRIC.llmRequestSeconds,
       help: 'Seconds from sending an LLM request to its end.',

@@ -24,13 +24,20 @@ describe('logProcessErrors', () => {
   it.each([
     ['throw', 'uncaught exception: exiting', 'boom in a callback'],
     ['reject', 'unhandled promise rejection: exiting', 'lost promise'],
-  ])('%s: one fatal JSON line with the error, exit 1, nothing raw on stderr', async (mode, msg, message) => {
-    const { code, stdout, stderr } = await run(mode);
-    expect(code).toBe(1);
-    const lines = stdout.trim().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string; err: { message: string; stack: string } });
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 'fatal', msg, err: { message } });
-    expect(lines[0]!.err.stack).toContain(message);
-    expect(stderr.replace(/.*ExperimentalWarning.*\n?|.*--trace-warnings.*\n?/g, '')).toBe('');
-  }, 30_000);
+  ])(
+    '%s: one fatal JSON line with the error, exit 1, nothing raw on stderr',
+    async (mode, msg, message) => {
+      const { code, stdout, stderr } = await run(mode);
+      expect(code).toBe(1);
+      const lines = stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { level: string; msg: string; err: { message: string; stack: string } });
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ level: 'fatal', msg, err: { message } });
+      expect(lines[0]!.err.stack).toContain(message);
+      expect(stderr.replace(/.*ExperimentalWarning.*\n?|.*--trace-warnings.*\n?/g, '')).toBe('');
+    },
+    30_000,
+  );
 });

@@ -15,8 +15,11 @@ describe('startQueueDepthSampler', () => {
     await producer.add('c', create(ToolExecJobSchema, {}), { delayMs: 60_000 });
     const sampler = startQueueDepthSampler({ queues: transport.queues, names: ['q1', 'q2'], metrics, intervalMs: 60_000 });
     await sampler.sample();
-    const value = async (queue: string, state: string) => (await metrics.queueDepth.get()).values.find((v) => v.labels.queue === queue && v.labels.state === state)?.value;
-    expect([await value('q1', 'waiting'), await value('q1', 'delayed'), await value('q1', 'active'), await value('q2', 'waiting')]).toEqual([2, 1, 0, 0]);
+    const value = async (queue: string, state: string) =>
+      (await metrics.queueDepth.get()).values.find((v) => v.labels.queue === queue && v.labels.state === state)?.value;
+    expect([await value('q1', 'waiting'), await value('q1', 'delayed'), await value('q1', 'active'), await value('q2', 'waiting')]).toEqual(
+      [2, 1, 0, 0],
+    );
     await producer.remove('a');
     await sampler.sample();
     expect(await value('q1', 'waiting')).toBe(1);
@@ -29,7 +32,12 @@ describe('startQueueDepthSampler', () => {
     const metrics = createMetrics('test');
     const errors: unknown[] = [];
     let calls = 0;
-    const queues = { depth: async () => { calls++; throw new Error('redis away'); } } as unknown as Parameters<typeof startQueueDepthSampler>[0]['queues'];
+    const queues = {
+      depth: async () => {
+        calls++;
+        throw new Error('redis away');
+      },
+    } as unknown as Parameters<typeof startQueueDepthSampler>[0]['queues'];
     const sampler = startQueueDepthSampler({ queues, names: ['q'], metrics, onError: (e) => errors.push(e) });
     await sampler.sample();
     await sampler.sample();

@@ -14,7 +14,6 @@ const until = async (cond: () => Promise<boolean>, ms = 15_000): Promise<void> =
   }
 };
 
-
 describe('createReadiness', () => {
   it('reports each dependency, keeps an outcome for cacheMs and runs one check at a time', async () => {
     let now = 0;
@@ -53,7 +52,9 @@ describe('createReadiness', () => {
   });
 
   it('postgresCheck reports a pool that cannot query', async () => {
-    const readiness = createReadiness({ checks: [postgresCheck({ query: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')) })] });
+    const readiness = createReadiness({
+      checks: [postgresCheck({ query: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')) })],
+    });
     expect(await readiness.check()).toEqual({ postgres: { status: 'NOT_SERVING', reason: 'connect ECONNREFUSED 127.0.0.1:1' } });
   });
 });
@@ -67,7 +68,11 @@ describe('/readyz with dependencies', () => {
   it('goes 503 naming Redis while it is unreachable and 200 again when it is back; /healthz stays 200', async () => {
     const proxy = await startSwitchProxy(Number(new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379').port || 6379));
     closers.push(proxy.close);
-    const transport = createRedisTransport({ redisUrl: `redis://127.0.0.1:${proxy.port}`, prefix: `readyz-test-${process.pid}`, onError: () => undefined });
+    const transport = createRedisTransport({
+      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      prefix: `readyz-test-${process.pid}`,
+      onError: () => undefined,
+    });
     closers.push(() => transport.close());
     const health = createHealth();
     const server = await startMetricsServer({
@@ -78,7 +83,10 @@ describe('/readyz with dependencies', () => {
       readiness: createReadiness({ checks: [redisCheck(() => transport)], cacheMs: 100, timeoutMs: 500 }),
     });
     closers.push(() => server.close());
-    const readyz = async (): Promise<{ status: number; body: { status: string; reason?: string; dependencies?: Record<string, unknown> } }> => {
+    const readyz = async (): Promise<{
+      status: number;
+      body: { status: string; reason?: string; dependencies?: Record<string, unknown> };
+    }> => {
       const res = await fetch(`${server.url}/readyz`);
       return { status: res.status, body: (await res.json()) as never };
     };

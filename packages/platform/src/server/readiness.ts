@@ -67,16 +67,19 @@ export function createReadiness(options: ReadinessOptions): Readiness {
       // lands in the cache for the next probe.
       const timer = setTimeout(() => controller.abort(new Error(`timed out after ${timeoutMs * 2} ms`)), timeoutMs * 2);
       timer.unref?.();
-      slot.inFlight = slot.dep.check(controller.signal).then(
-        (): DependencyStatus => ({ status: 'SERVING' }),
-        (err: unknown): DependencyStatus => ({ status: 'NOT_SERVING', reason: message(err) }),
-      ).then((result) => {
-        clearTimeout(timer);
-        slot.result = result;
-        slot.at = now();
-        slot.inFlight = undefined;
-        return result;
-      });
+      slot.inFlight = slot.dep
+        .check(controller.signal)
+        .then(
+          (): DependencyStatus => ({ status: 'SERVING' }),
+          (err: unknown): DependencyStatus => ({ status: 'NOT_SERVING', reason: message(err) }),
+        )
+        .then((result) => {
+          clearTimeout(timer);
+          slot.result = result;
+          slot.at = now();
+          slot.inFlight = undefined;
+          return result;
+        });
     }
     const inFlight = slot.inFlight;
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -38,7 +38,9 @@ function extensionFixture(): DescService {
     ],
     service: [{ name: 'PingService', method: [{ name: 'Ping', inputType: '.test.Ping', outputType: '.test.Ping' }] }],
   });
-  const registry = createFileRegistry(proto, (name) => (name === file_google_protobuf_descriptor.proto.name ? file_google_protobuf_descriptor : undefined));
+  const registry = createFileRegistry(proto, (name) =>
+    name === file_google_protobuf_descriptor.proto.name ? file_google_protobuf_descriptor : undefined,
+  );
   const service = registry.getService('test.PingService');
   if (!service) throw new Error('fixture');
   return service;
@@ -119,7 +121,12 @@ describe('registerReflection', () => {
     const names = fileNames(res);
     expect(names[0]).toBe('bedrock/v1/conversation_service.proto');
     expect(new Set(names)).toEqual(
-      new Set(['bedrock/v1/conversation_service.proto', 'bedrock/v1/events.proto', 'bedrock/v1/types.proto', 'google/protobuf/timestamp.proto']),
+      new Set([
+        'bedrock/v1/conversation_service.proto',
+        'bedrock/v1/events.proto',
+        'bedrock/v1/types.proto',
+        'google/protobuf/timestamp.proto',
+      ]),
     );
     // A client-side registry built only from the answer resolves the whole service.
     if (res?.messageResponse.case !== 'fileDescriptorResponse') throw new Error('wrong answer');
@@ -185,7 +192,9 @@ describe('registerReflection', () => {
       { messageRequest: { case: 'fileContainingExtension', value: { containingType: 'test.Ping', extensionNumber: 151 } } },
       { messageRequest: { case: 'fileContainingExtension', value: { containingType: 'test.Nope', extensionNumber: 1 } } },
     ]);
-    const numbers = responses.slice(0, 3).map((r) => (r.messageResponse.case === 'allExtensionNumbersResponse' ? r.messageResponse.value : undefined));
+    const numbers = responses
+      .slice(0, 3)
+      .map((r) => (r.messageResponse.case === 'allExtensionNumbersResponse' ? r.messageResponse.value : undefined));
     expect(numbers.map((n) => [n?.baseTypeName, n?.extensionNumber])).toEqual([
       ['test.Ping', [150]],
       ['bedrock.v1.ConversationState', []],
@@ -223,7 +232,15 @@ describe('registerReflection', () => {
         'test.PingService/Ping',
       ]),
     );
-    const check = await execFileAsync(BUF, ['curl', '--http2-prior-knowledge', '--protocol', 'grpc', '-d', '{"service":""}', `${server.url}/grpc.health.v1.Health/Check`]);
+    const check = await execFileAsync(BUF, [
+      'curl',
+      '--http2-prior-knowledge',
+      '--protocol',
+      'grpc',
+      '-d',
+      '{"service":""}',
+      `${server.url}/grpc.health.v1.Health/Check`,
+    ]);
     expect(JSON.parse(check.stdout)).toEqual({ status: 'SERVING' });
   }, 60_000);
 });

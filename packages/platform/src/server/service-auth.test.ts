@@ -66,7 +66,8 @@ async function internalServer(peers: Parameters<typeof serviceAuthInterceptor>[0
   return { server, log };
 }
 
-const client = (server: GrpcServer, ...interceptors: Interceptor[]) => createClient(ToolRunnerService, createGrpcTransport({ baseUrl: server.url, interceptors }));
+const client = (server: GrpcServer, ...interceptors: Interceptor[]) =>
+  createClient(ToolRunnerService, createGrpcTransport({ baseUrl: server.url, interceptors }));
 
 async function refusal(call: Promise<unknown>): Promise<ConnectError> {
   try {
@@ -156,14 +157,18 @@ describe('service credential files', () => {
     expect(readServiceTokenFile(file('token', '  bdr_abc \n'))).toBe('bdr_abc');
     expect(() => readServiceTokenFile(file('empty', '\n'))).toThrow(/BEDROCK_SERVICE_TOKEN_FILE=.*empty is empty/);
     expect(() => readServiceTokenFile(file('two', 'a b\n'))).toThrow(/one line without spaces/);
-    expect(() => readServiceTokenFile(join(dir, 'missing'))).toThrow(/BEDROCK_SERVICE_TOKEN_FILE=.*missing: cannot read the file \(ENOENT\)/);
+    expect(() => readServiceTokenFile(join(dir, 'missing'))).toThrow(
+      /BEDROCK_SERVICE_TOKEN_FILE=.*missing: cannot read the file \(ENOENT\)/,
+    );
   });
 
   it('reads a peers file in the BEDROCK_TOKENS format, naming bad lines without their content', () => {
     const t = generateToken();
     const peers = readServicePeersFile(file('peers', `# peers\n\nweb-bff:${hashToken(t)}  # the BFF\n`));
     expect(createTokenStore(peers).authenticate(t)).toBe('web-bff');
-    expect(() => readServicePeersFile(file('bad', `web-bff:${t}\n`))).toThrow(/BEDROCK_SERVICE_PEERS_FILE=.*bad entry 1 \(service web-bff\): expected the token's SHA-256/);
+    expect(() => readServicePeersFile(file('bad', `web-bff:${t}\n`))).toThrow(
+      /BEDROCK_SERVICE_PEERS_FILE=.*bad entry 1 \(service web-bff\): expected the token's SHA-256/,
+    );
     try {
       readServicePeersFile(join(dir, 'bad'));
     } catch (err) {

@@ -9,7 +9,15 @@
 import { readFileSync } from 'node:fs';
 import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from './logger.ts';
-import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries, tokenEntriesOf, type TokenEntry } from './token-entries.ts';
+import {
+  bearerToken,
+  createTokenStore,
+  generateToken,
+  hashToken,
+  parseTokenEntries,
+  tokenEntriesOf,
+  type TokenEntry,
+} from './token-entries.ts';
 
 /** The only peer whose user header (`USER_HEADER` of @bedrock/contracts) is believed: web-bff authenticates users. */
 export const USER_IDENTITY_PEER = 'web-bff';
@@ -45,7 +53,9 @@ export function serviceAuthInterceptor(options: ServiceAuthOptions): Interceptor
   const { logger } = options;
   const peers = createTokenStore(options.peers);
   if (peers.names.length === 0) {
-    logger.warn('no service peers configured (BEDROCK_SERVICE_PEERS_FILE): every internal call except health checking and reflection will be refused');
+    logger.warn(
+      'no service peers configured (BEDROCK_SERVICE_PEERS_FILE): every internal call except health checking and reflection will be refused',
+    );
   } else {
     logger.info({ peers: peers.names }, 'internal calls accepted from these services');
   }

@@ -46,7 +46,12 @@ export function onShutdown(handler: (signal: NodeJS.Signals) => Promise<void> | 
     const overran = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), graceMs);
     });
-    Promise.race([Promise.resolve().then(() => handler(signal)).then(() => 'done' as const), overran]).then(
+    Promise.race([
+      Promise.resolve()
+        .then(() => handler(signal))
+        .then(() => 'done' as const),
+      overran,
+    ]).then(
       (outcome) => {
         clearTimeout(timer);
         if (outcome === 'timeout') {

@@ -4,7 +4,9 @@ import { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntr
 describe('token entries', () => {
   const a = generateToken();
   const b = generateToken();
-  const store = createTokenStore(parseTokenEntries(`# users\nalice:${hashToken(a)}\n\nbob:${hashToken(b).toUpperCase()}  # upper-case hex is fine\n`, 'test'));
+  const store = createTokenStore(
+    parseTokenEntries(`# users\nalice:${hashToken(a)}\n\nbob:${hashToken(b).toUpperCase()}  # upper-case hex is fine\n`, 'test'),
+  );
 
   it('maps each token to its name and nothing else', () => {
     expect(store.authenticate(a)).toBe('alice');
@@ -31,7 +33,9 @@ describe('token entries', () => {
   });
 
   it('words errors for service peers', () => {
-    expect(() => parseTokenEntries('\n# peers\nweb-bff:plaintext', 'peers', 'service')).toThrow(/peers entry 3 \(service web-bff\): expected the token's SHA-256/);
+    expect(() => parseTokenEntries('\n# peers\nweb-bff:plaintext', 'peers', 'service')).toThrow(
+      /peers entry 3 \(service web-bff\): expected the token's SHA-256/,
+    );
     expect(() => parseTokenEntries(`:${hashToken(a)}`, 'peers', 'service')).toThrow(/peers entry 1: expected service:sha256hex/);
   });
 

@@ -51,10 +51,18 @@ export function parseTokenEntries(text: string, source: string, kind: TokenEntry
     if (!line) return;
     const colon = line.lastIndexOf(':');
     const name = colon > 0 ? line.slice(0, colon).trim() : '';
-    const hash = colon > 0 ? line.slice(colon + 1).trim().toLowerCase() : '';
+    const hash =
+      colon > 0
+        ? line
+            .slice(colon + 1)
+            .trim()
+            .toLowerCase()
+        : '';
     if (!NAME_PATTERN.test(name)) throw new Error(`${source} entry ${i + 1}: expected ${format} of letters, digits, . _ @ -`);
     if (!HASH_PATTERN.test(hash)) {
-      throw new Error(`${source} entry ${i + 1} (${kind} ${name}): expected the token's SHA-256 as 64 hex digits (bedrock token hash TOKEN)`);
+      throw new Error(
+        `${source} entry ${i + 1} (${kind} ${name}): expected the token's SHA-256 as 64 hex digits (bedrock token hash TOKEN)`,
+      );
     }
     entries.push({ name, hash: Buffer.from(hash, 'hex') });
   });

@@ -45,7 +45,9 @@ describe('startTracing', () => {
     await off.shutdown();
     expect(otlpTracesUrl({})).toBeUndefined();
     expect(otlpTracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toBe('http://c:4318/v1/traces');
-    expect(otlpTracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t/x' })).toBe('http://t/x');
+    expect(otlpTracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t/x' })).toBe(
+      'http://t/x',
+    );
     expect(otlpTracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
     expect(otlpTracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBeUndefined();
   });
@@ -58,7 +60,11 @@ describe('trace carriers', () => {
     expect(traceCarrier()).toEqual({});
     expect(traceIdOf({ traceparent: PARENT })).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(injectTrace(extractTrace({ traceparent: PARENT }))).toEqual({ traceparent: PARENT });
-    expect([jobTraceLogFields({ traceparent: PARENT }), jobTraceLogFields({ traceparent: 'nope' }), jobTraceLogFields(undefined)]).toEqual([{ trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' }, {}, {}]);
+    expect([jobTraceLogFields({ traceparent: PARENT }), jobTraceLogFields({ traceparent: 'nope' }), jobTraceLogFields(undefined)]).toEqual([
+      { trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' },
+      {},
+      {},
+    ]);
   });
 
   it('with tracing on, name the active span', async () => {
@@ -85,14 +91,25 @@ describe('queue spans', () => {
         resolve();
       });
     });
-    await transport.queues.producer('conversation-events', ConversationEventJobSchema).add('j1', create(ConversationEventJobSchema, { conversationId: 'c', traceContext: { traceparent: PARENT } }));
+    await transport.queues
+      .producer('conversation-events', ConversationEventJobSchema)
+      .add('j1', create(ConversationEventJobSchema, { conversationId: 'c', traceContext: { traceparent: PARENT } }));
     await done;
     await transport.close();
     const spans = rec.exporter.getFinishedSpans();
     const send = spans.find((s) => s.name === 'send conversation-events')!;
     const processed = spans.find((s) => s.name === 'process conversation-events')!;
-    expect([send.kind, send.spanContext().traceId, send.parentSpanContext?.spanId]).toEqual([SpanKind.PRODUCER, '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7']);
-    expect(send.attributes).toMatchObject({ 'messaging.system': 'memory', 'messaging.destination.name': 'conversation-events', 'messaging.message.id': 'j1', 'messaging.operation.type': 'send' });
+    expect([send.kind, send.spanContext().traceId, send.parentSpanContext?.spanId]).toEqual([
+      SpanKind.PRODUCER,
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+      '00f067aa0ba902b7',
+    ]);
+    expect(send.attributes).toMatchObject({
+      'messaging.system': 'memory',
+      'messaging.destination.name': 'conversation-events',
+      'messaging.message.id': 'j1',
+      'messaging.operation.type': 'send',
+    });
     // The job carries the producer span; the consumer span is its child and active in the handler.
     expect(seen!.carrier.traceparent).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${send.spanContext().spanId}-01`);
     expect([processed.kind, processed.parentSpanContext?.spanId]).toEqual([SpanKind.CONSUMER, send.spanContext().spanId]);
@@ -115,7 +132,11 @@ describe('RPC spans', () => {
       await server.close();
     }
     const [ok, failed] = rec.exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
-    expect([ok!.name, ok!.spanContext().traceId, ok!.parentSpanContext?.spanId]).toEqual(['grpc.health.v1.Health/Check', '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7']);
+    expect([ok!.name, ok!.spanContext().traceId, ok!.parentSpanContext?.spanId]).toEqual([
+      'grpc.health.v1.Health/Check',
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+      '00f067aa0ba902b7',
+    ]);
     expect(ok!.attributes).toEqual({ 'rpc.system': 'connect_rpc', 'rpc.service': 'grpc.health.v1.Health', 'rpc.method': 'Check' });
     expect(failed!.attributes['rpc.connect_rpc.error_code']).toBe('not_found');
   });

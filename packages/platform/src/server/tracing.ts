@@ -55,7 +55,11 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
   const url = otlpTracesUrl(env);
   if (!url || running) return { enabled: running !== undefined && url !== undefined, shutdown: async () => undefined };
   // Loaded only when tracing is on: the SDK and the exporter take about 50 ms to load.
-  const [{ OTLPTraceExporter }, { defaultResource, detectResources, envDetector, resourceFromAttributes }, { BatchSpanProcessor, NodeTracerProvider }] = await Promise.all([
+  const [
+    { OTLPTraceExporter },
+    { defaultResource, detectResources, envDetector, resourceFromAttributes },
+    { BatchSpanProcessor, NodeTracerProvider },
+  ] = await Promise.all([
     import('@opentelemetry/exporter-trace-otlp-http'),
     import('@opentelemetry/resources'),
     import('@opentelemetry/sdk-trace-node'),
@@ -82,4 +86,3 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
       })),
   };
 }
-

@@ -59,7 +59,14 @@ export async function* watchConversation(options: WatchOptions): AsyncGenerator<
     const events = await streams.read(conversationId, after, { limit: options.batch ?? 500, blockMs: options.heartbeatMs, signal });
     if (signal.aborted) return;
     if (events.length === 0) {
-      yield response(create(ConversationEventSchema, { conversationId, sequence: after.sequence, deltaIndex: after.deltaIndex, kind: { case: 'heartbeat', value: {} } }));
+      yield response(
+        create(ConversationEventSchema, {
+          conversationId,
+          sequence: after.sequence,
+          deltaIndex: after.deltaIndex,
+          kind: { case: 'heartbeat', value: {} },
+        }),
+      );
       continue;
     }
     const firstDurable = events.find((e) => e.deltaIndex === 0);

@@ -14,9 +14,16 @@ const port = Number(process.env.MESSAGES_API_PORT ?? 4010);
 const host = process.env.MESSAGES_API_HOST ?? '127.0.0.1';
 const eventDelayMs = Number(process.env.OFFLINE_EVENT_DELAY_MS ?? 15);
 if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`MESSAGES_API_PORT: not a port: ${process.env.MESSAGES_API_PORT}`);
-if (!Number.isFinite(eventDelayMs) || eventDelayMs < 0) throw new Error(`OFFLINE_EVENT_DELAY_MS: not a delay: ${process.env.OFFLINE_EVENT_DELAY_MS}`);
+if (!Number.isFinite(eventDelayMs) || eventDelayMs < 0)
+  throw new Error(`OFFLINE_EVENT_DELAY_MS: not a delay: ${process.env.OFFLINE_EVENT_DELAY_MS}`);
 
-const server = await startMessagesApiServer({ host, port, fallback: offlineModelResponder({ eventDelayMs }), keepRequests: 0, signingKey: OFFLINE_SIGNING_KEY });
+const server = await startMessagesApiServer({
+  host,
+  port,
+  fallback: offlineModelResponder({ eventDelayMs }),
+  keepRequests: 0,
+  signingKey: OFFLINE_SIGNING_KEY,
+});
 // One machine-readable line first, so scripts can read the URL.
 console.log(server.url);
 console.error(`local Messages API server (offline demo model) listening on ${server.url}`);

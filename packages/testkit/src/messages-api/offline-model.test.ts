@@ -13,16 +13,29 @@ const body = (messages: Turn[], tools = PARENT_TOOLS): MessagesRequestBody => ({
   tools: tools.map((name) => ({ name })),
   messages,
 });
-const toolUses = (blocks: readonly ScriptBlock[]) => blocks.filter((b): b is Extract<ScriptBlock, { type: 'tool_use' }> => b.type === 'tool_use');
+const toolUses = (blocks: readonly ScriptBlock[]) =>
+  blocks.filter((b): b is Extract<ScriptBlock, { type: 'tool_use' }> => b.type === 'tool_use');
 const text = (blocks: readonly ScriptBlock[]) => blocks.map((b) => (b.type === 'text' ? b.text : '')).join('');
 
 /** Plays the assistant's tool calls back as the next turns, with given results. */
-function answer(messages: Turn[], calls: Array<Extract<ScriptBlock, { type: 'tool_use' }>>, results: Array<{ content: string; is_error?: boolean }>): Turn[] {
+function answer(
+  messages: Turn[],
+  calls: Array<Extract<ScriptBlock, { type: 'tool_use' }>>,
+  results: Array<{ content: string; is_error?: boolean }>,
+): Turn[] {
   const withIds = calls.map((c, i) => ({ type: 'tool_use', id: `toolu_${i}`, name: c.name, input: c.input }) as ApiContentBlock);
   return [
     ...messages,
     { role: 'assistant', content: withIds },
-    { role: 'user', content: withIds.map((c, i) => ({ type: 'tool_result', tool_use_id: c.id, content: results[i]!.content, is_error: results[i]!.is_error ?? false })) },
+    {
+      role: 'user',
+      content: withIds.map((c, i) => ({
+        type: 'tool_result',
+        tool_use_id: c.id,
+        content: results[i]!.content,
+        is_error: results[i]!.is_error ?? false,
+      })),
+    },
   ];
 }
 
@@ -33,7 +46,9 @@ describe('offline model grammar', () => {
     const calls = toolUses(reply.content);
     expect(calls.map((c) => c.input)).toEqual([{ command: 'echo one' }, { command: 'ls -la' }, { command: 'false' }]);
     expect(calls.every((c) => c.name === 'bash')).toBe(true);
-    const next = offlineReply(body(answer(first, calls, [{ content: 'one' }, { content: 'total 0' }, { content: 'exit code 1', is_error: true }])));
+    const next = offlineReply(
+      body(answer(first, calls, [{ content: 'one' }, { content: 'total 0' }, { content: 'exit code 1', is_error: true }])),
+    );
     expect(toolUses(next.content)).toEqual([]);
     const summary = text(next.content);
     expect(summary).toMatch(/`echo one` ok:\none/);
@@ -44,12 +59,18 @@ describe('offline model grammar', () => {
   it('turns /write PATH and the following lines into a patch overwrite', () => {
     const reply = offlineReply(body([user('/write src/a.txt\nline 1\nline 2')]));
     expect(toolUses(reply.content)).toEqual([
-      expect.objectContaining({ name: 'patch', input: { path: 'src/a.txt', patches: [{ operation: 'overwrite', new_text: 'line 1\nline 2\n' }] } }),
+      expect.objectContaining({
+        name: 'patch',
+        input: { path: 'src/a.txt', patches: [{ operation: 'overwrite', new_text: 'line 1\nline 2\n' }] },
+      }),
     ]);
   });
 
   it('maps /think, /upgrade and /agents to their tools', () => {
-    expect(toolUses(offlineReply(body([user('/think plan the work')])).content)[0]).toMatchObject({ name: 'think', input: { thoughts: 'plan the work' } });
+    expect(toolUses(offlineReply(body([user('/think plan the work')])).content)[0]).toMatchObject({
+      name: 'think',
+      input: { thoughts: 'plan the work' },
+    });
     expect(toolUses(offlineReply(body([user('/upgrade need to write files')])).content)[0]).toMatchObject({
       name: 'request_mode_upgrade',
       input: { reason: 'need to write files' },
@@ -100,7 +121,11 @@ describe('offline model grammar', () => {
 
   it('writes a continuation summary for a request with tool_choice none (the tools are offered, their use forbidden)', () => {
     const history = answer([user('$ ls')], [{ type: 'tool_use', name: 'bash', input: { command: 'ls' } }], [{ content: 'x' }]);
-    const messages = [...history, { role: 'assistant' as const, content: [{ type: 'text', text: 'done' }] }, user('Summarise the session.')];
+    const messages = [
+      ...history,
+      { role: 'assistant' as const, content: [{ type: 'text', text: 'done' }] },
+      user('Summarise the session.'),
+    ];
     const reply = offlineReply({ ...body(messages), tool_choice: { type: 'none' } });
     expect(toolUses(reply.content)).toEqual([]);
     expect(text(reply.content)).toMatch(/Session summary \(offline demo model\): 2 user message\(s\), 1 tool call\(s\) \(bash\)/);
@@ -116,7 +141,10 @@ describe('offline model after a cancel', () => {
     const afterCancel = answer(first, calls, [{ content: 'Cancelled by user', is_error: true }]);
     // The history builder merges the next message into the user turn holding the synthetic result.
     const last = afterCancel[afterCancel.length - 1]!;
-    const merged: Turn = { role: 'user', content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '/upgrade I need to write' }] };
+    const merged: Turn = {
+      role: 'user',
+      content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '/upgrade I need to write' }],
+    };
     const reply = offlineReply(body([...afterCancel.slice(0, -1), merged]));
     expect(toolUses(reply.content).map((c) => [c.name, c.input])).toEqual([['request_mode_upgrade', { reason: 'I need to write' }]]);
   });
@@ -126,7 +154,10 @@ describe('offline model after a cancel', () => {
     const calls = toolUses(offlineReply(body(first)).content);
     const approved = answer(first, calls, [{ content: 'The user approved the upgrade.' }]);
     const last = approved[approved.length - 1]!;
-    const withNotice: Turn = { role: 'user', content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '[System notice] Mode changed to Unrestricted' }] };
+    const withNotice: Turn = {
+      role: 'user',
+      content: [...(last.content as ApiContentBlock[]), { type: 'text', text: '[System notice] Mode changed to Unrestricted' }],
+    };
     const reply = offlineReply(body([...approved.slice(0, -1), withNotice]));
     expect(toolUses(reply.content)).toEqual([]);
     expect(text(reply.content)).toMatch(/request_mode_upgrade ok/);
@@ -157,7 +188,10 @@ describe('offline model: thinking and cuts', () => {
       expect((reply.content[0] as { signature?: unknown }).signature).toBeUndefined(); // the server signs it
       expect(text(reply.content)).toMatch(/^After thinking over "the cache layout" \(offline demo model\): the thinking above/);
     }
-    for (const b of [body([user('/think-long the cache layout')]), withThinking(body([user('/think-long the cache layout')]), { type: 'disabled' })]) {
+    for (const b of [
+      body([user('/think-long the cache layout')]),
+      withThinking(body([user('/think-long the cache layout')]), { type: 'disabled' }),
+    ]) {
       const reply = offlineReply(b);
       expect(reply.content.map((c) => c.type)).toEqual(['text']);
       expect(text(reply.content)).toMatch(/^Thinking is off for this request, so I answer without a thinking block/);
@@ -185,7 +219,10 @@ describe('offline model: thinking and cuts', () => {
     expect(input.patches[0]!.operation).toBe('overwrite');
     expect(input.patches[0]!.new_text.split('\n')).toHaveLength(2001);
     // Its result comes back: a summary, as for every call.
-    const done = offlineReply({ ...body(answer([user('/cut big/file.txt')], [call], [{ content: 'wrote big/file.txt' }])), max_tokens: 64000 });
+    const done = offlineReply({
+      ...body(answer([user('/cut big/file.txt')], [call], [{ content: 'wrote big/file.txt' }])),
+      max_tokens: 64000,
+    });
     expect(text(done.content)).toMatch(/^Done \(offline demo model\)\. 1 tool call\(s\):\n1\. patch ok/);
   });
 

@@ -38,7 +38,7 @@ export const OFFLINE_HELP = [
   '- `/write PATH` followed by lines of text overwrites PATH with that text (patch tool);',
   '- `/think TEXT` calls the think tool;',
   '- `/upgrade REASON` asks for Unrestricted mode (request_mode_upgrade);',
-  '- `/agents TASK | TASK ...` spawns one sub-agent per task (a task\'s `$ ` lines are run by the sub-agent);',
+  "- `/agents TASK | TASK ...` spawns one sub-agent per task (a task's `$ ` lines are run by the sub-agent);",
   '- `/usage N` makes me report N input tokens, to try the context warning (80%) and continuation (90%);',
   '- `/think-long TEXT` thinks at length before answering, when the conversation has thinking on;',
   `- \`/cut PATH\` writes a large generated file in one patch call, which the output limit cuts unless the request allows ${OFFLINE_MAX_OUTPUT_TOKENS} tokens (my limit);`,
@@ -71,11 +71,14 @@ interface Parsed {
 /** Parses one user instruction; exported for tests and documentation. */
 export function parseOfflineCommand(text: string): Parsed {
   let inputTokens: number | undefined;
-  const lines = text.replace(/\r\n/g, '\n').split('\n').filter((line) => {
-    const m = /^\s*\/usage\s+(\d+)\s*$/.exec(line);
-    if (m) inputTokens = Number(m[1]);
-    return !m;
-  });
+  const lines = text
+    .replace(/\r\n/g, '\n')
+    .split('\n')
+    .filter((line) => {
+      const m = /^\s*\/usage\s+(\d+)\s*$/.exec(line);
+      if (m) inputTokens = Number(m[1]);
+      return !m;
+    });
   // The command may follow other text in the same turn (e.g. a synthetic mode-change notice
   // merged into the user's message): take the first line that starts with a slash command.
   const at = lines.findIndex((l) => /^\s*\/(?:(?:write|think-long|think|upgrade|agents|cut)\s+\S|cut-never(?:\s|$))/.test(l));
@@ -83,7 +86,10 @@ export function parseOfflineCommand(text: string): Parsed {
   const after = at >= 0 ? lines.slice(at + 1) : [];
   const rest = (prefix: string) => first.slice(prefix.length).trim();
   let command: Command = { kind: 'help' };
-  const bash = lines.filter((l) => l.startsWith('$ ')).map((l) => l.slice(2).trim()).filter(Boolean);
+  const bash = lines
+    .filter((l) => l.startsWith('$ '))
+    .map((l) => l.slice(2).trim())
+    .filter(Boolean);
   if (first.startsWith('/think-long ')) {
     command = { kind: 'think-long', topic: [rest('/think-long '), ...after].join('\n').trim() };
   } else if (first.startsWith('/cut-never')) {
@@ -97,7 +103,10 @@ export function parseOfflineCommand(text: string): Parsed {
   } else if (first.startsWith('/upgrade ')) {
     command = { kind: 'upgrade', reason: rest('/upgrade ') };
   } else if (first.startsWith('/agents ')) {
-    const tasks = rest('/agents ').split('|').map((t) => t.trim()).filter(Boolean);
+    const tasks = rest('/agents ')
+      .split('|')
+      .map((t) => t.trim())
+      .filter(Boolean);
     if (tasks.length) command = { kind: 'agents', tasks };
   } else if (bash.length > 0) {
     command = { kind: 'bash', commands: bash };
@@ -137,7 +146,12 @@ function clip(text: string, max = 300): string {
 export function offlineReply(body: MessagesRequestBody, options: OfflineModelOptions = {}): ScriptedMessage {
   const tools = new Set((body.tools ?? []).map((t) => t.name));
   const messages = body.messages;
-  const base = { kind: 'message' as const, model: OFFLINE_MODEL_NAME, eventDelayMs: options.eventDelayMs ?? 0, chunkChars: options.chunkChars ?? 12 };
+  const base = {
+    kind: 'message' as const,
+    model: OFFLINE_MODEL_NAME,
+    eventDelayMs: options.eventDelayMs ?? 0,
+    chunkChars: options.chunkChars ?? 12,
+  };
   const reply = (content: ScriptBlock[], inputTokens?: number): ScriptedMessage =>
     inputTokens === undefined ? { ...base, content } : { ...base, content, usage: { input_tokens: inputTokens } };
 
@@ -145,7 +159,11 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
   // using them: the API rejects a history with tool blocks and no tools.
   if (body.tool_choice?.type === 'none') {
     const asked = messages.filter(isInstruction).map((m) => clip(instructionText(m), 80));
-    const toolCalls = messages.flatMap((m) => blocksOf(m).filter((b) => b.type === 'tool_use').map((b) => b.name ?? '?'));
+    const toolCalls = messages.flatMap((m) =>
+      blocksOf(m)
+        .filter((b) => b.type === 'tool_use')
+        .map((b) => b.name ?? '?'),
+    );
     return reply([
       {
         type: 'text',
@@ -169,7 +187,11 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
   const calls = since.flatMap((m) => (m.role === 'assistant' ? blocksOf(m).filter((b) => b.type === 'tool_use') : []));
   const isSubAgent = tools.has('submit_result');
   const usage = parsed.inputTokens;
-  const unavailable = (tool: string) => reply([{ type: 'text', text: `${OFFLINE_INTRO}\nThe ${tool} tool is not offered in this conversation, so I cannot do that here.` }], usage);
+  const unavailable = (tool: string) =>
+    reply(
+      [{ type: 'text', text: `${OFFLINE_INTRO}\nThe ${tool} tool is not offered in this conversation, so I cannot do that here.` }],
+      usage,
+    );
 
   // A sub-agent's task: run its `$ ` lines, then submit the result.
   if (isSubAgent) {
@@ -195,7 +217,10 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
       return reply([{ type: 'text', text: `Running ${c.commands.length} command(s).` }, ...c.commands.map(bashCall)], usage);
     case 'write':
       if (!tools.has('patch')) return unavailable('patch');
-      return reply([{ type: 'tool_use', name: 'patch', input: { path: c.path, patches: [{ operation: 'overwrite', new_text: c.text }] } }], usage);
+      return reply(
+        [{ type: 'tool_use', name: 'patch', input: { path: c.path, patches: [{ operation: 'overwrite', new_text: c.text }] } }],
+        usage,
+      );
     case 'think':
       if (!tools.has('think')) return unavailable('think');
       return reply([{ type: 'tool_use', name: 'think', input: { thoughts: c.thoughts } }], usage);
@@ -210,10 +235,17 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
     case 'cut': {
       if (!tools.has('patch')) return unavailable('patch');
       // Told about the cut (a notice in a later user turn): the model would split the work.
-      const told = since.some((m) => m.role === 'user' && blocksOf(m).some((b) => b.type === 'text' && (b.text ?? '').startsWith(NOTICE_PREFIX)));
+      const told = since.some(
+        (m) => m.role === 'user' && blocksOf(m).some((b) => b.type === 'text' && (b.text ?? '').startsWith(NOTICE_PREFIX)),
+      );
       if (told) {
         return reply(
-          [{ type: 'text', text: `Understood: my call to write ${c.path} was cut by the output limit. I will split the work into several smaller writes instead of one large call (offline demo model: this is where a real model would do so).` }],
+          [
+            {
+              type: 'text',
+              text: `Understood: my call to write ${c.path} was cut by the output limit. I will split the work into several smaller writes instead of one large call (offline demo model: this is where a real model would do so).`,
+            },
+          ],
           usage,
         );
       }
@@ -229,10 +261,23 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
 const thinkingOn = (body: MessagesRequestBody) => body.thinking?.type === 'enabled' || body.thinking?.type === 'adaptive';
 
 /** `/think-long`: several paragraphs of (scripted) thinking, signed by the server, then the answer. */
-function thinkLong(topic: string, on: boolean, reply: (content: ScriptBlock[], inputTokens?: number) => ScriptedMessage, usage: number | undefined): ScriptedMessage {
+function thinkLong(
+  topic: string,
+  on: boolean,
+  reply: (content: ScriptBlock[], inputTokens?: number) => ScriptedMessage,
+  usage: number | undefined,
+): ScriptedMessage {
   const subject = topic || 'the question';
   if (!on) {
-    return reply([{ type: 'text', text: `Thinking is off for this request, so I answer without a thinking block (offline demo model). On "${subject}": turn thinking on and ask again to see my thinking first.` }], usage);
+    return reply(
+      [
+        {
+          type: 'text',
+          text: `Thinking is off for this request, so I answer without a thinking block (offline demo model). On "${subject}": turn thinking on and ask again to see my thinking first.`,
+        },
+      ],
+      usage,
+    );
   }
   const thinking = [
     `The user asks me to think at length about "${subject}". I am the offline demo model, so these thoughts are scripted, but they stream, are signed and are sent back exactly like a real model's thinking.`,
@@ -245,7 +290,10 @@ function thinkLong(topic: string, on: boolean, reply: (content: ScriptBlock[], i
   return reply(
     [
       { type: 'thinking', thinking },
-      { type: 'text', text: `After thinking over "${subject}" (offline demo model): the thinking above came as its own signed block before this answer.` },
+      {
+        type: 'text',
+        text: `After thinking over "${subject}" (offline demo model): the thinking above came as its own signed block before this answer.`,
+      },
     ],
     usage,
   );
@@ -259,15 +307,29 @@ export const CUT_FILE_LINES = 2000;
  * content_block_stop, stop reason max_tokens, output tokens = max_tokens) unless the request
  * allows this model's whole output limit; `always` cuts it at any limit.
  */
-function cutWrite(path: string, always: boolean, maxTokens: number, base: Omit<ScriptedMessage, 'content'>, usage: number | undefined): ScriptedMessage {
-  const lines = Array.from({ length: CUT_FILE_LINES }, (_, i) => `${i + 1}: generated line ${i + 1} of ${CUT_FILE_LINES}, written in one call to show a tool call cut by the output limit.`);
+function cutWrite(
+  path: string,
+  always: boolean,
+  maxTokens: number,
+  base: Omit<ScriptedMessage, 'content'>,
+  usage: number | undefined,
+): ScriptedMessage {
+  const lines = Array.from(
+    { length: CUT_FILE_LINES },
+    (_, i) => `${i + 1}: generated line ${i + 1} of ${CUT_FILE_LINES}, written in one call to show a tool call cut by the output limit.`,
+  );
   const input = { path, patches: [{ operation: 'overwrite', new_text: `${lines.join('\n')}\n` }] };
   const intro: ScriptBlock = { type: 'text', text: `Writing ${path} (${CUT_FILE_LINES} lines) in one patch call.` };
   // Large input: bigger deltas, so the demo does not stream it for minutes.
   const chunkChars = Math.max(base.chunkChars ?? 12, 2048);
   const withUsage = usage === undefined ? {} : { input_tokens: usage };
   if (!always && maxTokens >= OFFLINE_MAX_OUTPUT_TOKENS) {
-    return { ...base, chunkChars, content: [intro, { type: 'tool_use', name: 'patch', input }], ...(usage === undefined ? {} : { usage: withUsage }) };
+    return {
+      ...base,
+      chunkChars,
+      content: [intro, { type: 'tool_use', name: 'patch', input }],
+      ...(usage === undefined ? {} : { usage: withUsage }),
+    };
   }
   const json = JSON.stringify(input);
   // The part of the call the limit let through, in proportion to the limit.
@@ -289,7 +351,7 @@ function summarise(calls: readonly ApiContentBlock[], results: readonly ApiConte
   const lines = calls.map((call, i) => {
     const result = results.find((r) => r.tool_use_id === call.id);
     const input = (call.input ?? {}) as Record<string, unknown>;
-    const what = call.name === 'bash' ? `\`${String(input.command)}\`` : call.name ?? 'tool';
+    const what = call.name === 'bash' ? `\`${String(input.command)}\`` : (call.name ?? 'tool');
     if (!result) return `${i + 1}. ${what}: no result`;
     const status = result.is_error ? 'failed' : 'ok';
     const out = clip(resultText(result));
@@ -305,4 +367,3 @@ export function offlineModelResponder(options: OfflineModelOptions = {}): Respon
     return offlineReply(request.body, options);
   };
 }
-

@@ -19,7 +19,11 @@ function parseSse(text: string): Array<{ event: string; data: string }> {
 }
 
 async function post(server: MessagesApiServer, body: unknown, headers: Record<string, string> = { 'x-api-key': 'k' }) {
-  return fetch(`${server.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return fetch(`${server.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 describe('local Messages API server', () => {
@@ -67,10 +71,26 @@ describe('local Messages API server', () => {
     expect(start.message).toMatchObject({ type: 'message', role: 'assistant', model: 'claude-test', content: [], stop_reason: null });
     expect(start.message.usage.input_tokens).toBe(42);
     const json = events.filter((e) => e.event === 'content_block_delta').map((e) => JSON.parse(e.data).delta);
-    expect(json.filter((d) => d.type === 'text_delta').map((d) => d.text).join('')).toBe('Hello there, world');
-    expect(JSON.parse(json.filter((d) => d.type === 'input_json_delta').map((d) => d.partial_json).join(''))).toEqual({ command: 'ls' });
+    expect(
+      json
+        .filter((d) => d.type === 'text_delta')
+        .map((d) => d.text)
+        .join(''),
+    ).toBe('Hello there, world');
+    expect(
+      JSON.parse(
+        json
+          .filter((d) => d.type === 'input_json_delta')
+          .map((d) => d.partial_json)
+          .join(''),
+      ),
+    ).toEqual({ command: 'ls' });
     const delta = JSON.parse(events.at(-2)!.data);
-    expect(delta).toEqual({ type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null, stop_details: null }, usage: { output_tokens: 7 } });
+    expect(delta).toEqual({
+      type: 'message_delta',
+      delta: { stop_reason: 'tool_use', stop_sequence: null, stop_details: null },
+      usage: { output_tokens: 7 },
+    });
   });
 
   it('answers through the real SDK with an API key sent as Bearer, and records the request', async () => {
@@ -85,7 +105,10 @@ describe('local Messages API server', () => {
   });
 
   it('accepts authToken clients and x-api-key, and answers 401 without a key', async () => {
-    server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'a' }] }, { kind: 'message', content: [{ type: 'text', text: 'b' }] });
+    server.enqueue(
+      { kind: 'message', content: [{ type: 'text', text: 'a' }] },
+      { kind: 'message', content: [{ type: 'text', text: 'b' }] },
+    );
     const viaToken = new Anthropic({ authToken: 'tok', apiKey: null, baseURL: server.url, maxRetries: 0 });
     expect((await viaToken.messages.create(request)).content).toEqual([{ type: 'text', text: 'a' }]);
     expect((await post(server, request, { 'x-api-key': 'k' })).status).toBe(200);
@@ -107,7 +130,13 @@ describe('local Messages API server', () => {
   it('validates requests like the API: alternating roles, required fields; records each violation', async () => {
     server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'kept' }] });
     const before = server.violations.length;
-    const res = await post(server, { ...request, messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }] });
+    const res = await post(server, {
+      ...request,
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'user', content: 'b' },
+      ],
+    });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: { type: string; message: string } };
     expect(body.error.type).toBe('invalid_request_error');
@@ -124,7 +153,11 @@ describe('local Messages API server', () => {
 
   it('injects mid-stream error events, clean ends and cuts', async () => {
     server.enqueue(
-      { kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'error-event', afterEvents: 3, errorType: 'overloaded_error', message: 'Overloaded' } },
+      {
+        kind: 'message',
+        content: [{ type: 'text', text: 'abc' }],
+        fault: { type: 'error-event', afterEvents: 3, errorType: 'overloaded_error', message: 'Overloaded' },
+      },
       { kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'end', afterEvents: 2 } },
       { kind: 'message', content: [{ type: 'text', text: 'abc' }], fault: { type: 'cut', afterEvents: 2 } },
     );
@@ -138,7 +171,11 @@ describe('local Messages API server', () => {
   });
 
   it('streams a partial tool_use without its content_block_stop on max_tokens', async () => {
-    server.enqueue({ kind: 'message', stopReason: 'max_tokens', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo hello' }, partialJsonChars: 10 }] });
+    server.enqueue({
+      kind: 'message',
+      stopReason: 'max_tokens',
+      content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo hello' }, partialJsonChars: 10 }],
+    });
     const events = parseSse(await (await post(server, { ...request, stream: true })).text());
     expect(events.map((e) => e.event)).not.toContain('content_block_stop');
     expect(JSON.parse(events.find((e) => e.event === 'message_delta')!.data).delta.stop_reason).toBe('max_tokens');
@@ -181,7 +218,10 @@ describe('local Messages API server', () => {
       expect(res.status).toBe(400);
       expect(await res.json()).toMatchObject({
         type: 'error',
-        error: { type: 'invalid_request_error', message: 'messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes' },
+        error: {
+          type: 'invalid_request_error',
+          message: 'messages.2.content.1.image.source.base64: image exceeds 5 MB maximum: 5316784 bytes > 5242880 bytes',
+        },
       });
       expect(server.pending()).toBe(1);
       // Inside a tool result, and without naming it.
@@ -202,7 +242,9 @@ describe('local Messages API server', () => {
       server.clearImageRefusals();
       server.refuseImages({ match: (i) => i.data === bad });
       const res3 = await post(server, nested);
-      expect(((await res3.json()) as { error: { message: string } }).error.message).toBe('messages.2.content.0.content.0.image.source.base64: Could not process image');
+      expect(((await res3.json()) as { error: { message: string } }).error.message).toBe(
+        'messages.2.content.0.content.0.image.source.base64: Could not process image',
+      );
       // Without the image the scripted response answers.
       const res4 = await post(server, { ...request, messages: [{ role: 'user', content: [img(good)] }] });
       expect(res4.status).toBe(200);
@@ -216,7 +258,13 @@ describe('local Messages API server: thinking, refusals, server tools through th
   let server: MessagesApiServer;
   let client: Anthropic;
   const model = 'claude-sonnet-5-5';
-  const tools = [{ name: 'bash', description: 'Runs a command.', input_schema: { type: 'object' as const, properties: { command: { type: 'string' } } } }];
+  const tools = [
+    {
+      name: 'bash',
+      description: 'Runs a command.',
+      input_schema: { type: 'object' as const, properties: { command: { type: 'string' } } },
+    },
+  ];
   const webSearch = { type: 'web_search_20250305' as const, name: 'web_search' as const, max_uses: 5 };
   beforeAll(async () => {
     server = await startMessagesApiServer();
@@ -230,7 +278,9 @@ describe('local Messages API server: thinking, refusals, server tools through th
   async function streamed(params: Record<string, unknown>) {
     return client.messages.stream({ model, max_tokens: 4000, thinking: { type: 'adaptive' }, ...params } as never).finalMessage();
   }
-  async function badRequest(params: Record<string, unknown>): Promise<{ status: number; message: string; requestId: string | null | undefined }> {
+  async function badRequest(
+    params: Record<string, unknown>,
+  ): Promise<{ status: number; message: string; requestId: string | null | undefined }> {
     try {
       await client.messages.create({ model, max_tokens: 4000, ...params } as never);
     } catch (err) {
@@ -252,7 +302,11 @@ describe('local Messages API server: thinking, refusals, server tools through th
     const first = await streamed({ tools, messages: [{ role: 'user', content: 'What is here?' }] });
     expect(first.stop_reason).toBe('tool_use');
     const [thinking, redacted] = first.content as [Anthropic.ThinkingBlock, Anthropic.RedactedThinkingBlock];
-    expect(thinking).toEqual({ type: 'thinking', thinking: 'I should list the files first.', signature: server.signThinking('I should list the files first.') });
+    expect(thinking).toEqual({
+      type: 'thinking',
+      thinking: 'I should list the files first.',
+      signature: server.signThinking('I should list the files first.'),
+    });
     expect(redacted.type).toBe('redacted_thinking');
     expect(first.usage.output_tokens_details?.thinking_tokens).toBeGreaterThan(0);
 
@@ -266,17 +320,33 @@ describe('local Messages API server: thinking, refusals, server tools through th
     expect(second.content).toEqual([{ type: 'text', text: 'One file: a.txt.' }]);
 
     const before = server.violations.length;
-    const tampered = await badRequest({ tools, thinking: { type: 'adaptive' }, messages: history([{ ...thinking, thinking: 'I should delete the files first.' }, redacted, first.content[2]]) });
+    const tampered = await badRequest({
+      tools,
+      thinking: { type: 'adaptive' },
+      messages: history([{ ...thinking, thinking: 'I should delete the files first.' }, redacted, first.content[2]]),
+    });
     expect(tampered).toMatchObject({ status: 400, message: 'messages.1.content.0: Invalid `signature` in `thinking` block' });
-    const invented = await badRequest({ tools, thinking: { type: 'adaptive' }, messages: history([thinking, { type: 'redacted_thinking', data: 'aW52ZW50ZWQ=' }, first.content[2]]) });
+    const invented = await badRequest({
+      tools,
+      thinking: { type: 'adaptive' },
+      messages: history([thinking, { type: 'redacted_thinking', data: 'aW52ZW50ZWQ=' }, first.content[2]]),
+    });
     expect(invented.message).toBe('messages.1.content.1: Invalid `data` in `redacted_thinking` block');
     const dropped = await badRequest({ tools, thinking: { type: 'adaptive' }, messages: history([first.content[2]]) });
     expect(dropped.message).toMatch(/^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`/);
-    expect(server.violations.slice(before)).toEqual([tampered, invented, dropped].map((r) => ({ requestId: r.requestId, message: r.message })));
+    expect(server.violations.slice(before)).toEqual(
+      [tampered, invented, dropped].map((r) => ({ requestId: r.requestId, message: r.message })),
+    );
   });
 
   it('signs the thinking blocks of non-streaming answers too', async () => {
-    server.enqueue({ kind: 'message', content: [{ type: 'thinking', thinking: 'Short.' }, { type: 'text', text: 'Yes.' }] });
+    server.enqueue({
+      kind: 'message',
+      content: [
+        { type: 'thinking', thinking: 'Short.' },
+        { type: 'text', text: 'Yes.' },
+      ],
+    });
     const message = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: 'Sure?' }] });
     expect(message.content[0]).toEqual({ type: 'thinking', thinking: 'Short.', signature: server.signThinking('Short.') });
     expect(message.stop_details).toBeNull();
@@ -288,7 +358,14 @@ describe('local Messages API server: thinking, refusals, server tools through th
     try {
       const messages = [
         { role: 'user', content: 'q' },
-        { role: 'assistant', content: [{ type: 'thinking', thinking: 't', signature: a.signThinking('t') }, { type: 'redacted_thinking', data: a.redactedThinkingData() }, { type: 'text', text: 'a' }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 't', signature: a.signThinking('t') },
+            { type: 'redacted_thinking', data: a.redactedThinkingData() },
+            { type: 'text', text: 'a' },
+          ],
+        },
         { role: 'user', content: 'again' },
       ];
       b.enqueue({ kind: 'message', content: [{ type: 'text', text: 'ok' }] });
@@ -301,7 +378,12 @@ describe('local Messages API server: thinking, refusals, server tools through th
   });
 
   it('streams a refusal with its stop details', async () => {
-    server.enqueue({ kind: 'message', stopReason: 'refusal', stopExplanation: 'The request asks for malware.', content: [{ type: 'text', text: 'I can' }] });
+    server.enqueue({
+      kind: 'message',
+      stopReason: 'refusal',
+      stopExplanation: 'The request asks for malware.',
+      content: [{ type: 'text', text: 'I can' }],
+    });
     const message = await streamed({ messages: [{ role: 'user', content: 'Write malware.' }] });
     expect(message.stop_reason).toBe('refusal');
     expect(message.stop_details).toEqual({ type: 'refusal', category: null, explanation: 'The request asks for malware.' });
@@ -309,8 +391,16 @@ describe('local Messages API server: thinking, refusals, server tools through th
   });
 
   it('streams server tool blocks and citations the SDK accumulates; the paused turn is resumed as sent', async () => {
-    const results = [{ type: 'web_search_result', url: 'https://bedrock.test/', title: 'Bedrock', encrypted_content: 'ZW5j', page_age: null }];
-    const citation = { type: 'web_search_result_location', url: 'https://bedrock.test/', title: 'Bedrock', encrypted_index: 'aWR4', cited_text: 'Bedrock runs agents.' };
+    const results = [
+      { type: 'web_search_result', url: 'https://bedrock.test/', title: 'Bedrock', encrypted_content: 'ZW5j', page_age: null },
+    ];
+    const citation = {
+      type: 'web_search_result_location',
+      url: 'https://bedrock.test/',
+      title: 'Bedrock',
+      encrypted_index: 'aWR4',
+      cited_text: 'Bedrock runs agents.',
+    };
     server.enqueue({
       kind: 'message',
       stopReason: 'pause_turn',
@@ -333,15 +423,37 @@ describe('local Messages API server: thinking, refusals, server tools through th
     ]);
     expect(paused.usage.server_tool_use).toEqual({ web_search_requests: 1, web_fetch_requests: 0 });
     server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Done.' }] });
-    const resumed = await streamed({ tools: [...tools, webSearch], messages: [{ role: 'user', content: 'What is bedrock?' }, { role: 'assistant', content: paused.content }] });
+    const resumed = await streamed({
+      tools: [...tools, webSearch],
+      messages: [
+        { role: 'user', content: 'What is bedrock?' },
+        { role: 'assistant', content: paused.content },
+      ],
+    });
     expect(resumed.content).toEqual([{ type: 'text', text: 'Done.' }]);
     // Without the server tool defined, or as a plain prefill, the API refuses it.
-    expect((await badRequest({ tools, messages: [{ role: 'user', content: 'What is bedrock?' }, { role: 'assistant', content: paused.content }] })).message).toMatch(
-      /^messages.1.content.2: `server_tool_use` block calls `web_search`, but `tools` defines no server tool of that name/,
-    );
-    expect((await badRequest({ tools, messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: [{ type: 'text', text: 'Hello' }] }] })).message).toBe(
-      'This model does not support assistant message prefill. The conversation must end with a user message.',
-    );
+    expect(
+      (
+        await badRequest({
+          tools,
+          messages: [
+            { role: 'user', content: 'What is bedrock?' },
+            { role: 'assistant', content: paused.content },
+          ],
+        })
+      ).message,
+    ).toMatch(/^messages.1.content.2: `server_tool_use` block calls `web_search`, but `tools` defines no server tool of that name/);
+    expect(
+      (
+        await badRequest({
+          tools,
+          messages: [
+            { role: 'user', content: 'Hi' },
+            { role: 'assistant', content: [{ type: 'text', text: 'Hello' }] },
+          ],
+        })
+      ).message,
+    ).toBe('This model does not support assistant message prefill. The conversation must end with a user message.');
   });
 
   it('serves the offline model with its fixed key: a /think-long thinking block comes back valid', async () => {
@@ -349,24 +461,44 @@ describe('local Messages API server: thinking, refusals, server tools through th
     try {
       const c = new Anthropic({ apiKey: 'k', baseURL: offline.url, maxRetries: 0 });
       const ask = [{ role: 'user' as const, content: '/think-long how to split a large write' }];
-      const answer = await c.messages.stream({ model: 'bedrock-offline', max_tokens: 4000, thinking: { type: 'adaptive' }, messages: ask }).finalMessage();
+      const answer = await c.messages
+        .stream({ model: 'bedrock-offline', max_tokens: 4000, thinking: { type: 'adaptive' }, messages: ask })
+        .finalMessage();
       expect(answer.content.map((b) => b.type)).toEqual(['thinking', 'text']);
       const next = await c.messages
-        .stream({ model: 'bedrock-offline', max_tokens: 4000, thinking: { type: 'adaptive' }, messages: [...ask, { role: 'assistant', content: answer.content }, { role: 'user', content: 'thanks' }] })
+        .stream({
+          model: 'bedrock-offline',
+          max_tokens: 4000,
+          thinking: { type: 'adaptive' },
+          messages: [...ask, { role: 'assistant', content: answer.content }, { role: 'user', content: 'thanks' }],
+        })
         .finalMessage();
       expect(next.content[0]!.type).toBe('text');
       // /cut over HTTP: the call is cut (no content_block_stop, stop reason max_tokens) below 64000, whole at 64000.
-      const cutAsk = { model: 'bedrock-offline', stream: true, tools: [{ name: 'patch', input_schema: { type: 'object' } }], messages: [{ role: 'user', content: '/cut big.txt' }] };
+      const cutAsk = {
+        model: 'bedrock-offline',
+        stream: true,
+        tools: [{ name: 'patch', input_schema: { type: 'object' } }],
+        messages: [{ role: 'user', content: '/cut big.txt' }],
+      };
       const cut = parseSse(await (await post(offline, { ...cutAsk, max_tokens: 32000 })).text()).map((e) => JSON.parse(e.data));
       expect(cut.filter((e) => e.type === 'content_block_stop').map((e) => e.index)).toEqual([0]);
-      expect(cut.find((e) => e.type === 'message_delta')).toMatchObject({ delta: { stop_reason: 'max_tokens' }, usage: { output_tokens: 32000 } });
+      expect(cut.find((e) => e.type === 'message_delta')).toMatchObject({
+        delta: { stop_reason: 'max_tokens' },
+        usage: { output_tokens: 32000 },
+      });
       const whole = parseSse(await (await post(offline, { ...cutAsk, max_tokens: 64000 })).text()).map((e) => JSON.parse(e.data));
       expect(whole.filter((e) => e.type === 'content_block_stop').map((e) => e.index)).toEqual([0, 1]);
       expect(whole.find((e) => e.type === 'message_delta').delta.stop_reason).toBe('tool_use');
-      const json = whole.filter((e) => e.type === 'content_block_delta' && e.index === 1).map((e) => e.delta.partial_json).join('');
+      const json = whole
+        .filter((e) => e.type === 'content_block_delta' && e.index === 1)
+        .map((e) => e.delta.partial_json)
+        .join('');
       expect(JSON.parse(json).patches[0].new_text.split('\n')).toHaveLength(2001);
       expect((await post(offline, { ...cutAsk, max_tokens: 64001 })).status).toBe(400);
-      expect(offline.violations.map((v) => v.message)).toEqual(['max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens for bedrock-offline']);
+      expect(offline.violations.map((v) => v.message)).toEqual([
+        'max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens for bedrock-offline',
+      ]);
     } finally {
       await offline.close();
     }

@@ -11,8 +11,26 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { encodeSse, estimateTokens, makeId, messageBody, resolveMessage, streamEvents, withCumulativeDeltaUsage, type SseEvent } from './sse-encoder.ts';
-import type { ApiContentBlock, ImageRefusalRule, MessagesRequestBody, ReceivedRequest, Responder, ScriptedError, ScriptedMessage, ScriptedResponse } from './script.ts';
+import {
+  encodeSse,
+  estimateTokens,
+  makeId,
+  messageBody,
+  resolveMessage,
+  streamEvents,
+  withCumulativeDeltaUsage,
+  type SseEvent,
+} from './sse-encoder.ts';
+import type {
+  ApiContentBlock,
+  ImageRefusalRule,
+  MessagesRequestBody,
+  ReceivedRequest,
+  Responder,
+  ScriptedError,
+  ScriptedMessage,
+  ScriptedResponse,
+} from './script.ts';
 import { createBlockSigner } from './signing.ts';
 import { validateRequest } from './validate-request.ts';
 
@@ -131,11 +149,21 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     });
 
     if (req.method !== 'POST' || path !== '/v1/messages') {
-      return sendError(res, requestId, { kind: 'error', status: 404, errorType: 'not_found_error', message: `Not found: ${req.method} ${path}` });
+      return sendError(res, requestId, {
+        kind: 'error',
+        status: 404,
+        errorType: 'not_found_error',
+        message: `Not found: ${req.method} ${path}`,
+      });
     }
     const key = apiKeyOf(req);
     if (!key) {
-      return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'x-api-key header is required' });
+      return sendError(res, requestId, {
+        kind: 'error',
+        status: 401,
+        errorType: 'authentication_error',
+        message: 'x-api-key header is required',
+      });
     }
     if (options.apiKeys && !options.apiKeys.includes(key)) {
       return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' });
@@ -175,7 +203,13 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     res.end(text);
   }
 
-  async function sendStream(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): Promise<void> {
+  async function sendStream(
+    res: ServerResponse,
+    requestId: string,
+    scripted: ScriptedMessage,
+    body: MessagesRequestBody,
+    raw: string,
+  ): Promise<void> {
     const message = resolveMessage(scripted, body.model, estimateTokens(raw), signer);
     let events: SseEvent[] = streamEvents(message, scripted.chunkChars ?? 12);
     if (scripted.usageInDelta) events = withCumulativeDeltaUsage(events, message.usage);
@@ -205,7 +239,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
             res.write('event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_de\n\n');
             break;
           case 'pings':
-            for (const end = Date.now() + fault.forMs; Date.now() < end && !res.destroyed; ) {
+            for (const end = Date.now() + fault.forMs; Date.now() < end && !res.destroyed;) {
               await sleep(fault.everyMs);
               res.write(encodeSse({ event: 'ping', data: { type: 'ping' } }));
             }

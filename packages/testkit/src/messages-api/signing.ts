@@ -35,7 +35,9 @@ export function createBlockSigner(key: string | Uint8Array = randomBytes(32)): B
     signThinking: (thinking) => thinkingMac(thinking).toString('base64'),
     verifyThinking: (thinking, signature) => {
       if (typeof signature !== 'string' || signature === '') return false;
-      return equal(Buffer.from(signature, 'base64'), thinkingMac(thinking)) && Buffer.from(signature, 'base64').toString('base64') === signature;
+      return (
+        equal(Buffer.from(signature, 'base64'), thinkingMac(thinking)) && Buffer.from(signature, 'base64').toString('base64') === signature
+      );
     },
     redactedData: () => {
       const nonce = randomBytes(NONCE_BYTES);

@@ -4,7 +4,8 @@ import { messageBody, resolveMessage, streamEvents } from './sse-encoder.ts';
 import type { ScriptBlock, ScriptedMessage } from './script.ts';
 
 const signer = createBlockSigner('encoder-test-key');
-const resolve = (content: ScriptBlock[], extra: Partial<ScriptedMessage> = {}) => resolveMessage({ kind: 'message', content, ...extra }, 'claude-test', 10, signer);
+const resolve = (content: ScriptBlock[], extra: Partial<ScriptedMessage> = {}) =>
+  resolveMessage({ kind: 'message', content, ...extra }, 'claude-test', 10, signer);
 /** The events after message_start and before message_delta, as (event, data) without the index noise. */
 const blockEvents = (content: ScriptBlock[], chunkChars = 5, extra: Partial<ScriptedMessage> = {}) => {
   const events = streamEvents(resolve(content, extra), chunkChars);
@@ -28,7 +29,10 @@ describe('SSE encoder: thinking', () => {
   });
 
   it('can leave the signature out, send a given one, or cut the block before its signature', () => {
-    const unsigned = blockEvents([{ type: 'text', text: 'a' }, { type: 'thinking', thinking: 'hm', signature: false }]);
+    const unsigned = blockEvents([
+      { type: 'text', text: 'a' },
+      { type: 'thinking', thinking: 'hm', signature: false },
+    ]);
     expect(unsigned.slice(4)).toEqual([
       { type: 'content_block_start', index: 1, content_block: { type: 'thinking', thinking: '', signature: '' } },
       { type: 'content_block_delta', index: 1, delta: { type: 'thinking_delta', thinking: 'hm' } },
@@ -53,7 +57,12 @@ describe('SSE encoder: thinking', () => {
   });
 
   it('reports thinking tokens in message_delta usage', () => {
-    expect(messageDelta([{ type: 'thinking', thinking: 'x'.repeat(400) }, { type: 'text', text: 'y'.repeat(40) }])).toEqual({
+    expect(
+      messageDelta([
+        { type: 'thinking', thinking: 'x'.repeat(400) },
+        { type: 'text', text: 'y'.repeat(40) },
+      ]),
+    ).toEqual({
       type: 'message_delta',
       delta: { stop_reason: 'end_turn', stop_sequence: null, stop_details: null },
       usage: { output_tokens: 110, output_tokens_details: { thinking_tokens: 100 } },
@@ -62,8 +71,16 @@ describe('SSE encoder: thinking', () => {
 });
 
 describe('SSE encoder: server tools and citations', () => {
-  const citation = { type: 'web_search_result_location', url: 'https://bedrock.test/a', title: 'A', encrypted_index: 'ZW5j', cited_text: 'Bedrock is a base.' };
-  const results = [{ type: 'web_search_result', url: 'https://bedrock.test/a', title: 'A', encrypted_content: 'ZW5jcnlwdGVk', page_age: null }];
+  const citation = {
+    type: 'web_search_result_location',
+    url: 'https://bedrock.test/a',
+    title: 'A',
+    encrypted_index: 'ZW5j',
+    cited_text: 'Bedrock is a base.',
+  };
+  const results = [
+    { type: 'web_search_result', url: 'https://bedrock.test/a', title: 'A', encrypted_content: 'ZW5jcnlwdGVk', page_age: null },
+  ];
 
   it('streams server_tool_use like tool_use, its result whole, and citations before the cited text', () => {
     const events = blockEvents(
@@ -75,12 +92,20 @@ describe('SSE encoder: server tools and citations', () => {
       12,
     );
     expect(events).toEqual([
-      { type: 'content_block_start', index: 0, content_block: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} } },
+      {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} },
+      },
       { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"query":"be' } },
       { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: 'drock"}' } },
       { type: 'ping' },
       { type: 'content_block_stop', index: 0 },
-      { type: 'content_block_start', index: 1, content_block: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: results } },
+      {
+        type: 'content_block_start',
+        index: 1,
+        content_block: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: results },
+      },
       { type: 'content_block_stop', index: 1 },
       { type: 'content_block_start', index: 2, content_block: { type: 'text', text: '' } },
       { type: 'content_block_delta', index: 2, delta: { type: 'citations_delta', citation } },
@@ -90,7 +115,12 @@ describe('SSE encoder: server tools and citations', () => {
   });
 
   it('streams web_fetch results whole and counts server tool calls in usage', () => {
-    const fetched = { type: 'web_fetch_result', url: 'https://bedrock.test/b', retrieved_at: '2026-01-01T00:00:00Z', content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'B' } } };
+    const fetched = {
+      type: 'web_fetch_result',
+      url: 'https://bedrock.test/b',
+      retrieved_at: '2026-01-01T00:00:00Z',
+      content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'B' } },
+    };
     const content: ScriptBlock[] = [
       { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'b' } },
       { type: 'web_search_tool_result', content: results },
@@ -100,9 +130,17 @@ describe('SSE encoder: server tools and citations', () => {
       { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_3', content: [] },
     ];
     const events = blockEvents(content, 100);
-    expect(events).toContainEqual({ type: 'content_block_start', index: 3, content_block: { type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: fetched } });
-    expect(events).toContainEqual({ type: 'content_block_start', index: 5, content_block: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_3', content: [] } });
-    expect((messageDelta(content, { stopReason: 'pause_turn' }) as { delta: unknown; usage: unknown })).toMatchObject({
+    expect(events).toContainEqual({
+      type: 'content_block_start',
+      index: 3,
+      content_block: { type: 'web_fetch_tool_result', tool_use_id: 'srvtoolu_2', content: fetched },
+    });
+    expect(events).toContainEqual({
+      type: 'content_block_start',
+      index: 5,
+      content_block: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_3', content: [] },
+    });
+    expect(messageDelta(content, { stopReason: 'pause_turn' }) as { delta: unknown; usage: unknown }).toMatchObject({
       delta: { stop_reason: 'pause_turn', stop_details: null },
       usage: { server_tool_use: { web_search_requests: 2, web_fetch_requests: 1 } },
     });
@@ -130,15 +168,24 @@ describe('SSE encoder: server tools and citations', () => {
     ]);
     expect(body.stop_reason).toBe('refusal');
     expect(body.stop_details).toEqual({ type: 'refusal', category: null, explanation: 'Not this.' });
-    expect(body.usage).toMatchObject({ output_tokens_details: { thinking_tokens: 66 }, server_tool_use: { web_search_requests: 1, web_fetch_requests: 0 } });
+    expect(body.usage).toMatchObject({
+      output_tokens_details: { thinking_tokens: 66 },
+      server_tool_use: { web_search_requests: 1, web_fetch_requests: 0 },
+    });
   });
 });
 
 describe('SSE encoder: refusal', () => {
   it('sends stop_details in message_delta for a refusal, with or without explanation', () => {
-    expect(messageDelta([{ type: 'text', text: 'I' }], { stopReason: 'refusal', stopExplanation: 'This request asks for something harmful.' })).toEqual({
+    expect(
+      messageDelta([{ type: 'text', text: 'I' }], { stopReason: 'refusal', stopExplanation: 'This request asks for something harmful.' }),
+    ).toEqual({
       type: 'message_delta',
-      delta: { stop_reason: 'refusal', stop_sequence: null, stop_details: { type: 'refusal', category: null, explanation: 'This request asks for something harmful.' } },
+      delta: {
+        stop_reason: 'refusal',
+        stop_sequence: null,
+        stop_details: { type: 'refusal', category: null, explanation: 'This request asks for something harmful.' },
+      },
       usage: { output_tokens: 1 },
     });
     expect((messageDelta([], { stopReason: 'refusal' }) as { delta: unknown }).delta).toEqual({

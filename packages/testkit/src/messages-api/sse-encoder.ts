@@ -58,7 +58,10 @@ export interface ResolvedMessage {
 
 /** Blocks whose content_block_stop is never sent (cut by max_tokens). */
 function isCut(b: ScriptBlock): boolean {
-  return ((b.type === 'tool_use' || b.type === 'server_tool_use') && b.partialJsonChars !== undefined) || (b.type === 'thinking' && b.cut === true);
+  return (
+    ((b.type === 'tool_use' || b.type === 'server_tool_use') && b.partialJsonChars !== undefined) ||
+    (b.type === 'thinking' && b.cut === true)
+  );
 }
 
 /**
@@ -79,7 +82,11 @@ export function resolveMessage(message: ScriptedMessage, requestModel: string, i
       case 'web_fetch_tool_result':
         return { ...b, resolvedToolUseId: b.tool_use_id ?? lastServerToolId ?? makeId('srvtoolu') };
       case 'thinking':
-        return { ...b, resolvedSignature: b.cut || b.signature === false ? null : typeof b.signature === 'string' ? b.signature : signer.signThinking(b.thinking) };
+        return {
+          ...b,
+          resolvedSignature:
+            b.cut || b.signature === false ? null : typeof b.signature === 'string' ? b.signature : signer.signThinking(b.thinking),
+        };
       case 'redacted_thinking':
         return { ...b, resolvedData: b.data ?? signer.redactedData() };
       default:
@@ -111,7 +118,11 @@ export function resolveMessage(message: ScriptedMessage, requestModel: string, i
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: 0,
     ...(thinking.length > 0
-      ? { output_tokens_details: { thinking_tokens: thinking.reduce((n, b) => n + (b.type === 'thinking' ? estimateTokens(b.thinking) : 64), 0) } }
+      ? {
+          output_tokens_details: {
+            thinking_tokens: thinking.reduce((n, b) => n + (b.type === 'thinking' ? estimateTokens(b.thinking) : 64), 0),
+          },
+        }
       : {}),
     ...(serverCalls.length > 0
       ? {
@@ -123,7 +134,8 @@ export function resolveMessage(message: ScriptedMessage, requestModel: string, i
       : {}),
     ...message.usage,
   };
-  const stopDetails: RefusalStopDetails | null = stopReason === 'refusal' ? { type: 'refusal', category: null, explanation: message.stopExplanation ?? null } : null;
+  const stopDetails: RefusalStopDetails | null =
+    stopReason === 'refusal' ? { type: 'refusal', category: null, explanation: message.stopExplanation ?? null } : null;
   return { id: makeId('msg'), model: message.model ?? requestModel, blocks, stopReason, stopDetails, usage };
 }
 
@@ -160,7 +172,8 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
     },
   });
   message.blocks.forEach((block, index) => {
-    const start = (content_block: unknown) => events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block } });
+    const start = (content_block: unknown) =>
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block } });
     const delta = (d: unknown) => events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: d } });
     const stop = !isCut(block);
     switch (block.type) {

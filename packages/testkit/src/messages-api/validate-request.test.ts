@@ -24,7 +24,9 @@ describe('request validator: required fields', () => {
   it('needs model, max_tokens and messages', () => {
     expect(check({ max_tokens: 10, messages: hi })).toBe('model: Field required');
     expect(check({ model: 'claude-sonnet-5-5', messages: hi })).toBe('max_tokens: Field required');
-    expect(check({ model: 'claude-sonnet-5-5', max_tokens: 0, messages: hi })).toBe('max_tokens: Input should be greater than or equal to 1');
+    expect(check({ model: 'claude-sonnet-5-5', max_tokens: 0, messages: hi })).toBe(
+      'max_tokens: Input should be greater than or equal to 1',
+    );
     expect(check({ model: 'claude-sonnet-5-5', max_tokens: 10 })).toBe('messages: Field required');
     expect(check({ model: 'claude-sonnet-5-5', max_tokens: 10, messages: [] })).toBe('messages: at least one message is required');
     expect(check('not an object')).toMatch(/^There was an error parsing the body/);
@@ -45,14 +47,20 @@ describe('request validator: required fields', () => {
 describe('request validator: roles and content', () => {
   it('needs roles alternating, starting with user', () => {
     expect(check(req([a('hello'), u('hi')]))).toBe('messages: first message must use the "user" role');
-    expect(check(req([u('a'), u('b')]))).toMatch(/^messages: roles must alternate between "user" and "assistant", but found multiple "user" roles in a row/);
+    expect(check(req([u('a'), u('b')]))).toMatch(
+      /^messages: roles must alternate between "user" and "assistant", but found multiple "user" roles in a row/,
+    );
     expect(check(req([u('a'), a('b'), a('c'), u('d')]))).toMatch(/multiple "assistant" roles in a row \(messages.1 and messages.2\)/);
     expect(check(req([u('a'), a('b'), u('c')]))).toBeUndefined();
   });
 
   it('needs non-empty content', () => {
-    expect(check(req([u([])]))).toBe('messages.0: all messages must have non-empty content except for the optional final assistant message');
-    expect(check(req([u('a'), a(''), u('b')]))).toBe('messages.1: all messages must have non-empty content except for the optional final assistant message');
+    expect(check(req([u([])]))).toBe(
+      'messages.0: all messages must have non-empty content except for the optional final assistant message',
+    );
+    expect(check(req([u('a'), a(''), u('b')]))).toBe(
+      'messages.1: all messages must have non-empty content except for the optional final assistant message',
+    );
     expect(check(req([u([text('a')])]))).toBeUndefined();
   });
 
@@ -60,12 +68,28 @@ describe('request validator: roles and content', () => {
     expect(check(req([u([text('')])]))).toBe('messages.0.content.0: text content blocks must be non-empty');
     expect(check(req([u([text('a'), text(' \n\t')])]))).toBe('messages.0.content.1: text content blocks must contain non-whitespace text');
     expect(check(req([u('   ')]))).toBe('messages.0.content: text content blocks must contain non-whitespace text');
-    expect(check(req(loop([toolUse('toolu_1')]).slice(0, 2).concat([u([result('toolu_1', [text(' ')])])]), { tools: TOOLS }))).toBe(
-      'messages.2.content.0.content.0: text content blocks must contain non-whitespace text',
-    );
+    expect(
+      check(
+        req(
+          loop([toolUse('toolu_1')])
+            .slice(0, 2)
+            .concat([u([result('toolu_1', [text(' ')])])]),
+          { tools: TOOLS },
+        ),
+      ),
+    ).toBe('messages.2.content.0.content.0: text content blocks must contain non-whitespace text');
     expect(check(req(hi, { system: [text('')] }))).toBe('system.0: text content blocks must be non-empty');
     expect(check(req([u([text('a'), text(' b ')])], { system: [text('be brief')] }))).toBeUndefined();
-    expect(check(req(loop([toolUse('toolu_1')]).slice(0, 2).concat([u([result('toolu_1', [text('out')])])]), { tools: TOOLS }))).toBeUndefined();
+    expect(
+      check(
+        req(
+          loop([toolUse('toolu_1')])
+            .slice(0, 2)
+            .concat([u([result('toolu_1', [text('out')])])]),
+          { tools: TOOLS },
+        ),
+      ),
+    ).toBeUndefined();
   });
 });
 
@@ -76,8 +100,14 @@ describe('request validator: tool use and tool results', () => {
       'messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_2. Each `tool_use` block must have a corresponding `tool_result` block in the next message.',
     );
     const later = [u('go'), a([toolUse('toolu_1')]), u('what happened?'), a('nothing'), u([result('toolu_1')])];
-    expect(check(req(later, { tools: TOOLS }))).toMatch(/^messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1\./);
-    const answered = [u('go'), a([text('Running.'), toolUse('toolu_1'), toolUse('toolu_2')]), u([result('toolu_2'), result('toolu_1'), text('and then?')])];
+    expect(check(req(later, { tools: TOOLS }))).toMatch(
+      /^messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1\./,
+    );
+    const answered = [
+      u('go'),
+      a([text('Running.'), toolUse('toolu_1'), toolUse('toolu_2')]),
+      u([result('toolu_2'), result('toolu_1'), text('and then?')]),
+    ];
     expect(check(req(answered, { tools: TOOLS }))).toBeUndefined();
   });
 
@@ -98,7 +128,9 @@ describe('request validator: tool use and tool results', () => {
 
   it('needs tool_use ids unique', () => {
     const twice = [...loop([toolUse('toolu_1')]), a([toolUse('toolu_1')]), u([result('toolu_1')])];
-    expect(check(req(twice, { tools: TOOLS }))).toBe('messages.3.content.0: `tool_use` ids must be unique (toolu_1 is used more than once)');
+    expect(check(req(twice, { tools: TOOLS }))).toBe(
+      'messages.3.content.0: `tool_use` ids must be unique (toolu_1 is used more than once)',
+    );
     const distinct = [...loop([toolUse('toolu_1')]), a([toolUse('toolu_2')]), u([result('toolu_2')])];
     expect(check(req(distinct, { tools: TOOLS }))).toBeUndefined();
   });
@@ -129,8 +161,12 @@ describe('request validator: tool use and tool results', () => {
 
   it('with thinking on, accepts only tool_choice auto or none', () => {
     const on = { thinking: { type: 'adaptive' } };
-    expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'any' } }))).toBe('Thinking may not be enabled when tool_choice forces tool use.');
-    expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'tool', name: 'bash' } }))).toBe('Thinking may not be enabled when tool_choice forces tool use.');
+    expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'any' } }))).toBe(
+      'Thinking may not be enabled when tool_choice forces tool use.',
+    );
+    expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'tool', name: 'bash' } }))).toBe(
+      'Thinking may not be enabled when tool_choice forces tool use.',
+    );
     expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'auto' } }))).toBeUndefined();
     expect(check(req(hi, { ...on, tools: TOOLS, tool_choice: { type: 'none' } }))).toBeUndefined();
   });
@@ -160,8 +196,12 @@ describe('request validator: prefill and trailing whitespace', () => {
 
   it('refuses a final assistant turn ending with whitespace', () => {
     const paused = a([{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} }, text('Searching. ')]);
-    expect(check(req([u('Search.'), paused], { tools: [WEB_SEARCH] }))).toBe('messages: final assistant content cannot end with trailing whitespace');
-    expect(check(req([u('Hi'), a('Hello \n')], { model: 'claude-3-5-sonnet-20241022' }))).toBe('messages: final assistant content cannot end with trailing whitespace');
+    expect(check(req([u('Search.'), paused], { tools: [WEB_SEARCH] }))).toBe(
+      'messages: final assistant content cannot end with trailing whitespace',
+    );
+    expect(check(req([u('Hi'), a('Hello \n')], { model: 'claude-3-5-sonnet-20241022' }))).toBe(
+      'messages: final assistant content cannot end with trailing whitespace',
+    );
     expect(check(req([u('Hi'), a('Hello')], { model: 'claude-3-5-sonnet-20241022' }))).toBeUndefined();
   });
 });
@@ -184,7 +224,9 @@ describe('request validator: cache_control', () => {
 
   it('refuses cache_control on thinking blocks', () => {
     const t = { ...thinking('hmm'), ...cc };
-    expect(check(req([u('q'), a([t, text('a')]), u('b')]))).toMatch(/^messages.1.content.0.thinking.cache_control: Extra inputs are not permitted/);
+    expect(check(req([u('q'), a([t, text('a')]), u('b')]))).toMatch(
+      /^messages.1.content.0.thinking.cache_control: Extra inputs are not permitted/,
+    );
     expect(check(req([u('q'), a([thinking('hmm'), text('a', cc)]), u('b')]))).toBeUndefined();
   });
 });
@@ -195,7 +237,9 @@ describe('request validator: thinking configuration', () => {
     expect(check(req(hi, { model, max_tokens: 8000, thinking: { type: 'enabled', budget_tokens: 1000 } }))).toBe(
       'thinking.enabled.budget_tokens: Input should be greater than or equal to 1024',
     );
-    expect(check(req(hi, { model, max_tokens: 8000, thinking: { type: 'enabled' } }))).toBe('thinking.enabled.budget_tokens: Field required');
+    expect(check(req(hi, { model, max_tokens: 8000, thinking: { type: 'enabled' } }))).toBe(
+      'thinking.enabled.budget_tokens: Field required',
+    );
     expect(check(req(hi, { model, max_tokens: 8000, thinking: { type: 'enabled', budget_tokens: 8000 } }))).toMatch(
       /^`max_tokens` must be greater than `thinking.budget_tokens`\./,
     );
@@ -213,25 +257,41 @@ describe('request validator: thinking configuration', () => {
       expect(check(req(hi, { model, ...adaptive }))).toBeUndefined();
     }
     for (const model of ['claude-sonnet-4-5', 'claude-haiku-4-5-20251001']) {
-      expect(check(req(hi, { model, ...adaptive }))).toBe('`thinking.type.adaptive` is not supported for this model. Use `thinking.type.enabled` with `budget_tokens`.');
+      expect(check(req(hi, { model, ...adaptive }))).toBe(
+        '`thinking.type.adaptive` is not supported for this model. Use `thinking.type.enabled` with `budget_tokens`.',
+      );
       expect(check(req(hi, { model, ...enabled }))).toBeUndefined();
     }
     for (const model of ['claude-opus-4-6', 'bedrock-offline']) {
       expect(check(req(hi, { model, ...enabled }))).toBeUndefined();
       expect(check(req(hi, { model, ...adaptive }))).toBeUndefined();
     }
-    expect(check(req(hi, { thinking: { type: 'on' } }))).toMatch(/^thinking: Input tag 'on' found using 'type' does not match any of the expected tags/);
+    expect(check(req(hi, { thinking: { type: 'on' } }))).toMatch(
+      /^thinking: Input tag 'on' found using 'type' does not match any of the expected tags/,
+    );
     expect(check(req(hi, { thinking: { type: 'disabled' } }))).toBeUndefined();
   });
 
   it('accepts output_config.effort low, medium, high, xhigh or max only', () => {
-    expect(check(req(hi, { output_config: { effort: 'extreme' } }))).toBe("output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'");
+    expect(check(req(hi, { output_config: { effort: 'extreme' } }))).toBe(
+      "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",
+    );
     for (const effort of ['low', 'medium', 'high', 'xhigh', 'max']) expect(check(req(hi, { output_config: { effort } }))).toBeUndefined();
   });
 
   it('has its own model table', () => {
-    expect(fakeModel('claude-opus-4-7')).toEqual({ maxOutputTokens: 128_000, adaptiveThinking: true, budgetThinking: false, prefill: false });
-    expect(fakeModel('claude-sonnet-4-5-20250929')).toEqual({ maxOutputTokens: 64_000, adaptiveThinking: false, budgetThinking: true, prefill: false });
+    expect(fakeModel('claude-opus-4-7')).toEqual({
+      maxOutputTokens: 128_000,
+      adaptiveThinking: true,
+      budgetThinking: false,
+      prefill: false,
+    });
+    expect(fakeModel('claude-sonnet-4-5-20250929')).toEqual({
+      maxOutputTokens: 64_000,
+      adaptiveThinking: false,
+      budgetThinking: true,
+      prefill: false,
+    });
     expect(fakeModel('bedrock-offline')).toEqual({ maxOutputTokens: 64_000, adaptiveThinking: true, budgetThinking: true, prefill: false });
     expect(fakeModel('claude-3-5-haiku-20241022').prefill).toBe(true);
   });
@@ -239,7 +299,9 @@ describe('request validator: thinking configuration', () => {
 
 describe('request validator: thinking blocks', () => {
   it('accepts thinking blocks only in assistant turns', () => {
-    expect(check(req([u([thinking('hmm'), text('hi')])]))).toBe('messages.0.content.0: `thinking` blocks are only allowed in `assistant` messages');
+    expect(check(req([u([thinking('hmm'), text('hi')])]))).toBe(
+      'messages.0.content.0: `thinking` blocks are only allowed in `assistant` messages',
+    );
     expect(check(req([u([{ type: 'redacted_thinking', data: signer.redactedData() }, text('hi')])]))).toBe(
       'messages.0.content.0: `redacted_thinking` blocks are only allowed in `assistant` messages',
     );
@@ -251,8 +313,12 @@ describe('request validator: thinking blocks', () => {
     const ok = (block: unknown) => check(req([u('q'), a([block, text('answer')]), u('next')]));
     expect(ok(signed)).toBeUndefined();
     expect(ok({ ...signed, thinking: 'Let me consider the files!' })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
-    expect(ok({ ...signed, thinking: 'Let me consider the files. ' })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
-    expect(ok({ ...signed, signature: otherServer.signThinking(signed.thinking) })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
+    expect(ok({ ...signed, thinking: 'Let me consider the files. ' })).toBe(
+      'messages.1.content.0: Invalid `signature` in `thinking` block',
+    );
+    expect(ok({ ...signed, signature: otherServer.signThinking(signed.thinking) })).toBe(
+      'messages.1.content.0: Invalid `signature` in `thinking` block',
+    );
     expect(ok({ ...signed, signature: 'c2lnbmF0dXJl' })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
     expect(ok({ ...signed, signature: '' })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
     expect(ok({ type: 'thinking', thinking: signed.thinking })).toBe('messages.1.content.0: Invalid `signature` in `thinking` block');
@@ -268,7 +334,9 @@ describe('request validator: thinking blocks', () => {
     const raw = Buffer.from(data, 'base64');
     raw[0] = raw[0]! ^ 1;
     expect(ok(raw.toString('base64'))).toBe('messages.1.content.0: Invalid `data` in `redacted_thinking` block');
-    expect(ok('EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw')).toBe('messages.1.content.0: Invalid `data` in `redacted_thinking` block');
+    expect(ok('EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw')).toBe(
+      'messages.1.content.0: Invalid `data` in `redacted_thinking` block',
+    );
   });
 
   it('with thinking on, needs the assistant turn before final tool results to start with thinking', () => {
@@ -276,9 +344,16 @@ describe('request validator: thinking blocks', () => {
     expect(check(req(loop([toolUse('toolu_1')]), on))).toBe(
       'messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking',
     );
-    expect(check(req(loop([text('Running.'), toolUse('toolu_1')]), { ...on, model: 'claude-sonnet-4-5', max_tokens: 4000, thinking: { type: 'enabled', budget_tokens: 1024 } }))).toMatch(
-      /^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\./,
-    );
+    expect(
+      check(
+        req(loop([text('Running.'), toolUse('toolu_1')]), {
+          ...on,
+          model: 'claude-sonnet-4-5',
+          max_tokens: 4000,
+          thinking: { type: 'enabled', budget_tokens: 1024 },
+        }),
+      ),
+    ).toMatch(/^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\./);
     expect(check(req(loop([thinking('I should list them.'), toolUse('toolu_1')]), on))).toBeUndefined();
     expect(check(req(loop([{ type: 'redacted_thinking', data: signer.redactedData() }, toolUse('toolu_1')]), on))).toBeUndefined();
     // Thinking off, or a last user turn that is not a tool result: no such requirement.
@@ -290,7 +365,9 @@ describe('request validator: thinking blocks', () => {
   it('with thinking on, needs a final paused turn to start with thinking too', () => {
     const search = { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'q' } };
     const paused = (blocks: unknown[]) => req([u('Search.'), a(blocks)], { tools: [WEB_SEARCH], thinking: { type: 'adaptive' } });
-    expect(check(paused([text('Searching.'), search]))).toMatch(/^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\./);
+    expect(check(paused([text('Searching.'), search]))).toMatch(
+      /^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\./,
+    );
     expect(check(paused([thinking('Search first.'), text('Searching.'), search]))).toBeUndefined();
     expect(check({ ...paused([text('Searching.'), search]), thinking: { type: 'disabled' } })).toBeUndefined();
   });
@@ -298,13 +375,25 @@ describe('request validator: thinking blocks', () => {
 
 describe('request validator: server tools', () => {
   const search = (id = 'srvtoolu_1') => ({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'q' } });
-  const searchResult = (id = 'srvtoolu_1') => ({ type: 'web_search_tool_result', tool_use_id: id, content: [{ type: 'web_search_result', url: 'https://x.test', title: 'X', encrypted_content: 'e' }] });
+  const searchResult = (id = 'srvtoolu_1') => ({
+    type: 'web_search_tool_result',
+    tool_use_id: id,
+    content: [{ type: 'web_search_result', url: 'https://x.test', title: 'X', encrypted_content: 'e' }],
+  });
 
   it('needs server tools named by their type', () => {
-    expect(check(req(hi, { tools: [{ type: 'web_search_20250305', max_uses: 5 }] }))).toBe('tools.0.web_search_20250305.name: Field required');
-    expect(check(req(hi, { tools: [{ type: 'web_fetch_20250910', name: 'fetch' }] }))).toBe("tools.0.web_fetch_20250910.name: Input should be 'web_fetch'");
-    expect(check(req(hi, { tools: [{ type: 'web_browse_20250101', name: 'web_browse' }] }))).toMatch(/^tools.0: Input tag 'web_browse_20250101' found using 'type'/);
-    expect(check(req(hi, { tools: [...TOOLS, WEB_SEARCH, { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 }] }))).toBeUndefined();
+    expect(check(req(hi, { tools: [{ type: 'web_search_20250305', max_uses: 5 }] }))).toBe(
+      'tools.0.web_search_20250305.name: Field required',
+    );
+    expect(check(req(hi, { tools: [{ type: 'web_fetch_20250910', name: 'fetch' }] }))).toBe(
+      "tools.0.web_fetch_20250910.name: Input should be 'web_fetch'",
+    );
+    expect(check(req(hi, { tools: [{ type: 'web_browse_20250101', name: 'web_browse' }] }))).toMatch(
+      /^tools.0: Input tag 'web_browse_20250101' found using 'type'/,
+    );
+    expect(
+      check(req(hi, { tools: [...TOOLS, WEB_SEARCH, { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 }] })),
+    ).toBeUndefined();
   });
 
   it('needs a server tool result after its server_tool_use in the same assistant turn', () => {
@@ -321,7 +410,9 @@ describe('request validator: server tools', () => {
 
   it('needs the server tool a server_tool_use calls defined', () => {
     const history = [u('Search.'), a([search(), searchResult(), text('Found it.')]), u('thanks')];
-    expect(check(req(history, { tools: TOOLS }))).toBe('messages.1.content.0: `server_tool_use` block calls `web_search`, but `tools` defines no server tool of that name');
+    expect(check(req(history, { tools: TOOLS }))).toBe(
+      'messages.1.content.0: `server_tool_use` block calls `web_search`, but `tools` defines no server tool of that name',
+    );
     expect(check(req(history, { tools: [...TOOLS, WEB_SEARCH], tool_choice: { type: 'none' } }))).toBeUndefined();
   });
 });

@@ -165,7 +165,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
     const type = thinking.type;
     if (type === 'enabled') {
       if (thinking.budget_tokens === undefined) return 'thinking.enabled.budget_tokens: Field required';
-      if (typeof thinking.budget_tokens !== 'number' || !Number.isInteger(thinking.budget_tokens)) return 'thinking.enabled.budget_tokens: Input should be a valid integer';
+      if (typeof thinking.budget_tokens !== 'number' || !Number.isInteger(thinking.budget_tokens))
+        return 'thinking.enabled.budget_tokens: Input should be a valid integer';
       if (thinking.budget_tokens < 1024) return 'thinking.enabled.budget_tokens: Input should be greater than or equal to 1024';
       if (!model.budgetThinking) {
         return model.adaptiveThinking
@@ -186,14 +187,21 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
     } else if (type !== 'disabled') {
       return `thinking: Input tag '${String(type)}' found using 'type' does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'`;
     }
-    if (type !== 'disabled' && thinking.display !== undefined && thinking.display !== null && thinking.display !== 'summarized' && thinking.display !== 'omitted') {
+    if (
+      type !== 'disabled' &&
+      thinking.display !== undefined &&
+      thinking.display !== null &&
+      thinking.display !== 'summarized' &&
+      thinking.display !== 'omitted'
+    ) {
       return `thinking.${String(type)}.display: Input should be 'summarized' or 'omitted'`;
     }
   }
   if (body.output_config !== undefined) {
     if (!isObject(body.output_config)) return 'output_config: Input should be an object';
     const effort = body.output_config.effort;
-    if (effort !== undefined && effort !== null && !EFFORTS.includes(effort as string)) return `output_config.effort: Input should be ${quoteList(EFFORTS)}`;
+    if (effort !== undefined && effort !== null && !EFFORTS.includes(effort as string))
+      return `output_config.effort: Input should be ${quoteList(EFFORTS)}`;
   }
 
   // Tool choice.
@@ -203,7 +211,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
       return `tool_choice: Input tag '${String(isObject(choice) ? choice.type : choice)}' found using 'type' does not match any of the expected tags: ${quoteList(TOOL_CHOICES)}`;
     }
     if (choice.type === 'tool' && (typeof choice.name !== 'string' || choice.name === '')) return 'tool_choice.tool.name: Field required';
-    if (thinkingOn && (choice.type === 'any' || choice.type === 'tool')) return 'Thinking may not be enabled when tool_choice forces tool use.';
+    if (thinkingOn && (choice.type === 'any' || choice.type === 'tool'))
+      return 'Thinking may not be enabled when tool_choice forces tool use.';
   }
 
   // System prompt.
@@ -234,7 +243,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
       return `messages: roles must alternate between "user" and "assistant", but found multiple "${role}" roles in a row (messages.${i - 1} and messages.${i})`;
     }
     const content = raw.content;
-    if (typeof content !== 'string' && !Array.isArray(content)) return `messages.${i}.content: Input should be a valid string or a list of content blocks`;
+    if (typeof content !== 'string' && !Array.isArray(content))
+      return `messages.${i}.content: Input should be a valid string or a list of content blocks`;
     if (content.length === 0) {
       if (i === messages.length - 1 && role === 'assistant') continue; // then a prefill (below)
       return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
@@ -261,7 +271,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
         case 'thinking':
         case 'redacted_thinking':
           if (role !== 'assistant') return `${at}: \`${type}\` blocks are only allowed in \`assistant\` messages`;
-          if (hasCache) return `${at}.${type}.cache_control: Extra inputs are not permitted (\`cache_control\` cannot be set on \`${type}\` blocks)`;
+          if (hasCache)
+            return `${at}.${type}.cache_control: Extra inputs are not permitted (\`cache_control\` cannot be set on \`${type}\` blocks)`;
           if (type === 'thinking') {
             if (typeof block.thinking !== 'string') return `${at}.thinking.thinking: Field required`;
             if (!signer.verifyThinking(block.thinking, block.signature)) return `${at}: Invalid \`signature\` in \`thinking\` block`;
@@ -277,7 +288,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
           toolUseIds.add(block.id);
           if (type === 'tool_use') hasToolBlocks = true;
           else {
-            if (!serverToolNames.has(block.name)) return `${at}: \`server_tool_use\` block calls \`${block.name}\`, but \`tools\` defines no server tool of that name`;
+            if (!serverToolNames.has(block.name))
+              return `${at}: \`server_tool_use\` block calls \`${block.name}\`, but \`tools\` defines no server tool of that name`;
             serverToolUses.add(block.id);
           }
           break;
@@ -297,7 +309,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
                 if (bad) return `${at}.content.${k}: ${bad}`;
               }
             }
-          } else if (block.content !== undefined && typeof block.content !== 'string') return `${at}.tool_result.content: Input should be a valid string or a list of content blocks`;
+          } else if (block.content !== undefined && typeof block.content !== 'string')
+            return `${at}.tool_result.content: Input should be a valid string or a list of content blocks`;
           break;
         }
         default:
@@ -335,7 +348,13 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
       }
     } else {
       const previous = i > 0 ? (messages[i - 1] as Json) : undefined;
-      const offered = new Set(previous ? blocksOf(previous.content).filter((b) => b.type === 'tool_use').map((b) => b.id) : []);
+      const offered = new Set(
+        previous
+          ? blocksOf(previous.content)
+              .filter((b) => b.type === 'tool_use')
+              .map((b) => b.id)
+          : [],
+      );
       for (const [j, b] of blocks.entries()) {
         if (b.type === 'tool_result' && !offered.has(b.tool_use_id)) {
           return `messages.${i}.content.${j}: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${String(b.tool_use_id)}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
@@ -366,9 +385,11 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
   // A request ending in an assistant turn: a prefill, or the continuation of a paused turn.
   if (last.role === 'assistant') {
     const paused = lastBlocks.some((b) => b.type === 'server_tool_use');
-    if (!paused && !model.prefill) return 'This model does not support assistant message prefill. The conversation must end with a user message.';
+    if (!paused && !model.prefill)
+      return 'This model does not support assistant message prefill. The conversation must end with a user message.';
     const tail = lastBlocks[lastBlocks.length - 1];
-    if (tail?.type === 'text' && typeof tail.text === 'string' && /\s$/.test(tail.text)) return 'messages: final assistant content cannot end with trailing whitespace';
+    if (tail?.type === 'text' && typeof tail.text === 'string' && /\s$/.test(tail.text))
+      return 'messages: final assistant content cannot end with trailing whitespace';
   }
 
   if (cacheControls > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${cacheControls}.`;

@@ -168,14 +168,19 @@ async function requireDirectory(cwd: string): Promise<void> {
             : `cannot be checked (${code ?? String(err)})`;
     throw new ConnectError(`cwd ${JSON.stringify(cwd)} ${why}: give the absolute path of an existing directory`, Code.InvalidArgument);
   }
-  if (!isDirectory) throw new ConnectError(`cwd ${JSON.stringify(cwd)} is not a directory: give the absolute path of an existing directory`, Code.InvalidArgument);
+  if (!isDirectory)
+    throw new ConnectError(
+      `cwd ${JSON.stringify(cwd)} is not a directory: give the absolute path of an existing directory`,
+      Code.InvalidArgument,
+    );
 }
 
 /** A requested thinking level: null for UNSPECIFIED; INVALID_ARGUMENT for a value that is none of the levels. */
 function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
   if (level === ThinkingLevel.UNSPECIFIED) return null;
   const found = thinkingFromProto(level);
-  if (!found) throw new ConnectError(`thinking: ${level} is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.`, Code.InvalidArgument);
+  if (!found)
+    throw new ConnectError(`thinking: ${level} is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.`, Code.InvalidArgument);
   return found;
 }
 
@@ -214,7 +219,10 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       );
     }
     const { error, response, messageId } = prior.outcome;
-    if (error) throw error.rejection ? rejectionError({ code: error.rejection, message: error.message }, error.code as Code) : new ConnectError(error.message, error.code as Code);
+    if (error)
+      throw error.rejection
+        ? rejectionError({ code: error.rejection, message: error.message }, error.code as Code)
+        : new ConnectError(error.message, error.code as Code);
     if (!response) throw new Error(`request ${key.requestId} has a stored row without an outcome`);
     const answer = fromBinary(schema, response);
     if (messageId) {
@@ -225,7 +233,11 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
   }
 
   /** What is stored for a request id: the refusal, or the response (SendMessage's without the message, kept by id). */
-  function outcomeOf<S extends DescMessage>(result: ApplyResult, schema: S, respond: (result: Settled) => MessageShape<S>): StoredOutcome | null {
+  function outcomeOf<S extends DescMessage>(
+    result: ApplyResult,
+    schema: S,
+    respond: (result: Settled) => MessageShape<S>,
+  ): StoredOutcome | null {
     switch (result.kind) {
       case 'not_found':
         return null;
@@ -259,7 +271,10 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
    * words. With a request id, the outcome is stored in the same transaction and a retry is
    * answered from it (request-outcomes.ts).
    */
-  async function act<Q extends DescMessage, S extends DescMessage>(ctx: HandlerContext, action: UserAction<Q, S>): Promise<MessageShape<S>> {
+  async function act<Q extends DescMessage, S extends DescMessage>(
+    ctx: HandlerContext,
+    action: UserAction<Q, S>,
+  ): Promise<MessageShape<S>> {
     const id = action.conversationId;
     const { ownerId } = await owned(ctx, id);
     const key = requestKeyOf(ownerId, id, action.method, action.requestSchema, action.request);
@@ -279,7 +294,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         : await applier.apply(id, event, trace);
     };
     // A user message starts the agent: the turn's `invoke_agent` span (GenAI conventions) parents its jobs.
-    const result = event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, apply) : await apply();
+    const result =
+      event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, apply) : await apply();
     // A duplicate that was in flight at the same time (another replica): the first one's outcome.
     if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
@@ -306,10 +322,12 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const cwd = req.cwd.trim();
       if (!cwd) throw new ConnectError('cwd is required: the absolute working directory of the conversation', Code.InvalidArgument);
       if (!isAbsolute(cwd)) throw new ConnectError(`cwd must be an absolute path, got ${JSON.stringify(cwd)}`, Code.InvalidArgument);
-      if (cwd.length > LIMITS.maxCwdChars) throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
+      if (cwd.length > LIMITS.maxCwdChars)
+        throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
       if (options.checkCwd ?? true) await requireDirectory(cwd);
       const model = req.model.trim() || options.defaultModel;
-      if (!MODEL_PATTERN.test(model)) throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
+      if (!MODEL_PATTERN.test(model))
+        throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
       const thinking = thinkingOf(req.thinking) ?? options.defaultThinking ?? 'high';
       const serverTools = serverToolsOf(req.serverTools);
       let seed: { summary: string } | undefined;
@@ -336,7 +354,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         thinking,
         serverTools,
       });
-      const respond = (record: ConversationRecord) => create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      const respond = (record: ConversationRecord) =>
+        create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
       if (!key) return respond(await store.create(input, seed));
       const result = await store.createRequest(input, seed, {
         key,
@@ -392,7 +411,10 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         eventType: 'user_message',
         async event() {
           if (req.text.length > LIMITS.maxTextChars) {
-            throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
+            throw new ConnectError(
+              `message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`,
+              Code.InvalidArgument,
+            );
           }
           await validateImages(req.images);
           return {

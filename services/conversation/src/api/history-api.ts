@@ -54,8 +54,10 @@ export function registerHistoryApi(router: ConnectRouter, options: HistoryApiOpt
           Code.InvalidArgument,
         );
       }
-      if (req.historyThrough > BigInt(Number.MAX_SAFE_INTEGER)) throw new ConnectError(`history_through ${req.historyThrough} is out of range`, Code.InvalidArgument);
-      if (req.continuationPrompt.length > MAX_PROMPT_CHARS) throw new ConnectError(`continuation_prompt is too long (at most ${MAX_PROMPT_CHARS} characters)`, Code.InvalidArgument);
+      if (req.historyThrough > BigInt(Number.MAX_SAFE_INTEGER))
+        throw new ConnectError(`history_through ${req.historyThrough} is out of range`, Code.InvalidArgument);
+      if (req.continuationPrompt.length > MAX_PROMPT_CHARS)
+        throw new ConnectError(`continuation_prompt is too long (at most ${MAX_PROMPT_CHARS} characters)`, Code.InvalidArgument);
       const through = Number(req.historyThrough);
       const read = await reads.historyThrough(id, through);
       if (read.kind === 'not_found') throw new ConnectError(`conversation ${id} not found`, Code.NotFound);

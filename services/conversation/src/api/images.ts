@@ -42,7 +42,10 @@ export async function checkImageDecodes(index: number, mediaType: string, data: 
     throw new ConnectError(`${label}: the data is not a valid ${mediaType}: it does not decode (${reason(err)})`, Code.InvalidArgument);
   }
   if (format !== FORMAT_OF[mediaType]) {
-    throw new ConnectError(`${label}: the data is not a valid ${mediaType} (it decodes as ${format ?? 'an unknown format'})`, Code.InvalidArgument);
+    throw new ConnectError(
+      `${label}: the data is not a valid ${mediaType} (it decodes as ${format ?? 'an unknown format'})`,
+      Code.InvalidArgument,
+    );
   }
   if (width * height > LIMITS.maxImagePixels) {
     throw new ConnectError(

@@ -33,5 +33,10 @@ export { traceIdOf } from '@bedrock/platform/server';
 
 /** Attributes of the `invoke_agent` span of a user turn (OpenTelemetry GenAI agent spans). */
 export function invokeAgentAttributes(conversationId: string): Record<string, string> {
-  return { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.system': 'anthropic', 'gen_ai.agent.id': conversationId, 'gen_ai.conversation.id': conversationId };
+  return {
+    'gen_ai.operation.name': 'invoke_agent',
+    'gen_ai.system': 'anthropic',
+    'gen_ai.agent.id': conversationId,
+    'gen_ai.conversation.id': conversationId,
+  };
 }

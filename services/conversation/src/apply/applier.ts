@@ -31,7 +31,15 @@ import {
 import { effectsToOutbox } from '../mapping/effects-to-outbox.ts';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
-import type { AppliedWrite, ApplyRead, ConversationRecord, ConversationStore, MessageRow, NewConversation, Replayed } from '../store/conversation-store.ts';
+import type {
+  AppliedWrite,
+  ApplyRead,
+  ConversationRecord,
+  ConversationStore,
+  MessageRow,
+  NewConversation,
+  Replayed,
+} from '../store/conversation-store.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -191,7 +199,10 @@ export function createApplier(options: ApplierOptions): Applier {
   function publish(read: ApplyRead, write: AppliedWrite, outboxIds: readonly string[]): Promise<void> {
     if (outboxIds.length !== write.outbox.length) {
       // Some rows were there already (cannot happen for a fresh version): let the relay publish what is unsent.
-      options.logger.error({ conversation_id: write.id, written: outboxIds.length, decided: write.outbox.length }, 'outbox rows already existed');
+      options.logger.error(
+        { conversation_id: write.id, written: outboxIds.length, decided: write.outbox.length },
+        'outbox rows already existed',
+      );
       return publisher.publishCommitted(write.id, ['unknown'], []);
     }
     const createdAt = Date.now();
@@ -204,7 +215,12 @@ export function createApplier(options: ApplierOptions): Applier {
 
     newConversation(request) {
       const { contextWindow } = models.lookup(request.model);
-      const context = makeContext({ conversationId: request.id, isSubAgent: Boolean(request.parentId), sandboxAvailable: request.sandboxAvailable, contextWindow });
+      const context = makeContext({
+        conversationId: request.id,
+        isSubAgent: Boolean(request.parentId),
+        sandboxAvailable: request.sandboxAvailable,
+        contextWindow,
+      });
       return { ...request, contextWindow, state: initialState(context) };
     },
 
@@ -226,10 +242,14 @@ export function createApplier(options: ApplierOptions): Applier {
           const written = await store.writeApplied(read.record, decision.write);
           if (written) {
             remember(written.record);
-            return { result: { ...decision.result, record: written.record } as ApplyResult, published: publish(read, decision.write, written.outboxIds) };
+            return {
+              result: { ...decision.result, record: written.record } as ApplyResult,
+              published: publish(read, decision.write, written.outboxIds),
+            };
           }
           known.delete(id);
-          if (attempt >= MAX_CONFLICTS) throw new Error(`conversation ${id} kept changing under ${MAX_CONFLICTS} attempts to apply ${event.type}`);
+          if (attempt >= MAX_CONFLICTS)
+            throw new Error(`conversation ${id} kept changing under ${MAX_CONFLICTS} attempts to apply ${event.type}`);
         }
       });
       await published;

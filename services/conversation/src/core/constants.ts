@@ -26,8 +26,7 @@ export const REJECTION_MESSAGES: Readonly<Record<RejectionCode, string>> = {
   already_restricted: 'The conversation is already in Restricted mode.',
   sandbox_unavailable:
     'Restricted mode is unavailable: no tool runner has the kernel sandbox (Landlock needs Linux 5.13 or newer). The conversation can only run Unrestricted.',
-  sub_agent_driven_by_parent:
-    'Sub-agent conversations are driven by their parent. Send your message to the parent conversation.',
+  sub_agent_driven_by_parent: 'Sub-agent conversations are driven by their parent. Send your message to the parent conversation.',
   sub_agent_mode_fixed: "A sub-agent's mode is fixed when it is spawned and cannot be changed.",
   conversation_finished: 'This sub-agent has finished; its conversation is read-only.',
   empty_message: 'The message is empty: send some text or at least one image.',

@@ -42,12 +42,24 @@ describe('buildLlmHistory', () => {
   });
 });
 
-describe('buildLlmHistory: the model\'s own blocks', () => {
+describe("buildLlmHistory: the model's own blocks", () => {
   const thinking = (t: string, signature = 'sig'): ContentBlock => ({ type: 'thinking', thinking: t, signature });
   const redacted: ContentBlock = { type: 'redacted_thinking', data: 'b3BhcXVl' };
-  const serverUse: ContentBlock = { type: 'server_tool', blockType: 'server_tool_use', json: '{"type":"server_tool_use","id":"srv1","name":"web_search","input":{"query":"x"}}' };
-  const serverResult: ContentBlock = { type: 'server_tool', blockType: 'web_search_tool_result', json: '{"type":"web_search_tool_result","tool_use_id":"srv1","content":[]}' };
-  const cited: ContentBlock = { type: 'text', text: 'It is 42.', citations: '[{"type":"web_search_result_location","url":"https://a.example"}]' };
+  const serverUse: ContentBlock = {
+    type: 'server_tool',
+    blockType: 'server_tool_use',
+    json: '{"type":"server_tool_use","id":"srv1","name":"web_search","input":{"query":"x"}}',
+  };
+  const serverResult: ContentBlock = {
+    type: 'server_tool',
+    blockType: 'web_search_tool_result',
+    json: '{"type":"web_search_tool_result","tool_use_id":"srv1","content":[]}',
+  };
+  const cited: ContentBlock = {
+    type: 'text',
+    text: 'It is 42.',
+    citations: '[{"type":"web_search_result_location","url":"https://a.example"}]',
+  };
 
   it('keeps a thinking block first in an assistant turn with tool_use, and every block in order', () => {
     const turns = buildLlmHistory([

@@ -93,7 +93,10 @@ export function buildLlmHistory(messages: readonly HistoryMessage[]): LlmTurn[] 
     if (refused.has(i)) continue;
     switch (message.type) {
       case 'user':
-        push('user', message.content.filter((b) => b.type === 'text' || b.type === 'image'));
+        push(
+          'user',
+          message.content.filter((b) => b.type === 'text' || b.type === 'image'),
+        );
         break;
       case 'agent': {
         const blocks = message.content.filter(isModelBlock);
@@ -102,7 +105,10 @@ export function buildLlmHistory(messages: readonly HistoryMessage[]): LlmTurn[] 
         break;
       }
       case 'tool':
-        push('user', message.content.filter((b) => b.type === 'tool_result'));
+        push(
+          'user',
+          message.content.filter((b) => b.type === 'tool_result'),
+        );
         for (const b of message.content) if (b.type === 'tool_result') open.delete(b.toolUseId);
         releaseNotices();
         break;

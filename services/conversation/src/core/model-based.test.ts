@@ -113,7 +113,6 @@ function effectsMatch(actual: readonly string[], required: readonly string[], op
   return rest.every((t) => optional.some((o) => (o.endsWith('*') ? t.startsWith(o.slice(0, -1)) : t === o)));
 }
 
-
 /** Checks the payloads of the effects against the states before and after (ids that tie them together). */
 function payloadProblems(ctx: ConversationContext, prev: ConversationState, next: ConversationState, effects: readonly Effect[]): string[] {
   const problems: string[] = [];
@@ -124,29 +123,36 @@ function payloadProblems(ctx: ConversationContext, prev: ConversationState, next
     pp.kind === 'cancelling' || pp.kind === 'awaiting_sub_agents' ? pp.timerId : undefined,
   ].filter((t): t is string => t !== undefined);
   effects.forEach((e, i) => {
-    if (e.id !== `${ctx.conversationId}/${next.seq}/${i}`) problems.push(`effect ${i} has id ${e.id}, expected ${ctx.conversationId}/${next.seq}/${i}`);
+    if (e.id !== `${ctx.conversationId}/${next.seq}/${i}`)
+      problems.push(`effect ${i} has id ${e.id}, expected ${ctx.conversationId}/${next.seq}/${i}`);
     switch (e.type) {
       case 'request_llm': {
         const purpose = np.kind === 'awaiting_continuation' ? 'continuation' : 'turn';
         const id = np.kind === 'llm_requesting' || np.kind === 'awaiting_continuation' ? np.requestId : null;
-        if (e.requestId !== id || e.purpose !== purpose) problems.push(`request_llm ${e.requestId}/${e.purpose} but the phase is ${np.kind} ${id}`);
+        if (e.requestId !== id || e.purpose !== purpose)
+          problems.push(`request_llm ${e.requestId}/${e.purpose} but the phase is ${np.kind} ${id}`);
         if (np.kind === 'llm_requesting' || np.kind === 'awaiting_continuation') {
           if (e.attempt !== np.attempt) problems.push(`request_llm attempt ${e.attempt}, phase attempt ${np.attempt}`);
           if (np.retry !== null) problems.push('request_llm sent while a retry timer is pending');
         }
         // A continuation defines the tools too (the gateway forbids their use).
-        if (JSON.stringify(e.toolNames) !== JSON.stringify(toolSetFor(ctx))) problems.push(`request_llm toolNames ${JSON.stringify(e.toolNames)}`);
+        if (JSON.stringify(e.toolNames) !== JSON.stringify(toolSetFor(ctx)))
+          problems.push(`request_llm toolNames ${JSON.stringify(e.toolNames)}`);
         const maxTokens = np.kind === 'llm_requesting' ? np.maxTokens : 0;
         if (e.maxTokens !== maxTokens) problems.push(`request_llm maxTokens ${e.maxTokens}, phase ${maxTokens}`);
         break;
       }
       case 'abort_llm':
-        if (!((pp.kind === 'llm_requesting' || pp.kind === 'awaiting_continuation') && pp.retry === null && pp.requestId === e.requestId) && !(pp.kind === 'cancelling' && pp.requestId === e.requestId)) {
+        if (
+          !((pp.kind === 'llm_requesting' || pp.kind === 'awaiting_continuation') && pp.retry === null && pp.requestId === e.requestId) &&
+          !(pp.kind === 'cancelling' && pp.requestId === e.requestId)
+        ) {
           problems.push(`abort_llm ${e.requestId} does not abort the request in flight`);
         }
         break;
       case 'execute_tool':
-        if (np.kind !== 'tool_executing' || np.current.id !== e.toolUseId) problems.push(`execute_tool ${e.toolUseId} is not the current call`);
+        if (np.kind !== 'tool_executing' || np.current.id !== e.toolUseId)
+          problems.push(`execute_tool ${e.toolUseId} is not the current call`);
         if (e.mode !== next.mode) problems.push(`execute_tool in mode ${e.mode}, conversation is ${next.mode}`);
         break;
       case 'kill_tool':
@@ -161,18 +167,22 @@ function payloadProblems(ctx: ConversationContext, prev: ConversationState, next
           np.kind === 'cancelling' || np.kind === 'awaiting_sub_agents' ? np.timerId : undefined,
         ];
         if (!held.includes(e.timerId)) problems.push(`schedule_timer ${e.timerId} is not held by the phase`);
-        if (e.timerId !== `${ctx.conversationId}/timer/${next.seq}`) problems.push(`timer id ${e.timerId}, expected ${ctx.conversationId}/timer/${next.seq}`);
+        if (e.timerId !== `${ctx.conversationId}/timer/${next.seq}`)
+          problems.push(`timer id ${e.timerId}, expected ${ctx.conversationId}/timer/${next.seq}`);
         break;
       }
       case 'stop_sub_agent':
-        if (pp.kind !== 'awaiting_sub_agents' || !pp.pending.includes(e.agentId)) problems.push(`stop_sub_agent ${e.agentId} was not pending`);
+        if (pp.kind !== 'awaiting_sub_agents' || !pp.pending.includes(e.agentId))
+          problems.push(`stop_sub_agent ${e.agentId} was not pending`);
         break;
       case 'spawn_sub_agent':
-        if (np.kind !== 'awaiting_sub_agents' || !np.pending.includes(e.agentId)) problems.push(`spawn_sub_agent ${e.agentId} is not pending`);
+        if (np.kind !== 'awaiting_sub_agents' || !np.pending.includes(e.agentId))
+          problems.push(`spawn_sub_agent ${e.agentId} is not pending`);
         if (e.mode !== (ctx.sandboxAvailable ? 'restricted' : 'unrestricted')) problems.push(`sub-agent spawned in mode ${e.mode}`);
         break;
       case 'notify_parent':
-        if (e.parentId !== ctx.parentId || e.outcome.agentId !== ctx.conversationId) problems.push(`notify_parent to ${e.parentId} about ${e.outcome.agentId}`);
+        if (e.parentId !== ctx.parentId || e.outcome.agentId !== ctx.conversationId)
+          problems.push(`notify_parent to ${e.parentId} about ${e.outcome.agentId}`);
         break;
       default:
         break;
@@ -296,9 +306,17 @@ function genEvent(ctx: ConversationContext, s: ModelState, mem: Memory, r: () =>
 
   switch (p.kind) {
     case 'idle':
-      return ctx.isSubAgent ? w([[40, () => subAgentStart()]]) : w([[40, () => userMessage()], [4, () => triggerContinuation]]);
+      return ctx.isSubAgent
+        ? w([[40, () => subAgentStart()]])
+        : w([
+            [40, () => userMessage()],
+            [4, () => triggerContinuation],
+          ]);
     case 'error':
-      return w([[30, () => userMessage()], [4, () => triggerContinuation]]);
+      return w([
+        [30, () => userMessage()],
+        [4, () => triggerContinuation],
+      ]);
     case 'llm_requesting':
       if (p.retryTimer !== null) {
         return w([
@@ -314,7 +332,11 @@ function genEvent(ctx: ConversationContext, s: ModelState, mem: Memory, r: () =>
         [4, () => userCancel],
       ]);
     case 'awaiting_continuation':
-      if (p.retryTimer !== null) return w([[40, () => timerFired(p.retryTimer!)], [4, () => userCancel]]);
+      if (p.retryTimer !== null)
+        return w([
+          [40, () => timerFired(p.retryTimer!)],
+          [4, () => userCancel],
+        ]);
       return w([
         [30, () => response(p.requestId, { text: 'summary', tokens: 120 })],
         [15, () => llmError(p.requestId, { retryable: true })],
@@ -400,7 +422,8 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
     trace.push(`  [${abstractModel(model).phase}] ${JSON.stringify(event)}`);
     const result = transition(impl, ctx, event);
     const scheduled = result.ok ? result.effects.filter((e) => e.type === 'schedule_timer') : [];
-    const freshTimer = scheduled.length > 0 ? (scheduled[0] as Extract<Effect, { type: 'schedule_timer' }>).timerId : '<no timer scheduled>';
+    const freshTimer =
+      scheduled.length > 0 ? (scheduled[0] as Extract<Effect, { type: 'schedule_timer' }>).timerId : '<no timer scheduled>';
     const alternatives = modelStep(ctx, model, event, freshTimer);
     const expected = alternatives.map(describeOutcome).join('\n    or ');
 

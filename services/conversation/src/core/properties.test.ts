@@ -29,23 +29,8 @@ import {
   cutToolNotice,
   refusalMessage,
 } from './index.ts';
-import type {
-  ConversationContext,
-  ConversationState,
-  Effect,
-  NewMessage,
-  PhaseKind,
-  RejectionCode,
-  TransitionResult,
-} from './index.ts';
-import {
-  scenarioArb,
-  shapeWith,
-  runChoices,
-  probeEvents,
-  deepFreeze,
-  describeRun,
-} from '../../test/core-support/arbitraries.ts';
+import type { ConversationContext, ConversationState, Effect, NewMessage, PhaseKind, RejectionCode, TransitionResult } from './index.ts';
+import { scenarioArb, shapeWith, runChoices, probeEvents, deepFreeze, describeRun } from '../../test/core-support/arbitraries.ts';
 import type { Run, Scenario } from '../../test/core-support/arbitraries.ts';
 
 /** Runs per property: the whole file stays well under 25 s. */
@@ -195,12 +180,20 @@ describe('conversation state machine properties', () => {
                   ? 'sub_agent_driven_by_parent'
                   : 'empty_message';
           const result = transition(state, sc.ctx, { type: 'user_message', text: ' \n\t', images: [] });
-          if (result.ok || result.rejection.code !== expected) fail(r, `blank message in ${kind}: ${result.ok ? 'accepted' : result.rejection.code}, expected ${expected}`);
+          if (result.ok || result.rejection.code !== expected)
+            fail(r, `blank message in ${kind}: ${result.ok ? 'accepted' : result.rejection.code}, expected ${expected}`);
         }
       }),
       opts,
     );
-    for (const kind of ['llm_requesting', 'tool_executing', 'awaiting_sub_agents', 'awaiting_mode_approval', 'awaiting_continuation', 'cancelling']) {
+    for (const kind of [
+      'llm_requesting',
+      'tool_executing',
+      'awaiting_sub_agents',
+      'awaiting_mode_approval',
+      'awaiting_continuation',
+      'cancelling',
+    ]) {
       expect(seen).toContain(kind);
     }
   });
@@ -294,10 +287,12 @@ describe('conversation state machine properties', () => {
               const ev = s.event;
               const before = s.before.phase;
               if (ev.type !== 'llm_error' || !ev.retryable) return fail(r, `step ${s.index}: retry timer without a retryable error`);
-              if (before.kind !== 'llm_requesting' && before.kind !== 'awaiting_continuation') return fail(r, `step ${s.index}: retry from ${before.kind}`);
+              if (before.kind !== 'llm_requesting' && before.kind !== 'awaiting_continuation')
+                return fail(r, `step ${s.index}: retry from ${before.kind}`);
               const n = before.attempt;
               if (n >= max) fail(r, `step ${s.index}: retry scheduled after attempt ${n} of ${max}`);
-              if (after.kind !== before.kind || after.attempt !== n + 1) fail(r, `step ${s.index}: retry does not move to attempt ${n + 1}`);
+              if (after.kind !== before.kind || after.attempt !== n + 1)
+                fail(r, `step ${s.index}: retry does not move to attempt ${n + 1}`);
               const expected = Math.min(policy.retryMaxDelayMs, Math.max(policy.retryBaseDelayMs * 2 ** (n - 1), ev.retryAfterMs));
               expect(e.delayMs).toBe(expected);
               expect(e.delayMs).toBeGreaterThanOrEqual(Math.min(ev.retryAfterMs, policy.retryMaxDelayMs));
@@ -306,7 +301,9 @@ describe('conversation state machine properties', () => {
               }
               lastDelay = { delay: e.delayMs, retryAfter: ev.retryAfterMs };
               // The client is told which attempt runs next, of how many, and when.
-              const told = effectsOf(s.result).flatMap((x) => (x.type === 'notify' && x.notification.kind === 'retry_scheduled' ? [x.notification] : []));
+              const told = effectsOf(s.result).flatMap((x) =>
+                x.type === 'notify' && x.notification.kind === 'retry_scheduled' ? [x.notification] : [],
+              );
               expect(told).toEqual([expect.objectContaining({ attempt: n + 1, maxAttempts: max, delayMs: e.delayMs })]);
             }
           }
@@ -423,11 +420,14 @@ describe('conversation state machine properties', () => {
                 subAgentRequests++;
                 expect(e.toolNames).not.toContain('request_mode_upgrade');
                 expect(e.toolNames).not.toContain('spawn_agents');
-                expect(e.toolNames).toEqual(e.purpose === 'turn' ? toolSetFor({ isSubAgent: true, sandboxAvailable: ctx.sandboxAvailable }) : []);
+                expect(e.toolNames).toEqual(
+                  e.purpose === 'turn' ? toolSetFor({ isSubAgent: true, sandboxAvailable: ctx.sandboxAvailable }) : [],
+                );
               }
               if (e.type === 'spawn_sub_agent') {
                 if (s.before.mode === 'unrestricted') spawnsFromUnrestricted++;
-                if (e.mode !== expectedMode) fail(r, `step ${s.index}: spawn_sub_agent mode ${e.mode} (parent ${s.before.mode}), expected ${expectedMode}`);
+                if (e.mode !== expectedMode)
+                  fail(r, `step ${s.index}: spawn_sub_agent mode ${e.mode} (parent ${s.before.mode}), expected ${expectedMode}`);
               }
             }
           }
@@ -540,7 +540,11 @@ describe('conversation state machine properties', () => {
             if (state.mode !== 'restricted') continue;
             for (const event of probeEvents(state, sc.ctx)) {
               const result = transition(state, sc.ctx, event);
-              if (result.ok && result.state.mode === 'unrestricted' && (event.type !== 'user_approve_upgrade' || state.phase.kind !== 'awaiting_mode_approval')) {
+              if (
+                result.ok &&
+                result.state.mode === 'unrestricted' &&
+                (event.type !== 'user_approve_upgrade' || state.phase.kind !== 'awaiting_mode_approval')
+              ) {
                 fail(r, `${event.type} in ${state.phase.kind} upgraded the mode`);
               }
             }
@@ -589,7 +593,12 @@ describe('conversation state machine properties', () => {
         for (const s of r.steps) {
           const effects = effectsOf(s.result);
           const bp = s.before.phase;
-          if (s.event.type === 'sub_agent_result' && bp.kind === 'awaiting_sub_agents' && bp.pending.includes(s.event.outcome.agentId) && s.result.ok) {
+          if (
+            s.event.type === 'sub_agent_result' &&
+            bp.kind === 'awaiting_sub_agents' &&
+            bp.pending.includes(s.event.outcome.agentId) &&
+            s.result.ok
+          ) {
             reported.set(s.event.outcome.agentId, s.event.outcome.result);
           }
           for (const e of effects) {
@@ -617,9 +626,11 @@ describe('conversation state machine properties', () => {
             if (!agents || result.cancelled) continue;
             aggregated++;
             for (const a of agents) {
-              if (!result.content.includes(a.task)) fail(r, `step ${s.index}: aggregated result of ${result.toolUseId} does not name ${a.task}:\n${result.content}`);
+              if (!result.content.includes(a.task))
+                fail(r, `step ${s.index}: aggregated result of ${result.toolUseId} does not name ${a.task}:\n${result.content}`);
               const text = reported.get(a.agentId);
-              if (text !== undefined && !result.content.includes(text)) fail(r, `step ${s.index}: aggregated result omits the outcome of ${a.agentId}`);
+              if (text !== undefined && !result.content.includes(text))
+                fail(r, `step ${s.index}: aggregated result omits the outcome of ${a.agentId}`);
             }
           }
         }
@@ -635,7 +646,13 @@ describe('conversation state machine properties', () => {
       fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
         const r = run(sc);
         const again = runChoices(sc.ctx, sc.choices);
-        if (!isDeepStrictEqual(again.steps.map((s) => s.result), r.steps.map((s) => s.result))) fail(r, 'two runs of the same events differ');
+        if (
+          !isDeepStrictEqual(
+            again.steps.map((s) => s.result),
+            r.steps.map((s) => s.result),
+          )
+        )
+          fail(r, 'two runs of the same events differ');
         const cid = sc.ctx.conversationId;
         const requestPattern = new RegExp(`^${cid}/llm/\\d+$`);
         const timerPattern = new RegExp(`^${cid}/timer/\\d+$`);
@@ -649,7 +666,8 @@ describe('conversation state machine properties', () => {
             // ${conversationId}/${seq}/${i}, seq of this transition, i its position.
             const m = /^(.*)\/(\d+)\/(\d+)$/.exec(e.id);
             const seq = Number(m?.[2]);
-            if (m?.[1] !== cid || seq <= s.before.seq || seq > s.after.seq) fail(r, `step ${s.index}: effect id ${e.id} (seq ${s.before.seq} -> ${s.after.seq})`);
+            if (m?.[1] !== cid || seq <= s.before.seq || seq > s.after.seq)
+              fail(r, `step ${s.index}: effect id ${e.id} (seq ${s.before.seq} -> ${s.after.seq})`);
             if (e.type === 'request_llm') {
               if (requestIds.has(e.requestId)) fail(r, `step ${s.index}: request id ${e.requestId} reused`);
               if (!requestPattern.test(e.requestId)) fail(r, `step ${s.index}: request id ${e.requestId}`);
@@ -709,7 +727,8 @@ describe('conversation state machine properties', () => {
           if (state.phase.kind === 'awaiting_llm') fail(r, 'a run reached awaiting_llm');
           for (const event of probeEvents(state, sc.ctx)) {
             const result = transition(state, sc.ctx, event);
-            if (result.ok && result.state.phase.kind === 'awaiting_llm') fail(r, `${state.phase.kind} + ${event.type} returned awaiting_llm`);
+            if (result.ok && result.state.phase.kind === 'awaiting_llm')
+              fail(r, `${state.phase.kind} + ${event.type} returned awaiting_llm`);
           }
         }
       }),
@@ -724,11 +743,13 @@ describe('conversation state machine properties', () => {
         for (const s of r.steps) {
           const res = s.result;
           if (!res.ok) {
-            if (res.rejection.message !== REJECTION_MESSAGES[res.rejection.code]) fail(r, `step ${s.index}: rejection words of ${res.rejection.code}`);
+            if (res.rejection.message !== REJECTION_MESSAGES[res.rejection.code])
+              fail(r, `step ${s.index}: rejection words of ${res.rejection.code}`);
             continue;
           }
           if (res.state.seq === s.before.seq) {
-            if (res.state !== s.before || res.effects.length > 0) fail(r, `step ${s.index}: seq unchanged but the state or effects changed`);
+            if (res.state !== s.before || res.effects.length > 0)
+              fail(r, `step ${s.index}: seq unchanged but the state or effects changed`);
           } else if (res.state.seq < s.before.seq) {
             fail(r, `step ${s.index}: seq went down`);
           }
@@ -750,10 +771,12 @@ describe('conversation state machine properties', () => {
           const ev = s.event;
           const bp = s.before.phase;
           if (ev.type !== 'llm_response' || bp.kind !== 'llm_requesting' || bp.retry !== null || bp.requestId !== ev.requestId) continue;
-          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * sc.ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          const over =
+            contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * sc.ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
           // A refusal is its own outcome, whatever the usage: nothing runs, no summary.
           if (ev.stopReason === 'refusal') {
-            if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent' || e.type === 'request_llm')) fail(r, `step ${s.index}: a refusal started work`);
+            if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent' || e.type === 'request_llm'))
+              fail(r, `step ${s.index}: a refusal started work`);
             const due = !s.before.contextWarned && contextTokens(ev.usage) >= WARNING_THRESHOLD * sc.ctx.contextWindow;
             expect(s.after.contextWarned).toBe(s.before.contextWarned || due);
             continue;
@@ -767,7 +790,8 @@ describe('conversation state machine properties', () => {
             continue;
           }
           triggered++;
-          if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent')) fail(r, `step ${s.index}: a tool ran at the threshold`);
+          if (effects.some((e) => e.type === 'execute_tool' || e.type === 'spawn_sub_agent'))
+            fail(r, `step ${s.index}: a tool ran at the threshold`);
           if (sc.ctx.isSubAgent) {
             expect(s.after.phase.kind).toBe('failed');
             if (s.after.phase.kind === 'failed') expect(s.after.phase.errorKind).toBe('context_exhausted');
@@ -837,7 +861,11 @@ describe('conversation state machine properties', () => {
           }
           if (p.kind === 'tool_executing') expect(of('kill_tool').map((e) => e.toolUseId)).toEqual([p.current.id]);
           if (p.kind === 'awaiting_sub_agents') {
-            expect(of('stop_sub_agent').map((e) => e.agentId).sort()).toEqual([...p.pending].sort());
+            expect(
+              of('stop_sub_agent')
+                .map((e) => e.agentId)
+                .sort(),
+            ).toEqual([...p.pending].sort());
             expect(of('cancel_timer').map((e) => e.timerId)).toEqual([p.timerId]);
           }
           if (result.state.mode !== state.mode) fail(r, `${where} changed the mode`);
@@ -852,15 +880,25 @@ describe('conversation state machine properties', () => {
           if (ctx.isSubAgent) {
             // A sub-agent that is stopped (by a person or by its parent) fails, answers what it owes, and its parent is told.
             const stop = transition(state, ctx, { type: 'sub_agent_stop', reason: 'parent gave up' });
-            for (const [how, res] of [['user_cancel', result], ['sub_agent_stop', stop]] as const) {
+            for (const [how, res] of [
+              ['user_cancel', result],
+              ['sub_agent_stop', stop],
+            ] as const) {
               if (!res.ok) return fail(r, `${how} in ${p.kind} (sub-agent) rejected: ${res.rejection.code}`);
               const phase = res.state.phase;
               if (phase.kind !== 'failed' || phase.errorKind !== 'cancelled') fail(r, `${how} in ${p.kind} (sub-agent) -> ${phase.kind}`);
               const told = res.effects.filter((e) => e.type === 'notify_parent');
-              if (told.length !== 1 || told[0]?.type !== 'notify_parent' || told[0].outcome.success) fail(r, `${how} in ${p.kind}: notify_parent ${JSON.stringify(told)}`);
+              if (told.length !== 1 || told[0]?.type !== 'notify_parent' || told[0].outcome.success)
+                fail(r, `${how} in ${p.kind}: notify_parent ${JSON.stringify(told)}`);
               const answered = toolResults(persisted(res.effects));
-              if (JSON.stringify(answered.map((x) => x.toolUseId)) !== JSON.stringify(owedIds) || answered.some((x) => !x.cancelled || !x.isError)) {
-                fail(r, `${how} in ${p.kind} (sub-agent) answered [${answered.map((x) => x.toolUseId).join(', ')}], owed [${owedIds.join(', ')}]`);
+              if (
+                JSON.stringify(answered.map((x) => x.toolUseId)) !== JSON.stringify(owedIds) ||
+                answered.some((x) => !x.cancelled || !x.isError)
+              ) {
+                fail(
+                  r,
+                  `${how} in ${p.kind} (sub-agent) answered [${answered.map((x) => x.toolUseId).join(', ')}], owed [${owedIds.join(', ')}]`,
+                );
               }
             }
             continue;
@@ -889,7 +927,14 @@ describe('conversation state machine properties', () => {
       }),
       { numRuns: RUNS / 2 },
     );
-    for (const kind of ['llm_requesting', 'tool_executing', 'awaiting_sub_agents', 'awaiting_mode_approval', 'awaiting_continuation', 'cancelling']) {
+    for (const kind of [
+      'llm_requesting',
+      'tool_executing',
+      'awaiting_sub_agents',
+      'awaiting_mode_approval',
+      'awaiting_continuation',
+      'cancelling',
+    ]) {
       expect(seen).toContain(`P:${kind}`);
     }
     expect(seen).toContain('S:tool_executing');
@@ -930,7 +975,8 @@ describe('conversation state machine properties', () => {
           switch (p.kind) {
             case 'llm_requesting':
             case 'awaiting_continuation':
-              if (p.retry ? !timers.has(p.retry.timerId) : !requests.has(p.requestId)) stuck(p.retry ? `timer ${p.retry.timerId}` : `request ${p.requestId}`);
+              if (p.retry ? !timers.has(p.retry.timerId) : !requests.has(p.requestId))
+                stuck(p.retry ? `timer ${p.retry.timerId}` : `request ${p.requestId}`);
               break;
             case 'tool_executing':
               if (!tools.has(p.current.id)) stuck(`tool ${p.current.id}`);
@@ -966,8 +1012,10 @@ describe('conversation state machine properties', () => {
             if (told.length > 0) fail(r, `step ${s.index}: a parent emitted notify_parent`);
             continue;
           }
-          const entered = (s.after.phase.kind === 'completed' || s.after.phase.kind === 'failed') && s.before.phase.kind !== s.after.phase.kind;
-          if (entered !== (told.length === 1) || told.length > 1) fail(r, `step ${s.index}: ${told.length} notify_parent entering ${s.after.phase.kind}`);
+          const entered =
+            (s.after.phase.kind === 'completed' || s.after.phase.kind === 'failed') && s.before.phase.kind !== s.after.phase.kind;
+          if (entered !== (told.length === 1) || told.length > 1)
+            fail(r, `step ${s.index}: ${told.length} notify_parent entering ${s.after.phase.kind}`);
           for (const e of told) {
             if (e.type !== 'notify_parent') continue;
             finished++;
@@ -1027,9 +1075,13 @@ describe('conversation state machine properties', () => {
           expect(s.after.lastUsage).toEqual(ev.usage);
           expect(s.after.totalUsage).toEqual(addUsage(s.before.totalUsage, ev.usage));
           expect(s.after.totalUsage.thinkingTokens).toBe((s.before.totalUsage.thinkingTokens ?? 0) + (ev.usage.thinkingTokens ?? 0));
-          expect(s.after.totalUsage.webSearchRequests).toBe((s.before.totalUsage.webSearchRequests ?? 0) + (ev.usage.webSearchRequests ?? 0));
+          expect(s.after.totalUsage.webSearchRequests).toBe(
+            (s.before.totalUsage.webSearchRequests ?? 0) + (ev.usage.webSearchRequests ?? 0),
+          );
           const agent = messages.filter((m) => m.type === 'agent');
-          const notices = messages.filter((m) => m.type === 'system').map((m) => m.content.map((b) => (b.type === 'text' ? b.text : '')).join(''));
+          const notices = messages
+            .filter((m) => m.type === 'system')
+            .map((m) => m.content.map((b) => (b.type === 'text' ? b.text : '')).join(''));
 
           if (ev.stopReason === 'refusal') {
             refused++;
@@ -1055,7 +1107,8 @@ describe('conversation state machine properties', () => {
           }
           const calls = ev.content.filter((b) => b.type === 'tool_use');
           const cut = ev.cutToolNames ?? [];
-          const over = contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
+          const over =
+            contextTokens(ev.usage) >= CONTINUATION_THRESHOLD * ctx.contextWindow || ev.stopReason === 'model_context_window_exceeded';
           const sent = Math.max(ev.maxTokens ?? 0, bp.maxTokens);
           if (over) {
             auto = 0;
@@ -1087,7 +1140,8 @@ describe('conversation state machine properties', () => {
             expect(requests[0]).toMatchObject({ purpose: 'turn', attempt: 1, maxTokens: bp.maxTokens });
             expect(s.after.phase.kind).toBe('llm_requesting');
             // Continued from a user turn (a notice), except a paused turn, which is sent back as it is.
-            if (cut.length === 0) expect(notices).toEqual(resumable ? [] : [ev.stopReason === 'max_tokens' ? MAX_TOKENS_NOTICE : PAUSE_TURN_NOTICE]);
+            if (cut.length === 0)
+              expect(notices).toEqual(resumable ? [] : [ev.stopReason === 'max_tokens' ? MAX_TOKENS_NOTICE : PAUSE_TURN_NOTICE]);
             const last = buildLlmHistory(r.steps.slice(0, s.index + 1).flatMap((x) => persisted(effectsOf(x.result)))).at(-1);
             expect(last?.role).toBe(resumable && cut.length === 0 ? 'assistant' : 'user');
           } else {
@@ -1139,11 +1193,19 @@ describe('conversation state machine properties', () => {
               if (started.has(result.toolUseId)) fail(r, `step ${s.index}: ${call.name} is not offered but ran`);
               expect(result.isError).toBe(true);
               expect(result.content.startsWith(`Unknown tool: ${call.name}.`)).toBe(true);
-            } else if (call.name === 'request_mode_upgrade' && s.before.mode === 'unrestricted' && s.after.mode === 'unrestricted' && s.before.phase.kind !== 'awaiting_mode_approval') {
+            } else if (
+              call.name === 'request_mode_upgrade' &&
+              s.before.mode === 'unrestricted' &&
+              s.after.mode === 'unrestricted' &&
+              s.before.phase.kind !== 'awaiting_mode_approval'
+            ) {
               already++;
               expect(result.content).toBe(ALREADY_UNRESTRICTED);
               expect(result.isError).toBe(true);
-            } else if (call.name === 'spawn_agents' && !Array.isArray(call.input.tasks) || (call.name === 'spawn_agents' && (call.input.tasks as unknown[]).length === 0)) {
+            } else if (
+              (call.name === 'spawn_agents' && !Array.isArray(call.input.tasks)) ||
+              (call.name === 'spawn_agents' && (call.input.tasks as unknown[]).length === 0)
+            ) {
               invalidSpawn++;
               if (started.has(result.toolUseId)) fail(r, `step ${s.index}: spawn_agents with invalid input spawned agents`);
               expect(result.isError).toBe(true);
@@ -1179,7 +1241,15 @@ describe('conversation state machine properties', () => {
 
   it('the driver reaches every phase and the rare situations the properties rely on (seeded, guards against vacuity)', () => {
     const seen = new Set<PhaseKind>();
-    const count = { exhaustedChains: 0, cappedContinuations: 0, subAgentTimeouts: 0, invalidSpawns: 0, spawnsFromUnrestricted: 0, upgrades: 0, unrestrictedParentRequests: 0 };
+    const count = {
+      exhaustedChains: 0,
+      cappedContinuations: 0,
+      subAgentTimeouts: 0,
+      invalidSpawns: 0,
+      spawnsFromUnrestricted: 0,
+      upgrades: 0,
+      unrestrictedParentRequests: 0,
+    };
     const samples = fc.sample(scenarioArb({ maxLength: 50 }), { numRuns: RUNS, seed: 42 });
     for (const sc of samples) {
       const r = run(sc);
@@ -1189,12 +1259,29 @@ describe('conversation state machine properties', () => {
         const bp = s.before.phase;
         const effects = effectsOf(s.result);
         const inFlight = (bp.kind === 'llm_requesting' || bp.kind === 'awaiting_continuation') && bp.retry === null;
-        if (ev.type === 'llm_error' && ev.retryable && inFlight && bp.requestId === ev.requestId && bp.attempt === sc.ctx.policy.maxLlmAttempts) count.exhaustedChains++;
-        if (ev.type === 'llm_response' && bp.kind === 'llm_requesting' && bp.retry === null && bp.requestId === ev.requestId && (ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn') && bp.autoContinuations >= sc.ctx.policy.maxAutoContinuations && !ev.content.some((b) => b.type === 'tool_use')) count.cappedContinuations++;
+        if (
+          ev.type === 'llm_error' &&
+          ev.retryable &&
+          inFlight &&
+          bp.requestId === ev.requestId &&
+          bp.attempt === sc.ctx.policy.maxLlmAttempts
+        )
+          count.exhaustedChains++;
+        if (
+          ev.type === 'llm_response' &&
+          bp.kind === 'llm_requesting' &&
+          bp.retry === null &&
+          bp.requestId === ev.requestId &&
+          (ev.stopReason === 'max_tokens' || ev.stopReason === 'pause_turn') &&
+          bp.autoContinuations >= sc.ctx.policy.maxAutoContinuations &&
+          !ev.content.some((b) => b.type === 'tool_use')
+        )
+          count.cappedContinuations++;
         if (ev.type === 'timer_fired' && bp.kind === 'awaiting_sub_agents' && bp.timerId === ev.timerId) count.subAgentTimeouts++;
         if (effects.some((e) => e.type === 'spawn_sub_agent') && s.before.mode === 'unrestricted') count.spawnsFromUnrestricted++;
         if (s.before.mode === 'restricted' && s.after.mode === 'unrestricted') count.upgrades++;
-        if (bp.kind === 'llm_requesting' && s.before.mode === 'unrestricted' && sc.ctx.sandboxAvailable && !sc.ctx.isSubAgent) count.unrestrictedParentRequests++;
+        if (bp.kind === 'llm_requesting' && s.before.mode === 'unrestricted' && sc.ctx.sandboxAvailable && !sc.ctx.isSubAgent)
+          count.unrestrictedParentRequests++;
         for (const m of persisted(effects)) {
           for (const b of m.content) {
             if (m.type === 'agent' && b.type === 'tool_use' && b.name === 'spawn_agents' && !sc.ctx.isSubAgent) {

@@ -162,8 +162,16 @@ function runRow(row: Row): void {
   }
   expect(r.state.phase.kind).toBe(exp.phase);
   const optional = exp.optional ?? [];
-  expect(r.effects.map((e) => e.type).filter((t) => !optional.includes(t)).sort()).toEqual(
-    exp.effects.filter((t) => !optional.includes(t)).slice().sort(),
+  expect(
+    r.effects
+      .map((e) => e.type)
+      .filter((t) => !optional.includes(t))
+      .sort(),
+  ).toEqual(
+    exp.effects
+      .filter((t) => !optional.includes(t))
+      .slice()
+      .sort(),
   );
   for (const t of exp.effects) if (optional.includes(t)) expect(r.effects.map((e) => e.type)).toContain(t);
   // PersistState: the state changed and the transition counted.
@@ -184,7 +192,11 @@ const toThirdAttempt = (c: Conv): void => {
   }
 };
 const IMG = { mediaType: 'image/png', data: 'iVBORw0KGgo=' };
-const CITED = { type: 'text', text: 'Per the docs,', citations: '[{"type":"web_search_result_location","url":"https://example.com"}]' } as const;
+const CITED = {
+  type: 'text',
+  text: 'Per the docs,',
+  citations: '[{"type":"web_search_result_location","url":"https://example.com"}]',
+} as const;
 
 // =============================================================================================
 // spec 000, "State Transition Matrix" (20 rows)
@@ -200,7 +212,10 @@ const SPEC_000: Row[] = [
       effects: ['persist_message'],
       check: (r) => {
         const [m] = persisted(r, 'user');
-        expect(m!.content).toEqual([{ type: 'text', text: 'look at this' }, { type: 'image', mediaType: IMG.mediaType, data: IMG.data }]);
+        expect(m!.content).toEqual([
+          { type: 'text', text: 'look at this' },
+          { type: 'image', mediaType: IMG.mediaType, data: IMG.data },
+        ]);
       },
     },
   },
@@ -217,7 +232,14 @@ const SPEC_000: Row[] = [
         expect(p.attempt).toBe(1);
         expect(p.retry).toBeNull();
         const [req] = effectsOf(r, 'request_llm');
-        expect(req).toMatchObject({ requestId: p.requestId, attempt: 1, purpose: 'turn', toolNames: P_TOOLS, rejectedToolCalls: [], maxTokens: 0 });
+        expect(req).toMatchObject({
+          requestId: p.requestId,
+          attempt: 1,
+          purpose: 'turn',
+          toolNames: P_TOOLS,
+          rejectedToolCalls: [],
+          maxTokens: 0,
+        });
         expect(p.maxTokens).toBe(0);
         expect(p.requestId).toBe(`${CID}/llm/1`);
       },
@@ -248,7 +270,12 @@ const SPEC_000: Row[] = [
       phase: 'tool_executing',
       effects: ['persist_message', 'execute_tool'],
       check: (r) => {
-        expect(effectsOf(r, 'execute_tool')[0]).toMatchObject({ toolUseId: 't1', name: 'bash', input: { command: 'ls' }, mode: 'restricted' });
+        expect(effectsOf(r, 'execute_tool')[0]).toMatchObject({
+          toolUseId: 't1',
+          name: 'bash',
+          input: { command: 'ls' },
+          mode: 'restricted',
+        });
         const p = phase(r.state, 'tool_executing');
         expect(p.current.id).toBe('t1');
         expect(p.remaining.map((x) => x.id)).toEqual(['t2']);
@@ -450,7 +477,11 @@ const SPEC_000: Row[] = [
     setup: (c) => c.toError(),
     event: () => userMessage('try again'),
     step: true,
-    expect: { phase: 'awaiting_llm', effects: ['persist_message'], check: (r) => expect(textOf(persisted(r, 'user')[0]!)).toBe('try again') },
+    expect: {
+      phase: 'awaiting_llm',
+      effects: ['persist_message'],
+      check: (r) => expect(textOf(persisted(r, 'user')[0]!)).toBe('try again'),
+    },
   },
   {
     label: '000 #18 Idle + SpawnSubAgents (res. 4: spawn_agents call) → AwaitingSubAgents | SpawnSubAgent×N',
@@ -502,7 +533,8 @@ const SPEC_000: Row[] = [
 
 const SPEC_000_CONTINUATION: Row[] = [
   {
-    label: '000+ #1 LlmRequesting + LlmResponse(>= 90%, ThresholdBased) → AwaitingContinuation | PersistMessage, PersistState, RequestContinuation',
+    label:
+      '000+ #1 LlmRequesting + LlmResponse(>= 90%, ThresholdBased) → AwaitingContinuation | PersistMessage, PersistState, RequestContinuation',
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { text: 'about to run', calls: [bash('t1'), patch('t2')], tokens: 950 }),
     expect: {
@@ -514,7 +546,13 @@ const SPEC_000_CONTINUATION: Row[] = [
         expect(p.retry).toBeNull();
         expect(p.rejectedToolCalls.map((x) => x.id)).toEqual(['t1', 't2']);
         expect(p.triggerUsage).toEqual(usage(950));
-        expect(effectsOf(r, 'request_llm')[0]).toMatchObject({ requestId: p.requestId, purpose: 'continuation', toolNames: P_TOOLS, maxTokens: 0, attempt: 1 });
+        expect(effectsOf(r, 'request_llm')[0]).toMatchObject({
+          requestId: p.requestId,
+          purpose: 'continuation',
+          toolNames: P_TOOLS,
+          maxTokens: 0,
+          attempt: 1,
+        });
         expect(effectsOf(r, 'request_llm')[0]!.rejectedToolCalls.map((x) => x.id)).toEqual(['t1', 't2']);
         expect(results(r)).toEqual([
           { toolUseId: 't1', content: NOT_EXECUTED_CONTEXT, isError: true, cancelled: true },
@@ -545,7 +583,10 @@ const SPEC_000_CONTINUATION: Row[] = [
       effects: ['persist_message', 'persist_message', 'notify_parent'],
       check: (r) => {
         expect(phase(r.state, 'failed')).toMatchObject({ error: 'Context window exhausted', errorKind: 'context_exhausted' });
-        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({ parentId: PARENT_ID, outcome: { success: false, errorKind: 'context_exhausted' } });
+        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({
+          parentId: PARENT_ID,
+          outcome: { success: false, errorKind: 'context_exhausted' },
+        });
         expect(resultFor(r, 't1').content).toBe(NOT_EXECUTED_CONTEXT);
       },
     },
@@ -558,7 +599,11 @@ const SPEC_000_CONTINUATION: Row[] = [
       phase: 'context_exhausted',
       effects: ['persist_message', 'notify'],
       check: (r) => {
-        expect(phase(r.state, 'context_exhausted')).toEqual({ kind: 'context_exhausted', summary: 'the summary', finalUsage: addUsage(usage(950), usage(40)) });
+        expect(phase(r.state, 'context_exhausted')).toEqual({
+          kind: 'context_exhausted',
+          summary: 'the summary',
+          finalUsage: addUsage(usage(950), usage(40)),
+        });
         expect(textOf(persisted(r, 'continuation')[0]!)).toBe('the summary');
         expect(notes(r)[0]).toEqual({ kind: 'context_exhausted', summary: 'the summary' });
       },
@@ -575,7 +620,8 @@ const SPEC_000_CONTINUATION: Row[] = [
     },
   },
   {
-    label: '000+ #4 AwaitingContinuation + ContinuationFailed (non-retryable) → ContextExhausted | PersistMessage(fallback), NotifyContextExhausted',
+    label:
+      '000+ #4 AwaitingContinuation + ContinuationFailed (non-retryable) → ContextExhausted | PersistMessage(fallback), NotifyContextExhausted',
     setup: (c) => c.toContinuation(),
     event: (c) => llmError(c.requestId, { retryable: false }),
     expect: {
@@ -635,14 +681,12 @@ const SPEC_000_CONTINUATION: Row[] = [
       ['sub_agent_start', () => subAgentStart()],
       ['sub_agent_stop', () => subAgentStop],
     ] as const
-  ).map(
-    ([name, ev]): Row => ({
-      label: `000+ #7 ContextExhausted + * (${name}) → ContextExhausted | no-op`,
-      setup: (c) => c.toExhausted(),
-      event: ev,
-      expect: { noop: true },
-    }),
-  ),
+  ).map(([name, ev]): Row => ({
+    label: `000+ #7 ContextExhausted + * (${name}) → ContextExhausted | no-op`,
+    setup: (c) => c.toExhausted(),
+    event: ev,
+    expect: { noop: true },
+  })),
   {
     label: '000+ #8 Idle + UserTriggerContinuation → AwaitingContinuation | PersistState, RequestContinuation',
     setup: (c) => c.toLlm().respond({ text: 'hi', tokens: 820 }),
@@ -655,7 +699,13 @@ const SPEC_000_CONTINUATION: Row[] = [
         expect(p).toMatchObject({ attempt: 1, retry: null, rejectedToolCalls: [] });
         // spec 000: trigger_usage = the last usage.
         expect(p.triggerUsage).toEqual(usage(820));
-        expect(effectsOf(r, 'request_llm')[0]).toMatchObject({ requestId: p.requestId, purpose: 'continuation', toolNames: P_TOOLS, rejectedToolCalls: [], attempt: 1 });
+        expect(effectsOf(r, 'request_llm')[0]).toMatchObject({
+          requestId: p.requestId,
+          purpose: 'continuation',
+          toolNames: P_TOOLS,
+          rejectedToolCalls: [],
+          attempt: 1,
+        });
       },
     },
   },
@@ -680,7 +730,8 @@ const SPEC_002_MODES: Row[] = [
     },
   },
   {
-    label: '002 #2 AwaitingModeApproval + UserApproveUpgrade → ToolExecuting (continue) | SetMode(Unrestricted), InjectMessage, NotifyClient',
+    label:
+      '002 #2 AwaitingModeApproval + UserApproveUpgrade → ToolExecuting (continue) | SetMode(Unrestricted), InjectMessage, NotifyClient',
     setup: (c) => c.toTools([upgrade('u1'), patch('p1')]),
     event: () => approve,
     expect: {
@@ -715,43 +766,73 @@ const SPEC_002_MODES: Row[] = [
       ['ToolExecuting', (c: Conv) => c.toUnrestricted().toTools([bash('b1')]), 'tool_executing'],
       ['LlmRequesting', (c: Conv) => c.toUnrestricted().toLlm(), 'llm_requesting'],
     ] as const
-  ).map(
-    ([name, setup, kind]): Row => ({
-      label: `002 #4 Any (${name}) + UserRequestDowngrade → Same | SetMode(Restricted), InjectMessage, NotifyClient`,
-      setup,
-      event: () => downgrade,
-      expect: {
-        phase: kind,
-        effects: ['persist_message', 'notify'],
-        check: (r, _c, before) => {
-          expect(before.mode).toBe('unrestricted');
-          expect(r.state.mode).toBe('restricted');
-          expect(textOf(persisted(r, 'system')[0]!)).toBe(MODE_NOTICE_RESTRICTED);
-          expect(notes(r)[0]).toEqual({ kind: 'mode_changed', mode: 'restricted', notice: MODE_NOTICE_RESTRICTED });
-          // The phase itself is untouched.
-          expect(r.state.phase).toEqual(before.phase);
-        },
+  ).map(([name, setup, kind]): Row => ({
+    label: `002 #4 Any (${name}) + UserRequestDowngrade → Same | SetMode(Restricted), InjectMessage, NotifyClient`,
+    setup,
+    event: () => downgrade,
+    expect: {
+      phase: kind,
+      effects: ['persist_message', 'notify'],
+      check: (r, _c, before) => {
+        expect(before.mode).toBe('unrestricted');
+        expect(r.state.mode).toBe('restricted');
+        expect(textOf(persisted(r, 'system')[0]!)).toBe(MODE_NOTICE_RESTRICTED);
+        expect(notes(r)[0]).toEqual({ kind: 'mode_changed', mode: 'restricted', notice: MODE_NOTICE_RESTRICTED });
+        // The phase itself is untouched.
+        expect(r.state.phase).toEqual(before.phase);
       },
-    }),
-  ),
+    },
+  })),
 ];
 
 // =============================================================================================
 // docs/state-machine.md lines the spec tables do not cover
 
 const DOC_REJECTIONS: Row[] = [
-  { label: 'doc: idle + user_message with no text and no images → reject empty_message', setup: () => {}, event: () => userMessage(''), expect: { reject: 'empty_message' } },
+  {
+    label: 'doc: idle + user_message with no text and no images → reject empty_message',
+    setup: () => {},
+    event: () => userMessage(''),
+    expect: { reject: 'empty_message' },
+  },
   {
     label: 'doc: idle + user_message with only an image → LLM',
     setup: () => {},
     event: () => userMessage('', [IMG]),
     expect: { phase: 'llm_requesting', effects: ['persist_message', 'request_llm'] },
   },
-  { label: 'doc: llm_requesting (retry pending) + user_message → agent_busy', setup: (c) => c.retryPending(), event: () => userMessage(), expect: { reject: 'agent_busy' } },
-  { label: 'doc: awaiting_mode_approval + user_message → agent_busy', setup: (c) => c.toTools([upgrade('u1')]), event: () => userMessage(), expect: { reject: 'agent_busy' } },
-  { label: 'doc: awaiting_continuation + user_message → agent_busy', setup: (c) => c.toContinuation(), event: () => userMessage(), expect: { reject: 'agent_busy' } },
-  { label: 'doc: S idle + user_message → sub_agent_driven_by_parent', ctx: subCtx, setup: () => {}, event: () => userMessage(), expect: { reject: 'sub_agent_driven_by_parent' } },
-  { label: 'doc: S llm_requesting + user_message → sub_agent_driven_by_parent', ctx: subCtx, setup: (c) => c.toLlm(), event: () => userMessage(), expect: { reject: 'sub_agent_driven_by_parent' } },
+  {
+    label: 'doc: llm_requesting (retry pending) + user_message → agent_busy',
+    setup: (c) => c.retryPending(),
+    event: () => userMessage(),
+    expect: { reject: 'agent_busy' },
+  },
+  {
+    label: 'doc: awaiting_mode_approval + user_message → agent_busy',
+    setup: (c) => c.toTools([upgrade('u1')]),
+    event: () => userMessage(),
+    expect: { reject: 'agent_busy' },
+  },
+  {
+    label: 'doc: awaiting_continuation + user_message → agent_busy',
+    setup: (c) => c.toContinuation(),
+    event: () => userMessage(),
+    expect: { reject: 'agent_busy' },
+  },
+  {
+    label: 'doc: S idle + user_message → sub_agent_driven_by_parent',
+    ctx: subCtx,
+    setup: () => {},
+    event: () => userMessage(),
+    expect: { reject: 'sub_agent_driven_by_parent' },
+  },
+  {
+    label: 'doc: S llm_requesting + user_message → sub_agent_driven_by_parent',
+    ctx: subCtx,
+    setup: (c) => c.toLlm(),
+    event: () => userMessage(),
+    expect: { reject: 'sub_agent_driven_by_parent' },
+  },
   {
     label: 'doc: S completed + user_message → conversation_finished',
     ctx: subCtx,
@@ -759,25 +840,107 @@ const DOC_REJECTIONS: Row[] = [
     event: () => userMessage(),
     expect: { reject: 'conversation_finished' },
   },
-  { label: 'doc: S failed + user_message → conversation_finished', ctx: subCtx, setup: (c) => c.toLlm().ok(userCancel), event: () => userMessage(), expect: { reject: 'conversation_finished' } },
-  { label: 'doc: S completed + user_cancel → conversation_finished', ctx: subCtx, setup: (c) => c.toTools([submit('r1', 'a')]), event: () => userCancel, expect: { reject: 'conversation_finished' } },
-  { label: 'doc: S failed + user_approve_upgrade → conversation_finished', ctx: subCtx, setup: (c) => c.toLlm().ok(userCancel), event: () => approve, expect: { reject: 'conversation_finished' } },
-  { label: 'doc: idle + user_cancel → nothing_to_cancel', setup: () => {}, event: () => userCancel, expect: { reject: 'nothing_to_cancel' } },
-  { label: 'doc: error + user_cancel → nothing_to_cancel', setup: (c) => c.toError(), event: () => userCancel, expect: { reject: 'nothing_to_cancel' } },
-  { label: 'doc: idle + user_approve_upgrade → no_pending_upgrade', setup: () => {}, event: () => approve, expect: { reject: 'no_pending_upgrade' } },
-  { label: 'doc: tool_executing + user_deny_upgrade → no_pending_upgrade', setup: (c) => c.toTools([bash('b1')]), event: () => deny, expect: { reject: 'no_pending_upgrade' } },
-  { label: 'doc: P restricted + user_request_downgrade → already_restricted', setup: () => {}, event: () => downgrade, expect: { reject: 'already_restricted' } },
-  { label: 'doc: P no sandbox + user_request_downgrade → sandbox_unavailable', ctx: noSandboxCtx, setup: () => {}, event: () => downgrade, expect: { reject: 'sandbox_unavailable' } },
-  { label: 'doc: S + user_request_downgrade → sub_agent_mode_fixed', ctx: subCtx, setup: (c) => c.toLlm(), event: () => downgrade, expect: { reject: 'sub_agent_mode_fixed' } },
-  { label: 'doc: llm_requesting + user_trigger_continuation → continuation_unavailable', setup: (c) => c.toLlm(), event: () => triggerContinuation, expect: { reject: 'continuation_unavailable' } },
-  { label: 'doc: tool_executing + user_trigger_continuation → continuation_unavailable', setup: (c) => c.toTools([bash('b1')]), event: () => triggerContinuation, expect: { reject: 'continuation_unavailable' } },
-  { label: 'doc: S + user_trigger_continuation → continuation_unavailable', ctx: subCtx, setup: () => {}, event: () => triggerContinuation, expect: { reject: 'continuation_unavailable' } },
+  {
+    label: 'doc: S failed + user_message → conversation_finished',
+    ctx: subCtx,
+    setup: (c) => c.toLlm().ok(userCancel),
+    event: () => userMessage(),
+    expect: { reject: 'conversation_finished' },
+  },
+  {
+    label: 'doc: S completed + user_cancel → conversation_finished',
+    ctx: subCtx,
+    setup: (c) => c.toTools([submit('r1', 'a')]),
+    event: () => userCancel,
+    expect: { reject: 'conversation_finished' },
+  },
+  {
+    label: 'doc: S failed + user_approve_upgrade → conversation_finished',
+    ctx: subCtx,
+    setup: (c) => c.toLlm().ok(userCancel),
+    event: () => approve,
+    expect: { reject: 'conversation_finished' },
+  },
+  {
+    label: 'doc: idle + user_cancel → nothing_to_cancel',
+    setup: () => {},
+    event: () => userCancel,
+    expect: { reject: 'nothing_to_cancel' },
+  },
+  {
+    label: 'doc: error + user_cancel → nothing_to_cancel',
+    setup: (c) => c.toError(),
+    event: () => userCancel,
+    expect: { reject: 'nothing_to_cancel' },
+  },
+  {
+    label: 'doc: idle + user_approve_upgrade → no_pending_upgrade',
+    setup: () => {},
+    event: () => approve,
+    expect: { reject: 'no_pending_upgrade' },
+  },
+  {
+    label: 'doc: tool_executing + user_deny_upgrade → no_pending_upgrade',
+    setup: (c) => c.toTools([bash('b1')]),
+    event: () => deny,
+    expect: { reject: 'no_pending_upgrade' },
+  },
+  {
+    label: 'doc: P restricted + user_request_downgrade → already_restricted',
+    setup: () => {},
+    event: () => downgrade,
+    expect: { reject: 'already_restricted' },
+  },
+  {
+    label: 'doc: P no sandbox + user_request_downgrade → sandbox_unavailable',
+    ctx: noSandboxCtx,
+    setup: () => {},
+    event: () => downgrade,
+    expect: { reject: 'sandbox_unavailable' },
+  },
+  {
+    label: 'doc: S + user_request_downgrade → sub_agent_mode_fixed',
+    ctx: subCtx,
+    setup: (c) => c.toLlm(),
+    event: () => downgrade,
+    expect: { reject: 'sub_agent_mode_fixed' },
+  },
+  {
+    label: 'doc: llm_requesting + user_trigger_continuation → continuation_unavailable',
+    setup: (c) => c.toLlm(),
+    event: () => triggerContinuation,
+    expect: { reject: 'continuation_unavailable' },
+  },
+  {
+    label: 'doc: tool_executing + user_trigger_continuation → continuation_unavailable',
+    setup: (c) => c.toTools([bash('b1')]),
+    event: () => triggerContinuation,
+    expect: { reject: 'continuation_unavailable' },
+  },
+  {
+    label: 'doc: S + user_trigger_continuation → continuation_unavailable',
+    ctx: subCtx,
+    setup: () => {},
+    event: () => triggerContinuation,
+    expect: { reject: 'continuation_unavailable' },
+  },
 ];
 
 const DOC_NOOPS: Row[] = [
-  { label: 'doc no-op: S llm_requesting + sub_agent_start (not seq 0)', ctx: subCtx, setup: (c) => c.toLlm(), event: () => subAgentStart(), expect: { noop: true } },
+  {
+    label: 'doc no-op: S llm_requesting + sub_agent_start (not seq 0)',
+    ctx: subCtx,
+    setup: (c) => c.toLlm(),
+    event: () => subAgentStart(),
+    expect: { noop: true },
+  },
   { label: 'doc no-op: P idle + sub_agent_start', setup: () => {}, event: () => subAgentStart(), expect: { noop: true } },
-  { label: 'doc no-op: llm_requesting + llm_response for another request', setup: (c) => c.toLlm(), event: () => response(`${CID}/llm/99`, { text: 'x' }), expect: { noop: true } },
+  {
+    label: 'doc no-op: llm_requesting + llm_response for another request',
+    setup: (c) => c.toLlm(),
+    event: () => response(`${CID}/llm/99`, { text: 'x' }),
+    expect: { noop: true },
+  },
   {
     label: 'doc no-op: llm_requesting (retry pending) + late llm_response to the failed attempt',
     setup: (c) => c.retryPending(),
@@ -790,8 +953,18 @@ const DOC_NOOPS: Row[] = [
     event: (c) => response(c.requestId, { text: 'early' }),
     expect: { noop: true },
   },
-  { label: 'doc no-op: llm_requesting (retry pending) + late llm_error to the failed attempt', setup: (c) => c.retryPending(), event: () => llmError(`${CID}/llm/1`), expect: { noop: true } },
-  { label: 'doc no-op: llm_requesting (retry pending) + timer_fired not matching', setup: (c) => c.retryPending(), event: () => timerFired(`${CID}/timer/999`), expect: { noop: true } },
+  {
+    label: 'doc no-op: llm_requesting (retry pending) + late llm_error to the failed attempt',
+    setup: (c) => c.retryPending(),
+    event: () => llmError(`${CID}/llm/1`),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: llm_requesting (retry pending) + timer_fired not matching',
+    setup: (c) => c.retryPending(),
+    event: () => timerFired(`${CID}/timer/999`),
+    expect: { noop: true },
+  },
   {
     label: 'doc no-op: llm_requesting (in flight) + the retry timer fired again (duplicate)',
     setup: (c) => {
@@ -802,16 +975,36 @@ const DOC_NOOPS: Row[] = [
     expect: { noop: true },
   },
   { label: 'doc no-op: cancelling + user_cancel', setup: (c) => c.toCancelling(), event: () => userCancel, expect: { noop: true } },
-  { label: 'doc no-op: cancelling + llm_response for another request', setup: (c) => c.toCancelling(), event: () => response(`${CID}/llm/99`, { text: 'x' }), expect: { noop: true } },
-  { label: 'doc no-op: cancelling + timer_fired not matching', setup: (c) => c.toCancelling(), event: () => timerFired(`${CID}/timer/999`), expect: { noop: true } },
-  { label: 'doc no-op: tool_executing + tool_complete for a later call (out of order)', setup: (c) => c.toTools([bash('t1'), bash('t2')]), event: () => toolComplete('t2'), expect: { noop: true } },
+  {
+    label: 'doc no-op: cancelling + llm_response for another request',
+    setup: (c) => c.toCancelling(),
+    event: () => response(`${CID}/llm/99`, { text: 'x' }),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: cancelling + timer_fired not matching',
+    setup: (c) => c.toCancelling(),
+    event: () => timerFired(`${CID}/timer/999`),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: tool_executing + tool_complete for a later call (out of order)',
+    setup: (c) => c.toTools([bash('t1'), bash('t2')]),
+    event: () => toolComplete('t2'),
+    expect: { noop: true },
+  },
   {
     label: 'doc no-op: tool_executing + duplicate tool_complete of a finished call',
     setup: (c) => c.toTools([bash('t1'), bash('t2')]).ok(toolComplete('t1')),
     event: () => toolComplete('t1'),
     expect: { noop: true },
   },
-  { label: 'doc no-op: idle + tool_complete (stale)', setup: (c) => c.toTools([bash('t1')]).ok(userCancel), event: () => toolComplete('t1'), expect: { noop: true } },
+  {
+    label: 'doc no-op: idle + tool_complete (stale)',
+    setup: (c) => c.toTools([bash('t1')]).ok(userCancel),
+    event: () => toolComplete('t1'),
+    expect: { noop: true },
+  },
   {
     label: 'doc no-op: awaiting_sub_agents + sub_agent_result from an unknown agent',
     setup: (c) => c.toTools([spawn('s1', ['a', 'b'])]),
@@ -824,8 +1017,18 @@ const DOC_NOOPS: Row[] = [
     event: () => subAgentResult(`${CID}--s1--0`),
     expect: { noop: true },
   },
-  { label: 'doc no-op: awaiting_sub_agents + timer_fired not matching', setup: (c) => c.toTools([spawn('s1', ['a'])]), event: () => timerFired(`${CID}/timer/999`), expect: { noop: true } },
-  { label: 'doc no-op: awaiting_mode_approval + work_lost (survives restarts)', setup: (c) => c.toTools([upgrade('u1')]), event: () => workLost, expect: { noop: true } },
+  {
+    label: 'doc no-op: awaiting_sub_agents + timer_fired not matching',
+    setup: (c) => c.toTools([spawn('s1', ['a'])]),
+    event: () => timerFired(`${CID}/timer/999`),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: awaiting_mode_approval + work_lost (survives restarts)',
+    setup: (c) => c.toTools([upgrade('u1')]),
+    event: () => workLost,
+    expect: { noop: true },
+  },
   { label: 'doc no-op: idle + work_lost', setup: () => {}, event: () => workLost, expect: { noop: true } },
   { label: 'doc no-op: error + work_lost', setup: (c) => c.toError(), event: () => workLost, expect: { noop: true } },
   {
@@ -834,9 +1037,27 @@ const DOC_NOOPS: Row[] = [
     event: (c) => ({ ...workLost, atSeq: c.state.seq - 1 }),
     expect: { noop: true },
   },
-  { label: 'doc no-op: S completed + llm_response', ctx: subCtx, setup: (c) => c.toTools([submit('r1', 'a')]), event: () => response(`${CID}/llm/1`, { text: 'x' }), expect: { noop: true } },
-  { label: 'doc no-op: S failed + timer_fired', ctx: subCtx, setup: (c) => c.retryPending().ok(subAgentStop), event: (c) => timerFired(c.timer('retry')), expect: { noop: true } },
-  { label: 'doc no-op: S failed + sub_agent_stop', ctx: subCtx, setup: (c) => c.toLlm().ok(subAgentStop), event: () => subAgentStop, expect: { noop: true } },
+  {
+    label: 'doc no-op: S completed + llm_response',
+    ctx: subCtx,
+    setup: (c) => c.toTools([submit('r1', 'a')]),
+    event: () => response(`${CID}/llm/1`, { text: 'x' }),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: S failed + timer_fired',
+    ctx: subCtx,
+    setup: (c) => c.retryPending().ok(subAgentStop),
+    event: (c) => timerFired(c.timer('retry')),
+    expect: { noop: true },
+  },
+  {
+    label: 'doc no-op: S failed + sub_agent_stop',
+    ctx: subCtx,
+    setup: (c) => c.toLlm().ok(subAgentStop),
+    event: () => subAgentStop,
+    expect: { noop: true },
+  },
   { label: 'doc no-op: P + sub_agent_stop', setup: (c) => c.toLlm(), event: () => subAgentStop, expect: { noop: true } },
 ];
 
@@ -860,20 +1081,32 @@ const DOC_TRANSITIONS: Row[] = [
     label: 'doc: retry delay honours retry-after',
     setup: (c) => c.toLlm(),
     event: (c) => llmError(c.requestId, { retryAfterMs: 7000 }),
-    expect: { phase: 'llm_requesting', effects: ['schedule_timer', 'notify'], check: (r) => expect(effectsOf(r, 'schedule_timer')[0]!.delayMs).toBe(7000) },
+    expect: {
+      phase: 'llm_requesting',
+      effects: ['schedule_timer', 'notify'],
+      check: (r) => expect(effectsOf(r, 'schedule_timer')[0]!.delayMs).toBe(7000),
+    },
   },
   {
     label: 'doc: retry delay is capped by retryMaxDelayMs',
     ctx: () => parentCtx({ policy: { retryMaxDelayMs: 1500 } }),
     setup: (c) => c.toLlm(),
     event: (c) => llmError(c.requestId, { retryAfterMs: 7000 }),
-    expect: { phase: 'llm_requesting', effects: ['schedule_timer', 'notify'], check: (r) => expect(effectsOf(r, 'schedule_timer')[0]!.delayMs).toBe(1500) },
+    expect: {
+      phase: 'llm_requesting',
+      effects: ['schedule_timer', 'notify'],
+      check: (r) => expect(effectsOf(r, 'schedule_timer')[0]!.delayMs).toBe(1500),
+    },
   },
   {
     label: 'doc: llm_requesting (retry pending) + user_cancel → idle | cancel_timer',
     setup: (c) => c.retryPending(),
     event: () => userCancel,
-    expect: { phase: 'idle', effects: ['cancel_timer'], check: (r, c) => expect(effectsOf(r, 'cancel_timer')[0]!.timerId).toBe(c.timer('retry')) },
+    expect: {
+      phase: 'idle',
+      effects: ['cancel_timer'],
+      check: (r, c) => expect(effectsOf(r, 'cancel_timer')[0]!.timerId).toBe(c.timer('retry')),
+    },
   },
   {
     label: 'doc: cancelling + llm_error (abort acknowledgement) → idle | cancel_timer',
@@ -910,7 +1143,13 @@ const DOC_TRANSITIONS: Row[] = [
       phase: 'awaiting_sub_agents',
       effects: ['notify'],
       check: (r) => {
-        expect(notes(r)[0]).toMatchObject({ kind: 'sub_agent_progress', agentId: `${CID}--s1--1`, success: false, finishedCount: 1, totalCount: 2 });
+        expect(notes(r)[0]).toMatchObject({
+          kind: 'sub_agent_progress',
+          agentId: `${CID}--s1--1`,
+          success: false,
+          finishedCount: 1,
+          totalCount: 2,
+        });
         expect(phase(r.state, 'awaiting_sub_agents').pending).toEqual([`${CID}--s1--0`]);
       },
     },
@@ -939,7 +1178,11 @@ const DOC_TRANSITIONS: Row[] = [
       effects: ['stop_sub_agent', 'stop_sub_agent', 'persist_message', 'request_llm'],
       optional: ['cancel_timer', 'notify'],
       check: (r) => {
-        expect(effectsOf(r, 'stop_sub_agent').map((e) => e.agentId).sort()).toEqual([`${CID}--s1--1`, `${CID}--s1--2`]);
+        expect(
+          effectsOf(r, 'stop_sub_agent')
+            .map((e) => e.agentId)
+            .sort(),
+        ).toEqual([`${CID}--s1--1`, `${CID}--s1--2`]);
         const res = resultFor(r, 's1');
         for (const s of ['alpha', 'beta', 'gamma', 'found it']) expect(res.content).toContain(s);
       },
@@ -963,7 +1206,11 @@ const DOC_TRANSITIONS: Row[] = [
     label: 'doc: awaiting_mode_approval + user_approve_upgrade, nothing left → LLM',
     setup: (c) => c.toTools([upgrade('u1')]),
     event: () => approve,
-    expect: { phase: 'llm_requesting', effects: ['persist_message', 'persist_message', 'notify', 'request_llm'], check: (r) => expect(r.state.mode).toBe('unrestricted') },
+    expect: {
+      phase: 'llm_requesting',
+      effects: ['persist_message', 'persist_message', 'notify', 'request_llm'],
+      check: (r) => expect(r.state.mode).toBe('unrestricted'),
+    },
   },
   {
     label: 'doc: awaiting_mode_approval + user_cancel → idle; synthetic results; mode unchanged',
@@ -1005,7 +1252,8 @@ const DOC_TRANSITIONS: Row[] = [
     expect: {
       phase: 'awaiting_continuation',
       effects: ['request_llm'],
-      check: (r) => expect(effectsOf(r, 'request_llm')[0]).toMatchObject({ purpose: 'continuation', toolNames: P_TOOLS, maxTokens: 0, attempt: 2 }),
+      check: (r) =>
+        expect(effectsOf(r, 'request_llm')[0]).toMatchObject({ purpose: 'continuation', toolNames: P_TOOLS, maxTokens: 0, attempt: 2 }),
     },
   },
   {
@@ -1024,7 +1272,10 @@ const DOC_TRANSITIONS: Row[] = [
       effects: ['abort_llm', 'notify_parent'],
       check: (r) => {
         expect(phase(r.state, 'failed').errorKind).toBe('cancelled');
-        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({ parentId: PARENT_ID, outcome: { success: false, errorKind: 'cancelled' } });
+        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({
+          parentId: PARENT_ID,
+          outcome: { success: false, errorKind: 'cancelled' },
+        });
       },
     },
   },
@@ -1171,7 +1422,11 @@ const DOC_TOOL_START: Row[] = [
   },
   {
     label: 'tool start: patch after a downgrade mid-turn → PATCH_RESTRICTED_ERROR',
-    setup: (c) => c.toUnrestricted().toTools([bash('b1'), patch('p1')]).ok(downgrade),
+    setup: (c) =>
+      c
+        .toUnrestricted()
+        .toTools([bash('b1'), patch('p1')])
+        .ok(downgrade),
     event: () => toolComplete('b1'),
     expect: {
       phase: 'llm_requesting',
@@ -1184,7 +1439,11 @@ const DOC_TOOL_START: Row[] = [
     ctx: noSandboxCtx,
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { calls: [patch('p1')] }),
-    expect: { phase: 'tool_executing', effects: ['persist_message', 'execute_tool'], check: (r) => expect(effectsOf(r, 'execute_tool')[0]).toMatchObject({ name: 'patch', mode: 'unrestricted' }) },
+    expect: {
+      phase: 'tool_executing',
+      effects: ['persist_message', 'execute_tool'],
+      check: (r) => expect(effectsOf(r, 'execute_tool')[0]).toMatchObject({ name: 'patch', mode: 'unrestricted' }),
+    },
   },
   {
     label: 'tool start: request_mode_upgrade in Unrestricted → "Already in Unrestricted mode"; next tool',
@@ -1216,34 +1475,40 @@ const DOC_TOOL_START: Row[] = [
       ['empty task', { tasks: [{ task: '' }] }],
       ['tasks not an array', { tasks: 'do it' }],
     ] as const
-  ).map(
-    ([name, input]): Row => ({
-      label: `tool start: spawn_agents with invalid input (${name}) → immediate error result; next tool`,
-      setup: (c) => c.toLlm(),
-      event: (c) => response(c.requestId, { calls: [call('s1', 'spawn_agents', input as Record<string, unknown>), bash('b1')] }),
-      expect: {
-        phase: 'tool_executing',
-        effects: ['persist_message', 'persist_message', 'execute_tool'],
-        check: (r) => {
-          const res = resultFor(r, 's1');
-          expect(res.isError).toBe(true);
-          expect(res.content).toContain('tasks');
-        },
+  ).map(([name, input]): Row => ({
+    label: `tool start: spawn_agents with invalid input (${name}) → immediate error result; next tool`,
+    setup: (c) => c.toLlm(),
+    event: (c) => response(c.requestId, { calls: [call('s1', 'spawn_agents', input as Record<string, unknown>), bash('b1')] }),
+    expect: {
+      phase: 'tool_executing',
+      effects: ['persist_message', 'persist_message', 'execute_tool'],
+      check: (r) => {
+        const res = resultFor(r, 's1');
+        expect(res.isError).toBe(true);
+        expect(res.content).toContain('tasks');
       },
-    }),
-  ),
+    },
+  })),
   {
     label: 'tool start: spawn_agents from an Unrestricted parent → sub-agents still Restricted (sandbox available)',
     setup: (c) => c.toUnrestricted().toLlm(),
     event: (c) => response(c.requestId, { calls: [spawn('s1', ['a'])] }),
-    expect: { phase: 'awaiting_sub_agents', effects: ['persist_message', 'spawn_sub_agent', 'schedule_timer'], check: (r) => expect(effectsOf(r, 'spawn_sub_agent')[0]!.mode).toBe('restricted') },
+    expect: {
+      phase: 'awaiting_sub_agents',
+      effects: ['persist_message', 'spawn_sub_agent', 'schedule_timer'],
+      check: (r) => expect(effectsOf(r, 'spawn_sub_agent')[0]!.mode).toBe('restricted'),
+    },
   },
   {
     label: 'tool start: spawn_agents without a sandbox → sub-agents Unrestricted',
     ctx: noSandboxCtx,
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { calls: [spawn('s1', ['a'])] }),
-    expect: { phase: 'awaiting_sub_agents', effects: ['persist_message', 'spawn_sub_agent', 'schedule_timer'], check: (r) => expect(effectsOf(r, 'spawn_sub_agent')[0]!.mode).toBe('unrestricted') },
+    expect: {
+      phase: 'awaiting_sub_agents',
+      effects: ['persist_message', 'spawn_sub_agent', 'schedule_timer'],
+      check: (r) => expect(effectsOf(r, 'spawn_sub_agent')[0]!.mode).toBe('unrestricted'),
+    },
   },
   {
     label: 'tool start: submit_result (S) → completed | "Result submitted.", skipped results for the rest, notify_parent{success, result}',
@@ -1257,7 +1522,10 @@ const DOC_TOOL_START: Row[] = [
         expect(phase(r.state, 'completed')).toEqual({ kind: 'completed', result: 'the answer', success: true });
         expect(resultFor(r, 'r1')).toMatchObject({ content: 'Result submitted.', isError: false });
         expect(resultFor(r, 'b1')).toMatchObject({ isError: true, cancelled: true });
-        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({ parentId: PARENT_ID, outcome: { agentId: CID, success: true, result: 'the answer' } });
+        expect(effectsOf(r, 'notify_parent')[0]).toMatchObject({
+          parentId: PARENT_ID,
+          outcome: { agentId: CID, success: true, result: 'the answer' },
+        });
       },
     },
   },
@@ -1295,7 +1563,12 @@ const DOC_RESPONSES: Row[] = [
     event: (c) => response(c.requestId, { text: 'y', tokens: 850 }),
     expect: { phase: 'idle', effects: ['persist_message'] },
   },
-  { label: 'response: usage 79.9% → no warning', setup: (c) => c.toLlm(), event: (c) => response(c.requestId, { text: 'x', tokens: 799 }), expect: { phase: 'idle', effects: ['persist_message'] } },
+  {
+    label: 'response: usage 79.9% → no warning',
+    setup: (c) => c.toLlm(),
+    event: (c) => response(c.requestId, { text: 'x', tokens: 799 }),
+    expect: { phase: 'idle', effects: ['persist_message'] },
+  },
   {
     label: 'response: max_tokens, text cut → agent message (stopReason max_tokens), system notice, a new request_llm (attempt 1, new id)',
     setup: (c) => c.toLlm(),
@@ -1328,7 +1601,8 @@ const DOC_RESPONSES: Row[] = [
     expect: { phase: 'idle', effects: ['persist_message'], check: (r) => expect(persisted(r, 'agent')[0]!.stopReason).toBe('max_tokens') },
   },
   {
-    label: 'response: pause_turn with server-tool blocks → agent message kept verbatim, a new request_llm, no notice (the paused turn is sent back as it is)',
+    label:
+      'response: pause_turn with server-tool blocks → agent message kept verbatim, a new request_llm, no notice (the paused turn is sent back as it is)',
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { before: [thinkingBlock(), ...searchBlocks()], text: 'Searching', stopReason: 'pause_turn' }),
     expect: {
@@ -1336,7 +1610,10 @@ const DOC_RESPONSES: Row[] = [
       effects: ['persist_message', 'request_llm'],
       check: (r) => {
         expect(phase(r.state, 'llm_requesting').autoContinuations).toBe(1);
-        expect(persisted(r, 'agent')[0]).toMatchObject({ stopReason: 'pause_turn', content: [thinkingBlock(), ...searchBlocks(), { type: 'text', text: 'Searching' }] });
+        expect(persisted(r, 'agent')[0]).toMatchObject({
+          stopReason: 'pause_turn',
+          content: [thinkingBlock(), ...searchBlocks(), { type: 'text', text: 'Searching' }],
+        });
         expect(persisted(r, 'system')).toEqual([]);
       },
     },
@@ -1363,7 +1640,14 @@ const DOC_RESPONSES: Row[] = [
   {
     label: 'response: max_tokens with a cut tool call below the output limit → nothing persisted, request_llm at the limit',
     setup: (c) => c.toLlm(),
-    event: (c) => response(c.requestId, { before: [thinkingBlock()], text: 'Writing the file', stopReason: 'max_tokens', cut: ['patch'], maxTokens: DEFAULT_MAX_TOKENS }),
+    event: (c) =>
+      response(c.requestId, {
+        before: [thinkingBlock()],
+        text: 'Writing the file',
+        stopReason: 'max_tokens',
+        cut: ['patch'],
+        maxTokens: DEFAULT_MAX_TOKENS,
+      }),
     expect: {
       phase: 'llm_requesting',
       effects: ['request_llm'],
@@ -1380,7 +1664,11 @@ const DOC_RESPONSES: Row[] = [
     label: 'response: cut tool call, the gateway did not report max_tokens (0) → asked again at the limit, once',
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { stopReason: 'max_tokens', cut: ['patch'], maxTokens: 0 }),
-    expect: { phase: 'llm_requesting', effects: ['request_llm'], check: (r) => expect(phase(r.state, 'llm_requesting').maxTokens).toBe(OUTPUT_LIMIT) },
+    expect: {
+      phase: 'llm_requesting',
+      effects: ['request_llm'],
+      check: (r) => expect(phase(r.state, 'llm_requesting').maxTokens).toBe(OUTPUT_LIMIT),
+    },
   },
   {
     label: 'response: a retry after an error keeps the raised max_tokens',
@@ -1399,14 +1687,25 @@ const DOC_RESPONSES: Row[] = [
     },
   },
   {
-    label: 'response: cut tool call again at the output limit → complete blocks persisted, notice naming the call and the limit, a new request_llm',
+    label:
+      'response: cut tool call again at the output limit → complete blocks persisted, notice naming the call and the limit, a new request_llm',
     setup: (c) => c.toLlm().respond({ stopReason: 'max_tokens', cut: ['patch'] }),
-    event: (c) => response(c.requestId, { before: [thinkingBlock()], text: 'Writing', stopReason: 'max_tokens', cut: ['patch'], maxTokens: OUTPUT_LIMIT }),
+    event: (c) =>
+      response(c.requestId, {
+        before: [thinkingBlock()],
+        text: 'Writing',
+        stopReason: 'max_tokens',
+        cut: ['patch'],
+        maxTokens: OUTPUT_LIMIT,
+      }),
     expect: {
       phase: 'llm_requesting',
       effects: ['persist_message', 'persist_message', 'request_llm'],
       check: (r) => {
-        expect(persisted(r, 'agent')[0]).toMatchObject({ stopReason: 'max_tokens', content: [thinkingBlock(), { type: 'text', text: 'Writing' }] });
+        expect(persisted(r, 'agent')[0]).toMatchObject({
+          stopReason: 'max_tokens',
+          content: [thinkingBlock(), { type: 'text', text: 'Writing' }],
+        });
         const [notice] = persisted(r, 'system').map(textOf);
         expect(notice).toBe(cutToolNotice(['patch'], OUTPUT_LIMIT));
         expect(notice).toContain('patch');
@@ -1417,7 +1716,8 @@ const DOC_RESPONSES: Row[] = [
     },
   },
   {
-    label: 'response: cut tool call at the limit with complete calls → the complete calls run; the notice waits in the history for their results',
+    label:
+      'response: cut tool call at the limit with complete calls → the complete calls run; the notice waits in the history for their results',
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { calls: [bash('b1')], stopReason: 'max_tokens', cut: ['patch', 'bash'], maxTokens: OUTPUT_LIMIT }),
     expect: {
@@ -1450,14 +1750,21 @@ const DOC_RESPONSES: Row[] = [
   {
     label: 'response: refusal (P) → agent message with stopReason and explanation, error message, idle',
     setup: (c) => c.toLlm(),
-    event: (c) => response(c.requestId, { text: 'I started to', stopReason: 'refusal', explanation: 'This request asks for harmful content' }),
+    event: (c) =>
+      response(c.requestId, { text: 'I started to', stopReason: 'refusal', explanation: 'This request asks for harmful content' }),
     expect: {
       phase: 'idle',
       effects: ['persist_message', 'persist_message'],
       check: (r) => {
-        expect(persisted(r, 'agent')[0]).toMatchObject({ stopReason: 'refusal', stopExplanation: 'This request asks for harmful content', content: [{ type: 'text', text: 'I started to' }] });
+        expect(persisted(r, 'agent')[0]).toMatchObject({
+          stopReason: 'refusal',
+          stopExplanation: 'This request asks for harmful content',
+          content: [{ type: 'text', text: 'I started to' }],
+        });
         const [error] = persisted(r, 'error').map(textOf);
-        expect(error).toBe('The model declined to answer: This request asks for harmful content. Rephrase your request or send a new message.');
+        expect(error).toBe(
+          'The model declined to answer: This request asks for harmful content. Rephrase your request or send a new message.',
+        );
       },
     },
   },
@@ -1469,7 +1776,9 @@ const DOC_RESPONSES: Row[] = [
       phase: 'idle',
       effects: ['persist_message', 'persist_message'],
       check: (r) => {
-        expect(persisted(r, 'error').map(textOf)).toEqual(['The model declined to answer: Declined. Rephrase your request or send a new message.']);
+        expect(persisted(r, 'error').map(textOf)).toEqual([
+          'The model declined to answer: Declined. Rephrase your request or send a new message.',
+        ]);
         expect(persisted(r, 'tool')).toEqual([]);
       },
     },
@@ -1521,12 +1830,19 @@ const DOC_RESPONSES: Row[] = [
   {
     label: 'response: usage counts thinking tokens and server-tool requests',
     setup: (c) => c.toLlm().respond({ text: 'a' }).toLlm(),
-    event: (c) => ({ ...(response(c.requestId, { text: 'b' }) as Extract<ConversationEvent, { type: 'llm_response' }>), usage: usage(300, { searches: 2, fetches: 1 }) }),
+    event: (c) => ({
+      ...(response(c.requestId, { text: 'b' }) as Extract<ConversationEvent, { type: 'llm_response' }>),
+      usage: usage(300, { searches: 2, fetches: 1 }),
+    }),
     expect: {
       phase: 'idle',
       effects: ['persist_message'],
       check: (r) => {
-        expect(r.state.totalUsage).toMatchObject({ thinkingTokens: usage(100).thinkingTokens! + usage(300).thinkingTokens!, webSearchRequests: 2, webFetchRequests: 1 });
+        expect(r.state.totalUsage).toMatchObject({
+          thinkingTokens: usage(100).thinkingTokens! + usage(300).thinkingTokens!,
+          webSearchRequests: 2,
+          webFetchRequests: 1,
+        });
       },
     },
   },
@@ -1539,7 +1855,11 @@ const DOC_RESPONSES: Row[] = [
       phase: 'failed',
       effects: ['persist_message', 'notify_parent'],
       check: (r) => {
-        expect(phase(r.state, 'failed')).toEqual({ kind: 'failed', error: 'Sub-agent ended its turn without calling submit_result: I am done', errorKind: 'unknown' });
+        expect(phase(r.state, 'failed')).toEqual({
+          kind: 'failed',
+          error: 'Sub-agent ended its turn without calling submit_result: I am done',
+          errorKind: 'unknown',
+        });
         expect(effectsOf(r, 'notify_parent')[0]!.outcome).toMatchObject({ success: false, errorKind: 'unknown' });
       },
     },
@@ -1592,7 +1912,14 @@ describe('docs/state-machine.md: responses', () => {
 
 describe('docs/state-machine.md: conventions', () => {
   it('initialState: idle, seq 0, Restricted with a sandbox, Unrestricted without (parents and sub-agents)', () => {
-    expect(initialState(parentCtx())).toMatchObject({ phase: { kind: 'idle' }, mode: 'restricted', seq: 0, llmRequests: 0, lastUsage: null, contextWarned: false });
+    expect(initialState(parentCtx())).toMatchObject({
+      phase: { kind: 'idle' },
+      mode: 'restricted',
+      seq: 0,
+      llmRequests: 0,
+      lastUsage: null,
+      contextWarned: false,
+    });
     expect(initialState(noSandboxCtx()).mode).toBe('unrestricted');
     expect(initialState(subCtx()).mode).toBe('restricted');
     expect(initialState(subCtx({ sandboxAvailable: false })).mode).toBe('unrestricted');

@@ -391,9 +391,7 @@ type LlmErrorEvent = Extract<ConversationEvent, { type: 'llm_error' }>;
 
 function inFlight(phase: Phase, requestId: string): boolean {
   return (
-    (phase.kind === 'llm_requesting' || phase.kind === 'awaiting_continuation') &&
-    phase.requestId === requestId &&
-    phase.retry === null
+    (phase.kind === 'llm_requesting' || phase.kind === 'awaiting_continuation') && phase.requestId === requestId && phase.retry === null
   );
 }
 
@@ -743,7 +741,10 @@ function onSubAgentResult(d: Draft, outcome: SubAgentOutcome): Outcome {
   const task = phase.agents.find((a) => a.agentId === outcome.agentId)?.task ?? outcome.task;
   // `{ ...outcome, task }` written out (see `Copies`).
   const { agentId, success, result, errorKind } = outcome;
-  const outcomes = [...phase.outcomes, errorKind === undefined ? { agentId, task, success, result } : { agentId, task, success, result, errorKind }];
+  const outcomes = [
+    ...phase.outcomes,
+    errorKind === undefined ? { agentId, task, success, result } : { agentId, task, success, result, errorKind },
+  ];
   const pending = phase.pending.filter((id) => id !== agentId);
   d.notify({
     kind: 'sub_agent_progress',
@@ -776,10 +777,7 @@ function finishSubAgents(d: Draft, phase: AwaitingSubAgents, outcomes: readonly 
   runTools(d, phase.remaining, [...phase.completed, result], phase.total);
 }
 
-export function formatOutcomes(
-  agents: readonly { agentId: string; task: string }[],
-  outcomes: readonly SubAgentOutcome[],
-): string {
+export function formatOutcomes(agents: readonly { agentId: string; task: string }[], outcomes: readonly SubAgentOutcome[]): string {
   let failed = 0;
   for (const o of outcomes) if (!o.success) failed++;
   let text = `Sub-agent results: ${agents.length} spawned, ${agents.length - failed} succeeded, ${failed} failed.`;

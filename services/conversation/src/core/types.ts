@@ -248,14 +248,7 @@ export interface ImageInput {
 
 /** Stop reasons of the Messages API; 'unspecified' means the stream ended without one. */
 export type StopReason =
-  | 'end_turn'
-  | 'tool_use'
-  | 'max_tokens'
-  | 'stop_sequence'
-  | 'pause_turn'
-  | 'refusal'
-  | 'model_context_window_exceeded'
-  | 'unspecified';
+  'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'pause_turn' | 'refusal' | 'model_context_window_exceeded' | 'unspecified';
 
 export type ConversationEvent =
   // From users (through the API).

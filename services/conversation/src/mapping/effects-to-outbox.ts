@@ -112,19 +112,45 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
   }
   const before = stateToProto(input.previous, context.policy);
   const after = stateToProto(input.next, context.policy);
-  if (!equals(ConversationStateSchema, before, after) || input.previous.mode !== input.next.mode || input.previous.lastUsage !== input.next.lastUsage) {
+  if (
+    !equals(ConversationStateSchema, before, after) ||
+    input.previous.mode !== input.next.mode ||
+    input.previous.lastUsage !== input.next.lastUsage
+  ) {
     notify({
       case: 'stateChanged',
       value: { state: after, mode: modeToProto(input.next.mode), contextUsage: contextUsageOf(input.next, context.contextWindow) },
     });
   }
 
-  const job = (effectId: string, conversationId: string, queue: string, schema: JobSchemaName, jobId: string, message: JsonValue, delayMs = 0) =>
-    rows.push({ effectId, conversationId, kind: 'job', payload: { queue, schema, jobId, delayMs, message } });
-  const eventJob = (effect: Effect, conversationId: string, jobId: string, event: Parameters<typeof create<typeof ConversationEventJobSchema>>[1], delayMs = 0) =>
-    job(effect.id, conversationId, QUEUE_CONVERSATION_EVENTS, 'ConversationEventJob', jobId,
-      toJson(ConversationEventJobSchema, create(ConversationEventJobSchema, { ...event, eventId: jobId, conversationId, traceContext: input.traceContext })),
-      delayMs);
+  const job = (
+    effectId: string,
+    conversationId: string,
+    queue: string,
+    schema: JobSchemaName,
+    jobId: string,
+    message: JsonValue,
+    delayMs = 0,
+  ) => rows.push({ effectId, conversationId, kind: 'job', payload: { queue, schema, jobId, delayMs, message } });
+  const eventJob = (
+    effect: Effect,
+    conversationId: string,
+    jobId: string,
+    event: Parameters<typeof create<typeof ConversationEventJobSchema>>[1],
+    delayMs = 0,
+  ) =>
+    job(
+      effect.id,
+      conversationId,
+      QUEUE_CONVERSATION_EVENTS,
+      'ConversationEventJob',
+      jobId,
+      toJson(
+        ConversationEventJobSchema,
+        create(ConversationEventJobSchema, { ...event, eventId: jobId, conversationId, traceContext: input.traceContext }),
+      ),
+      delayMs,
+    );
   const cancel = (effect: Effect, target: { case: 'llmRequestId' | 'toolUseId'; value: string }) =>
     rows.push({
       effectId: effect.id,
@@ -176,10 +202,21 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
         break;
       }
       case 'schedule_timer':
-        eventJob(effect, id, effect.timerId, { event: { case: 'timerFired', value: { timerId: effect.timerId, kind: TIMER_KINDS[effect.purpose] } } }, effect.delayMs);
+        eventJob(
+          effect,
+          id,
+          effect.timerId,
+          { event: { case: 'timerFired', value: { timerId: effect.timerId, kind: TIMER_KINDS[effect.purpose] } } },
+          effect.delayMs,
+        );
         break;
       case 'cancel_timer':
-        rows.push({ effectId: effect.id, conversationId: id, kind: 'remove_job', payload: { queue: QUEUE_CONVERSATION_EVENTS, jobId: effect.timerId } });
+        rows.push({
+          effectId: effect.id,
+          conversationId: id,
+          kind: 'remove_job',
+          payload: { queue: QUEUE_CONVERSATION_EVENTS, jobId: effect.timerId },
+        });
         break;
       case 'spawn_sub_agent':
         eventJob(effect, effect.agentId, subAgentStartEventId(effect.agentId), {
@@ -199,7 +236,9 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
         });
         break;
       case 'stop_sub_agent':
-        eventJob(effect, effect.agentId, subAgentStopEventId(effect.agentId), { event: { case: 'subAgentStop', value: { reason: effect.reason } } });
+        eventJob(effect, effect.agentId, subAgentStopEventId(effect.agentId), {
+          event: { case: 'subAgentStop', value: { reason: effect.reason } },
+        });
         break;
       case 'notify_parent':
         eventJob(effect, effect.parentId, subAgentResultEventId(id), {

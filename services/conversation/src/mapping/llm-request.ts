@@ -39,7 +39,9 @@ export function systemPrompt(facts: ConversationFacts): string {
     lines.push(
       `This conversation started in ${facts.initialMode === 'restricted' ? 'Restricted' : 'Unrestricted'} mode.`,
       'Restricted mode is read-only: bash runs in a kernel sandbox (no writes, no network) and patch is disabled. ' +
-        (facts.isSubAgent ? 'Sub-agents cannot change mode.' : 'Call request_mode_upgrade with a reason if you need to write; the user decides.'),
+        (facts.isSubAgent
+          ? 'Sub-agents cannot change mode.'
+          : 'Call request_mode_upgrade with a reason if you need to write; the user decides.'),
       'Mode changes are announced in messages starting with "[System notice]".',
     );
   } else {

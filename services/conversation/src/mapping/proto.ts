@@ -91,7 +91,10 @@ const STOP_REASONS: Record<PStopReason, StopReason> = {
   [PStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED]: 'model_context_window_exceeded',
 };
 
-const STOP_REASONS_TO_PROTO = Object.fromEntries(Object.entries(STOP_REASONS).map(([k, v]) => [v, Number(k)])) as Record<StopReason, PStopReason>;
+const STOP_REASONS_TO_PROTO = Object.fromEntries(Object.entries(STOP_REASONS).map(([k, v]) => [v, Number(k)])) as Record<
+  StopReason,
+  PStopReason
+>;
 
 export function stopReasonToProto(reason: StopReason): PStopReason {
   return STOP_REASONS_TO_PROTO[reason] ?? PStopReason.UNSPECIFIED;
@@ -266,7 +269,6 @@ export function blockFromProto(block: PContentBlock): ContentBlock | null {
   }
 }
 
-
 export function messageToProto(row: MessageRow): PMessage {
   return create(MessageSchema, {
     id: row.id,
@@ -300,7 +302,9 @@ export function decodeEventJob(job: ConversationEventJob): DecodedJob {
           type: 'llm_response',
           requestId: e.value.requestId,
           // The model's blocks only: a response holds no tool_result and no image.
-          content: e.value.content.map(blockFromProto).filter((b): b is ContentBlock => b !== null && b.type !== 'tool_result' && b.type !== 'image'),
+          content: e.value.content
+            .map(blockFromProto)
+            .filter((b): b is ContentBlock => b !== null && b.type !== 'tool_result' && b.type !== 'image'),
           stopReason: stopReasonFromProto(e.value.stopReason),
           usage: usageFromProto(e.value.usage),
           maxTokens: e.value.maxTokens,

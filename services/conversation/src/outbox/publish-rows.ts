@@ -67,7 +67,11 @@ export function createRowPublisher(
         return;
       }
       case 'remove_job':
-        await Promise.all(run.map(({ row }) => (row.kind === 'remove_job' ? producer(row.payload.queue, 'ConversationEventJob').remove(row.payload.jobId) : null)));
+        await Promise.all(
+          run.map(({ row }) =>
+            row.kind === 'remove_job' ? producer(row.payload.queue, 'ConversationEventJob').remove(row.payload.jobId) : null,
+          ),
+        );
         return;
       case 'cancel':
         await Promise.all(run.map(({ row }) => (row.kind === 'cancel' ? transport.cancels.publish(cancelMessage(row)) : null)));

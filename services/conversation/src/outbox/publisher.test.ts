@@ -7,7 +7,11 @@ import { createOutboxPublisher } from './publisher.ts';
 const logger = createLogger({ service: 'publisher-test', level: 'fatal' });
 
 function row(id: string, conversationId = 'c1', sequence = Number(id)): StoredOutboxRow {
-  return { id, createdAt: Date.now(), row: { effectId: `${conversationId}/n/${sequence}`, conversationId, kind: 'notification', payload: { sequence, message: {} } } };
+  return {
+    id,
+    createdAt: Date.now(),
+    row: { effectId: `${conversationId}/n/${sequence}`, conversationId, kind: 'notification', payload: { sequence, message: {} } },
+  };
 }
 
 function harness(options: { failPublish?: (rows: readonly StoredOutboxRow[]) => boolean; kick?: () => boolean } = {}) {

@@ -98,12 +98,10 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
   function queueMarks(ids: readonly string[]): void {
     pendingMarks.push(...ids);
     if (marking) return; // the running flush takes them (it loops until nothing is pending)
-    marking = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(flushMarks)
-      .finally(() => {
-        marking = null;
-        if (pendingMarks.length) queueMarks([]);
-      });
+    marking = new Promise<void>((resolve) => setImmediate(resolve)).then(flushMarks).finally(() => {
+      marking = null;
+      if (pendingMarks.length) queueMarks([]);
+    });
   }
 
   async function drain(): Promise<void> {

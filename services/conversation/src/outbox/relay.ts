@@ -79,7 +79,9 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
       await client.query('SET LOCAL synchronous_commit = off');
       if (wait) await client.query(`SET LOCAL lock_timeout = '${KICK_LOCK_TIMEOUT_MS}ms'`);
       const lock = await client.query<{ ok: boolean }>(
-        wait ? 'SELECT true AS ok FROM pg_advisory_xact_lock($1, hashtext($2))' : 'SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok',
+        wait
+          ? 'SELECT true AS ok FROM pg_advisory_xact_lock($1, hashtext($2))'
+          : 'SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok',
         [RELAY_LOCK_SPACE, conversationId],
       );
       if (!lock.rows[0]?.ok) {
@@ -94,7 +96,11 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
       const malformed: string[] = [];
       for (const r of rows) {
         try {
-          batch.push({ id: r.id, createdAt: r.created_at.getTime(), row: outboxRowFromDb(r.effect_id, r.conversation_id, r.kind, r.payload) });
+          batch.push({
+            id: r.id,
+            createdAt: r.created_at.getTime(),
+            row: outboxRowFromDb(r.effect_id, r.conversation_id, r.kind, r.payload),
+          });
         } catch (err) {
           // Never publishable: marked sent so it does not hold back the rows after it.
           logger.error({ err, conversation_id: conversationId, outbox_id: r.id }, 'malformed outbox row skipped');

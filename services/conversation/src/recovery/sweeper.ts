@@ -67,7 +67,10 @@ export interface RecoverySweeper {
 }
 
 /** What recovery concludes about the work a conversation waits on. */
-type Verdict = { readonly kind: 'pending'; readonly why: string } | { readonly kind: 'lost' } | { readonly kind: 'result'; readonly event: ConversationEvent };
+type Verdict =
+  | { readonly kind: 'pending'; readonly why: string }
+  | { readonly kind: 'lost' }
+  | { readonly kind: 'result'; readonly event: ConversationEvent };
 
 const PENDING = new Set<JobStatus['state']>(['waiting', 'delayed', 'active']);
 
@@ -92,12 +95,15 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
     if (await runs.isAlive(key)) return { kind: 'pending', why: 'tool running' };
     // The job went to the queue of the mode it ran in; the mode may have changed since.
     const jobId = toolExecJobId(record.id, toolUseId);
-    if ((await pending(QUEUE_TOOL_EXEC, jobId)) || (await pending(QUEUE_TOOL_EXEC_RESTRICTED, jobId))) return { kind: 'pending', why: 'tool job' };
+    if ((await pending(QUEUE_TOOL_EXEC, jobId)) || (await pending(QUEUE_TOOL_EXEC_RESTRICTED, jobId)))
+      return { kind: 'pending', why: 'tool job' };
     if (await pending(QUEUE_CONVERSATION_EVENTS, toolResultEventId(record.id, toolUseId))) return { kind: 'pending', why: 'result queued' };
     const run = await runs.get(key);
     if (run?.state === 'finished' && run.result) {
       const result = fromJsonString(ToolCompleteEventSchema, run.result, { ignoreUnknownFields: true });
-      const decoded = decodeEventJob(create(ConversationEventJobSchema, { conversationId: record.id, event: { case: 'toolComplete', value: result } }));
+      const decoded = decodeEventJob(
+        create(ConversationEventJobSchema, { conversationId: record.id, event: { case: 'toolComplete', value: result } }),
+      );
       if (decoded.kind === 'event') return { kind: 'result', event: decoded.event };
     }
     if (run?.alive) return { kind: 'pending', why: 'tool running' };
@@ -190,7 +196,8 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
         seen.set(suspect, since);
         if (now() - since < options.staleAfterMs) continue;
         logger.warn({ conversation_id: record.id, phase: phase.kind }, 'the work this conversation waits on is lost; recovering');
-        if (await apply(record.id, { type: 'work_lost', reason: `lost while ${phase.kind}`, atSeq: record.state.seq })) moved.push(record.id);
+        if (await apply(record.id, { type: 'work_lost', reason: `lost while ${phase.kind}`, atSeq: record.state.seq }))
+          moved.push(record.id);
       } catch (err) {
         logger.warn({ err, conversation_id: record.id }, 'recovery check failed');
       }

@@ -328,7 +328,9 @@ export function createConversationStore(options: StoreOptions) {
    */
   async function readForApply(id: string, client?: PoolClient): Promise<ApplyRead | null> {
     const { rows } = await (client ?? pool).query<ConversationRowDb & { unsent: string[] }>(
-      client ? { text: `${READ_FOR_APPLY} FOR UPDATE OF c`, values: [id] } : { name: 'bedrock-read-for-apply', text: READ_FOR_APPLY, values: [id] },
+      client
+        ? { text: `${READ_FOR_APPLY} FOR UPDATE OF c`, values: [id] }
+        : { name: 'bedrock-read-for-apply', text: READ_FOR_APPLY, values: [id] },
     );
     const row = rows[0];
     return row ? { record: toRecord(row), unsentOutbox: row.unsent } : null;
@@ -346,7 +348,10 @@ export function createConversationStore(options: StoreOptions) {
       `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content) VALUES ($1, $2, 1, 'system', 'system', $3)`,
       [`${record.id}/m/1`, record.id, JSON.stringify(content)],
     );
-    const { rows } = await client.query<ConversationRowDb>('UPDATE conversations SET message_seq = 1, revision = revision + 1 WHERE id = $1 RETURNING *', [record.id]);
+    const { rows } = await client.query<ConversationRowDb>(
+      'UPDATE conversations SET message_seq = 1, revision = revision + 1 WHERE id = $1 RETURNING *',
+      [record.id],
+    );
     return toRecord(rows[0]!);
   }
 
@@ -379,10 +384,7 @@ export function createConversationStore(options: StoreOptions) {
         await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
         const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1', [id]);
         if (!rows[0]) return null;
-        const messages = await client.query<MessageRowDb>(
-          'SELECT * FROM messages WHERE conversation_id = $1 ORDER BY sequence',
-          [id],
-        );
+        const messages = await client.query<MessageRowDb>('SELECT * FROM messages WHERE conversation_id = $1 ORDER BY sequence', [id]);
         return { record: toRecord(rows[0]), messages: messages.rows.map(toMessage) };
       });
     },

@@ -43,7 +43,11 @@ export function createHistoryReads(pool: Pool): HistoryReads {
       const messages: HistoryMessage[] = [];
       for (const r of rows) {
         if (r.message_type === null || r.content === null) continue;
-        messages.push(r.stop_reason ? { type: r.message_type, content: r.content, stopReason: r.stop_reason } : { type: r.message_type, content: r.content });
+        messages.push(
+          r.stop_reason
+            ? { type: r.message_type, content: r.content, stopReason: r.stop_reason }
+            : { type: r.message_type, content: r.content },
+        );
       }
       return { kind: 'ok', messages };
     },

@@ -19,7 +19,13 @@ interface RowBase {
 
 export interface JobRow extends RowBase {
   readonly kind: 'job';
-  readonly payload: { readonly queue: string; readonly schema: JobSchemaName; readonly jobId: string; readonly delayMs: number; readonly message: JsonValue };
+  readonly payload: {
+    readonly queue: string;
+    readonly schema: JobSchemaName;
+    readonly jobId: string;
+    readonly delayMs: number;
+    readonly message: JsonValue;
+  };
 }
 export interface RemoveJobRow extends RowBase {
   readonly kind: 'remove_job';

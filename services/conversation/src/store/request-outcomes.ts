@@ -90,10 +90,11 @@ function toPrior(row: OutcomeRowDb, key: RequestKey): PriorOutcome {
 
 /** The stored outcome of a request id, if any (committed rows only). */
 export async function findOutcome(db: Pool | PoolClient, key: RequestKey): Promise<PriorOutcome | null> {
-  const { rows } = await db.query<OutcomeRowDb>(
-    'SELECT * FROM request_outcomes WHERE owner_id = $1 AND scope = $2 AND request_id = $3',
-    [key.ownerId, key.scope, key.requestId],
-  );
+  const { rows } = await db.query<OutcomeRowDb>('SELECT * FROM request_outcomes WHERE owner_id = $1 AND scope = $2 AND request_id = $3', [
+    key.ownerId,
+    key.scope,
+    key.requestId,
+  ]);
   return rows[0] ? toPrior(rows[0], key) : null;
 }
 
@@ -136,14 +137,19 @@ export async function storeOutcome(client: PoolClient, key: RequestKey, outcome:
 
 /** Releases a claimed id whose request ended without an outcome worth keeping (e.g. not found). */
 export async function releaseRequest(client: PoolClient, key: RequestKey): Promise<void> {
-  await client.query('DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = $2 AND request_id = $3', [key.ownerId, key.scope, key.requestId]);
+  await client.query('DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = $2 AND request_id = $3', [
+    key.ownerId,
+    key.scope,
+    key.requestId,
+  ]);
 }
 
 /** Deletes outcomes older than `retentionMs`; returns how many. */
 export async function pruneOutcomes(pool: Pool, retentionMs: number): Promise<number> {
-  const { rowCount } = await pool.query("DELETE FROM request_outcomes WHERE created_at < now() - ($1::double precision * interval '1 millisecond')", [
-    retentionMs,
-  ]);
+  const { rowCount } = await pool.query(
+    "DELETE FROM request_outcomes WHERE created_at < now() - ($1::double precision * interval '1 millisecond')",
+    [retentionMs],
+  );
   return rowCount ?? 0;
 }
 

@@ -228,10 +228,7 @@ export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
         { weight: 6, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) },
         { weight: 7, arbitrary: fc.array(toolSpecArb, { minLength: 2, maxLength: 4 }) },
       ),
-      stopReason: fc.oneof(
-        { weight: 5, arbitrary: fc.constant(null) },
-        { weight: 2, arbitrary: fc.constantFrom(...ALL_STOP_REASONS) },
-      ),
+      stopReason: fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 2, arbitrary: fc.constantFrom(...ALL_STOP_REASONS) }),
       usage: usageSpecArb,
       thinking: thinkingArb,
       serverTools: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
@@ -261,7 +258,10 @@ export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
     weight: 2,
     arbitrary: fc.record({
       text: textArb,
-      tools: fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 2 }) }),
+      tools: fc.oneof(
+        { weight: 2, arbitrary: fc.constant([]) },
+        { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 2 }) },
+      ),
       stopReason: fc.constant<StopReason | null>('max_tokens'),
       usage: usageSpecArb,
       thinking: thinkingArb,
@@ -276,7 +276,10 @@ export const responseSpecArb: Arbitrary<ResponseSpec> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       text: fc.oneof(fc.constant(null), textArb),
-      tools: fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) }),
+      tools: fc.oneof(
+        { weight: 3, arbitrary: fc.constant([]) },
+        { weight: 1, arbitrary: fc.array(toolSpecArb, { minLength: 1, maxLength: 1 }) },
+      ),
       stopReason: fc.constant<StopReason | null>('refusal'),
       usage: usageSpecArb,
       thinking: thinkingArb,
@@ -419,12 +422,24 @@ export function responseContent(spec: ResponseSpec, step: number, withTools: boo
   if (spec.serverTools) {
     const id = `srvtoolu_${step}`;
     blocks.push(
-      { type: 'server_tool', blockType: 'server_tool_use', json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'bedrock' } }) },
-      { type: 'server_tool', blockType: 'web_search_tool_result', json: JSON.stringify({ type: 'web_search_tool_result', tool_use_id: id, content: [] }) },
+      {
+        type: 'server_tool',
+        blockType: 'server_tool_use',
+        json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'bedrock' } }),
+      },
+      {
+        type: 'server_tool',
+        blockType: 'web_search_tool_result',
+        json: JSON.stringify({ type: 'web_search_tool_result', tool_use_id: id, content: [] }),
+      },
     );
   }
   if (spec.text !== null) {
-    blocks.push(spec.serverTools && spec.text !== '' ? { type: 'text', text: spec.text, citations: '[{"type":"web_search_result_location","url":"https://example.com"}]' } : { type: 'text', text: spec.text });
+    blocks.push(
+      spec.serverTools && spec.text !== ''
+        ? { type: 'text', text: spec.text, citations: '[{"type":"web_search_result_location","url":"https://example.com"}]' }
+        : { type: 'text', text: spec.text },
+    );
   }
   if (withTools) {
     spec.tools.forEach((tool, i) => {
@@ -631,7 +646,11 @@ function describeEvent(e: ConversationEvent): string {
       const tools = e.content.flatMap((b) => (b.type === 'tool_use' ? [`${b.name}#${b.id}`] : []));
       const u = e.usage;
       const tokens = u.inputTokens + u.outputTokens + u.cacheReadInputTokens + u.cacheCreationInputTokens;
-      const kinds = [...new Set(e.content.flatMap((b) => (b.type === 'thinking' || b.type === 'redacted_thinking' || b.type === 'server_tool' ? [b.type] : [])))];
+      const kinds = [
+        ...new Set(
+          e.content.flatMap((b) => (b.type === 'thinking' || b.type === 'redacted_thinking' || b.type === 'server_tool' ? [b.type] : [])),
+        ),
+      ];
       const cut = e.cutToolNames ?? [];
       return `llm_response(${e.requestId}, ${e.stopReason}, ${tokens} tokens, max_tokens ${e.maxTokens ?? 0}${tools.length ? `, tools [${tools.join(', ')}]` : ''}${cut.length ? `, cut [${cut.join(', ')}]` : ''}${kinds.length ? `, ${kinds.join('+')}` : ''})`;
     }

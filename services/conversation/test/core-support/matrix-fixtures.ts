@@ -29,7 +29,14 @@ export function noSandboxCtx(over: Partial<ContextInit> = {}): ConversationConte
   return makeContext({ conversationId: CID, contextWindow: WINDOW, maxOutputTokens: OUTPUT_LIMIT, sandboxAvailable: false, ...over });
 }
 export function subCtx(over: Partial<ContextInit> = {}): ConversationContext {
-  return makeContext({ conversationId: CID, contextWindow: WINDOW, maxOutputTokens: OUTPUT_LIMIT, isSubAgent: true, parentId: PARENT_ID, ...over });
+  return makeContext({
+    conversationId: CID,
+    contextWindow: WINDOW,
+    maxOutputTokens: OUTPUT_LIMIT,
+    isSubAgent: true,
+    parentId: PARENT_ID,
+    ...over,
+  });
 }
 
 /** The model's output limit in these contexts (max_tokens of a request asked at the limit). */
@@ -62,8 +69,7 @@ export const call = (id: string, name: string, input: Record<string, unknown> = 
 export const bash = (id: string): ToolCall => call(id, 'bash', { command: 'ls' });
 export const think = (id: string): ToolCall => call(id, 'think', { thoughts: 'hmm' });
 export const search = (id: string): ToolCall => call(id, 'keyword_search', { query: 'q', search_terms: ['x'] });
-export const patch = (id: string): ToolCall =>
-  call(id, 'patch', { path: 'a.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] });
+export const patch = (id: string): ToolCall => call(id, 'patch', { path: 'a.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] });
 export const upgrade = (id: string, reason = 'need to write'): ToolCall => call(id, 'request_mode_upgrade', { reason });
 export const spawn = (id: string, tasks: string[]): ToolCall => call(id, 'spawn_agents', { tasks: tasks.map((task) => ({ task })) });
 export const submit = (id: string, result: string, success?: boolean): ToolCall =>
@@ -91,11 +97,19 @@ export const redactedBlock = (data = 'ZW5jcnlwdGVk'): ContentBlock => ({ type: '
 /** A web search and its result, as the provider returns them (blocks verbatim as JSON). */
 export function searchBlocks(id = 'srvtoolu_1'): ContentBlock[] {
   return [
-    { type: 'server_tool', blockType: 'server_tool_use', json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'q' } }) },
+    {
+      type: 'server_tool',
+      blockType: 'server_tool_use',
+      json: JSON.stringify({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'q' } }),
+    },
     {
       type: 'server_tool',
       blockType: 'web_search_tool_result',
-      json: JSON.stringify({ type: 'web_search_tool_result', tool_use_id: id, content: [{ type: 'web_search_result', url: 'https://example.com', title: 'Example' }] }),
+      json: JSON.stringify({
+        type: 'web_search_tool_result',
+        tool_use_id: id,
+        content: [{ type: 'web_search_result', url: 'https://example.com', title: 'Example' }],
+      }),
     },
   ];
 }

@@ -22,7 +22,16 @@
  */
 import { toolSetFor } from '@bedrock/contracts/tools';
 import { CONTINUATION_THRESHOLD, WARNING_THRESHOLD } from '../../src/core/constants.ts';
-import type { ConversationContext, ConversationEvent, ErrorKind, Mode, PhaseKind, RejectionCode, ToolCall, Usage } from '../../src/core/types.ts';
+import type {
+  ConversationContext,
+  ConversationEvent,
+  ErrorKind,
+  Mode,
+  PhaseKind,
+  RejectionCode,
+  ToolCall,
+  Usage,
+} from '../../src/core/types.ts';
 
 export type ModelPhase =
   | { readonly kind: 'idle' }

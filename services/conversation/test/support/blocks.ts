@@ -11,7 +11,13 @@ import { Role, type ContentBlock, type LlmMessage, type LlmRequestJob } from '@b
  */
 export type LlmJob = LlmRequestJob & { readonly messages: LlmMessage[] };
 
-export const usage = (input = 100, output = 20, cacheRead = 0, cacheCreation = 0, extra: { thinking?: number; searches?: number; fetches?: number } = {}) => ({
+export const usage = (
+  input = 100,
+  output = 20,
+  cacheRead = 0,
+  cacheCreation = 0,
+  extra: { thinking?: number; searches?: number; fetches?: number } = {},
+) => ({
   inputTokens: BigInt(input),
   outputTokens: BigInt(output),
   cacheReadInputTokens: BigInt(cacheRead),
@@ -23,11 +29,15 @@ export const usage = (input = 100, output = 20, cacheRead = 0, cacheCreation = 0
 
 export const text = (t: string) => ({ block: { case: 'text' as const, value: { text: t } } });
 /** Text that cites sources: the provider's `citations` array, JSON. */
-export const citedText = (t: string, citations: unknown[]) => ({ block: { case: 'text' as const, value: { text: t, citationsJson: JSON.stringify(citations) } } });
+export const citedText = (t: string, citations: unknown[]) => ({
+  block: { case: 'text' as const, value: { text: t, citationsJson: JSON.stringify(citations) } },
+});
 export const thinking = (t: string, signature: string) => ({ block: { case: 'thinking' as const, value: { thinking: t, signature } } });
 export const redactedThinking = (data: string) => ({ block: { case: 'redactedThinking' as const, value: { data } } });
 /** A provider-run tool's block, verbatim: `json` is kept as the exact text given. */
-export const serverTool = (blockType: string, json: string) => ({ block: { case: 'serverTool' as const, value: { blockType, blockJson: json } } });
+export const serverTool = (blockType: string, json: string) => ({
+  block: { case: 'serverTool' as const, value: { blockType, blockJson: json } },
+});
 
 export const toolUse = (id: string, name: string, input: object) => ({
   block: { case: 'toolUse' as const, value: { id, name, inputJson: JSON.stringify(input) } },

@@ -212,7 +212,13 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     const t = createGrpcTransport({
       baseUrl: target.grpcUrl,
       // As web-bff calls: its service credential, and with it the user.
-      interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!), (next) => (req) => { req.header.set(USER_HEADER, user); return next(req); }],
+      interceptors: [
+        serviceTokenInterceptor(services.tokens['web-bff']!),
+        (next) => (req) => {
+          req.header.set(USER_HEADER, user);
+          return next(req);
+        },
+      ],
     });
     httpClients.push(t);
     return createClient(ConversationService, t);
@@ -233,7 +239,11 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
         historyClients.set(url, client);
       }
       try {
-        const res = await client.getLlmHistory({ conversationId: job.conversationId, historyThrough: job.historyThrough, continuationPrompt: job.continuationPrompt });
+        const res = await client.getLlmHistory({
+          conversationId: job.conversationId,
+          historyThrough: job.historyThrough,
+          continuationPrompt: job.continuationPrompt,
+        });
         return Object.assign(job, { messages: res.messages });
       } catch (err) {
         if (ConnectError.from(err).code !== Code.Unavailable || Date.now() > deadline) throw err;

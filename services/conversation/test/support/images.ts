@@ -10,4 +10,8 @@ export const tinyPng = async (): Promise<Uint8Array> => new Uint8Array(await sol
 export const tinyJpeg = async (): Promise<Uint8Array> => new Uint8Array(await solid(4, 3).jpeg().toBuffer());
 /** A PNG of random pixels, uncompressed: about `width * height * 3` bytes. */
 export const noisePng = async (width: number, height: number): Promise<Uint8Array> =>
-  new Uint8Array(await sharp(randomBytes(width * height * 3), { raw: { width, height, channels: 3 } }).png({ compressionLevel: 0 }).toBuffer());
+  new Uint8Array(
+    await sharp(randomBytes(width * height * 3), { raw: { width, height, channels: 3 } })
+      .png({ compressionLevel: 0 })
+      .toBuffer(),
+  );

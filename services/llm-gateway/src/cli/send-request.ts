@@ -47,7 +47,13 @@ const { values, positionals } = parseArgs({
     'history-port': { type: 'string', default: '50051' },
   },
 });
-const THINKING: Record<string, ThinkingLevel> = { off: ThinkingLevel.OFF, low: ThinkingLevel.LOW, medium: ThinkingLevel.MEDIUM, high: ThinkingLevel.HIGH, max: ThinkingLevel.MAX };
+const THINKING: Record<string, ThinkingLevel> = {
+  off: ThinkingLevel.OFF,
+  low: ThinkingLevel.LOW,
+  medium: ThinkingLevel.MEDIUM,
+  high: ThinkingLevel.HIGH,
+  max: ThinkingLevel.MAX,
+};
 const thinking = THINKING[values.thinking];
 if (thinking === undefined) {
   console.error(`--thinking must be one of ${Object.keys(THINKING).join(', ')}.`);
@@ -81,7 +87,9 @@ const done = new Promise<string>((resolve) => {
   });
 });
 
-await transport.streams.appendDurable(create(ConversationEventSchema, { conversationId, sequence: 1n, kind: { case: 'heartbeat', value: {} } }));
+await transport.streams.appendDurable(
+  create(ConversationEventSchema, { conversationId, sequence: 1n, kind: { case: 'heartbeat', value: {} } }),
+);
 await transport.queues.producer(QUEUE_LLM_REQUESTS, LlmRequestJobSchema).add(
   requestId,
   create(LlmRequestJobSchema, {
@@ -99,7 +107,11 @@ await transport.queues.producer(QUEUE_LLM_REQUESTS, LlmRequestJobSchema).add(
   }),
 );
 if (values['cancel-after']) {
-  setTimeout(() => void transport.cancels.publish(create(CancelSignalSchema, { conversationId, target: { case: 'llmRequestId', value: requestId } })), Number(values['cancel-after']));
+  setTimeout(
+    () =>
+      void transport.cancels.publish(create(CancelSignalSchema, { conversationId, target: { case: 'llmRequestId', value: requestId } })),
+    Number(values['cancel-after']),
+  );
 }
 
 let position: StreamPosition = STREAM_START;
@@ -114,7 +126,8 @@ while (!finished && Date.now() < deadline) {
   for (const e of events) {
     position = { sequence: e.sequence, deltaIndex: e.deltaIndex };
     if (e.kind.case !== 'tokenDelta') continue;
-    if (e.kind.value.kind === TokenDeltaKind.THINKING) process.stderr.write(process.stderr.isTTY ? `\x1b[2m${e.kind.value.text}\x1b[0m` : e.kind.value.text);
+    if (e.kind.value.kind === TokenDeltaKind.THINKING)
+      process.stderr.write(process.stderr.isTTY ? `\x1b[2m${e.kind.value.text}\x1b[0m` : e.kind.value.text);
     else process.stdout.write(e.kind.value.text);
   }
 }

@@ -6,12 +6,7 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
-import {
-  CancelToolResponseSchema,
-  ExecuteToolResponseSchema,
-  GetCapabilitiesResponseSchema,
-  ToolRunnerService,
-} from '@bedrock/contracts';
+import { CancelToolResponseSchema, ExecuteToolResponseSchema, GetCapabilitiesResponseSchema, ToolRunnerService } from '@bedrock/contracts';
 import type { ExecuteToolRequest, ExecuteToolResponse, RunnerCapabilities } from '@bedrock/contracts';
 import type { ToolExecutor } from '../tool-executor.ts';
 

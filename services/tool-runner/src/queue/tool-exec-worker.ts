@@ -43,7 +43,12 @@ export interface ToolExecWorkerOptions {
   readonly outputStreamMaxBytes: number;
   readonly logger: Logger;
   /** Counts each finished job by queue and outcome (metrics). */
-  readonly onJob?: (queue: string, outcome: 'completed' | 'failed' | 'cancelled' | 'interrupted', seconds: number, waitSeconds: number) => void;
+  readonly onJob?: (
+    queue: string,
+    outcome: 'completed' | 'failed' | 'cancelled' | 'interrupted',
+    seconds: number,
+    waitSeconds: number,
+  ) => void;
 }
 
 export interface ToolExecWorker {
@@ -130,7 +135,12 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
   }
 
   /** The result of the call, running it only if nobody started it before. */
-  async function resultOf(data: ToolExecJob, signal: AbortSignal, onOutput: (text: string) => void, log: Logger): Promise<[ToolCompleteEvent, 'ran' | 'recorded' | 'interrupted' | 'waited']> {
+  async function resultOf(
+    data: ToolExecJob,
+    signal: AbortSignal,
+    onOutput: (text: string) => void,
+    log: Logger,
+  ): Promise<[ToolCompleteEvent, 'ran' | 'recorded' | 'interrupted' | 'waited']> {
     const key = toolRunKey(data.conversationId, data.toolUseId);
     const record = await ledger.claim(key, owner);
     if (record === null) return [await runClaimed(key, data, onOutput, log), 'ran'];
@@ -155,7 +165,14 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
       async (job, signal) => {
         const data = job.data;
         const started = Date.now();
-        const log = logger.child({ queue, job_id: job.id, conversation_id: data.conversationId, tool_use_id: data.toolUseId, tool: data.toolName, ...jobTraceLogFields(data.traceContext) });
+        const log = logger.child({
+          queue,
+          job_id: job.id,
+          conversation_id: data.conversationId,
+          tool_use_id: data.toolUseId,
+          tool: data.toolName,
+          ...jobTraceLogFields(data.traceContext),
+        });
         // Handed back (the shutdown could not report in time): kill what still runs here.
         const onHandBack = (): void => {
           if (claimedHere.has(data.toolUseId)) executor.cancel(data.toolUseId);
@@ -173,23 +190,45 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
         });
         try {
           // One tool run: the `execute_tool <name>` span of the GenAI conventions.
-          const [result, how] = await inSpan(`execute_tool ${data.toolName}`, { attributes: executeToolAttributes(data.toolName, data.toolUseId) }, async (span) => {
-            const ran = await resultOf(data, signal, (text) => streamer.push(text, null), log);
-            if (ran[0].isError) span.setAttribute('error.type', 'tool_error');
-            return ran;
-          });
+          const [result, how] = await inSpan(
+            `execute_tool ${data.toolName}`,
+            { attributes: executeToolAttributes(data.toolName, data.toolUseId) },
+            async (span) => {
+              const ran = await resultOf(data, signal, (text) => streamer.push(text, null), log);
+              if (ran[0].isError) span.setAttribute('error.type', 'tool_error');
+              return ran;
+            },
+          );
           await streamer.close();
-          await results.add(toolResultEventId(data.conversationId, data.toolUseId), create(ConversationEventJobSchema, {
-            eventId: toolResultEventId(data.conversationId, data.toolUseId),
-            conversationId: data.conversationId,
-            event: { case: 'toolComplete', value: result },
-            // Under the job's consumer span (the job's own context with tracing off).
-            traceContext: traceCarrier(data.traceContext),
-          }));
+          await results.add(
+            toolResultEventId(data.conversationId, data.toolUseId),
+            create(ConversationEventJobSchema, {
+              eventId: toolResultEventId(data.conversationId, data.toolUseId),
+              conversationId: data.conversationId,
+              event: { case: 'toolComplete', value: result },
+              // Under the job's consumer span (the job's own context with tracing off).
+              traceContext: traceCarrier(data.traceContext),
+            }),
+          );
           const seconds = (Date.now() - started) / 1000;
           const interrupted = how === 'interrupted' || result.displayJson === interruptedDisplay;
-          options.onJob?.(queue, interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed', seconds, Math.max(0, started - job.readyAt) / 1000);
-          log.info({ is_error: result.isError, cancelled: result.cancelled, interrupted, how, exit_code: result.exitCode, ms: Number(result.durationMs) }, 'tool finished');
+          options.onJob?.(
+            queue,
+            interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed',
+            seconds,
+            Math.max(0, started - job.readyAt) / 1000,
+          );
+          log.info(
+            {
+              is_error: result.isError,
+              cancelled: result.cancelled,
+              interrupted,
+              how,
+              exit_code: result.exitCode,
+              ms: Number(result.durationMs),
+            },
+            'tool finished',
+          );
         } catch (err) {
           await streamer.close();
           options.onJob?.(queue, 'failed', (Date.now() - started) / 1000, 0);

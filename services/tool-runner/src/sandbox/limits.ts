@@ -36,10 +36,15 @@ export const DEFAULT_UNRESTRICTED_LIMITS: ResourceLimits = {
 /** The helper's command-line options for `limits`. */
 export function limitArgs(limits: ResourceLimits): string[] {
   return [
-    '--mem', String(limits.memoryBytes),
-    '--cpu', String(limits.cpuSeconds),
-    '--nproc', String(limits.processes),
-    '--fsize', String(limits.fileSizeBytes),
-    '--nofile', String(limits.openFiles),
+    '--mem',
+    String(limits.memoryBytes),
+    '--cpu',
+    String(limits.cpuSeconds),
+    '--nproc',
+    String(limits.processes),
+    '--fsize',
+    String(limits.fileSizeBytes),
+    '--nofile',
+    String(limits.openFiles),
   ];
 }

@@ -25,7 +25,9 @@ export function createNetRulesetHolder(helperPath: string): NetRulesetHolder {
   let closed = false;
 
   function start(key: string, ports: readonly number[]): Held {
-    const child = spawn(helperPath, ['--hold-net-ruleset', ...ports.flatMap((p) => ['--deny-port', String(p)])], { stdio: ['pipe', 'pipe', 'ignore'] });
+    const child = spawn(helperPath, ['--hold-net-ruleset', ...ports.flatMap((p) => ['--deny-port', String(p)])], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
     const ready = new Promise<string | undefined>((resolve) => {
       let out = '';
       child.stdout?.setEncoding('utf8');

@@ -70,10 +70,7 @@ export function findPidsCgroupRoot(): string | null {
 
 async function procsOf(dir: string): Promise<number[]> {
   try {
-    return (await readFile(join(dir, 'cgroup.procs'), 'utf8'))
-      .split('\n')
-      .filter(Boolean)
-      .map(Number);
+    return (await readFile(join(dir, 'cgroup.procs'), 'utf8')).split('\n').filter(Boolean).map(Number);
   } catch {
     return [];
   }

@@ -39,7 +39,14 @@ export async function probeSandbox(helperPath: string, user?: { uid: number; gid
     return { ...UNAVAILABLE, reason: `sandbox probe failed: ${stdout.slice(1)}` };
   }
   try {
-    const parsed = JSON.parse(stdout) as { landlock_abi: number; seccomp: boolean; sandbox: boolean; tool_uid: number; private_mounts: boolean; error: string };
+    const parsed = JSON.parse(stdout) as {
+      landlock_abi: number;
+      seccomp: boolean;
+      sandbox: boolean;
+      tool_uid: number;
+      private_mounts: boolean;
+      error: string;
+    };
     const reason = parsed.sandbox ? '' : parsed.landlock_abi === 0 ? 'Landlock is not available on this kernel' : parsed.error;
     return {
       sandboxAvailable: parsed.sandbox,

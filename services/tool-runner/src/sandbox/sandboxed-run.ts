@@ -62,7 +62,9 @@ const NOBODY = 65534;
 export async function resolveToolUser(user: ToolUser, cwd: string): Promise<{ uid: number; gid: number }> {
   if (user.uid !== 'owner') return { uid: user.uid, gid: user.gid };
   const st = await stat(cwd).catch(() => undefined);
-  return st && st.uid !== 0 ? { uid: st.uid, gid: st.gid === 0 ? user.gid : st.gid } : { uid: NOBODY, gid: user.gid === 0 ? NOBODY : user.gid };
+  return st && st.uid !== 0
+    ? { uid: st.uid, gid: st.gid === 0 ? user.gid : st.gid }
+    : { uid: NOBODY, gid: user.gid === 0 ? NOBODY : user.gid };
 }
 
 export interface SandboxedRunRequest {
@@ -123,7 +125,14 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together.
     ...limitArgs(cgroupDir ? { ...limits, processes: 0 } : limits),
     ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
-    ...(restricted ? ['--restricted'] : ['--write-scope', settings.unrestrictedWrite, ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]), ...(netRuleset ? ['--net-ruleset', netRuleset] : [])]),
+    ...(restricted
+      ? ['--restricted']
+      : [
+          '--write-scope',
+          settings.unrestrictedWrite,
+          ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]),
+          ...(netRuleset ? ['--net-ruleset', netRuleset] : []),
+        ]),
     ...(settings.scratch ? ['--private-tmp', settings.scratchRoot, ...settings.hidePaths.flatMap((p) => ['--hide', p])] : []),
     ...(cgroupDir && !warm ? ['--cgroup', cgroupDir] : []),
     '--',

@@ -44,7 +44,10 @@ function waiting(base: string): string[] {
 
 function procs(base: string, name: string): number[] {
   try {
-    return readFileSync(join(base, name, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    return readFileSync(join(base, name, 'cgroup.procs'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return [];
   }
@@ -70,7 +73,12 @@ describe('helpers started ahead in their own pids cgroup', () => {
       expect(seen.has(path as string)).toBe(false);
       seen.add(path as string);
       expect(max).toBe(String(LIMIT + 1)); // the command's limit plus the helper itself
-      expect(r.content.split('\n').slice(2).filter((l) => l && !l.endsWith(':'))).toEqual([]); // empty scratch
+      expect(
+        r.content
+          .split('\n')
+          .slice(2)
+          .filter((l) => l && !l.endsWith(':')),
+      ).toEqual([]); // empty scratch
       const name = (path as string).split('/').pop() as string;
       expect(await waitFor(() => !existsSync(join(base, name)))).toBe(true);
     }
@@ -134,7 +142,15 @@ describe('bedrock-sandbox --await-args', () => {
 
   it('runs its arguments in the directory it is sent, says ready first, and exits quietly on EOF', async () => {
     const user = process.getuid?.() === 0 ? ['--uid', '65534', '--gid', '65534'] : [];
-    const args = [dir.path, '--restricted', ...user, '--', 'bash', '-c', 'pwd; for f in 3 4; do [ -e /proc/$$/fd/$f ] && echo "fd $f inherited"; done; echo checked'];
+    const args = [
+      dir.path,
+      '--restricted',
+      ...user,
+      '--',
+      'bash',
+      '-c',
+      'pwd; for f in 3 4; do [ -e /proc/$$/fd/$f ] && echo "fd $f inherited"; done; echo checked',
+    ];
     const ran = await awaitArgs(Buffer.from(args.map((a) => `${a}\0`).join('')));
     expect(ran).toMatchObject({ code: 0, stderr: '' });
     expect(ran.report).toMatch(/^ready\npgid \d+\n$/);
@@ -144,7 +160,10 @@ describe('bedrock-sandbox --await-args', () => {
   });
 
   it('refuses malformed arguments and a missing directory', async () => {
-    expect(await awaitArgs(Buffer.from(`${dir.path}\0--\0true`))).toMatchObject({ code: 125, stderr: 'bedrock-sandbox: malformed arguments\n' });
+    expect(await awaitArgs(Buffer.from(`${dir.path}\0--\0true`))).toMatchObject({
+      code: 125,
+      stderr: 'bedrock-sandbox: malformed arguments\n',
+    });
     expect(await awaitArgs(Buffer.from(`${dir.path}\0`))).toMatchObject({ code: 125, stderr: 'bedrock-sandbox: malformed arguments\n' });
     const missing = await awaitArgs(Buffer.from(`${dir.path}/missing\0--\0true\0`));
     expect(missing.code).toBe(125);

@@ -18,12 +18,13 @@ afterAll(async () => {
   await closeSandboxSettings(sandbox);
 });
 
-function bash(input: Record<string, unknown>, mode = Mode.UNRESTRICTED, capture?: { headBytes: number; tailBytes: number }): Promise<ToolOutcome> {
+function bash(
+  input: Record<string, unknown>,
+  mode = Mode.UNRESTRICTED,
+  capture?: { headBytes: number; tailBytes: number },
+): Promise<ToolOutcome> {
   const ctx = executeContext(sandbox);
-  return executeTool(
-    { toolName: 'bash', inputJson: JSON.stringify(input), cwd: dir.path, mode },
-    capture ? { ...ctx, capture } : ctx,
-  );
+  return executeTool({ toolName: 'bash', inputJson: JSON.stringify(input), cwd: dir.path, mode }, capture ? { ...ctx, capture } : ctx);
 }
 
 describe('bash', () => {
@@ -109,18 +110,27 @@ describe('bash', () => {
     expect((await bash({})).content).toBe('Invalid input for bash: input.command is required.');
     expect((await bash({ command: 'ls', timeout_seconds: 0 })).content).toContain('input.timeout_seconds must be at least 1');
     expect((await bash({ command: 'ls', extra: 1 })).content).toContain('input.extra is not a known field');
-    const notJson = await executeTool({ toolName: 'bash', inputJson: '{"command":', cwd: dir.path, mode: Mode.UNRESTRICTED }, executeContext(sandbox));
+    const notJson = await executeTool(
+      { toolName: 'bash', inputJson: '{"command":', cwd: dir.path, mode: Mode.UNRESTRICTED },
+      executeContext(sandbox),
+    );
     expect(notJson.isError).toBe(true);
     expect(notJson.content).toContain('not valid JSON');
   });
 
   it('reports a missing working directory', async () => {
-    const r = await executeTool({ toolName: 'bash', inputJson: '{"command":"ls"}', cwd: '/nonexistent/dir', mode: Mode.UNRESTRICTED }, executeContext(sandbox));
+    const r = await executeTool(
+      { toolName: 'bash', inputJson: '{"command":"ls"}', cwd: '/nonexistent/dir', mode: Mode.UNRESTRICTED },
+      executeContext(sandbox),
+    );
     expect(r).toMatchObject({ isError: true, content: 'The working directory /nonexistent/dir does not exist.' });
   });
 
   it('does not pass the runner secrets to commands', async () => {
-    const ctx = executeContext({ ...sandbox, baseEnv: { PATH: process.env.PATH, REDIS_URL: 'redis://secret', ANTHROPIC_API_KEY: 'k', KEEP_ME: 'yes' } });
+    const ctx = executeContext({
+      ...sandbox,
+      baseEnv: { PATH: process.env.PATH, REDIS_URL: 'redis://secret', ANTHROPIC_API_KEY: 'k', KEEP_ME: 'yes' },
+    });
     const r = await executeTool({ toolName: 'bash', inputJson: '{"command":"env"}', cwd: dir.path, mode: Mode.UNRESTRICTED }, ctx);
     expect(r.content).toContain('KEEP_ME=yes');
     expect(r.content).not.toContain('secret');
@@ -130,14 +140,21 @@ describe('bash', () => {
 
 describe('tool dispatch', () => {
   it('think has no side effects', async () => {
-    const r = await executeTool({ toolName: 'think', inputJson: '{"thoughts":"plan"}', cwd: dir.path, mode: Mode.RESTRICTED }, executeContext(sandbox));
+    const r = await executeTool(
+      { toolName: 'think', inputJson: '{"thoughts":"plan"}', cwd: dir.path, mode: Mode.RESTRICTED },
+      executeContext(sandbox),
+    );
     expect(r).toMatchObject({ isError: false, content: 'Your thoughts have been recorded.' });
   });
 
-  it('refuses tools that are not the runner\'s and unknown tools', async () => {
+  it("refuses tools that are not the runner's and unknown tools", async () => {
     const ctx = executeContext(sandbox);
-    expect((await executeTool({ toolName: 'spawn_agents', inputJson: '{}', cwd: dir.path, mode: Mode.UNRESTRICTED }, ctx)).content).toContain('not run by the tool-runner');
-    expect((await executeTool({ toolName: 'rm_rf', inputJson: '{}', cwd: dir.path, mode: Mode.UNRESTRICTED }, ctx)).content).toBe('Unknown tool "rm_rf".');
+    expect(
+      (await executeTool({ toolName: 'spawn_agents', inputJson: '{}', cwd: dir.path, mode: Mode.UNRESTRICTED }, ctx)).content,
+    ).toContain('not run by the tool-runner');
+    expect((await executeTool({ toolName: 'rm_rf', inputJson: '{}', cwd: dir.path, mode: Mode.UNRESTRICTED }, ctx)).content).toBe(
+      'Unknown tool "rm_rf".',
+    );
   });
 
   it('never runs Restricted work without a sandbox', async () => {
@@ -148,7 +165,10 @@ describe('tool dispatch', () => {
   });
 
   it('treats an unspecified mode as Restricted', async () => {
-    const r = await executeTool({ toolName: 'bash', inputJson: `{"command":"touch ${dir.path}/x"}`, cwd: dir.path, mode: Mode.UNSPECIFIED }, executeContext(sandbox));
+    const r = await executeTool(
+      { toolName: 'bash', inputJson: `{"command":"touch ${dir.path}/x"}`, cwd: dir.path, mode: Mode.UNSPECIFIED },
+      executeContext(sandbox),
+    );
     expect(r.content).toContain('Permission denied');
   });
 });

@@ -43,13 +43,26 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
     capture: ctx.capture,
     ...(ctx.onOutput ? { onOutput: ctx.onOutput } : {}),
   });
-  const display = { exitCode: result.exitCode ?? -1, totalBytes: result.totalBytes, truncated: result.truncated, timedOut: result.timedOut };
-  if (result.cancelled) return { ...CANCELLED_OUTCOME, content: withNote(result.output, 'Cancelled by the user; the command and everything it started were killed.'), display };
+  const display = {
+    exitCode: result.exitCode ?? -1,
+    totalBytes: result.totalBytes,
+    truncated: result.truncated,
+    timedOut: result.timedOut,
+  };
+  if (result.cancelled)
+    return {
+      ...CANCELLED_OUTCOME,
+      content: withNote(result.output, 'Cancelled by the user; the command and everything it started were killed.'),
+      display,
+    };
   if (result.spawnError) return errorOutcome(`The command could not be started: ${result.spawnError}`);
   if (result.setupError) return errorOutcome(`The sandbox could not be applied, so the command did not run: ${result.setupError}`);
   if (result.timedOut) {
     return errorOutcome(
-      withNote(result.output, `Timed out after ${timeoutMs / 1000}s; the command and everything it started were killed. Pass a larger timeout_seconds (up to ${BASH_MAX_TIMEOUT_MS / 1000}) if it needs longer.`),
+      withNote(
+        result.output,
+        `Timed out after ${timeoutMs / 1000}s; the command and everything it started were killed. Pass a larger timeout_seconds (up to ${BASH_MAX_TIMEOUT_MS / 1000}) if it needs longer.`,
+      ),
       display,
     );
   }
@@ -58,7 +71,13 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
   }
   const body = result.totalBytes === 0 ? '(no output)' : result.output;
   if (result.exitCode !== 0) {
-    return { content: withNote(body, `Exit code ${result.exitCode}.`), isError: true, exitCode: result.exitCode, cancelled: false, display };
+    return {
+      content: withNote(body, `Exit code ${result.exitCode}.`),
+      isError: true,
+      exitCode: result.exitCode,
+      cancelled: false,
+      display,
+    };
   }
   return { content: body, isError: false, exitCode: 0, cancelled: false, display };
 }

@@ -26,7 +26,10 @@ export function runModeOf(mode: Mode): RunMode {
 
 export type ExecuteContext = Omit<ToolContext, 'mode' | 'cwd'> & { readonly searchLimits?: KeywordSearchLimits };
 
-export async function executeTool(job: Pick<ToolExecJob, 'toolName' | 'inputJson' | 'cwd' | 'mode'>, ctx: ExecuteContext): Promise<ToolOutcome> {
+export async function executeTool(
+  job: Pick<ToolExecJob, 'toolName' | 'inputJson' | 'cwd' | 'mode'>,
+  ctx: ExecuteContext,
+): Promise<ToolOutcome> {
   const name = job.toolName;
   if (!isToolName(name)) return errorOutcome(`Unknown tool "${name}".`);
   const tool = TOOLS[name];

@@ -26,7 +26,10 @@ afterAll(async () => {
 });
 
 async function search(terms: string[], cwd = repo.path, mode = Mode.RESTRICTED) {
-  return executeTool({ toolName: 'keyword_search', inputJson: JSON.stringify({ query: 'find things', search_terms: terms }), cwd, mode }, executeContext(sandbox));
+  return executeTool(
+    { toolName: 'keyword_search', inputJson: JSON.stringify({ query: 'find things', search_terms: terms }), cwd, mode },
+    executeContext(sandbox),
+  );
 }
 
 describe('keyword_search', () => {

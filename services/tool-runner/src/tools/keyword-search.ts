@@ -37,7 +37,13 @@ export const DEFAULT_SEARCH_LIMITS: KeywordSearchLimits = { perTermBytes: 16_000
  */
 async function gitRoot(cwd: string): Promise<string | null> {
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    if (await access(join(dir, '.git')).then(() => true, () => false)) return dir;
+    if (
+      await access(join(dir, '.git')).then(
+        () => true,
+        () => false,
+      )
+    )
+      return dir;
     if (dirname(dir) === dir) return null;
   }
 }
@@ -87,7 +93,9 @@ export async function runKeywordSearch(
       summary[term] = 'error';
     } else if (result.totalBytes > limits.perTermBytes || used + result.totalBytes > limits.totalBytes) {
       const matches = (result.output.match(/^.+?[:]\d+[:]/gm) ?? []).length;
-      sections.push(`== "${term}": dropped, too many matches (${result.totalBytes} bytes, ${matches}+ matching lines); use a more specific term.`);
+      sections.push(
+        `== "${term}": dropped, too many matches (${result.totalBytes} bytes, ${matches}+ matching lines); use a more specific term.`,
+      );
       summary[term] = 'dropped';
     } else {
       const matches = (result.output.match(/^.+?[:]\d+[:]/gm) ?? []).length;
@@ -97,5 +105,11 @@ export async function runKeywordSearch(
     }
   }
   const header = `Searched ${root} for: ${input.query}`;
-  return { content: `${header}\n\n${sections.join('\n\n')}`, isError: false, exitCode: -1, cancelled: false, display: { root, terms: summary } };
+  return {
+    content: `${header}\n\n${sections.join('\n\n')}`,
+    isError: false,
+    exitCode: -1,
+    cancelled: false,
+    display: { root, terms: summary },
+  };
 }

@@ -12,8 +12,7 @@ export interface PatchSpec {
 }
 
 export type PatchTextResult =
-  | { readonly ok: true; readonly text: string; readonly notes: readonly string[] }
-  | { readonly ok: false; readonly error: string };
+  { readonly ok: true; readonly text: string; readonly notes: readonly string[] } | { readonly ok: false; readonly error: string };
 
 interface Edit {
   readonly index: number;
@@ -113,7 +112,10 @@ export function applyPatches(original: string | null, patches: readonly PatchSpe
       continue;
     }
     if (exact.length > 1) {
-      const where = exact.slice(0, 10).map((o) => lineOf(original, o)).join(', ');
+      const where = exact
+        .slice(0, 10)
+        .map((o) => lineOf(original, o))
+        .join(', ');
       return {
         ok: false,
         error: `${label}old_text matches ${exact.length} places in ${displayPath} (lines ${where}). Include more surrounding lines so it matches exactly once.`,
@@ -132,14 +134,20 @@ export function applyPatches(original: string | null, patches: readonly PatchSpe
         error: `${label}old_text was not found exactly, and ignoring whitespace it matches ${loose.length} places in ${displayPath}. Copy the exact text, with more context.`,
       };
     }
-    return { ok: false, error: `${label}old_text was not found in ${displayPath}. Read the file again and copy the exact text to replace.` };
+    return {
+      ok: false,
+      error: `${label}old_text was not found in ${displayPath}. Read the file again and copy the exact text to replace.`,
+    };
   }
   edits.sort((a, b) => a.start - b.start);
   for (let i = 1; i < edits.length; i++) {
     const previous = edits[i - 1] as Edit;
     const current = edits[i] as Edit;
     if (current.start < previous.end) {
-      return { ok: false, error: `patches ${previous.index + 1} and ${current.index + 1} change overlapping text; combine them into one replace.` };
+      return {
+        ok: false,
+        error: `patches ${previous.index + 1} and ${current.index + 1} change overlapping text; combine them into one replace.`,
+      };
     }
   }
   let text = '';

@@ -34,7 +34,9 @@ describe('patch', () => {
     const path = file('amb.txt', 'x = 1\ny = 2\nx = 1\n');
     const r = await patch({ path: 'amb.txt', patches: [{ operation: 'replace', old_text: 'x = 1', new_text: 'x = 3' }] });
     expect(r.isError).toBe(true);
-    expect(r.content).toBe('old_text matches 2 places in amb.txt (lines 1, 3). Include more surrounding lines so it matches exactly once. The file was not changed.');
+    expect(r.content).toBe(
+      'old_text matches 2 places in amb.txt (lines 1, 3). Include more surrounding lines so it matches exactly once. The file was not changed.',
+    );
     expect(readFileSync(path, 'utf8')).toBe('x = 1\ny = 2\nx = 1\n');
   });
 
@@ -94,7 +96,10 @@ describe('patch', () => {
 
   it('retries ignoring whitespace, re-indenting to the file', async () => {
     const path = file('ws.py', 'def f():\n    if x:\n        return 1\n    return 2\n');
-    const r = await patch({ path: 'ws.py', patches: [{ operation: 'replace', old_text: 'if x:\n    return 1\n', new_text: 'if y:\n    return 3\n' }] });
+    const r = await patch({
+      path: 'ws.py',
+      patches: [{ operation: 'replace', old_text: 'if x:\n    return 1\n', new_text: 'if y:\n    return 3\n' }],
+    });
     expect(r.isError).toBe(false);
     expect(readFileSync(path, 'utf8')).toBe('def f():\n    if y:\n        return 3\n    return 2\n');
     expect(r.content).toContain('only when ignoring whitespace differences');
@@ -133,7 +138,10 @@ describe('patch', () => {
 
   it('refuses in Restricted mode with the REQ-PATCH-009 message, touching nothing', async () => {
     const path = file('ro.txt', 'keep\n');
-    const r = await runPatch({ path: 'ro.txt', patches: [{ operation: 'overwrite', new_text: 'gone' }] }, { cwd: dir.path, mode: 'restricted' });
+    const r = await runPatch(
+      { path: 'ro.txt', patches: [{ operation: 'overwrite', new_text: 'gone' }] },
+      { cwd: dir.path, mode: 'restricted' },
+    );
     expect(r).toMatchObject({ isError: true, content: PATCH_RESTRICTED_ERROR });
     expect(readFileSync(path, 'utf8')).toBe('keep\n');
   });
@@ -153,12 +161,17 @@ describe('patch stays inside the working directory (both modes)', () => {
   };
 
   it('refuses .. paths, absolute paths and symlinks that lead out, and a new file under an escaping link', async () => {
-    expect((await refused(`../${outside.path.split('/').pop()}/secret.txt`)).content).toMatch(/is outside the working directory .* patch edits files under it only/);
+    expect((await refused(`../${outside.path.split('/').pop()}/secret.txt`)).content).toMatch(
+      /is outside the working directory .* patch edits files under it only/,
+    );
     expect((await refused(secret)).content).toContain('is outside the working directory');
     symlinkSync(secret, join(dir.path, 'link-out.txt'));
     expect((await refused('link-out.txt')).content).toContain('is outside the working directory');
     symlinkSync(outside.path, join(dir.path, 'dir-out'));
-    const r = await runPatch({ path: 'dir-out/new/created.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] }, { cwd: dir.path, mode: 'unrestricted' });
+    const r = await runPatch(
+      { path: 'dir-out/new/created.txt', patches: [{ operation: 'overwrite', new_text: 'x' }] },
+      { cwd: dir.path, mode: 'unrestricted' },
+    );
     expect(r.content).toContain('is outside the working directory');
     expect(existsSync(join(outside.path, 'new'))).toBe(false);
     expect((await refused(secret, 'restricted')).content).toBe(PATCH_RESTRICTED_ERROR);
@@ -193,7 +206,14 @@ describe('patch stays inside the working directory (both modes)', () => {
 
 describe('applyPatches', () => {
   it('overwrite must be alone', () => {
-    const r = applyPatches('x', [{ operation: 'overwrite', new_text: 'a' }, { operation: 'append_eof', new_text: 'b' }], 'f');
+    const r = applyPatches(
+      'x',
+      [
+        { operation: 'overwrite', new_text: 'a' },
+        { operation: 'append_eof', new_text: 'b' },
+      ],
+      'f',
+    );
     expect(r.ok).toBe(false);
   });
 

@@ -91,7 +91,9 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
     const root = await realpath(ctx.cwd);
     const resolved = await resolveInside(root, requested);
     if (!resolved) {
-      return errorOutcome(`${shown} is outside the working directory ${ctx.cwd} (symlinks followed); patch edits files under it only. The file was not changed.`);
+      return errorOutcome(
+        `${shown} is outside the working directory ${ctx.cwd} (symlinks followed); patch edits files under it only. The file was not changed.`,
+      );
     }
     ({ target, existingDir } = resolved);
     info = await stat(target).catch(() => null);
@@ -107,11 +109,18 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
     return errorOutcome(`Cannot read ${shown}: ${(err as Error).message}`);
   }
   // Decoding a binary file as UTF-8 and writing it back would corrupt it.
-  if (original?.includes('\u0000')) return errorOutcome(`${shown} looks like a binary file (it contains NUL bytes); patch edits text files only.`);
+  if (original?.includes('\u0000'))
+    return errorOutcome(`${shown} looks like a binary file (it contains NUL bytes); patch edits text files only.`);
   const applied = applyPatches(original, input.patches, shown);
   if (!applied.ok) return errorOutcome(`${applied.error} The file was not changed.`);
   if (original !== null && applied.text === original) {
-    return { content: `No change: the patches leave ${shown} as it was.`, isError: false, exitCode: -1, cancelled: false, display: { diff: '' } };
+    return {
+      content: `No change: the patches leave ${shown} as it was.`,
+      isError: false,
+      exitCode: -1,
+      cancelled: false,
+      display: { diff: '' },
+    };
   }
   const temp = join(dirname(target), `.${basename(target)}.bedrock-${randomBytes(4).toString('hex')}.tmp`);
   try {
@@ -140,7 +149,10 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
   );
   const summary = `${original === null ? 'Created' : 'Patched'} ${shown} (${input.patches.length} patch${input.patches.length === 1 ? '' : 'es'}).`;
   const notes = applied.notes.length > 0 ? `\n${applied.notes.join('\n')}` : '';
-  const diffShown = diff.length > CONTENT_DIFF_LIMIT ? `${diff.slice(0, CONTENT_DIFF_LIMIT)}\n[... diff cut at ${CONTENT_DIFF_LIMIT} characters ...]` : diff;
+  const diffShown =
+    diff.length > CONTENT_DIFF_LIMIT
+      ? `${diff.slice(0, CONTENT_DIFF_LIMIT)}\n[... diff cut at ${CONTENT_DIFF_LIMIT} characters ...]`
+      : diff;
   return {
     content: `${summary}${notes}\n\n${diffShown}`,
     isError: false,

@@ -17,7 +17,12 @@ import http2 from 'node:http2';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { createClient, type Interceptor } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, WatchConversationRequestSchema, WatchConversationResponseSchema, type ConversationEvent } from '@bedrock/contracts';
+import {
+  ConversationService,
+  WatchConversationRequestSchema,
+  WatchConversationResponseSchema,
+  type ConversationEvent,
+} from '@bedrock/contracts';
 
 const url = process.env.BENCH_URL!;
 const token = process.env.BENCH_TOKEN!;
@@ -31,7 +36,11 @@ const auth: Interceptor = (next) => (req) => {
   return next(req);
 };
 const raw = (process.env.BENCH_CLIENT ?? 'raw') === 'raw';
-const clients = raw ? [] : Array.from({ length: connections }, () => createClient(ConversationService, createGrpcTransport({ baseUrl: url, interceptors: [auth] })));
+const clients = raw
+  ? []
+  : Array.from({ length: connections }, () =>
+      createClient(ConversationService, createGrpcTransport({ baseUrl: url, interceptors: [auth] })),
+    );
 const sessions = raw ? Array.from({ length: connections }, () => http2.connect(url, { settings: { initialWindowSize: 1 << 20 } })) : [];
 const WATCH_PATH = `/${ConversationService.typeName}/${ConversationService.method.watchConversation.name}`;
 interface Phase {
@@ -68,7 +77,8 @@ async function watcher(i: number, ready: () => void): Promise<void> {
   const id = ids[i % ids.length]!;
   if (raw) return rawWatcher(id, sessions[i % connections]!, ready);
   try {
-    for await (const res of clients[i % connections]!.watchConversation({ conversationId: id }, { signal: abort.signal })) onEvent(id, res.event!, ready);
+    for await (const res of clients[i % connections]!.watchConversation({ conversationId: id }, { signal: abort.signal }))
+      onEvent(id, res.event!, ready);
   } catch {
     if (!abort.signal.aborted) errors++;
   }
@@ -80,7 +90,13 @@ function rawWatcher(id: string, session: http2.ClientHttp2Session, ready: () => 
   const frame = Buffer.alloc(5 + body.length);
   frame.writeUInt32BE(body.length, 1);
   frame.set(body, 5);
-  const stream = session.request({ ':method': 'POST', ':path': WATCH_PATH, 'content-type': 'application/grpc+proto', te: 'trailers', authorization: `Bearer ${token}` });
+  const stream = session.request({
+    ':method': 'POST',
+    ':path': WATCH_PATH,
+    'content-type': 'application/grpc+proto',
+    te: 'trailers',
+    authorization: `Bearer ${token}`,
+  });
   stream.end(frame);
   let pending: Buffer | undefined;
   stream.on('data', (chunk: Buffer) => {

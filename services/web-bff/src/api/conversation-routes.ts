@@ -88,7 +88,10 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     async fetchSnapshot(user, id, requestHeader) {
       // No caller signal: the answer may be shared by several watchers of this user (one leaving must not cancel it).
       const base = upstream.options(user);
-      const got = await client.getConversation({ conversationId: id }, { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(requestHeader) } });
+      const got = await client.getConversation(
+        { conversationId: id },
+        { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(requestHeader) } },
+      );
       ownership.remember(user, id);
       return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence };
     },
@@ -98,7 +101,12 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
 
   function watch(req: WatchConversationRequest, ctx: HandlerContext): AsyncGenerator<WatchConversationResponse> {
     const raw = ctx.values.get(RAW_EXCHANGE);
-    const call: WatchCall = { user: userOf(ctx), signal: ctx.signal, requestHeader: () => ctx.requestHeader, reset: () => raw && resetExchange(raw) };
+    const call: WatchCall = {
+      user: userOf(ctx),
+      signal: ctx.signal,
+      requestHeader: () => ctx.requestHeader,
+      reset: () => raw && resetExchange(raw),
+    };
     const json = isJsonCodec(ctx.requestHeader.get('content-type'));
     return serveWatch(call, req, watchDeps, (event) => event.response(json));
   }

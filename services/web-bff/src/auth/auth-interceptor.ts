@@ -16,7 +16,10 @@ import { bearerToken, type TokenStore } from './token-store.ts';
 export const USER_KEY = createContextKey<string>('', { description: 'authenticated bedrock user' });
 
 /** The user an `Authorization` header names, or the UNAUTHENTICATED error to answer (never repeating the token). */
-export function authenticateBearer(authorization: string | null | undefined, tokens: TokenStore): { user: string } | { error: ConnectError } {
+export function authenticateBearer(
+  authorization: string | null | undefined,
+  tokens: TokenStore,
+): { user: string } | { error: ConnectError } {
   const token = bearerToken(authorization);
   if (!token) return { error: new ConnectError('missing bearer token: send "Authorization: Bearer <token>"', Code.Unauthenticated) };
   const user = tokens.authenticate(token);

@@ -7,7 +7,15 @@
 import { readFileSync } from 'node:fs';
 import { createTokenStore, parseTokenEntries, type TokenEntry, type TokenStore } from '@bedrock/platform/server';
 
-export { bearerToken, createTokenStore, generateToken, hashToken, parseTokenEntries, type TokenEntry, type TokenStore } from '@bedrock/platform/server';
+export {
+  bearerToken,
+  createTokenStore,
+  generateToken,
+  hashToken,
+  parseTokenEntries,
+  type TokenEntry,
+  type TokenStore,
+} from '@bedrock/platform/server';
 
 export interface TokenSources {
   /** Path of a file of entries. */

@@ -21,8 +21,12 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
     id = res.conversation!.id;
   }
   // An existing conversation takes the settings flags as a change (`bedrock settings`).
-  const c = opts.id ? await applySettings(ctx, id, opts.settings) : (await ctx.client.getConversation({ conversationId: id })).conversation!;
-  ctx.output.err(`conversation ${id} in ${c.cwd} (${describeState(c.state)}; ${renderSettings(c).trim()}). Ctrl-C cancels a turn; Ctrl-D quits.\n`);
+  const c = opts.id
+    ? await applySettings(ctx, id, opts.settings)
+    : (await ctx.client.getConversation({ conversationId: id })).conversation!;
+  ctx.output.err(
+    `conversation ${id} in ${c.cwd} (${describeState(c.state)}; ${renderSettings(c).trim()}). Ctrl-C cancels a turn; Ctrl-D quits.\n`,
+  );
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
   // Lines typed (or piped) while a turn streams are kept for the next prompt, not lost.
   const lines = rl[Symbol.asyncIterator]();
@@ -39,7 +43,9 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
       return;
     }
     ctx.output.err('\n· cancelling\n');
-    ctx.retry((requestId) => ctx.client.cancel({ conversationId: id, requestId })).catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
+    ctx
+      .retry((requestId) => ctx.client.cancel({ conversationId: id, requestId }))
+      .catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
   });
   let last = EXIT.ok as number;
   for (;;) {
@@ -52,7 +58,8 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
       const rest = await followTurn({
         client: ctx.client,
         conversationId: id,
-        start: async () => (await ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text: line, requestId }))).message?.id,
+        start: async () =>
+          (await ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text: line, requestId }))).message?.id,
         onEvent: render,
         signal: turn.signal,
         onRest: async (state) => {

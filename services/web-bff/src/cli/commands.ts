@@ -19,7 +19,16 @@ import { parseThinking } from '../../ui/src/agent-content.ts';
 import type { ApiClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Retry } from './retry.ts';
-import { createEventRenderer, describeState, ndjson, renderConversationLine, renderMessages, renderSettings, type Output, type RenderOptions } from './render.ts';
+import {
+  createEventRenderer,
+  describeState,
+  ndjson,
+  renderConversationLine,
+  renderMessages,
+  renderSettings,
+  type Output,
+  type RenderOptions,
+} from './render.ts';
 import { followTurn, resumingWatch } from './turn.ts';
 
 export interface Ctx {
@@ -81,18 +90,34 @@ export function creationSettings(flags: SettingsFlags | undefined): { thinking: 
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`;
 
-const MEDIA_TYPES: Record<string, string> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
+const MEDIA_TYPES: Record<string, string> = {
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.gif': 'image/gif',
+  '.webp': 'image/webp',
+};
 
 export async function loadImage(path: string): Promise<Omit<ImageAttachment, '$typeName'>> {
   const mediaType = MEDIA_TYPES[extname(path).toLowerCase()];
   if (!mediaType) throw new UsageError(`--image ${path}: use a .png, .jpg, .gif or .webp file`);
   // node:fs, not node:fs/promises: loading that module costs every command a few ms at start.
-  const data = await new Promise<Buffer>((done, fail) => readFile(path, (err, bytes) => (err ? fail(new UsageError(`--image ${path}: cannot read the file`)) : done(bytes))));
+  const data = await new Promise<Buffer>((done, fail) =>
+    readFile(path, (err, bytes) => (err ? fail(new UsageError(`--image ${path}: cannot read the file`)) : done(bytes))),
+  );
   return { mediaType, data };
 }
 
-export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: string; from?: string; settings?: SettingsFlags }): Promise<number> {
-  const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', continueFromId: opts.from ?? '', ...creationSettings(opts.settings) };
+export async function newConversation(
+  ctx: Ctx,
+  opts: { cwd?: string; model?: string; from?: string; settings?: SettingsFlags },
+): Promise<number> {
+  const req = {
+    cwd: resolve(opts.cwd ?? process.cwd()),
+    model: opts.model ?? '',
+    continueFromId: opts.from ?? '',
+    ...creationSettings(opts.settings),
+  };
   const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
   const c = res.conversation!;
   ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
@@ -102,7 +127,12 @@ export async function newConversation(ctx: Ctx, opts: { cwd?: string; model?: st
 export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean }): Promise<number> {
   let pageToken = '';
   do {
-    const page = await ctx.client.listConversations({ pageToken, parentId: opts.parent ?? '', includeArchived: opts.archived, pageSize: 200 });
+    const page = await ctx.client.listConversations({
+      pageToken,
+      parentId: opts.parent ?? '',
+      includeArchived: opts.archived,
+      pageSize: 200,
+    });
     for (const c of page.conversations) ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : renderConversationLine(c));
     pageToken = opts.all ? page.nextPageToken : '';
   } while (pageToken);
@@ -139,7 +169,9 @@ export async function applySettings(ctx: Ctx, id: string, flags: SettingsFlags |
     serverTools = { tools };
   }
   // Settings are set, not added to: a repeat after a lost answer changes nothing more.
-  const res = await ctx.retry(() => ctx.client.updateConversationSettings({ conversationId: id, thinking: flags.thinking, ...(serverTools ? { serverTools } : {}) }));
+  const res = await ctx.retry(() =>
+    ctx.client.updateConversationSettings({ conversationId: id, thinking: flags.thinking, ...(serverTools ? { serverTools } : {}) }),
+  );
   return res.conversation!;
 }
 

@@ -18,16 +18,26 @@ function need(positionals: string[], count: number, what: string): string[] {
   return positionals;
 }
 
-export async function dispatch(command: string, rest: string[], values: OptionValues, env: NodeJS.ProcessEnv, output: Output): Promise<number> {
+export async function dispatch(
+  command: string,
+  rest: string[],
+  values: OptionValues,
+  env: NodeJS.ProcessEnv,
+  output: Output,
+): Promise<number> {
   const abort = new AbortController();
   const onSigint = () => abort.abort();
   if (command !== 'chat') process.once('SIGINT', onSigint);
   try {
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
-    if (given.length && !['chat', 'new', 'settings'].includes(command)) throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
+    if (given.length && !['chat', 'new', 'settings'].includes(command))
+      throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     const settingsFlags = parseSettingsFlags(values);
     const creating = command === 'new' || (command === 'chat' && !rest[0]);
-    if (creating && settingsFlags.disable.length) throw new UsageError(`a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`);
+    if (creating && settingsFlags.disable.length)
+      throw new UsageError(
+        `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`,
+      );
     const ctx: Ctx = {
       client: connect(env),
       output,

@@ -182,7 +182,8 @@ export function renderMessage(m: Message, options: RenderOptions = {}, context: 
   lines.push(...footnotes(numbers));
   if (m.type === MessageType.AGENT) {
     const next = context.next;
-    if (m.stopReason === StopReason.REFUSAL && next && joinsRefusal(m, next)) lines.push(`✗ ${refusalWithError(m.stopExplanation, textOf(next))}`);
+    if (m.stopReason === StopReason.REFUSAL && next && joinsRefusal(m, next))
+      lines.push(`✗ ${refusalWithError(m.stopExplanation, textOf(next))}`);
     else {
       const marker = stopLine(m);
       if (marker) lines.push(marker);
@@ -205,7 +206,12 @@ export function renderSettings(c: Pick<Conversation, 'thinking' | 'serverTools'>
 }
 
 function joinsRefusal(agent: Message, error: Message): boolean {
-  return agent.type === MessageType.AGENT && agent.stopReason === StopReason.REFUSAL && error.type === MessageType.ERROR && isRefusalError(textOf(error));
+  return (
+    agent.type === MessageType.AGENT &&
+    agent.stopReason === StopReason.REFUSAL &&
+    error.type === MessageType.ERROR &&
+    isRefusalError(textOf(error))
+  );
 }
 
 function textOf(m: Message): string {
@@ -273,9 +279,12 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
             const thinking = was.thinking ? undefined : thinkingLines(b, options);
             if (thinking) output.out(thinking.map((l) => `${l}\n`).join(''));
             else if (b.block.case === 'toolUse') output.out(`⏺ ${b.block.value.name} ${short(b.block.value.inputJson)}\n`);
-            else if (b.block.case === 'serverTool') output.out(`${serverToolText(serverToolView(b.block.value.blockType, b.block.value.blockJson))}\n`);
+            else if (b.block.case === 'serverTool')
+              output.out(`${serverToolText(serverToolView(b.block.value.blockType, b.block.value.blockJson))}\n`);
             else if (b.block.case === 'text') {
-              const marks = [...new Set(citationSources(b.block.value.citationsJson).map((c) => numbers.number(c)))].map((n) => `[${n}]`).join('');
+              const marks = [...new Set(citationSources(b.block.value.citationsJson).map((c) => numbers.number(c)))]
+                .map((n) => `[${n}]`)
+                .join('');
               if (!was.text) output.out(`${b.block.value.text}${marks ? ` ${marks}` : ''}\n`);
             }
           }
@@ -307,7 +316,9 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
         break;
       case 'retryScheduled':
         endStream();
-        output.err(`· ${k.value.errorMessage}: retrying in ${Number(k.value.delayMs) / 1000}s (attempt ${k.value.attempt} of ${k.value.maxAttempts})\n`);
+        output.err(
+          `· ${k.value.errorMessage}: retrying in ${Number(k.value.delayMs) / 1000}s (attempt ${k.value.attempt} of ${k.value.maxAttempts})\n`,
+        );
         break;
       case 'modeUpgradeRequested':
         endStream();
@@ -318,7 +329,8 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
         break;
       case 'contextWarning': {
         const u = k.value.contextUsage;
-        if (u && u.contextWindow > 0n) output.err(`· context ${Math.round((Number(u.usedTokens) / Number(u.contextWindow)) * 100)}% full\n`);
+        if (u && u.contextWindow > 0n)
+          output.err(`· context ${Math.round((Number(u.usedTokens) / Number(u.contextWindow)) * 100)}% full\n`);
         break;
       }
       case 'contextExhausted':

@@ -32,6 +32,8 @@ export function createRetry(options: { readonly policy: RetryPolicy; readonly ou
       policy: options.policy,
       signal: options.signal,
       onRetry: ({ attempt, attempts, delayMs, error }) =>
-        options.output.err(`bedrock: ${Code[error.code]}: ${error.rawMessage}; retrying in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt} of ${attempts})\n`),
+        options.output.err(
+          `bedrock: ${Code[error.code]}: ${error.rawMessage}; retrying in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt} of ${attempts})\n`,
+        ),
     });
 }

@@ -8,7 +8,14 @@ import { isResting, MessageType, StateKind, type ConversationEvent, type Convers
 import type { ApiClient } from './connection.ts';
 
 /** Codes after which a watch is resumed rather than given up. */
-const RESUMABLE = new Set<Code>([Code.Unavailable, Code.ResourceExhausted, Code.Internal, Code.Unknown, Code.DeadlineExceeded, Code.Aborted]);
+const RESUMABLE = new Set<Code>([
+  Code.Unavailable,
+  Code.ResourceExhausted,
+  Code.Internal,
+  Code.Unknown,
+  Code.DeadlineExceeded,
+  Code.Aborted,
+]);
 const MAX_RESUMES = 20;
 
 /** Events of a conversation from a snapshot on, resuming after failures; ends on abort. */
@@ -17,7 +24,10 @@ export async function* resumingWatch(client: ApiClient, conversationId: string, 
   let failures = 0;
   while (!signal.aborted) {
     try {
-      for await (const res of client.watchConversation({ conversationId, afterSequence: after.sequence, afterDeltaIndex: after.deltaIndex }, { signal })) {
+      for await (const res of client.watchConversation(
+        { conversationId, afterSequence: after.sequence, afterDeltaIndex: after.deltaIndex },
+        { signal },
+      )) {
         const e = res.event!;
         failures = 0;
         after = { sequence: e.sequence, deltaIndex: e.deltaIndex };
@@ -74,7 +84,8 @@ export async function followTurn(options: TurnOptions): Promise<ConversationStat
         continue;
       }
       options.onEvent(event);
-      if (event.kind.case === 'messagePersisted' && event.kind.value.message?.type === MessageType.USER) lastUser = event.kind.value.message.id;
+      if (event.kind.case === 'messagePersisted' && event.kind.value.message?.type === MessageType.USER)
+        lastUser = event.kind.value.message.id;
       if (event.kind.case !== 'stateChanged') continue;
       const state = event.kind.value.state;
       if (!state || !waitsForUser(state.kind) || !startedState) continue;

@@ -18,7 +18,10 @@ const MAX_AGE_S = 7200;
 
 /** Parses BEDROCK_CORS_ORIGINS: comma-separated origins, or `*`. */
 export function parseOrigins(spec: string): (origin: string) => boolean {
-  const list = spec.split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean);
+  const list = spec
+    .split(',')
+    .map((s) => s.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
   if (list.includes('*')) return () => true;
   const set = new Set(list);
   return (origin) => set.has(origin);

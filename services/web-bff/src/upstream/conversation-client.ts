@@ -14,7 +14,13 @@ import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import { ConversationService, USER_HEADER } from '@bedrock/contracts';
-import { createBalancedTransport, serviceCredentialHeaders, type BalancedTransport, type EndpointState, type Logger } from '@bedrock/platform/server';
+import {
+  createBalancedTransport,
+  serviceCredentialHeaders,
+  type BalancedTransport,
+  type EndpointState,
+  type Logger,
+} from '@bedrock/platform/server';
 
 export type ConversationClient = Client<typeof ConversationService>;
 

@@ -68,7 +68,13 @@ export function grpcWatchFastPath(options: GrpcWatchOptions, next: NodeHandler):
   };
 }
 
-async function serve(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, user: string, deps: WatchDeps, options: GrpcWatchOptions): Promise<void> {
+async function serve(
+  req: http2.Http2ServerRequest,
+  res: http2.Http2ServerResponse,
+  user: string,
+  deps: WatchDeps,
+  options: GrpcWatchOptions,
+): Promise<void> {
   const started = performance.now();
   const controller = new AbortController();
   const onShutdown = () => controller.abort(options.shutdown.reason);

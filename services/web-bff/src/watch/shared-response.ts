@@ -11,7 +11,12 @@
  */
 import { create, toBinary } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
-import { ConversationEventSchema, WatchConversationResponseSchema, type ConversationEvent, type WatchConversationResponse } from '@bedrock/contracts';
+import {
+  ConversationEventSchema,
+  WatchConversationResponseSchema,
+  type ConversationEvent,
+  type WatchConversationResponse,
+} from '@bedrock/contracts';
 
 const EVENT_FIELD = WatchConversationResponseSchema.field.event!.number;
 

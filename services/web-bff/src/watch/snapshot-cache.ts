@@ -47,10 +47,7 @@ export function createSnapshotCache(shareMs: number): SnapshotCache {
       const forget = () => {
         if (entries.get(key) === promise) entries.delete(key);
       };
-      promise.then(
-        () => setTimeout(forget, shareMs).unref(),
-        forget,
-      );
+      promise.then(() => setTimeout(forget, shareMs).unref(), forget);
       return promise;
     },
   };

@@ -107,14 +107,26 @@ class Watcher implements TailWaiter {
 }
 
 function heartbeat(conversationId: string, after: StreamPosition): SharedEvent {
-  return new SharedEvent(create(ConversationEventSchema, { conversationId, sequence: after.sequence, deltaIndex: after.deltaIndex, kind: { case: 'heartbeat', value: {} } }));
+  return new SharedEvent(
+    create(ConversationEventSchema, {
+      conversationId,
+      sequence: after.sequence,
+      deltaIndex: after.deltaIndex,
+      kind: { case: 'heartbeat', value: {} },
+    }),
+  );
 }
 
 /**
  * The watch stream: yields `render(event)` for every response to send (the snapshot, events,
  * heartbeats); the caller writes it and asks for the next one once written.
  */
-export async function* serveWatch<T>(call: WatchCall, req: WatchConversationRequest, d: WatchDeps, render: (event: SharedEvent) => T): AsyncGenerator<T> {
+export async function* serveWatch<T>(
+  call: WatchCall,
+  req: WatchConversationRequest,
+  d: WatchDeps,
+  render: (event: SharedEvent) => T,
+): AsyncGenerator<T> {
   const { user, signal } = call;
   const id = req.conversationId;
   if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);

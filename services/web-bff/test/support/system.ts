@@ -97,7 +97,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     BEDROCK_SHUTDOWN_GRACE: '1000',
     LOG_LEVEL: 'warn',
   });
-  const startConversation = () => startConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
+  const startConversation = () =>
+    startConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
   let conversation = await startConversation();
   const portOf = (url: string) => Number(new URL(url).port);
   const proxy = options.proxyUpstream ? await startTcpProxy(portOf(conversation.grpcUrl)) : undefined;
@@ -133,11 +134,18 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       const url = conversation.grpcUrl;
       let history = historyClients.get(url);
       if (!history) {
-        history = createClient(ConversationHistoryService, createGrpcTransport({ baseUrl: url, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] }));
+        history = createClient(
+          ConversationHistoryService,
+          createGrpcTransport({ baseUrl: url, interceptors: [serviceTokenInterceptor(services.tokens['llm-gateway']!)] }),
+        );
         historyClients.set(url, history);
       }
       try {
-        const res = await history.getLlmHistory({ conversationId: job.conversationId, historyThrough: job.historyThrough, continuationPrompt: job.continuationPrompt });
+        const res = await history.getLlmHistory({
+          conversationId: job.conversationId,
+          historyThrough: job.historyThrough,
+          continuationPrompt: job.continuationPrompt,
+        });
         return Object.assign(job, { messages: res.messages });
       } catch (err) {
         if (ConnectError.from(err).code !== Code.Unavailable || Date.now() > deadline) throw err;
@@ -148,17 +156,22 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const toolJobs: ToolExecJob[] = [];
   const consumers: Consumer[] = [];
   if (options.playWorkers !== false) {
-    consumers.push(workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(await historyOf(job.data))));
+    consumers.push(
+      workers.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, async (job) => void llmJobs.push(await historyOf(job.data))),
+    );
     for (const q of [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]) {
       consumers.push(workers.queues.consume(q, ToolExecJobSchema, async (job) => void toolJobs.push(job.data)));
     }
   }
   const events = workers.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
 
-  const bearer = (token: string | undefined): Interceptor => (next) => (req) => {
-    if (token !== undefined) req.header.set('authorization', `Bearer ${token}`);
-    return next(req);
-  };
+  const bearer =
+    (token: string | undefined): Interceptor =>
+    (next) =>
+    (req) => {
+      if (token !== undefined) req.header.set('authorization', `Bearer ${token}`);
+      return next(req);
+    };
 
   return {
     db,
@@ -200,7 +213,9 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     async delta(conversationId, requestId, text, more = {}) {
       const last = await workers.streams.last(conversationId);
       const value = { requestId, text, kind: more.kind ?? TokenDeltaKind.TEXT, blockIndex: more.blockIndex ?? 0 };
-      await workers.streams.appendEphemeral(create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value } }));
+      await workers.streams.appendEphemeral(
+        create(ConversationEventSchema, { conversationId, sequence: last.sequence, kind: { case: 'tokenDelta', value } }),
+      );
     },
     async waitFor(what, probe, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;

@@ -109,7 +109,8 @@ export type ServerToolView =
   | { readonly kind: 'other'; readonly id: string; readonly text: string };
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
-const obj = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
 const ERROR_CODES: Record<string, string> = {
   max_uses_exceeded: 'the limit of uses for this answer was reached',
@@ -264,7 +265,10 @@ export function isRefusalError(text: string): boolean {
 }
 
 /** "1.2k thinking tokens · 2 web searches · 1 web fetch"; "" when the usage has none of these. */
-export function usageExtras(usage: Pick<Usage, 'thinkingTokens' | 'webSearchRequests' | 'webFetchRequests'> | undefined, formatTokens: (n: number) => string = String): string {
+export function usageExtras(
+  usage: Pick<Usage, 'thinkingTokens' | 'webSearchRequests' | 'webFetchRequests'> | undefined,
+  formatTokens: (n: number) => string = String,
+): string {
   if (!usage) return '';
   const parts: string[] = [];
   const thinking = Number(usage.thinkingTokens);

@@ -21,7 +21,8 @@ const networkFailures: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    if (err instanceof TypeError && !req.signal.aborted) throw new ConnectError(`network error: ${err.message}`, Code.Unavailable, undefined, undefined, err);
+    if (err instanceof TypeError && !req.signal.aborted)
+      throw new ConnectError(`network error: ${err.message}`, Code.Unavailable, undefined, undefined, err);
     throw err;
   }
 };

@@ -36,8 +36,20 @@ export class Composer {
   private sending = false;
 
   constructor(private readonly actions: ComposerActions) {
-    this.input = h('textarea', { id: 'message-input', rows: 3, placeholder: 'Message the agent… (Enter to send, Shift+Enter for a new line)', 'aria-describedby': 'composer-hint' });
-    this.fileInput = h('input', { type: 'file', accept: IMAGE_TYPES.join(','), multiple: true, class: 'visually-hidden', tabindex: -1, 'aria-hidden': 'true' });
+    this.input = h('textarea', {
+      id: 'message-input',
+      rows: 3,
+      placeholder: 'Message the agent… (Enter to send, Shift+Enter for a new line)',
+      'aria-describedby': 'composer-hint',
+    });
+    this.fileInput = h('input', {
+      type: 'file',
+      accept: IMAGE_TYPES.join(','),
+      multiple: true,
+      class: 'visually-hidden',
+      tabindex: -1,
+      'aria-hidden': 'true',
+    });
     this.sendButton = h('button', { type: 'submit', class: 'primary' }, 'Send');
     this.cancelButton = h('button', { type: 'button', class: 'danger', hidden: true, onclick: () => this.actions.cancel() }, 'Cancel');
     this.thumbs = h('ul', { class: 'attachments', 'aria-label': 'Attached images' });
@@ -49,7 +61,16 @@ export class Composer {
       h('label', { for: 'message-input', class: 'visually-hidden' }, 'Message'),
       this.input,
       this.thumbs,
-      h('div', { class: 'composer-row' }, attach, this.fileInput, this.hint, h('span', { class: 'spacer' }), this.cancelButton, this.sendButton),
+      h(
+        'div',
+        { class: 'composer-row' },
+        attach,
+        this.fileInput,
+        this.hint,
+        h('span', { class: 'spacer' }),
+        this.cancelButton,
+        this.sendButton,
+      ),
     );
     this.el.addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -140,7 +161,9 @@ export class Composer {
     this.sending = true;
     this.sendButton.disabled = true;
     try {
-      const images = await Promise.all(this.pending.map(async (p) => ({ mediaType: p.file.type, data: new Uint8Array(await p.file.arrayBuffer()) })));
+      const images = await Promise.all(
+        this.pending.map(async (p) => ({ mediaType: p.file.type, data: new Uint8Array(await p.file.arrayBuffer()) })),
+      );
       if (await this.actions.send(text, images)) {
         this.input.value = '';
         this.dispose();

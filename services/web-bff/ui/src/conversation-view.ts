@@ -3,7 +3,17 @@
  * upgrade dialog and the composer. Everything shown follows the watch stream; the buttons
  * only send requests and the stream reports their effect.
  */
-import { isFinished, Mode, StateKind, ThinkingLevel, type ContextUsage, type Conversation, type ConversationEvent, type ConversationState, type ServerTool } from '@bedrock/contracts';
+import {
+  isFinished,
+  Mode,
+  StateKind,
+  ThinkingLevel,
+  type ContextUsage,
+  type Conversation,
+  type ConversationEvent,
+  type ConversationState,
+  type ServerTool,
+} from '@bedrock/contracts';
 import { SERVER_TOOLS, serverToolLabel, serverToolName, settingsSummary, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { Composer } from './composer.ts';
@@ -57,7 +67,11 @@ export function conversationView(deps: ViewDeps, id: string): View {
   const exhaustedPanel = h(
     'div',
     { class: 'exhausted', hidden: true },
-    h('p', {}, 'The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary above.'),
+    h(
+      'p',
+      {},
+      'The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary above.',
+    ),
     h('button', { type: 'button', class: 'primary', onclick: () => void continueFrom() }, 'Start a new conversation from this'),
   );
 
@@ -105,7 +119,11 @@ export function conversationView(deps: ViewDeps, id: string): View {
 
   function showError(message: string): void {
     alertEl.hidden = false;
-    replace(alertEl, h('span', {}, message), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss error', onclick: () => (alertEl.hidden = true) }, 'Dismiss'));
+    replace(
+      alertEl,
+      h('span', {}, message),
+      h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss error', onclick: () => (alertEl.hidden = true) }, 'Dismiss'),
+    );
   }
 
   /**
@@ -142,10 +160,17 @@ export function conversationView(deps: ViewDeps, id: string): View {
       { id: 'conv-thinking', name: 'thinking' },
       // "Default" only stands for an old conversation stored without a level; changing sets one.
       THINKING_CHOICES.filter((l) => l !== ThinkingLevel.UNSPECIFIED || c.thinking === ThinkingLevel.UNSPECIFIED).map((level) =>
-        h('option', { value: String(level), selected: level === c.thinking, disabled: level === ThinkingLevel.UNSPECIFIED }, thinkingLabel(level)),
+        h(
+          'option',
+          { value: String(level), selected: level === c.thinking, disabled: level === ThinkingLevel.UNSPECIFIED },
+          thinkingLabel(level),
+        ),
       ),
     );
-    const boxes = SERVER_TOOLS.map((tool) => ({ tool, box: h('input', { type: 'checkbox', id: `conv-${serverToolName(tool)}`, checked: c.serverTools.includes(tool) }) }));
+    const boxes = SERVER_TOOLS.map((tool) => ({
+      tool,
+      box: h('input', { type: 'checkbox', id: `conv-${serverToolName(tool)}`, checked: c.serverTools.includes(tool) }),
+    }));
     const error = h('p', { class: 'form-error', role: 'alert', hidden: true });
     const save = h('button', { type: 'submit', class: 'small primary' }, 'Save');
     const panel = h('details', { class: 'settings' }, h('summary', { title: 'Change thinking and web tools' }, summary));
@@ -161,7 +186,12 @@ export function conversationView(deps: ViewDeps, id: string): View {
         boxes.map(({ tool, box }) => h('label', { class: 'check', for: box.id }, box, serverToolLabel(tool))),
       ),
       error,
-      h('div', { class: 'settings-buttons' }, save, h('button', { type: 'button', class: 'small', onclick: () => (panel.open = false) }, 'Close')),
+      h(
+        'div',
+        { class: 'settings-buttons' },
+        save,
+        h('button', { type: 'button', class: 'small', onclick: () => (panel.open = false) }, 'Close'),
+      ),
     );
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -187,12 +217,15 @@ export function conversationView(deps: ViewDeps, id: string): View {
     ui.save.disabled = true;
     try {
       // Settings are set, not added to: sending the same change again is harmless.
-      const res = await retrying(() => api.updateConversationSettings({ conversationId: id, thinking, ...(tools ? { serverTools: { tools } } : {}) }), {
-        onRetry: ({ attempt, attempts, error }) => {
-          ui.error.hidden = false;
-          ui.error.textContent = `${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`;
+      const res = await retrying(
+        () => api.updateConversationSettings({ conversationId: id, thinking, ...(tools ? { serverTools: { tools } } : {}) }),
+        {
+          onRetry: ({ attempt, attempts, error }) => {
+            ui.error.hidden = false;
+            ui.error.textContent = `${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`;
+          },
         },
-      });
+      );
       const changed = res.conversation;
       if (conversation && changed) conversation = { ...conversation, thinking: changed.thinking, serverTools: changed.serverTools };
       ui.panel.open = false;
@@ -254,9 +287,18 @@ export function conversationView(deps: ViewDeps, id: string): View {
         break;
       case 'retryScheduled': {
         const v = e.kind.value;
-        retry = { attempt: v.attempt, maxAttempts: v.maxAttempts, at: now + Number(v.delayMs), errorKind: v.errorKind, errorMessage: v.errorMessage };
+        retry = {
+          attempt: v.attempt,
+          maxAttempts: v.maxAttempts,
+          at: now + Number(v.delayMs),
+          errorKind: v.errorKind,
+          errorMessage: v.errorMessage,
+        };
         const failed = `Attempt ${v.attempt - 1} of ${v.maxAttempts} failed (${errorKindLabel(v.errorKind)})${v.errorMessage ? `: ${v.errorMessage}` : '.'}`;
-        transcript.notice(`${failed}\nRetrying: attempt ${v.attempt} of ${v.maxAttempts} in ${Math.ceil(Number(v.delayMs) / 1000)}s.`, 'warn');
+        transcript.notice(
+          `${failed}\nRetrying: attempt ${v.attempt} of ${v.maxAttempts} in ${Math.ceil(Number(v.delayMs) / 1000)}s.`,
+          'warn',
+        );
         break;
       }
       case 'modeUpgradeRequested':
@@ -268,7 +310,10 @@ export function conversationView(deps: ViewDeps, id: string): View {
         break;
       case 'contextWarning':
         usage = e.kind.value.contextUsage ?? usage;
-        transcript.notice(`The context window is ${Math.round(usageView(usage).fraction * 100)}% full. You can summarise this conversation and continue in a new one.`, 'warn');
+        transcript.notice(
+          `The context window is ${Math.round(usageView(usage).fraction * 100)}% full. You can summarise this conversation and continue in a new one.`,
+          'warn',
+        );
         break;
       case 'contextExhausted':
         if (state) state = { ...state, kind: StateKind.CONTEXT_EXHAUSTED, summary: e.kind.value.summary };
@@ -299,7 +344,15 @@ export function conversationView(deps: ViewDeps, id: string): View {
       h('span', { class: 'usage-label' }, u.warning ? `Context ${u.text}: nearly full` : `Context ${u.text}`),
       bar,
       offerContinuation
-        ? h('button', { type: 'button', class: 'small warn', onclick: () => void act((requestId) => api.triggerContinuation({ conversationId: id, requestId })) }, 'Summarise and continue')
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'small warn',
+              onclick: () => void act((requestId) => api.triggerContinuation({ conversationId: id, requestId })),
+            },
+            'Summarise and continue',
+          )
         : null,
     );
   }
@@ -317,7 +370,9 @@ export function conversationView(deps: ViewDeps, id: string): View {
           h('code', { title: 'Working directory' }, c.cwd),
           ' · ',
           h('span', { title: 'Model' }, c.model),
-          c.continuedFromId ? [' · continued from ', h('a', { href: `/c/${c.continuedFromId}`, 'data-link': true }, 'the earlier conversation')] : null,
+          c.continuedFromId
+            ? [' · continued from ', h('a', { href: `/c/${c.continuedFromId}`, 'data-link': true }, 'the earlier conversation')]
+            : null,
         ),
       );
     }
@@ -330,7 +385,17 @@ export function conversationView(deps: ViewDeps, id: string): View {
         modeEl,
         h('span', { class: `mode-badge mode-${m.tone}` }, m.label),
         h('span', { class: 'mode-detail' }, m.detail),
-        canDowngrade ? h('button', { type: 'button', class: 'small', onclick: () => void act((requestId) => api.downgradeMode({ conversationId: id, requestId })) }, 'Switch to Restricted') : null,
+        canDowngrade
+          ? h(
+              'button',
+              {
+                type: 'button',
+                class: 'small',
+                onclick: () => void act((requestId) => api.downgradeMode({ conversationId: id, requestId })),
+              },
+              'Switch to Restricted',
+            )
+          : null,
       ),
     );
 
@@ -344,7 +409,11 @@ export function conversationView(deps: ViewDeps, id: string): View {
     stateEl.dataset.tone = line.tone;
     stateEl.dataset.state = StateKind[kind] ?? String(kind);
     renderIf(stateEl, `${line.tone}|${line.text}`, () =>
-      replace(stateEl, h('span', { class: 'state-dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text', title: kind === StateKind.ERROR ? state?.errorMessage : line.text }, line.text)),
+      replace(
+        stateEl,
+        h('span', { class: 'state-dot', 'aria-hidden': 'true' }),
+        h('span', { class: 'state-text', title: kind === StateKind.ERROR ? state?.errorMessage : line.text }, line.text),
+      ),
     );
 
     const u = usageView(usage);
@@ -370,7 +439,11 @@ export function conversationView(deps: ViewDeps, id: string): View {
 
     const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
     exhaustedPanel.hidden = !exhausted;
-    composer.setState({ busy: isBusy(kind), canCancel: canCancel(kind), hidden: exhausted || isFinished(kind) || !conversation?.userInitiated });
+    composer.setState({
+      busy: isBusy(kind),
+      canCancel: canCancel(kind),
+      hidden: exhausted || isFinished(kind) || !conversation?.userInitiated,
+    });
     transcript.onState(kind, state?.currentToolUseId ?? '');
     connectionEl.hidden = connected;
 
@@ -430,5 +503,11 @@ function retryFromState(state: ConversationState | undefined, now: number, known
   if (!state || state.retryDelayMs === 0n) return undefined;
   if (state.kind !== StateKind.LLM_REQUESTING && state.kind !== StateKind.AWAITING_CONTINUATION) return undefined;
   if (known && known.attempt === state.attempt) return known;
-  return { attempt: state.attempt, maxAttempts: state.maxAttempts, at: now + Number(state.retryDelayMs), errorKind: state.errorKind, errorMessage: state.errorMessage };
+  return {
+    attempt: state.attempt,
+    maxAttempts: state.maxAttempts,
+    at: now + Number(state.retryDelayMs),
+    errorKind: state.errorKind,
+    errorMessage: state.errorMessage,
+  };
 }

@@ -57,7 +57,11 @@ export function retryText(retry: PendingRetry, now: number): string {
 }
 
 /** The live state line: "Thinking…", "Running tool 2 of 3: bash", "Retrying: attempt 2 of 3 in 4s", "Error (server error): …". */
-export function stateLine(state: ConversationState | undefined, retry: PendingRetry | undefined, now: number): { text: string; tone: Tone } {
+export function stateLine(
+  state: ConversationState | undefined,
+  retry: PendingRetry | undefined,
+  now: number,
+): { text: string; tone: Tone } {
   const kind = state?.kind ?? StateKind.UNSPECIFIED;
   switch (kind) {
     case StateKind.IDLE:
@@ -90,7 +94,10 @@ export function stateLine(state: ConversationState | undefined, retry: PendingRe
     case StateKind.ERROR: {
       const s = state!;
       // The full message is the error message in the transcript (and this line's tooltip).
-      return { text: `Error (${errorKindLabel(s.errorKind)}): ${shorten(s.errorMessage || 'the request failed', 120)} Send a message to try again.`, tone: 'error' };
+      return {
+        text: `Error (${errorKindLabel(s.errorKind)}): ${shorten(s.errorMessage || 'the request failed', 120)} Send a message to try again.`,
+        tone: 'error',
+      };
     }
     case StateKind.COMPLETED:
       return { text: 'Completed', tone: 'done' };
@@ -222,9 +229,13 @@ export type DiffLineKind = 'add' | 'del' | 'hunk' | 'meta' | 'context';
 /** Classifies the lines of a unified diff for colouring. */
 export function diffLines(diff: string): Array<{ kind: DiffLineKind; text: string }> {
   // The "Index:" header and its "=====" rule say nothing the file name does not.
-  const lines = diff.replace(/\n$/, '').split('\n').filter((l) => !/^(Index: .*|=+)$/.test(l));
+  const lines = diff
+    .replace(/\n$/, '')
+    .split('\n')
+    .filter((l) => !/^(Index: .*|=+)$/.test(l));
   return lines.map((text) => {
-    if (text.startsWith('+++') || text.startsWith('---') || text.startsWith('diff ') || text.startsWith('\\')) return { kind: 'meta', text };
+    if (text.startsWith('+++') || text.startsWith('---') || text.startsWith('diff ') || text.startsWith('\\'))
+      return { kind: 'meta', text };
     if (text.startsWith('@@')) return { kind: 'hunk', text };
     if (text.startsWith('+')) return { kind: 'add', text };
     if (text.startsWith('-')) return { kind: 'del', text };
@@ -246,7 +257,8 @@ export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
 
 /** Why an attachment is refused, or undefined when it is acceptable. */
 export function imageProblem(type: string, size: number, alreadyAttached: number): string | undefined {
-  if (!IMAGE_TYPES.includes(type)) return `only PNG, JPEG, GIF and WebP images can be attached (this file is ${type || 'of an unknown type'})`;
+  if (!IMAGE_TYPES.includes(type))
+    return `only PNG, JPEG, GIF and WebP images can be attached (this file is ${type || 'of an unknown type'})`;
   if (size > MAX_IMAGE_BYTES) return `the image is ${(size / 1024 / 1024).toFixed(1)} MiB; at most 20 MiB`;
   if (alreadyAttached >= MAX_IMAGES) return `at most ${MAX_IMAGES} images per message`;
   return undefined;

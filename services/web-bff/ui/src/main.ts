@@ -62,7 +62,13 @@ function shell(): void {
   replace(
     root,
     h('a', { class: 'skip-link', href: '#main' }, 'Skip to conversation'),
-    h('header', { class: 'topbar' }, h('a', { href: '/', 'data-link': true, class: 'brand' }, 'Bedrock'), h('span', { class: 'spacer' }), signOut),
+    h(
+      'header',
+      { class: 'topbar' },
+      h('a', { href: '/', 'data-link': true, class: 'brand' }, 'Bedrock'),
+      h('span', { class: 'spacer' }),
+      signOut,
+    ),
     h('div', { class: 'layout' }, sidebar.el, main),
   );
   void sidebar.refresh();

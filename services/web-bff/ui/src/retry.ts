@@ -58,7 +58,13 @@ const exhausted = new WeakMap<object, Exhausted>();
 
 /** The last error with "(gave up after N attempts over Xs)" added; {@link retriesExhausted} tells it apart. */
 function exhaustedError(last: ConnectError, attempts: number, elapsedMs: number): ConnectError {
-  const err = new ConnectError(`${last.rawMessage} (gave up after ${attempts} attempts over ${(elapsedMs / 1000).toFixed(1)}s)`, last.code, last.metadata, undefined, last);
+  const err = new ConnectError(
+    `${last.rawMessage} (gave up after ${attempts} attempts over ${(elapsedMs / 1000).toFixed(1)}s)`,
+    last.code,
+    last.metadata,
+    undefined,
+    last,
+  );
   exhausted.set(err, { attempts, elapsedMs, last });
   return err;
 }

@@ -24,7 +24,15 @@ export class Sidebar {
   private again = false;
 
   constructor(private readonly deps: SidebarDeps) {
-    const cwd = h('input', { id: 'new-cwd', name: 'cwd', required: true, placeholder: '/home/me/project', autocomplete: 'off', spellcheck: 'false', value: localStorage.getItem(LAST_CWD) ?? '' });
+    const cwd = h('input', {
+      id: 'new-cwd',
+      name: 'cwd',
+      required: true,
+      placeholder: '/home/me/project',
+      autocomplete: 'off',
+      spellcheck: 'false',
+      value: localStorage.getItem(LAST_CWD) ?? '',
+    });
     const model = h('input', { id: 'new-model', name: 'model', placeholder: 'default', autocomplete: 'off', spellcheck: 'false' });
     // Default: the deployment's (BEDROCK_DEFAULT_THINKING); web tools are off unless asked for (and allowed).
     const thinking = h(
@@ -32,7 +40,10 @@ export class Sidebar {
       { id: 'new-thinking', name: 'thinking' },
       THINKING_CHOICES.map((level) => h('option', { value: String(level) }, thinkingLabel(level))),
     );
-    const tools = SERVER_TOOLS.map((tool) => ({ tool, box: h('input', { type: 'checkbox', id: `new-${serverToolName(tool)}`, name: serverToolName(tool) }) }));
+    const tools = SERVER_TOOLS.map((tool) => ({
+      tool,
+      box: h('input', { type: 'checkbox', id: `new-${serverToolName(tool)}`, name: serverToolName(tool) }),
+    }));
     this.formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
     const form = h(
       'form',
@@ -102,7 +113,10 @@ export class Sidebar {
       this.status.textContent = 'No conversations yet.';
       // Keep keyboard focus on the same conversation across the rebuild.
       const focused = (document.activeElement as HTMLElement | null)?.dataset?.id;
-      replace(this.list, res.conversations.map((c) => this.item(c)));
+      replace(
+        this.list,
+        res.conversations.map((c) => this.item(c)),
+      );
       this.select(this.current);
       if (focused) this.list.querySelector<HTMLElement>(`a[data-id="${CSS.escape(focused)}"]`)?.focus();
     } catch (err) {
@@ -117,7 +131,14 @@ export class Sidebar {
   private item(c: Conversation): HTMLElement {
     const kind = c.state?.kind ?? StateKind.UNSPECIFIED;
     const label = stateShort(kind);
-    const tone = kind === StateKind.ERROR || kind === StateKind.FAILED ? 'error' : kind === StateKind.AWAITING_MODE_APPROVAL ? 'attention' : isBusy(kind) ? 'busy' : 'idle';
+    const tone =
+      kind === StateKind.ERROR || kind === StateKind.FAILED
+        ? 'error'
+        : kind === StateKind.AWAITING_MODE_APPROVAL
+          ? 'attention'
+          : isBusy(kind)
+            ? 'busy'
+            : 'idle';
     return h(
       'li',
       {},

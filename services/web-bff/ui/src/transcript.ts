@@ -92,7 +92,12 @@ export class Transcript {
   constructor() {
     this.list = h('ol', { class: 'transcript-list' });
     this.empty = h('p', { class: 'transcript-empty' }, 'No messages yet. Ask the agent something below.');
-    this.el = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Messages', 'aria-live': 'polite', tabindex: 0 }, this.empty, this.list);
+    this.el = h(
+      'section',
+      { class: 'transcript', role: 'log', 'aria-label': 'Messages', 'aria-live': 'polite', tabindex: 0 },
+      this.empty,
+      this.list,
+    );
   }
 
   /** Starts over from a snapshot. */
@@ -176,7 +181,8 @@ export class Transcript {
   onState(kind: StateKind, currentToolUseId: string): void {
     this.runningToolId = kind === StateKind.TOOL_EXECUTING ? currentToolUseId : '';
     for (const [id, card] of this.tools) if (!card.done) setBadge(card, id === this.runningToolId ? 'running' : 'waiting');
-    if (kind !== StateKind.LLM_REQUESTING && kind !== StateKind.AWAITING_LLM && kind !== StateKind.AWAITING_CONTINUATION) this.clearStreamedText();
+    if (kind !== StateKind.LLM_REQUESTING && kind !== StateKind.AWAITING_LLM && kind !== StateKind.AWAITING_CONTINUATION)
+      this.clearStreamedText();
   }
 
   notice(text: string, tone: 'info' | 'warn' | 'error' = 'info'): void {
@@ -224,7 +230,8 @@ export class Transcript {
     const marker = m.stopReason === StopReason.PAUSE_TURN ? undefined : stopMarker(m.stopReason, m.stopExplanation);
     bubble.marker.hidden = !marker;
     bubble.marker.textContent = marker ?? '';
-    bubble.marker.dataset.stop = m.stopReason === StopReason.MAX_TOKENS ? 'max-tokens' : m.stopReason === StopReason.REFUSAL ? 'refusal' : '';
+    bubble.marker.dataset.stop =
+      m.stopReason === StopReason.MAX_TOKENS ? 'max-tokens' : m.stopReason === StopReason.REFUSAL ? 'refusal' : '';
     if (m.stopReason === StopReason.REFUSAL) bubble.marker.setAttribute('role', 'note');
     else bubble.marker.removeAttribute('role');
     const extras = usageExtras(bubble.usage, formatTokens);
@@ -329,7 +336,15 @@ export class Transcript {
       const numbers = [...new Set(cited[i]!.map((source) => this.cite(bubble, source)))];
       for (const n of numbers) {
         const source = bubble.sources.sources[n - 1]!;
-        pieces.push(h('sup', { class: 'cite' }, source.url ? h('a', { href: source.url, target: '_blank', rel: 'noopener noreferrer', title: source.title }, `[${n}]`) : `[${n}]`));
+        pieces.push(
+          h(
+            'sup',
+            { class: 'cite' },
+            source.url
+              ? h('a', { href: source.url, target: '_blank', rel: 'noopener noreferrer', title: source.title }, `[${n}]`)
+              : `[${n}]`,
+          ),
+        );
       }
     });
     return [h('div', { class: 'msg-body' }, h('p', { class: 'text' }, ...pieces))];
@@ -367,7 +382,11 @@ export class Transcript {
                 'details',
                 { class: 'server-results' },
                 h('summary', {}, line),
-                h('ol', {}, view.results.map((r) => h('li', {}, sourceLink(r)))),
+                h(
+                  'ol',
+                  {},
+                  view.results.map((r) => h('li', {}, sourceLink(r))),
+                ),
               )
             : view.kind === 'fetch-result'
               ? h('p', { class: 'server-result' }, 'Read: ', sourceLink(view.source))
@@ -407,7 +426,12 @@ export class Transcript {
   private renderMessage(m: Message): HTMLElement | undefined {
     switch (m.type) {
       case MessageType.USER:
-        return h('li', { class: 'msg msg-user' }, h('div', { class: 'msg-who' }, 'You'), h('div', { class: 'msg-body' }, ...m.content.map((b) => this.userBlock(b))));
+        return h(
+          'li',
+          { class: 'msg msg-user' },
+          h('div', { class: 'msg-who' }, 'You'),
+          h('div', { class: 'msg-body' }, ...m.content.map((b) => this.userBlock(b))),
+        );
       case MessageType.SYSTEM:
         return h('li', { class: 'notice notice-info', 'data-type': 'system' }, textOf(m));
       case MessageType.ERROR:
@@ -430,7 +454,11 @@ export class Transcript {
       const bytes = b.block.value.data;
       const url = URL.createObjectURL(new Blob([bytes.slice()], { type: b.block.value.mediaType }));
       this.objectUrls.push(url);
-      return h('a', { href: url, target: '_blank', rel: 'noopener', class: 'thumb-link' }, h('img', { class: 'thumb', src: url, alt: 'Attached image' }));
+      return h(
+        'a',
+        { href: url, target: '_blank', rel: 'noopener', class: 'thumb-link' },
+        h('img', { class: 'thumb', src: url, alt: 'Attached image' }),
+      );
     }
     return null;
   }
@@ -444,8 +472,16 @@ export class Transcript {
     const el = h(
       'article',
       { class: 'tool', 'data-tool': use.name, 'data-tool-id': use.id },
-      h('header', { class: 'tool-head' }, h('span', { class: 'tool-name' }, use.name), summary ? h('code', { class: 'tool-summary' }, summary) : null, badge),
-      showInput ? h('details', { class: 'tool-input' }, h('summary', {}, 'Input'), h('pre', {}, toolInputText(use.name, use.inputJson))) : null,
+      h(
+        'header',
+        { class: 'tool-head' },
+        h('span', { class: 'tool-name' }, use.name),
+        summary ? h('code', { class: 'tool-summary' }, summary) : null,
+        badge,
+      ),
+      showInput
+        ? h('details', { class: 'tool-input' }, h('summary', {}, 'Input'), h('pre', {}, toolInputText(use.name, use.inputJson)))
+        : null,
       live,
       result,
     );
@@ -459,7 +495,9 @@ export class Transcript {
     let card = this.tools.get(r.toolUseId);
     if (!card) {
       // A result whose call is not shown (e.g. a snapshot cut): show it on its own.
-      this.push(h('li', { class: 'msg msg-agent' }, this.toolCard({ id: r.toolUseId, name: 'tool result', inputJson: '' } as ToolUseBlock)));
+      this.push(
+        h('li', { class: 'msg msg-agent' }, this.toolCard({ id: r.toolUseId, name: 'tool result', inputJson: '' } as ToolUseBlock)),
+      );
       card = this.tools.get(r.toolUseId)!;
     }
     card.done = true;

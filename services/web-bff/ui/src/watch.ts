@@ -31,7 +31,10 @@ export function watch(api: WatchClient, conversationId: string, handlers: WatchH
     let backoffMs = 500;
     while (!stop.signal.aborted) {
       try {
-        const stream = api.watchConversation({ conversationId, afterSequence: sequence, afterDeltaIndex: deltaIndex }, { signal: stop.signal });
+        const stream = api.watchConversation(
+          { conversationId, afterSequence: sequence, afterDeltaIndex: deltaIndex },
+          { signal: stop.signal },
+        );
         let first = true;
         for await (const res of stream) {
           if (first) handlers.connected(true);

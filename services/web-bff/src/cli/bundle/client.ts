@@ -41,7 +41,10 @@ function load(): Client {
     // none yet
   }
   // The same wrapper as Node's for a CommonJS module.
-  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${readFileSync(file, 'utf8')}\n});`, { filename: file, cachedData });
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${readFileSync(file, 'utf8')}\n});`, {
+    filename: file,
+    cachedData,
+  });
   const module = { exports: {} as Client };
   script.runInThisContext()(module.exports, require, module, file, __dirname);
   if (useCache && (cachedData === undefined || script.cachedDataRejected)) process.once('exit', () => save(script, cacheFile));

@@ -5,4 +5,6 @@ import { builtin } from './builtin.ts';
 const load = () => builtin<typeof http2>('node:http2');
 
 export const connect = ((...args: Parameters<typeof http2.connect>) => load().connect(...args)) as typeof http2.connect;
-export const constants: typeof http2.constants = new Proxy({} as typeof http2.constants, { get: (_, key) => Reflect.get(load().constants, key) });
+export const constants: typeof http2.constants = new Proxy({} as typeof http2.constants, {
+  get: (_, key) => Reflect.get(load().constants, key),
+});

@@ -2,4 +2,5 @@
 import type * as https from 'node:https';
 import { builtin } from './builtin.ts';
 
-export const request = ((...args: Parameters<typeof https.request>) => builtin<typeof https>('node:https').request(...args)) as typeof https.request;
+export const request = ((...args: Parameters<typeof https.request>) =>
+  builtin<typeof https>('node:https').request(...args)) as typeof https.request;

@@ -43,6 +43,39 @@ const pureCore = {
   },
 };
 
+/**
+ * Layers: imports only go down. `apps/` (whole-product compositions) may import services;
+ * a service imports shared packages, never another service or an app; a shared package
+ * imports only shared packages. Applies to what ships (`src/`); tests and benchmarks may run
+ * the whole product. See docs/architecture.md, "Where the code lives".
+ */
+const SERVICE_NAMES = ['conversation', 'llm-gateway', 'tool-runner', 'web-bff'];
+const APP_NAMES = ['embedded', 'cluster'];
+const upward = (names, message) => ({
+  regex: `^(@bedrock/(${names.join('|')})(/.*)?|(\\.\\./)+(\\.\\./)(services|apps)/.*)$`,
+  message,
+});
+const layers = [
+  {
+    files: ['packages/*/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [upward([...SERVICE_NAMES, ...APP_NAMES], 'A shared package imports only shared packages: not a service or an app.')] },
+      ],
+    },
+  },
+  {
+    files: ['services/*/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [upward([...SERVICE_NAMES, ...APP_NAMES], 'A service imports shared packages only: not another service or an app.')] },
+      ],
+    },
+  },
+];
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', 'packages/contracts/src/gen/**', '.bedrock/**', 'coverage/**'] },
   js.configs.recommended,
@@ -54,5 +87,6 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
     },
   },
+  ...layers,
   pureCore,
 );

@@ -11,7 +11,7 @@ export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
   transform: { '^.+\\.ts$': swc },
-  testMatch: ['<rootDir>/{packages,services}/*/{src,test}/**/*.test.ts'],
+  testMatch: ['<rootDir>/{packages,services,apps}/*/{src,test}/**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/'],
   // Integration and end-to-end suites start real servers; give them room.
   testTimeout: 30000,

@@ -17,7 +17,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { ConversationService, StateKind } from '@bedrock/contracts';
 import { startCluster } from '@bedrock/cluster';
 import { startEmbedded } from '@bedrock/embedded';
-import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 
 const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
 /** Turns timed in each mode after a warm-up one; the median is reported (one turn is noisy on a shared machine). */

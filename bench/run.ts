@@ -1,6 +1,6 @@
 /**
  * `make bench`: runs every benchmark file (bench/*.bench.ts, services/* /bench/*.bench.ts,
- * packages/* /bench/*.bench.ts), each in its own process, and prints what each reports.
+ * packages/* /bench/*.bench.ts, apps/* /bench/*.bench.ts), each in its own process, and prints what each reports.
  * Benchmarks print figures and ratios; they assert nothing. Pass names to pick some.
  */
 import { spawnSync } from 'node:child_process';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
 const dirs = ['bench'];
-for (const group of ['services', 'packages']) {
+for (const group of ['services', 'packages', 'apps']) {
   for (const name of readdirSync(join(root, group))) dirs.push(join(group, name, 'bench'));
 }
 const files = dirs

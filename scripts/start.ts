@@ -1,6 +1,6 @@
 /**
  * `npm start`: the whole product on its embedded defaults, in this one process. See
- * packages/embedded and docs/embedded.md. Stops cleanly on Ctrl-C or SIGTERM.
+ * apps/embedded and docs/embedded.md. Stops cleanly on Ctrl-C or SIGTERM.
  */
 import { onShutdown } from '@bedrock/platform/server';
 import { startEmbedded } from '@bedrock/embedded';

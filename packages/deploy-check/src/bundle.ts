@@ -19,10 +19,10 @@ export const ROOT = new URL('../../../', import.meta.url).pathname;
 
 /**
  * Packages left out of the bundle and installed in the image: native addons (`sharp`,
- * `pg-native`, which `pg` requires only when asked) and PGlite (WebAssembly files loaded
- * next to its module; only the embedded mode uses it).
+ * `pg-native`, which `pg` requires only when asked). PGlite is not among them: only the
+ * embedded mode (apps/embedded) uses it, and no service image contains that.
  */
-export const NATIVE_EXTERNALS = ['sharp', 'pg-native', '@electric-sql/pglite', '@electric-sql/pglite-socket'];
+export const NATIVE_EXTERNALS = ['sharp', 'pg-native'];
 
 export interface BundleResult {
   readonly service: Service;

@@ -19,6 +19,17 @@ export { redisTransportOptionsFromEnv, DEFAULT_REDIS_URL, DEFAULT_REDIS_PREFIX }
 export type { RedisTransportOptions } from './redis/redis-transport-options.ts';
 export { redisKeys } from './redis/redis-keys.ts';
 export type { RedisKeys } from './redis/redis-keys.ts';
+export {
+  REDIS_ACL_SERVICES,
+  redisServiceUser,
+  redisServiceAclRules,
+  redisAclFileLine,
+  createRedisAclUsers,
+  type RedisAclUsers,
+  type RedisAclUsersOptions,
+} from './redis/redis-acl.ts';
 export { tracedQueues } from './traced-queues.ts';
 export { createLiveOutput, DEFAULT_LIVE_OUTPUT_WAIT_FOR_DURABLE_MS } from './live-output.ts';
 export type { LiveOutput, LiveOutputOptions } from './live-output.ts';
+export { createRunRegistry, followCancels, RunAbortedError, DEFAULT_EARLY_CANCEL_MAX, DEFAULT_EARLY_CANCEL_TTL_MS } from './run-registry.ts';
+export type { CancelTarget, RunAbortCause, RunContext, RunKey, RunOptions, RunRegistry, RunRegistryOptions } from './run-registry.ts';

@@ -6,4 +6,3 @@ export {
   type ConversationServiceDeps,
 } from './create-conversation-service.ts';
 export { readConversationConfig, conversationEnv, type ConversationConfig } from './config.ts';
-export { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded-postgres.ts';

@@ -27,7 +27,7 @@ import {
 } from '@bedrock/contracts';
 import { createMemoryTransport, createRedisTransport, type Transport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
-import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 import { readLlmGatewayConfig } from '../src/config.ts';
 import { createLlmGateway, type LlmGatewayDeps } from '../src/create-llm-gateway.ts';
 import { resultEventId } from '../src/llm-worker.ts';
@@ -227,7 +227,7 @@ async function throughput(name: string, makeTransport: () => Transport, url: str
 }
 
 async function startServerProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const script = fileURLToPath(new URL('../../../packages/testkit/src/bin/messages-api-server.ts', import.meta.url));
+  const script = fileURLToPath(new URL('../../../packages/offline-model/src/bin/messages-api-server.ts', import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     env: { ...process.env, MESSAGES_API_PORT: '0', OFFLINE_EVENT_DELAY_MS: '0' },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -88,7 +88,7 @@ export const llmGatewayEnv = {
     name: 'ANTHROPIC_BASE_URL',
     parse: optional(url({ protocols: ['http', 'https'] })),
     default: undefined,
-    doc: 'Messages API base URL, without /v1 (e.g. a local server from `npm run messages-api -w packages/testkit`). Default https://api.anthropic.com.',
+    doc: 'Messages API base URL, without /v1 (e.g. a local server from `npm run messages-api -w packages/offline-model`). Default https://api.anthropic.com.',
   }),
   transport: setting({
     name: 'BEDROCK_TRANSPORT',

@@ -18,8 +18,8 @@ import {
   type DependencyCheck,
 } from '@bedrock/platform/server';
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
-import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/testkit';
-import type { MessagesApiServer } from '@bedrock/testkit';
+import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/offline-model';
+import type { MessagesApiServer } from '@bedrock/offline-model';
 import type { LlmGatewayConfig } from './config.ts';
 import { createConversationHistorySource, type HistorySource } from './history-source.ts';
 import { ImageCache, RefusedImages } from './images.ts';

@@ -6,7 +6,7 @@
  * local server takes that cost before any job is taken.
  */
 import type Anthropic from '@anthropic-ai/sdk';
-import { startMessagesApiServer } from '@bedrock/testkit';
+import { startMessagesApiServer } from '@bedrock/offline-model';
 
 export async function warmUpAbortPath(client: Anthropic): Promise<void> {
   const server = await startMessagesApiServer();

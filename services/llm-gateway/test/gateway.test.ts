@@ -23,7 +23,7 @@ import {
 } from '@bedrock/contracts';
 import { createMemoryTransport, createRedisTransport, STREAM_START, type Transport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { readLlmGatewayConfig } from '../src/config.ts';
 import { createLlmGateway, type LlmGateway } from '../src/create-llm-gateway.ts';
 import { resultEventId } from '../src/llm-worker.ts';

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { ErrorKind, LlmRequestJobSchema, Role } from '@bedrock/contracts';
 import { createConversationHistorySource, memoryHistorySource, type HistoryClaim, type HistorySource } from '../src/history-source.ts';
 import { runLlmJob, type LlmOutcome } from '../src/run-llm-request.ts';

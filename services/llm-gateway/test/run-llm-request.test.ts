@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
 import sharp from 'sharp';
-import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 import {
   ErrorKind,
   LlmRequestPurpose,

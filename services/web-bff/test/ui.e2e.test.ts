@@ -37,7 +37,7 @@ import {
   type UpdateConversationSettingsRequest,
 } from '@bedrock/contracts';
 import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { envelope } from '@bedrock/testkit/raw-rpc';
 
 const CHROMIUM = '/usr/bin/chromium';

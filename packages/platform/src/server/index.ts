@@ -22,6 +22,8 @@ export * from './rpc-tracing.ts';
 export * from './shutdown.ts';
 export * from './process-errors.ts';
 export * from './queue-depth-sampler.ts';
+export * from './job-metrics.ts';
 export * from './token-entries.ts';
 export * from './service-auth.ts';
 export * from './balanced-transport.ts';
+export * from './free-port.ts';

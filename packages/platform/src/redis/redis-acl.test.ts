@@ -13,9 +13,9 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createRedisTransport } from '@bedrock/platform';
-import { transportContract, waitFor } from '../../platform/test/transport-contract.ts';
-import { REDIS_URL, deleteKeys, uniquePrefix } from '../../platform/test/redis-helpers.ts';
-import { freePort } from './free-port.ts';
+import { transportContract, waitFor } from '../../test/transport-contract.ts';
+import { REDIS_URL, deleteKeys, uniquePrefix } from '../../test/redis-helpers.ts';
+import { freePort } from '../server/free-port.ts';
 import {
   REDIS_ACL_SERVICES,
   createRedisAclUsers,

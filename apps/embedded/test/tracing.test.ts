@@ -17,7 +17,7 @@ import pg from 'pg';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { ConversationService, StateKind } from '@bedrock/contracts';
-import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
 
 const DB = `bedrock_tracing_${process.pid}`;

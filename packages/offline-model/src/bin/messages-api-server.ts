@@ -1,14 +1,14 @@
 /**
  * Runs the local Messages API server on its own, answering with the offline demo model:
- * `npm run messages-api -w packages/testkit` (or `npx tsx packages/testkit/src/bin/messages-api-server.ts`).
+ * `npm run messages-api -w packages/offline-model` (or `npx tsx packages/offline-model/src/bin/messages-api-server.ts`).
  * Point a gateway at it with ANTHROPIC_BASE_URL=<printed url> and any ANTHROPIC_API_KEY.
  *
  * Environment: MESSAGES_API_PORT (default 4010; 0 = any free port), MESSAGES_API_HOST
  * (default 127.0.0.1), OFFLINE_EVENT_DELAY_MS (delay between streamed events, default 15).
  */
-import { offlineModelResponder } from '../messages-api/offline-model.ts';
-import { startMessagesApiServer } from '../messages-api/server.ts';
-import { OFFLINE_SIGNING_KEY } from '../messages-api/signing.ts';
+import { offlineModelResponder } from '../offline-model.ts';
+import { startMessagesApiServer } from '../server.ts';
+import { OFFLINE_SIGNING_KEY } from '../signing.ts';
 
 const port = Number(process.env.MESSAGES_API_PORT ?? 4010);
 const host = process.env.MESSAGES_API_HOST ?? '127.0.0.1';

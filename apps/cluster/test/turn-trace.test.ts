@@ -11,7 +11,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService, StateKind, USER_HEADER } from '@bedrock/contracts';
 import { createMemoryTransport, type Transport } from '@bedrock/platform';
 import { generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
-import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 import {
   readConversationConfig,
   startConversationService,

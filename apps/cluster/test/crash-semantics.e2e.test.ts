@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import sharp from 'sharp';
 import { MessageType, StateKind } from '@bedrock/contracts';
-import type { ScriptedMessage } from '@bedrock/testkit';
+import type { ScriptedMessage } from '@bedrock/offline-model';
 import { firstUserText, startE2e, type E2e } from './support/e2e.ts';
 
 let e: E2e;

@@ -9,7 +9,7 @@ import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import type { StateKind } from '@bedrock/contracts';
 import { ConversationService, type ConversationEvent } from '@bedrock/contracts';
-import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/testkit';
+import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/offline-model';
 import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
 
 export interface E2e {

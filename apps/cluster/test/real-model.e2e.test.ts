@@ -9,7 +9,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { MessageType, ServerTool, StateKind, StopReason, ThinkingLevel, TokenDeltaKind, type Message } from '@bedrock/contracts';
-import type { ReceivedRequest, ScriptedMessage } from '@bedrock/testkit';
+import type { ReceivedRequest, ScriptedMessage } from '@bedrock/offline-model';
 import { startE2e, type E2e } from './support/e2e.ts';
 
 let e: E2e;

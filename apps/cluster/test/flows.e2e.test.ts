@@ -22,7 +22,7 @@ import {
   USER_HEADER,
 } from '@bedrock/contracts';
 import { serviceTokenInterceptor } from '@bedrock/platform/server';
-import type { ScriptedMessage } from '@bedrock/testkit';
+import type { ScriptedMessage } from '@bedrock/offline-model';
 import { startE2e, type E2e } from './support/e2e.ts';
 
 let e: E2e;

@@ -1,6 +1,6 @@
 /**
  * `make bench BENCH=chaos`: crash semantics under load, on the shipped defaults (the scenario
- * of packages/cluster/test/chaos.e2e.test.ts): 20 live conversations in the cluster layout,
+ * of apps/cluster/test/chaos.e2e.test.ts): 20 live conversations in the cluster layout,
  * and in the middle of a turn kill -9 of a tool-runner, of a gateway, of a conversation
  * replica, and a Redis restart. Prints the time until every conversation is at rest after each
  * fault kind, median and max over CHAOS_RUNS rounds (default 3), whether any promise broke

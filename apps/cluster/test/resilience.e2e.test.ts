@@ -7,8 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { MessageType, StateKind } from '@bedrock/contracts';
-import type { ScriptedMessage } from '@bedrock/testkit';
-import { freePort } from '../src/index.ts';
+import type { ScriptedMessage } from '@bedrock/offline-model';
+import { freePort } from '@bedrock/platform/server';
 import { startE2e, type E2e } from './support/e2e.ts';
 import { OwnRedis } from './support/own-redis.ts';
 

@@ -13,8 +13,8 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { generateServiceCredentials, type Logger } from '@bedrock/platform/server';
-import { freePort } from './free-port.ts';
-import { createRedisAclUsers, type RedisAclUsers } from './redis-acl.ts';
+import { freePort } from '@bedrock/platform/server';
+import { createRedisAclUsers, type RedisAclUsers } from '@bedrock/platform';
 import {
   serviceProcess,
   type ProcessEvent,
@@ -29,7 +29,7 @@ export interface ClusterOptions {
   readonly dir: string;
   /** A database URL; the database is created if it does not exist. */
   readonly databaseUrl: string;
-  /** A Redis URL allowed to create ACL users: each service gets its own user (see redis-acl.ts). */
+  /** A Redis URL allowed to create ACL users: each service gets its own user (see packages/platform/src/redis/redis-acl.ts). */
   readonly redisUrl: string;
   /** Key prefix in Redis, so several clusters (or test runs) can share one server. */
   readonly redisPrefix: string;

@@ -16,8 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MessageType, StateKind } from '@bedrock/contracts';
-import type { MessagesRequestBody, ScriptedResponse } from '@bedrock/testkit';
-import { freePort, type ServiceProcess } from '../../src/index.ts';
+import type { MessagesRequestBody, ScriptedResponse } from '@bedrock/offline-model';
+import { freePort } from '@bedrock/platform/server';
+import type { ServiceProcess } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
 import { OwnRedis } from './own-redis.ts';
 

@@ -4,7 +4,7 @@
  * "Boundaries"; docs/deploy.md, "Redis ACL users").
  *
  * Each user may touch only the keys `<prefix>:*` and the pub/sub channels `<prefix>:*`, with the
- * data commands BullMQ and the Redis transport use (packages/platform/src/redis) and none of the
+ * data commands BullMQ and the Redis transport use (this folder) and none of the
  * server's administration: no CONFIG, FLUSHALL/FLUSHDB, KEYS, SCAN, ACL, MONITOR, DEBUG, SHUTDOWN,
  * CLIENT LIST/KILL, SORT, MIGRATE/RESTORE, FUNCTION. The rules are exactly `redisServiceAclRules()`;
  * the dev overlay's ACL file (deploy/k8s/overlays/dev/redis-users.acl) holds the same ones, which

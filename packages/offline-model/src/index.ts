@@ -1,0 +1,24 @@
+/** The local Messages API server, its scripted responses for tests, its request validator, and the offline demo model. */
+export * from './script.ts';
+export { startMessagesApiServer, type MessagesApiServer, type MessagesApiServerOptions, type RequestViolation } from './server.ts';
+export { validateRequest, fakeModel, OFFLINE_MAX_OUTPUT_TOKENS, type FakeModel } from './validate-request.ts';
+export { createBlockSigner, OFFLINE_SIGNING_KEY, type BlockSigner } from './signing.ts';
+export {
+  offlineModelResponder,
+  offlineReply,
+  parseOfflineCommand,
+  OFFLINE_HELP,
+  OFFLINE_INTRO,
+  OFFLINE_MODEL_NAME,
+  type OfflineModelOptions,
+} from './offline-model.ts';
+export {
+  streamEvents,
+  resolveMessage,
+  messageBody,
+  encodeSse,
+  type SseEvent,
+  type ResolvedMessage,
+  type ResolvedBlock,
+  type RefusalStopDetails,
+} from './sse-encoder.ts';

@@ -12,22 +12,13 @@ import { conversationEnv, readConversationConfig } from '../../../services/conve
 import { llmGatewayEnv, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
 import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
 import { readWebBffConfig, webBffEnv } from '../../../services/web-bff/src/config.ts';
+import { describeConfig, redisSection } from '@bedrock/platform/config';
 import type { K8sObject } from '../src/kustomize.ts';
 import { workloads, type Workload } from '../src/cross-refs.ts';
 import { OVERLAYS, TOOL_RUNNER_CAPABILITIES, byKind, durationMs, render, type Overlay } from './support.ts';
 
-/** Variables read by the Redis transport (redisTransportOptionsFromEnv), shared by all services. */
-const TRANSPORT_ENV = [
-  'REDIS_URL',
-  'BEDROCK_REDIS_PREFIX',
-  'BEDROCK_COMPLETED_JOB_RETENTION_MS',
-  'BEDROCK_FAILED_JOB_RETENTION_MS',
-  'BEDROCK_STREAM_MAXLEN',
-  'BEDROCK_STREAM_TTL_MS',
-  'BEDROCK_REDIS_IDLE_BLOCKING_CONNECTIONS',
-  'BEDROCK_JOB_LOCK_MS',
-  'BEDROCK_JOB_STALLED_INTERVAL_MS',
-];
+/** Variables of the Redis transport (platform's `redisSection`), shared by all services. */
+const TRANSPORT_ENV = describeConfig(redisSection).map((row) => row.env);
 
 const names = (spec: Record<string, { name: string }>) => Object.values(spec).map((s) => s.name);
 const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {

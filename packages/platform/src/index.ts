@@ -15,7 +15,7 @@ export { createMemoryRunLedger } from './memory/memory-run-ledger.ts';
 export type { MemoryRunLedgerOptions } from './memory/memory-run-ledger.ts';
 export { createRedisTransport } from './redis/redis-transport.ts';
 export { createRedisRunLedger } from './redis/redis-run-ledger.ts';
-export { redisTransportOptionsFromEnv, DEFAULT_REDIS_URL, DEFAULT_REDIS_PREFIX } from './redis/redis-transport-options.ts';
+export { DEFAULT_REDIS_URL, DEFAULT_REDIS_PREFIX } from './redis/redis-transport-options.ts';
 export type { RedisTransportOptions } from './redis/redis-transport-options.ts';
 export { redisKeys } from './redis/redis-keys.ts';
 export type { RedisKeys } from './redis/redis-keys.ts';

@@ -8,7 +8,9 @@ import { create } from '@bufbuild/protobuf';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { CancelSignalSchema, ConversationEventSchema, LlmRequestJobSchema, RunnerCapabilitiesSchema } from '@bedrock/contracts';
-import { STREAM_START, createRedisTransport, redisKeys, redisTransportOptionsFromEnv } from '../src/index.ts';
+import { STREAM_START, createRedisTransport, redisKeys } from '../src/index.ts';
+import { loadConfig } from '../src/config/config.ts';
+import { redisSection } from '../src/config/common.ts';
 import type { Transport } from '../src/index.ts';
 import { waitFor } from './transport-contract.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
@@ -162,24 +164,17 @@ describe('redis transport specifics', () => {
     }
   });
 
-  it('reads its settings from the environment', () => {
-    expect(redisTransportOptionsFromEnv({})).toEqual({
-      redisUrl: 'redis://127.0.0.1:6379',
-      prefix: 'bedrock',
-      completedRetentionMs: undefined,
-      failedRetentionMs: undefined,
-      streamMaxLen: undefined,
-      streamTtlMs: undefined,
-      maxIdleBlockingConnections: undefined,
-    });
+  it('reads its settings from the environment, durations with their unit', () => {
+    const defaults = loadConfig(redisSection, {});
+    expect(defaults).toMatchObject({ url: 'redis://127.0.0.1:6379', prefix: 'bedrock', completedJobRetention: 24 * 3_600_000 });
     expect(
-      redisTransportOptionsFromEnv({
+      loadConfig(redisSection, {
         REDIS_URL: 'redis://redis:6380/2',
         BEDROCK_REDIS_PREFIX: 'staging',
-        BEDROCK_COMPLETED_JOB_RETENTION_MS: '3600000',
+        BEDROCK_COMPLETED_JOB_RETENTION: '1h',
         BEDROCK_STREAM_MAXLEN: '500',
       }),
-    ).toMatchObject({ redisUrl: 'redis://redis:6380/2', prefix: 'staging', completedRetentionMs: 3_600_000, streamMaxLen: 500 });
-    expect(() => redisTransportOptionsFromEnv({ BEDROCK_STREAM_TTL_MS: 'soon' })).toThrow(/BEDROCK_STREAM_TTL_MS/);
+    ).toMatchObject({ url: 'redis://redis:6380/2', prefix: 'staging', completedJobRetention: 3_600_000, streamMaxLen: 500 });
+    expect(() => loadConfig(redisSection, { BEDROCK_STREAM_TTL: 'soon' })).toThrow(/BEDROCK_STREAM_TTL="soon" is invalid/);
   });
 });

@@ -2,6 +2,7 @@
  * The conversation service: owns Postgres, applies events, relays effects, recovers lost work,
  * and serves the internal API. `start()` and `stop()`; main.ts only reads the environment.
  */
+import { loadConfig, transportSection } from '@bedrock/platform/config';
 import pg from 'pg';
 import { ConversationHistoryService, ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
@@ -82,7 +83,7 @@ export async function startConversationService(
   const pool = deps.pool ?? new pg.Pool({ connectionString: config.databaseUrl, max: config.dbPoolSize });
   pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
   const ownsTransport = !deps.transport;
-  const transport = deps.transport ?? createTransport(config.transport, logger);
+  const transport = deps.transport ?? createTransport(loadConfig(transportSection, process.env, { kind: config.transport }), logger);
 
   if (config.runMigrations) {
     const applied = await migrate(pool);

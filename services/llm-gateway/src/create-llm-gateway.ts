@@ -4,6 +4,7 @@
  * API key it starts the local Messages API server in-process and answers with the offline
  * demo model through the very same SDK path.
  */
+import { loadConfig, transportSection } from '@bedrock/platform/config';
 import Anthropic from '@anthropic-ai/sdk';
 import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
@@ -126,7 +127,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       if (deps.transport) transport = deps.transport;
       else {
         ownsTransport = true;
-        transport = createTransport(config.transport, logger);
+        transport = createTransport(loadConfig(transportSection, process.env, { kind: config.transport }), logger);
       }
       if (deps.history) history = deps.history;
       else {

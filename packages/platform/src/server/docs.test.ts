@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
-import { commonEnv } from './common-env.ts';
-import { envMarkdownTable } from './env.ts';
+import { commonConfigDocs, redisSection } from '../config/common.ts';
+import { configMarkdownTable } from '../config/config.ts';
 import { METRIC } from './metric-names.ts';
 import { createMetrics } from './metrics.ts';
 
@@ -16,7 +16,12 @@ describe('docs', () => {
   it('configuration.md holds the generated table of the common variables', () => {
     const text = read('configuration.md');
     const between = /<!-- common-env:start[^>]*-->\n([\s\S]*?)\n<!-- common-env:end -->/.exec(text);
-    expect(between?.[1]).toBe(envMarkdownTable(commonEnv));
+    expect(between?.[1]).toBe(configMarkdownTable(commonConfigDocs));
+  });
+
+  it('transports.md holds the generated table of the Redis settings', () => {
+    const between = /<!-- redis-settings:begin[^>]*-->\n([\s\S]*?)\n<!-- redis-settings:end -->/.exec(read('transports.md'));
+    expect(between?.[1]).toBe(configMarkdownTable(redisSection));
   });
 
   it('observability.md lists every Bedrock metric with its labels', async () => {

@@ -32,7 +32,8 @@ import {
   TokenDeltaKind,
   toolSetFor,
 } from '@bedrock/contracts';
-import { createRedisTransport, redisTransportOptionsFromEnv, STREAM_START, type StreamPosition } from '@bedrock/platform';
+import { createTransport, STREAM_START, type StreamPosition } from '@bedrock/platform';
+import { loadConfig, transportSection } from '@bedrock/platform/config';
 import { createLogger, startGrpcServer } from '@bedrock/platform/server';
 
 const { values, positionals } = parseArgs({
@@ -60,7 +61,9 @@ if (thinking === undefined) {
   process.exit(2);
 }
 const text = positionals.join(' ') || 'hello';
-const transport = createRedisTransport(redisTransportOptionsFromEnv());
+const transport = createTransport(loadConfig(transportSection, process.env, { kind: 'redis' }), {
+  warn: (fields, message) => console.error(message, fields.err),
+});
 const conversationId = `cli-${randomUUID()}`;
 const requestId = `cli-req-${randomUUID()}`;
 

@@ -1,0 +1,4 @@
+/** Settings: one schema per service (zod), read from the environment and typed overrides; docs from the same schema. */
+export * from './config.ts';
+export * from './types.ts';
+export * from './common.ts';

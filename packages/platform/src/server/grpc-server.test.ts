@@ -91,49 +91,6 @@ describe('startGrpcServer', () => {
     expect(await res.json()).toEqual({ status: 'SERVING' });
   });
 
-  it('serves HTTP/1.1 and h2c on one port with protocol auto', async () => {
-    const server = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger, protocol: 'auto' });
-    servers.push(server);
-    // Several rounds, so keep-alive reuse and fresh connections both go through the sniffing.
-    for (let i = 0; i < 3; i++) {
-      const res = await fetch(`${server.url}/grpc.health.v1.Health/Check`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{"service":""}',
-      });
-      expect(await res.json()).toEqual({ status: 'SERVING' });
-      const grpcClient = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
-      expect((await grpcClient.check({})).status).toBe(SERVING);
-      const h1Client = createClient(health.Health, createConnectTransport({ baseUrl: server.url, httpVersion: '1.1' }));
-      expect((await h1Client.check({})).status).toBe(SERVING);
-    }
-    const stream = createClient(health.Health, createGrpcTransport({ baseUrl: server.url })).watch({});
-    for await (const res of stream) {
-      expect(res.status).toBe(SERVING);
-      break;
-    }
-  });
-
-  it('closes an auto server gracefully with open HTTP/1.1 keep-alive and h2c connections', async () => {
-    let handling = 0;
-    const server = await startGrpcServer({
-      routes: slowRoutes(300, () => handling++),
-      port: 0,
-      host: '127.0.0.1',
-      logger,
-      protocol: 'auto',
-    });
-    const h1 = createClient(health.Health, createConnectTransport({ baseUrl: server.url, httpVersion: '1.1' }));
-    const h2 = createClient(health.Health, createGrpcTransport({ baseUrl: server.url }));
-    const calls = [h1.check({}), h2.check({})];
-    await until(() => handling === 2);
-    const started = Date.now();
-    await server.close(10_000);
-    expect((await Promise.all(calls)).map((r) => r.status)).toEqual([SERVING, SERVING]);
-    expect(Date.now() - started).toBeLessThan(5000);
-    expect(await canConnect(server.port)).toBe(false);
-  });
-
   it('rejects a port that is already taken', async () => {
     const first = await startGrpcServer({ routes: slowRoutes(0), port: 0, host: '127.0.0.1', logger });
     servers.push(first);

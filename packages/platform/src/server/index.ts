@@ -1,9 +1,11 @@
 /**
- * Server plumbing shared by every Bedrock service: the gRPC/Connect server, health checking,
+ * Server plumbing shared by every Bedrock service: one HTTP listener (serve) under the
+ * gRPC/Connect server, the metrics server and web-bff's listeners, health checking,
  * reflection, Prometheus metrics, structured logs, environment config, tracing on
  * OpenTelemetry (RPC and queue spans, trace context in queue payloads) and graceful shutdown.
  * See docs/observability.md and docs/configuration.md.
  */
+export * from './serve.ts';
 export * from './grpc-server.ts';
 export * from './connect-handler.ts';
 export * from './malformed-requests.ts';

@@ -1,9 +1,8 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Health } from './health.ts';
 import { OVERALL } from './health.ts';
 import type { Readiness } from './readiness.ts';
+import { serve, type Http1Handler } from './serve.ts';
 
 /** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
@@ -30,8 +29,8 @@ export interface MetricsServer {
 }
 
 /**
- * Plain HTTP/1.1 for Prometheus scrapes and kubelet probes, apart from the gRPC port so a
- * busy or draining gRPC server never fails a scrape:
+ * Plain HTTP/1.1 (through serve()) for Prometheus scrapes and kubelet probes, apart from the
+ * gRPC port so a busy or draining gRPC server never fails a scrape:
  * - `GET /metrics`: the registry in Prometheus text format.
  * - `GET /healthz`: liveness; 200 whenever the process can answer. It deliberately ignores
  *   the health holder: a dependency outage should drain a pod, not restart it.
@@ -42,8 +41,7 @@ export interface MetricsServer {
  */
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
   const { registry, health, readiness } = options;
-  const host = options.host ?? '0.0.0.0';
-  const server = http.createServer((req, res) => {
+  const handler: Http1Handler = (req, res) => {
     const reply = (status: number, body: string, type = 'text/plain; charset=utf-8'): void => {
       res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
       res.end(req.method === 'HEAD' ? undefined : body);
@@ -100,23 +98,14 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
       default:
         return reply(404, 'not found: try /metrics, /healthz or /readyz\n');
     }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  };
+  const server = await serve({ protocol: 'http1', host: options.host, port: options.port, handler });
   return {
-    port,
-    url: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.close((err) => (err ? reject(err) : resolve()));
-        // Scrapers keep connections alive; nothing here is worth waiting for.
-        server.closeAllConnections();
-      }),
+    port: server.port,
+    url: server.url,
+    // Scrapers keep connections alive and a scrape is cheap to repeat: nothing here is worth waiting for.
+    close: async () => {
+      await server.close(0);
+    },
   };
 }

@@ -100,6 +100,8 @@ export async function serve(options: ServeOptions): Promise<Served> {
   for (const [key, value] of Object.entries(options.limits ?? {})) if (value !== undefined) limits[key as keyof ServeLimits] = value;
   const sockets = new Set<Socket>();
   const sessions = new Set<http2.ServerHttp2Session>();
+  /** HTTP/1.1 responses in flight, which learn at close() that their connection ends with them. */
+  const responses = new Set<http.ServerResponse>();
   let draining = false;
   let server: http.Server | http2.Http2Server;
 
@@ -152,6 +154,8 @@ export async function serve(options: ServeOptions): Promise<Served> {
     // keep-alive connection after its response, so idle clients do not hold the close open.
     h1.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       if (draining) res.shouldKeepAlive = false;
+      else responses.add(res);
+      res.once('close', () => responses.delete(res));
       res.once('finish', () => {
         if (draining) req.socket.end();
       });
@@ -181,6 +185,7 @@ export async function serve(options: ServeOptions): Promise<Served> {
     // while streams already open run to completion.
     for (const session of sessions) session.close();
     if (server instanceof http.Server) server.closeIdleConnections();
+    for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
     if (await raceTimeout(closed, graceMs)) return true;
     options.onGraceOver?.();
     if (await raceTimeout(closed, ABORT_FLUSH_MS)) return false;

@@ -20,10 +20,13 @@ import {
   readServiceTokenFile,
   registerReflection,
   rpcMetricsInterceptor,
+  serve,
   startMetricsServer,
   withMalformedRequestErrors,
   type Logger,
   type MetricsServer,
+  type ServeLimits,
+  type Served,
 } from '@bedrock/platform/server';
 import { registerConversationRoutes } from './api/conversation-routes.ts';
 import { authenticateBearer, authInterceptor } from './auth/auth-interceptor.ts';
@@ -31,7 +34,6 @@ import { loadTokenStore, type TokenStore } from './auth/token-store.ts';
 import type { WebBffConfig } from './config.ts';
 import { apiGuard, withReadMaxBytes } from './http/api-guard.ts';
 import { parseOrigins, withCors } from './http/cors.ts';
-import { listen, type Listener } from './http/listener.ts';
 import { exposeExchange } from './http/raw-request.ts';
 import { withSecurityHeaders } from './http/security-headers.ts';
 import { staticFiles } from './http/static-files.ts';
@@ -46,6 +48,11 @@ export const SERVICE_NAME = 'web-bff';
 
 /** Largest request accepted from clients, bytes: a message with images (the conversation service checks the details). */
 const READ_MAX_BYTES = 64 * 1024 * 1024;
+/**
+ * Many watch streams share few HTTP/2 connections (up to 10,000 per connection), and watch
+ * streams are long-lived: no bound on receiving a whole HTTP/1.1 request, as before.
+ */
+const LISTENER_LIMITS: ServeLimits = { maxConcurrentStreams: 10_000, requestTimeoutMs: 0 };
 /** Largest request to the open services (health checking, reflection), which need no token. */
 const OPEN_READ_MAX_BYTES = 64 * 1024;
 
@@ -161,11 +168,16 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   );
   const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.corsOrigins), guarded));
 
-  const listeners: Listener[] = [];
+  const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
+  // `Expect: 100-continue` goes to the handler, which sends 100 Continue only to a request it
+  // admits (a refused caller learns so before sending its body); open watches end with
+  // UNAVAILABLE through the shutdown signal when the grace period is over.
+  const common = { host: config.host, handler: app, handleExpectContinue: true, onGraceOver: abort, limits: LISTENER_LIMITS };
+  const listeners: Served[] = [];
   let metricsServer: MetricsServer | undefined;
   try {
-    listeners.push(await listen('http1', config.host, config.httpPort, app));
-    listeners.push(await listen('h2c', config.host, config.grpcPort, app));
+    listeners.push(await serve({ ...common, protocol: 'http1', port: config.httpPort }));
+    listeners.push(await serve({ ...common, protocol: 'h2c', port: config.grpcPort }));
     // Ready while the conversation service answers its health check and, with the redis
     // transport, Redis answers (the watch streams are read there).
     const readiness = createReadiness({
@@ -179,7 +191,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
       readiness,
     });
   } catch (err) {
-    for (const l of listeners) await l.close(0, () => undefined);
+    for (const l of listeners) await l.close(0);
     upstream.close();
     await fanout.close();
     watchdog.stop();
@@ -188,7 +200,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
   }
   health.set('', 'SERVING');
   health.set(ConversationService.typeName, 'SERVING');
-  const [http1, h2c] = listeners as [Listener, Listener];
+  const [http1, h2c] = listeners as [Served, Served];
   logger.info(
     { http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.names.length },
     'web-bff started',
@@ -212,9 +224,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     stop() {
       stopping ??= (async () => {
         health.shutdown();
-        const abort = () =>
-          shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
-        await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs, abort)));
+        await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs)));
         watchdog.stop();
         upstream.close();
         await fanout.close();

@@ -10,10 +10,14 @@ export const METRIC = {
   queueDepth: 'bedrock_queue_depth',
   /** Histogram `{queue}`: seconds from enqueue to a worker picking the job up. */
   queueWaitSeconds: 'bedrock_queue_wait_seconds',
+  /** Counter `{queue}`: jobs a worker started (recorded by `instrumentJob`). */
+  jobsStartedTotal: 'bedrock_jobs_started_total',
   /** Counter `{queue, outcome}`: jobs finished by a worker, by {@link JobOutcome}. */
   jobsTotal: 'bedrock_jobs_total',
   /** Histogram `{queue, outcome}`: seconds a worker spent on one job. */
   jobDurationSeconds: 'bedrock_job_duration_seconds',
+  /** Gauge `{queue}`: jobs a worker is running now (recorded by `instrumentJob`). */
+  jobsInFlight: 'bedrock_jobs_in_flight',
   /** Counter `{state, event, result}`: state-machine transitions, by {@link TransitionResult}. */
   transitionsTotal: 'bedrock_transitions_total',
   /** Counter `{model, kind}`: LLM tokens, by {@link TokenKind}. */

@@ -15,9 +15,11 @@ export interface Metrics {
   readonly registry: Registry;
   readonly queueDepth: Gauge<'queue' | 'state'>;
   readonly queueWaitSeconds: Histogram<'queue'>;
+  readonly jobsStartedTotal: Counter<'queue'>;
   /** Label `outcome` takes a {@link JobOutcome}. */
   readonly jobsTotal: Counter<'queue' | 'outcome'>;
   readonly jobDurationSeconds: Histogram<'queue' | 'outcome'>;
+  readonly jobsInFlight: Gauge<'queue'>;
   /** Label `result` takes a {@link TransitionResult}. */
   readonly transitionsTotal: Counter<'state' | 'event' | 'result'>;
   /** Label `kind` takes a {@link TokenKind}. */
@@ -52,6 +54,12 @@ export function createMetrics(service: string): Metrics {
       buckets: DURATION_BUCKETS,
       registers,
     }),
+    jobsStartedTotal: new Counter({
+      name: METRIC.jobsStartedTotal,
+      help: 'Jobs a worker started.',
+      labelNames: ['queue'],
+      registers,
+    }),
     jobsTotal: new Counter({
       name: METRIC.jobsTotal,
       help: 'Jobs finished by a worker, by outcome.',
@@ -65,6 +73,7 @@ export function createMetrics(service: string): Metrics {
       buckets: DURATION_BUCKETS,
       registers,
     }),
+    jobsInFlight: new Gauge({ name: METRIC.jobsInFlight, help: 'Jobs a worker is running now.', labelNames: ['queue'], registers }),
     transitionsTotal: new Counter({
       name: METRIC.transitionsTotal,
       help: 'State-machine transitions by previous state, event and result.',

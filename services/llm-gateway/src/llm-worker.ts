@@ -22,9 +22,17 @@ import {
   type LlmRequestJob,
   type TokenDeltaKind,
 } from '@bedrock/contracts';
-import { createLiveOutput } from '@bedrock/platform';
+import { createLiveOutput, createRunRegistry, followCancels } from '@bedrock/platform';
 import type { Consumer, Job, Transport } from '@bedrock/platform';
-import { failSpan, inSpan, jobTraceLogFields, SpanKind, startQueueDepthSampler, traceCarrier } from '@bedrock/platform/server';
+import {
+  failSpan,
+  inSpan,
+  instrumentJob,
+  jobTraceLogFields,
+  SpanKind,
+  startQueueDepthSampler,
+  traceCarrier,
+} from '@bedrock/platform/server';
 import type { JobOutcome, LlmOutcome as LlmOutcomeLabel, Logger, Metrics, Span } from '@bedrock/platform/server';
 import type { HistorySource } from './history-source.ts';
 import { runLlmJob, type LlmOutcome, type RunOptions } from './run-llm-request.ts';
@@ -78,33 +86,20 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
   // repeated, so there is no claim): recovery then waits for it instead of calling it lost.
   const owner = `llm-gateway#${randomBytes(6).toString('hex')}`;
   const results = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
-  const inFlight = new Map<string, AbortController>();
-  // Cancels that arrived before their job started (or on another replica's job): expiry time by request id.
-  const cancelled = new Map<string, number>();
+  // The requests streaming here, by request id (platform's run registry). Every cancel is
+  // remembered for `cancelMemoryMs`: one that comes before its job (or for another replica's
+  // job) answers the job cancelled without calling the provider.
+  const runs = createRunRegistry<LlmOutcome>({ earlyCancelTtlMs: options.cancelMemoryMs });
 
-  const rememberCancel = (requestId: string) => {
-    const now = Date.now();
-    cancelled.set(requestId, now + options.cancelMemoryMs);
-    // Sweep lazily; the map stays as small as the cancels of the last few minutes.
-    if (cancelled.size > 1000) for (const [id, until] of cancelled) if (until < now) cancelled.delete(id);
-  };
-  const isCancelled = (requestId: string) => {
-    const until = cancelled.get(requestId);
-    return until !== undefined && until >= Date.now();
-  };
-
-  const unsubscribe = await transport.cancels.subscribe((signal: CancelSignal) => {
-    if (signal.target.case !== 'llmRequestId') return;
-    const requestId = signal.target.value;
-    rememberCancel(requestId);
-    const controller = inFlight.get(requestId);
-    if (controller) {
-      logger.info({ request_id: requestId, conversation_id: signal.conversationId }, 'cancel: aborting the provider stream');
-      controller.abort();
-    }
+  const unsubscribe = await followCancels(transport.cancels, 'llmRequestId', runs, (signal: CancelSignal, found) => {
+    if (found > 0)
+      logger.info(
+        { request_id: signal.target.value, conversation_id: signal.conversationId, found },
+        'cancel: aborting the provider stream',
+      );
   });
 
-  async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
+  async function handle(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<JobOutcome> {
     const data = job.data;
     const log = logger.child({
       request_id: data.requestId,
@@ -113,22 +108,16 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
       attempt: data.attempt,
       ...jobTraceLogFields(data.traceContext),
     });
-    const controller = new AbortController();
-    inFlight.set(data.requestId, controller);
     const runKey = llmRunKey(data.requestId);
     const markAlive = () =>
       void transport.runs.markAlive(runKey, owner).catch((err: unknown) => log.debug({ err }, 'request heartbeat failed'));
     markAlive();
     const beat = setInterval(markAlive, transport.runs.heartbeatMs);
-    const onShutdown = () => controller.abort();
-    // A consumer may hand every job the same shutdown signal: one listener per running job is
-    // expected, not a leak (each is removed when its job ends).
+    // A consumer may hand every job the same shutdown signal, and the run registry puts one
+    // listener per running job on it: expected, not a leak (each is removed when its job ends).
     setMaxListeners(options.concurrency + 10, shutdown);
-    shutdown.addEventListener('abort', onShutdown, { once: true });
-    if (isCancelled(data.requestId)) controller.abort();
     const model = data.model || options.runOptions.defaultModel;
     const started = performance.now();
-    metrics?.activeStreams.inc({ kind: 'llm' });
     // Token deltas, live (platform's live-output rules: merged while an append is in flight,
     // no pause between appends, no size cap: max_tokens bounds them).
     const publisher = createLiveOutput<DeltaTag>({
@@ -142,41 +131,49 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
     });
     // Alive until the result is on its way (not only while the stream runs).
     try {
-      let outcome: LlmOutcome;
-      try {
-        // One model call: the `chat <model>` span of the GenAI conventions.
-        outcome = await inSpan(`chat ${model}`, { kind: SpanKind.CLIENT, attributes: chatAttributes(model) }, async (span) => {
-          const got = await runLlmJob(data, {
-            client: options.client,
-            history: options.history,
-            onHistoryError: (err) =>
-              log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
-            options: options.runOptions,
-            signal: controller.signal,
-            onDelta: (blockIndex, text, kind) => publisher.push(text, { blockIndex, kind }),
-            onFirstEvent: () => {
-              metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
-              options.onFirstEvent?.(data.requestId);
-            },
-            onWarning: (msg, fields) => log.warn(fields, msg),
-          });
-          recordChatOutcome(span, got);
-          return got;
-        });
-      } finally {
-        inFlight.delete(data.requestId);
-        shutdown.removeEventListener('abort', onShutdown);
-        metrics?.activeStreams.dec({ kind: 'llm' });
-      }
+      // The model call runs in the registry (a cancel or the shutdown signal aborts it); a job
+      // redelivered to this replica while its request still streams joins that call (and leaves
+      // the call's metrics to the job that made it).
+      const joined = runs.has(data.requestId);
+      const outcome = await runs.run(
+        { id: data.requestId, conversationId: data.conversationId },
+        async (run) => {
+          metrics?.activeStreams.inc({ kind: 'llm' });
+          try {
+            // One model call: the `chat <model>` span of the GenAI conventions.
+            return await inSpan(`chat ${model}`, { kind: SpanKind.CLIENT, attributes: chatAttributes(model) }, async (span) => {
+              const got = await runLlmJob(data, {
+                client: options.client,
+                history: options.history,
+                onHistoryError: (err) =>
+                  log.warn({ err, history_through: data.historyThrough }, 'history not fetched from the conversation service'),
+                options: options.runOptions,
+                signal: run.signal,
+                onDelta: (blockIndex, text, kind) => publisher.push(text, { blockIndex, kind }),
+                onFirstEvent: () => {
+                  metrics?.llmTimeToFirstTokenSeconds.observe({ model }, (performance.now() - started) / 1000);
+                  options.onFirstEvent?.(data.requestId);
+                },
+                onWarning: (msg, fields) => log.warn(fields, msg),
+              });
+              recordChatOutcome(span, got);
+              return got;
+            });
+          } finally {
+            metrics?.activeStreams.dec({ kind: 'llm' });
+          }
+        },
+        { signal: shutdown },
+      );
       // Aborted by our own shutdown, not by a cancel: hand the job back for another replica.
-      if (shutdown.aborted && !isCancelled(data.requestId)) throw new Error('gateway shutting down: request handed back to the queue');
+      if (shutdown.aborted && !runs.cancelled(data.requestId)) throw new Error('gateway shutting down: request handed back to the queue');
 
       await publisher.flush();
       const label: LlmOutcomeLabel = outcome.case === 'llmResponse' ? 'ok' : (OUTCOME_LABEL[outcome.value.kind] ?? 'unknown');
-      metrics?.llmRequestSeconds.observe({ model, outcome: label }, (performance.now() - started) / 1000);
+      if (!joined) metrics?.llmRequestSeconds.observe({ model, outcome: label }, (performance.now() - started) / 1000);
       if (outcome.case === 'llmResponse') {
         const u = outcome.value.usage;
-        if (u) {
+        if (u && !joined) {
           metrics?.llmTokensTotal.inc({ model, kind: 'input' }, Number(u.inputTokens));
           metrics?.llmTokensTotal.inc({ model, kind: 'output' }, Number(u.outputTokens));
           metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
@@ -191,6 +188,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
             ...(r.cutToolNames.length > 0 ? { cut_tools: [...r.cutToolNames] } : {}),
             ...(r.stopExplanation ? { stop_explanation: r.stopExplanation } : {}),
             ms: Math.round(performance.now() - started),
+            ...(joined ? { joined } : {}),
           },
           'llm response',
         );
@@ -211,29 +209,15 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
           traceContext: traceCarrier(data.traceContext),
         }),
       );
+      return outcome.case === 'llmError' && outcome.value.aborted ? 'cancelled' : 'completed';
     } finally {
       clearInterval(beat);
     }
   }
 
-  /** `bedrock_jobs_total`, `bedrock_job_duration_seconds` and `bedrock_queue_wait_seconds` around {@link handle}. */
-  async function measured(job: Job<LlmRequestJob>, shutdown: AbortSignal): Promise<void> {
-    const started = performance.now();
-    metrics?.queueWaitSeconds.observe({ queue: QUEUE_LLM_REQUESTS }, Math.max(0, Date.now() - job.readyAt) / 1000);
-    let outcome: JobOutcome = 'completed';
-    try {
-      await handle(job, shutdown);
-      if (isCancelled(job.data.requestId)) outcome = 'cancelled';
-    } catch (err) {
-      // Handed back on shutdown (another replica takes it) or failed (the queue retries it).
-      outcome = shutdown.aborted ? 'retried' : 'failed';
-      throw err;
-    } finally {
-      metrics?.jobsTotal.inc({ queue: QUEUE_LLM_REQUESTS, outcome });
-      metrics?.jobDurationSeconds.observe({ queue: QUEUE_LLM_REQUESTS, outcome }, (performance.now() - started) / 1000);
-    }
-  }
-
+  // Jobs started, in flight and finished by outcome (`retried` = handed back on shutdown), their
+  // duration and queue wait: platform's job metrics, the same as the tool-runner's.
+  const measured = instrumentJob(metrics, QUEUE_LLM_REQUESTS, handle);
   const consumer: Consumer = transport.queues.consume(QUEUE_LLM_REQUESTS, LlmRequestJobSchema, measured, {
     concurrency: options.concurrency,
     ...(options.limiter ? { limiter: options.limiter } : {}),
@@ -250,7 +234,7 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
 
   return {
     get inFlight() {
-      return inFlight.size;
+      return runs.size;
     },
     async close(graceMs) {
       sampler?.stop();

@@ -223,11 +223,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           outputFlushMs: config.outputFlushMs,
           outputStreamMaxBytes: config.outputStreamMaxBytes,
           logger,
-          onJob: (queue, outcome, seconds, waitSeconds) => {
-            metrics.jobsTotal.inc({ queue, outcome });
-            metrics.jobDurationSeconds.observe({ queue, outcome }, seconds);
-            if (outcome !== 'failed') metrics.queueWaitSeconds.observe({ queue }, waitSeconds);
-          },
+          metrics,
         });
         depthSampler = startQueueDepthSampler({
           queues: transport.queues,

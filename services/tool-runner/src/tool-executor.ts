@@ -5,7 +5,7 @@
 import { create } from '@bufbuild/protobuf';
 import { ToolCompleteEventSchema } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
-import { RunningTools } from './running-tools.ts';
+import { createRunRegistry } from '@bedrock/platform';
 import { executeTool } from './tools/execute-tool.ts';
 import type { ExecuteContext } from './tools/execute-tool.ts';
 import { CANCELLED_OUTCOME, errorOutcome } from './tools/tool-types.ts';
@@ -23,8 +23,13 @@ export interface ToolExecutor {
    * finished here in the last 10 minutes; undefined otherwise. Never starts a run.
    */
   existing(toolUseId: string, onOutput?: (text: string) => void): Promise<ToolCompleteEvent> | undefined;
-  /** Kills the tool's process group. False when it is not running here. */
+  /**
+   * Kills the tool's process group. False when it is not running here; the cancel is remembered
+   * either way (10 minutes), so a job of this tool_use_id arriving later is answered cancelled.
+   */
   cancel(toolUseId: string): boolean;
+  /** Kills every tool of the conversation running here; returns how many. */
+  cancelConversation(conversationId: string): number;
   /** Tools running now. */
   readonly active: number;
   /** Cancels everything and waits for it to end (shutdown). */
@@ -44,7 +49,8 @@ const RECENT_TTL_MS = 10 * 60_000;
 const RECENT_MAX = 2000;
 
 export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
-  const running = new RunningTools<ToolCompleteEvent>();
+  // The tool calls running here, by tool_use_id (platform's run registry: joins, cancels, early cancels).
+  const running = createRunRegistry<ToolCompleteEvent>();
   const listeners = new Map<string, Set<(text: string) => void>>();
   // A job is retried when publishing its result failed (Redis hiccup) and redelivered when a
   // consumer stalled: the command must not run again on this runner for either.
@@ -110,7 +116,8 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
   return {
     execute(job, onOutput) {
       return listening(job.toolUseId, onOutput, async () => {
-        const result = known(job.toolUseId) ?? (await running.run(job.toolUseId, (signal) => run(job, signal)));
+        const result =
+          known(job.toolUseId) ?? (await running.run({ id: job.toolUseId, conversationId: job.conversationId }, (r) => run(job, r.signal)));
         remember(job.toolUseId, result);
         return result;
       });
@@ -122,11 +129,12 @@ export function createToolExecutor(options: ToolExecutorOptions): ToolExecutor {
       return inProgress && listening(toolUseId, onOutput, () => inProgress);
     },
     cancel: (toolUseId) => running.cancel(toolUseId),
+    cancelConversation: (conversationId) => running.cancelConversation(conversationId),
     get active() {
       return running.size;
     },
     async abortAll() {
-      running.cancelAll();
+      running.abortAll('the tool-runner is stopping');
       await running.idle();
     },
   };

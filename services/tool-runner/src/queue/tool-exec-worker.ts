@@ -23,10 +23,10 @@ import {
   toolRunKey,
 } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
-import { createLiveOutput } from '@bedrock/platform';
+import { createLiveOutput, followCancels } from '@bedrock/platform';
 import type { Consumer, Transport } from '@bedrock/platform';
-import { inSpan, jobTraceLogFields, traceCarrier } from '@bedrock/platform/server';
-import type { Logger } from '@bedrock/platform/server';
+import { inSpan, instrumentJob, jobTraceLogFields, traceCarrier } from '@bedrock/platform/server';
+import type { Logger, Metrics } from '@bedrock/platform/server';
 import type { ToolExecutor } from '../tool-executor.ts';
 
 export { toolResultEventId };
@@ -42,13 +42,8 @@ export interface ToolExecWorkerOptions {
   readonly outputFlushMs: number;
   readonly outputStreamMaxBytes: number;
   readonly logger: Logger;
-  /** Counts each finished job by queue and outcome (metrics). */
-  readonly onJob?: (
-    queue: string,
-    outcome: 'completed' | 'failed' | 'cancelled' | 'interrupted',
-    seconds: number,
-    waitSeconds: number,
-  ) => void;
+  /** The job metrics of each queue (platform's `instrumentJob`); none recorded without. */
+  readonly metrics?: Metrics;
 }
 
 export interface ToolExecWorker {
@@ -92,10 +87,8 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
   const claimedHere = new Set<string>();
   const killedForShutdown = new Set<string>();
 
-  const unsubscribe = await transport.cancels.subscribe((signal) => {
-    if (signal.target.case !== 'toolUseId') return;
-    const found = executor.cancel(signal.target.value);
-    if (found) logger.info({ conversation_id: signal.conversationId, tool_use_id: signal.target.value }, 'tool cancelled');
+  const unsubscribe = await followCancels(transport.cancels, 'toolUseId', executor, (signal, found) => {
+    if (found > 0) logger.info({ conversation_id: signal.conversationId, tool_use_id: signal.target.value, found }, 'tool cancelled');
   });
 
   /** Records `interrupted` unless a result is recorded already (which then wins). */
@@ -162,9 +155,9 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
     transport.queues.consume(
       queue,
       ToolExecJobSchema,
-      async (job, signal) => {
+      // Jobs started, in flight and finished by outcome, their duration and queue wait.
+      instrumentJob(options.metrics, queue, async (job, signal) => {
         const data = job.data;
-        const started = Date.now();
         const log = logger.child({
           queue,
           job_id: job.id,
@@ -210,14 +203,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
               traceContext: traceCarrier(data.traceContext),
             }),
           );
-          const seconds = (Date.now() - started) / 1000;
           const interrupted = how === 'interrupted' || result.displayJson === interruptedDisplay;
-          options.onJob?.(
-            queue,
-            interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed',
-            seconds,
-            Math.max(0, started - job.readyAt) / 1000,
-          );
           log.info(
             {
               is_error: result.isError,
@@ -229,15 +215,15 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
             },
             'tool finished',
           );
+          return interrupted ? 'interrupted' : result.cancelled ? 'cancelled' : 'completed';
         } catch (err) {
           await streamer.close();
-          options.onJob?.(queue, 'failed', (Date.now() - started) / 1000, 0);
           log.warn({ err }, 'tool job failed');
           throw err;
         } finally {
           signal.removeEventListener('abort', onHandBack);
         }
-      },
+      }),
       { concurrency: options.concurrency },
     ),
   );

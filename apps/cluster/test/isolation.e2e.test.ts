@@ -47,7 +47,7 @@ beforeAll(async () => {
     redisPrefix: `e2e-isolation-${process.pid}`,
     replicas: { conversation: 1, gateway: 1, toolRunner: 1 },
     // The offline model: no key, no provider.
-    env: { ANTHROPIC_API_KEY: '', LOG_LEVEL: 'warn', BEDROCK_OFFLINE_EVENT_DELAY: '0' },
+    env: { ANTHROPIC_API_KEY: '', LOG_LEVEL: 'warn', BEDROCK_OFFLINE_EVENT_DELAY: '0ms' },
   });
   const client = createClient(
     ConversationService,

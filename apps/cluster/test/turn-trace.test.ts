@@ -101,13 +101,15 @@ beforeAll(async () => {
     { transport, servicePeers: services.peers },
   );
   gateway = createLlmGateway(
-    readLlmGatewayConfig({
-      ANTHROPIC_API_KEY: 'test-key',
-      ANTHROPIC_BASE_URL: llm.url,
-      BEDROCK_TRANSPORT: 'memory',
-      BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
-      LOG_LEVEL: 'warn',
-    }),
+    readLlmGatewayConfig(
+      {},
+      {
+        log: { level: 'warn' },
+        transport: { kind: 'memory' },
+        provider: { apiKey: 'test-key', baseUrl: llm.url },
+        history: { conversationUrls: [conversation.grpcUrl] },
+      },
+    ),
     { transport, serveMetrics: false, serviceToken: services.tokens['llm-gateway']! },
   );
   await gateway.start();

@@ -111,12 +111,19 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => conversation.stop());
 
     // After the conversation service: the gateway fetches each request's history from it.
-    const gateway = createLlmGateway(readLlmGatewayConfig({ ...internal, BEDROCK_CONVERSATION_URL: conversation.grpcUrl }), {
-      transport,
-      logger: logger.child({ component: 'llm-gateway' }),
-      serveMetrics: false,
-      serviceToken: services.tokens['llm-gateway'],
-    });
+    const gateway = createLlmGateway(
+      readLlmGatewayConfig(env, {
+        transport: { kind: 'memory' },
+        server: { metricsPort: 0, host: '127.0.0.1' },
+        history: { conversationUrls: [conversation.grpcUrl] },
+      }),
+      {
+        transport,
+        logger: logger.child({ component: 'llm-gateway' }),
+        serveMetrics: false,
+        serviceToken: services.tokens['llm-gateway'],
+      },
+    );
     await gateway.start();
     stops.push(() => gateway.stop());
     // Tools never reach the internal API's port (the runner denies its own ports itself).

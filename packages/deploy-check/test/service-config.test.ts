@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { QUEUE_LLM_REQUESTS, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED } from '@bedrock/contracts';
 import { redisKeys } from '@bedrock/platform';
 import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
-import { llmGatewayEnv, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
+import { llmGatewayConfigSchema, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
 import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
 import { readWebBffConfig, webBffEnv } from '../../../services/web-bff/src/config.ts';
 import { describeConfig, redisSection } from '@bedrock/platform/config';
@@ -23,7 +23,7 @@ const TRANSPORT_ENV = describeConfig(redisSection).map((row) => row.env);
 const names = (spec: Record<string, { name: string }>) => Object.values(spec).map((s) => s.name);
 const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {
   conversation: { reads: [...names(conversationEnv), ...TRANSPORT_ENV], parse: readConversationConfig },
-  'llm-gateway': { reads: [...names(llmGatewayEnv), ...TRANSPORT_ENV], parse: readLlmGatewayConfig },
+  'llm-gateway': { reads: describeConfig(llmGatewayConfigSchema).map((r) => r.env), parse: (env) => readLlmGatewayConfig(env) },
   'tool-runner': { reads: [...names(toolRunnerEnv), ...TRANSPORT_ENV], parse: readToolRunnerConfig },
   'web-bff': { reads: [...names(webBffEnv), ...TRANSPORT_ENV], parse: readWebBffConfig },
 };

@@ -54,7 +54,7 @@ interface Rig {
 async function rig(makeTransport: () => Transport, env: Record<string, string>, hooks: LlmGatewayDeps = {}): Promise<Rig> {
   const transport = makeTransport();
   const gateway = createLlmGateway(
-    readLlmGatewayConfig({ BEDROCK_TRANSPORT: 'memory', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1', ...env }),
+    readLlmGatewayConfig(env, { transport: { kind: 'memory' }, server: { metricsPort: 0, host: '127.0.0.1' } }),
     { transport, logger: silent, serveMetrics: false, history: testHistory, ...hooks },
   );
   await gateway.start();

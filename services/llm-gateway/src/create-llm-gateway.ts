@@ -4,7 +4,6 @@
  * API key it starts the local Messages API server in-process and answers with the offline
  * demo model through the very same SDK path.
  */
-import { loadConfig, transportSection } from '@bedrock/platform/config';
 import Anthropic from '@anthropic-ai/sdk';
 import { createTransport } from '@bedrock/platform';
 import type { Transport } from '@bedrock/platform';
@@ -21,7 +20,7 @@ import {
 import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/offline-model';
 import type { MessagesApiServer } from '@bedrock/offline-model';
-import type { LlmGatewayConfig } from './config.ts';
+import { defaultModelOf, imageLimitsOf, modelRegistryOf, rateLimitOf, type LlmGatewayConfig } from './config.ts';
 import { createConversationHistorySource, type HistorySource } from './history-source.ts';
 import { ImageCache, RefusedImages } from './images.ts';
 import { startLlmWorker } from './llm-worker.ts';
@@ -62,10 +61,13 @@ export interface LlmGateway {
 }
 
 export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps = {}): LlmGateway {
-  const logger = deps.logger ?? createLogger({ service: 'llm-gateway', level: config.logLevel });
+  const logger = deps.logger ?? createLogger({ service: 'llm-gateway', level: config.log.level });
   const metrics = deps.metrics ?? createMetrics('llm-gateway');
   const health = createHealth({ overall: 'NOT_SERVING' });
-  const offline = !config.apiKey;
+  const { provider } = config;
+  const offline = !provider.apiKey;
+  const defaultModel = defaultModelOf(provider);
+  const limiter = rateLimitOf(config.jobs);
   let transport: Transport | undefined;
   let ownsTransport = false;
   let localServer: MessagesApiServer | undefined;
@@ -92,7 +94,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         // A fixed signing key: thinking blocks stored by an earlier run or signed by another
         // replica's offline server stay valid.
         localServer = await startMessagesApiServer({
-          fallback: offlineModelResponder({ eventDelayMs: config.offlineEventDelayMs }),
+          fallback: offlineModelResponder({ eventDelayMs: config.offline.eventDelay }),
           keepRequests: 0,
           signingKey: OFFLINE_SIGNING_KEY,
         });
@@ -102,14 +104,14 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
           'ANTHROPIC_API_KEY is not set: answering with the offline demo model (not a real language model)',
         );
       } else {
-        providerUrl = config.baseUrl ?? 'https://api.anthropic.com';
+        providerUrl = provider.baseUrl?.replace(/\/$/, '') ?? 'https://api.anthropic.com';
       }
       const client = new Anthropic({
-        apiKey: config.apiKey ?? 'offline-demo',
+        apiKey: provider.apiKey ?? 'offline-demo',
         baseURL: providerUrl,
         // The state machine owns retries so the user sees them (REQ-BED-006).
         maxRetries: 0,
-        timeout: config.requestTimeoutMs,
+        timeout: provider.requestTimeout,
         // Pings keep a response alive though the SDK hides them (see liveness-fetch.ts).
         fetch: livenessFetch(),
         logger: {
@@ -127,19 +129,20 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
       if (deps.transport) transport = deps.transport;
       else {
         ownsTransport = true;
-        transport = createTransport(loadConfig(transportSection, process.env, { kind: config.transport }), logger);
+        transport = createTransport(config.transport, logger);
       }
       if (deps.history) history = deps.history;
       else {
         // Read at start: a missing or unreadable token file stops the gateway with its path named.
-        const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
+        const serviceToken =
+          deps.serviceToken ?? (config.history.serviceTokenFile ? readServiceTokenFile(config.history.serviceTokenFile) : undefined);
         if (!serviceToken)
           logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every history fetch');
         history = createConversationHistorySource({
-          targets: config.conversationUrls,
+          targets: config.history.conversationUrls,
           serviceToken,
-          timeoutMs: config.historyTimeoutMs,
-          resolveIntervalMs: config.conversationResolveMs,
+          timeoutMs: config.history.timeout,
+          resolveIntervalMs: config.history.resolveInterval,
           logger,
         });
       }
@@ -148,18 +151,18 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         client,
         history,
         runOptions: {
-          registry: config.registry,
-          defaultModel: config.defaultModel,
-          defaultMaxTokens: config.defaultMaxTokens,
-          imageLimits: config.imageLimits,
+          registry: modelRegistryOf(provider),
+          defaultModel,
+          defaultMaxTokens: provider.defaultMaxTokens,
+          imageLimits: imageLimitsOf(config.images),
           imageCache: new ImageCache(),
           refusedImages: new RefusedImages(),
-          requestTimeoutMs: config.requestTimeoutMs,
-          idleTimeoutMs: config.idleTimeoutMs,
+          requestTimeoutMs: provider.requestTimeout,
+          idleTimeoutMs: provider.idleTimeout,
         },
-        concurrency: config.concurrency,
-        ...(config.limiter ? { limiter: config.limiter } : {}),
-        cancelMemoryMs: config.cancelMemoryMs,
+        concurrency: config.jobs.concurrency,
+        ...(limiter ? { limiter } : {}),
+        cancelMemoryMs: config.jobs.cancelMemory,
         logger,
         metrics,
         ...(deps.onDeltaAppended ? { onDeltaAppended: deps.onDeltaAppended } : {}),
@@ -172,8 +175,8 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         const ready = history.ready;
         if (ready) checks.push({ name: 'conversation', check: ready });
         metricsServer = await startMetricsServer({
-          port: config.metricsPort,
-          host: config.host,
+          port: config.server.metricsPort,
+          host: config.server.host,
           registry: metrics.registry,
           health,
           readiness: createReadiness({ checks }),
@@ -184,11 +187,11 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         {
           offline,
           provider_url: providerUrl,
-          conversation_urls: deps.history ? undefined : config.conversationUrls.map(String),
-          transport: config.transport,
-          concurrency: config.concurrency,
-          limiter: config.limiter ?? null,
-          default_model: config.defaultModel,
+          conversation_urls: deps.history ? undefined : config.history.conversationUrls,
+          transport: config.transport.kind,
+          concurrency: config.jobs.concurrency,
+          limiter: limiter ?? null,
+          default_model: defaultModel,
           metrics_url: metricsServer?.url,
         },
         'llm-gateway started',
@@ -196,7 +199,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
     },
     async stop() {
       health.shutdown();
-      await worker?.close(config.shutdownGraceMs);
+      await worker?.close(config.server.shutdownGrace);
       if (ownsTransport) await transport?.close();
       if (!deps.history) history?.close();
       await metricsServer?.close();

@@ -1,6 +1,6 @@
 /** The LLM gateway, for embedding (the single-process default) and tests. */
 export { createLlmGateway, type LlmGateway, type LlmGatewayDeps } from './create-llm-gateway.ts';
-export { readLlmGatewayConfig, llmGatewayEnv, type LlmGatewayConfig } from './config.ts';
+export { readLlmGatewayConfig, llmGatewayConfigSchema, type LlmGatewayConfig } from './config.ts';
 export { runLlmJob, runLlmRequest, type LlmOutcome, type LlmRequest, type RunDeps, type RunOptions } from './run-llm-request.ts';
 export {
   createConversationHistorySource,

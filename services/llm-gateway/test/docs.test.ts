@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, it, expect } from '@jest/globals';
-import { envMarkdownTable } from '@bedrock/platform/server';
+import { configMarkdownTable } from '@bedrock/platform/config';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { ThinkingLevel } from '@bedrock/contracts';
 import { SERVER_TOOL_DEFINITIONS, THINKING_BUDGETS } from '../src/build-request.ts';
-import { llmGatewayEnv } from '../src/config.ts';
+import { llmGatewayConfigSchema } from '../src/config.ts';
 
 const doc = readFileSync(new URL('../../../docs/llm-gateway.md', import.meta.url), 'utf8');
 
@@ -13,7 +13,7 @@ const doc = readFileSync(new URL('../../../docs/llm-gateway.md', import.meta.url
 describe('docs/llm-gateway.md', () => {
   it('holds the generated table of every setting', () => {
     const between = /<!-- llm-gateway-env:start[^>]*-->\n([\s\S]*?)\n<!-- llm-gateway-env:end -->/.exec(doc);
-    expect(between?.[1]).toBe(envMarkdownTable(llmGatewayEnv));
+    expect(between?.[1]).toBe(configMarkdownTable(llmGatewayConfigSchema));
   });
 
   it('lists every default model with its limits and thinking form', () => {

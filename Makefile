@@ -47,6 +47,9 @@ cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 
 cluster-down: ## Stop the local cluster
 	npx tsx scripts/cluster.ts down
 
+install-cli: setup ## Install the bedrock CLI globally from this checkout (npm package bedrock-agent; a link, see docs/cli.md)
+	npm install -g ./apps/cli
+
 bundles: setup ## Production bundles dist/<service>/main.js (what the images run)
 	npx tsx scripts/bundle.ts
 
@@ -60,4 +63,4 @@ k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an
 loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
 	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
 
-.PHONY: help setup gen services lint format breaking test bench loadtest-tool-runner cluster cluster-down bundles images k8s-render
+.PHONY: help setup gen services lint format breaking test bench loadtest-tool-runner cluster cluster-down install-cli bundles images k8s-render

@@ -52,7 +52,8 @@ const pureCore = {
 const SERVICE_NAMES = ['conversation', 'llm-gateway', 'tool-runner', 'web-bff'];
 const APP_NAMES = ['embedded', 'cluster'];
 const upward = (names, message) => ({
-  regex: `^(@bedrock/(${names.join('|')})(/.*)?|(\\.\\./)+(\\.\\./)(services|apps)/.*)$`,
+  // bedrock-agent: the CLI (apps/cli), named for the npm registry.
+  regex: `^(@bedrock/(${names.join('|')})(/.*)?|bedrock-agent(/.*)?|(\\.\\./)+(\\.\\./)(services|apps)/.*)$`,
   message,
 });
 const layers = [
@@ -76,6 +77,32 @@ const layers = [
   },
 ];
 
+/**
+ * @bedrock/agent-view is shared by the web UI (a browser) and the CLI (Node): pure functions,
+ * no Node modules and no DOM or Node globals.
+ */
+const agentView = {
+  files: ['packages/agent-view/src/**/*.ts'],
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          upward([...SERVICE_NAMES, ...APP_NAMES], 'A shared package imports only shared packages: not a service or an app.'),
+          { regex: '^node:', message: 'agent-view runs in the browser too: no Node modules.' },
+        ],
+      },
+    ],
+    'no-restricted-globals': [
+      'error',
+      ...['process', 'Buffer', 'require', 'document', 'window', 'localStorage', 'navigator'].map((name) => ({
+        name,
+        message: `${name} is Node- or browser-only; agent-view is pure functions for both.`,
+      })),
+    ],
+  },
+};
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', 'packages/contracts/src/gen/**', '.bedrock/**', 'coverage/**'] },
   js.configs.recommended,
@@ -88,5 +115,6 @@ export default tseslint.config(
     },
   },
   ...layers,
+  agentView,
   pureCore,
 );

@@ -3,7 +3,7 @@ import { Code, ConnectError, createClient, type Client, type Interceptor } from 
 import { createConnectTransport } from '@connectrpc/connect-web';
 import { ConversationService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
-import { retriesExhausted } from './retry.ts';
+import { retriesExhausted } from '@bedrock/agent-view/retry';
 
 export type Api = Client<typeof ConversationService>;
 

@@ -4,7 +4,7 @@
  * Enter sends, Shift+Enter starts a new line.
  */
 import { h, replace } from './dom.ts';
-import { IMAGE_TYPES, imageProblem } from './format.ts';
+import { IMAGE_TYPES, imageProblem } from '@bedrock/agent-view/format';
 
 export interface Attachment {
   readonly mediaType: string;

@@ -14,12 +14,19 @@ import {
   type ConversationState,
   type ServerTool,
 } from '@bedrock/contracts';
-import { SERVER_TOOLS, serverToolLabel, serverToolName, settingsSummary, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
+import {
+  SERVER_TOOLS,
+  serverToolLabel,
+  serverToolName,
+  settingsSummary,
+  THINKING_CHOICES,
+  thinkingLabel,
+} from '@bedrock/agent-view/agent-content';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { Composer } from './composer.ts';
 import { h, replace } from './dom.ts';
-import { canCancel, errorKindLabel, isBusy, modeLine, stateLine, usageView, type PendingRetry } from './format.ts';
-import { retrying } from './retry.ts';
+import { canCancel, errorKindLabel, isBusy, modeLine, stateLine, usageView, type PendingRetry } from '@bedrock/agent-view/format';
+import { retrying } from '@bedrock/agent-view/retry';
 import { Transcript } from './transcript.ts';
 import { watch } from './watch.ts';
 

@@ -1,10 +1,10 @@
 /** The conversation list (newest first) and the new-conversation form. */
 import { StateKind, type Conversation, type ServerTool, type ThinkingLevel } from '@bedrock/contracts';
-import { SERVER_TOOLS, serverToolLabel, serverToolName, THINKING_CHOICES, thinkingLabel } from './agent-content.ts';
+import { SERVER_TOOLS, serverToolLabel, serverToolName, THINKING_CHOICES, thinkingLabel } from '@bedrock/agent-view/agent-content';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { h, replace } from './dom.ts';
-import { isBusy, stateShort } from './format.ts';
-import { retrying } from './retry.ts';
+import { isBusy, stateShort } from '@bedrock/agent-view/format';
+import { retrying } from '@bedrock/agent-view/retry';
 
 export interface SidebarDeps {
   readonly api: Api;

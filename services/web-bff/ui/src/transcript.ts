@@ -36,9 +36,9 @@ import {
   thoughtSummary,
   usageExtras,
   type Source,
-} from './agent-content.ts';
+} from '@bedrock/agent-view/agent-content';
 import { h, replace } from './dom.ts';
-import { diffLines, formatTokens, patchDisplay, toolInputText, toolSummary } from './format.ts';
+import { diffLines, formatTokens, patchDisplay, toolInputText, toolSummary } from '@bedrock/agent-view/format';
 
 /** Results longer than this many lines start folded. */
 const FOLD_LINES = 24;

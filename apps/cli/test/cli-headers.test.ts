@@ -4,7 +4,7 @@
  * for everything Connect does with headers.
  */
 import { describe, expect, it } from '@jest/globals';
-import { Headers as PlainHeaders } from '../src/cli/bundle/headers.ts';
+import { Headers as PlainHeaders } from '../src/bundle/headers.ts';
 
 type AnyHeaders = InstanceType<typeof PlainHeaders> | globalThis.Headers;
 type Make = (init?: never) => AnyHeaders;

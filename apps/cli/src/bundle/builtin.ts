@@ -1,6 +1,6 @@
 /**
  * Loads a Node built-in module when first needed, not when the bundle starts: the lazy-*.ts
- * stand-ins that bin/build-cli.mjs puts in place of the built-ins @connectrpc/connect-node
+ * stand-ins that scripts/build.mjs puts in place of the built-ins @connectrpc/connect-node
  * imports but a `bedrock` command over http:// never uses (http2, https, zlib; together about
  * 15 ms to load at every start). Bundle-only code: the bundle is CommonJS, `require` its own.
  */

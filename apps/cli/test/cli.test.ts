@@ -9,8 +9,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { StopReason, TokenDeltaKind, type ContentBlockSchema } from '@bedrock/contracts';
-import { run } from '../src/cli/run.ts';
-import { startSystem, type System } from './support/system.ts';
+import { run } from '../src/run.ts';
+import { startSystem, type System } from '@bedrock/web-bff/test-support';
 
 const BIN = resolve('node_modules/.bin/bedrock');
 

@@ -15,7 +15,7 @@ import {
   type ConversationState,
   type ImageAttachment,
 } from '@bedrock/contracts';
-import { parseThinking } from '../../ui/src/agent-content.ts';
+import { parseThinking } from '@bedrock/agent-view/agent-content';
 import type { ApiClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Retry } from './retry.ts';

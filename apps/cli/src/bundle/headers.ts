@@ -1,5 +1,5 @@
 /**
- * The Fetch API's `Headers`, for the CLI bundle only (bin/build-cli.mjs injects it in place of
+ * The Fetch API's `Headers`, for the CLI bundle only (scripts/build.mjs injects it in place of
  * the global). Connect makes a `new Headers()` for every call, and Node 20's global `Headers`
  * loads the whole of undici (fetch, its dispatcher and streams) the first time it is touched:
  * about 30 ms of a 150 ms start. This is the same class as far as Connect uses it: names are

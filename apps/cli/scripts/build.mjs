@@ -1,21 +1,23 @@
-// Bundles the `bedrock` CLI with esbuild into dist/cli/, so that bin/bedrock.js starts it
-// without tsx (docs/cli.md, "How it runs"). Part of `npm run build` (which `npm ci` runs);
-// `node services/web-bff/bin/build-cli.mjs` rebuilds it alone.
+// Bundles the `bedrock` CLI with esbuild into dist/, so that bin/bedrock.js starts it without
+// tsx, and so that the package runs where it is installed (`npm install -g ./apps/cli`) with no
+// dependency at all: everything but Node's built-ins is in the bundles (docs/cli.md, "How it
+// runs"). The package's `build` script, part of the root `npm run build` (which `npm ci` runs);
+// `npm run build -w bedrock-agent` or `node apps/cli/scripts/build.mjs` rebuilds it alone.
 //
 // Two CommonJS bundles (node20; no externals but Node's built-ins), each written by rename so
 // that a CLI starting meanwhile reads whole files:
-//   dist/cli/client-HASH.cjs  the commands: src/cli/dispatch.ts and all it imports (protobuf
+//   dist/client-HASH.cjs      the commands: src/dispatch.ts and all it imports (protobuf
 //                             descriptors, Connect). Named by its content's hash; the entry
-//                             names the one it was built with. src/cli/bundle/client.ts loads
+//                             names the one it was built with. src/bundle/client.ts loads
 //                             it with a V8 code cache, client-HASH.cjs.NODEVERSION-ARCH.cache,
 //                             that the first command writes.
-//   dist/cli/bedrock.cjs      the entry (src/cli/bundle/entry.ts): the command line and
+//   dist/bedrock.cjs          the entry (src/bundle/entry.ts): the command line and
 //                             `--help`; loads the client only when a command runs. Written last.
-//   dist/cli/*.map            source maps (used only under NODE_OPTIONS=--enable-source-maps)
-//   dist/cli/inputs.json      the repository's source files in them and the client, which
+//   dist/*.map                source maps (used only under NODE_OPTIONS=--enable-source-maps)
+//   dist/inputs.json          the repository's source files in them and the client, which
 //                             bin/bedrock.js compares with the entry's mtime to tell whether
 //                             it is fresh
-//   dist/cli/clients.json     the clients of this build and the one before it, which are kept
+//   dist/clients.json         the clients of this build and the one before it, which are kept
 //                             (a CLI started from it may still load its client); older ones,
 //                             their caches and other leftovers are removed.
 //
@@ -23,15 +25,16 @@
 // than `node -e 0` before any code of ours runs), and only a script, not a module, can be
 // compiled from a V8 code cache there.
 import { createHash } from 'node:crypto';
+import { builtinModules } from 'node:module';
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const out = join(pkg, 'dist', 'cli');
+const out = join(pkg, 'dist');
 const entry = join(out, 'bedrock.cjs');
-const cli = join(pkg, 'src', 'cli');
+const cli = join(pkg, 'src');
 
 /**
  * The CLI imports two functions (generateToken, hashToken) through the `@bedrock/platform/server`
@@ -59,7 +62,7 @@ const tokenEntriesOnly = {
 /**
  * @connectrpc/connect-node imports node:http2, node:https and node:zlib at its top, but a
  * command over http:// without compressed answers uses none of them: they are replaced by
- * stand-ins that load the real module on first use (src/cli/bundle/lazy-*.ts).
+ * stand-ins that load the real module on first use (src/bundle/lazy-*.ts).
  */
 const lazyBuiltins = {
   name: 'lazy-builtins',
@@ -93,7 +96,7 @@ const common = {
   sourcemap: 'linked',
   legalComments: 'none',
   // Node 20's global Headers loads all of undici on first use (about 30 ms); Connect's uses get
-  // a plain class instead (src/cli/bundle/headers.ts).
+  // a plain class instead (src/bundle/headers.ts).
   inject: [join(cli, 'bundle', 'headers.ts')],
   // A stand-in that lacks a function connect-node calls fails the build, not a command.
   logOverride: { 'import-is-undefined': 'error' },
@@ -122,6 +125,13 @@ const main = await esbuild.build({
 // Loaded as scripts (vm.Script has no import() callback) and by require(): no ESM left.
 for (const f of [...client.outputFiles, ...main.outputFiles].filter((f) => f.path.endsWith('.cjs'))) {
   if (/\bimport\(|import\.meta/.test(f.text)) throw new Error(`${relative(pkg, f.path)}: the bundle still holds import() or import.meta`);
+}
+// The installed package has no node_modules: the bundles may require Node's built-ins only.
+const builtins = new Set(builtinModules);
+for (const f of [...client.outputFiles, ...main.outputFiles].filter((f) => f.path.endsWith('.cjs'))) {
+  for (const [, id] of f.text.matchAll(/\brequire\("([^"]+)"\)/g)) {
+    if (!builtins.has(id.replace(/^node:/, ''))) throw new Error(`${relative(pkg, f.path)}: requires ${id}, which is not bundled`);
+  }
 }
 
 await mkdir(out, { recursive: true });

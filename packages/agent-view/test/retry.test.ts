@@ -1,8 +1,7 @@
-/** Retries of user actions (ui/src/retry.ts, shared by the web UI and the CLI; cli/retry.ts). */
+/** Retries of user actions (src/retry.ts, shared by the web UI and the CLI). */
 import { describe, expect, it } from '@jest/globals';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { retryPolicyFromEnv } from '../src/cli/retry.ts';
-import { DEFAULT_RETRY_POLICY, newRequestId, retriesExhausted, retrying, type RetryNotice } from '../ui/src/retry.ts';
+import { DEFAULT_RETRY_POLICY, newRequestId, retriesExhausted, retrying, type RetryNotice } from '../src/retry.ts';
 
 /** A clock the fake sleep advances. */
 function fakeTime() {
@@ -97,16 +96,5 @@ describe('retrying', () => {
     const err = (await p) as ConnectError;
     expect(ids.length).toBeLessThanOrEqual(2);
     expect(err.code).toBe(Code.Canceled);
-  });
-});
-
-describe('BEDROCK_RETRY_FOR (the CLI)', () => {
-  it('defaults to 30 s; takes durations; 0 turns retries off; a bad value is a usage error', () => {
-    expect(retryPolicyFromEnv({})).toEqual(DEFAULT_RETRY_POLICY);
-    expect(retryPolicyFromEnv({ BEDROCK_RETRY_FOR: '2s' })).toMatchObject({ budgetMs: 2000, attempts: 6 });
-    expect(retryPolicyFromEnv({ BEDROCK_RETRY_FOR: '2m' })).toMatchObject({ budgetMs: 120_000, attempts: 25 });
-    expect(retryPolicyFromEnv({ BEDROCK_RETRY_FOR: '500ms' }).budgetMs).toBe(500);
-    expect(retryPolicyFromEnv({ BEDROCK_RETRY_FOR: '0' }).attempts).toBe(1);
-    expect(() => retryPolicyFromEnv({ BEDROCK_RETRY_FOR: 'soon' })).toThrow(/BEDROCK_RETRY_FOR=soon/);
   });
 });

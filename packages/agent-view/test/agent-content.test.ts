@@ -1,4 +1,4 @@
-/** What the model's blocks say in words (ui/src/agent-content.ts, shared by the web UI and the CLI), run in Node. */
+/** What the model's blocks say in words (src/agent-content.ts, shared by the web UI and the CLI), run in Node. */
 import { describe, expect, it } from '@jest/globals';
 import { ServerTool, StopReason, ThinkingLevel } from '@bedrock/contracts';
 import {
@@ -16,8 +16,8 @@ import {
   thinkingLabel,
   thoughtSummary,
   usageExtras,
-} from '../ui/src/agent-content.ts';
-import { formatTokens } from '../ui/src/format.ts';
+} from '../src/agent-content.ts';
+import { formatTokens } from '../src/format.ts';
 
 describe('thinking', () => {
   it('names the levels and reads the CLI names', () => {

@@ -6,7 +6,7 @@
  * number of attempts (docs/conversation.md, "Idempotent requests").
  */
 import { Code } from '@connectrpc/connect';
-import { DEFAULT_RETRY_POLICY, retrying, type RetryPolicy } from '../../ui/src/retry.ts';
+import { DEFAULT_RETRY_POLICY, retrying, type RetryPolicy } from '@bedrock/agent-view/retry';
 import { UsageError } from './exit-codes.ts';
 import type { Output } from './render.ts';
 

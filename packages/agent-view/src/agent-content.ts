@@ -2,7 +2,7 @@
  * What the model's own blocks say, in words (no DOM): thinking, provider-run tools (web search,
  * web fetch) and the citations of text, why a response stopped, the conversation's thinking
  * level and server tools, and the usage worth naming. Shared by the web UI and the `bedrock`
- * CLI; tested in Node by test/ui-content.test.ts.
+ * CLI; tested in Node by test/agent-content.test.ts.
  *
  * Server-tool blocks and citations arrive as the provider's JSON, verbatim: everything here
  * reads them defensively (a field of the wrong type is treated as missing) and never lets a

@@ -1,5 +1,5 @@
 /**
- * The CLI bundle's entry (dist/cli/bedrock.cjs, which bin/bedrock.js requires): run.ts, the
+ * The CLI bundle's entry (dist/bedrock.cjs, which bin/bedrock.js requires): run.ts, the
  * command line and `--help`. The commands themselves (dispatch.ts and all it imports: the
  * protobuf descriptors, Connect) are a second bundle that client.ts loads only when a command
  * runs. main.ts is the same for the TypeScript sources.

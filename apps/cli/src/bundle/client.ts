@@ -1,6 +1,6 @@
 /**
- * dispatch.ts as the CLI bundle sees it (bin/build-cli.mjs resolves run.ts's import of
- * './dispatch.ts' here): loads the commands' bundle, dist/cli/client-HASH.cjs, with a V8 code
+ * dispatch.ts as the CLI bundle sees it (scripts/build.mjs resolves run.ts's import of
+ * './dispatch.ts' here): loads the commands' bundle, dist/client-HASH.cjs, with a V8 code
  * cache next to it, so that neither its source is compiled nor its functions at their first
  * call (about 20 ms of a `bedrock ls`).
  *
@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import { Script } from 'node:vm';
 import type * as Dispatch from '../dispatch.ts';
 
-/** The commands' bundle's file name (client-HASH.cjs), set by bin/build-cli.mjs. */
+/** The commands' bundle's file name (client-HASH.cjs), set by scripts/build.mjs. */
 declare const BEDROCK_CLI_CLIENT: string;
 
 type Client = typeof Dispatch;

@@ -1,5 +1,5 @@
 /** `bedrock token new | token hash TOKEN`: a bearer token and the hash web-bff's BEDROCK_TOKENS_FILE lists. */
-import { generateToken, hashToken } from '../auth/token-store.ts';
+import { generateToken, hashToken } from '@bedrock/platform/server';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
 import { USAGE } from './usage.ts';

@@ -2,7 +2,7 @@
  * How long the `bedrock` CLI takes from exec to exit: `bedrock --help` (start, parse, print)
  * and `bedrock ls` (start, connect, one ListConversations call, print) against a running
  * embedded product (PGlite, in this process; a fresh data dir, so ls lists nothing), each run
- * through the bin from the bundle (dist/cli/bedrock.cjs and its client, with the code cache
+ * through the bin from the bundle (dist/bedrock.cjs and its client, with the code cache
  * the first run writes), `ls` also without the code cache (BEDROCK_CLI_CODE_CACHE=0), and from
  * the TypeScript sources through tsx (BEDROCK_CLI=source: how the bin ran before the bundle),
  * beside `node -e 0`, Node's own start. The variants take turns, run by run, so a busy machine
@@ -52,7 +52,7 @@ const ms = (x: number) => `${x.toFixed(0).padStart(5)} ms`;
 const probe = spawnSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
 if (probe.stderr.includes('bedrock: note:')) {
   console.log(probe.stderr.trim(), '— building it');
-  spawnSync(process.execPath, [here('../bin/build-cli.mjs')], { stdio: 'inherit' });
+  spawnSync(process.execPath, [here('../scripts/build.mjs')], { stdio: 'inherit' });
 }
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bedrock-bench-cli-'));

@@ -1,4 +1,4 @@
-/** The web UI's wording and arithmetic (ui/src/format.ts), pure functions run in Node. */
+/** The web UI's wording and arithmetic (src/format.ts), pure functions run in Node. */
 import { describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { ContextUsageSchema, ConversationStateSchema, ErrorKind, Mode, StateKind } from '@bedrock/contracts';
@@ -14,7 +14,7 @@ import {
   stateLine,
   toolSummary,
   usageView,
-} from '../ui/src/format.ts';
+} from '../src/format.ts';
 
 const state = (init: Parameters<typeof create<typeof ConversationStateSchema>>[1]) => create(ConversationStateSchema, init);
 

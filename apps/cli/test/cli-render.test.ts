@@ -15,9 +15,9 @@ import {
   ThinkingLevel,
   TokenDeltaKind,
 } from '@bedrock/contracts';
-import { parseSettingsFlags } from '../src/cli/commands.ts';
-import { createEventRenderer, renderMessages, renderSettings, type RenderOptions } from '../src/cli/render.ts';
-import { run } from '../src/cli/run.ts';
+import { parseSettingsFlags } from '../src/commands.ts';
+import { createEventRenderer, renderMessages, renderSettings, type RenderOptions } from '../src/render.ts';
+import { run } from '../src/run.ts';
 
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
 type EventKind = Exclude<MessageInitShape<typeof ConversationEventSchema>, { $typeName: string }>['kind'];

@@ -32,8 +32,8 @@ import {
   thinkingName,
   usageExtras,
   type ServerToolView,
-} from '../../ui/src/agent-content.ts';
-import { formatTokens } from '../../ui/src/format.ts';
+} from '@bedrock/agent-view/agent-content';
+import { formatTokens } from '@bedrock/agent-view/format';
 import type { Output } from './output.ts';
 
 export { stdio, type Output } from './output.ts';

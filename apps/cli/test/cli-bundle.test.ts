@@ -1,5 +1,5 @@
 /**
- * The `bedrock` bin runs the esbuild bundle dist/cli/bedrock.cjs (made by `npm run build`, which
+ * The `bedrock` bin runs the esbuild bundle dist/bedrock.cjs (made by `npm run build`, which
  * `npm ci` runs) and behaves as the TypeScript sources do; without a bundle it runs the sources
  * through tsx and says so on stderr (docs/cli.md, "How it runs"). cli.test.ts and
  * cli-retry.test.ts run the same bin against real servers.
@@ -7,12 +7,12 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { hashToken } from '../src/auth/token-store.ts';
-import { USAGE } from '../src/cli/run.ts';
+import { hashToken } from '@bedrock/platform/server';
+import { USAGE } from '../src/run.ts';
 
-const PKG = resolve('services/web-bff');
+const PKG = resolve('apps/cli');
 const BIN = resolve('node_modules/.bin/bedrock');
 const NOTE = /^bedrock: note: the CLI bundle is (missing|out of date)/;
 
@@ -40,7 +40,7 @@ let scratch: string;
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'bedrock-cli-bundle-'));
   // A fresh `npm ci` built it; after a source change (a developer's edit) build it again here.
-  if (NOTE.test((await bin(BIN, ['--help'])).stderr)) execFileSync(process.execPath, [join(PKG, 'bin', 'build-cli.mjs')]);
+  if (NOTE.test((await bin(BIN, ['--help'])).stderr)) execFileSync(process.execPath, [join(PKG, 'scripts', 'build.mjs')]);
 });
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -51,7 +51,7 @@ describe('the bedrock bin', () => {
     expect(await bin(BIN, ['--help'], { BEDROCK_CLI: 'source' })).toEqual(help);
     // The bundle (the entry and the commands' client-HASH.cjs) holds no tsx and none of the
     // servers' plumbing it need not start.
-    const dist = join(PKG, 'dist', 'cli');
+    const dist = join(PKG, 'dist');
     const files = readdirSync(dist).filter((f) => f.endsWith('.cjs'));
     expect(files).toContain('bedrock.cjs');
     expect(files.some((f) => /^client-[0-9a-f]+\.cjs$/.test(f))).toBe(true);
@@ -71,7 +71,7 @@ describe('the bedrock bin', () => {
   }, 60_000);
 
   it('a code cache V8 refuses (here: garbage) is ignored and written anew', async () => {
-    const dist = join(PKG, 'dist', 'cli');
+    const dist = join(PKG, 'dist');
     const [client] = JSON.parse(readFileSync(join(dist, 'clients.json'), 'utf8')) as string[];
     const cache = join(dist, `${client}.${process.version}-${process.arch}.cache`);
     writeFileSync(cache, 'not a code cache');
@@ -83,7 +83,7 @@ describe('the bedrock bin', () => {
 
   it('without a bundle runs the sources through tsx and says so in one line', async () => {
     // A copy of the package with the bin but no dist/: the sources and node_modules linked.
-    const pkg = join(scratch, 'web-bff');
+    const pkg = join(scratch, 'cli');
     mkdirSync(join(pkg, 'bin'), { recursive: true });
     cpSync(join(PKG, 'bin', 'bedrock.js'), join(pkg, 'bin', 'bedrock.js'));
     symlinkSync(join(PKG, 'src'), join(pkg, 'src'));
@@ -93,4 +93,25 @@ describe('the bedrock bin', () => {
     expect(help.stdout).toBe(USAGE);
     expect(help.stderr).toMatch(/^bedrock: note: the CLI bundle is missing; running the sources through tsx \(slower; .*\)\n$/);
   }, 60_000);
+
+  it('installs as a copy (npm install -g --install-links ./apps/cli) that runs with nothing but Node: no sources, no node_modules', async () => {
+    const prefix = join(scratch, 'global');
+    execFileSync('npm', ['install', '--global', '--install-links', '--offline', '--no-audit', '--no-fund', '--prefix', prefix, PKG], {
+      stdio: 'pipe',
+    });
+    const installed = join(prefix, 'lib', 'node_modules', 'bedrock-agent');
+    expect(readdirSync(installed).sort()).toEqual(['bin', 'dist', 'package.json']);
+    const installedBin = join(prefix, 'bin', 'bedrock');
+    // Node only on the PATH: the copy needs no tsx, no workspace package, no npx.
+    const path = `${dirname(process.execPath)}:/usr/bin:/bin`;
+    expect(await bin(installedBin, ['--help'], { PATH: path })).toEqual({ code: 0, stdout: USAGE, stderr: '' });
+    expect(await bin(installedBin, ['token', 'hash', 'abc'], { PATH: path })).toEqual({
+      code: 0,
+      stdout: `${hashToken('abc')}\n`,
+      stderr: '',
+    });
+    const down = await bin(installedBin, ['ls'], { PATH: path });
+    expect(down.code).toBe(4);
+    expect(down.stderr).toMatch(/^bedrock: Unavailable: .*is web-bff running\?/);
+  }, 120_000);
 });

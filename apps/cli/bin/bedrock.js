@@ -1,19 +1,23 @@
 #!/usr/bin/env node
-// `bedrock` CLI (docs/cli.md, "How it runs"). Runs the bundle dist/cli/bedrock.cjs that
-// `npm run build` (run by `npm ci`) makes with bin/build-cli.mjs, when it is there and newer
-// than every source file in it; otherwise the TypeScript sources through tsx (about 1 s more
-// to start), saying so in one line on stderr. BEDROCK_CLI=source picks the sources always,
-// without the line.
+// `bedrock` CLI (docs/cli.md, "How it runs"). Runs the bundle dist/bedrock.cjs that the
+// package's `npm run build` (run by the root `npm ci`) makes with scripts/build.mjs.
+//
+// In the checkout (src/ beside bin/), the bundle is used when it is newer than every source
+// file in it; otherwise the TypeScript sources run through tsx (about 1 s more to start),
+// saying so in one line on stderr. BEDROCK_CLI=source picks the sources always, without the
+// line. An installed copy (`npm install -g ./apps/cli` from a packed checkout) has no sources
+// and runs the bundle, which needs nothing but Node.
 //
 // CommonJS (bin/package.json): Node 20 starts an ES module through its ESM loader, about 10 ms
 // more than a script before any code of ours runs. The sources are ESM and are imported.
 'use strict';
 /* eslint-disable @typescript-eslint/no-require-imports -- a CommonJS script */
-const { readFileSync, statSync } = require('node:fs');
+const { existsSync, readFileSync, statSync } = require('node:fs');
 const { join } = require('node:path');
 
-const dist = join(__dirname, '..', 'dist', 'cli');
+const dist = join(__dirname, '..', 'dist');
 const bundle = join(dist, 'bedrock.cjs');
+const sources = join(__dirname, '..', 'src');
 
 /** Why the bundle cannot be used ('' when it can). */
 function staleness() {
@@ -23,6 +27,8 @@ function staleness() {
   } catch {
     return 'missing';
   }
+  // An installed package: no sources to compare with.
+  if (!existsSync(sources)) return '';
   let inputs;
   try {
     inputs = JSON.parse(readFileSync(join(dist, 'inputs.json'), 'utf8'));
@@ -46,14 +52,19 @@ const source = process.env.BEDROCK_CLI === 'source';
 const why = source ? 'not wanted' : staleness();
 if (why === '') {
   require(bundle).main();
+} else if (!existsSync(sources)) {
+  process.stderr.write(
+    `bedrock: ${bundle} is missing: this copy of the CLI was installed without its build (run \`npm run build\` in apps/cli of the checkout, then install it again)\n`,
+  );
+  process.exitCode = 4;
 } else {
   if (!source)
     process.stderr.write(
-      `bedrock: note: the CLI bundle is ${why}; running the sources through tsx (slower; \`npm run build -w @bedrock/web-bff\` rebuilds it)\n`,
+      `bedrock: note: the CLI bundle is ${why}; running the sources through tsx (slower; \`npm run build -w bedrock-agent\` rebuilds it)\n`,
     );
   (async () => {
     const { register } = await import('tsx/esm/api');
     register();
-    await import('../src/cli/main.ts');
+    await import('../src/main.ts');
   })();
 }

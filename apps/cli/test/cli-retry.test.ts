@@ -8,8 +8,8 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { run } from '../src/cli/run.ts';
-import { startSystem, type System } from './support/system.ts';
+import { run } from '../src/run.ts';
+import { startSystem, type System } from '@bedrock/web-bff/test-support';
 
 const BIN = resolve('node_modules/.bin/bedrock');
 

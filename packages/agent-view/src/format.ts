@@ -1,6 +1,6 @@
 /**
- * Pure wording and arithmetic of the UI (no DOM): the state line, the mode line, token
- * counts, tool input summaries and diff lines. Tested in Node by test/ui-format.test.ts.
+ * Pure wording and arithmetic of the web UI and the CLI (no DOM, no Node APIs): the state line, the mode line, token
+ * counts, tool input summaries and diff lines. Tested in Node by test/format.test.ts.
  */
 import { ErrorKind, isResting, Mode, StateKind, type ContextUsage, type ConversationState } from '@bedrock/contracts';
 

@@ -19,7 +19,7 @@ import { readConversationConfig, startConversationService } from '@bedrock/conve
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
 import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
-import { createTokenStore, generateToken, hashToken, parseTokenEntries, readWebBffConfig, startWebBff } from '@bedrock/web-bff';
+import { createTokenStore, createWebBff, generateToken, hashToken, parseTokenEntries, readWebBffConfig } from '@bedrock/web-bff';
 
 /** Default data directory: BEDROCK_DATA_DIR, else ~/.bedrock. */
 export function defaultDataDir(env: Record<string, string | undefined> = process.env): string {
@@ -129,13 +129,12 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     // Tools never reach the internal API's port (the runner denies its own ports itself).
     runner.denyToolPorts([Number(new URL(conversation.grpcUrl).port)]);
 
-    const bff = await startWebBff(
-      readWebBffConfig({
-        ...env,
-        BEDROCK_TRANSPORT: 'memory',
-        BEDROCK_METRICS_PORT: '0',
-        BEDROCK_HOST: env.BEDROCK_HOST || '127.0.0.1',
-        BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+    // The public ports (BEDROCK_PORT, BEDROCK_GRPC_PORT) bind where BEDROCK_HOST says, by default on this machine only.
+    const bff = createWebBff(
+      readWebBffConfig(env, {
+        server: { host: env.BEDROCK_HOST || '127.0.0.1', metricsPort: 0 },
+        transport: { kind: 'memory' },
+        upstream: { conversationUrls: [conversation.grpcUrl] },
       }),
       {
         streams: transport.streams,
@@ -144,6 +143,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
         logger: logger.child({ component: 'web-bff' }),
       },
     );
+    await bff.start();
     stops.push(() => bff.stop());
     return {
       dataDir,

@@ -11,7 +11,7 @@ import { redisKeys } from '@bedrock/platform';
 import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
 import { llmGatewayConfigSchema, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
 import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
-import { readWebBffConfig, webBffEnv } from '../../../services/web-bff/src/config.ts';
+import { readWebBffConfig, webBffConfigSchema } from '../../../services/web-bff/src/config.ts';
 import { describeConfig, redisSection } from '@bedrock/platform/config';
 import type { K8sObject } from '../src/kustomize.ts';
 import { workloads, type Workload } from '../src/cross-refs.ts';
@@ -25,7 +25,7 @@ const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, st
   conversation: { reads: [...names(conversationEnv), ...TRANSPORT_ENV], parse: readConversationConfig },
   'llm-gateway': { reads: describeConfig(llmGatewayConfigSchema).map((r) => r.env), parse: (env) => readLlmGatewayConfig(env) },
   'tool-runner': { reads: [...names(toolRunnerEnv), ...TRANSPORT_ENV], parse: readToolRunnerConfig },
-  'web-bff': { reads: [...names(webBffEnv), ...TRANSPORT_ENV], parse: readWebBffConfig },
+  'web-bff': { reads: describeConfig(webBffConfigSchema).map((r) => r.env), parse: (env) => readWebBffConfig(env) },
 };
 
 /** The environment a container would see; Secret values decoded (prod's external ones get a sample value). */

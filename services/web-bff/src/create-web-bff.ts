@@ -31,7 +31,7 @@ import {
 import { registerConversationRoutes } from './api/conversation-routes.ts';
 import { authenticateBearer, authInterceptor } from './auth/auth-interceptor.ts';
 import { loadTokenStore, type TokenStore } from './auth/token-store.ts';
-import type { WebBffConfig } from './config.ts';
+import { DEFAULT_UI_DIR, type WebBffConfig } from './config.ts';
 import { apiGuard, withReadMaxBytes } from './http/api-guard.ts';
 import { parseOrigins, withCors } from './http/cors.ts';
 import { exposeExchange } from './http/raw-request.ts';
@@ -61,31 +61,86 @@ export interface WebBffDeps {
   readonly logger?: Logger;
   /** Notification streams to watch (e.g. the embedded mode's in-process ones). */
   readonly streams?: NotificationStreams;
-  /** Tokens; default: loaded from BEDROCK_TOKENS_FILE / BEDROCK_TOKENS. */
+  /** Tokens; default: loaded from `auth` (BEDROCK_TOKENS_FILE / BEDROCK_TOKENS). */
   readonly tokens?: TokenStore;
   /** web-bff's own service token, presented to the conversation service; default read from BEDROCK_SERVICE_TOKEN_FILE. */
   readonly serviceToken?: string;
 }
 
-export interface RunningWebBff {
-  /** HTTP/1.1 base URL (Connect, gRPC-Web, UI). */
+export interface WebBff {
+  /** Loads the tokens, connects the transport and opens the listeners; rejects if any fails (nothing is left open). */
+  start(): Promise<void>;
+  /** Health turns NOT_SERVING, the listeners drain for `server.shutdownGrace`, then open watches end with UNAVAILABLE. */
+  stop(): Promise<void>;
+  /** After start: HTTP/1.1 base URL (Connect, gRPC-Web, UI). */
   readonly httpUrl: string;
-  /** h2c base URL (gRPC, Connect, gRPC-Web). */
+  /** After start: h2c base URL (gRPC, Connect, gRPC-Web). */
   readonly grpcUrl: string;
+  /** After start: the /metrics, /healthz and /readyz server. */
   readonly metricsUrl: string;
   /** Re-reads the token sources (SIGHUP); the old tokens stay if the new ones are invalid. */
+  reloadTokens(): void;
+  watchStats(): FanoutStats & { readonly stallResets: number };
+}
+
+/** What a started web-bff holds. */
+interface Started {
+  readonly httpUrl: string;
+  readonly grpcUrl: string;
+  readonly metricsUrl: string;
   reloadTokens(): void;
   watchStats(): FanoutStats & { readonly stallResets: number };
   stop(): Promise<void>;
 }
 
-export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): Promise<RunningWebBff> {
-  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
-  const tokenSources = { file: config.tokensFile, inline: config.tokens };
+/** web-bff from its config; `start()` runs it, `stop()` ends it. */
+export function createWebBff(config: WebBffConfig, deps: WebBffDeps = {}): WebBff {
+  let started: Started | undefined;
+  let starting: Promise<void> | undefined;
+  let stopping: Promise<void> | undefined;
+  const running = (): Started => {
+    if (!started) throw new Error('web-bff not started');
+    return started;
+  };
+  return {
+    get httpUrl() {
+      return running().httpUrl;
+    },
+    get grpcUrl() {
+      return running().grpcUrl;
+    },
+    get metricsUrl() {
+      return running().metricsUrl;
+    },
+    reloadTokens: () => running().reloadTokens(),
+    watchStats: () => running().watchStats(),
+    start() {
+      if (stopping) return Promise.reject(new Error('web-bff was stopped'));
+      starting ??= launch(config, deps).then((s) => {
+        started = s;
+      });
+      return starting;
+    },
+    stop() {
+      // A start still in progress finishes first, so what it opened is closed.
+      stopping ??= (starting ?? Promise.resolve()).then(
+        () => started?.stop(),
+        () => undefined,
+      );
+      return stopping;
+    },
+  };
+}
+
+/** Builds and opens everything; on failure closes what it opened. */
+async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> {
+  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.log.level });
+  const tokenSources = { file: config.auth.tokensFile, inline: config.auth.tokens };
   let tokens = deps.tokens ?? loadTokenStore(tokenSources);
   if (tokens.names.length === 0)
     logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
-  const serviceToken = deps.serviceToken ?? (config.serviceTokenFile ? readServiceTokenFile(config.serviceTokenFile) : undefined);
+  const serviceTokenFile = config.upstream.serviceTokenFile;
+  const serviceToken = deps.serviceToken ?? (serviceTokenFile ? readServiceTokenFile(serviceTokenFile) : undefined);
   if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every call');
 
   const metrics = createMetrics(SERVICE_NAME);
@@ -97,20 +152,20 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     streams = ownedTransport.streams;
   }
   const upstream = createUpstream({
-    targets: config.conversationUrls,
-    timeoutMs: config.upstreamTimeoutMs,
+    targets: config.upstream.conversationUrls,
+    timeoutMs: config.upstream.timeout,
     serviceToken,
-    resolveIntervalMs: config.conversationResolveMs,
+    resolveIntervalMs: config.upstream.resolveInterval,
     logger,
   });
   const fanout: Fanout = createFanout({
     streams,
-    bufferEvents: config.watchBufferEvents,
-    maxLagMs: config.watchMaxLagMs,
-    lingerMs: config.watchLingerMs,
+    bufferEvents: config.watch.bufferEvents,
+    maxLagMs: config.watch.maxLag,
+    lingerMs: config.watch.linger,
     onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
   });
-  const watchdog = createStallWatchdog(config.watchStallMs, () => logger.info('watch stream reset: the client stopped reading'));
+  const watchdog = createStallWatchdog(config.watch.stallTimeout, () => logger.info('watch stream reset: the client stopped reading'));
   // Every call listens on the shutdown signal (10,000 watches are 10,000 listeners): a Set, not an EventTarget (see the file).
   const shutdown = new ShutdownSignal();
 
@@ -123,7 +178,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     shutdownSignal: shutdown.asAbortSignal(),
     interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],
     contextValues: exchange.contextValues,
-    fallback: staticFiles(config.uiDir),
+    fallback: staticFiles(config.http.uiDir ?? DEFAULT_UI_DIR),
     // A body that does not parse is INVALID_ARGUMENT naming the message type (connect says INTERNAL).
     routes: withMalformedRequestErrors((router) => {
       registerConversationRoutes(router, {
@@ -131,8 +186,8 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
         fanout,
         watchdog,
         logger,
-        heartbeatMs: config.heartbeatMs,
-        maxLagMs: config.watchMaxLagMs,
+        heartbeatMs: config.watch.heartbeat,
+        maxLagMs: config.watch.maxLag,
         onWatchDeps: (deps) => (watchDeps = deps),
         onWatchers: (delta) => {
           metrics.activeStreams.inc({ kind: 'watch' }, delta);
@@ -166,26 +221,26 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
       exchange.wrap(handler),
     ),
   );
-  const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.corsOrigins), guarded));
+  const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.http.corsOrigins), guarded));
 
   const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
   // `Expect: 100-continue` goes to the handler, which sends 100 Continue only to a request it
   // admits (a refused caller learns so before sending its body); open watches end with
   // UNAVAILABLE through the shutdown signal when the grace period is over.
-  const common = { host: config.host, handler: app, handleExpectContinue: true, onGraceOver: abort, limits: LISTENER_LIMITS };
+  const common = { host: config.server.host, handler: app, handleExpectContinue: true, onGraceOver: abort, limits: LISTENER_LIMITS };
   const listeners: Served[] = [];
   let metricsServer: MetricsServer | undefined;
   try {
-    listeners.push(await serve({ ...common, protocol: 'http1', port: config.httpPort }));
-    listeners.push(await serve({ ...common, protocol: 'h2c', port: config.grpcPort }));
+    listeners.push(await serve({ ...common, protocol: 'http1', port: config.server.httpPort }));
+    listeners.push(await serve({ ...common, protocol: 'h2c', port: config.server.grpcPort }));
     // Ready while the conversation service answers its health check and, with the redis
     // transport, Redis answers (the watch streams are read there).
     const readiness = createReadiness({
       checks: [grpcHealthCheck('conversation', upstream.transport), ...(ownedTransport?.ping ? [redisCheck(() => ownedTransport)] : [])],
     });
     metricsServer = await startMetricsServer({
-      host: config.host,
-      port: config.metricsPort,
+      host: config.server.host,
+      port: config.server.metricsPort,
       registry: metrics.registry,
       health,
       readiness,
@@ -224,7 +279,7 @@ export async function startWebBff(config: WebBffConfig, deps: WebBffDeps = {}): 
     stop() {
       stopping ??= (async () => {
         health.shutdown();
-        await Promise.all(listeners.map((l) => l.close(config.shutdownGraceMs)));
+        await Promise.all(listeners.map((l) => l.close(config.server.shutdownGrace)));
         watchdog.stop();
         upstream.close();
         await fanout.close();

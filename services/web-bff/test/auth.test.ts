@@ -9,8 +9,8 @@ import { Code, ConnectError, createClient, type Client } from '@connectrpc/conne
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService, ServerTool, StopReason, ThinkingLevel, USER_HEADER } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
-import { readWebBffConfig } from '../src/config.ts';
-import { startWebBff } from '../src/create-web-bff.ts';
+import { createWebBff } from '../src/create-web-bff.ts';
+import { testBffConfig } from './support/bff-config.ts';
 import { startSystem, type System } from './support/system.ts';
 
 let s: System;
@@ -107,22 +107,12 @@ describe('service identity towards the conversation service', () => {
       },
     });
     const user = generateToken();
-    const bff = await startWebBff(
-      readWebBffConfig({
-        BEDROCK_PORT: '0',
-        BEDROCK_GRPC_PORT: '0',
-        BEDROCK_METRICS_PORT: '0',
-        BEDROCK_HOST: '127.0.0.1',
-        BEDROCK_CONVERSATION_URL: s.conversation.grpcUrl,
-        BEDROCK_TRANSPORT: 'memory',
-        BEDROCK_SHUTDOWN_GRACE: '500',
-      }),
-      {
-        logger: createLogger({ service: 'web-bff', level: 'warn', destination }),
-        tokens: createTokenStore(tokenEntriesOf({ alice: user })),
-        ...(serviceToken === undefined ? {} : { serviceToken }),
-      },
-    );
+    const bff = createWebBff(testBffConfig({ upstream: { conversationUrls: [s.conversation.grpcUrl] } }), {
+      logger: createLogger({ service: 'web-bff', level: 'warn', destination }),
+      tokens: createTokenStore(tokenEntriesOf({ alice: user })),
+      ...(serviceToken === undefined ? {} : { serviceToken }),
+    });
+    await bff.start();
     const client = createClient(
       ConversationService,
       createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),

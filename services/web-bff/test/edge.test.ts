@@ -42,7 +42,7 @@ beforeAll(async () => {
   mkdirSync(join(uiDir, 'assets'));
   writeFileSync(join(uiDir, 'index.html'), '<!doctype html><title>t</title><script type="module" src="/assets/app.js"></script>\n');
   writeFileSync(join(uiDir, 'assets', 'app.js'), 'console.log(1);\n');
-  s = await startSystem({ label: 'edge', bffEnv: { BEDROCK_UI_DIR: uiDir } });
+  s = await startSystem({ label: 'edge', bff: { http: { uiDir } } });
 });
 afterAll(async () => {
   await s?.close();

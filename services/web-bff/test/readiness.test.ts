@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHealth, createLogger, registerHealth, startGrpcServer, type GrpcServer } from '@bedrock/platform/server';
-import { readWebBffConfig } from '../src/config.ts';
-import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
+import { createWebBff, type WebBff } from '../src/create-web-bff.ts';
+import { testBffConfig } from './support/bff-config.ts';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.ts';
 
 const logger = createLogger({ service: 'test', level: 'silent' });
@@ -23,29 +23,24 @@ async function until(cond: () => Promise<boolean>, ms = 15_000): Promise<void> {
 let conversation: GrpcServer;
 let conversationProxy: TcpProxy;
 let redisProxy: TcpProxy;
-let bff: RunningWebBff;
-const savedRedisUrl = process.env.REDIS_URL;
+let bff: WebBff;
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 beforeAll(async () => {
   // A stand-in conversation service that answers health checking only.
   const health = createHealth();
   conversation = await startGrpcServer({ host: '127.0.0.1', port: 0, logger, routes: (router) => registerHealth(router, health) });
   conversationProxy = await startTcpProxy(conversation.port);
-  redisProxy = await startTcpProxy(Number(new URL(savedRedisUrl ?? 'redis://127.0.0.1:6379').port || 6379));
-  process.env.REDIS_URL = redisProxy.url.replace('http:', 'redis:');
-  bff = await startWebBff(
-    readWebBffConfig({
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_TRANSPORT: 'redis',
-      BEDROCK_CONVERSATION_URL: conversationProxy.url,
-      BEDROCK_SHUTDOWN_GRACE: '100',
-      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
+  redisProxy = await startTcpProxy(Number(new URL(redisUrl).port || 6379));
+  bff = createWebBff(
+    testBffConfig({
+      server: { shutdownGrace: 100 },
+      transport: { kind: 'redis', redis: { url: redisProxy.url.replace('http:', 'redis:') } },
+      upstream: { conversationUrls: [conversationProxy.url] },
     }),
     { logger, serviceToken: 'test-token' },
   );
+  await bff.start();
 });
 
 afterAll(async () => {
@@ -53,8 +48,6 @@ afterAll(async () => {
   await conversationProxy?.close();
   await redisProxy?.close();
   await conversation?.close(0);
-  if (savedRedisUrl === undefined) delete process.env.REDIS_URL;
-  else process.env.REDIS_URL = savedRedisUrl;
 });
 
 interface Readyz {

@@ -29,8 +29,8 @@ import {
   tokenEntriesOf,
   type GrpcServer,
 } from '@bedrock/platform/server';
-import { readWebBffConfig } from '../src/config.ts';
-import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
+import { createWebBff, type WebBff } from '../src/create-web-bff.ts';
+import { testBffConfig } from './support/bff-config.ts';
 
 interface Seen {
   readonly req: UpdateConversationSettingsRequest;
@@ -41,7 +41,7 @@ interface Seen {
 const NOT_ALLOWED = 'server_tools: web_fetch is not allowed by this deployment (BEDROCK_SERVER_TOOLS allows web_search).';
 
 let upstream: GrpcServer;
-let bff: RunningWebBff;
+let bff: WebBff;
 const seen: Seen[] = [];
 const serviceToken = generateToken();
 const tokens = { alice: generateToken(), bob: generateToken() };
@@ -66,23 +66,12 @@ beforeAll(async () => {
         },
       }),
   });
-  bff = await startWebBff(
-    readWebBffConfig({
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_CONVERSATION_URL: upstream.url,
-      BEDROCK_TRANSPORT: 'memory',
-      BEDROCK_SHUTDOWN_GRACE: '500',
-      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
-    }),
-    {
-      logger: createLogger({ service: 'web-bff', level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
-      tokens: createTokenStore(tokenEntriesOf(tokens)),
-      serviceToken,
-    },
-  );
+  bff = createWebBff(testBffConfig({ upstream: { conversationUrls: [upstream.url] } }), {
+    logger: createLogger({ service: 'web-bff', level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
+    tokens: createTokenStore(tokenEntriesOf(tokens)),
+    serviceToken,
+  });
+  await bff.start();
 });
 afterAll(async () => {
   await bff?.stop();

@@ -20,8 +20,8 @@ import {
   tokenEntriesOf,
   type GrpcServer,
 } from '@bedrock/platform/server';
-import { readWebBffConfig } from '../src/config.ts';
-import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
+import { createWebBff, type WebBff } from '../src/create-web-bff.ts';
+import { testBffConfig } from './support/bff-config.ts';
 import { retrySafe } from '../src/upstream/conversation-client.ts';
 
 const quiet = createLogger({ service: 'replica', level: 'silent' });
@@ -82,23 +82,12 @@ async function bffFor(urls: string[]) {
     },
   });
   const user = generateToken();
-  const bff = await startWebBff(
-    readWebBffConfig({
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_CONVERSATION_URL: urls.join(', '),
-      BEDROCK_TRANSPORT: 'memory',
-      BEDROCK_SHUTDOWN_GRACE: '500',
-      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
-    }),
-    {
-      logger: createLogger({ service: 'web-bff', level: 'info', destination }),
-      tokens: createTokenStore(tokenEntriesOf({ alice: user })),
-      serviceToken: generateToken(),
-    },
-  );
+  const bff = createWebBff(testBffConfig({ upstream: { conversationUrls: urls } }), {
+    logger: createLogger({ service: 'web-bff', level: 'info', destination }),
+    tokens: createTokenStore(tokenEntriesOf({ alice: user })),
+    serviceToken: generateToken(),
+  });
+  await bff.start();
   const client = createClient(
     ConversationService,
     createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),
@@ -109,7 +98,7 @@ async function bffFor(urls: string[]) {
 describe('web-bff over several conversation replicas', () => {
   let a: Replica;
   let b: Replica;
-  let bff: RunningWebBff;
+  let bff: WebBff;
   let client: Client<typeof ConversationService>;
   let log: () => Array<Record<string, unknown>>;
 

@@ -15,8 +15,8 @@ import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { fromBinary } from '@bufbuild/protobuf';
 import { ConversationService, SendMessageRequestSchema, rejectionError, rejectionOf } from '@bedrock/contracts';
 import { createLogger, createTokenStore, generateToken, serviceTokenInterceptor, tokenEntriesOf } from '@bedrock/platform/server';
-import { readWebBffConfig } from '../src/config.ts';
-import { startWebBff, type RunningWebBff } from '../src/create-web-bff.ts';
+import { createWebBff, type WebBff } from '../src/create-web-bff.ts';
+import { testBffConfig } from './support/bff-config.ts';
 import { mapUpstreamError } from '../src/upstream/upstream-errors.ts';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.ts';
 
@@ -161,28 +161,17 @@ describe('mapUpstreamError, with the errors a real HTTP/2 client gives', () => {
 
 describe('through web-bff', () => {
   let proxy: TcpProxy;
-  let bff: RunningWebBff;
+  let bff: WebBff;
   let client: Client<typeof ConversationService>;
   beforeAll(async () => {
     proxy = await startTcpProxy(Number(new URL(upstream.url).port));
     const user = generateToken();
-    bff = await startWebBff(
-      readWebBffConfig({
-        BEDROCK_PORT: '0',
-        BEDROCK_GRPC_PORT: '0',
-        BEDROCK_METRICS_PORT: '0',
-        BEDROCK_HOST: '127.0.0.1',
-        BEDROCK_CONVERSATION_URL: proxy.url,
-        BEDROCK_TRANSPORT: 'memory',
-        BEDROCK_SHUTDOWN_GRACE: '500',
-        BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
-      }),
-      {
-        logger: createLogger({ service: 'web-bff', level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
-        tokens: createTokenStore(tokenEntriesOf({ alice: user })),
-        serviceToken: generateToken(),
-      },
-    );
+    bff = createWebBff(testBffConfig({ upstream: { conversationUrls: [proxy.url] } }), {
+      logger: createLogger({ service: 'web-bff', level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
+      tokens: createTokenStore(tokenEntriesOf({ alice: user })),
+      serviceToken: generateToken(),
+    });
+    await bff.start();
     client = createClient(
       ConversationService,
       createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),

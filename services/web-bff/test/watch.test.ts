@@ -27,7 +27,7 @@ const key = (e: { sequence: bigint; deltaIndex: number }) => `${e.sequence}/${e.
 describe('live watch of a turn', () => {
   let s: System;
   beforeAll(async () => {
-    s = await startSystem({ label: 'watch', bffEnv: { BEDROCK_WATCH_HEARTBEAT: '300ms' } });
+    s = await startSystem({ label: 'watch', bff: { watch: { heartbeat: 300 } } });
   });
   afterAll(async () => {
     await s?.close();
@@ -261,12 +261,7 @@ describe('slow watchers', () => {
       label: 'slow',
       playWorkers: false,
       // Heartbeats every second: a client that just stops iterating is noticed at the next write.
-      bffEnv: {
-        BEDROCK_WATCH_MAX_LAG: '1500ms',
-        BEDROCK_WATCH_BUFFER: '20000',
-        BEDROCK_WATCH_STALL_TIMEOUT: '2500ms',
-        BEDROCK_WATCH_HEARTBEAT: '1s',
-      },
+      bff: { watch: { maxLag: 1500, bufferEvents: 20_000, stallTimeout: 2500, heartbeat: 1000 } },
     });
   });
   afterAll(async () => {
@@ -368,7 +363,7 @@ describe('slow watchers', () => {
 
 describe('shutdown', () => {
   it('ends open watches with UNAVAILABLE naming the resume, once the grace period is over', async () => {
-    const s = await startSystem({ label: 'shutdown', playWorkers: false, bffEnv: { BEDROCK_SHUTDOWN_GRACE: '200ms' } });
+    const s = await startSystem({ label: 'shutdown', playWorkers: false, bff: { server: { shutdownGrace: 200 } } });
     try {
       const alice = s.client(s.tokens.alice);
       const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;

@@ -16,12 +16,9 @@ const ALLOW_METHODS = cors.allowedMethods.join(', ');
 /** Browsers cache a preflight answer this long, s. */
 const MAX_AGE_S = 7200;
 
-/** Parses BEDROCK_CORS_ORIGINS: comma-separated origins, or `*`. */
-export function parseOrigins(spec: string): (origin: string) => boolean {
-  const list = spec
-    .split(',')
-    .map((s) => s.trim().replace(/\/+$/, ''))
-    .filter(Boolean);
+/** The origins of BEDROCK_CORS_ORIGINS (`*` among them: any) → whether an origin may call. */
+export function parseOrigins(origins: readonly string[]): (origin: string) => boolean {
+  const list = origins.map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean);
   if (list.includes('*')) return () => true;
   const set = new Set(list);
   return (origin) => set.has(origin);

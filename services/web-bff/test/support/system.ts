@@ -24,11 +24,13 @@ import {
 } from '@bedrock/contracts';
 import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
+import type { ConfigOverrides } from '@bedrock/platform/config';
+import { testBffConfig } from './bff-config.ts';
 import { readConversationConfig } from '../../../conversation/src/config.ts';
 import { startConversationService, type RunningConversationService } from '../../../conversation/src/create-conversation-service.ts';
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
-import { readWebBffConfig } from '../../src/config.ts';
-import { startWebBff, type RunningWebBff } from '../../src/create-web-bff.ts';
+import type { WebBffConfig } from '../../src/config.ts';
+import { createWebBff, type WebBff } from '../../src/create-web-bff.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
@@ -41,7 +43,7 @@ export interface System {
   readonly db: TestDatabase;
   /** The running conversation service (a new one after restartConversation). */
   readonly conversation: RunningConversationService;
-  readonly bff: RunningWebBff;
+  readonly bff: WebBff;
   /** With `proxyUpstream`: the TCP proxy between web-bff and the conversation service. */
   readonly proxy: TcpProxy | undefined;
   /** Stops the conversation service and starts a new one on the same database and Redis (the proxy follows it). */
@@ -64,8 +66,8 @@ export interface System {
 
 export interface SystemOptions {
   readonly label: string;
-  /** Extra web-bff environment. */
-  readonly bffEnv?: Record<string, string>;
+  /** web-bff settings beyond the test's (typed, durations in ms). */
+  readonly bff?: ConfigOverrides<WebBffConfig>;
   /** Consume llm-requests and tool-exec in the test (default true). */
   readonly playWorkers?: boolean;
   /** Put a TCP proxy between web-bff and the conversation service (System.proxy), to break that connection. */
@@ -110,19 +112,16 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       .join('\n'),
     'test',
   );
-  const bff = await startWebBff(
-    readWebBffConfig({
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_CONVERSATION_URL: proxy?.url ?? conversation.grpcUrl,
-      BEDROCK_SHUTDOWN_GRACE: '1000',
-      BEDROCK_UI_DIR: '/nonexistent/bedrock-ui',
-      ...options.bffEnv,
+  const own = options.bff ?? {};
+  const bff = createWebBff(
+    testBffConfig({
+      ...own,
+      server: { shutdownGrace: 1000, ...own.server },
+      upstream: { conversationUrls: [proxy?.url ?? conversation.grpcUrl], ...own.upstream },
     }),
     { logger, streams: newTransport().streams, tokens: createTokenStore(entries), serviceToken: services.tokens['web-bff']! },
   );
+  await bff.start();
 
   const workers = newTransport();
   const llmJobs: LlmJob[] = [];

@@ -18,7 +18,7 @@ import {
   type RunningConversationService,
 } from '../../../services/conversation/src/index.ts';
 import { createLlmGateway, readLlmGatewayConfig, type LlmGateway } from '../../../services/llm-gateway/src/index.ts';
-import { createToolRunner, defaultToolRunnerConfig, type ToolRunner } from '../../../services/tool-runner/src/index.ts';
+import { createToolRunner, readToolRunnerConfig, type ToolRunner } from '../../../services/tool-runner/src/index.ts';
 
 const DB = `bedrock_turn_trace_${process.pid}`;
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -114,7 +114,10 @@ beforeAll(async () => {
   );
   await gateway.start();
   runner = createToolRunner(
-    defaultToolRunnerConfig({ transport: 'memory', grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, logLevel: 'warn' }),
+    readToolRunnerConfig(
+      {},
+      { log: { level: 'warn' }, transport: { kind: 'memory' }, server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0 } },
+    ),
     { transport },
   );
   await runner.start();

@@ -92,8 +92,15 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     stops.push(() => transport.close());
 
     // The runner first, so the conversation service sees its sandbox report.
-    // One local user: tools run as the owner of the working directory (never root: nobody then).
-    const runner = createToolRunner(readToolRunnerConfig({ BEDROCK_TOOL_UID: 'owner', ...internal, BEDROCK_RUNNER_ID: 'embedded' }), {
+    // One local user: tools run as the owner of the working directory (never root: nobody then),
+    // unless BEDROCK_TOOL_UID says otherwise.
+    const runnerConfig = readToolRunnerConfig(env, {
+      transport: { kind: 'memory' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      runner: { id: 'embedded' },
+      ...(env.BEDROCK_TOOL_UID ? {} : { sandbox: { toolUid: 'owner' as const } }),
+    });
+    const runner = createToolRunner(runnerConfig, {
       transport,
       logger: logger.child({ component: 'tool-runner' }),
       servicePeers: services.peers,

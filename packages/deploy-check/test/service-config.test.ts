@@ -10,7 +10,7 @@ import { QUEUE_LLM_REQUESTS, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED } from 
 import { redisKeys } from '@bedrock/platform';
 import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
 import { llmGatewayConfigSchema, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
-import { readToolRunnerConfig, toolRunnerEnv } from '../../../services/tool-runner/src/config.ts';
+import { readToolRunnerConfig, toolRunnerConfigSchema } from '../../../services/tool-runner/src/config.ts';
 import { readWebBffConfig, webBffConfigSchema } from '../../../services/web-bff/src/config.ts';
 import { describeConfig, redisSection } from '@bedrock/platform/config';
 import type { K8sObject } from '../src/kustomize.ts';
@@ -24,7 +24,7 @@ const names = (spec: Record<string, { name: string }>) => Object.values(spec).ma
 const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {
   conversation: { reads: [...names(conversationEnv), ...TRANSPORT_ENV], parse: readConversationConfig },
   'llm-gateway': { reads: describeConfig(llmGatewayConfigSchema).map((r) => r.env), parse: (env) => readLlmGatewayConfig(env) },
-  'tool-runner': { reads: [...names(toolRunnerEnv), ...TRANSPORT_ENV], parse: readToolRunnerConfig },
+  'tool-runner': { reads: describeConfig(toolRunnerConfigSchema).map((r) => r.env), parse: (env) => readToolRunnerConfig(env) },
   'web-bff': { reads: describeConfig(webBffConfigSchema).map((r) => r.env), parse: (env) => readWebBffConfig(env) },
 };
 

@@ -14,7 +14,7 @@ import { create } from '@bufbuild/protobuf';
 import { CancelSignalSchema, Mode, ToolExecJobSchema } from '@bedrock/contracts';
 import { createRedisTransport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
-import { defaultToolRunnerConfig } from '../src/config.ts';
+import { readToolRunnerConfig } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import { summary, quantile } from './stats.ts';
 
@@ -30,7 +30,10 @@ const transport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
 // The runner gets its own transport, as a separate process would; the bench publishes on this one.
 const runnerTransport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
 const runner = createToolRunner(
-  defaultToolRunnerConfig({ runnerId: `bench-${process.pid}`, grpcHost: '127.0.0.1', grpcPort: 0, metricsPort: 0, consumeQueues: true }),
+  readToolRunnerConfig(
+    {},
+    { runner: { id: `bench-${process.pid}`, consume: true }, server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0 } },
+  ),
   { transport: runnerTransport, logger: createLogger({ service: 'tool-runner', level: 'silent' }) },
 );
 await runner.start();

@@ -19,8 +19,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { Mode, ToolExecJobSchema } from '@bedrock/contracts';
-import { DEFAULT_HELPER_PATH } from '../src/config.ts';
-import { DEFAULT_RESTRICTED_LIMITS, DEFAULT_UNRESTRICTED_LIMITS, limitArgs } from '../src/sandbox/limits.ts';
+import { DEFAULT_HELPER_PATH, readToolRunnerConfig } from '../src/config.ts';
+import { limitArgs } from '../src/sandbox/limits.ts';
 import { closeSandboxSettings, createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import { createToolExecutor } from '../src/tool-executor.ts';
 import { fmtMs, quantile } from './stats.ts';
@@ -47,17 +47,14 @@ chmodSync(cwd, 0o755);
 if (process.getuid?.() === 0) chownSync(cwd, TOOL_ID, TOOL_ID);
 const scratchRoot = join(tmpdir(), 'bedrock-scratch-bench');
 
-const settingsInput = {
-  helperPath: DEFAULT_HELPER_PATH,
-  scratch: true,
-  scratchRoot,
-  pidsCgroup: 'auto',
-  restrictedLimits: DEFAULT_RESTRICTED_LIMITS,
-  unrestrictedLimits: DEFAULT_UNRESTRICTED_LIMITS,
-  toolHidePaths: ['/run/postgresql', '/var/run/postgresql', '/run/redis', '/var/run/redis'],
-};
-const { settings, probe } = await createSandboxSettings({ ...settingsInput, runnerId: `bench-${process.pid}` });
-const { settings: coldSettings } = await createSandboxSettings({ ...settingsInput, runnerId: `bench-cold-${process.pid}`, warmHelpers: 0 });
+// The runner's defaults (limits, tool user, pids cgroup `auto`, warm helpers), this scratch root.
+const { sandbox, limits } = readToolRunnerConfig({}, { sandbox: { helper: DEFAULT_HELPER_PATH, scratchRoot } });
+const { settings, probe } = await createSandboxSettings({ runnerId: `bench-${process.pid}`, sandbox, limits });
+const { settings: coldSettings } = await createSandboxSettings({
+  runnerId: `bench-cold-${process.pid}`,
+  sandbox: { ...sandbox, warmHelpers: 0 },
+  limits,
+});
 if (!probe.sandboxAvailable) {
   console.log(`sandbox unavailable here (${probe.reason}): nothing to compare`);
   await closeSandboxSettings(settings);
@@ -87,9 +84,8 @@ async function toolCall(through: typeof executor): Promise<number> {
 
 const variants: Record<string, () => Promise<number>> = {
   plain: () => run(['bash', '-c', 'true'], cwd),
-  limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_UNRESTRICTED_LIMITS), '--', 'bash', '-c', 'true'], cwd),
-  helper: () =>
-    run([DEFAULT_HELPER_PATH, ...limitArgs(DEFAULT_RESTRICTED_LIMITS), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
+  limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(limits.unrestricted), '--', 'bash', '-c', 'true'], cwd),
+  helper: () => run([DEFAULT_HELPER_PATH, ...limitArgs(limits.restricted), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
   'bash tool': () => toolCall(executor),
   'tool, cold': () => toolCall(coldExecutor),
 };

@@ -51,7 +51,7 @@ export interface ToolRunnerDeps {
   /** Queues, streams, cancel bus and registry; default built from the config (and closed on stop). */
   readonly transport?: Transport;
   readonly logger?: Logger;
-  /** Services allowed to call the ToolRunnerService; default read from BEDROCK_SERVICE_PEERS_FILE (none: every call is refused). */
+  /** Services allowed to call the ToolRunnerService; default read from `server.servicePeersFile` (none: every call is refused). */
   readonly servicePeers?: readonly TokenEntry[];
 }
 
@@ -81,7 +81,7 @@ function outcomeLabel(outcome: ToolOutcome): ToolOutcomeLabel {
 }
 
 export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps = {}): ToolRunner {
-  const logger = deps.logger ?? createLogger({ service: 'tool-runner', level: config.logLevel });
+  const logger = deps.logger ?? createLogger({ service: 'tool-runner', level: config.log.level });
   const metrics = createMetrics('tool-runner');
   const health = createHealth({ overall: 'NOT_SERVING' });
   let executor: ToolExecutor | undefined;
@@ -95,18 +95,18 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   let reportTimer: NodeJS.Timeout | undefined;
   let depthSampler: QueueDepthSampler | undefined;
   let closeCgroups: (() => Promise<void>) | undefined;
-  let denyPorts = new Set<number>(config.toolDenyPorts);
+  let denyPorts = new Set<number>(config.sandbox.denyPorts);
   let toolIsolation = '';
 
   const capabilities = (): RunnerCapabilities => {
     if (!probe) throw new Error('tool-runner not started');
-    return runnerCapabilities(config.runnerId, probe, queues);
+    return runnerCapabilities(config.runner.id, probe, queues);
   };
 
   async function report(): Promise<void> {
     if (!transport) return;
     try {
-      await transport.runners.report(capabilities(), config.reportIntervalMs * 3);
+      await transport.runners.report(capabilities(), config.runner.reportInterval * 3);
     } catch (err) {
       logger.warn({ err }, 'capability report failed');
     }
@@ -136,8 +136,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
 
     async start() {
       // Read first: a missing or malformed peers file stops the runner before it takes work.
-      const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
-      const sandbox = await createSandboxSettings(config);
+      const servicePeers =
+        deps.servicePeers ?? (config.server.servicePeersFile ? readServicePeersFile(config.server.servicePeersFile) : []);
+      const sandbox = await createSandboxSettings({ runnerId: config.runner.id, sandbox: config.sandbox, limits: config.limits });
       probe = sandbox.probe;
       closeCgroups = () => closeSandboxSettings(sandbox.settings);
       // Helpers waiting in their own pids cgroups from the first tool call on.
@@ -157,12 +158,12 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       if (sandbox.toolUserWarning) logger.warn(sandbox.toolUserWarning);
       else
         logger.info(
-          { tool_uid: config.toolUid, tool_gid: config.toolGid, private_mounts: probe.privateMounts },
+          { tool_uid: config.sandbox.toolUid, tool_gid: config.sandbox.toolGid, private_mounts: probe.privateMounts },
           'tools run as their own user',
         );
       toolIsolation =
         sandbox.toolUserWarning ??
-        `tools run as ${config.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.toolUid}, gid ${config.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
+        `tools run as ${config.sandbox.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.sandbox.toolUid}, gid ${config.sandbox.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
       if (probe.landlockAbi < 4)
         logger.warn(
           { landlock_abi: probe.landlockAbi },
@@ -170,20 +171,20 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         );
       for (const port of denyPorts) sandbox.settings.denyPorts.add(port);
       denyPorts = sandbox.settings.denyPorts;
-      const redisPort = Number(new URL(config.redisUrl).port || 6379);
-      if (config.transport === 'redis') denyPorts.add(redisPort);
+      const redisPort = Number(new URL(config.transport.redis.url).port || 6379);
+      if (config.transport.kind === 'redis') denyPorts.add(redisPort);
       executor = createToolExecutor({
-        runnerId: config.runnerId,
-        context: { sandbox: sandbox.settings, capture: { headBytes: config.outputHeadBytes, tailBytes: config.outputTailBytes } },
+        runnerId: config.runner.id,
+        context: { sandbox: sandbox.settings, capture: { headBytes: config.output.head, tailBytes: config.output.tail } },
         onComplete: (job, outcome, ms) =>
           metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
       });
       const exec = executor;
-      queues = config.consumeQueues ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];
+      queues = config.runner.consume ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];
 
       server = await startGrpcServer({
-        host: config.grpcHost,
-        port: config.grpcPort,
+        host: config.server.host,
+        port: config.server.grpcPort,
         logger,
         // ExecuteTool runs commands: only services listed as peers may call it.
         interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
@@ -195,11 +196,11 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       });
       // Ready while Redis answers (when consuming queues over the redis transport; the transport
       // is built below and read at each probe).
-      const usesRedis = config.consumeQueues && (deps.transport ? Boolean(deps.transport.ping) : config.transport === 'redis');
+      const usesRedis = config.runner.consume && (deps.transport ? Boolean(deps.transport.ping) : config.transport.kind === 'redis');
       const readiness = createReadiness({ checks: usesRedis ? [redisCheck(() => transport)] : [] });
       metricsServer = await startMetricsServer({
-        port: config.metricsPort,
-        host: config.grpcHost,
+        port: config.server.metricsPort,
+        host: config.server.host,
         registry: metrics.registry,
         health,
         readiness,
@@ -208,20 +209,20 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       denyPorts.add(server.port);
       denyPorts.add(metricsServer.port);
 
-      if (config.consumeQueues) {
+      if (config.runner.consume) {
         transport = deps.transport;
         if (!transport) {
           ownsTransport = true;
-          transport = createTransport(config.transport, logger, { redisUrl: config.redisUrl });
+          transport = createTransport(config.transport, logger);
         }
         worker = await startToolExecWorker({
           transport,
           executor: exec,
-          runnerId: config.runnerId,
+          runnerId: config.runner.id,
           queues,
-          concurrency: config.concurrency,
-          outputFlushMs: config.outputFlushMs,
-          outputStreamMaxBytes: config.outputStreamMaxBytes,
+          concurrency: config.runner.concurrency,
+          outputFlushMs: config.output.flushInterval,
+          outputStreamMaxBytes: config.output.streamMax,
           logger,
           metrics,
         });
@@ -232,28 +233,28 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
         });
         await report();
-        reportTimer = setInterval(() => void report(), config.reportIntervalMs);
+        reportTimer = setInterval(() => void report(), config.runner.reportInterval);
         reportTimer.unref();
       }
       health.set('', 'SERVING');
       health.set(ToolRunnerService.typeName, 'SERVING');
-      logger.info({ runner_id: config.runnerId, grpc_port: server.port, queues }, 'tool-runner started');
+      logger.info({ runner_id: config.runner.id, grpc_port: server.port, queues }, 'tool-runner started');
     },
 
     async stop() {
       health.shutdown();
       clearInterval(reportTimer);
       depthSampler?.stop();
-      await worker?.close(config.shutdownGraceMs);
+      await worker?.close(config.server.shutdownGrace);
       await executor?.abortAll();
       if (transport) {
-        await transport.runners.remove(config.runnerId).catch((err: unknown) => logger.warn({ err }, 'runner deregistration failed'));
+        await transport.runners.remove(config.runner.id).catch((err: unknown) => logger.warn({ err }, 'runner deregistration failed'));
         if (ownsTransport) await transport.close();
       }
-      await server?.close(config.shutdownGraceMs);
+      await server?.close(config.server.shutdownGrace);
       await metricsServer?.close();
       await closeCgroups?.();
-      logger.info({ runner_id: config.runnerId }, 'tool-runner stopped');
+      logger.info({ runner_id: config.runner.id }, 'tool-runner stopped');
     },
   };
 }

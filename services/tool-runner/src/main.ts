@@ -4,7 +4,7 @@ import { readToolRunnerConfig } from './config.ts';
 import { createToolRunner } from './create-tool-runner.ts';
 
 const config = readToolRunnerConfig();
-const logger = createLogger({ service: 'tool-runner', level: config.logLevel });
+const logger = createLogger({ service: 'tool-runner', level: config.log.level });
 logProcessErrors(logger);
 // Spans exported when an OTLP endpoint is set (OTEL_* variables); off otherwise.
 const tracing = await startTracing({ serviceName: 'tool-runner' });

@@ -161,7 +161,7 @@ describe('a runner without a working sandbox', () => {
   const transport = createMemoryTransport();
 
   beforeAll(async () => {
-    plain = await startTestRunner({ helperPath: '/nonexistent/bedrock-sandbox', consumeQueues: true }, transport);
+    plain = await startTestRunner({ sandbox: { helper: '/nonexistent/bedrock-sandbox' }, runner: { consume: true } }, transport);
   });
   afterAll(async () => {
     await plain.stop();

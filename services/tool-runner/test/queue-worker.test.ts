@@ -81,7 +81,7 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
       received.set(job.data.eventId, job.data);
       waiters.get(job.data.eventId)?.(job.data);
     });
-    runner = await startTestRunner({ consumeQueues: true, concurrency: 4 }, transport);
+    runner = await startTestRunner({ runner: { consume: true, concurrency: 4 } }, transport);
   });
 
   afterAll(async () => {
@@ -268,7 +268,7 @@ describe.each([['memory'], ['redis']])('tool-runner shutting down on the %s tran
   });
 
   async function runWhileStopping(toolUseId: string, command: string, graceMs: number) {
-    const runner = await startTestRunner({ consumeQueues: true, concurrency: 2, shutdownGraceMs: graceMs }, transport);
+    const runner = await startTestRunner({ runner: { consume: true, concurrency: 2 }, server: { shutdownGrace: graceMs } }, transport);
     const marker = `${dir.path}/${toolUseId}`;
     await transport.queues.producer(QUEUE_TOOL_EXEC, ToolExecJobSchema).add(
       `conv-s/${toolUseId}`,

@@ -48,7 +48,7 @@ function seed(dir: string): void {
 }
 
 beforeAll(async () => {
-  sandbox = await testSandboxSettings({ restrictedLimits: { processes: 64, memoryBytes: 512 * 1024 ** 2 } });
+  sandbox = await testSandboxSettings({ limits: { restricted: { processes: 64, memory: 512 * 1024 ** 2 } } });
   workDir = toolOwned(mkdtempSync(join(tmpdir(), 'bedrock-battery-cwd-')));
   dirs.cwd = workDir;
   dirs['/tmp'] = toolOwned(mkdtempSync('/tmp/bedrock-battery-'));
@@ -346,7 +346,7 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
   });
 
   it('refuses a denied port on every address, with the prebuilt rules and without them', async () => {
-    const withHolder = await testSandboxSettings({ toolDenyPorts: [port(denied)] });
+    const withHolder = await testSandboxSettings({ denyPorts: [port(denied)] });
     expect(withHolder.netRuleset).toBeDefined();
     const { netRuleset: _holder, ...slowPath } = withHolder;
     try {
@@ -369,7 +369,7 @@ describe("Unrestricted mode: the network stays, the system's own ports do not", 
   });
 
   it('follows a port added after start (a new holder), and a dead holder is never weaker', async () => {
-    const settings = await testSandboxSettings({ toolDenyPorts: [1] });
+    const settings = await testSandboxSettings({ denyPorts: [1] });
     try {
       expect((await bash(connect(port(denied)), Mode.UNRESTRICTED, workDir, undefined, settings)).content).toContain(
         `OPEN ${port(denied)}`,

@@ -5,8 +5,8 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ToolRunnerService } from '@bedrock/contracts';
 import type { Transport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
-import { defaultToolRunnerConfig } from '../src/config.ts';
-import type { ToolRunnerConfig } from '../src/config.ts';
+import { readToolRunnerConfig } from '../src/config.ts';
+import type { ToolRunnerConfigOverrides } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { ensureHelper } from './support.ts';
@@ -17,18 +17,18 @@ import { ensureHelper } from './support.ts';
  */
 export const TEST_SERVICES = generateServiceCredentials(['conversation', 'web-bff']);
 
-export async function startTestRunner(overrides: Partial<ToolRunnerConfig> = {}, transport?: Transport): Promise<ToolRunner> {
+/** A runner on the defaults (not the environment), on loopback and ephemeral ports, gRPC only unless `overrides` say so. */
+export async function startTestRunner(overrides: ToolRunnerConfigOverrides = {}, transport?: Transport): Promise<ToolRunner> {
   ensureHelper();
-  const config = defaultToolRunnerConfig({
-    runnerId: `test-runner-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
-    grpcHost: '127.0.0.1',
-    grpcPort: 0,
-    metricsPort: 0,
-    consumeQueues: false,
-    shutdownGraceMs: 2000,
-    outputFlushMs: 20,
-    ...overrides,
-  });
+  const config = readToolRunnerConfig(
+    {},
+    {
+      ...overrides,
+      runner: { id: `test-runner-${process.pid}-${Math.random().toString(36).slice(2, 8)}`, consume: false, ...overrides.runner },
+      server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 2000, ...overrides.server },
+      output: { flushInterval: 20, ...overrides.output },
+    },
+  );
   const runner = createToolRunner(config, {
     logger: createLogger({ service: 'tool-runner', level: 'silent' }),
     servicePeers: TEST_SERVICES.peers,

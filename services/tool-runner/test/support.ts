@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_HELPER_PATH } from '../src/config.ts';
-import { DEFAULT_RESTRICTED_LIMITS, DEFAULT_UNRESTRICTED_LIMITS } from '../src/sandbox/limits.ts';
+import { DEFAULT_HELPER_PATH, readToolRunnerConfig } from '../src/config.ts';
+import type { LimitsConfig, SandboxConfig } from '../src/config.ts';
 import type { ResourceLimits } from '../src/sandbox/limits.ts';
 import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
@@ -18,29 +18,25 @@ export function ensureHelper(): string {
   return DEFAULT_HELPER_PATH;
 }
 
+/**
+ * Sandbox settings of a test runner: the runner's defaults (tool user 65534, pids cgroup `auto`,
+ * the default limits) with the tests' scratch root, no denied ports or hidden paths unless
+ * asked for, and `overrides`.
+ */
 export async function testSandboxSettings(
-  overrides: {
-    restrictedLimits?: Partial<ResourceLimits>;
-    unrestrictedLimits?: Partial<ResourceLimits>;
-    pidsCgroup?: string;
-    unrestrictedWrite?: 'workspace' | 'host';
-    toolDenyPorts?: readonly number[];
-    toolHidePaths?: readonly string[];
-    toolUid?: number | 'owner';
+  overrides: Partial<Pick<SandboxConfig, 'pidsCgroup' | 'unrestrictedWrite' | 'denyPorts' | 'hidePaths' | 'toolUid'>> & {
+    limits?: { [M in keyof LimitsConfig]?: Partial<ResourceLimits> };
   } = {},
 ): Promise<SandboxSettings> {
+  const { limits, ...sandbox } = overrides;
+  const config = readToolRunnerConfig(
+    {},
+    { sandbox: { helper: ensureHelper(), scratchRoot: TEST_SCRATCH_ROOT, denyPorts: [], hidePaths: [], ...sandbox }, limits },
+  );
   const { settings } = await createSandboxSettings({
     runnerId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
-    helperPath: ensureHelper(),
-    scratch: true,
-    scratchRoot: TEST_SCRATCH_ROOT,
-    pidsCgroup: overrides.pidsCgroup ?? 'auto',
-    restrictedLimits: { ...DEFAULT_RESTRICTED_LIMITS, ...overrides.restrictedLimits },
-    unrestrictedLimits: { ...DEFAULT_UNRESTRICTED_LIMITS, ...overrides.unrestrictedLimits },
-    unrestrictedWrite: overrides.unrestrictedWrite ?? 'workspace',
-    toolDenyPorts: overrides.toolDenyPorts ?? [],
-    toolHidePaths: overrides.toolHidePaths ?? [],
-    ...(overrides.toolUid !== undefined ? { toolUid: overrides.toolUid } : {}),
+    sandbox: config.sandbox,
+    limits: config.limits,
   });
   return settings;
 }

@@ -10,27 +10,16 @@ import { createNetRulesetHolder } from './net-ruleset-holder.ts';
 import { createWarmHelpers } from './warm-helpers.ts';
 import { commandEnv } from './command-env.ts';
 import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
-import type { ResourceLimits } from './limits.ts';
+import type { LimitsConfig, SandboxConfig } from '../config.ts';
 
 export interface SandboxSettingsInput {
   readonly runnerId: string;
-  readonly helperPath: string;
-  readonly scratch: boolean;
-  readonly scratchRoot: string;
-  /** `auto`, `off` or a directory. */
-  readonly pidsCgroup: string;
-  readonly restrictedLimits: ResourceLimits;
-  readonly unrestrictedLimits: ResourceLimits;
-  /** The user tools run as (a uid ≥ 1, or `owner` of the working directory). Default 65534. */
-  readonly toolUid?: number | 'owner';
-  readonly toolGid?: number;
-  readonly unrestrictedWrite?: 'workspace' | 'host';
-  /** TCP ports tools may never connect to. */
-  readonly toolDenyPorts?: readonly number[];
-  readonly toolHidePaths?: readonly string[];
+  /** The runner's `sandbox` settings (config.ts). */
+  readonly sandbox: SandboxConfig;
+  /** The resource limits of each mode (config.ts `limits`). */
+  readonly limits: LimitsConfig;
+  /** Environment the command env is derived from. Default process.env. */
   readonly baseEnv?: NodeJS.ProcessEnv;
-  /** Helpers kept started ahead, each in its own fresh pids cgroup (with a pids cgroup only). Default 2. */
-  readonly warmHelpers?: number;
 }
 
 export interface SandboxSetup {
@@ -41,7 +30,6 @@ export interface SandboxSetup {
 }
 
 const NOBODY = 65534;
-const DEFAULT_WARM_HELPERS = 2;
 
 /** The scratch root: created if missing, 0711 (tools may enter their own run's directory, not list others). */
 function prepareScratchRoot(root: string): void {
@@ -54,22 +42,23 @@ function prepareScratchRoot(root: string): void {
 }
 
 export async function createSandboxSettings(input: SandboxSettingsInput): Promise<SandboxSetup> {
-  const wanted = input.toolUid ?? NOBODY;
-  const gid = input.toolGid ?? NOBODY;
+  const config = input.sandbox;
+  const wanted = config.toolUid;
+  const gid = config.toolGid;
   const probeUid = wanted === 'owner' ? NOBODY : wanted;
-  let probe = await probeSandbox(input.helperPath, { uid: probeUid, gid });
+  let probe = await probeSandbox(config.helper, { uid: probeUid, gid });
   let toolUser: ToolUser | null = { uid: wanted, gid };
   let toolUserWarning: string | undefined;
   if (!probe.toolUser) {
     // Not root (or no CAP_SETUID): tools can only run as this process's own user.
-    const self = await probeSandbox(input.helperPath);
+    const self = await probeSandbox(config.helper);
     if (self.sandboxAvailable || !probe.sandboxAvailable) probe = self;
     toolUser = null;
     toolUserWarning =
       `tools run as this process's own user (uid ${process.getuid?.() ?? '?'}): it cannot switch them to uid ${probeUid} ` +
       '(run it as root or with CAP_SETUID/CAP_SETGID); the kernel sandbox still applies, but files this user can read are readable to tools';
   }
-  const root = input.pidsCgroup === 'off' ? null : input.pidsCgroup === 'auto' ? findPidsCgroupRoot() : input.pidsCgroup;
+  const root = config.pidsCgroup === 'off' ? null : config.pidsCgroup === 'auto' ? findPidsCgroupRoot() : config.pidsCgroup;
   let cgroups = null;
   if (root) {
     try {
@@ -78,30 +67,28 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       cgroups = null;
     }
   }
-  prepareScratchRoot(input.scratchRoot);
+  prepareScratchRoot(config.scratchRoot);
   const baseEnv = input.baseEnv ?? process.env;
-  const warmCount = input.warmHelpers ?? DEFAULT_WARM_HELPERS;
   const warmHelpers =
-    cgroups && probe.sandboxAvailable && warmCount > 0
-      ? createWarmHelpers({ helperPath: input.helperPath, cgroups, env: () => commandEnv(baseEnv), size: warmCount })
+    cgroups && probe.sandboxAvailable && config.warmHelpers > 0
+      ? createWarmHelpers({ helperPath: config.helper, cgroups, env: () => commandEnv(baseEnv), size: config.warmHelpers })
       : undefined;
   return {
     probe,
     ...(toolUserWarning ? { toolUserWarning } : {}),
     settings: {
-      helperPath: input.helperPath,
+      helperPath: config.helper,
       sandboxAvailable: probe.sandboxAvailable,
-      restrictedLimits: input.restrictedLimits,
-      unrestrictedLimits: input.unrestrictedLimits,
+      limits: input.limits,
       cgroups,
       ...(warmHelpers ? { warmHelpers } : {}),
-      scratch: input.scratch,
-      scratchRoot: input.scratchRoot,
+      scratch: config.scratch,
+      scratchRoot: config.scratchRoot,
       toolUser,
-      unrestrictedWrite: input.unrestrictedWrite ?? 'workspace',
-      denyPorts: new Set(input.toolDenyPorts ?? []),
-      hidePaths: input.toolHidePaths ?? [],
-      ...(probe.landlockAbi >= 4 ? { netRuleset: createNetRulesetHolder(input.helperPath) } : {}),
+      unrestrictedWrite: config.unrestrictedWrite,
+      denyPorts: new Set(config.denyPorts),
+      hidePaths: config.hidePaths,
+      ...(probe.landlockAbi >= 4 ? { netRuleset: createNetRulesetHolder(config.helper) } : {}),
       baseEnv,
     },
   };

@@ -24,8 +24,8 @@ export interface SandboxSettings {
   readonly helperPath: string;
   /** The probe found a working sandbox; Restricted runs are refused otherwise. */
   readonly sandboxAvailable: boolean;
-  readonly restrictedLimits: ResourceLimits;
-  readonly unrestrictedLimits: ResourceLimits;
+  /** The resource limits of each mode. */
+  readonly limits: Readonly<Record<RunMode, ResourceLimits>>;
   /** Per-run pids cgroups, or null when the machine has no writable pids hierarchy. */
   readonly cgroups: PidsCgroups | null;
   /** Helpers started ahead, each already in its own fresh pids cgroup (with `cgroups` only). */
@@ -91,7 +91,7 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   if (restricted && !settings.sandboxAvailable) {
     throw new Error('refusing to run Restricted work without the kernel sandbox');
   }
-  const limits = restricted ? settings.restrictedLimits : settings.unrestrictedLimits;
+  const limits = settings.limits[request.mode];
   const env = commandEnv(settings.baseEnv);
   const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
   const netRuleset = restricted ? undefined : await settings.netRuleset?.spec(settings.denyPorts);

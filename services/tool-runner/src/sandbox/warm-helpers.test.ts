@@ -14,7 +14,7 @@ const dir = tempDir('bedrock-warm-');
 const LIMIT = 24;
 
 beforeAll(async () => {
-  sandbox = await testSandboxSettings({ restrictedLimits: { processes: LIMIT }, unrestrictedLimits: { processes: LIMIT } });
+  sandbox = await testSandboxSettings({ limits: { restricted: { processes: LIMIT }, unrestricted: { processes: LIMIT } } });
 });
 afterAll(async () => {
   dir.remove();

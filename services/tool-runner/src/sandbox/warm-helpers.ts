@@ -171,6 +171,9 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
       const all = waiting.splice(0);
       await Promise.all(
         all.map(async (entry) => {
+          // Waiting helpers do not hold the process open (unref'd at spawn); their exit must be
+          // awaited with the handles held, or a process with nothing else to do ends mid-close.
+          for (const h of handles(entry.child)) h?.ref?.();
           end(entry);
           await whenGone(entry.child);
           await cgroups.destroy(entry.cgroupDir);

@@ -13,9 +13,9 @@ import { createMemoryTransport, type Transport } from '@bedrock/platform';
 import { generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 import {
+  createConversationService,
   readConversationConfig,
-  startConversationService,
-  type RunningConversationService,
+  type ConversationServiceInstance,
 } from '../../../services/conversation/src/index.ts';
 import { createLlmGateway, readLlmGatewayConfig, type LlmGateway } from '../../../services/llm-gateway/src/index.ts';
 import { createToolRunner, readToolRunnerConfig, type ToolRunner } from '../../../services/tool-runner/src/index.ts';
@@ -65,7 +65,7 @@ function recording(transport: Transport, added: Added[]): Transport {
 }
 
 let llm: MessagesApiServer;
-let conversation: RunningConversationService;
+let conversation: ConversationServiceInstance;
 let gateway: LlmGateway;
 let runner: ToolRunner;
 let memory: Transport;
@@ -88,18 +88,20 @@ beforeAll(async () => {
   });
   memory = createMemoryTransport();
   const transport = recording(memory, added);
-  conversation = await startConversationService(
-    readConversationConfig({
-      DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`,
-      BEDROCK_TRANSPORT: 'memory',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_METRICS_PORT: '0',
-      BEDROCK_HOST: '127.0.0.1',
-      BEDROCK_SANDBOX: 'unavailable',
-      LOG_LEVEL: 'warn',
-    }),
+  conversation = createConversationService(
+    readConversationConfig(
+      {},
+      {
+        log: { level: 'warn' },
+        server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+        transport: { kind: 'memory' },
+        database: { url: `postgres://postgres@127.0.0.1:5432/${DB}` },
+        conversations: { sandbox: 'unavailable' },
+      },
+    ),
     { transport, servicePeers: services.peers },
   );
+  await conversation.start();
   gateway = createLlmGateway(
     readLlmGatewayConfig(
       {},

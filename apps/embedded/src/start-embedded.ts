@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { createMemoryTransport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
-import { readConversationConfig, startConversationService } from '@bedrock/conversation';
+import { createConversationService, readConversationConfig } from '@bedrock/conversation';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
 import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
@@ -68,8 +68,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const logger = options.logger ?? createLogger({ service: 'bedrock', level: (env.LOG_LEVEL as 'info') || 'warn' });
   const token = localToken(dataDir);
   const offline = !env.ANTHROPIC_API_KEY;
-  // One process: internal ports are ephemeral so only the public ones need to be free.
-  const internal = { ...env, BEDROCK_TRANSPORT: 'memory', BEDROCK_GRPC_PORT: '0', BEDROCK_METRICS_PORT: '0', BEDROCK_HOST: '127.0.0.1' };
+  // One process: each service gets typed settings over the user's environment; internal ports are
+  // ephemeral on loopback, so only the public ones need to be free.
   // Internal ports still answer only the services: fresh tokens per start, kept in memory.
   const services = generateServiceCredentials(['conversation', 'llm-gateway', 'tool-runner', 'web-bff']);
 
@@ -108,13 +108,16 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     await runner.start();
     stops.push(() => runner.stop());
 
-    const conversation = await startConversationService(
-      readConversationConfig({
-        ...internal,
-        BEDROCK_DEFAULT_MODEL: env.BEDROCK_DEFAULT_MODEL || (offline ? 'bedrock-offline' : 'claude-sonnet-5-5'),
+    const conversation = createConversationService(
+      readConversationConfig(env, {
+        transport: { kind: 'memory' },
+        server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+        // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
+        models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
       }),
       { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
     );
+    await conversation.start();
     stops.push(() => conversation.stop());
 
     // After the conversation service: the gateway fetches each request's history from it.

@@ -8,21 +8,17 @@ import { describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import { QUEUE_LLM_REQUESTS, QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED } from '@bedrock/contracts';
 import { redisKeys } from '@bedrock/platform';
-import { conversationEnv, readConversationConfig } from '../../../services/conversation/src/config.ts';
+import { conversationConfigSchema, readConversationConfig } from '../../../services/conversation/src/config.ts';
 import { llmGatewayConfigSchema, readLlmGatewayConfig } from '../../../services/llm-gateway/src/config.ts';
 import { readToolRunnerConfig, toolRunnerConfigSchema } from '../../../services/tool-runner/src/config.ts';
 import { readWebBffConfig, webBffConfigSchema } from '../../../services/web-bff/src/config.ts';
-import { describeConfig, redisSection } from '@bedrock/platform/config';
+import { describeConfig } from '@bedrock/platform/config';
 import type { K8sObject } from '../src/kustomize.ts';
 import { workloads, type Workload } from '../src/cross-refs.ts';
 import { OVERLAYS, TOOL_RUNNER_CAPABILITIES, byKind, durationMs, render, type Overlay } from './support.ts';
 
-/** Variables of the Redis transport (platform's `redisSection`), shared by all services. */
-const TRANSPORT_ENV = describeConfig(redisSection).map((row) => row.env);
-
-const names = (spec: Record<string, { name: string }>) => Object.values(spec).map((s) => s.name);
 const SERVICES: Record<string, { reads: string[]; parse: (env: Record<string, string>) => unknown }> = {
-  conversation: { reads: [...names(conversationEnv), ...TRANSPORT_ENV], parse: readConversationConfig },
+  conversation: { reads: describeConfig(conversationConfigSchema).map((r) => r.env), parse: (env) => readConversationConfig(env) },
   'llm-gateway': { reads: describeConfig(llmGatewayConfigSchema).map((r) => r.env), parse: (env) => readLlmGatewayConfig(env) },
   'tool-runner': { reads: describeConfig(toolRunnerConfigSchema).map((r) => r.env), parse: (env) => readToolRunnerConfig(env) },
   'web-bff': { reads: describeConfig(webBffConfigSchema).map((r) => r.env), parse: (env) => readWebBffConfig(env) },

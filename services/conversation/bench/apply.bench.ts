@@ -14,7 +14,7 @@ import { ConversationEventJobSchema, QUEUE_CONVERSATION_EVENTS, QUEUE_TOOL_EXEC,
 import { createRedisTransport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
 import { readConversationConfig } from '../src/config.ts';
-import { startConversationService } from '../src/create-conversation-service.ts';
+import { createConversationService } from '../src/create-conversation-service.ts';
 import type { ConversationEvent } from '../src/core/index.ts';
 import type { ConversationRecord } from '../src/store/conversation-store.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
@@ -34,16 +34,18 @@ async function main(): Promise<void> {
   const prefix = `bench-${process.pid}`;
   const transport = createRedisTransport({ redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
   const pool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY + 2 });
-  const config = readConversationConfig({
-    DATABASE_URL: db.url,
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_SANDBOX: 'unavailable',
-    BEDROCK_RECOVERY_INTERVAL: '3600000',
-    LOG_LEVEL: 'error',
-  });
-  const service = await startConversationService(config, { pool, transport, logger: createLogger({ service: 'bench', level: 'error' }) });
+  const config = readConversationConfig(
+    {},
+    {
+      log: { level: 'error' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      database: { url: db.url },
+      conversations: { sandbox: 'unavailable' },
+      recovery: { interval: 3_600_000 },
+    },
+  );
+  const service = createConversationService(config, { pool, transport, logger: createLogger({ service: 'bench', level: 'error' }) });
+  await service.start();
   try {
     // --- 1. baseline: the cheapest possible write transaction ---------------------------
     await pool.query('CREATE TABLE bench_counter (id INT PRIMARY KEY, v BIGINT NOT NULL)');

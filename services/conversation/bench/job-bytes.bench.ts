@@ -33,7 +33,7 @@ import { createRedisTransport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { createTestDatabase } from '@bedrock/testkit/database';
 import { readConversationConfig } from '../src/config.ts';
-import { startConversationService } from '../src/create-conversation-service.ts';
+import { createConversationService } from '../src/create-conversation-service.ts';
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
 const REPORT_AT = [1, 50, 100, 200].filter((t) => t <= TURNS);
@@ -64,21 +64,23 @@ async function main(): Promise<void> {
   const workers = createRedisTransport({ redisUrl, prefix, onError: () => undefined });
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
   const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
-  const config = readConversationConfig({
-    DATABASE_URL: db.url,
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_SANDBOX: 'unavailable',
-    BEDROCK_RECOVERY_INTERVAL: '3600000',
-    BEDROCK_DEFAULT_MODEL: 'bench-model',
-    LOG_LEVEL: 'error',
-  });
-  const service = await startConversationService(config, {
+  const config = readConversationConfig(
+    {},
+    {
+      log: { level: 'error' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      database: { url: db.url },
+      models: { default: 'bench-model' },
+      conversations: { sandbox: 'unavailable' },
+      recovery: { interval: 3_600_000 },
+    },
+  );
+  const service = createConversationService(config, {
     transport,
     logger: createLogger({ service: 'bench', level: 'error' }),
     servicePeers: services.peers,
   });
+  await service.start();
   const api = createClient(
     ConversationService,
     createGrpcTransport({

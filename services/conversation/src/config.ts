@@ -1,149 +1,180 @@
-/** Settings of the conversation service, from the environment (docs/conversation.md lists them). */
-import { bool, commonEnv, duration, int, oneOf, optional, port, readEnv, setting, str, type EnvParser } from '@bedrock/platform/server';
+/**
+ * Settings of the conversation service: one schema, nested per concern, read from the
+ * environment (or given as typed overrides by the embedded mode). docs/conversation.md's
+ * settings table is generated from it. Durations are milliseconds in code.
+ */
+import type { z } from 'zod';
+import { createModelRegistry } from '@bedrock/contracts/models';
+import {
+  bool,
+  configMarkdownTable,
+  duration,
+  int,
+  list,
+  loadConfig,
+  logLevelSetting,
+  oneOf,
+  optionalSetting,
+  port,
+  section,
+  serverSection,
+  servicePeersFileSetting,
+  setting,
+  str,
+  transportSection,
+  url,
+  type ConfigOverrides,
+  type SettingType,
+} from '@bedrock/platform/config';
 import { SERVER_TOOLS, THINKING_LEVELS, isServerToolName, type ServerToolName } from './settings.ts';
 
-/** A comma-separated list of server tool names (blanks around commas ignored), each once. */
-function serverToolList(): EnvParser<ServerToolName[]> {
+/** A comma-separated list of server tool names (blanks around commas ignored), each once, in SERVER_TOOLS order. */
+function serverToolList(): SettingType<readonly ServerToolName[]> {
+  const names = list(str());
   return {
     expected: `a comma-separated list of ${SERVER_TOOLS.join(', ')}`,
-    parse(raw) {
-      const names = raw
-        .split(',')
-        .map((p) => p.trim())
-        .filter((p) => p !== '');
-      const unknown = names.filter((n) => !isServerToolName(n));
-      if (unknown.length > 0) throw new Error(`unknown: ${unknown.join(', ')}`);
-      return SERVER_TOOLS.filter((t) => names.includes(t));
-    },
+    schema: names.schema
+      .superRefine((given, ctx) => {
+        const unknown = given.filter((n) => !isServerToolName(n));
+        if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `unknown: ${unknown.join(', ')}` });
+      })
+      .transform((given) => SERVER_TOOLS.filter((t) => given.includes(t))),
     format: (value) => value.join(','),
   };
 }
 
-// The conversation service calls no internal server, so it holds no service token of its own;
-// it serves one, so it reads the peers it accepts (BEDROCK_SERVICE_PEERS_FILE).
-const { serviceTokenFile: _noOutgoingInternalCalls, ...common } = commonEnv;
+/** JSON overriding the model registry, kept as its text; refused at start-up if the registry would refuse it. */
+function modelRegistryJson(): SettingType<string> {
+  return {
+    expected: 'a JSON object of model limits',
+    schema: str().schema.superRefine((raw, ctx) => {
+      try {
+        createModelRegistry(raw);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+  };
+}
 
-export const conversationEnv = {
-  ...common,
-  databaseUrl: setting({
-    name: 'DATABASE_URL',
-    parse: str(),
-    default: 'postgres://postgres@127.0.0.1:5432/bedrock',
-    doc: 'PostgreSQL connection string; migrations run at start-up (safe with several replicas).',
+export const conversationConfigSchema = section({
+  log: section({ level: logLevelSetting }),
+  server: serverSection({
+    grpcPort: setting('BEDROCK_GRPC_PORT', port(), {
+      default: 50051,
+      doc: 'Port of the internal gRPC API (h2c) used by web-bff, with grpc.health.v1 and reflection.',
+    }),
+    // It serves an internal API, so it reads the peers it accepts; it calls no internal server,
+    // so it holds no service token of its own.
+    servicePeersFile: servicePeersFileSetting,
   }),
-  dbPoolSize: setting({
-    name: 'BEDROCK_DB_POOL_SIZE',
-    parse: int({ min: 1, max: 200 }),
-    default: 10,
-    doc: 'Connections in the Postgres pool of one replica.',
+  transport: transportSection,
+  database: section({
+    url: setting('DATABASE_URL', url({ protocols: ['postgres', 'postgresql'] }), {
+      default: 'postgres://postgres@127.0.0.1:5432/bedrock',
+      doc: 'PostgreSQL connection string; migrations run at start-up (safe with several replicas).',
+    }),
+    poolSize: setting('BEDROCK_DB_POOL_SIZE', int({ min: 1, max: 200 }), {
+      default: 10,
+      doc: 'Connections in the Postgres pool of one replica.',
+    }),
+    migrate: setting('BEDROCK_MIGRATE', bool(), { default: true, doc: 'Run database migrations at start-up.' }),
   }),
-  transport: setting({
-    name: 'BEDROCK_TRANSPORT',
-    parse: oneOf(['redis', 'memory'] as const),
-    default: 'redis',
-    doc: 'Queues and streams: `redis` (BullMQ/Redis, distributed) or `memory` (in-process, single-process only).',
+  models: section({
+    default: setting('BEDROCK_DEFAULT_MODEL', str(), {
+      default: 'claude-sonnet-5-5',
+      doc: 'Model of conversations created without one.',
+    }),
+    /** JSON text, as given. */
+    registry: optionalSetting('BEDROCK_MODELS', modelRegistryJson(), {
+      doc: 'JSON overriding the model registry: {"model-id": {"contextWindow": n, "maxOutputTokens": n}}.',
+    }),
+    maxOutputTokens: setting('BEDROCK_MAX_OUTPUT_TOKENS', int({ min: 1 }), {
+      default: 16_384,
+      doc: "max_tokens asked for each response, capped by the model's own limit.",
+    }),
   }),
-  grpcPort: setting({
-    name: 'BEDROCK_GRPC_PORT',
-    parse: port(),
-    default: 50051,
-    doc: 'Port of the internal gRPC API (h2c) used by web-bff, with grpc.health.v1 and reflection.',
+  /** What new conversations start with and what they may ask for. */
+  conversations: section({
+    defaultThinking: setting('BEDROCK_DEFAULT_THINKING', oneOf(THINKING_LEVELS), {
+      default: 'high',
+      doc: 'Extended thinking of conversations created without a level (a conversation can change its own): `off`, or the effort `low` to `max`; models that cannot think ignore it.',
+    }),
+    serverTools: optionalSetting('BEDROCK_SERVER_TOOLS', serverToolList(), {
+      doc: 'Provider-run tools conversations may turn on (each conversation chooses; all are off by default): a comma-separated list of `web_search`, `web_fetch`. Unset: none (they reach the web and are billed per use).',
+    }),
+    sandbox: setting('BEDROCK_SANDBOX', oneOf(['auto', 'available', 'unavailable'] as const), {
+      default: 'auto',
+      doc: '`auto`: Restricted mode exists when a tool-runner reports a working sandbox; `available`/`unavailable` force it.',
+    }),
+    checkCwd: setting('BEDROCK_CHECK_CWD', bool(), {
+      default: true,
+      doc: "CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
+    }),
   }),
-  defaultModel: setting({
-    name: 'BEDROCK_DEFAULT_MODEL',
-    parse: str(),
-    default: 'claude-sonnet-5-5',
-    doc: 'Model of conversations created without one.',
+  /** Timing of a turn (the core's policy); all in ms. */
+  turns: section({
+    llmRetryBase: setting('BEDROCK_LLM_RETRY_BASE', duration(), {
+      default: 1000,
+      doc: 'Backoff before the 2nd LLM attempt; doubled before the 3rd (REQ-BED-006).',
+    }),
+    cancelAckTimeout: setting('BEDROCK_CANCEL_ACK_TIMEOUT', duration(), {
+      default: 5000,
+      doc: 'How long Cancelling waits for the gateway to acknowledge an abort before going idle anyway.',
+    }),
+    subAgentTimeout: setting('BEDROCK_SUB_AGENT_TIMEOUT', duration(), {
+      default: 600_000,
+      doc: 'How long a parent waits for its sub-agents; late ones count as failed (timeout).',
+    }),
   }),
-  models: setting({
-    name: 'BEDROCK_MODELS',
-    parse: optional(str()),
-    default: undefined,
-    doc: 'JSON overriding the model registry: {"model-id": {"contextWindow": n, "maxOutputTokens": n}}.',
+  events: section({
+    concurrency: setting('BEDROCK_EVENT_CONCURRENCY', int({ min: 1, max: 1000 }), {
+      default: 16,
+      doc: 'Events one replica applies at once (different conversations in parallel).',
+    }),
   }),
-  defaultThinking: setting({
-    name: 'BEDROCK_DEFAULT_THINKING',
-    parse: oneOf(THINKING_LEVELS),
-    default: 'high',
-    doc: 'Extended thinking of conversations created without a level (a conversation can change its own): `off`, or the effort `low` to `max`; models that cannot think ignore it.',
+  outbox: section({
+    /** ms. */
+    pollInterval: setting('BEDROCK_OUTBOX_POLL', duration({ min: 1 }), {
+      default: 500,
+      doc: 'How often the relay looks for outbox rows left unsent (the committing replica publishes its rows itself; this is the safety net after a crash or a failed publish).',
+    }),
   }),
-  serverTools: setting({
-    name: 'BEDROCK_SERVER_TOOLS',
-    parse: optional(serverToolList()),
-    default: undefined,
-    doc: 'Provider-run tools conversations may turn on (each conversation chooses; all are off by default): a comma-separated list of `web_search`, `web_fetch`. Unset: none (they reach the web and are billed per use).',
+  recovery: section({
+    /** ms. */
+    interval: setting('BEDROCK_RECOVERY_INTERVAL', duration({ min: 1 }), {
+      default: 1000,
+      doc: 'How often the recovery sweeper looks for busy conversations whose work was lost (cost: see "Recovery" below).',
+    }),
+    /** ms. */
+    staleAfter: setting('BEDROCK_RECOVERY_STALE_AFTER', duration(), {
+      default: 3000,
+      doc: 'A busy conversation is checked for lost work once its state has not changed for this long, and its work counts as lost only if it still looks gone this long after it was first seen gone.',
+    }),
   }),
-  maxOutputTokens: setting({
-    name: 'BEDROCK_MAX_OUTPUT_TOKENS',
-    parse: int({ min: 1 }),
-    default: 16_384,
-    doc: "max_tokens asked for each response, capped by the model's own limit.",
+  requestIds: section({
+    /** ms. */
+    retention: setting('BEDROCK_REQUEST_ID_RETENTION', duration(), {
+      default: 86_400_000,
+      doc: 'How long the outcome of a request that carried a client request id is kept: a retry with the same id within this time is answered with the first outcome and applied once.',
+    }),
   }),
-  eventConcurrency: setting({
-    name: 'BEDROCK_EVENT_CONCURRENCY',
-    parse: int({ min: 1, max: 1000 }),
-    default: 16,
-    doc: 'Events one replica applies at once (different conversations in parallel).',
-  }),
-  sandbox: setting({
-    name: 'BEDROCK_SANDBOX',
-    parse: oneOf(['auto', 'available', 'unavailable'] as const),
-    default: 'auto',
-    doc: '`auto`: Restricted mode exists when a tool-runner reports a working sandbox; `available`/`unavailable` force it.',
-  }),
-  llmRetryBaseMs: setting({
-    name: 'BEDROCK_LLM_RETRY_BASE',
-    parse: duration(),
-    default: 1000,
-    doc: 'Backoff before the 2nd LLM attempt; doubled before the 3rd (REQ-BED-006).',
-  }),
-  cancelAckTimeoutMs: setting({
-    name: 'BEDROCK_CANCEL_ACK_TIMEOUT',
-    parse: duration(),
-    default: 5000,
-    doc: 'How long Cancelling waits for the gateway to acknowledge an abort before going idle anyway.',
-  }),
-  subAgentTimeoutMs: setting({
-    name: 'BEDROCK_SUB_AGENT_TIMEOUT',
-    parse: duration(),
-    default: 600_000,
-    doc: 'How long a parent waits for its sub-agents; late ones count as failed (timeout).',
-  }),
-  recoveryIntervalMs: setting({
-    name: 'BEDROCK_RECOVERY_INTERVAL',
-    parse: duration(),
-    default: 1000,
-    doc: 'How often the recovery sweeper looks for busy conversations whose work was lost (cost: see "Recovery" below).',
-  }),
-  recoveryStaleMs: setting({
-    name: 'BEDROCK_RECOVERY_STALE_AFTER',
-    parse: duration(),
-    default: 3000,
-    doc: 'A busy conversation is checked for lost work once its state has not changed for this long, and its work counts as lost only if it still looks gone this long after it was first seen gone.',
-  }),
-  outboxPollMs: setting({
-    name: 'BEDROCK_OUTBOX_POLL',
-    parse: duration(),
-    default: 500,
-    doc: 'How often the relay looks for unsent outbox rows (rows are also published right after each commit).',
-  }),
-  requestIdRetentionMs: setting({
-    name: 'BEDROCK_REQUEST_ID_RETENTION',
-    parse: duration(),
-    default: 86_400_000,
-    doc: 'How long the outcome of a request that carried a client request id is kept: a retry with the same id within this time is answered with the first outcome and applied once.',
-  }),
-  runMigrations: setting({ name: 'BEDROCK_MIGRATE', parse: bool(), default: true, doc: 'Run database migrations at start-up.' }),
-  checkCwd: setting({
-    name: 'BEDROCK_CHECK_CWD',
-    parse: bool(),
-    default: true,
-    doc: "CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
-  }),
-};
+});
 
-export type ConversationConfig = ReturnType<typeof readConversationConfig>;
+export type ConversationConfig = z.output<typeof conversationConfigSchema>;
 
-export function readConversationConfig(env: Record<string, string | undefined> = process.env) {
-  return readEnv(conversationEnv, env);
+/**
+ * The service's config: `env` (default process.env), then `overrides` from code.
+ * @throws ConfigError naming every bad variable.
+ */
+export function readConversationConfig(
+  env: Record<string, string | undefined> = process.env,
+  overrides: ConfigOverrides<ConversationConfig> = {},
+): ConversationConfig {
+  return loadConfig(conversationConfigSchema, env, overrides);
+}
+
+/** The settings table of docs/conversation.md: every setting but Redis's own (docs/transports.md lists those). */
+export function conversationSettingsTable(): string {
+  return configMarkdownTable(conversationConfigSchema.extend({ transport: section({ kind: transportSection.shape.kind }) }));
 }

@@ -1,8 +1,8 @@
 /**
  * The conversation service: owns Postgres, applies events, relays effects, recovers lost work,
- * and serves the internal API. `start()` and `stop()`; main.ts only reads the environment.
+ * and serves the internal API. `createConversationService(config, deps)` builds it; `start()` and
+ * `stop()` run it; main.ts only reads the environment.
  */
-import { loadConfig, transportSection } from '@bedrock/platform/config';
 import pg from 'pg';
 import { ConversationHistoryService, ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
@@ -48,17 +48,25 @@ export const SERVICE_NAME = 'conversation';
 
 /** Parts a caller may supply instead of having them built from config (tests, the embedded mode). */
 export interface ConversationServiceDeps {
+  /** Default: a pool on `database.url` (ended on stop). */
   readonly pool?: pg.Pool;
+  /** Default: built from the `transport` section (closed on stop). */
   readonly transport?: Transport;
   readonly logger?: Logger;
   /** Services allowed to call the internal API; default read from BEDROCK_SERVICE_PEERS_FILE (none: every call is refused). */
   readonly servicePeers?: readonly TokenEntry[];
 }
 
-export interface RunningConversationService {
+export interface ConversationServiceInstance {
+  /** Migrates (unless turned off), starts applying events, relaying and recovering, then serves the API. */
+  start(): Promise<void>;
+  /** Stops taking new work; running events finish within the shutdown grace or go back to the queue. */
+  stop(): Promise<void>;
+  /** After start: the bound gRPC port and base URL, and the metrics server's URL. */
   readonly grpcUrl: string;
   readonly grpcPort: number;
   readonly metricsUrl: string;
+  /** After start: the parts, for embedding and tests. */
   readonly store: ConversationStore;
   readonly relay: OutboxRelay;
   readonly applier: Applier;
@@ -66,160 +74,209 @@ export interface RunningConversationService {
   readonly publisher: OutboxPublisher;
   readonly transport: Transport;
   readonly sweeper: RecoverySweeper;
-  stop(): Promise<void>;
 }
 
-export async function startConversationService(
-  config: ConversationConfig,
-  deps: ConversationServiceDeps = {},
-): Promise<RunningConversationService> {
-  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.logLevel });
-  // Read first: a missing or malformed peers file stops the service before it touches anything.
-  const servicePeers = deps.servicePeers ?? (config.servicePeersFile ? readServicePeersFile(config.servicePeersFile) : []);
+/** What a started service holds. */
+interface Running {
+  readonly pool: pg.Pool;
+  readonly transport: Transport;
+  readonly store: ConversationStore;
+  readonly relay: OutboxRelay;
+  readonly applier: Applier;
+  readonly publisher: OutboxPublisher;
+  readonly sweeper: RecoverySweeper;
+  readonly consumer: Consumer;
+  readonly depthSampler: { stop(): void };
+  readonly server: GrpcServer;
+  readonly metricsServer: MetricsServer;
+  readonly pruner: { stop(): Promise<void> };
+}
+
+export function createConversationService(config: ConversationConfig, deps: ConversationServiceDeps = {}): ConversationServiceInstance {
+  const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.log.level });
   const metrics = createMetrics(SERVICE_NAME);
   const health = createHealth();
   health.set('', 'NOT_SERVING');
   const ownsPool = !deps.pool;
-  const pool = deps.pool ?? new pg.Pool({ connectionString: config.databaseUrl, max: config.dbPoolSize });
-  pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
   const ownsTransport = !deps.transport;
-  const transport = deps.transport ?? createTransport(loadConfig(transportSection, process.env, { kind: config.transport }), logger);
+  let running: Running | undefined;
+  let started = false;
+  let stopping: Promise<void> | undefined;
 
-  if (config.runMigrations) {
-    const applied = await migrate(pool);
-    if (applied.length) logger.info({ applied }, 'database migrated');
-  }
-
-  const policy: Policy = {
-    ...DEFAULT_POLICY,
-    retryBaseDelayMs: config.llmRetryBaseMs,
-    cancelAckTimeoutMs: config.cancelAckTimeoutMs,
-    subAgentTimeoutMs: config.subAgentTimeoutMs,
+  const get = <K extends keyof Running>(key: K): Running[K] => {
+    if (!running) throw new Error('conversation service not started');
+    return running[key];
   };
-  const models = createModelRegistry(config.models ?? null);
-  const store = createConversationStore({ pool });
-  const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
-  const publishRows = createRowPublisher(transport, onPublished);
-  const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outboxPollMs });
-  const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
-  const applier = createApplier({ store, publisher, models, policy, maxOutputTokens: config.maxOutputTokens, logger });
-  const sandboxAvailable = createSandboxProbe(config.sandbox, transport.runners);
-  const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
-  let consumer: Consumer | null = null;
-  let depthSampler: { stop(): void } | null = null;
-  let server: GrpcServer | null = null;
-  let metricsServer: MetricsServer | null = null;
-  const sweeper = createRecoverySweeper({
-    store,
-    applier,
-    queues: transport.queues,
-    runs: transport.runs,
-    logger,
-    intervalMs: config.recoveryIntervalMs,
-    staleAfterMs: config.recoveryStaleMs,
-  });
-  try {
-    relay.start();
-    consumer = startEventConsumer({
-      transport,
+  async function start(): Promise<void> {
+    if (started) throw new Error('conversation service already started');
+    started = true;
+    // Read first: a missing or malformed peers file stops the service before it touches anything.
+    const servicePeers = deps.servicePeers ?? (config.server.servicePeersFile ? readServicePeersFile(config.server.servicePeersFile) : []);
+    const pool = deps.pool ?? new pg.Pool({ connectionString: config.database.url, max: config.database.poolSize });
+    pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
+    const transport = deps.transport ?? createTransport(config.transport, logger);
+
+    const policy: Policy = {
+      ...DEFAULT_POLICY,
+      retryBaseDelayMs: config.turns.llmRetryBase,
+      cancelAckTimeoutMs: config.turns.cancelAckTimeout,
+      subAgentTimeoutMs: config.turns.subAgentTimeout,
+    };
+    const models = createModelRegistry(config.models.registry ?? null);
+    const store = createConversationStore({ pool });
+    const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
+    const publishRows = createRowPublisher(transport, onPublished);
+    const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
+    const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
+    const applier = createApplier({ store, publisher, models, policy, maxOutputTokens: config.models.maxOutputTokens, logger });
+    const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
+    const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
+
+    let consumer: Consumer | null = null;
+    let depthSampler: { stop(): void } | null = null;
+    let server: GrpcServer | null = null;
+    let metricsServer: MetricsServer | null = null;
+    const sweeper = createRecoverySweeper({
       store,
       applier,
-      logger,
-      concurrency: config.eventConcurrency,
-      onApplied: recordTransition,
-    });
-    sweeper.start();
-    depthSampler = startQueueDepthSampler({
       queues: transport.queues,
-      names: [QUEUE_CONVERSATION_EVENTS],
-      metrics,
-      onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
-    });
-    server = await startGrpcServer({
-      host: config.host,
-      port: config.grpcPort,
+      runs: transport.runs,
       logger,
-      readMaxBytes: LIMITS.maxRequestBytes,
-      // Only services listed as peers get past this; the user header counts only from web-bff.
-      interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
-      routes: (router) => {
-        registerConversationApi(router, {
-          store,
-          applier,
-          streams: transport.streams,
-          logger,
-          policy,
-          defaultModel: config.defaultModel,
-          defaultThinking: config.defaultThinking,
-          allowedServerTools: config.serverTools ?? [],
-          checkCwd: config.checkCwd,
-          sandboxAvailable,
-          onApplied: recordTransition,
-        });
-        // The llm-gateway fetches each request's history here (claim-check jobs).
-        registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
-        registerHealth(router, health);
-        registerReflection(router, [ConversationService, ConversationHistoryService]);
-      },
+      intervalMs: config.recovery.interval,
+      staleAfterMs: config.recovery.staleAfter,
     });
-    // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the
-    // gateway check this process's gRPC health, which these do not change (no cascade).
-    const readiness = createReadiness({ checks: [postgresCheck(pool), ...(transport.ping ? [redisCheck(() => transport)] : [])] });
-    metricsServer = await startMetricsServer({
-      host: config.host,
-      port: config.metricsPort,
-      registry: metrics.registry,
-      health,
-      readiness,
-    });
-  } catch (err) {
-    depthSampler?.stop();
-    await sweeper.stop();
-    await consumer?.close(0);
-    await relay.stop();
-    await server?.close(0);
-    if (ownsTransport) await transport.close();
-    if (ownsPool) await pool.end();
-    throw err;
-  }
-  // Outcomes of requests with a client request id are kept BEDROCK_REQUEST_ID_RETENTION.
-  const pruner = startRequestPruner({
-    prune: store.pruneRequests,
-    retentionMs: config.requestIdRetentionMs,
-    onError: (err) => logger.warn({ err }, 'pruning request outcomes failed; will retry'),
-  });
-  health.set('', 'SERVING');
-  health.set('bedrock.v1.ConversationService', 'SERVING');
-  logger.info({ grpc_port: server.port, metrics_port: metricsServer.port }, 'conversation service started');
-
-  const grpc = server;
-  const metricsSrv = metricsServer;
-  const eventConsumer = consumer;
-  return {
-    grpcUrl: grpc.url,
-    grpcPort: grpc.port,
-    metricsUrl: metricsSrv.url,
-    store,
-    relay,
-    applier,
-    publisher,
-    transport,
-    sweeper,
-    async stop() {
-      health.set('', 'NOT_SERVING');
-      // Stop taking new work first; running events finish or go back to the queue.
-      await eventConsumer.close(config.shutdownGraceMs);
+    try {
+      if (config.database.migrate) {
+        const applied = await migrate(pool);
+        if (applied.length) logger.info({ applied }, 'database migrated');
+      }
+      relay.start();
+      consumer = startEventConsumer({
+        transport,
+        store,
+        applier,
+        logger,
+        concurrency: config.events.concurrency,
+        onApplied: recordTransition,
+      });
+      sweeper.start();
+      depthSampler = startQueueDepthSampler({
+        queues: transport.queues,
+        names: [QUEUE_CONVERSATION_EVENTS],
+        metrics,
+        onError: (err) => logger.debug({ err }, 'queue depth sample failed'),
+      });
+      server = await startGrpcServer({
+        host: config.server.host,
+        port: config.server.grpcPort,
+        logger,
+        readMaxBytes: LIMITS.maxRequestBytes,
+        // Only services listed as peers get past this; the user header counts only from web-bff.
+        interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
+        routes: (router) => {
+          registerConversationApi(router, {
+            store,
+            applier,
+            streams: transport.streams,
+            logger,
+            policy,
+            defaultModel: config.models.default,
+            defaultThinking: config.conversations.defaultThinking,
+            allowedServerTools: config.conversations.serverTools ?? [],
+            checkCwd: config.conversations.checkCwd,
+            sandboxAvailable,
+            onApplied: recordTransition,
+          });
+          // The llm-gateway fetches each request's history here (claim-check jobs).
+          registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
+          registerHealth(router, health);
+          registerReflection(router, [ConversationService, ConversationHistoryService]);
+        },
+      });
+      // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the
+      // gateway check this process's gRPC health, which these do not change (no cascade).
+      const readiness = createReadiness({ checks: [postgresCheck(pool), ...(transport.ping ? [redisCheck(() => transport)] : [])] });
+      metricsServer = await startMetricsServer({
+        host: config.server.host,
+        port: config.server.metricsPort,
+        registry: metrics.registry,
+        health,
+        readiness,
+      });
+    } catch (err) {
       depthSampler?.stop();
       await sweeper.stop();
-      await grpc.close(config.shutdownGraceMs);
-      await pruner.stop();
-      await applier.drain();
+      await consumer?.close(0);
       await relay.stop();
-      await metricsSrv.close();
+      await server?.close(0);
       if (ownsTransport) await transport.close();
       if (ownsPool) await pool.end();
-      logger.info('conversation service stopped');
+      throw err;
+    }
+    // Outcomes of requests with a client request id are kept BEDROCK_REQUEST_ID_RETENTION.
+    const pruner = startRequestPruner({
+      prune: store.pruneRequests,
+      retentionMs: config.requestIds.retention,
+      onError: (err) => logger.warn({ err }, 'pruning request outcomes failed; will retry'),
+    });
+    running = { pool, transport, store, relay, applier, publisher, sweeper, consumer, depthSampler, server, metricsServer, pruner };
+    health.set('', 'SERVING');
+    health.set('bedrock.v1.ConversationService', 'SERVING');
+    logger.info({ grpc_port: server.port, metrics_port: metricsServer.port }, 'conversation service started');
+  }
+
+  async function shutdown(r: Running): Promise<void> {
+    health.set('', 'NOT_SERVING');
+    const grace = config.server.shutdownGrace;
+    // Stop taking new work first; running events finish or go back to the queue.
+    await r.consumer.close(grace);
+    r.depthSampler.stop();
+    await r.sweeper.stop();
+    await r.server.close(grace);
+    await r.pruner.stop();
+    await r.applier.drain();
+    await r.relay.stop();
+    await r.metricsServer.close();
+    if (ownsTransport) await r.transport.close();
+    if (ownsPool) await r.pool.end();
+    logger.info('conversation service stopped');
+  }
+
+  return {
+    start,
+    stop() {
+      // Before start (or after a failed start) there is nothing to stop; a second stop waits for the first.
+      if (!running) return Promise.resolve();
+      stopping ??= shutdown(running);
+      return stopping;
+    },
+    get grpcUrl() {
+      return get('server').url;
+    },
+    get grpcPort() {
+      return get('server').port;
+    },
+    get metricsUrl() {
+      return get('metricsServer').url;
+    },
+    get store() {
+      return get('store');
+    },
+    get relay() {
+      return get('relay');
+    },
+    get applier() {
+      return get('applier');
+    },
+    get publisher() {
+      return get('publisher');
+    },
+    get transport() {
+      return get('transport');
+    },
+    get sweeper() {
+      return get('sweeper');
     },
   };
 }

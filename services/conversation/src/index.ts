@@ -1,8 +1,8 @@
 /** The conversation service, for embedding (the single-process default) and tests. */
 export {
-  startConversationService,
+  createConversationService,
   SERVICE_NAME,
-  type RunningConversationService,
+  type ConversationServiceInstance,
   type ConversationServiceDeps,
 } from './create-conversation-service.ts';
-export { readConversationConfig, conversationEnv, type ConversationConfig } from './config.ts';
+export { readConversationConfig, conversationConfigSchema, type ConversationConfig } from './config.ts';

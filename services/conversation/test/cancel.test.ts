@@ -22,7 +22,7 @@ import { Code, rpcError, startHarness, type Harness } from './support/harness.ts
 let h: Harness;
 beforeAll(async () => {
   // Long enough for the acknowledgement to win under load; the lost-acknowledgement test waits it out.
-  h = await startHarness({ label: 'cancel', env: { BEDROCK_CANCEL_ACK_TIMEOUT: '2500' } });
+  h = await startHarness({ label: 'cancel', config: { turns: { cancelAckTimeout: 2500 } } });
 });
 afterAll(async () => {
   await h?.close();

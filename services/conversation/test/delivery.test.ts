@@ -24,7 +24,7 @@ import { startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ label: 'delivery', env: { BEDROCK_OUTBOX_POLL: '60000' } });
+  h = await startHarness({ label: 'delivery', config: { outbox: { pollInterval: 60_000 } } });
 });
 afterAll(async () => {
   await h?.close();

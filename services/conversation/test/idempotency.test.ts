@@ -7,13 +7,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { toBinary } from '@bufbuild/protobuf';
 import { MessageType, SendMessageResponseSchema, StateKind, StopReason, rejectionOf } from '@bedrock/contracts';
-import type { RunningConversationService } from '../src/create-conversation-service.ts';
+import type { ConversationServiceInstance } from '../src/create-conversation-service.ts';
 import { startRequestPruner } from '../src/store/request-outcomes.ts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
-let b: RunningConversationService;
+let b: ConversationServiceInstance;
 beforeAll(async () => {
   h = await startHarness({ label: 'idempotency', workerConcurrency: 16 });
   b = await h.startReplica();

@@ -9,7 +9,7 @@ import { startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ label: 'load', workerConcurrency: 32, poolSize: 20, env: { BEDROCK_EVENT_CONCURRENCY: '32' } });
+  h = await startHarness({ label: 'load', workerConcurrency: 32, poolSize: 20, config: { events: { concurrency: 32 } } });
 });
 afterAll(async () => {
   await h?.close();

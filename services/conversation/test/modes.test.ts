@@ -24,7 +24,10 @@ let h: Harness;
 /** BEDROCK_SANDBOX=auto: the runners' reports decide. */
 let ha: Harness;
 beforeAll(async () => {
-  [h, ha] = await Promise.all([startHarness({ label: 'modes' }), startHarness({ label: 'modes_auto', env: { BEDROCK_SANDBOX: 'auto' } })]);
+  [h, ha] = await Promise.all([
+    startHarness({ label: 'modes' }),
+    startHarness({ label: 'modes_auto', config: { conversations: { sandbox: 'auto' } } }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([h?.close(), ha?.close()]);

@@ -10,7 +10,7 @@ import { createRedisTransport, type Transport } from '@bedrock/platform';
 import { createLogger } from '@bedrock/platform/server';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { readConversationConfig } from '../src/config.ts';
-import { startConversationService, type RunningConversationService } from '../src/create-conversation-service.ts';
+import { createConversationService, type ConversationServiceInstance } from '../src/create-conversation-service.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
@@ -27,7 +27,7 @@ let pgProxy: Awaited<ReturnType<typeof startSwitchProxy>>;
 let redisProxy: Awaited<ReturnType<typeof startSwitchProxy>>;
 let pool: pg.Pool;
 let transport: Transport;
-let service: RunningConversationService;
+let service: ConversationServiceInstance;
 
 beforeAll(async () => {
   db = await createTestDatabase('readyz');
@@ -45,21 +45,22 @@ beforeAll(async () => {
     prefix: `test-readyz-${process.pid}`,
     onError: () => undefined,
   });
-  const config = readConversationConfig({
-    DATABASE_URL: proxiedDb.toString(),
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_RECOVERY_INTERVAL: '3600000',
-    BEDROCK_SHUTDOWN_GRACE: '500',
-    LOG_LEVEL: 'silent',
-  });
-  service = await startConversationService(config, {
+  const config = readConversationConfig(
+    {},
+    {
+      log: { level: 'silent' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 500 },
+      database: { url: proxiedDb.toString() },
+      recovery: { interval: 3_600_000 },
+    },
+  );
+  service = createConversationService(config, {
     pool,
     transport,
     servicePeers: [],
     logger: createLogger({ service: 'test', level: 'silent' }),
   });
+  await service.start();
 }, 60_000);
 
 afterAll(async () => {

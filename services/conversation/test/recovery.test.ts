@@ -27,7 +27,7 @@ beforeAll(async () => {
   // The test's workers take every job and never answer: each conversation's work is "lost".
   h = await startHarness({
     label: 'recovery',
-    env: { BEDROCK_RECOVERY_INTERVAL: '100', BEDROCK_RECOVERY_STALE_AFTER: '300' },
+    config: { recovery: { interval: 100, staleAfter: 300 } },
   });
 });
 afterAll(async () => {
@@ -97,17 +97,15 @@ describe('recovery sweeper', () => {
     // The runner finished and sent its result, but the result has not been applied yet (here:
     // delayed; after a crash: held by a dead replica until the queue hands it on).
     const eventId = toolResultEventId(id, 'queued1');
-    await h.transport.queues
-      .producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema)
-      .add(
+    await h.transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema).add(
+      eventId,
+      create(ConversationEventJobSchema, {
         eventId,
-        create(ConversationEventJobSchema, {
-          eventId,
-          conversationId: id,
-          event: { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'real\n' } },
-        }),
-        { delayMs: 2000 },
-      );
+        conversationId: id,
+        event: { case: 'toolComplete', value: { toolUseId: job.toolUseId, content: 'real\n' } },
+      }),
+      { delayMs: 2000 },
+    );
     // Stale (300 ms) and confirmed (300 ms) many times over while the result waits.
     await new Promise((r) => setTimeout(r, 1200));
     expect(await h.service.sweeper.sweep()).not.toContain(id);

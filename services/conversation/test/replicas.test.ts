@@ -7,12 +7,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ErrorKind, Mode, StateKind, StopReason } from '@bedrock/contracts';
-import type { RunningConversationService } from '../src/create-conversation-service.ts';
+import type { ConversationServiceInstance } from '../src/create-conversation-service.ts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
-let b: RunningConversationService;
+let b: ConversationServiceInstance;
 beforeAll(async () => {
   h = await startHarness({ label: 'replicas', workerConcurrency: 16 });
   b = await h.startReplica();

@@ -12,7 +12,7 @@ import { Code, rpcError, startHarness, type Harness } from './support/harness.ts
 let h: Harness;
 beforeAll(async () => {
   // Long enough that the cancelling conversation is still cancelling at the restart.
-  h = await startHarness({ label: 'restart', env: { BEDROCK_CANCEL_ACK_TIMEOUT: '60000' } });
+  h = await startHarness({ label: 'restart', config: { turns: { cancelAckTimeout: 60_000 } } });
 });
 afterAll(async () => {
   await h?.close();

@@ -14,7 +14,7 @@ let h: Harness;
 let plain: Harness;
 beforeAll(async () => {
   [h, plain] = await Promise.all([
-    startHarness({ label: 'settings', env: { BEDROCK_SERVER_TOOLS: 'web_search', BEDROCK_DEFAULT_THINKING: 'medium' } }),
+    startHarness({ label: 'settings', config: { conversations: { serverTools: ['web_search'], defaultThinking: 'medium' } } }),
     startHarness({ label: 'settings_defaults' }),
   ]);
 });

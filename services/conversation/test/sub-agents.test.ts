@@ -23,7 +23,7 @@ let hx: Harness;
 beforeAll(async () => {
   [h, hx] = await Promise.all([
     startHarness({ label: 'subagents' }),
-    startHarness({ label: 'subagents_nosandbox', env: { BEDROCK_SANDBOX: 'unavailable', BEDROCK_SUB_AGENT_TIMEOUT: '300' } }),
+    startHarness({ label: 'subagents_nosandbox', config: { conversations: { sandbox: 'unavailable' }, turns: { subAgentTimeout: 300 } } }),
   ]);
 });
 afterAll(async () => {

@@ -27,7 +27,7 @@ import { createRedisTransport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { Redis } from 'ioredis';
 import { readConversationConfig } from '../../conversation/src/config.ts';
-import { startConversationService } from '../../conversation/src/create-conversation-service.ts';
+import { createConversationService } from '../../conversation/src/create-conversation-service.ts';
 import { generateToken, hashToken } from '../src/auth/token-store.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
@@ -87,17 +87,19 @@ const secrets = mkdtempSync(join(tmpdir(), 'bedrock-bench-secrets-'));
 const serviceTokenFile = join(secrets, 'web-bff.token');
 writeFileSync(serviceTokenFile, `${services.tokens['web-bff']}\n`, { mode: 0o600 });
 const conversationTransport = createRedisTransport({ redisUrl: 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
-const conversation = await startConversationService(
-  readConversationConfig({
-    DATABASE_URL: db.url,
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_SANDBOX: 'available',
-    LOG_LEVEL: 'warn',
-  }),
+const conversation = createConversationService(
+  readConversationConfig(
+    {},
+    {
+      log: { level: 'warn' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      database: { url: db.url },
+      conversations: { sandbox: 'available' },
+    },
+  ),
   { transport: conversationTransport, logger, servicePeers: services.peers },
 );
+await conversation.start();
 const children: ChildProcess[] = [];
 try {
   // Straight to the conversation service, as web-bff calls it.

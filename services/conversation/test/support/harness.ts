@@ -34,8 +34,9 @@ import {
 } from '@bedrock/contracts';
 import { STREAM_START, createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor, type ServiceCredentials } from '@bedrock/platform/server';
-import { readConversationConfig } from '../../src/config.ts';
-import { startConversationService, type RunningConversationService } from '../../src/create-conversation-service.ts';
+import type { ConfigOverrides } from '@bedrock/platform/config';
+import { readConversationConfig, type ConversationConfig } from '../../src/config.ts';
+import { createConversationService, type ConversationServiceInstance } from '../../src/create-conversation-service.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { chainProblems, usage, type LlmJob } from './blocks.ts';
 
@@ -71,12 +72,12 @@ export interface Harness {
   readonly pool: pg.Pool;
   readonly transport: Transport;
   /** The primary replica (replaced by `restart()`). */
-  readonly service: RunningConversationService;
+  readonly service: ConversationServiceInstance;
   readonly prefix: string;
   /** Service identity of this run: the service accepts every one of these tokens (web-bff's names users). */
   readonly services: ServiceCredentials;
   /** A client of the primary replica (or of `target`) acting as `user`, with web-bff's service token. */
-  client(user?: string, target?: RunningConversationService): Client<typeof ConversationService>;
+  client(user?: string, target?: ConversationServiceInstance): Client<typeof ConversationService>;
   /** Jobs the "gateway" and "runner" received, in order (LLM jobs with the history they name, fetched as the gateway does). */
   readonly llmJobs: LlmJob[];
   readonly toolJobs: ToolExecJob[];
@@ -117,15 +118,16 @@ export interface Harness {
   /** Waits until `predicate` holds, polling; throws with `what` after `timeoutMs`. */
   waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs?: number): Promise<T>;
   /** Starts another replica of the service on the same database and Redis. */
-  startReplica(): Promise<RunningConversationService>;
+  startReplica(): Promise<ConversationServiceInstance>;
   /** Stops the primary replica (as a deploy would) and starts a new one on the same DB and Redis. */
-  restart(): Promise<RunningConversationService>;
+  restart(): Promise<ConversationServiceInstance>;
   close(): Promise<void>;
 }
 
 export interface HarnessOptions {
   readonly label: string;
-  readonly env?: Record<string, string>;
+  /** Settings beyond the harness's own (typed; durations in ms); each section merges with the harness's. */
+  readonly config?: ConfigOverrides<ConversationConfig>;
   /** Consume llm-requests and tool-exec in the test (default true). */
   readonly playWorkers?: boolean;
   /** Jobs the test gateway and runner take at once (default 8). */
@@ -150,27 +152,23 @@ export { Code };
 export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const db = await createTestDatabase(options.label);
   const prefix = `test-${options.label}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const env = {
-    DATABASE_URL: db.url,
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_SANDBOX: 'available',
-    BEDROCK_DEFAULT_MODEL: 'test-model',
-    BEDROCK_LLM_RETRY_BASE: '50',
-    BEDROCK_CANCEL_ACK_TIMEOUT: '2000',
-    BEDROCK_RECOVERY_INTERVAL: '3600000',
-    BEDROCK_SHUTDOWN_GRACE: '2000',
-    LOG_LEVEL: 'warn',
-    ...options.env,
+  const own: ConfigOverrides<ConversationConfig> = {
+    log: { level: 'warn' },
+    server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 2000 },
+    database: { url: db.url },
+    models: { default: 'test-model' },
+    conversations: { sandbox: 'available' },
+    turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
+    // The sweeper stays out of the way unless a test turns it on (recovery.test.ts).
+    recovery: { interval: 3_600_000 },
   };
   // Tokens of the four services; the conversation service accepts them all as peers.
   const services = generateServiceCredentials(['web-bff', 'llm-gateway', 'tool-runner', 'conversation']);
-  const config = readConversationConfig(env);
+  const config = readConversationConfig({}, mergeSections(own, options.config ?? {}));
   const deps = { servicePeers: services.peers };
   const transports: Transport[] = [];
   const pools: pg.Pool[] = [];
-  const replicas: RunningConversationService[] = [];
+  const replicas: ConversationServiceInstance[] = [];
   const newTransport = () => {
     const t = createRedisTransport({ redisUrl: REDIS_URL, prefix, onError: () => undefined });
     transports.push(t);
@@ -182,8 +180,13 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     return p;
   };
   const logger = createLogger({ service: 'conversation-test', level: 'warn' });
-  let primary = await startConversationService(config, { ...deps, pool: newPool(), transport: newTransport(), logger });
-  replicas.push(primary);
+  const startReplica = async (): Promise<ConversationServiceInstance> => {
+    const replica = createConversationService(config, { ...deps, pool: newPool(), transport: newTransport(), logger });
+    replicas.push(replica);
+    await replica.start();
+    return replica;
+  };
+  let primary = await startReplica();
 
   const workerTransport = newTransport();
   const llmJobs: LlmJob[] = [];
@@ -208,7 +211,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  const clientFor = (user: string, target: RunningConversationService) => {
+  const clientFor = (user: string, target: ConversationServiceInstance) => {
     const t = createGrpcTransport({
       baseUrl: target.grpcUrl,
       // As web-bff calls: its service credential, and with it the user.
@@ -345,14 +348,10 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     },
     chainProblems: () => llmJobs.flatMap(chainProblems),
     waitFor,
-    async startReplica() {
-      const replica = await startConversationService(config, { ...deps, pool: newPool(), transport: newTransport(), logger });
-      replicas.push(replica);
-      return replica;
-    },
+    startReplica,
     async restart() {
       await primary.stop();
-      primary = await h.startReplica();
+      primary = await startReplica();
       return primary;
     },
     async close() {
@@ -403,6 +402,16 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   }
   const unsubscribe = await workerTransport.cancels.subscribe((signal) => void cancels.push(signal));
   return h;
+}
+
+/** `base` with `extra`'s settings laid over it, section by section. */
+function mergeSections<T extends object>(base: T, extra: T): T {
+  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
+  for (const [key, value] of Object.entries(extra)) {
+    const prior = out[key];
+    out[key] = prior && value && typeof prior === 'object' && typeof value === 'object' ? { ...prior, ...value } : value;
+  }
+  return out as T;
 }
 
 /** Deletes every Redis key of a test's prefix (queues, streams, registry). */

@@ -27,7 +27,7 @@ import { createLogger, generateServiceCredentials, serviceTokenInterceptor } fro
 import type { ConfigOverrides } from '@bedrock/platform/config';
 import { testBffConfig } from './bff-config.ts';
 import { readConversationConfig } from '../../../conversation/src/config.ts';
-import { startConversationService, type RunningConversationService } from '../../../conversation/src/create-conversation-service.ts';
+import { createConversationService, type ConversationServiceInstance } from '../../../conversation/src/create-conversation-service.ts';
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
 import type { WebBffConfig } from '../../src/config.ts';
 import { createWebBff, type WebBff } from '../../src/create-web-bff.ts';
@@ -42,12 +42,12 @@ export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-we
 export interface System {
   readonly db: TestDatabase;
   /** The running conversation service (a new one after restartConversation). */
-  readonly conversation: RunningConversationService;
+  readonly conversation: ConversationServiceInstance;
   readonly bff: WebBff;
   /** With `proxyUpstream`: the TCP proxy between web-bff and the conversation service. */
   readonly proxy: TcpProxy | undefined;
   /** Stops the conversation service and starts a new one on the same database and Redis (the proxy follows it). */
-  restartConversation(): Promise<RunningConversationService>;
+  restartConversation(): Promise<ConversationServiceInstance>;
   readonly transport: Transport;
   readonly prefix: string;
   /** Plaintext tokens by user (alice, bob). */
@@ -86,21 +86,23 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
   // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
   const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
-  const conversationConfig = readConversationConfig({
-    DATABASE_URL: db.url,
-    BEDROCK_GRPC_PORT: '0',
-    BEDROCK_METRICS_PORT: '0',
-    BEDROCK_HOST: '127.0.0.1',
-    BEDROCK_SANDBOX: 'available',
-    BEDROCK_DEFAULT_MODEL: 'test-model',
-    BEDROCK_LLM_RETRY_BASE: '50',
-    BEDROCK_CANCEL_ACK_TIMEOUT: '2000',
-    BEDROCK_RECOVERY_INTERVAL: '3600000',
-    BEDROCK_SHUTDOWN_GRACE: '1000',
-    LOG_LEVEL: 'warn',
-  });
-  const startConversation = () =>
-    startConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
+  const conversationConfig = readConversationConfig(
+    {},
+    {
+      log: { level: 'warn' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 1000 },
+      database: { url: db.url },
+      models: { default: 'test-model' },
+      conversations: { sandbox: 'available' },
+      turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
+      recovery: { interval: 3_600_000 },
+    },
+  );
+  const startConversation = async () => {
+    const service = createConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
+    await service.start();
+    return service;
+  };
   let conversation = await startConversation();
   const portOf = (url: string) => Number(new URL(url).port);
   const proxy = options.proxyUpstream ? await startTcpProxy(portOf(conversation.grpcUrl)) : undefined;

@@ -3,7 +3,7 @@
  * environment (or given as typed overrides by the embedded mode). docs/conversation.md's
  * settings table is generated from it. Durations are milliseconds in code.
  */
-import type { z } from 'zod';
+import type { z } from '@bedrock/platform/config';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import {
   bool,

@@ -229,7 +229,7 @@ async function throughput(name: string, makeTransport: () => Transport, url: str
 async function startServerProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
   const script = fileURLToPath(new URL('../../../packages/offline-model/src/bin/messages-api-server.ts', import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    env: { ...process.env, MESSAGES_API_PORT: '0', OFFLINE_EVENT_DELAY_MS: '0' },
+    env: { ...process.env, MESSAGES_API_PORT: '0', OFFLINE_EVENT_DELAY: '0ms' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const [chunk] = (await once(child.stdout, 'data')) as [Buffer];

@@ -5,7 +5,7 @@
  * BEDROCK_MODELS. Durations are milliseconds and sizes bytes in code; the environment writes them
  * with their unit (`30s`, `5MiB`).
  */
-import { z } from 'zod';
+import { z } from '@bedrock/platform/config';
 import {
   duration,
   int,

@@ -9,7 +9,7 @@ import { hostname, tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import type { z } from 'zod';
+import type { z } from '@bedrock/platform/config';
 import {
   bool,
   duration,

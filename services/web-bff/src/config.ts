@@ -4,7 +4,7 @@
  * Durations are milliseconds in code and written with a unit in the environment (`15s`).
  */
 import { fileURLToPath } from 'node:url';
-import type { z } from 'zod';
+import type { z } from '@bedrock/platform/config';
 import {
   duration,
   filePath,

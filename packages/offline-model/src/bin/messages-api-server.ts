@@ -4,23 +4,25 @@
  * Point a gateway at it with ANTHROPIC_BASE_URL=<printed url> and any ANTHROPIC_API_KEY.
  *
  * Environment: MESSAGES_API_PORT (default 4010; 0 = any free port), MESSAGES_API_HOST
- * (default 127.0.0.1), OFFLINE_EVENT_DELAY_MS (delay between streamed events, default 15).
+ * (default 127.0.0.1), OFFLINE_EVENT_DELAY (delay between streamed events, default 15ms).
  */
+import { duration, loadConfig, port, section, setting, str } from '@bedrock/platform/config';
 import { offlineModelResponder } from '../offline-model.ts';
 import { startMessagesApiServer } from '../server.ts';
 import { OFFLINE_SIGNING_KEY } from '../signing.ts';
 
-const port = Number(process.env.MESSAGES_API_PORT ?? 4010);
-const host = process.env.MESSAGES_API_HOST ?? '127.0.0.1';
-const eventDelayMs = Number(process.env.OFFLINE_EVENT_DELAY_MS ?? 15);
-if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`MESSAGES_API_PORT: not a port: ${process.env.MESSAGES_API_PORT}`);
-if (!Number.isFinite(eventDelayMs) || eventDelayMs < 0)
-  throw new Error(`OFFLINE_EVENT_DELAY_MS: not a delay: ${process.env.OFFLINE_EVENT_DELAY_MS}`);
+const config = loadConfig(
+  section({
+    port: setting('MESSAGES_API_PORT', port(), { default: 4010, doc: 'Port (0 = any free port).' }),
+    host: setting('MESSAGES_API_HOST', str(), { default: '127.0.0.1', doc: 'Interface.' }),
+    eventDelay: setting('OFFLINE_EVENT_DELAY', duration(), { default: 15, doc: 'Delay between streamed events.' }),
+  }),
+);
 
 const server = await startMessagesApiServer({
-  host,
-  port,
-  fallback: offlineModelResponder({ eventDelayMs }),
+  host: config.host,
+  port: config.port,
+  fallback: offlineModelResponder({ eventDelayMs: config.eventDelay }),
   keepRequests: 0,
   signingKey: OFFLINE_SIGNING_KEY,
 });

@@ -1,7 +1,7 @@
 /**
  * Server plumbing shared by every Bedrock service: one HTTP listener (serve) under the
  * gRPC/Connect server, the metrics server and web-bff's listeners, health checking,
- * reflection, Prometheus metrics, structured logs, environment config, tracing on
+ * reflection, Prometheus metrics, structured logs, tracing on
  * OpenTelemetry (RPC and queue spans, trace context in queue payloads) and graceful shutdown.
  * See docs/observability.md and docs/configuration.md.
  */
@@ -11,8 +11,6 @@ export * from './connect-handler.ts';
 export * from './malformed-requests.ts';
 export * from './health.ts';
 export * from './logger.ts';
-export * from './env.ts';
-export * from './common-env.ts';
 export * from './reflection.ts';
 export * from './metric-names.ts';
 export * from './metrics.ts';

@@ -31,5 +31,11 @@ export {
 export { tracedQueues } from './traced-queues.ts';
 export { createLiveOutput, DEFAULT_LIVE_OUTPUT_WAIT_FOR_DURABLE_MS } from './live-output.ts';
 export type { LiveOutput, LiveOutputOptions } from './live-output.ts';
-export { createRunRegistry, followCancels, RunAbortedError, DEFAULT_EARLY_CANCEL_MAX, DEFAULT_EARLY_CANCEL_TTL_MS } from './run-registry.ts';
+export {
+  createRunRegistry,
+  followCancels,
+  RunAbortedError,
+  DEFAULT_EARLY_CANCEL_MAX,
+  DEFAULT_EARLY_CANCEL_TTL_MS,
+} from './run-registry.ts';
 export type { CancelTarget, RunAbortCause, RunContext, RunKey, RunOptions, RunRegistry, RunRegistryOptions } from './run-registry.ts';

@@ -1,31 +1,39 @@
 /**
- * `bedrock chat [ID]`: a prompt; each line is sent and the turn streams until the agent is
- * done. Ctrl-C during a turn cancels it; at the prompt it quits. An upgrade request asks y/n.
- * --thinking and the web tool flags choose the settings of a new conversation, or change
- * those of the one named.
+ * `bedrock chat [ID]`: a prompt; each message is sent and the turn streams until the agent is
+ * done. A line ending with `\` goes on on the next line: the lines are one message. When the
+ * conversation already waits for an approval as chat opens, it asks y/n first; an upgrade
+ * request during a turn asks the same way. Ctrl-C during a turn cancels it (a second one
+ * quits); at the prompt it quits with 130, Ctrl-D with the last turn's code. --thinking and the
+ * web tool flags choose the settings of a new conversation, or change those of the one named.
  */
-import { resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { StateKind } from '@bedrock/contracts';
-import { applySettings, creationSettings, type Ctx, type SettingsFlags } from './commands.ts';
-import { EXIT } from './exit-codes.ts';
-import { createEventRenderer, describeState, renderSettings } from './render.ts';
-import { followTurn } from './turn.ts';
+import { StateKind, type ConversationState } from '@bedrock/contracts';
 import { ConnectError } from '@connectrpc/connect';
+import { applySettings, checkedCwd, creationSettings, followingRenderer, stillRunning, type Ctx, type SettingsFlags } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
+import { describeState, renderMode, renderSettings } from './render.ts';
+import { followTurn } from './turn.ts';
+
+/** Whether a typed line asks for more: it ends with a backslash (not an escaped one). */
+export function continues(line: string): boolean {
+  return /(^|[^\\])(\\\\)*\\$/.test(line);
+}
 
 export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string; settings?: SettingsFlags }): Promise<number> {
   let id = opts.id;
   if (!id) {
-    const req = { cwd: resolve(opts.cwd ?? process.cwd()), model: opts.model ?? '', ...creationSettings(opts.settings) };
+    const req = { cwd: checkedCwd(opts.cwd), model: opts.model ?? '', ...creationSettings(opts.settings) };
     const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
     id = res.conversation!.id;
   }
+  const conversationId = id;
   // An existing conversation takes the settings flags as a change (`bedrock settings`).
   const c = opts.id
     ? await applySettings(ctx, id, opts.settings)
     : (await ctx.client.getConversation({ conversationId: id })).conversation!;
   ctx.output.err(
-    `conversation ${id} in ${c.cwd} (${describeState(c.state)}; ${renderSettings(c).trim()}). Ctrl-C cancels a turn; Ctrl-D quits.\n`,
+    `conversation ${id} in ${c.cwd} (${describeState(c.state)}; mode: ${renderMode(c)}; ${renderSettings(c).trim()}).\n` +
+      'End a line with \\ to go on on the next one. Ctrl-C cancels a turn; Ctrl-D quits.\n',
   );
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
   // Lines typed (or piped) while a turn streams are kept for the next prompt, not lost.
@@ -35,49 +43,94 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
     const next = await lines.next();
     return next.done ? undefined : String(next.value);
   };
-  const render = createEventRenderer(ctx.output, ctx.render);
+  /** One message: lines joined while each ends with a backslash; undefined at the end of input. */
+  const readMessage = async (): Promise<string | undefined> => {
+    const parts: string[] = [];
+    for (let prompt = '> '; ; prompt = '. ') {
+      const line = await ask(prompt);
+      if (line === undefined) return parts.length ? parts.join('\n') : undefined;
+      if (!continues(line)) return [...parts, line].join('\n');
+      parts.push(line.slice(0, -1));
+    }
+  };
+  const render = followingRenderer(ctx, conversationId, c.state);
   let turn: AbortController | undefined;
-  rl.on('SIGINT', () => {
-    if (!turn) {
+  let cancelling = false;
+  let interrupted = false;
+  const onSigint = () => {
+    if (!turn || cancelling) {
+      // At the prompt, or a second Ctrl-C while a cancel is under way: quit.
+      const left = turn ? stillRunning(ctx.following) : undefined;
+      ctx.output.err(`\nbedrock: interrupted${left ? `; ${left}` : ''}\n`);
+      interrupted = true;
       rl.close();
+      if (turn) process.exit(EXIT.interrupted);
       return;
     }
-    ctx.output.err('\n· cancelling\n');
+    cancelling = true;
+    const left = stillRunning(ctx.following);
+    ctx.output.err(`\n· cancelling${left?.startsWith('the tool') ? ` (${left.replace(/ \(.*\)$/, '')}; it is being stopped)` : ''}\n`);
     ctx
-      .retry((requestId) => ctx.client.cancel({ conversationId: id, requestId }))
+      .retry((requestId) => ctx.client.cancel({ conversationId, requestId }))
       .catch((err: unknown) => ctx.output.err(`· cancel failed: ${ConnectError.from(err).rawMessage}\n`));
-  });
+  };
+  // On a terminal readline sees Ctrl-C; with stdin from a pipe the process gets SIGINT.
+  rl.on('SIGINT', onSigint);
+  process.on('SIGINT', onSigint);
+  /** Asks y/n for a pending write-access request and answers it. */
+  const answerApproval = async (state: ConversationState): Promise<boolean> => {
+    if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
+    const answer = ((await ask(`Allow the agent to write (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
+    const approve = answer === 'y' || answer === 'yes';
+    await ctx.retry((requestId) => ctx.client.respondToModeUpgrade({ conversationId, approve, requestId }));
+    return true;
+  };
   let last = EXIT.ok as number;
-  for (;;) {
-    const input = await ask('> ');
-    if (input === undefined) break;
-    const line = input.trim();
-    if (!line) continue;
+  /** Follows one turn that `start` begins (a message, or the answer to an approval) until it rests. */
+  const follow = async (start: () => Promise<string | undefined>, after?: bigint) => {
     turn = new AbortController();
+    cancelling = false;
     try {
       const rest = await followTurn({
         client: ctx.client,
-        conversationId: id,
-        start: async () =>
-          (await ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text: line, requestId }))).message?.id,
+        conversationId,
+        start,
         onEvent: render,
         signal: turn.signal,
-        onRest: async (state) => {
-          if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
-          const answer = ((await ask(`Allow the agent to write (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
-          const approve = answer === 'y' || answer === 'yes';
-          await ctx.retry((requestId) => ctx.client.respondToModeUpgrade({ conversationId: id, approve, requestId }));
-          return true;
-        },
+        resume: ctx.resume,
+        onRest: answerApproval,
+        ...(after !== undefined ? { after } : {}),
       });
-      if (rest) ctx.output.err(`· ${describeState(rest)}\n`);
+      if (rest && describeState(rest) !== (ctx.following.state && describeState(ctx.following.state)))
+        ctx.output.err(`· ${describeState(rest)}\n`);
       last = rest?.kind === StateKind.ERROR ? EXIT.turnError : EXIT.ok;
     } catch (err) {
       ctx.output.err(`${ConnectError.from(err).rawMessage}\n`);
     } finally {
       turn = undefined;
     }
+  };
+  try {
+    // Opened while the agent waits for an approval: answer it first, then follow what it starts.
+    // (From the position that answer reflects: the events after it cannot replay the question.)
+    const now = c.state?.kind === StateKind.AWAITING_MODE_APPROVAL ? await ctx.client.getConversation({ conversationId }) : undefined;
+    const pending = now?.conversation?.state;
+    if (now && pending?.kind === StateKind.AWAITING_MODE_APPROVAL) {
+      await follow(async () => {
+        await answerApproval(pending);
+        return undefined;
+      }, now.sequence);
+    }
+    while (!interrupted) {
+      const input = await readMessage();
+      if (input === undefined) break;
+      const text = input.trim();
+      if (!text) continue;
+      await follow(async () => (await ctx.retry((requestId) => ctx.client.sendMessage({ conversationId, text, requestId }))).message?.id);
+    }
+  } finally {
+    process.off('SIGINT', onSigint);
+    rl.close();
   }
-  rl.close();
-  return last;
+  return interrupted ? EXIT.interrupted : last;
 }

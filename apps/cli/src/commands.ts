@@ -1,5 +1,5 @@
 /** The scriptable subcommands (docs/cli.md). Each returns its exit code. */
-import { readFile } from 'node:fs';
+import { readFile, statSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { toJson } from '@bufbuild/protobuf';
 import {
@@ -12,6 +12,7 @@ import {
   StateKind,
   ThinkingLevel,
   TriggerContinuationResponseSchema,
+  type ConversationEvent,
   type ConversationState,
   type ImageAttachment,
 } from '@bedrock/contracts';
@@ -25,11 +26,13 @@ import {
   ndjson,
   renderConversationLine,
   renderMessages,
+  renderMode,
   renderSettings,
+  type EventRenderer,
   type Output,
   type RenderOptions,
 } from './render.ts';
-import { followTurn, resumingWatch } from './turn.ts';
+import { followTurn, resumingWatch, type ResumeOptions } from './turn.ts';
 
 export interface Ctx {
   readonly client: ApiClient;
@@ -38,8 +41,58 @@ export interface Ctx {
   readonly signal: AbortSignal;
   /** Runs a change with a fresh request id, retried with the same id on UNAVAILABLE / ABORTED (retry.ts). */
   readonly retry: Retry;
-  /** How people's output looks (--hide-thinking; dim on a terminal). */
+  /** How people's output looks (--hide-thinking, --full; colour on a terminal). */
   readonly render?: RenderOptions;
+  /** How watches resume after a disconnect (BEDROCK_RETRY_FOR), and how that is announced. */
+  readonly resume?: ResumeOptions;
+  /** What the command follows now, so that Ctrl-C can say what is still running (dispatch.ts). */
+  readonly following: Following;
+}
+
+/** The conversation a command follows and its last known state. */
+export interface Following {
+  id?: string;
+  state?: ConversationState;
+}
+
+/**
+ * What Ctrl-C leaves behind, in one line: the tool still running in the conversation, or the
+ * agent still working (and how to stop it); undefined when it rests.
+ */
+export function stillRunning(following: Following): string | undefined {
+  const { id, state } = following;
+  if (!id || !state) return undefined;
+  const stop = `\`bedrock cancel ${id}\` stops it`;
+  if (state.kind === StateKind.TOOL_EXECUTING)
+    return `the tool ${state.currentToolName || '(unnamed)'} is still running in conversation ${id} (${stop})`;
+  if (state.kind === StateKind.IDLE || state.kind === StateKind.UNSPECIFIED || isAtRest(state.kind)) return undefined;
+  return `the agent is still working in conversation ${id} (${describeState(state)}; ${stop})`;
+}
+
+function isAtRest(kind: StateKind): boolean {
+  return [StateKind.COMPLETED, StateKind.FAILED, StateKind.ERROR, StateKind.CONTEXT_EXHAUSTED, StateKind.AWAITING_MODE_APPROVAL].includes(
+    kind,
+  );
+}
+
+/** The renderer of people's output, keeping `ctx.following` up to date. */
+export function followingRenderer(ctx: Ctx, id: string, initial?: ConversationState): (event: ConversationEvent) => void {
+  ctx.following.id = id;
+  if (initial) ctx.following.state = initial;
+  const render: EventRenderer | undefined = ctx.json ? undefined : createEventRenderer(ctx.output, ctx.render);
+  return (event) => {
+    if (event.kind.case === 'stateChanged' && event.kind.value.state) ctx.following.state = event.kind.value.state;
+    if (event.kind.case === 'snapshot' && event.kind.value.conversation?.state) ctx.following.state = event.kind.value.conversation.state;
+    if (render) render(event);
+    else ctx.output.out(ndjson(event));
+  };
+}
+
+/** The `· state` line at the end of a turn, unless the live output just said it. */
+function restLine(ctx: Ctx, rest: ConversationState): void {
+  const said = describeState(rest);
+  const last = ctx.following.state ? describeState(ctx.following.state) : undefined;
+  if (said !== last) ctx.output.err(`· ${said}\n`);
 }
 
 /** Thinking and web tools asked for on the command line (--thinking, --web-search, --no-web-search, ...). */
@@ -112,8 +165,10 @@ export async function newConversation(
   ctx: Ctx,
   opts: { cwd?: string; model?: string; from?: string; settings?: SettingsFlags },
 ): Promise<number> {
+  // A continuation works where its source did, unless told otherwise.
+  const cwd = opts.cwd !== undefined || !opts.from ? checkedCwd(opts.cwd) : (await sourceOf(ctx, opts.from)).cwd;
   const req = {
-    cwd: resolve(opts.cwd ?? process.cwd()),
+    cwd,
     model: opts.model ?? '',
     continueFromId: opts.from ?? '',
     ...creationSettings(opts.settings),
@@ -122,6 +177,23 @@ export async function newConversation(
   const c = res.conversation!;
   ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
   return EXIT.ok;
+}
+
+/** `--cwd DIR` made absolute (default: the current directory); a directory that does not exist is a usage error. */
+export function checkedCwd(dir: string | undefined): string {
+  const cwd = resolve(dir ?? process.cwd());
+  let isDir = false;
+  try {
+    isDir = statSync(cwd).isDirectory();
+  } catch {
+    throw new UsageError(`--cwd ${dir ?? cwd}: no such directory`);
+  }
+  if (!isDir) throw new UsageError(`--cwd ${dir ?? cwd}: not a directory`);
+  return cwd;
+}
+
+async function sourceOf(ctx: Ctx, id: string) {
+  return (await ctx.client.getConversation({ conversationId: id })).conversation!;
 }
 
 export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean }): Promise<number> {
@@ -146,7 +218,9 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
     return EXIT.ok;
   }
   const c = res.conversation!;
-  ctx.output.out(`${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\n${renderSettings(c)}`);
+  ctx.output.out(
+    `${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
+  );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
   if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId}\n`);
@@ -199,6 +273,34 @@ export function restExit(state: ConversationState | undefined): number {
   }
 }
 
+/**
+ * The text of a message: TEXT as given, `-` for all of stdin, `--file PATH` for a file's
+ * contents (so that a long message need not fit in an argument: Linux refuses one over 128 KiB).
+ */
+export async function messageText(
+  text: string | undefined,
+  file: string | undefined,
+  stdin: NodeJS.ReadableStream = process.stdin,
+): Promise<string> {
+  if (file !== undefined && text !== undefined) throw new UsageError('give the text or --file PATH, not both');
+  let read: string;
+  if (file !== undefined) {
+    read = await new Promise<string>((done, fail) =>
+      readFile(file, 'utf8', (err, t) => (err ? fail(new UsageError(`--file ${file}: cannot read the file`)) : done(t))),
+    );
+  } else if (text === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    read = Buffer.concat(chunks).toString('utf8');
+  } else {
+    return text ?? '';
+  }
+  // A file or a pipe ends with a newline that is not part of the message.
+  const message = read.replace(/\r?\n$/, '');
+  if (!message.trim()) throw new UsageError(`${file !== undefined ? `--file ${file}` : 'stdin'}: the message is empty`);
+  return message;
+}
+
 export async function send(ctx: Ctx, id: string, text: string, opts: { images: string[]; wait: boolean }): Promise<number> {
   const images = await Promise.all(opts.images.map(loadImage));
   // One request id for the message, whatever the number of attempts: it is stored once.
@@ -209,24 +311,46 @@ export async function send(ctx: Ctx, id: string, text: string, opts: { images: s
     ctx.output.out(ctx.json ? json({ messageId: res.message?.id ?? '', state: describeState(res.state) }) : `${res.message?.id ?? ''}\n`);
     return EXIT.ok;
   }
-  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output, ctx.render);
-  const rest = await followTurn({ client: ctx.client, conversationId: id, start: sendIt, onEvent: render, signal: ctx.signal });
-  if (!ctx.json && rest) ctx.output.err(`· ${describeState(rest)}\n`);
+  const render = followingRenderer(ctx, id);
+  const rest = await followTurn({
+    client: ctx.client,
+    conversationId: id,
+    start: sendIt,
+    onEvent: render,
+    signal: ctx.signal,
+    resume: ctx.resume,
+  });
+  if (!ctx.json && rest) restLine(ctx, rest);
   return restExit(rest);
 }
 
+/** Streams a conversation's events until Ctrl-C (exit 130), resuming after disconnects; gives up (exit 4) after the retry budget. */
 export async function watch(ctx: Ctx, id: string): Promise<number> {
-  const render = ctx.json ? (e: Parameters<typeof ndjson>[0]) => ctx.output.out(ndjson(e)) : createEventRenderer(ctx.output, ctx.render);
-  for await (const event of resumingWatch(ctx.client, id, ctx.signal)) {
+  const render = followingRenderer(ctx, id);
+  let resumed = false;
+  let watching = false;
+  const resume: ResumeOptions = {
+    ...ctx.resume,
+    onResume: (notice) => {
+      resumed = true;
+      ctx.resume?.onResume?.(notice);
+    },
+  };
+  for await (const event of resumingWatch(ctx.client, id, ctx.signal, resume)) {
+    if (resumed && !ctx.json) ctx.output.err('· resumed\n');
+    resumed = false;
     if (event.kind.case === 'snapshot' && !ctx.json) {
+      // A resume before any event is a fresh watch: its snapshot is not announced again.
       const c = event.kind.value.conversation!;
-      ctx.output.err(`watching ${c.id} (${describeState(c.state)}); Ctrl-C to stop\n`);
+      ctx.following.state = c.state;
+      if (!watching) ctx.output.err(`watching ${c.id} (${describeState(c.state)}); Ctrl-C to stop\n`);
+      watching = true;
       continue;
     }
     if (event.kind.case === 'heartbeat' && !ctx.json) continue;
     render(event);
   }
-  return EXIT.ok;
+  return ctx.signal.aborted ? EXIT.interrupted : EXIT.ok;
 }
 
 export async function action(ctx: Ctx, verb: 'cancel' | 'approve' | 'deny' | 'downgrade' | 'continue', id: string): Promise<number> {

@@ -3,11 +3,27 @@
  * (commands.ts; chat.ts and token.ts are loaded only for their commands), and turns
  * a failure into its line on stderr and its exit code.
  */
-import { action, list, newConversation, parseSettingsFlags, send, settings, show, watch, type Ctx } from './commands.ts';
+import {
+  action,
+  checkedCwd,
+  list,
+  messageText,
+  newConversation,
+  parseSettingsFlags,
+  send,
+  settings,
+  show,
+  stillRunning,
+  watch,
+  type Ctx,
+  type Following,
+} from './commands.ts';
 import { connect } from './connection.ts';
+import { Code } from '@connectrpc/connect';
 import { describeError, exitCodeOf } from './errors.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
-import { stdio, type Output } from './output.ts';
+import { isStdio, type Output } from './output.ts';
+import { paint, wantsColor } from './render.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { USAGE, type OptionValues } from './usage.ts';
 
@@ -26,8 +42,19 @@ export async function dispatch(
   output: Output,
 ): Promise<number> {
   const abort = new AbortController();
-  const onSigint = () => abort.abort();
-  if (command !== 'chat') process.once('SIGINT', onSigint);
+  const following: Following = {};
+  // Ctrl-C ends every command with 130, saying what is still running on the server (chat
+  // handles it itself: during a turn it cancels the turn).
+  const onSigint = () => {
+    if (abort.signal.aborted) process.exit(EXIT.interrupted);
+    const left = stillRunning(following);
+    output.err(`\nbedrock: interrupted${left ? `; ${left}` : ''}\n`);
+    // A command that follows nothing (a single call) just ends; a watch closes its stream first.
+    if (following.id === undefined) process.exit(EXIT.interrupted);
+    abort.abort();
+  };
+  if (command !== 'chat') process.on('SIGINT', onSigint);
+  const errColor = isStdio(output) && wantsColor(process.stderr.isTTY, env);
   try {
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
     if (given.length && !['chat', 'new', 'settings'].includes(command))
@@ -38,49 +65,74 @@ export async function dispatch(
       throw new UsageError(
         `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`,
       );
+    const policy = retryPolicyFromEnv(env);
     const ctx: Ctx = {
       client: connect(env),
       output,
       json: values.json,
       signal: abort.signal,
-      retry: createRetry({ policy: retryPolicyFromEnv(env), output, signal: abort.signal }),
-      // Dim thinking only on a terminal (not in files, pipes, or tests' captured output); NO_COLOR turns it off.
-      render: { hideThinking: values['hide-thinking'], color: output === stdio && Boolean(process.stdout.isTTY) && !env.NO_COLOR },
+      retry: createRetry({ policy, output, signal: abort.signal }),
+      // Colour only on a terminal (not in files, pipes, or tests' captured output); NO_COLOR turns it off.
+      render: {
+        hideThinking: values['hide-thinking'],
+        full: values.full,
+        color: isStdio(output) && wantsColor(process.stdout.isTTY, env),
+        errColor,
+      },
+      resume: {
+        budgetMs: policy.budgetMs,
+        onResume: ({ attempt, delayMs, error }) =>
+          output.err(
+            `${paint(errColor, 'yellow', '· disconnected')} (${Code[error.code]}: ${error.rawMessage}); resuming in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt})\n`,
+          ),
+      },
+      following,
     };
-    switch (command) {
-      case 'chat':
-        if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
-        return await (await import('./chat.ts')).chat(ctx, { id: rest[0], cwd: values.cwd, model: values.model, settings: settingsFlags });
-      case 'new':
-        need(rest, 0, 'no arguments (use --cwd, --model, --from)');
-        return await newConversation(ctx, { cwd: values.cwd, model: values.model, from: values.from, settings: settingsFlags });
-      case 'settings':
-        return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
-      case 'ls':
-        need(rest, 0, 'no arguments');
-        return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived });
-      case 'show':
-        return await show(ctx, need(rest, 1, 'a conversation id')[0]!);
-      case 'send': {
-        const [id, text] = need(rest, 2, 'a conversation id and the text (quote it)');
-        return await send(ctx, id!, text!, { images: values.image ?? [], wait: values.wait });
+    const code = await (async (): Promise<number> => {
+      switch (command) {
+        case 'chat':
+          if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
+          if (!rest[0]) checkedCwd(values.cwd);
+          return await (
+            await import('./chat.ts')
+          ).chat(ctx, { id: rest[0], cwd: values.cwd, model: values.model, settings: settingsFlags });
+        case 'new':
+          need(rest, 0, 'no arguments (use --cwd, --model, --from)');
+          if (values.cwd !== undefined) checkedCwd(values.cwd);
+          return await newConversation(ctx, { cwd: values.cwd, model: values.model, from: values.from, settings: settingsFlags });
+        case 'settings':
+          return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
+        case 'ls':
+          need(rest, 0, 'no arguments');
+          return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived });
+        case 'show':
+          return await show(ctx, need(rest, 1, 'a conversation id')[0]!);
+        case 'send': {
+          const [id, given] =
+            values.file !== undefined
+              ? need(rest, 1, 'a conversation id (the text comes from --file)')
+              : need(rest, 2, 'a conversation id and the text (quote it; - reads it from stdin)');
+          const text = await messageText(given, values.file);
+          return await send(ctx, id!, text, { images: values.image ?? [], wait: values.wait });
+        }
+        case 'watch':
+          return await watch(ctx, need(rest, 1, 'a conversation id')[0]!);
+        case 'cancel':
+        case 'approve':
+        case 'deny':
+        case 'downgrade':
+        case 'continue':
+          return await action(ctx, command, need(rest, 1, 'a conversation id')[0]!);
+        case 'token':
+          return (await import('./token.ts')).token(rest, output);
+        default:
+          throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
       }
-      case 'watch':
-        return await watch(ctx, need(rest, 1, 'a conversation id')[0]!);
-      case 'cancel':
-      case 'approve':
-      case 'deny':
-      case 'downgrade':
-      case 'continue':
-        return await action(ctx, command, need(rest, 1, 'a conversation id')[0]!);
-      case 'token':
-        return (await import('./token.ts')).token(rest, output);
-      default:
-        throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
-    }
+    })();
+    return abort.signal.aborted ? EXIT.interrupted : code;
   } catch (err) {
     if (abort.signal.aborted) return EXIT.interrupted;
-    output.err(`bedrock: ${describeError(err)}\n`);
+    output.err(`${paint(errColor, 'red', 'bedrock:')} ${describeError(err)}\n`);
     return exitCodeOf(err);
   } finally {
     process.off('SIGINT', onSigint);

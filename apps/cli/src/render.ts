@@ -33,7 +33,7 @@ import {
   usageExtras,
   type ServerToolView,
 } from '@bedrock/agent-view/agent-content';
-import { formatTokens } from '@bedrock/agent-view/format';
+import { formatTokens, modeLine } from '@bedrock/agent-view/format';
 import type { Output } from './output.ts';
 
 export { stdio, type Output } from './output.ts';
@@ -42,23 +42,155 @@ export { stdio, type Output } from './output.ts';
 export interface RenderOptions {
   /** Leave the model's thinking out (--hide-thinking). */
   readonly hideThinking?: boolean;
-  /** ANSI styles (dim thinking): only when stdout is a terminal. */
+  /** ANSI styles on stdout: only when it is a terminal and NO_COLOR is not set (wantsColor). */
   readonly color?: boolean;
+  /** ANSI styles on stderr (the state lines), by the same rule. */
+  readonly errColor?: boolean;
+  /** Every line of tool output, not a head and a tail (--full). */
+  readonly full?: boolean;
 }
 
-const DIM = '\x1b[2m';
-const UNDIM = '\x1b[22m';
+/**
+ * Whether a stream gets ANSI styles: never with NO_COLOR set (no-color.org), always with
+ * FORCE_COLOR set (other than 0), else when it is a terminal.
+ */
+export function wantsColor(isTTY: boolean | undefined, env: NodeJS.ProcessEnv): boolean {
+  if (env.NO_COLOR) return false;
+  if (env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0') return true;
+  return Boolean(isTTY);
+}
+
+const STYLES = {
+  dim: ['\x1b[2m', '\x1b[22m'],
+  bold: ['\x1b[1m', '\x1b[22m'],
+  red: ['\x1b[31m', '\x1b[39m'],
+  green: ['\x1b[32m', '\x1b[39m'],
+  yellow: ['\x1b[33m', '\x1b[39m'],
+  cyan: ['\x1b[36m', '\x1b[39m'],
+} as const;
+type Style = keyof typeof STYLES;
+
+/** `text` in a style when colour is on. */
+export function paint(on: boolean | undefined, style: Style, text: string): string {
+  return on && text ? `${STYLES[style][0]}${text}${STYLES[style][1]}` : text;
+}
 
 function dim(text: string, options: RenderOptions): string {
-  return options.color && text ? `${DIM}${text}${UNDIM}` : text;
+  return paint(options.color, 'dim', text);
+}
+
+/** Lines of tool output shown before the fold, and after it. */
+export const FOLD_HEAD = 10;
+export const FOLD_TAIL = 5;
+
+/** "    … 99985 lines hidden (--full shows them) …" */
+function foldLine(hidden: number, options: RenderOptions): string {
+  return paint(options.color, 'dim', `    … ${hidden} line${hidden === 1 ? '' : 's'} hidden (--full shows them) …`);
+}
+
+const outputLine = (line: string, options: RenderOptions) => `    ${paint(options.color, 'dim', line)}`;
+
+/**
+ * Tool output as lines for people: indented; longer than FOLD_HEAD + FOLD_TAIL + 1 lines, a
+ * head, the count of hidden lines and a tail (all of it with `full`).
+ */
+export function foldOutput(text: string, options: RenderOptions = {}): string[] {
+  const lines = text.replace(/\n$/, '').split('\n');
+  if (text === '') return [];
+  if (options.full || lines.length <= FOLD_HEAD + FOLD_TAIL + 1) return lines.map((l) => outputLine(l, options));
+  return [
+    ...lines.slice(0, FOLD_HEAD).map((l) => outputLine(l, options)),
+    foldLine(lines.length - FOLD_HEAD - FOLD_TAIL, options),
+    ...lines.slice(-FOLD_TAIL).map((l) => outputLine(l, options)),
+  ];
+}
+
+/** "  → ok", "  → error: [Exit code 3.]" (one line of content said on it), "  → cancelled". */
+function resultLine(r: { cancelled: boolean; isError: boolean }, options: RenderOptions, said = ''): string {
+  const tag = r.cancelled ? 'cancelled' : r.isError ? 'error' : 'ok';
+  const painted = paint(options.color, r.cancelled ? 'yellow' : r.isError ? 'red' : 'green', tag);
+  return `  → ${painted}${said ? `: ${said}` : ''}`;
+}
+
+/** A tool result for people: a one-line content on its status line, longer content folded above it. */
+function toolResultLines(r: { content: string; cancelled: boolean; isError: boolean }, options: RenderOptions): string[] {
+  const content = r.content.replace(/\n+$/, '');
+  if (!content.includes('\n')) return [resultLine(r, options, content)];
+  return [...foldOutput(content, options), resultLine(r, options)];
+}
+
+/**
+ * Live tool output as it streams (toolOutput events): the first FOLD_HEAD lines at once, then
+ * only a count and the last lines, said when the tool's result arrives (finish). Each line is
+ * printed once: the result then adds only what the output did not say (an exit code).
+ */
+class LiveOutput {
+  private partial = '';
+  private shown = 0;
+  private readonly tail: string[] = [];
+  private beyond = 0;
+  /** Everything streamed, to tell what the result adds to it. */
+  text = '';
+
+  constructor(
+    private readonly print: (line: string) => void,
+    private readonly options: RenderOptions,
+  ) {}
+
+  add(chunk: string): void {
+    this.text += chunk;
+    const parts = (this.partial + chunk).split('\n');
+    this.partial = parts.pop() ?? '';
+    for (const line of parts) this.line(line);
+  }
+
+  private line(line: string): void {
+    if (this.options.full || this.shown < FOLD_HEAD) {
+      this.shown++;
+      this.print(outputLine(line, this.options));
+      return;
+    }
+    this.beyond++;
+    this.tail.push(line);
+    if (this.tail.length > FOLD_TAIL + 1) this.tail.shift();
+  }
+
+  /** The rest: a partial last line, the fold and the tail. */
+  finish(): void {
+    if (this.partial) this.line(this.partial);
+    this.partial = '';
+    if (this.beyond > FOLD_TAIL + 1) {
+      this.print(foldLine(this.beyond - FOLD_TAIL, this.options));
+      this.tail.splice(0, this.tail.length - FOLD_TAIL);
+    }
+    for (const line of this.tail) this.print(outputLine(line, this.options));
+    this.tail.length = 0;
+  }
 }
 
 export function ndjson(event: ConversationEvent): string {
   return `${JSON.stringify(toJson(ConversationEventSchema, event))}\n`;
 }
 
+const STATE_WORDS: Record<StateKind, string> = {
+  [StateKind.UNSPECIFIED]: 'unknown',
+  [StateKind.IDLE]: 'idle',
+  [StateKind.AWAITING_LLM]: 'waiting for the model',
+  [StateKind.LLM_REQUESTING]: 'thinking',
+  [StateKind.TOOL_EXECUTING]: 'running a tool',
+  [StateKind.CANCELLING]: 'cancelling',
+  [StateKind.AWAITING_SUB_AGENTS]: 'waiting for sub-agents',
+  [StateKind.AWAITING_MODE_APPROVAL]: 'waiting for approval',
+  [StateKind.AWAITING_CONTINUATION]: 'writing a continuation',
+  [StateKind.CONTEXT_EXHAUSTED]: 'context full',
+  [StateKind.ERROR]: 'error',
+  [StateKind.COMPLETED]: 'completed',
+  [StateKind.FAILED]: 'failed',
+};
+
+/** A state in words: "idle", "waiting for approval", "running a tool" (never the enum's name). */
 export function stateName(kind: StateKind | undefined): string {
-  return (StateKind[kind ?? StateKind.UNSPECIFIED] ?? 'UNKNOWN').toLowerCase();
+  return STATE_WORDS[kind ?? StateKind.UNSPECIFIED] ?? 'unknown';
 }
 
 export function modeName(mode: Mode): string {
@@ -80,7 +212,7 @@ export function describeState(state: ConversationState | undefined): string {
     case StateKind.AWAITING_SUB_AGENTS:
       return `waiting for ${state.pendingSubAgentIds.length} of ${state.subAgentCount} sub-agents`;
     case StateKind.AWAITING_MODE_APPROVAL:
-      return `asks for write access: ${state.upgradeReason}`;
+      return `waiting for approval: the agent asks for write access (${state.upgradeReason})`;
     case StateKind.ERROR:
     case StateKind.FAILED:
       return `${stateName(state.kind)}: ${state.errorMessage}`;
@@ -95,10 +227,12 @@ function short(text: string, max = 200): string {
 }
 
 /** The one-line marker of how an agent message ended ("⋯ Cut by the output limit — continued below."), if any. */
-export function stopLine(m: Pick<Message, 'stopReason' | 'stopExplanation'>): string | undefined {
+export function stopLine(m: Pick<Message, 'stopReason' | 'stopExplanation'>, options: RenderOptions = {}): string | undefined {
   const marker = stopMarker(m.stopReason, m.stopExplanation);
   if (!marker) return undefined;
-  return m.stopReason === StopReason.REFUSAL ? `✗ ${marker}` : `⋯ ${marker}`;
+  return m.stopReason === StopReason.REFUSAL
+    ? `${paint(options.color, 'red', '✗')} ${marker}`
+    : `${paint(options.color, 'yellow', '⋯')} ${marker}`;
 }
 
 /** A provider-run tool block as one line: "⏺ searched: cats", "⏺ fetched: https://…", "  → 5 results: A; B; …". */
@@ -164,14 +298,11 @@ export function renderMessage(m: Message, options: RenderOptions = {}, context: 
         lines.push(`${who}: [image ${block.block.value.mediaType}, ${block.block.value.data.length} bytes]`);
         break;
       case 'toolUse':
-        lines.push(`tool ${block.block.value.name} ${short(block.block.value.inputJson)}`);
+        lines.push(`tool ${paint(options.color, 'bold', block.block.value.name)} ${short(block.block.value.inputJson)}`);
         break;
-      case 'toolResult': {
-        const r = block.block.value;
-        const tag = r.cancelled ? 'cancelled' : r.isError ? 'error' : 'ok';
-        lines.push(`  → ${tag}: ${short(r.content)}`);
+      case 'toolResult':
+        lines.push(...toolResultLines(block.block.value, options));
         break;
-      }
       case 'serverTool':
         lines.push(serverToolText(serverToolView(block.block.value.blockType, block.block.value.blockJson)));
         break;
@@ -185,7 +316,7 @@ export function renderMessage(m: Message, options: RenderOptions = {}, context: 
     if (m.stopReason === StopReason.REFUSAL && next && joinsRefusal(m, next))
       lines.push(`✗ ${refusalWithError(m.stopExplanation, textOf(next))}`);
     else {
-      const marker = stopLine(m);
+      const marker = stopLine(m, options);
       if (marker) lines.push(marker);
     }
     const extras = usageExtras(m.usage, formatTokens);
@@ -197,6 +328,14 @@ export function renderMessage(m: Message, options: RenderOptions = {}, context: 
 /** Messages as transcript lines (a refusal and the error message after it said once). */
 export function renderMessages(messages: readonly Message[], options: RenderOptions = {}): string {
   return messages.map((m, i) => renderMessage(m, options, { previous: messages[i - 1], next: messages[i + 1] })).join('');
+}
+
+/** "restricted (read-only, sandboxed)", "unrestricted (full access: files and network)", "unrestricted only (no sandbox here)". */
+export function renderMode(c: Pick<Conversation, 'mode' | 'sandboxAvailable'>): string {
+  const line = modeLine(c.mode, c.sandboxAvailable);
+  return line.tone === 'unavailable'
+    ? 'unrestricted only (no tool runner has the kernel sandbox)'
+    : `${line.label.toLowerCase()} (${line.detail})`;
 }
 
 /** "thinking: high · web tools: web search, web fetch" ("none" when off) for `show`, `chat` and `settings`. */
@@ -223,8 +362,21 @@ export function renderConversationLine(c: Conversation): string {
   return `${c.id}  ${stateName(c.state?.kind).padEnd(22)} ${modeName(c.mode).padEnd(12)} ${updated}  ${c.cwd}\n`;
 }
 
+/** Renders watch events for people; remembers the last state it was told and the last state line it printed. */
+export interface EventRenderer {
+  (event: ConversationEvent): void;
+  readonly lastState: ConversationState | undefined;
+  /** The text of the last `· state` line printed (so that a caller does not print it again). */
+  readonly saidState: string | undefined;
+}
+
 /** Live rendering of watch events for people. */
-export function createEventRenderer(output: Output, options: RenderOptions = {}): (event: ConversationEvent) => void {
+export function createEventRenderer(output: Output, options: RenderOptions = {}): EventRenderer {
+  let lastState: ConversationState | undefined;
+  let saidState: string | undefined;
+  /** Live output of the tools running now, by tool use id. */
+  const live = new Map<string, LiveOutput>();
+  const note = (text: string) => output.err(`${paint(options.errColor, 'dim', `· ${text}`)}\n`);
   /** What is streaming now: a line is open on stdout. */
   let streaming: 'text' | 'thinking' | undefined;
   let streamBlock = -1;
@@ -237,10 +389,10 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
     streaming = undefined;
   };
   const flushRefusal = () => {
-    if (refused) output.out(`✗ ${refusalText(refused.stopExplanation)}\n`);
+    if (refused) output.out(`${paint(options.color, 'red', '✗')} ${refusalText(refused.stopExplanation)}\n`);
     refused = undefined;
   };
-  return (event) => {
+  const render = (event: ConversationEvent) => {
     const k = event.kind;
     if (refused && !(k.case === 'messagePersisted' && k.value.message?.type === MessageType.ERROR)) flushRefusal();
     switch (k.case) {
@@ -264,9 +416,16 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
         streamBlock = k.value.blockIndex;
         break;
       }
-      case 'toolOutput':
-        output.err(k.value.text);
+      case 'toolOutput': {
+        endStream();
+        let out = live.get(k.value.toolUseId);
+        if (!out) {
+          out = new LiveOutput((line) => output.out(`${line}\n`), options);
+          live.set(k.value.toolUseId, out);
+        }
+        out.add(k.value.text);
         break;
+      }
       case 'messagePersisted': {
         const m = k.value.message!;
         if (m.type === MessageType.AGENT) {
@@ -278,7 +437,10 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
           for (const b of m.content) {
             const thinking = was.thinking ? undefined : thinkingLines(b, options);
             if (thinking) output.out(thinking.map((l) => `${l}\n`).join(''));
-            else if (b.block.case === 'toolUse') output.out(`⏺ ${b.block.value.name} ${short(b.block.value.inputJson)}\n`);
+            else if (b.block.case === 'toolUse')
+              output.out(
+                `${paint(options.color, 'cyan', '⏺')} ${paint(options.color, 'bold', b.block.value.name)} ${short(b.block.value.inputJson)}\n`,
+              );
             else if (b.block.case === 'serverTool')
               output.out(`${serverToolText(serverToolView(b.block.value.blockType, b.block.value.blockJson))}\n`);
             else if (b.block.case === 'text') {
@@ -292,53 +454,76 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
           if (notes.length) output.out(notes.map((l) => `${l}\n`).join(''));
           if (m.stopReason === StopReason.REFUSAL) refused = m;
           else {
-            const marker = stopLine(m);
+            const marker = stopLine(m, options);
             if (marker) output.out(`${marker}\n`);
           }
         } else if (m.type === MessageType.TOOL) {
           endStream();
-          output.out(renderMessage(m, options));
+          for (const b of m.content) {
+            if (b.block.case !== 'toolResult') continue;
+            const r = b.block.value;
+            const streamedOutput = live.get(r.toolUseId);
+            if (!streamedOutput) {
+              output.out(
+                toolResultLines(r, options)
+                  .map((l) => `${l}\n`)
+                  .join(''),
+              );
+              continue;
+            }
+            // The output was printed as it came: the result says only what it adds ("[Exit code 3.]").
+            streamedOutput.finish();
+            live.delete(r.toolUseId);
+            const added = r.content.startsWith(streamedOutput.text) ? r.content.slice(streamedOutput.text.length).trim() : '';
+            const lines = added.includes('\n') ? [...foldOutput(added, options), resultLine(r, options)] : [resultLine(r, options, added)];
+            output.out(lines.map((l) => `${l}\n`).join(''));
+          }
         } else if (m.type === MessageType.ERROR && refused) {
           endStream();
           const agent = refused;
           refused = undefined;
-          if (isRefusalError(textOf(m))) output.out(`✗ ${refusalWithError(agent.stopExplanation, textOf(m))}\n`);
-          else output.out(`✗ ${refusalText(agent.stopExplanation)}\n${renderMessage(m, options)}`);
+          const cross = paint(options.color, 'red', '✗');
+          if (isRefusalError(textOf(m))) output.out(`${cross} ${refusalWithError(agent.stopExplanation, textOf(m))}\n`);
+          else output.out(`${cross} ${refusalText(agent.stopExplanation)}\n${renderMessage(m, options)}`);
         } else if (m.type === MessageType.ERROR || m.type === MessageType.CONTINUATION || m.type === MessageType.SYSTEM) {
           endStream();
           output.out(renderMessage(m, options));
         }
         break;
       }
-      case 'stateChanged':
+      case 'stateChanged': {
         endStream();
-        output.err(`· ${describeState(k.value.state)}\n`);
+        lastState = k.value.state;
+        // The same state said again (a retry's attempt counter, a repeat after a resume) is one line.
+        const said = describeState(k.value.state);
+        if (said !== saidState) note(said);
+        saidState = said;
         break;
+      }
       case 'retryScheduled':
         endStream();
-        output.err(
-          `· ${k.value.errorMessage}: retrying in ${Number(k.value.delayMs) / 1000}s (attempt ${k.value.attempt} of ${k.value.maxAttempts})\n`,
+        note(
+          `${k.value.errorMessage}: retrying in ${Number(k.value.delayMs) / 1000}s (attempt ${k.value.attempt} of ${k.value.maxAttempts})`,
         );
         break;
       case 'modeUpgradeRequested':
         endStream();
-        output.err(`· the agent asks for write access: ${k.value.reason}\n`);
+        note(`the agent asks for write access: ${k.value.reason}`);
         break;
       case 'modeChanged':
-        output.err(`· mode: ${modeName(k.value.mode)}\n`);
+        note(`mode: ${modeName(k.value.mode)}`);
         break;
       case 'contextWarning': {
         const u = k.value.contextUsage;
-        if (u && u.contextWindow > 0n)
-          output.err(`· context ${Math.round((Number(u.usedTokens) / Number(u.contextWindow)) * 100)}% full\n`);
+        if (u && u.contextWindow > 0n) note(`context ${Math.round((Number(u.usedTokens) / Number(u.contextWindow)) * 100)}% full`);
         break;
       }
       case 'contextExhausted':
         endStream();
-        output.err('· context exhausted: continue with `bedrock new --from ID`\n');
+        note('context exhausted: continue with `bedrock new --from ID`');
         break;
       case 'subAgentProgress':
-        output.err(`· sub-agent ${k.value.subAgentId} ${stateName(k.value.state)} (${k.value.finishedCount}/${k.value.totalCount} done)\n`);
+        note(`sub-agent ${k.value.subAgentId} ${stateName(k.value.state)} (${k.value.finishedCount}/${k.value.totalCount} done)`);
         break;
       case 'snapshot':
       case 'heartbeat':
@@ -346,4 +531,8 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
         break;
     }
   };
+  return Object.defineProperties(render, {
+    lastState: { get: () => lastState },
+    saidState: { get: () => saidState },
+  }) as EventRenderer;
 }

@@ -4,12 +4,13 @@
  * dispatch.ts is imported only when a command runs (docs/cli.md, "How it runs").
  */
 import { EXIT } from './exit-codes.ts';
-import { stdio, type Output } from './output.ts';
+import { endQuietlyOnClosedPipe, isStdio, stdio, type Output } from './output.ts';
 import { USAGE, parseCommandLine, type CommandLine } from './usage.ts';
 
 export { USAGE } from './usage.ts';
 
 export async function run(argv: string[], env: NodeJS.ProcessEnv, output: Output = stdio): Promise<number> {
+  if (isStdio(output)) endQuietlyOnClosedPipe();
   let parsed: CommandLine;
   try {
     parsed = parseCommandLine(argv);

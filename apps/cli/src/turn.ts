@@ -16,13 +16,35 @@ const RESUMABLE = new Set<Code>([
   Code.DeadlineExceeded,
   Code.Aborted,
 ]);
-const MAX_RESUMES = 20;
 
-/** Events of a conversation from a snapshot on, resuming after failures; ends on abort. */
-export async function* resumingWatch(client: ApiClient, conversationId: string, signal: AbortSignal): AsyncGenerator<ConversationEvent> {
-  let after = { sequence: 0n, deltaIndex: 0 };
+export interface ResumeOptions {
+  /** How long the server may stay unreachable before the watch gives up (BEDROCK_RETRY_FOR; default 30 s). */
+  readonly budgetMs?: number;
+  /** Told before each attempt to resume. */
+  readonly onResume?: (notice: { attempt: number; delayMs: number; error: ConnectError }) => void;
+}
+
+/**
+ * Events of a conversation from a snapshot on; ends on abort. A watch never ends by itself, so
+ * a stream that fails with a resumable code, or that the server ends (it is shutting down), is
+ * opened again after the last event seen, with backoff (0.25 s doubling to 5 s, ±20%); once the
+ * server has been unreachable for longer than the budget it throws, saying for how long.
+ */
+export async function* resumingWatch(
+  client: ApiClient,
+  conversationId: string,
+  signal: AbortSignal,
+  resume: ResumeOptions = {},
+  /** Start after this stream position (GetConversationResponse.sequence) instead of with a snapshot. */
+  from = 0n,
+): AsyncGenerator<ConversationEvent> {
+  const budgetMs = resume.budgetMs ?? 30_000;
+  let after = { sequence: from, deltaIndex: 0 };
+  /** Failed attempts since the last event, and when the first of them failed. */
   let failures = 0;
+  let downSince = 0;
   while (!signal.aborted) {
+    let error: ConnectError;
     try {
       for await (const res of client.watchConversation(
         { conversationId, afterSequence: after.sequence, afterDeltaIndex: after.deltaIndex },
@@ -33,13 +55,32 @@ export async function* resumingWatch(client: ApiClient, conversationId: string, 
         after = { sequence: e.sequence, deltaIndex: e.deltaIndex };
         yield e;
       }
-      return;
+      if (signal.aborted) return;
+      error = new ConnectError('the server ended the watch', Code.Unavailable);
     } catch (err) {
       if (signal.aborted) return;
-      const e = ConnectError.from(err);
-      if (!RESUMABLE.has(e.code) || ++failures > MAX_RESUMES) throw err;
-      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** failures, 3000)));
+      error = ConnectError.from(err);
+      if (!RESUMABLE.has(error.code)) throw err;
     }
+    const now = Date.now();
+    if (failures++ === 0) downSince = now;
+    const delayMs = Math.round(Math.min(5000, 250 * 2 ** (failures - 1)) * (0.8 + 0.4 * Math.random()));
+    const downMs = now - downSince;
+    if (downMs + delayMs > budgetMs)
+      throw new ConnectError(
+        `${error.rawMessage} (gave up resuming the watch after ${failures} attempt${failures === 1 ? '' : 's'} over ${(downMs / 1000).toFixed(1)}s; BEDROCK_RETRY_FOR sets how long)`,
+        error.code,
+      );
+    resume.onResume?.({ attempt: failures, delayMs, error });
+    await new Promise<void>((r) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        r();
+      };
+      const timer = setTimeout(done, delayMs);
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 }
 
@@ -57,6 +98,14 @@ export interface TurnOptions {
   /** Called at rest; return true to keep following (e.g. after answering an approval request). */
   readonly onRest?: (state: ConversationState) => Promise<boolean>;
   readonly signal: AbortSignal;
+  readonly resume?: ResumeOptions;
+  /**
+   * Follow from this stream position (what a GetConversation reflected) and start at once,
+   * rather than start at the watch's snapshot, which may be a little older than what the
+   * caller saw (web-bff shares snapshots among watchers): the events that follow it could
+   * replay a state the caller already answered.
+   */
+  readonly after?: bigint;
 }
 
 /**
@@ -74,7 +123,12 @@ export async function followTurn(options: TurnOptions): Promise<ConversationStat
   /** Persisted user message ids seen, and whether a rest state followed each. */
   let lastUser: string | undefined;
   try {
-    for await (const event of resumingWatch(options.client, options.conversationId, local.signal)) {
+    if (options.after !== undefined && options.after > 0n) {
+      started = options.start();
+      sentId = await started;
+      startedState = true;
+    }
+    for await (const event of resumingWatch(options.client, options.conversationId, local.signal, options.resume, options.after)) {
       if (event.kind.case === 'snapshot') {
         if (!started) {
           started = options.start();

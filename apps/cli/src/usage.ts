@@ -9,13 +9,16 @@ export const USAGE = `usage: bedrock <command> [options]
   chat [ID] [--cwd DIR] [--model M] [SETTINGS]
                                       interactive chat (a new conversation without ID)
   new [--cwd DIR] [--model M] [--from ID] [SETTINGS]
-                                      create a conversation; prints its id
+                                      create a conversation; prints its id (--from: in
+                                      the source's directory unless --cwd says otherwise)
   settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived]
                                       list conversations (sub-agents with --parent)
-  show ID                             the conversation and its messages (--json: everything)
-  send ID TEXT [--image FILE]... [--wait]
-                                      send a message; --wait streams the turn until it rests
+  show ID [--full]                    the conversation and its messages (--json: everything)
+  send ID TEXT|- [--image FILE]... [--wait]
+  send ID --file PATH [--image FILE]... [--wait]
+                                      send a message (- reads it from stdin, --file from a
+                                      file); --wait streams the turn until it rests
   watch ID                            stream the conversation's events
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
@@ -23,15 +26,19 @@ export const USAGE = `usage: bedrock <command> [options]
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
 
+  chat: a line ending with \\ goes on on the next line (one message of several lines)
+
+  --full        every line of tool output (default: the first 10, a count, the last 5)
   --hide-thinking  leave the model's thinking out of the output
   --json        machine output (NDJSON events; JSON objects)
   --help        this text
 
 environment: BEDROCK_URL (default http://127.0.0.1:8080), BEDROCK_TOKEN (default: the
 embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token), BEDROCK_RETRY_FOR
-(how long changes are retried when the server is unavailable; default 30s, 0 = never)
+(how long changes are retried, and watches resumed, when the server is unavailable; default
+30s, 0 = never), NO_COLOR (no colour on a terminal)
 exit codes: 0 ok, 1 turn ended in error, 2 usage, 3 rejected, 4 server error,
-5 awaiting approval, 6 context exhausted, 130 interrupted
+5 awaiting approval, 6 context exhausted, 130 interrupted, 141 output closed
 `;
 
 export const OPTIONS = {
@@ -51,6 +58,8 @@ export const OPTIONS = {
   'no-web-search': { type: 'boolean' },
   'no-web-fetch': { type: 'boolean' },
   'hide-thinking': { type: 'boolean', default: false },
+  full: { type: 'boolean', default: false },
+  file: { type: 'string' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

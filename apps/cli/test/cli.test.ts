@@ -186,7 +186,7 @@ describe('bedrock CLI', () => {
     const tool = await bedrock(['send', id, 'run ls', '--wait']);
     expect(tool.code).toBe(0);
     expect(tool.stdout).toContain('⏺ bash {"command":"ls"}');
-    expect(tool.stdout).toMatch(/→ ok: a\.txt b\.txt/);
+    expect(tool.stdout).toContain('⏺ bash {"command":"ls"}\n    a.txt\n    b.txt\n  → ok\n');
     expect(tool.stdout).toContain('listed');
 
     const shown = await bedrock(['show', id, '--json']);

@@ -2,7 +2,16 @@
  * Pure wording and arithmetic of the web UI and the CLI (no DOM, no Node APIs): the state line, the mode line, token
  * counts, tool input summaries and diff lines. Tested in Node by test/format.test.ts.
  */
-import { ErrorKind, isResting, Mode, StateKind, type ContextUsage, type ConversationState } from '@bedrock/contracts';
+import {
+  ErrorKind,
+  isResting,
+  MessageType,
+  Mode,
+  StateKind,
+  type ContextUsage,
+  type ConversationState,
+  type Usage,
+} from '@bedrock/contracts';
 
 export type Tone = 'idle' | 'busy' | 'attention' | 'error' | 'done';
 
@@ -165,7 +174,10 @@ export interface UsageView {
   readonly text: string;
 }
 
-export function usageView(usage: ContextUsage | undefined): UsageView {
+/** The figures of a context usage (a ContextUsage message or one made up from several). */
+export type UsageFigures = Pick<ContextUsage, 'usedTokens' | 'contextWindow' | 'warning'>;
+
+export function usageView(usage: UsageFigures | undefined): UsageView {
   const used = Number(usage?.usedTokens ?? 0n);
   const window = Number(usage?.contextWindow ?? 0n);
   const fraction = window > 0 ? Math.min(1, used / window) : 0;
@@ -174,6 +186,63 @@ export function usageView(usage: ContextUsage | undefined): UsageView {
   const pct = Math.round(fraction * 100);
   const text = window > 0 ? `${formatTokens(used)} / ${formatTokens(window)} tokens (${pct}%)` : 'no usage yet';
   return { used, window, fraction, warning, text };
+}
+
+/** Tokens a response occupies in the context window: all input (cached or not) plus its output. */
+export function contextTokensOf(
+  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cacheCreationInputTokens' | 'cacheReadInputTokens'> | undefined,
+): bigint {
+  if (!usage) return 0n;
+  return usage.inputTokens + usage.cacheReadInputTokens + usage.cacheCreationInputTokens + usage.outputTokens;
+}
+
+/**
+ * The context figure to show: the peak of the conversation, not only its last response. The
+ * service reports the last response's usage, so after a continuation (whose summary is a short
+ * request) it falls back to a few percent although the window was full; the peak of the reported
+ * figures (`seen`) and of the agent messages' own usage is what filled the window.
+ */
+export function peakUsage(
+  current: UsageFigures | undefined,
+  messages: readonly { readonly type: MessageType; readonly usage?: Usage | undefined }[],
+  seen = 0n,
+): UsageFigures | undefined {
+  if (!current) return undefined;
+  let used = current.usedTokens > seen ? current.usedTokens : seen;
+  for (const m of messages) {
+    if (m.type !== MessageType.AGENT) continue;
+    const t = contextTokensOf(m.usage);
+    if (t > used) used = t;
+  }
+  const window = current.contextWindow;
+  return { usedTokens: used, contextWindow: window, warning: current.warning || (window > 0n && used * 10n >= window * 8n) };
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/**
+ * When something happened, as people say it: "just now", "2 min ago", "3 h ago", "yesterday",
+ * "4 days ago", then the date ("12 Mar", with the year when it is not this one). Both times in
+ * ms; a time in the future (clocks a little apart) is "just now". Local calendar days.
+ */
+export function relativeTime(then: number, now: number): string {
+  const s = Math.floor((now - then) / 1000);
+  if (s < 45) return 'just now';
+  const min = Math.round(s / 60);
+  if (min < 60) return `${min} min ago`;
+  const hours = Math.floor(s / 3600);
+  if (hours < 24) return `${hours} h ago`;
+  const a = new Date(then);
+  const b = new Date(now);
+  const days = Math.round((startOfDay(b) - startOfDay(a)) / 86_400_000);
+  if (days <= 1) return 'yesterday';
+  if (days < 7) return `${days} days ago`;
+  const date = `${a.getDate()} ${MONTHS[a.getMonth()]}`;
+  return a.getFullYear() === b.getFullYear() ? date : `${date} ${a.getFullYear()}`;
+}
+
+function startOfDay(d: Date): number {
+  return new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime();
 }
 
 export function parseJsonObject(text: string): Record<string, unknown> | undefined {

@@ -1,7 +1,7 @@
 /** The web UI's wording and arithmetic (src/format.ts), pure functions run in Node. */
 import { describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
-import { ContextUsageSchema, ConversationStateSchema, ErrorKind, Mode, StateKind } from '@bedrock/contracts';
+import { ContextUsageSchema, ConversationStateSchema, ErrorKind, MessageSchema, MessageType, Mode, StateKind } from '@bedrock/contracts';
 import {
   canCancel,
   diffLines,
@@ -10,6 +10,8 @@ import {
   isBusy,
   modeLine,
   patchDisplay,
+  peakUsage,
+  relativeTime,
   secondsLeft,
   stateLine,
   toolSummary,
@@ -115,5 +117,47 @@ describe('tools and diffs', () => {
     expect(imageProblem('image/svg+xml', 1000, 0)).toMatch(/only PNG, JPEG, GIF and WebP/);
     expect(imageProblem('image/jpeg', 21 * 1024 * 1024, 0)).toMatch(/at most 20 MiB/);
     expect(imageProblem('image/webp', 10, 20)).toMatch(/at most 20 images/);
+  });
+});
+
+describe('the context figure', () => {
+  const usage = (usedTokens: bigint, contextWindow = 200_000n, warning = false) =>
+    create(ContextUsageSchema, { usedTokens, contextWindow, warning });
+  const agent = (inputTokens: bigint, outputTokens = 0n) =>
+    create(MessageSchema, { type: MessageType.AGENT, usage: { inputTokens, outputTokens } });
+
+  it('is the peak: after a continuation the last response is small, the window was full', () => {
+    const after = peakUsage(usage(1_200n), [agent(185_000n, 500n), create(MessageSchema, { type: MessageType.CONTINUATION })]);
+    expect(usageView(after).text).toBe('186k / 200k tokens (93%)');
+    expect(after?.warning).toBe(true);
+  });
+
+  it('keeps the largest figure reported so far, and the service’s own when it is the largest', () => {
+    expect(peakUsage(usage(10_000n), [], 150_000n)?.usedTokens).toBe(150_000n);
+    expect(peakUsage(usage(170_000n, 200_000n, true), [agent(5n)], 20n)).toEqual({
+      usedTokens: 170_000n,
+      contextWindow: 200_000n,
+      warning: true,
+    });
+    // Only the agent's responses count (a user message carries no usage of its own).
+    expect(peakUsage(usage(0n), [create(MessageSchema, { type: MessageType.USER, usage: { inputTokens: 9n } })])?.usedTokens).toBe(0n);
+    expect(peakUsage(undefined, [agent(9n)])).toBeUndefined();
+  });
+});
+
+describe('relative times', () => {
+  const now = new Date(2026, 10, 26, 15, 30, 0).getTime();
+  const ago = (ms: number) => relativeTime(now - ms, now);
+
+  it('says how long ago, as people say it', () => {
+    expect(ago(5_000)).toBe('just now');
+    expect(ago(-3_000)).toBe('just now');
+    expect(ago(2 * 60_000)).toBe('2 min ago');
+    expect(ago(59 * 60_000)).toBe('59 min ago');
+    expect(ago(3 * 3_600_000)).toBe('3 h ago');
+    expect(relativeTime(new Date(2026, 10, 25, 9, 0).getTime(), now)).toBe('yesterday');
+    expect(relativeTime(new Date(2026, 10, 22, 9, 0).getTime(), now)).toBe('4 days ago');
+    expect(relativeTime(new Date(2026, 2, 12, 9, 0).getTime(), now)).toBe('12 Mar');
+    expect(relativeTime(new Date(2025, 2, 12, 9, 0).getTime(), now)).toBe('12 Mar 2025');
   });
 });

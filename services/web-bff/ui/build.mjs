@@ -1,5 +1,6 @@
-// Builds the web UI into ui/dist: app.js (src/main.ts bundled by esbuild), app.css, index.html.
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+// Builds the web UI into ui/dist: app.js (src/main.tsx, Preact with JSX, bundled by esbuild), app.css, index.html.
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
+import { gzipSync } from 'node:zlib';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
@@ -13,18 +14,21 @@ await copyFile(join(here, 'index.html'), join(dist, 'index.html'));
 await copyFile(join(here, 'src', 'app.css'), join(dist, 'app.css'));
 
 const options = {
-  entryPoints: [join(here, 'src', 'main.ts')],
+  entryPoints: [join(here, 'src', 'main.tsx')],
   outfile: join(dist, 'app.js'),
   bundle: true,
   format: 'esm',
   platform: 'browser',
   target: ['es2022'],
+  jsx: 'automatic',
+  jsxImportSource: 'preact',
   minify: true,
   sourcemap: true,
   legalComments: 'none',
   logLevel: 'warning',
 };
 
-const result = await esbuild.build({ ...options, metafile: true });
-const js = Object.entries(result.metafile.outputs).find(([k]) => k.endsWith('app.js'));
-console.log(`web UI built: ${dist} (app.js ${((js?.[1].bytes ?? 0) / 1024).toFixed(0)} KiB)`);
+await esbuild.build(options);
+const js = await readFile(join(dist, 'app.js'));
+const kib = (n) => `${(n / 1024).toFixed(0)} KiB`;
+console.log(`web UI built: ${dist} (app.js ${kib(js.length)}, ${kib(gzipSync(js).length)} gzipped)`);

@@ -1,0 +1,435 @@
+/**
+ * One conversation: header, mode line, live state line, context figure, the transcript, the
+ * upgrade dialog, the queue and the composer. Everything shown follows the watch stream
+ * (session.ts); the buttons only send requests and the stream reports their effect. Until the
+ * first snapshot it says it is loading; an unknown conversation gets one not-found page.
+ *
+ * Keys: Esc cancels the running turn (when no dialog or menu is open), `/` focuses the message box.
+ */
+import { isFinished, Mode, StateKind, ThinkingLevel, type Conversation, type ServerTool } from '@bedrock/contracts';
+import {
+  SERVER_TOOLS,
+  serverToolLabel,
+  serverToolName,
+  settingsSummary,
+  THINKING_CHOICES,
+  thinkingLabel,
+} from '@bedrock/agent-view/agent-content';
+import { modeLine, stateLine, usageView } from '@bedrock/agent-view/format';
+import { retrying } from '@bedrock/agent-view/retry';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { errorText, isUnauthenticated } from './api.ts';
+import { Composer } from './composer.tsx';
+import { Session, type SessionDeps } from './session.ts';
+import { conversationTitle } from './titles.ts';
+import { Transcript } from './transcript.tsx';
+
+export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
+  const session = useMemo(() => new Session(deps, id), [id]);
+  const [, setVersion] = useState(0);
+  const focusComposer = useRef<() => void>(() => {});
+  useEffect(() => {
+    session.changed = () => setVersion((v) => v + 1);
+    session.start();
+    return () => session.dispose();
+  }, [session]);
+
+  useEffect(() => {
+    const onKey = (ev: KeyboardEvent) => {
+      if (ev.defaultPrevented || ev.isComposing) return;
+      if (document.querySelector('dialog[open], .drawer-open')) return;
+      const target = ev.target as HTMLElement | null;
+      const typing = target?.closest('input, textarea, select, [contenteditable="true"]');
+      if (ev.key === 'Escape') {
+        // Esc first closes an open menu (the settings panel); then it cancels the turn.
+        const menu = document.querySelector<HTMLDetailsElement>('details.settings[open]');
+        if (menu) {
+          menu.open = false;
+          menu.querySelector('summary')?.focus();
+          ev.preventDefault();
+          return;
+        }
+        if (session.canCancel) {
+          ev.preventDefault();
+          session.cancel();
+        }
+        return;
+      }
+      if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
+        ev.preventDefault();
+        focusComposer.current();
+      }
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [session]);
+
+  const phase = session.phase;
+  if (phase.kind === 'not-found') return <NotFound id={id} />;
+  if (phase.kind === 'unavailable')
+    return (
+      <div class="page-message" role="alert">
+        <h1>Conversation unavailable</h1>
+        <p>{phase.message}</p>
+        <p>
+          <a href="/" data-link>
+            Back to the start page
+          </a>
+        </p>
+      </div>
+    );
+  if (phase.kind === 'loading' || !session.conversation)
+    return (
+      <div class="page-message" aria-busy="true">
+        <p class="loading">Loading the conversation…</p>
+      </div>
+    );
+  return <Live session={session} focusComposer={focusComposer} />;
+}
+
+function NotFound({ id }: { id: string }) {
+  useEffect(() => {
+    document.title = 'Not found · Bedrock';
+  }, []);
+  return (
+    <div class="page-message not-found" data-testid="not-found">
+      <h1>Conversation not found</h1>
+      <p>
+        There is no conversation <code>{id}</code> that you can open. It may have been typed wrong, or it belongs to someone else.
+      </p>
+      <p>
+        <a href="/" data-link>
+          Back to the start page
+        </a>
+      </p>
+    </div>
+  );
+}
+
+function Live({ session, focusComposer }: { session: Session; focusComposer: { current: () => void } }) {
+  const c = session.conversation!;
+  const kind = session.kind;
+  const now = performance.now();
+  const title = conversationTitle(c);
+  useEffect(() => {
+    document.title = `${title} · Bedrock`;
+  }, [title]);
+
+  const sandbox = c.sandboxAvailable;
+  const m = modeLine(session.mode, sandbox);
+  const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
+  const line = stateLine(session.state, session.retry, now);
+  const u = usageView(session.contextUsage);
+  const offerContinuation = u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR);
+  const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
+  const canChange = !isFinished(kind);
+  const awaiting = kind === StateKind.AWAITING_MODE_APPROVAL;
+
+  return (
+    <div class="conversation">
+      <header class="conv-header">
+        <div class="conv-heading">
+          <h1 class="conv-title">{title}</h1>
+          <p class="conv-meta">
+            <code title="Working directory">{c.cwd}</code> · <span title="Model">{c.model}</span>
+            {c.continuedFromId ? (
+              <>
+                {' · continued from '}
+                <a href={`/c/${c.continuedFromId}`} data-link>
+                  the earlier conversation
+                </a>
+              </>
+            ) : null}
+            {c.parentId ? (
+              <>
+                {' · sub-agent of '}
+                <a href={`/c/${c.parentId}`} data-link>
+                  its parent
+                </a>
+              </>
+            ) : null}
+          </p>
+        </div>
+        <div class="status-bar">
+          <div class="mode-line" data-testid="mode-line">
+            <span class={`mode-badge mode-${m.tone}`}>{m.label}</span>
+            <span class="mode-detail">{m.detail}</span>
+            {canDowngrade ? (
+              <button type="button" class="small" onClick={() => session.downgrade()}>
+                Switch to Restricted
+              </button>
+            ) : null}
+          </div>
+          <div class="settings-line" data-testid="settings">
+            {canChange ? (
+              <SettingsPanel key={`${c.thinking}|${c.serverTools.join(',')}`} session={session} conversation={c} />
+            ) : (
+              <span class="settings-summary">{settingsSummary(c.thinking, c.serverTools)}</span>
+            )}
+          </div>
+          <div
+            class="state-line"
+            role="status"
+            aria-live="polite"
+            data-testid="state-line"
+            data-tone={line.tone}
+            data-state={StateKind[kind] ?? String(kind)}
+          >
+            <span class="state-dot" aria-hidden="true" />
+            <span class="state-text" title={kind === StateKind.ERROR ? session.state?.errorMessage : line.text}>
+              {line.text}
+            </span>
+          </div>
+          <Usage view={u} offerContinuation={offerContinuation} onContinue={() => session.summariseAndContinue()} />
+        </div>
+      </header>
+      {session.connected ? null : (
+        <div class="connection" role="status">
+          Connection lost: reconnecting…
+        </div>
+      )}
+      <UpgradeDialog session={session} awaiting={awaiting} />
+      <Transcript model={session.transcript} version={session.transcript.version} />
+      {session.alert ? (
+        <div class="alert" role="alert">
+          <span>{session.alert}</span>
+          <button type="button" class="link" aria-label="Dismiss error" onClick={() => session.dismissError()}>
+            Dismiss
+          </button>
+        </div>
+      ) : null}
+      {exhausted ? (
+        <div class="exhausted">
+          <p>
+            The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary
+            above.
+          </p>
+          <button type="button" class="primary" onClick={() => void session.continueFrom()}>
+            Start a new conversation from this
+          </button>
+        </div>
+      ) : null}
+      {session.acceptsMessages ? (
+        <Composer
+          busy={kind !== StateKind.IDLE && kind !== StateKind.ERROR}
+          canCancel={session.canCancel}
+          hint={session.busyHint}
+          queue={session.queue}
+          submit={(text, images) => session.submit(text, images)}
+          cancel={() => session.cancel()}
+          cancelAndSend={() => session.cancel()}
+          unqueue={(id) => session.unqueue(id)}
+          problem={(message) => session.showError(message)}
+          focusRef={(focus) => (focusComposer.current = focus)}
+        />
+      ) : null}
+    </div>
+  );
+}
+
+function Usage({
+  view: u,
+  offerContinuation,
+  onContinue,
+}: {
+  view: ReturnType<typeof usageView>;
+  offerContinuation: boolean;
+  onContinue: () => void;
+}) {
+  const fill = useRef<HTMLDivElement>(null);
+  // Through CSSOM, which the page's Content-Security-Policy allows (a style attribute it blocks).
+  useLayoutEffect(() => {
+    if (fill.current) fill.current.style.width = `${(u.fraction * 100).toFixed(1)}%`;
+  }, [u.fraction]);
+  const pct = Math.round(u.fraction * 100);
+  return (
+    <div class={`usage${u.warning ? ' usage-warning' : ''}`} data-testid="context-usage">
+      <span class="usage-label">{u.warning ? `Context ${u.text}: nearly full` : `Context ${u.text}`}</span>
+      <div
+        class="usage-bar"
+        role="meter"
+        aria-label="Context window used"
+        aria-valuemin={0}
+        aria-valuemax={100}
+        aria-valuenow={pct}
+        aria-valuetext={u.text}
+        data-percent={pct}
+      >
+        <div class="usage-fill" ref={fill} />
+      </div>
+      {offerContinuation ? (
+        <button type="button" class="small warn" onClick={onContinue}>
+          Summarise and continue
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+/** The upgrade question: a modal dialog once per request; after Escape a banner reopens it. */
+function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: boolean }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const asked = useRef(false);
+  const [open, setOpen] = useState(false);
+  useEffect(() => {
+    const d = dialog.current;
+    if (!d) return;
+    if (awaiting && !asked.current && !d.open) {
+      asked.current = true;
+      d.showModal();
+      setOpen(true);
+    }
+    if (!awaiting) {
+      asked.current = false;
+      if (d.open) d.close();
+    }
+  });
+  const reason = session.upgradeReason || session.state?.upgradeReason || '';
+  const respond = (approve: boolean) => {
+    dialog.current?.close();
+    void session.respond(approve);
+  };
+  return (
+    <>
+      {awaiting && !open ? (
+        <div class="upgrade-banner">
+          <span>The agent is waiting for your answer to its request for Unrestricted mode.</span>
+          <button
+            type="button"
+            class="small primary"
+            onClick={() => {
+              dialog.current?.showModal();
+              setOpen(true);
+            }}
+          >
+            Review request
+          </button>
+        </div>
+      ) : null}
+      <dialog
+        class="upgrade-dialog"
+        aria-labelledby="upgrade-title"
+        aria-describedby="upgrade-desc"
+        ref={dialog}
+        onClose={() => setOpen(false)}
+      >
+        <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
+        <p id="upgrade-desc">The agent asks to leave the read-only sandbox so it can change files and use the network. Its reason:</p>
+        <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
+        <div class="dialog-buttons">
+          <button type="button" class="secondary" autofocus onClick={() => respond(false)}>
+            Deny
+          </button>
+          <button type="button" class="primary" onClick={() => respond(true)}>
+            Approve
+          </button>
+        </div>
+      </dialog>
+    </>
+  );
+}
+
+/**
+ * Thinking and web tools: the summary, and a panel that changes them. Only what was changed is
+ * sent (an unchanged tool list is left out, so a tool the deployment no longer allows does not
+ * block a change of thinking); the server's refusal is shown in the panel as it says it.
+ */
+function SettingsPanel({ session, conversation: c }: { session: Session; conversation: Conversation }) {
+  const panel = useRef<HTMLDetailsElement>(null);
+  const thinking = useRef<HTMLSelectElement>(null);
+  const boxes = useRef(new Map<ServerTool, HTMLInputElement>());
+  const [error, setError] = useState('');
+  const [saving, setSaving] = useState(false);
+  const summary = settingsSummary(c.thinking, c.serverTools);
+
+  const save = async () => {
+    const level = Number(thinking.current?.value) as ThinkingLevel;
+    const tools = SERVER_TOOLS.filter((t) => boxes.current.get(t)?.checked);
+    const toolsChanged = tools.length !== c.serverTools.length || tools.some((t) => !c.serverTools.includes(t));
+    const changedLevel = level === c.thinking ? ThinkingLevel.UNSPECIFIED : level;
+    if (changedLevel === ThinkingLevel.UNSPECIFIED && !toolsChanged) {
+      if (panel.current) panel.current.open = false;
+      return;
+    }
+    setError('');
+    setSaving(true);
+    try {
+      // Settings are set, not added to: sending the same change again is harmless.
+      const res = await retrying(
+        () =>
+          session.api.updateConversationSettings({
+            conversationId: c.id,
+            thinking: changedLevel,
+            ...(toolsChanged ? { serverTools: { tools } } : {}),
+          }),
+        { onRetry: ({ attempt, attempts, error }) => setError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`) },
+      );
+      if (panel.current) panel.current.open = false;
+      session.settingsChanged(res.conversation);
+    } catch (err) {
+      if (isUnauthenticated(err)) return session.authFailed(errorText(err));
+      setError(errorText(err));
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  return (
+    <details class="settings" ref={panel}>
+      <summary title="Change thinking and web tools">{summary}</summary>
+      <form
+        class="settings-form"
+        aria-label="Conversation settings"
+        onSubmit={(ev) => {
+          ev.preventDefault();
+          void save();
+        }}
+      >
+        <label for="conv-thinking">Thinking</label>
+        <select id="conv-thinking" name="thinking" ref={thinking}>
+          {/* "Default" only stands for an old conversation stored without a level; changing sets one. */}
+          {THINKING_CHOICES.filter((l) => l !== ThinkingLevel.UNSPECIFIED || c.thinking === ThinkingLevel.UNSPECIFIED).map((level) => (
+            <option key={level} value={String(level)} selected={level === c.thinking} disabled={level === ThinkingLevel.UNSPECIFIED}>
+              {thinkingLabel(level)}
+            </option>
+          ))}
+        </select>
+        <fieldset class="checks">
+          <legend>Web tools</legend>
+          {SERVER_TOOLS.map((tool) => (
+            <label class="check" for={`conv-${serverToolName(tool)}`} key={tool}>
+              <input
+                type="checkbox"
+                id={`conv-${serverToolName(tool)}`}
+                defaultChecked={c.serverTools.includes(tool)}
+                ref={(el) => {
+                  if (el) boxes.current.set(tool, el);
+                }}
+              />
+              {serverToolLabel(tool)}
+            </label>
+          ))}
+        </fieldset>
+        {error ? (
+          <p class="form-error" role="alert">
+            {error}
+          </p>
+        ) : null}
+        <div class="settings-buttons">
+          <button type="submit" class="small primary" disabled={saving}>
+            Save
+          </button>
+          <button
+            type="button"
+            class="small"
+            onClick={() => {
+              if (panel.current) panel.current.open = false;
+            }}
+          >
+            Close
+          </button>
+        </div>
+      </form>
+    </details>
+  );
+}

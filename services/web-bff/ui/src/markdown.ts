@@ -1,0 +1,178 @@
+/**
+ * The agent's Markdown, rendered safely: marked turns it into HTML, DOMPurify keeps only
+ * harmless elements and attributes (no script, no style, no event handlers, no frames, no
+ * images — the page's CSP would refuse remote ones anyway), then links open apart and only
+ * http(s) and mailto addresses stay links. Code blocks are highlighted by highlight.js (the
+ * core and a handful of common languages, to keep the bundle small) and get a copy button.
+ *
+ * Streaming: {@link stableSplit} cuts a growing text into blocks that can no longer change and
+ * the tail still being written, so a streamed answer re-renders only its last block.
+ */
+import DOMPurify from 'dompurify';
+import hljs from 'highlight.js/lib/core';
+import bash from 'highlight.js/lib/languages/bash';
+import diff from 'highlight.js/lib/languages/diff';
+import go from 'highlight.js/lib/languages/go';
+import javascript from 'highlight.js/lib/languages/javascript';
+import json from 'highlight.js/lib/languages/json';
+import python from 'highlight.js/lib/languages/python';
+import rust from 'highlight.js/lib/languages/rust';
+import shell from 'highlight.js/lib/languages/shell';
+import typescript from 'highlight.js/lib/languages/typescript';
+import xml from 'highlight.js/lib/languages/xml';
+import yaml from 'highlight.js/lib/languages/yaml';
+import { Marked, type Tokens } from 'marked';
+import { codeCopyButton } from './copy.tsx';
+
+// What a coding agent shows most (aliases come along: sh, zsh, js, ts, py, rs, html, yml, …); each adds 0.2–8 KiB.
+const LANGUAGES = { bash, diff, go, javascript, json, python, rust, shell, typescript, xml, yaml };
+for (const [name, language] of Object.entries(LANGUAGES)) hljs.registerLanguage(name, language);
+
+/** Code without a language is guessed only when short (guessing runs every grammar). */
+const AUTO_DETECT_MAX = 4000;
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Highlighted HTML of a code block (token spans with hljs-* classes) and the language used, if any. */
+export function highlight(code: string, lang: string): { html: string; language: string } {
+  const wanted = lang.trim().split(/\s+/)[0]?.toLowerCase() ?? '';
+  if (wanted && hljs.getLanguage(wanted)) {
+    return { html: hljs.highlight(code, { language: wanted, ignoreIllegals: true }).value, language: wanted };
+  }
+  if (!wanted && code.length <= AUTO_DETECT_MAX) {
+    const guess = hljs.highlightAuto(code);
+    if (guess.language && guess.relevance >= 5) return { html: guess.value, language: guess.language };
+  }
+  return { html: escapeHtml(code), language: wanted };
+}
+
+const marked = new Marked({
+  gfm: true,
+  // A single newline is a line break, as people (and models) mean it in chat.
+  breaks: true,
+  renderer: {
+    code({ text, lang }: Tokens.Code): string {
+      const { html, language } = highlight(text, lang ?? '');
+      const cls = language ? ` language-${escapeHtml(language)}` : '';
+      return `<pre><code class="hljs${cls}" data-lang="${escapeHtml(language)}">${html}</code></pre>\n`;
+    },
+  },
+});
+
+const ALLOWED_TAGS = [
+  'a',
+  'b',
+  'blockquote',
+  'br',
+  'code',
+  'del',
+  'em',
+  'h1',
+  'h2',
+  'h3',
+  'h4',
+  'h5',
+  'h6',
+  'hr',
+  'i',
+  'input',
+  'li',
+  'ol',
+  'p',
+  'pre',
+  's',
+  'span',
+  'strong',
+  'sub',
+  'sup',
+  'table',
+  'tbody',
+  'td',
+  'th',
+  'thead',
+  'tr',
+  'ul',
+];
+const ALLOWED_ATTR = ['href', 'title', 'class', 'align', 'start', 'type', 'checked', 'disabled', 'data-lang'];
+const SAFE_HREF = /^(https?:|mailto:|#)/i;
+
+/** The sanitised DOM of a Markdown text, with safe links and copyable code blocks. */
+export function markdownFragment(text: string): DocumentFragment {
+  const html = marked.parse(text, { async: false });
+  const fragment = DOMPurify.sanitize(html, { ALLOWED_TAGS, ALLOWED_ATTR, RETURN_DOM_FRAGMENT: true });
+  for (const a of fragment.querySelectorAll('a')) {
+    const href = a.getAttribute('href') ?? '';
+    if (!SAFE_HREF.test(href)) {
+      a.removeAttribute('href');
+      continue;
+    }
+    if (!href.startsWith('#')) {
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+    }
+  }
+  // Task-list boxes show the state; they are not controls.
+  for (const input of fragment.querySelectorAll('input')) {
+    if (input.type !== 'checkbox') input.remove();
+    else input.disabled = true;
+  }
+  for (const pre of fragment.querySelectorAll('pre')) {
+    const code = pre.querySelector('code');
+    const lang = code?.dataset.lang ?? '';
+    const block = document.createElement('div');
+    block.className = 'code-block';
+    const head = document.createElement('div');
+    head.className = 'code-head';
+    const label = document.createElement('span');
+    label.className = 'code-lang';
+    label.textContent = lang || 'code';
+    head.append(
+      label,
+      codeCopyButton(() => pre.textContent ?? '', lang ? `Copy ${lang} code` : 'Copy code'),
+    );
+    pre.replaceWith(block);
+    block.append(head, pre);
+  }
+  return fragment;
+}
+
+/** Which tokens of a lexed text are final: every one before the last that is not blank space. */
+interface Lexed {
+  readonly raw: string;
+  readonly type: string;
+}
+
+/**
+ * Splits a streamed text at block boundaries: `blocks` are complete (a later delta cannot
+ * change how they render), `tail` is the block still growing. `from` carries the blocks found
+ * in an earlier, shorter version of the same text, so each call lexes only the tail.
+ */
+export function stableSplit(
+  text: string,
+  from: { blocks: string[]; offset: number } = { blocks: [], offset: 0 },
+): {
+  blocks: string[];
+  offset: number;
+  tail: string;
+} {
+  let { blocks, offset } = from;
+  if (offset > text.length || !text.startsWith(blocks.join(''))) {
+    blocks = [];
+    offset = 0;
+  }
+  blocks = [...blocks];
+  const rest = text.slice(offset);
+  const tokens = marked.lexer(rest) as unknown as Lexed[];
+  let last = tokens.length - 1;
+  while (last >= 0 && tokens[last]!.type === 'space') last--;
+  let consumed = '';
+  for (let i = 0; i < last; i++) consumed += tokens[i]!.raw;
+  // The lexer normalises some input (e.g. carriage returns): then it is safer not to split.
+  if (consumed && rest.startsWith(consumed)) {
+    for (let i = 0; i < last; i++) blocks.push(tokens[i]!.raw);
+    offset += consumed.length;
+  }
+  return { blocks, offset, tail: text.slice(offset) };
+}

@@ -1,0 +1,361 @@
+/**
+ * One open conversation, as state the view draws (no DOM): what the watch stream says (the
+ * conversation, its state and mode, the context figure, the transcript), whether it exists at
+ * all, the user's actions (each retried with one request id) and the queue of messages typed
+ * while the agent works. Every change calls `changed`.
+ */
+import { Code, ConnectError } from '@connectrpc/connect';
+import {
+  isFinished,
+  Mode,
+  StateKind,
+  type ContextUsage,
+  type Conversation,
+  type ConversationEvent,
+  type ConversationState,
+  type Message,
+} from '@bedrock/contracts';
+import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type UsageFigures } from '@bedrock/agent-view/format';
+import { retrying } from '@bedrock/agent-view/retry';
+import { errorText, isUnauthenticated, type Api } from './api.ts';
+import type { Attachment, Outgoing } from './composer.tsx';
+import { TranscriptModel } from './transcript-model.ts';
+import { watch } from './watch.ts';
+
+export interface SessionDeps {
+  readonly api: Api;
+  /** The token was refused: back to the sign-in form with this message. */
+  authFailed(message: string): void;
+  /** Something the conversation list shows changed (state, a new conversation). */
+  listChanged(): void;
+  navigate(path: string): void;
+}
+
+/** Loading until the first snapshot; then live; or one clear page saying why not. */
+export type Phase = { kind: 'loading' } | { kind: 'live' } | { kind: 'not-found' } | { kind: 'unavailable'; message: string };
+
+let outgoingIds = 0;
+
+export class Session {
+  phase: Phase = { kind: 'loading' };
+  conversation: Conversation | undefined;
+  state: ConversationState | undefined;
+  mode = Mode.UNSPECIFIED;
+  private usage: ContextUsage | undefined;
+  /** The largest context figure seen: the service reports the last response's. */
+  private peakTokens = 0n;
+  retry: PendingRetry | undefined;
+  upgradeReason = '';
+  connected = true;
+  alert = '';
+  readonly transcript = new TranscriptModel();
+  queue: Outgoing[] = [];
+  /** A queued message is on its way; the next waits until the turn it started has begun. */
+  private flushing = false;
+  private awaitingBusy = false;
+  /** A queued send failed: wait for the next state change before trying again. */
+  private flushBlocked = false;
+  private lastListedKind: StateKind | undefined;
+  private stopWatch: (() => void) | undefined;
+  private ticker: number | undefined;
+  changed: () => void = () => {};
+
+  constructor(
+    private readonly deps: SessionDeps,
+    readonly id: string,
+  ) {}
+
+  start(): void {
+    this.stopWatch = watch(this.deps.api, this.id, {
+      event: (e) => this.onEvent(e),
+      connected: (ok) => {
+        this.connected = ok;
+        this.changed();
+      },
+      failed: (err) => {
+        if (isUnauthenticated(err)) return this.deps.authFailed(errorText(err));
+        const code = ConnectError.from(err).code;
+        // A malformed id is as unknown as a well-formed one that does not exist.
+        this.phase =
+          code === Code.NotFound || code === Code.InvalidArgument
+            ? { kind: 'not-found' }
+            : { kind: 'unavailable', message: errorText(err) };
+        this.changed();
+      },
+    });
+  }
+
+  dispose(): void {
+    this.stopWatch?.();
+    if (this.ticker !== undefined) window.clearInterval(this.ticker);
+    this.ticker = undefined;
+  }
+
+  get api(): Api {
+    return this.deps.api;
+  }
+
+  authFailed(message: string): void {
+    this.deps.authFailed(message);
+  }
+
+  get kind(): StateKind {
+    return this.state?.kind ?? StateKind.UNSPECIFIED;
+  }
+
+  /** The context figure to show: the peak, also after a continuation. */
+  get contextUsage(): UsageFigures | undefined {
+    return peakUsage(this.usage, [], this.peakTokens);
+  }
+
+  get canCancel(): boolean {
+    return isBusy(this.kind) && this.kind !== StateKind.CANCELLING;
+  }
+
+  /** Why a message would wait now, in words, or ''. */
+  get busyHint(): string {
+    const kind = this.kind;
+    if (kind === StateKind.AWAITING_MODE_APPROVAL)
+      return 'Waiting for your approval of Unrestricted mode. A message you send now waits until the turn ends.';
+    if (kind === StateKind.CANCELLING) return 'Cancelling… A message you send now goes out when it has stopped.';
+    if (isBusy(kind)) return 'The agent is working. A message you send now waits until it finishes; Esc cancels the turn.';
+    return '';
+  }
+
+  showError(message: string): void {
+    this.alert = message;
+    this.changed();
+  }
+
+  dismissError(): void {
+    this.alert = '';
+    this.changed();
+  }
+
+  /**
+   * Runs one user action: a fresh request id, and while the server cannot be reached the same
+   * request again with the same id, so it is applied once however many tries it takes.
+   */
+  async act(fn: (requestId: string) => Promise<unknown>): Promise<boolean> {
+    try {
+      await retrying(fn, {
+        onRetry: ({ attempt, attempts, error }) =>
+          this.showError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`),
+      });
+      if (this.alert) this.dismissError();
+      return true;
+    } catch (err) {
+      if (isUnauthenticated(err)) this.deps.authFailed(errorText(err));
+      else this.showError(errorText(err));
+      return false;
+    }
+  }
+
+  /** The composer's message: sent now when the agent rests, else queued (in order). */
+  async submit(text: string, images: Attachment[]): Promise<boolean> {
+    if (isBusy(this.kind) || this.queue.length > 0 || this.flushing) {
+      this.queue = [...this.queue, { id: ++outgoingIds, text, images }];
+      this.changed();
+      this.flush();
+      return true;
+    }
+    return this.send(text, images);
+  }
+
+  unqueue(id: number): void {
+    this.queue = this.queue.filter((q) => q.id !== id);
+    this.changed();
+  }
+
+  cancel(): void {
+    if (this.canCancel) void this.act((requestId) => this.deps.api.cancel({ conversationId: this.id, requestId }));
+  }
+
+  private send(text: string, images: Attachment[]): Promise<boolean> {
+    return this.act((requestId) => this.deps.api.sendMessage({ conversationId: this.id, text, images, requestId }));
+  }
+
+  /** Sends the first queued message when the turn has come to rest. */
+  private flush(): void {
+    const kind = this.kind;
+    if (this.flushing || this.flushBlocked || this.awaitingBusy || this.queue.length === 0) return;
+    if (kind !== StateKind.IDLE && kind !== StateKind.ERROR) return;
+    const next = this.queue[0]!;
+    this.flushing = true;
+    void this.send(next.text, next.images).then((ok) => {
+      this.flushing = false;
+      if (ok) {
+        this.queue = this.queue.filter((q) => q !== next);
+        this.awaitingBusy = true;
+      } else this.flushBlocked = true;
+      this.changed();
+      this.flush();
+    });
+  }
+
+  async respond(approve: boolean): Promise<void> {
+    await this.act((requestId) => this.deps.api.respondToModeUpgrade({ conversationId: this.id, approve, requestId }));
+  }
+
+  downgrade(): void {
+    void this.act((requestId) => this.deps.api.downgradeMode({ conversationId: this.id, requestId }));
+  }
+
+  summariseAndContinue(): void {
+    void this.act((requestId) => this.deps.api.triggerContinuation({ conversationId: this.id, requestId }));
+  }
+
+  async continueFrom(): Promise<void> {
+    const from = this.conversation;
+    if (!from) return;
+    await this.act(async (requestId) => {
+      const res = await this.deps.api.createConversation({ cwd: from.cwd, model: from.model, continueFromId: from.id, requestId });
+      this.deps.listChanged();
+      if (res.conversation) this.deps.navigate(`/c/${res.conversation.id}`);
+    });
+  }
+
+  /** The service's answer to a settings change. */
+  settingsChanged(changed: Conversation | undefined): void {
+    if (this.conversation && changed)
+      this.conversation = { ...this.conversation, thinking: changed.thinking, serverTools: changed.serverTools };
+    this.changed();
+  }
+
+  private sawUsage(u: ContextUsage | undefined): void {
+    if (!u) return;
+    this.usage = u;
+    if (u.usedTokens > this.peakTokens) this.peakTokens = u.usedTokens;
+  }
+
+  private sawMessages(messages: readonly Message[]): void {
+    const peak = peakUsage({ usedTokens: this.peakTokens, contextWindow: 0n, warning: false }, messages)?.usedTokens ?? 0n;
+    if (peak > this.peakTokens) this.peakTokens = peak;
+  }
+
+  private onEvent(e: ConversationEvent): void {
+    const now = performance.now();
+    const kindBefore = this.kind;
+    switch (e.kind.case) {
+      case 'snapshot': {
+        const c = e.kind.value.conversation;
+        this.conversation = c;
+        if (c) {
+          this.state = c.state;
+          this.mode = c.mode;
+          this.sawUsage(c.contextUsage);
+        }
+        this.sawMessages(e.kind.value.messages);
+        this.retry = retryFromState(this.state, now, this.retry);
+        this.transcript.reset(e.kind.value.messages);
+        this.phase = { kind: 'live' };
+        this.awaitingBusy = false;
+        break;
+      }
+      case 'stateChanged': {
+        const v = e.kind.value;
+        this.state = v.state;
+        if (v.mode !== Mode.UNSPECIFIED) this.mode = v.mode;
+        this.sawUsage(v.contextUsage);
+        this.retry = retryFromState(this.state, now, this.retry);
+        break;
+      }
+      case 'messagePersisted': {
+        const m = e.kind.value.message;
+        if (m) {
+          this.sawMessages([m]);
+          this.transcript.add(m);
+        }
+        break;
+      }
+      case 'tokenDelta':
+        this.transcript.tokenDelta(e.kind.value);
+        break;
+      case 'toolOutput':
+        this.transcript.toolOutput(e.kind.value.toolUseId, e.kind.value.text);
+        break;
+      case 'retryScheduled': {
+        const v = e.kind.value;
+        this.retry = {
+          attempt: v.attempt,
+          maxAttempts: v.maxAttempts,
+          at: now + Number(v.delayMs),
+          errorKind: v.errorKind,
+          errorMessage: v.errorMessage,
+        };
+        const failed = `Attempt ${v.attempt - 1} of ${v.maxAttempts} failed (${errorKindLabel(v.errorKind)})${v.errorMessage ? `: ${v.errorMessage}` : '.'}`;
+        this.transcript.notice(
+          `${failed}\nRetrying: attempt ${v.attempt} of ${v.maxAttempts} in ${Math.ceil(Number(v.delayMs) / 1000)}s.`,
+          'warn',
+          'retry',
+        );
+        break;
+      }
+      case 'modeUpgradeRequested':
+        this.upgradeReason = e.kind.value.reason;
+        break;
+      case 'modeChanged':
+        this.mode = e.kind.value.mode;
+        break;
+      case 'contextWarning': {
+        this.sawUsage(e.kind.value.contextUsage);
+        const pct = Math.round(usageView(this.contextUsage).fraction * 100);
+        this.transcript.notice(
+          `The context window is ${pct}% full. You can summarise this conversation and continue in a new one.`,
+          'warn',
+          'context',
+        );
+        break;
+      }
+      case 'contextExhausted':
+        if (this.state) this.state = { ...this.state, kind: StateKind.CONTEXT_EXHAUSTED, summary: e.kind.value.summary };
+        break;
+      case 'subAgentProgress':
+        this.transcript.subAgentProgress(e.kind.value);
+        break;
+      default:
+        return;
+    }
+    const kind = this.kind;
+    if (kind !== kindBefore) this.flushBlocked = false;
+    if (isBusy(kind)) this.awaitingBusy = false;
+    if (kind !== StateKind.AWAITING_MODE_APPROVAL) this.upgradeReason = '';
+    this.transcript.onState(kind, this.state?.currentToolUseId ?? '');
+    this.tick();
+    if (kind !== this.lastListedKind) {
+      this.lastListedKind = kind;
+      this.deps.listChanged();
+    }
+    this.changed();
+    this.flush();
+  }
+
+  /** Keeps the retry countdown moving while a retry waits. */
+  private tick(): void {
+    if (this.retry && this.ticker === undefined) this.ticker = window.setInterval(() => this.changed(), 250);
+    if (!this.retry && this.ticker !== undefined) {
+      window.clearInterval(this.ticker);
+      this.ticker = undefined;
+    }
+  }
+
+  /** Whether the conversation takes messages at all (not finished, not a sub-agent's). */
+  get acceptsMessages(): boolean {
+    const kind = this.kind;
+    return Boolean(this.conversation?.userInitiated) && kind !== StateKind.CONTEXT_EXHAUSTED && !isFinished(kind);
+  }
+}
+
+/** A retry pending according to the state (kept as is when already known, so the countdown does not jump). */
+function retryFromState(state: ConversationState | undefined, now: number, known: PendingRetry | undefined): PendingRetry | undefined {
+  if (!state || state.retryDelayMs === 0n) return undefined;
+  if (state.kind !== StateKind.LLM_REQUESTING && state.kind !== StateKind.AWAITING_CONTINUATION) return undefined;
+  if (known && known.attempt === state.attempt) return known;
+  return {
+    attempt: state.attempt,
+    maxAttempts: state.maxAttempts,
+    at: now + Number(state.retryDelayMs),
+    errorKind: state.errorKind,
+    errorMessage: state.errorMessage,
+  };
+}

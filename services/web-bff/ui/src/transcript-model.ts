@@ -1,0 +1,512 @@
+/**
+ * What the transcript shows, as data (no DOM; transcript.tsx draws it): persisted messages in
+ * order, each tool call as a card that later receives its live output and its result, plus the
+ * ephemeral parts (streamed text, tool output, retry and sub-agent notices) that the persisted
+ * messages replace.
+ *
+ * An agent answer keeps its thinking apart from the answer text, the provider's own tools (web
+ * searches and fetches, with their results), numbered sources after text that cites them, and
+ * how it ended when that matters: cut by the output limit, or declined by the model (together
+ * with the error message that follows a refusal, said once). A response the provider paused
+ * and the one that continues it are one answer.
+ *
+ * Every item and card carries `rev`, bumped when it changes: the view re-renders an item only
+ * when its rev moved, so a delta re-renders the streaming answer and nothing else.
+ */
+import {
+  MessageType,
+  StateKind,
+  StopReason,
+  TokenDeltaKind,
+  type ContentBlock,
+  type Message,
+  type SubAgentProgress,
+  type TextBlock,
+  type TokenDelta,
+  type ToolResultBlock,
+  type ToolUseBlock,
+} from '@bedrock/contracts';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
+import {
+  citationSources,
+  isRefusalError,
+  refusalWithError,
+  safeUrl,
+  serverToolLine,
+  serverToolView,
+  SourceNumbers,
+  stopMarker,
+  THINKING_NOT_SHOWN,
+  THINKING_REDACTED,
+  thoughtSummary,
+  usageExtras,
+  type Source,
+} from '@bedrock/agent-view/agent-content';
+import { formatTokens, patchDisplay, toolInputText, toolSummary } from '@bedrock/agent-view/format';
+
+export type ToolStatus = 'waiting' | 'running' | 'ok' | 'error' | 'cancelled';
+
+export interface ToolCard {
+  readonly id: string;
+  readonly name: string;
+  readonly summary: string;
+  /** The input, when it says more than the summary. */
+  readonly input: string | undefined;
+  status: ToolStatus;
+  /** Output streamed while it runs (dropped when the result arrives). */
+  live: string;
+  result?: { readonly patch?: { diff: string; path: string; created: boolean }; readonly output?: string; readonly isError: boolean };
+  rev: number;
+}
+
+export type ServerResult =
+  | { readonly kind: 'search-results'; readonly line: string; readonly results: readonly Source[] }
+  | { readonly kind: 'fetch-result'; readonly source: Source }
+  | { readonly kind: 'error'; readonly line: string };
+
+export interface ServerToolCard {
+  readonly kind: 'search' | 'fetch' | 'other' | 'result';
+  /** The head line; a fetch shows its address as a link instead. */
+  readonly line: string;
+  readonly fetched?: Source;
+  readonly results: ServerResult[];
+  rev: number;
+}
+
+/** A response streaming in: its thinking and its answer text, by block index. */
+export interface Live {
+  readonly requestId: string;
+  readonly thinking: Map<number, string>;
+  readonly text: Map<number, string>;
+  rev: number;
+}
+
+export type CitedPiece = string | { readonly n: number; readonly source: Source };
+
+export type Part =
+  | { readonly kind: 'text'; readonly key: string; readonly text: string }
+  | { readonly kind: 'cited'; readonly key: string; readonly pieces: readonly CitedPiece[] }
+  | { readonly kind: 'thinking'; readonly key: string; readonly summary: string; readonly text: string }
+  | { readonly kind: 'thinking-note'; readonly key: string; readonly text: string }
+  | { readonly kind: 'tool'; readonly key: string; readonly card: ToolCard }
+  | { readonly kind: 'server-tool'; readonly key: string; readonly card: ServerToolCard }
+  | { readonly kind: 'live'; readonly key: string; readonly live: Live };
+
+export interface Marker {
+  readonly text: string;
+  readonly stop: 'max-tokens' | 'refusal' | '';
+  readonly role?: 'note' | 'alert';
+  /** The refusal's marker also says the error message that followed it. */
+  readonly error: boolean;
+}
+
+export interface AgentItem {
+  readonly kind: 'agent';
+  readonly key: string;
+  parts: Part[];
+  readonly sources: SourceNumbers;
+  stop: StopReason;
+  explanation: string;
+  marker?: Marker;
+  usageText: string;
+  readonly usage: { thinkingTokens: bigint; webSearchRequests: bigint; webFetchRequests: bigint };
+  at?: number;
+  rev: number;
+}
+
+export type Item =
+  | { readonly kind: 'user'; readonly key: string; readonly blocks: readonly ContentBlock[]; readonly at?: number; rev: number }
+  | AgentItem
+  | { readonly kind: 'streaming'; readonly key: string; readonly live: Live; rev: number }
+  | {
+      readonly kind: 'notice';
+      readonly key: string;
+      readonly tone: 'info' | 'warn' | 'error';
+      /** What it is: a system or error message, a retry, a context warning. */
+      readonly type: 'system' | 'error' | 'retry' | 'context' | 'other';
+      readonly text: string;
+      readonly at?: number;
+      rev: number;
+    }
+  | { readonly kind: 'continuation'; readonly key: string; readonly text: string; readonly at?: number; rev: number }
+  | { readonly kind: 'subagent'; readonly key: string; progress: SubAgentProgress; rev: number };
+
+let keys = 0;
+const nextKey = (prefix: string) => `${prefix}-${++keys}`;
+
+export class TranscriptModel {
+  items: Item[] = [];
+  /** Bumped on every change (the view's cue to render). */
+  version = 0;
+  private readonly seen = new Set<string>();
+  private readonly tools = new Map<string, { card: ToolCard; owner: AgentItem }>();
+  private readonly live = new Map<string, { live: Live; owner: Item }>();
+  /** Web search and fetch calls by id, which their results (possibly in a later message) join. */
+  private readonly serverTools = new Map<string, { card: ServerToolCard; owner: AgentItem }>();
+  private lastAgent: AgentItem | undefined;
+  private readonly subAgents = new Map<string, Item & { kind: 'subagent' }>();
+  private runningToolId = '';
+
+  /** Starts over from a snapshot. */
+  reset(messages: readonly Message[]): void {
+    this.items = [];
+    this.seen.clear();
+    this.tools.clear();
+    this.live.clear();
+    this.serverTools.clear();
+    this.lastAgent = undefined;
+    this.subAgents.clear();
+    for (const m of messages) this.add(m);
+    this.changed();
+  }
+
+  /** Adds a persisted message (a message seen before is ignored). */
+  add(message: Message): void {
+    if (this.seen.has(message.id)) return;
+    this.seen.add(message.id);
+    const at = message.createdAt ? timestampMs(message.createdAt) : undefined;
+    switch (message.type) {
+      case MessageType.AGENT:
+        this.clearStreamedText();
+        this.addAgent(message, at);
+        break;
+      case MessageType.TOOL:
+        for (const block of message.content) if (block.block.case === 'toolResult') this.attachResult(block.block.value);
+        break;
+      case MessageType.USER:
+        this.push({ kind: 'user', key: message.id, blocks: message.content, at, rev: 0 });
+        break;
+      case MessageType.SYSTEM:
+        this.push({ kind: 'notice', key: message.id, tone: 'info', type: 'system', text: textOf(message), at, rev: 0 });
+        break;
+      case MessageType.ERROR:
+        // The error message that follows a refusal is said in the refusal's marker, once.
+        if (this.joinRefusal(textOf(message))) break;
+        this.push({ kind: 'notice', key: message.id, tone: 'error', type: 'error', text: textOf(message), at, rev: 0 });
+        break;
+      case MessageType.CONTINUATION:
+        this.push({ kind: 'continuation', key: message.id, text: textOf(message), at, rev: 0 });
+        break;
+      default:
+        this.push({ kind: 'notice', key: message.id, tone: 'info', type: 'other', text: textOf(message), at, rev: 0 });
+    }
+    this.changed();
+  }
+
+  tokenDelta(delta: TokenDelta): void {
+    let entry = this.live.get(delta.requestId);
+    if (!entry) {
+      const live: Live = { requestId: delta.requestId, thinking: new Map(), text: new Map(), rev: 0 };
+      // The continuation of a paused answer streams into that answer.
+      const paused = this.pausedAnswer();
+      if (paused) {
+        paused.parts = [...paused.parts, { kind: 'live', key: nextKey('live'), live }];
+        entry = { live, owner: paused };
+      } else {
+        const item: Item = { kind: 'streaming', key: nextKey('streaming'), live, rev: 0 };
+        this.push(item);
+        entry = { live, owner: item };
+      }
+      this.live.set(delta.requestId, entry);
+    }
+    const blocks = delta.kind === TokenDeltaKind.THINKING ? entry.live.thinking : entry.live.text;
+    blocks.set(delta.blockIndex, (blocks.get(delta.blockIndex) ?? '') + delta.text);
+    entry.live.rev++;
+    entry.owner.rev++;
+    this.changed();
+  }
+
+  toolOutput(toolUseId: string, text: string): void {
+    const found = this.tools.get(toolUseId);
+    if (!found || found.card.result) return;
+    found.card.live += text;
+    this.touchCard(found.card, found.owner);
+  }
+
+  /** The state decides which tool card says "running" and drops text that will never be persisted. */
+  onState(kind: StateKind, currentToolUseId: string): void {
+    this.runningToolId = kind === StateKind.TOOL_EXECUTING ? currentToolUseId : '';
+    for (const [id, { card, owner }] of this.tools) {
+      if (card.result) continue;
+      const status: ToolStatus = id === this.runningToolId ? 'running' : 'waiting';
+      if (card.status !== status) {
+        card.status = status;
+        this.touchCard(card, owner);
+      }
+    }
+    if (kind !== StateKind.LLM_REQUESTING && kind !== StateKind.AWAITING_LLM && kind !== StateKind.AWAITING_CONTINUATION)
+      if (this.clearStreamedText()) this.changed();
+  }
+
+  notice(text: string, tone: 'info' | 'warn' | 'error', type: 'retry' | 'context' | 'other', at = Date.now()): void {
+    this.push({ kind: 'notice', key: nextKey('notice'), tone, type, text, at, rev: 0 });
+    this.changed();
+  }
+
+  subAgentProgress(p: SubAgentProgress): void {
+    const existing = this.subAgents.get(p.subAgentId);
+    if (existing) {
+      existing.progress = p;
+      existing.rev++;
+    } else {
+      const item = { kind: 'subagent' as const, key: nextKey('subagent'), progress: p, rev: 0 };
+      this.subAgents.set(p.subAgentId, item);
+      this.push(item);
+    }
+    this.changed();
+  }
+
+  private changed(): void {
+    this.version++;
+  }
+
+  private touchCard(card: ToolCard, owner: AgentItem): void {
+    card.rev++;
+    owner.rev++;
+    this.changed();
+  }
+
+  private push(item: Item): void {
+    this.items = [...this.items, item];
+  }
+
+  private lastItem(): Item | undefined {
+    return this.items[this.items.length - 1];
+  }
+
+  /** The last answer on screen when the provider paused it and nothing came after it. */
+  private pausedAnswer(): AgentItem | undefined {
+    const last = this.lastAgent;
+    return last && last.stop === StopReason.PAUSE_TURN && this.lastItem() === last ? last : undefined;
+  }
+
+  private addAgent(m: Message, at: number | undefined): void {
+    const paused = this.pausedAnswer();
+    const answer: AgentItem = paused ?? {
+      kind: 'agent',
+      key: m.id,
+      parts: [],
+      sources: new SourceNumbers(),
+      stop: StopReason.UNSPECIFIED,
+      explanation: '',
+      usageText: '',
+      usage: { thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n },
+      at,
+      rev: 0,
+    };
+    const parts = this.agentParts(m, answer);
+    answer.parts = [...answer.parts.filter((p) => p.kind !== 'live'), ...parts];
+    answer.stop = m.stopReason;
+    answer.explanation = m.stopExplanation;
+    const u = m.usage;
+    if (u) {
+      answer.usage.thinkingTokens += u.thinkingTokens;
+      answer.usage.webSearchRequests += u.webSearchRequests;
+      answer.usage.webFetchRequests += u.webFetchRequests;
+    }
+    // The paused state is not news (the continuation follows in the same answer).
+    const text = m.stopReason === StopReason.PAUSE_TURN ? undefined : stopMarker(m.stopReason, m.stopExplanation);
+    answer.marker = text
+      ? {
+          text,
+          stop: m.stopReason === StopReason.MAX_TOKENS ? 'max-tokens' : m.stopReason === StopReason.REFUSAL ? 'refusal' : '',
+          role: m.stopReason === StopReason.REFUSAL ? 'note' : undefined,
+          error: false,
+        }
+      : undefined;
+    answer.usageText = usageExtras(answer.usage, formatTokens);
+    answer.rev++;
+    if (paused) return;
+    // An answer with nothing to show (an empty response that ended normally) takes no room.
+    if (parts.length === 0 && !text && !answer.usageText) return;
+    this.lastAgent = answer;
+    this.push(answer);
+  }
+
+  /** The error message that follows a refused answer becomes that answer's marker text; false if `text` is not that. */
+  private joinRefusal(text: string): boolean {
+    const last = this.lastAgent;
+    if (!last || last.stop !== StopReason.REFUSAL || this.lastItem() !== last || !isRefusalError(text)) return false;
+    last.marker = { text: refusalWithError(last.explanation, text), stop: 'refusal', role: 'alert', error: true };
+    last.rev++;
+    return true;
+  }
+
+  /** The blocks of an agent message as parts, in order. */
+  private agentParts(m: Message, answer: AgentItem): Part[] {
+    const parts: Part[] = [];
+    let run: TextBlock[] = [];
+    const flush = () => {
+      if (run.length) parts.push(...this.textRun(run, answer));
+      run = [];
+    };
+    for (const b of m.content) {
+      if (b.block.case === 'text') {
+        run.push(b.block.value);
+        continue;
+      }
+      flush();
+      switch (b.block.case) {
+        case 'thinking': {
+          const t = b.block.value.thinking;
+          parts.push(
+            t.trim()
+              ? { kind: 'thinking', key: nextKey('thinking'), summary: thoughtSummary(t), text: t }
+              : { kind: 'thinking-note', key: nextKey('note'), text: THINKING_NOT_SHOWN },
+          );
+          break;
+        }
+        case 'redactedThinking':
+          parts.push({ kind: 'thinking-note', key: nextKey('note'), text: THINKING_REDACTED });
+          break;
+        case 'toolUse':
+          parts.push({ kind: 'tool', key: b.block.value.id || nextKey('tool'), card: this.toolCard(b.block.value, answer) });
+          break;
+        case 'serverTool': {
+          const card = this.serverToolPart(b.block.value.blockType, b.block.value.blockJson, answer);
+          if (card) parts.push({ kind: 'server-tool', key: nextKey('server'), card });
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    flush();
+    return parts;
+  }
+
+  /**
+   * Consecutive text blocks. Without citations each is Markdown; with them (a web answer, split
+   * by the provider where its sources change) they read as one text, each cited piece followed
+   * by its source numbers, listed under the answer.
+   */
+  private textRun(blocks: readonly TextBlock[], answer: AgentItem): Part[] {
+    const cited = blocks.map((b) => citationSources(b.citationsJson));
+    if (cited.every((c) => c.length === 0)) {
+      return blocks.filter((b) => b.text.trim()).map((b) => ({ kind: 'text' as const, key: nextKey('text'), text: b.text }));
+    }
+    const pieces: CitedPiece[] = [];
+    blocks.forEach((b, i) => {
+      pieces.push(b.text);
+      const numbers = [...new Set(cited[i]!.map((source) => answer.sources.number(source)))];
+      for (const n of numbers) pieces.push({ n, source: answer.sources.sources[n - 1]! });
+    });
+    return [{ kind: 'cited', key: nextKey('cited'), pieces }];
+  }
+
+  /** A web search or fetch (a card its result joins later), or a result joining its call's card. */
+  private serverToolPart(blockType: string, blockJson: string, answer: AgentItem): ServerToolCard | undefined {
+    const view = serverToolView(blockType, blockJson);
+    const line = serverToolLine(view);
+    switch (view.kind) {
+      case 'search':
+      case 'fetch': {
+        const card: ServerToolCard = {
+          kind: view.kind,
+          line,
+          fetched: view.kind === 'fetch' && view.url ? { title: view.url, url: safeUrl(view.url) } : undefined,
+          results: [],
+          rev: 0,
+        };
+        if (view.id) this.serverTools.set(view.id, { card, owner: answer });
+        return card;
+      }
+      case 'search-results':
+      case 'fetch-result':
+      case 'error': {
+        const result: ServerResult =
+          view.kind === 'search-results'
+            ? { kind: 'search-results', line, results: view.results }
+            : view.kind === 'fetch-result'
+              ? { kind: 'fetch-result', source: view.source }
+              : { kind: 'error', line };
+        const call = this.serverTools.get(view.toolUseId);
+        if (call) {
+          call.card.results.push(result);
+          call.card.rev++;
+          call.owner.rev++;
+          return undefined;
+        }
+        return { kind: 'result', line: '', results: [result], rev: 0 };
+      }
+      case 'other':
+        return { kind: 'other', line, results: [], rev: 0 };
+    }
+  }
+
+  /** Removes streamed text that a persisted message replaces (or that will never be persisted); true if there was any. */
+  private clearStreamedText(): boolean {
+    if (this.live.size === 0) return false;
+    for (const { live, owner } of this.live.values()) {
+      if (owner.kind === 'streaming') this.items = this.items.filter((i) => i !== owner);
+      else if (owner.kind === 'agent') {
+        owner.parts = owner.parts.filter((p) => p.kind !== 'live' || p.live !== live);
+        owner.rev++;
+      }
+    }
+    this.live.clear();
+    return true;
+  }
+
+  private toolCard(use: ToolUseBlock, owner: AgentItem): ToolCard {
+    const input = toolInputText(use.name, use.inputJson);
+    const card: ToolCard = {
+      id: use.id,
+      name: use.name,
+      summary: toolSummary(use.name, use.inputJson),
+      input: use.name !== 'bash' || input.includes('\n') ? input : undefined,
+      status: use.id && use.id === this.runningToolId ? 'running' : 'waiting',
+      live: '',
+      rev: 0,
+    };
+    this.tools.set(use.id, { card, owner });
+    return card;
+  }
+
+  private attachResult(r: ToolResultBlock): void {
+    let found = this.tools.get(r.toolUseId);
+    if (!found) {
+      // A result whose call is not shown (e.g. a snapshot cut): show it on its own.
+      const answer: AgentItem = {
+        kind: 'agent',
+        key: nextKey('orphan'),
+        parts: [],
+        sources: new SourceNumbers(),
+        stop: StopReason.UNSPECIFIED,
+        explanation: '',
+        usageText: '',
+        usage: { thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n },
+        rev: 0,
+      };
+      const card = this.toolCard({ id: r.toolUseId, name: 'tool result', inputJson: '' } as ToolUseBlock, answer);
+      answer.parts = [{ kind: 'tool', key: r.toolUseId, card }];
+      this.push(answer);
+      found = { card, owner: answer };
+    }
+    const { card, owner } = found;
+    card.live = '';
+    card.status = r.cancelled ? 'cancelled' : r.isError ? 'error' : 'ok';
+    const patch = patchDisplay(r.displayJson);
+    card.result = {
+      patch,
+      output: !patch || r.isError ? r.content || '(no output)' : undefined,
+      isError: r.isError,
+    };
+    this.touchCard(card, owner);
+  }
+}
+
+/** Streamed blocks in order: adjacent ones are one text (the provider splits cited text), others a paragraph apart. */
+export function joinBlocks(blocks: Map<number, string>): string {
+  let out = '';
+  let prev: number | undefined;
+  for (const [i, t] of [...blocks.entries()].sort(([a], [b]) => a - b)) {
+    out += prev === undefined ? t : i === prev + 1 ? t : `\n\n${t}`;
+    prev = i;
+  }
+  return out;
+}
+
+export function textOf(m: Message): string {
+  return m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join('\n\n');
+}

@@ -1,0 +1,398 @@
+/**
+ * The transcript on screen (its content is transcript-model.ts). Each item re-renders only
+ * when its rev changed, so a token delta touches the streaming answer alone; the list keeps
+ * the reader's place unless they were at the bottom, where it follows new content.
+ */
+import type { ContentBlock } from '@bedrock/contracts';
+import { StateKind } from '@bedrock/contracts';
+import type { Source } from '@bedrock/agent-view/agent-content';
+import { diffLines } from '@bedrock/agent-view/format';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { CopyButton } from './copy.tsx';
+import { Markdown, StreamingMarkdown } from './markdown-view.tsx';
+import { memo } from './memo.ts';
+import { RelativeTime } from './time.tsx';
+import {
+  joinBlocks,
+  type AgentItem,
+  type Item,
+  type Live,
+  type Part,
+  type ServerToolCard,
+  type ToolCard,
+  type TranscriptModel,
+} from './transcript-model.ts';
+
+/** Results longer than this many lines start folded. */
+const FOLD_LINES = 24;
+/** Within this many pixels of the bottom the view follows new content. */
+const FOLLOW_SLACK = 120;
+
+export function Transcript({ model, version }: { model: TranscriptModel; version: number }) {
+  const ref = useRef<HTMLElement>(null);
+  const follow = useRef(true);
+  const [behind, setBehind] = useState(false);
+  // Read before the DOM changes: was the reader at the bottom?
+  const el = ref.current;
+  if (el) follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < FOLLOW_SLACK;
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    if (follow.current) el.scrollTop = el.scrollHeight;
+    else setBehind(true);
+  }, [version]);
+  const onScroll = () => {
+    const el = ref.current;
+    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < FOLLOW_SLACK) setBehind(false);
+  };
+  const items = model.items;
+  return (
+    <div class="transcript-wrap">
+      <section class="transcript" role="log" aria-label="Messages" aria-live="polite" tabIndex={0} ref={ref} onScroll={onScroll}>
+        {items.length === 0 ? <p class="transcript-empty">No messages yet. Ask the agent something below.</p> : null}
+        <ol class="transcript-list">
+          {items.map((item) => (
+            <ItemView key={item.key} item={item} rev={item.rev} />
+          ))}
+        </ol>
+      </section>
+      {behind ? (
+        <button
+          type="button"
+          class="jump small"
+          onClick={() => {
+            const el = ref.current;
+            if (el) el.scrollTop = el.scrollHeight;
+            setBehind(false);
+          }}
+        >
+          ↓ Latest
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+const ItemView = memo(
+  function ItemView({ item }: { item: Item; rev: number }) {
+    switch (item.kind) {
+      case 'user':
+        return (
+          <li class="msg msg-user">
+            <div class="msg-who">
+              <span>You</span>
+              <RelativeTime at={item.at} />
+            </div>
+            <div class="msg-body">
+              {item.blocks.map((b, i) => (
+                <UserBlock key={i} block={b} />
+              ))}
+            </div>
+          </li>
+        );
+      case 'agent':
+        return <Answer answer={item} />;
+      case 'streaming':
+        return (
+          <li class="msg msg-agent msg-streaming" aria-busy="true">
+            <div class="msg-who">
+              <span>Agent</span>
+              <span class="typing" aria-hidden="true" />
+            </div>
+            <LiveParts live={item.live} />
+          </li>
+        );
+      case 'notice':
+        return (
+          <li
+            class={`notice notice-${item.tone}`}
+            data-type={item.type === 'system' || item.type === 'error' ? item.type : undefined}
+            data-kind={item.type}
+            role={item.type === 'error' ? 'alert' : undefined}
+          >
+            {item.text}
+          </li>
+        );
+      case 'continuation':
+        return (
+          <li class="continuation" data-type="continuation">
+            <h3>Continuation summary</h3>
+            <div class="msg-body">
+              <Markdown text={item.text} />
+            </div>
+          </li>
+        );
+      case 'subagent': {
+        const p = item.progress;
+        const finished = p.state === StateKind.COMPLETED || p.state === StateKind.FAILED;
+        const status = finished ? (p.success ? 'done' : 'failed') : 'working';
+        return (
+          <li class="notice notice-info subagent" data-kind="subagent">
+            <span class={`badge badge-${status === 'done' ? 'ok' : status === 'failed' ? 'error' : 'running'}`}>{status}</span>{' '}
+            <strong>
+              Sub-agent {p.finishedCount} of {p.totalCount} finished
+            </strong>
+            <div class="subagent-task">{p.task}</div>
+            {p.result ? (
+              <div class="output-wrap">
+                <pre class="tool-output">{p.result}</pre>
+                <CopyButton text={() => p.result} label="Copy the sub-agent's result" />
+              </div>
+            ) : null}
+            {/* Hook: a sub-agent's own transcript (its conversation is watchable like any other). */}
+            <a class="subagent-open" href={`/c/${encodeURIComponent(p.subAgentId)}`} data-link>
+              Open its transcript
+            </a>
+          </li>
+        );
+      }
+    }
+  },
+  (a, b) => a.item === b.item && a.rev === b.rev,
+);
+
+function UserBlock({ block }: { block: ContentBlock }) {
+  const image = block.block.case === 'image' ? block.block.value : undefined;
+  const url = useMemo(() => (image ? URL.createObjectURL(new Blob([image.data.slice()], { type: image.mediaType })) : ''), [image]);
+  useEffect(() => () => (url ? URL.revokeObjectURL(url) : undefined), [url]);
+  if (block.block.case === 'text') return <p class="text">{block.block.value.text}</p>;
+  if (image)
+    return (
+      <a href={url} target="_blank" rel="noopener" class="thumb-link">
+        <img class="thumb" src={url} alt="Attached image" />
+      </a>
+    );
+  return null;
+}
+
+function Answer({ answer }: { answer: AgentItem }) {
+  const sources = answer.sources.sources;
+  return (
+    <li class="msg msg-agent" data-stop={answer.marker?.stop || undefined}>
+      <div class="msg-who">
+        <span>Agent</span>
+        <RelativeTime at={answer.at} />
+      </div>
+      {answer.parts.map((p) => (
+        <PartView key={p.key} part={p} rev={partRev(p)} />
+      ))}
+      {sources.length ? (
+        <ol class="sources" aria-label="Sources">
+          {sources.map((s, i) => (
+            <li key={i}>
+              <SourceLink source={s} />
+            </li>
+          ))}
+        </ol>
+      ) : null}
+      {answer.marker ? (
+        <p
+          class="stop-marker"
+          data-stop={answer.marker.stop}
+          data-type={answer.marker.error ? 'error' : undefined}
+          role={answer.marker.role}
+        >
+          {answer.marker.text}
+        </p>
+      ) : null}
+      {answer.usageText ? <p class="msg-usage">{answer.usageText}</p> : null}
+    </li>
+  );
+}
+
+function partRev(p: Part): number {
+  return p.kind === 'tool' || p.kind === 'server-tool' ? p.card.rev : p.kind === 'live' ? p.live.rev : 0;
+}
+
+const PartView = memo(
+  function PartView({ part }: { part: Part; rev: number }) {
+    switch (part.kind) {
+      case 'text':
+        return (
+          <div class="msg-body">
+            <Markdown text={part.text} />
+          </div>
+        );
+      case 'cited':
+        return (
+          <div class="msg-body">
+            <p class="text">
+              {part.pieces.map((piece, i) =>
+                typeof piece === 'string' ? (
+                  piece
+                ) : (
+                  <sup class="cite" key={i}>
+                    {piece.source.url ? (
+                      <a href={piece.source.url} target="_blank" rel="noopener noreferrer" title={piece.source.title}>
+                        [{piece.n}]
+                      </a>
+                    ) : (
+                      `[${piece.n}]`
+                    )}
+                  </sup>
+                ),
+              )}
+            </p>
+          </div>
+        );
+      case 'thinking':
+        return (
+          <details class="thinking">
+            <summary>{part.summary}</summary>
+            <div class="thinking-text">{part.text}</div>
+          </details>
+        );
+      case 'thinking-note':
+        return <p class="thinking-note">{part.text}</p>;
+      case 'tool':
+        return <ToolCardView card={part.card} />;
+      case 'server-tool':
+        return <ServerTool card={part.card} />;
+      case 'live':
+        return (
+          <div class="msg-streaming-part" aria-busy="true">
+            <LiveParts live={part.live} />
+          </div>
+        );
+    }
+  },
+  (a, b) => a.part === b.part && a.rev === b.rev,
+);
+
+/** A response streaming in: its thinking collapsed (left open or closed as the user chose), then the text. */
+function LiveParts({ live }: { live: Live }) {
+  const thinking = joinBlocks(live.thinking);
+  const text = joinBlocks(live.text);
+  return (
+    <>
+      {live.thinking.size ? (
+        <details class="thinking thinking-live">
+          <summary>Thinking…</summary>
+          <div class="thinking-text">{thinking}</div>
+        </details>
+      ) : null}
+      <div class="msg-body">
+        <StreamingMarkdown text={text} />
+      </div>
+    </>
+  );
+}
+
+const BADGE_WORDS: Record<ToolCard['status'], string> = {
+  waiting: 'waiting',
+  running: 'running…',
+  ok: 'done',
+  error: 'error',
+  cancelled: 'cancelled',
+};
+
+function ToolCardView({ card }: { card: ToolCard }) {
+  const liveRef = useRef<HTMLPreElement>(null);
+  useLayoutEffect(() => {
+    const el = liveRef.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  }, [card.live]);
+  const r = card.result;
+  return (
+    <article class={`tool${r?.isError ? ' tool-error' : ''}`} data-tool={card.name} data-tool-id={card.id} data-status={card.status}>
+      <header class="tool-head">
+        <span class="tool-name">{card.name}</span>
+        {card.summary ? <code class="tool-summary">{card.summary}</code> : null}
+        <span class={`badge badge-${card.status}`}>{BADGE_WORDS[card.status]}</span>
+      </header>
+      {card.input !== undefined ? (
+        <details class="tool-input">
+          <summary>Input</summary>
+          <pre>{card.input}</pre>
+        </details>
+      ) : null}
+      {card.live && !r ? (
+        <pre class="tool-output tool-live" aria-label="Live output" ref={liveRef}>
+          {card.live}
+        </pre>
+      ) : null}
+      <div class="tool-result">
+        {r?.patch ? <Diff {...r.patch} /> : null}
+        {r?.output !== undefined ? <Output text={r.output} error={r.isError} /> : null}
+      </div>
+    </article>
+  );
+}
+
+function Output({ text, error }: { text: string; error: boolean }) {
+  const lines = text.split('\n').length;
+  const body = (
+    <div class="output-wrap">
+      <pre class={error ? 'tool-output output-error' : 'tool-output'}>{text}</pre>
+      <CopyButton text={() => text} label="Copy output" />
+    </div>
+  );
+  if (lines <= FOLD_LINES) return body;
+  return (
+    <details class="fold">
+      <summary>Output ({lines} lines)</summary>
+      {body}
+    </details>
+  );
+}
+
+function Diff({ diff, path, created }: { diff: string; path: string; created: boolean }) {
+  return (
+    <figure class="diff">
+      <figcaption>{created ? `Created ${path}` : `Changed ${path}`}</figcaption>
+      <pre class="diff-body" aria-label={`Diff of ${path}`}>
+        {diffLines(diff).map((l, i) => (
+          <span key={i} class={`diff-line diff-${l.kind}`}>
+            {l.text || ' '}
+          </span>
+        ))}
+      </pre>
+    </figure>
+  );
+}
+
+function ServerTool({ card }: { card: ServerToolCard }) {
+  return (
+    <div class={`server-tool${card.kind === 'other' ? ' server-tool-other' : ''}`} data-server-tool={card.kind}>
+      {card.kind === 'result' ? null : card.fetched ? (
+        <p class="server-tool-head">
+          Fetched <SourceLink source={card.fetched} />
+        </p>
+      ) : (
+        <p class="server-tool-head">{card.line}</p>
+      )}
+      {card.results.map((r, i) =>
+        r.kind === 'search-results' ? (
+          <details class="server-results" key={i}>
+            <summary>{r.line}</summary>
+            <ol>
+              {r.results.map((s, j) => (
+                <li key={j}>
+                  <SourceLink source={s} />
+                </li>
+              ))}
+            </ol>
+          </details>
+        ) : r.kind === 'fetch-result' ? (
+          <p class="server-result" key={i}>
+            Read: <SourceLink source={r.source} />
+          </p>
+        ) : (
+          <p class="server-result server-error" data-status="error" key={i}>
+            {r.line}
+          </p>
+        ),
+      )}
+    </div>
+  );
+}
+
+/** A source as a link that opens apart (plain text when it has no http(s) address). */
+function SourceLink({ source }: { source: Source }) {
+  if (!source.url) return <span class="source">{source.title}</span>;
+  return (
+    <a class="source" href={source.url} target="_blank" rel="noopener noreferrer">
+      {source.title}
+    </a>
+  );
+}

@@ -6,7 +6,10 @@
  * refusal declared, choose thinking and web tools. A second part scripts the API itself (the
  * page's calls answered by the test) to show every kind of block the model sends: thinking
  * streamed and persisted, web searches and fetches with their results, citations, answers cut
- * by the output limit, paused and continued, or declined. Screenshots go to
+ * by the output limit, paused and continued, or declined. A third part is what a person sees
+ * on a 1280×800 desktop and a 390×844 phone, light and dark: Markdown and highlighted code,
+ * the phone layout (the drawer, the transcript's share, no sideways scrolling at 360 px), the
+ * context figure at its peak, the queue, Esc, the not-found page. Screenshots go to
  * test-results/screenshots.
  */
 import { execFileSync } from 'node:child_process';
@@ -37,7 +40,7 @@ import {
   type UpdateConversationSettingsRequest,
 } from '@bedrock/contracts';
 import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
+import { offlineModelResponder, startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { envelope } from '@bedrock/testkit/raw-rpc';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -284,6 +287,8 @@ describe('the web UI', () => {
     await dialog.waitFor();
     await expect(dialog.innerText()).resolves.toContain(reason);
     await waitForStateLine(/Waiting for your approval/);
+    // The message box says so too (not "the agent is working").
+    await expect(page.locator('#composer-hint').innerText()).resolves.toMatch(/^Waiting for your approval/);
     await shot('upgrade-dialog');
     // Escape closes the dialog without answering; the banner brings it back.
     await page.keyboard.press('Escape');
@@ -544,6 +549,259 @@ describe('the web UI', () => {
   it('ran every scenario above under the strict Content-Security-Policy, without a violation', async () => {
     const res = await page.request.get(`${system.httpUrl}/`);
     expect(res.headers()['content-security-policy']).toMatch(/default-src 'self'.*frame-ancestors 'none'/);
+    expect(cspViolations).toEqual([]);
+  });
+});
+
+type Scheme = 'light' | 'dark';
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+/**
+ * What a person sees, on a desktop (1280×800) and a phone (390×844), light and dark: Markdown,
+ * highlighted code, the layout, the context figure, the queue, the keys, the not-found page.
+ * Each test opens its own browser context (viewport and colour scheme) signed in from the link.
+ */
+describe('the web UI as a person sees it, on a desktop and a phone', () => {
+  const pages: Page[] = [];
+
+  async function open(viewport: { width: number; height: number }, colorScheme: Scheme, path = '/'): Promise<Page> {
+    const context = await browser.newContext({ viewport, colorScheme });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: system.httpUrl });
+    const p = await context.newPage();
+    p.setDefaultTimeout(15_000);
+    p.on('console', (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) cspViolations.push(message.text());
+    });
+    pages.push(p);
+    await p.goto(`${system.httpUrl}${path}${path.includes('?') ? '&' : '?'}token=${system.token}`);
+    return p;
+  }
+
+  afterAll(async () => {
+    for (const p of pages) await p.context().close();
+  });
+
+  const phoneLayout = (p: Page) => p.evaluate<boolean>('window.innerWidth <= 760');
+
+  /** Starts a conversation from the form (on a phone, from the drawer, which closes after). */
+  async function start(p: Page): Promise<void> {
+    const before = p.url();
+    if (await phoneLayout(p)) {
+      await p.getByRole('button', { name: 'Conversations' }).click();
+      await p.locator('nav.sidebar.open').waitFor();
+    }
+    await p.getByLabel('Working directory').fill(workDir);
+    await p.getByRole('button', { name: 'Start' }).click();
+    await p.waitForURL((u) => u.href !== before && /\/c\/[^/]+$/.test(u.pathname));
+    await p.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
+    await expect(p.locator('nav.sidebar.open').count()).resolves.toBe(0);
+  }
+
+  async function say(p: Page, text: string): Promise<void> {
+    await p.getByLabel('Message', { exact: true }).fill(text);
+    await p.keyboard.press('Enter');
+  }
+
+  const state = (p: Page, re: RegExp) => p.getByTestId('state-line').filter({ hasText: re }).waitFor();
+
+  /** Widths that stick out of the page or of the conversation's own parts (none may scroll sideways). */
+  const overflow = (p: Page) =>
+    p.evaluate<string[]>(`['html', '.conv-header', '.transcript', '.composer', '.topbar']
+      .map((sel) => [sel, document.querySelector(sel)])
+      .filter(([, el]) => el && el.scrollWidth > el.clientWidth + 1)
+      .map(([sel, el]) => sel + ': ' + el.scrollWidth + ' > ' + el.clientWidth)`);
+
+  const MARKDOWN = [
+    '## Plan',
+    '',
+    'Run `npm test` first, then:',
+    '',
+    '- read the **parser**',
+    '- fix the `tokenize` call',
+    '',
+    '```ts',
+    'export function add(a: number, b: number): number {',
+    '  return a + b; // a comment that is long enough to need scrolling sideways on a phone screen, which the block does itself',
+    '}',
+    '```',
+    '',
+    'Done.',
+  ].join('\n');
+
+  it('renders Markdown and highlighted code with copy buttons (desktop, light and dark); the keys reach the form and the box', async () => {
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: MARKDOWN }], eventDelayMs: 5, chunkChars: 9 });
+    await say(p, 'Make a plan.');
+    const answer = p.locator('li.msg-agent', { hasText: 'Done.' });
+    await answer.waitFor();
+    await expect(answer.locator('h2').innerText()).resolves.toBe('Plan');
+    await expect(answer.locator('ul > li').allInnerTexts()).resolves.toEqual(['read the parser', 'fix the tokenize call']);
+    await expect(answer.locator('strong').innerText()).resolves.toBe('parser');
+    await expect(answer.locator(':not(pre) > code').allInnerTexts()).resolves.toEqual(['npm test', 'tokenize']);
+    // Highlighted: token spans inside the code block, not raw text.
+    const code = answer.locator('.code-block pre code');
+    await expect(code.getAttribute('class')).resolves.toMatch(/hljs language-ts/);
+    await expect(code.locator('span.hljs-keyword').first().innerText()).resolves.toBe('export');
+    await expect(code.locator('span.hljs-comment').count()).resolves.toBe(1);
+    await expect(answer.locator('.code-lang').innerText()).resolves.toBe('ts');
+    // No Markdown syntax is left as typed.
+    await expect(answer.innerText()).resolves.not.toMatch(/##|```|\*\*/);
+    // The time it was written: relative, exact in the title.
+    await expect(answer.locator('time.when').innerText()).resolves.toBe('just now');
+    await expect(answer.locator('time.when').getAttribute('title')).resolves.toMatch(/\d/);
+    await answer.getByRole('button', { name: 'Copy ts code' }).click();
+    await answer.getByRole('button', { name: 'Copy ts code' }).filter({ hasText: 'Copied' }).waitFor();
+    await expect(p.evaluate<string>('navigator.clipboard.readText()')).resolves.toMatch(/^export function add[\s\S]*\}$/);
+    await p.screenshot({ path: join(SHOTS, 'desktop-markdown-light.png') });
+    await p.emulateMedia({ colorScheme: 'dark' });
+    // Dark follows the system setting: the page's background is dark.
+    await expect(p.evaluate<string>('getComputedStyle(document.documentElement).backgroundColor')).resolves.toBe('rgb(15, 18, 22)');
+    await p.screenshot({ path: join(SHOTS, 'desktop-markdown-dark.png') });
+
+    // Keys: Ctrl+Shift+O goes to the new-conversation form, / to the message box.
+    await p.locator('body').click({ position: { x: 5, y: 790 } });
+    await p.keyboard.press('Control+Shift+O');
+    await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('new-cwd');
+    await p.locator('h1.conv-title').click();
+    await p.keyboard.press('/');
+    await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('message-input');
+  });
+
+  for (const scheme of ['light', 'dark'] as const) {
+    it(`gives the phone screen to the conversation: list and form in a drawer, no sideways scrolling (390×844, ${scheme})`, async () => {
+      const p = await open(PHONE, scheme);
+      // The drawer is closed: its form is out of reach until opened.
+      await expect(p.locator('#new-cwd').isVisible()).resolves.toBe(false);
+      await expect(p.getByRole('button', { name: 'Conversations' }).getAttribute('aria-expanded')).resolves.toBe('false');
+      await p.getByRole('button', { name: 'Conversations' }).click();
+      await p.locator('#new-cwd').waitFor();
+      await p.screenshot({ path: join(SHOTS, `phone-drawer-${scheme}.png`) });
+      await p.keyboard.press('Escape');
+      await p.locator('nav.sidebar.open').waitFor({ state: 'detached' });
+      await start(p);
+      api.enqueue({ kind: 'message', content: [{ type: 'text', text: MARKDOWN }] });
+      await say(p, 'Make a plan.');
+      await p.locator('li.msg-agent h2', { hasText: 'Plan' }).waitFor();
+      await state(p, /Ready/);
+      const transcript = await p.locator('section.transcript').boundingBox();
+      expect(transcript!.height / PHONE.height).toBeGreaterThanOrEqual(0.7);
+      await expect(overflow(p)).resolves.toEqual([]);
+      await p.screenshot({ path: join(SHOTS, `phone-conversation-${scheme}.png`) });
+      await p.setViewportSize({ width: 360, height: 740 });
+      await expect(overflow(p)).resolves.toEqual([]);
+      const bar = await p.getByTestId('context-usage').boundingBox();
+      expect(bar!.x).toBeGreaterThanOrEqual(0);
+      expect(bar!.x + bar!.width).toBeLessThanOrEqual(360);
+      await p.screenshot({ path: join(SHOTS, `phone-360-${scheme}.png`) });
+    });
+  }
+
+  it("shows the context's peak at 90%+ after the automatic continuation, and it fits a 360 px screen", async () => {
+    const p = await open({ width: 360, height: 740 }, 'light');
+    await start(p);
+    // The offline model reports N input tokens for `/usage N`: 950k of claude-sonnet-4-6's 1M window.
+    api.setFallback(offlineModelResponder());
+    try {
+      await say(p, '/usage 950000');
+      await state(p, /Context window full/);
+    } finally {
+      api.setFallback(() => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }));
+    }
+    const usage = p.getByTestId('context-usage');
+    await expect(usage.innerText()).resolves.toMatch(/95%/);
+    await expect(usage.getByRole('meter').getAttribute('aria-valuenow')).resolves.toBe('95');
+    await expect(overflow(p)).resolves.toEqual([]);
+    const bar = await usage.boundingBox();
+    expect(bar!.x + bar!.width).toBeLessThanOrEqual(360);
+    await p.screenshot({ path: join(SHOTS, 'context-peak-phone.png') });
+  });
+
+  it('queues messages typed while the agent works (removable) and sends them when the turn ends', async () => {
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo working; sleep 3' } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'Finished the work.' }] },
+      { kind: 'message', content: [{ type: 'text', text: 'Got your follow-up.' }] },
+    );
+    await say(p, 'Work for a while.');
+    await state(p, /Running tool/);
+    await expect(p.locator('#composer-hint').innerText()).resolves.toMatch(/working.*waits until it finishes/);
+    await say(p, 'Then say what you found.');
+    await say(p, 'Forget this one.');
+    const queue = p.getByTestId('queue');
+    await expect(queue.locator('li').allInnerTexts()).resolves.toEqual([
+      expect.stringContaining('Then say what you found.'),
+      expect.stringContaining('Forget this one.'),
+    ]);
+    await expect(p.getByLabel('Message', { exact: true }).inputValue()).resolves.toBe('');
+    await p.screenshot({ path: join(SHOTS, 'queue.png') });
+    await queue.getByRole('button', { name: 'Remove queued message 2' }).click();
+    await expect(queue.locator('li').count()).resolves.toBe(1);
+    await p.getByText('Got your follow-up.').waitFor();
+    await state(p, /Ready/);
+    await expect(p.locator('.msg-user').allInnerTexts()).resolves.toEqual([
+      expect.stringContaining('Work for a while.'),
+      expect.stringContaining('Then say what you found.'),
+    ]);
+    await expect(queue.count()).resolves.toBe(0);
+    // It went out after the first turn ended: the model saw the first answer before it.
+    const last = api.requests.at(-1)!.body!.messages;
+    expect(JSON.stringify(last.at(-2))).toContain('Finished the work.');
+    expect(JSON.stringify(last.at(-1))).toContain('Then say what you found.');
+    await p.screenshot({ path: join(SHOTS, 'queue-sent.png') });
+
+    // "Cancel and send now": the turn is cancelled and the queued message goes out at once.
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo long; sleep 30' } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'Changed course.' }] },
+    );
+    await say(p, 'Start something long.');
+    await state(p, /Running tool/);
+    await say(p, 'Stop and do this instead.');
+    const clicked = Date.now();
+    await queue.getByRole('button', { name: 'Cancel and send now' }).click();
+    await p.getByText('Changed course.').waitFor();
+    expect(Date.now() - clicked).toBeLessThan(10_000);
+    await expect(p.locator('article.tool[data-status="cancelled"]').count()).resolves.toBe(1);
+  });
+
+  it('cancels the running turn with Esc (phone, dark)', async () => {
+    const p = await open(PHONE, 'dark');
+    await start(p);
+    api.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo started; sleep 30' } }] });
+    await say(p, 'Wait for a while.');
+    await p.locator('article.tool[data-status="running"]').waitFor();
+    await p.screenshot({ path: join(SHOTS, 'phone-running-dark.png') });
+    const pressed = Date.now();
+    await p.keyboard.press('Escape');
+    await state(p, /Ready/);
+    expect(Date.now() - pressed).toBeLessThan(10_000);
+    await p.locator('article.tool[data-status="cancelled"] .tool-result', { hasText: 'Cancelled by user' }).waitFor();
+    await p.screenshot({ path: join(SHOTS, 'phone-esc-cancelled-dark.png') });
+  });
+
+  for (const [viewport, scheme, name] of [
+    [DESKTOP, 'light', 'desktop'],
+    [PHONE, 'dark', 'phone'],
+  ] as const) {
+    it(`says once that an unknown conversation does not exist (${name}, ${scheme})`, async () => {
+      const p = await open(viewport, scheme, '/c/c-00000000-no-such-conversation');
+      await p.getByRole('heading', { name: 'Conversation not found' }).waitFor();
+      await expect(p.getByTestId('not-found').innerText()).resolves.toContain('c-00000000-no-such-conversation');
+      // Nothing else claims a state for it.
+      for (const text of ['Connecting…', 'No messages yet', 'Conversation unavailable', 'Restricted', 'Loading the conversation…'])
+        await expect(p.getByText(text).count()).resolves.toBe(0);
+      await expect(p.getByLabel('Message', { exact: true }).count()).resolves.toBe(0);
+      await expect(p.getByTestId('state-line').count()).resolves.toBe(0);
+      await expect(p.title()).resolves.toBe('Not found · Bedrock');
+      await p.screenshot({ path: join(SHOTS, `not-found-${name}-${scheme}.png`) });
+    });
+  }
+
+  it('ran these under the strict Content-Security-Policy, without a violation', () => {
     expect(cspViolations).toEqual([]);
   });
 });

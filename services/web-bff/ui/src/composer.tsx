@@ -160,7 +160,7 @@ export function Composer(props: ComposerProps) {
           title="Attach image (or paste or drop one)"
           onClick={() => fileInput.current?.click()}
         >
-          <span aria-hidden="true">+</span>
+          <span aria-hidden="true">{'+ '}</span>
           <span class="attach-word">Image</span>
         </button>
         <input

@@ -9,6 +9,8 @@ import { mkdirSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
+import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 
 export interface EmbeddedPostgres {
@@ -30,7 +32,8 @@ export async function startEmbeddedPostgres(dir: string): Promise<EmbeddedPostgr
   const socketPath = join(socketDir, `.s.PGSQL.${SOCKET_PORT}`);
   // A socket left by a process that was killed would make listen() fail.
   if (existsSync(socketPath)) rmSync(socketPath);
-  const db = await PGlite.create(dataDir);
+  // pg_trgm and btree_gin: the index of title search (migration 006), as on a real server.
+  const db = await PGlite.create(dataDir, { extensions: { pg_trgm, btree_gin } });
   const server = new PGLiteSocketServer({ db, path: socketPath });
   await server.start();
   const pool = new pg.Pool({ host: socketDir, port: SOCKET_PORT, user: 'postgres', database: 'postgres', max: 1 });

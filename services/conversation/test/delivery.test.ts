@@ -50,7 +50,7 @@ describe('relay', () => {
     await h.service.relay.stop();
     const sent = await h.client().sendMessage({ conversationId: id, text: 'hello' });
     expect(sent.state!.kind).toBe(StateKind.LLM_REQUESTING);
-    expect(await unsent(id)).toBeGreaterThanOrEqual(3); // message_persisted, state_changed, the LLM job
+    expect(await unsent(id)).toBeGreaterThanOrEqual(4); // message_persisted, title_changed, state_changed, the LLM job
     expect(await h.service.store.hasUnsentOutbox(id)).toBe(true);
     expect(h.llmJobsOf(id)).toHaveLength(0);
     expect(await h.notifications(id)).toEqual([]);
@@ -61,7 +61,7 @@ describe('relay', () => {
     await h.waitFor('all rows sent', async () => (await unsent(id)) === 0);
     const stream = await h.notifications(id);
     expectConsecutive(stream);
-    expect(stream.map((e) => e.kind.case)).toEqual(['messagePersisted', 'stateChanged']);
+    expect(stream.map((e) => e.kind.case)).toEqual(['messagePersisted', 'titleChanged', 'stateChanged']);
 
     // A crash between publish and "mark sent": every row is published again. Nothing doubles.
     await h.pool.query('UPDATE outbox SET sent_at = NULL WHERE conversation_id = $1', [id]);

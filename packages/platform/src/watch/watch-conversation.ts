@@ -19,6 +19,8 @@ export interface WatchSnapshot {
   readonly messages: Message[];
   /** The notification sequence the snapshot reflects. */
   readonly sequence: bigint;
+  /** The conversation's first sub-agents (Snapshot.sub_agents). */
+  readonly subAgents?: Conversation[];
 }
 
 export interface WatchOptions {
@@ -49,7 +51,7 @@ export async function* watchConversation(options: WatchOptions): AsyncGenerator<
       create(ConversationEventSchema, {
         conversationId,
         sequence: s.sequence,
-        kind: { case: 'snapshot', value: { conversation: s.conversation, messages: s.messages } },
+        kind: { case: 'snapshot', value: { conversation: s.conversation, messages: s.messages, subAgents: s.subAgents ?? [] } },
       }),
     );
   }

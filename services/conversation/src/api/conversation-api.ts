@@ -21,6 +21,7 @@ import {
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
   ListConversationsResponseSchema,
+  RenameConversationResponseSchema,
   RespondToModeUpgradeRequestSchema,
   RespondToModeUpgradeResponseSchema,
   SendMessageRequestSchema,
@@ -43,6 +44,7 @@ import type { Applier, ApplyResult } from '../apply/applier.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
+import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
@@ -368,6 +370,12 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     async listConversations(req, ctx) {
       const user = userOf(ctx);
       const limit = req.pageSize === 0 ? LIMITS.defaultPageSize : Math.min(req.pageSize, LIMITS.maxPageSize);
+      const query = req.query.trim();
+      if (Array.from(query).length > MAX_TITLE_CHARS)
+        throw new ConnectError(
+          `query is ${Array.from(query).length} characters; titles have at most ${MAX_TITLE_CHARS}, so search for a part of one`,
+          Code.InvalidArgument,
+        );
       if (req.parentId) {
         const parent = await store.get(req.parentId);
         if (!parent || parent.ownerId !== user) throw notFound(req.parentId);
@@ -378,6 +386,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
           limit,
           ...(req.parentId ? { parentId: req.parentId } : {}),
           ...(req.pageToken ? { after: req.pageToken } : {}),
+          ...(query ? { query } : {}),
           includeArchived: req.includeArchived,
         });
         return create(ListConversationsResponseSchema, {
@@ -392,13 +401,25 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
 
     async getConversation(req, ctx) {
       await owned(ctx, req.conversationId);
-      const snapshot = await store.snapshot(req.conversationId);
+      const snapshot = await store.snapshot(req.conversationId, LIMITS.subAgentsShown);
       if (!snapshot) throw notFound(req.conversationId);
       return create(GetConversationResponseSchema, {
         conversation: conversationToProto(snapshot.record, policy),
         messages: snapshot.messages.map(messageToProto),
         sequence: BigInt(snapshot.record.notifySeq),
+        subAgents: snapshot.subAgents.map((r) => conversationToProto(r, policy)),
+        moreSubAgents: snapshot.moreSubAgents,
       });
+    },
+
+    /** The owner's title; the automatic one never replaces it. Watchers get `title_changed`. */
+    async renameConversation(req, ctx) {
+      const record = await owned(ctx, req.conversationId);
+      const checked = checkTitle(req.title);
+      if ('problem' in checked) throw new ConnectError(checked.problem, Code.InvalidArgument);
+      const renamed = await applier.rename(record.id, checked.title);
+      if (!renamed) throw notFound(req.conversationId);
+      return create(RenameConversationResponseSchema, { conversation: conversationToProto(renamed, policy) });
     },
 
     sendMessage: (req, ctx) =>
@@ -503,12 +524,13 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         after: { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex },
         streams: options.streams,
         snapshot: async () => {
-          const s = await store.snapshot(req.conversationId);
+          const s = await store.snapshot(req.conversationId, LIMITS.subAgentsShown);
           if (!s) throw notFound(req.conversationId);
           return {
             conversation: conversationToProto(s.record, policy),
             messages: s.messages.map(messageToProto),
             sequence: BigInt(s.record.notifySeq),
+            subAgents: s.subAgents.map((r) => conversationToProto(r, policy)),
           };
         },
         heartbeatMs: options.heartbeatMs ?? 15_000,

@@ -15,4 +15,6 @@ export const LIMITS = {
   imageMediaTypes: ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as readonly string[],
   defaultPageSize: 50,
   maxPageSize: 200,
+  /** Sub-agents in GetConversation and a watch's snapshot (ListConversations with parent_id pages through all). */
+  subAgentsShown: 100,
 } as const;

@@ -28,7 +28,8 @@ import {
   type Policy,
   type Rejection,
 } from '../core/index.ts';
-import { effectsToOutbox } from '../mapping/effects-to-outbox.ts';
+import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effects-to-outbox.ts';
+import { titleFromMessage } from '../titles.ts';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
 import type {
@@ -79,6 +80,13 @@ export interface Applier {
     traceContext: Record<string, string> | undefined,
     request: RequestRecorder<ApplyResult>,
   ): Promise<ApplyResult | Replayed>;
+  /**
+   * Sets the title its owner gave (already checked, titles.ts) and announces it to watchers
+   * (`title_changed`), published in order with the conversation's other notifications. Not an
+   * event of the state machine: the title is a column of the row, not part of its state. Null
+   * when the conversation does not exist.
+   */
+  rename(id: string, title: string): Promise<ConversationRecord | null>;
   /** The context the transition runs with for this conversation. */
   contextFor(record: ConversationRecord): ConversationContext;
   /** A conversation to create: its context window from the model registry and the state machine's initial state. */
@@ -156,6 +164,9 @@ export function createApplier(options: ApplierOptions): Applier {
         createdAt,
       });
     }
+    // The first user message with words names a conversation that has no title yet (a rename
+    // since the row was read bumped its revision: this write would miss and be decided again).
+    const title = record.title === null ? autoTitle(persisted) : null;
     const { rows, notifySeq } = effectsToOutbox({
       record,
       context,
@@ -165,6 +176,7 @@ export function createApplier(options: ApplierOptions): Applier {
       persisted,
       maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
       traceContext,
+      title,
     });
     const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
     return {
@@ -178,6 +190,7 @@ export function createApplier(options: ApplierOptions): Applier {
         touchState: phaseChanged || result.effects.some((e) => e.type === 'request_llm' || e.type === 'execute_tool'),
         messages: persisted,
         outbox: rows,
+        title,
       },
       result: { kind: 'applied', from, record, effects: result.effects, persisted },
     };
@@ -196,7 +209,7 @@ export function createApplier(options: ApplierOptions): Applier {
   }
 
   /** Step 4 starts inside the exclusive section (so batches of one conversation chain in commit order). */
-  function publish(read: ApplyRead, write: AppliedWrite, outboxIds: readonly string[]): Promise<void> {
+  function publish(read: ApplyRead, write: Pick<AppliedWrite, 'id' | 'outbox'>, outboxIds: readonly string[]): Promise<void> {
     if (outboxIds.length !== write.outbox.length) {
       // Some rows were there already (cannot happen for a fresh version): let the relay publish what is unsent.
       options.logger.error(
@@ -286,6 +299,37 @@ export function createApplier(options: ApplierOptions): Applier {
       return result;
     },
 
+    async rename(id, title) {
+      const { record, published } = await exclusive(id, async () => {
+        let after: (() => Promise<void>) | null = null;
+        const renamed = await store.withLocked(id, async (client, read) => {
+          remember(read.record);
+          // The same title again, already the owner's: nothing to change or announce.
+          if (read.record.title === title && read.record.titleSource === 'user') return read.record;
+          const notifySeq = read.record.notifySeq + 1;
+          const outbox = [notificationRow(id, notifySeq, titleChanged(title))];
+          const written = await store.writeTitle(client, read.record, { title, notifySeq, outbox });
+          remember(written.record);
+          after = () => publish(read, { id, outbox }, written.outboxIds);
+          return written.record;
+        });
+        return { record: renamed, published: after ? (after as () => Promise<void>)() : null };
+      });
+      await published;
+      return record;
+    },
+
     drain: () => publisher.drain(),
   };
+}
+
+/** The automatic title from this transition's first user message with words; null if it persisted none. */
+function autoTitle(persisted: readonly MessageRow[]): string | null {
+  for (const message of persisted) {
+    if (message.type !== 'user') continue;
+    const text = message.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('\n');
+    const title = titleFromMessage(text);
+    if (title) return title;
+  }
+  return null;
 }

@@ -26,5 +26,6 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
     archived: record.archived,
     thinking: thinkingToProto(record.thinking),
     serverTools: record.serverTools.map(serverToolToProto),
+    title: record.title ?? '',
   });
 }

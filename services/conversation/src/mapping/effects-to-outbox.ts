@@ -63,6 +63,8 @@ export interface OutboxInput {
   /** max_tokens of a request whose effect asks for none (0): the service's default for the model. */
   readonly maxTokens: number;
   readonly traceContext: Record<string, string>;
+  /** The title this transition gives the conversation (its first user message), announced after the messages. */
+  readonly title?: string | null;
 }
 
 type EventKind = MessageInitShape<typeof ConversationEventSchema>['kind'];
@@ -82,6 +84,22 @@ export function contextUsageOf(state: ConversationState, contextWindow: number):
   });
 }
 
+/** The outbox row of a conversation's durable notification number `sequence`. */
+export function notificationRow(conversationId: string, sequence: number, kind: EventKind): OutboxRow {
+  const event = create(ConversationEventSchema, { conversationId, sequence: BigInt(sequence), deltaIndex: 0, kind });
+  return {
+    effectId: `${conversationId}/n/${sequence}`,
+    conversationId,
+    kind: 'notification',
+    payload: { sequence, kind: event.kind.case ?? '', message: toJson(ConversationEventSchema, event) },
+  };
+}
+
+/** `title_changed`: watchers show the new title. */
+export function titleChanged(title: string): EventKind {
+  return { case: 'titleChanged', value: { title } };
+}
+
 export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notifySeq: number } {
   const { record, context, effects } = input;
   const id = record.id;
@@ -91,13 +109,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
 
   const notify = (kind: EventKind) => {
     notifySeq += 1;
-    const event = create(ConversationEventSchema, { conversationId: id, sequence: BigInt(notifySeq), deltaIndex: 0, kind });
-    rows.push({
-      effectId: `${id}/n/${notifySeq}`,
-      conversationId: id,
-      kind: 'notification',
-      payload: { sequence: notifySeq, kind: event.kind.case ?? '', message: toJson(ConversationEventSchema, event) },
-    });
+    rows.push(notificationRow(id, notifySeq, kind));
   };
 
   // Durable notifications come first so that jobs (and their live output) follow them.
@@ -110,6 +122,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
       if (kind) notify(kind);
     }
   }
+  if (input.title) notify(titleChanged(input.title));
   const before = stateToProto(input.previous, context.policy);
   const after = stateToProto(input.next, context.policy);
   if (

@@ -9,6 +9,7 @@ import type { Pool, PoolClient } from 'pg';
 import { RESTING_STATE_NAMES, type RestingStateName } from '@bedrock/contracts';
 import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReason, Usage } from '../core/index.ts';
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
+import type { TitleSource } from '../titles.ts';
 import type { OutboxRow } from './outbox-row.ts';
 import {
   claimRequest,
@@ -68,6 +69,9 @@ export interface ConversationRecord {
   readonly thinking: ThinkingSetting;
   /** Provider-run tools turned on. */
   readonly serverTools: readonly ServerToolName[];
+  /** Null until the first user message with words, or a rename. */
+  readonly title: string | null;
+  readonly titleSource: TitleSource | null;
 }
 
 /** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
@@ -96,6 +100,15 @@ export interface SettingsChange {
   readonly serverTools?: readonly ServerToolName[];
 }
 
+/** A conversation as one moment saw it: its row, its messages, and its first sub-agents. */
+export interface Snapshot {
+  readonly record: ConversationRecord;
+  readonly messages: MessageRow[];
+  readonly subAgents: ConversationRecord[];
+  /** More sub-agents exist than were read. */
+  readonly moreSubAgents: boolean;
+}
+
 /** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
 export interface Replayed {
   readonly kind: 'replayed';
@@ -121,6 +134,15 @@ export interface AppliedWrite {
   /** New messages; ids and sequences are assigned by the applier. */
   readonly messages: readonly MessageRow[];
   readonly outbox: readonly OutboxRow[];
+  /** The automatic title this event gives a conversation that has none (its first user message), else null. */
+  readonly title: string | null;
+}
+
+/** A title set by its owner, with the notification that tells watchers (written in one commit). */
+export interface TitleWrite {
+  readonly title: string;
+  readonly notifySeq: number;
+  readonly outbox: readonly OutboxRow[];
 }
 
 /** A conversation and the ids of its unsent outbox rows (the partial index outbox_unsent_idx). */
@@ -134,7 +156,8 @@ const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE 
 const WRITE_APPLIED = `WITH c AS (
   UPDATE conversations
      SET state = $3::jsonb, state_kind = $4, mode = $5, version = $6, notify_seq = $7, message_seq = $8,
-         revision = revision + 1, updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END
+         revision = revision + 1, updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END,
+         title = COALESCE($15, title), title_source = CASE WHEN $15::text IS NULL THEN title_source ELSE 'message' END
    WHERE id = $1 AND revision = $2
    RETURNING revision, updated_at, state_updated_at
 ), m AS (
@@ -182,6 +205,8 @@ export interface ListOptions {
   readonly limit: number;
   /** Opaque cursor from a previous page. */
   readonly after?: string;
+  /** Only titles containing this text, ignoring case. */
+  readonly query?: string;
 }
 
 const ACTOR: Record<MessageType, string> = {
@@ -215,6 +240,8 @@ interface ConversationRowDb {
   archived: boolean;
   thinking: string;
   server_tools: string[];
+  title: string | null;
+  title_source: TitleSource | null;
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -240,6 +267,8 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
     archived: row.archived,
     thinking: storedThinking(row.thinking),
     serverTools: storedServerTools(row.server_tools),
+    title: row.title,
+    titleSource: row.title_source,
   };
 }
 
@@ -336,6 +365,19 @@ export function createConversationStore(options: StoreOptions) {
     return row ? { record: toRecord(row), unsentOutbox: row.unsent } : null;
   }
 
+  /** A conversation's sub-agents, oldest first (conversations_parent_idx), at most `limit`; `more` when there are others. */
+  async function subAgentsOf(
+    client: PoolClient,
+    parentId: string,
+    limit: number,
+  ): Promise<{ records: ConversationRecord[]; more: boolean }> {
+    const { rows } = await client.query<ConversationRowDb>(
+      'SELECT * FROM conversations WHERE parent_id = $1 ORDER BY created_at, id LIMIT $2',
+      [parentId, limit + 1],
+    );
+    return { records: rows.slice(0, limit).map(toRecord), more: rows.length > limit };
+  }
+
   async function createIn(client: PoolClient, input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {
     const record = await insertConversation(client, input);
     if (!record) throw new Error(`conversation ${input.id} already exists`);
@@ -378,14 +420,20 @@ export function createConversationStore(options: StoreOptions) {
       return rows[0] ? toRecord(rows[0]) : null;
     },
 
-    /** The conversation and its messages as of one moment (one transaction). */
-    async snapshot(id: string): Promise<{ record: ConversationRecord; messages: MessageRow[] } | null> {
+    /** The conversation, its messages and its first `subAgentLimit` sub-agents as of one moment (one transaction). */
+    async snapshot(id: string, subAgentLimit = 0): Promise<Snapshot | null> {
       return inTransaction(async (client) => {
         await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
         const { rows } = await client.query<ConversationRowDb>('SELECT * FROM conversations WHERE id = $1', [id]);
         if (!rows[0]) return null;
         const messages = await client.query<MessageRowDb>('SELECT * FROM messages WHERE conversation_id = $1 ORDER BY sequence', [id]);
-        return { record: toRecord(rows[0]), messages: messages.rows.map(toMessage) };
+        const subAgents = subAgentLimit > 0 ? await subAgentsOf(client, id, subAgentLimit) : { records: [], more: false };
+        return {
+          record: toRecord(rows[0]),
+          messages: messages.rows.map(toMessage),
+          subAgents: subAgents.records,
+          moreSubAgents: subAgents.more,
+        };
       });
     },
 
@@ -400,6 +448,11 @@ export function createConversationStore(options: StoreOptions) {
         where.push('parent_id IS NULL');
       }
       if (!opts.includeArchived) where.push('NOT archived');
+      if (opts.query) {
+        // ILIKE with the pattern's own wildcards escaped: a substring, ignoring case (the trigram index serves it).
+        params.push(`%${opts.query.replace(/[\\%_]/g, '\\$&')}%`);
+        where.push(`title ILIKE $${params.length}`);
+      }
       if (opts.after) {
         const [at, id] = decodeCursor(opts.after);
         params.push(at, id);
@@ -457,6 +510,7 @@ export function createConversationStore(options: StoreOptions) {
           outbox.map((row) => row.conversationId),
           outbox.map((row) => row.kind),
           outbox.map((row) => JSON.stringify(row.payload)),
+          write.title,
         ],
       });
       const row = rows[0];
@@ -471,6 +525,7 @@ export function createConversationStore(options: StoreOptions) {
         messageSeq: write.messageSeq,
         updatedAt: row.updated_at,
         stateUpdatedAt: row.state_updated_at,
+        ...(write.title !== null ? { title: write.title, titleSource: 'message' as const } : {}),
       };
       return { record: updated, outboxIds: row.outbox_ids };
     },
@@ -535,6 +590,34 @@ export function createConversationStore(options: StoreOptions) {
         [id, change.thinking ?? null, change.serverTools ? [...change.serverTools] : null],
       );
       return rows[0] ? toRecord(rows[0]) : null;
+    },
+
+    /**
+     * Sets a title given by the owner (title_source 'user': the automatic title never replaces
+     * it) and inserts the notification that tells watchers, in the transaction of `client`
+     * (which holds the row lock, store.withLocked). Bumps the revision and notify_seq, so an
+     * event decided from the row as it was writes nothing and is decided again.
+     */
+    async writeTitle(
+      client: PoolClient,
+      record: ConversationRecord,
+      write: TitleWrite,
+    ): Promise<{ record: ConversationRecord; outboxIds: string[] }> {
+      const { rows } = await client.query<ConversationRowDb>(
+        `UPDATE conversations SET title = $2, title_source = 'user', notify_seq = $3, revision = revision + 1, updated_at = now()
+          WHERE id = $1 RETURNING *`,
+        [record.id, write.title, write.notifySeq],
+      );
+      if (!rows[0]) throw new Error(`conversation ${record.id} vanished under its row lock`);
+      const outboxIds: string[] = [];
+      for (const row of write.outbox) {
+        const inserted = await client.query<{ id: string }>(
+          'INSERT INTO outbox (effect_id, conversation_id, kind, payload) VALUES ($1, $2, $3, $4) RETURNING id::text AS id',
+          [row.effectId, row.conversationId, row.kind, JSON.stringify(row.payload)],
+        );
+        outboxIds.push(inserted.rows[0]!.id);
+      }
+      return { record: toRecord(rows[0]), outboxIds };
     },
 
     async archive(id: string, archived: boolean): Promise<void> {

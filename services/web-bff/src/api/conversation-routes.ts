@@ -73,6 +73,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     downgradeMode: (req, ctx) => call('DowngradeMode', ctx, (o) => client.downgradeMode(req, o)),
     triggerContinuation: (req, ctx) => call('TriggerContinuation', ctx, (o) => client.triggerContinuation(req, o)),
     updateConversationSettings: (req, ctx) => call('UpdateConversationSettings', ctx, (o) => client.updateConversationSettings(req, o)),
+    renameConversation: (req, ctx) => call('RenameConversation', ctx, (o) => client.renameConversation(req, o)),
     watchConversation: (req, ctx) => watch(req, ctx),
   });
 
@@ -93,7 +94,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
         { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(requestHeader) } },
       );
       ownership.remember(user, id);
-      return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence };
+      return { conversation: got.conversation!, messages: got.messages, sequence: got.sequence, subAgents: got.subAgents };
     },
     mapError: (err, signal) => mapUpstreamError(err, logger, 'GetConversation', signal),
   };

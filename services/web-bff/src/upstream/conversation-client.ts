@@ -7,7 +7,7 @@
  * `createBalancedTransport`): the URLs of BEDROCK_CONVERSATION_URL, each host name resolved to
  * all of its addresses and re-resolved periodically. A replica that fails is skipped at once;
  * a call that never reached it is sent to another replica, and so is a read (GetConversation,
- * ListConversations), a settings change (UpdateConversationSettings) or a request with a
+ * ListConversations), a settings change (UpdateConversationSettings), a rename or a request with a
  * `request_id` whose connection broke after it was sent. Docs: docs/web-bff.md.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
@@ -54,9 +54,10 @@ const READS = new Set(['GetConversation', 'ListConversations']);
 
 /**
  * Changes that set absolute values (UpdateConversationSettings: "thinking is HIGH, the server
- * tools are exactly these"): a repeat leaves the conversation as the first attempt did.
+ * tools are exactly these"; RenameConversation: "the title is this"): a repeat leaves the
+ * conversation as the first attempt did.
  */
-const SETS = new Set(['UpdateConversationSettings']);
+const SETS = new Set(['UpdateConversationSettings', 'RenameConversation']);
 
 /**
  * Reads, changes that set absolute values, any method the proto declares idempotent

@@ -30,7 +30,7 @@ export function toSharedSnapshot(conversationId: string, s: WatchSnapshot): Shar
     create(ConversationEventSchema, {
       conversationId,
       sequence: s.sequence,
-      kind: { case: 'snapshot', value: { conversation: s.conversation, messages: s.messages } },
+      kind: { case: 'snapshot', value: { conversation: s.conversation, messages: s.messages, subAgents: s.subAgents ?? [] } },
     }),
   );
 }

@@ -60,7 +60,7 @@ k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an
 	bash scripts/ensure-kubectl.sh
 	npm run render -w packages/deploy-check -- $(or $(OVERLAY),dev)
 
-loadtest-tool-runner: setup ## Load-test one tool-runner (ARGS="--concurrency 8 --duration 20 --mix bash:8,think:2 --path grpc|queue")
+loadtest-tool-runner: setup ## Load-test a tool-runner it starts itself, or ARGS="--url URL --token-file F"; figures, --report FILE (docs/tool-runner.md)
 	npx tsx services/tool-runner/bench/loadtest.ts $(ARGS)
 
 .PHONY: help setup gen services lint format breaking test bench loadtest-tool-runner cluster cluster-down install-cli bundles images k8s-render

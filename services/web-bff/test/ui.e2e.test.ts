@@ -964,6 +964,7 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
       conv('blocks'),
       conv('live', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }),
       conv('settings'),
+      conv('stream', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }),
     ]);
     p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     p.setDefaultTimeout(15_000);
@@ -1151,6 +1152,45 @@ describe("the model's blocks in the transcript (the page's API scripted by the t
     await expect(details.getAttribute('open')).resolves.toBe('');
     await expect(live.locator('.msg-body').innerText()).resolves.toBe('The answer is 42.');
     await p.screenshot({ path: join(SHOTS, 'thinking-live.png') });
+  });
+
+  it('streams Markdown without re-rendering what is already written: finished blocks keep their DOM', async () => {
+    const delta = (deltaIndex: number, t: string): EventInit => ({
+      sequence: 3n,
+      deltaIndex,
+      kind: { case: 'tokenDelta', value: { requestId: 'req-s', blockIndex: 0, text: t, kind: TokenDeltaKind.TEXT } },
+    });
+    await open('stream', [
+      {
+        sequence: 3n,
+        kind: {
+          case: 'snapshot',
+          value: {
+            conversation: conv('stream', { state: { kind: StateKind.LLM_REQUESTING, attempt: 1, maxAttempts: 3 } }),
+            messages: [msg('s1', MessageType.USER, [text('Explain.')])],
+          },
+        },
+      },
+      delta(1, '# Title\n\nThe first paragraph is complete.\n\nThe second one is '),
+    ]);
+    const live = p.locator('li.msg-streaming .msg-body');
+    await live.locator('p', { hasText: 'The second one is' }).waitFor();
+    // Mark the finished blocks' elements; later deltas must leave these very nodes in place.
+    await p.evaluate(`document.querySelectorAll('li.msg-streaming .md').forEach((el, i) => { el.dataset.mark = String(i); })`);
+    await expect(live.locator('.md').count()).resolves.toBe(3);
+    scripted.push('stream', [delta(2, 'still growing.\n\n- one'), delta(3, '\n- two\n\n```bash\necho hi\n```\n')]);
+    await live.locator('.code-block code span', { hasText: 'echo' }).waitFor();
+    const blocks = await live
+      .locator('.md')
+      .evaluateAll((els) => els.map((el) => [el.getAttribute('data-mark') ?? '', el.textContent?.trim()]));
+    expect(blocks.slice(0, 2)).toEqual([
+      ['0', 'Title'],
+      ['1', 'The first paragraph is complete.'],
+    ]);
+    await expect(live.locator('h1').innerText()).resolves.toBe('Title');
+    await expect(live.locator('ul li').allInnerTexts()).resolves.toEqual(['one', 'two']);
+    await expect(live.innerText()).resolves.toContain('The second one is still growing.');
+    await p.screenshot({ path: join(SHOTS, 'streaming-markdown.png') });
   });
 
   it("changes thinking and web tools from the header, showing the service's refusal as it says it", async () => {

@@ -7,6 +7,7 @@ import {
   ConversationSchema,
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
+  RenameConversationResponseSchema,
   RespondToModeUpgradeResponseSchema,
   ServerTool,
   StateKind,
@@ -28,6 +29,7 @@ import {
   renderMessages,
   renderMode,
   renderSettings,
+  renderSubAgents,
   type EventRenderer,
   type Output,
   type RenderOptions,
@@ -196,7 +198,7 @@ async function sourceOf(ctx: Ctx, id: string) {
   return (await ctx.client.getConversation({ conversationId: id })).conversation!;
 }
 
-export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean }): Promise<number> {
+export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean; search?: string }): Promise<number> {
   let pageToken = '';
   do {
     const page = await ctx.client.listConversations({
@@ -204,6 +206,7 @@ export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; arch
       parentId: opts.parent ?? '',
       includeArchived: opts.archived,
       pageSize: 200,
+      query: opts.search ?? '',
     });
     for (const c of page.conversations) ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : renderConversationLine(c));
     pageToken = opts.all ? page.nextPageToken : '';
@@ -219,13 +222,22 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   }
   const c = res.conversation!;
   ctx.output.out(
-    `${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
+    `${c.title || '(no title yet)'}\n${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
   );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
-  if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId}\n`);
+  if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId} (bedrock show ${c.parentId})\n`);
+  ctx.output.out(renderSubAgents(c.id, res.subAgents, res.moreSubAgents));
   ctx.output.out('\n');
   ctx.output.out(renderMessages(res.messages, ctx.render));
+  return EXIT.ok;
+}
+
+/** `bedrock rename ID TITLE`: prints the title as the server keeps it (trimmed); --json the conversation. */
+export async function rename(ctx: Ctx, id: string, title: string): Promise<number> {
+  // Setting a title is repeatable: a retry after a lost answer sets the same one.
+  const res = await ctx.retry(() => ctx.client.renameConversation({ conversationId: id, title }));
+  ctx.output.out(ctx.json ? json(toJson(RenameConversationResponseSchema, res)) : `${res.conversation!.title}\n`);
   return EXIT.ok;
 }
 

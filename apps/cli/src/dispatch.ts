@@ -10,6 +10,7 @@ import {
   messageText,
   newConversation,
   parseSettingsFlags,
+  rename,
   send,
   settings,
   show,
@@ -59,6 +60,7 @@ export async function dispatch(
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
+    if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
     const settingsFlags = parseSettingsFlags(values);
     const creating = command === 'new' || (command === 'chat' && !rest[0]);
     if (creating && settingsFlags.disable.length)
@@ -104,9 +106,13 @@ export async function dispatch(
           return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
         case 'ls':
           need(rest, 0, 'no arguments');
-          return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived });
+          return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived, search: values.search });
         case 'show':
           return await show(ctx, need(rest, 1, 'a conversation id')[0]!);
+        case 'rename': {
+          const [id, title] = need(rest, 2, 'a conversation id and the title (quote it)');
+          return await rename(ctx, id!, title!);
+        }
         case 'send': {
           const [id, given] =
             values.file !== undefined

@@ -357,9 +357,26 @@ function textOf(m: Message): string {
   return m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join('\n');
 }
 
+/** Titles in listings: cut to this many characters (with "…"), padded so that the directories line up. */
+const LIST_TITLE_CHARS = 48;
+
+function listTitle(c: Conversation): string {
+  const chars = Array.from(c.title || '(no title yet)');
+  const title = chars.length > LIST_TITLE_CHARS ? `${chars.slice(0, LIST_TITLE_CHARS - 1).join('')}…` : chars.join('');
+  return title + ' '.repeat(LIST_TITLE_CHARS - Array.from(title).length);
+}
+
 export function renderConversationLine(c: Conversation): string {
   const updated = c.updatedAt ? new Date(Number(c.updatedAt.seconds) * 1000).toISOString().replace('.000Z', 'Z') : '';
-  return `${c.id}  ${stateName(c.state?.kind).padEnd(22)} ${modeName(c.mode).padEnd(12)} ${updated}  ${c.cwd}\n`;
+  return `${c.id}  ${stateName(c.state?.kind).padEnd(22)} ${modeName(c.mode).padEnd(12)} ${updated}  ${listTitle(c)}  ${c.cwd}\n`;
+}
+
+/** `show`'s list of a conversation's sub-agents: each one's id (to open it), state in words and title. */
+export function renderSubAgents(parentId: string, subAgents: readonly Conversation[], more: boolean): string {
+  if (subAgents.length === 0) return '';
+  const lines = subAgents.map((a) => `  ${a.id}  ${stateName(a.state?.kind).padEnd(22)} ${a.title || '(no title yet)'}\n`);
+  const rest = more ? `  … more: bedrock ls --parent ${parentId}\n` : '';
+  return `sub-agents (bedrock show ID opens one):\n${lines.join('')}${rest}`;
 }
 
 /** Renders watch events for people; remembers the last state it was told and the last state line it printed. */

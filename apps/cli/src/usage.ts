@@ -12,9 +12,12 @@ export const USAGE = `usage: bedrock <command> [options]
                                       create a conversation; prints its id (--from: in
                                       the source's directory unless --cwd says otherwise)
   settings ID [SETTINGS]              show or change thinking and web tools
-  ls [--all] [--parent ID] [--archived]
-                                      list conversations (sub-agents with --parent)
-  show ID [--full]                    the conversation and its messages (--json: everything)
+  ls [--all] [--parent ID] [--archived] [--search TEXT]
+                                      list conversations with their titles (sub-agents
+                                      with --parent; --search: titles containing TEXT)
+  show ID [--full]                    the conversation, its sub-agents and its messages
+                                      (--json: everything)
+  rename ID TITLE                     give the conversation a title of your own
   send ID TEXT|- [--image FILE]... [--wait]
   send ID --file PATH [--image FILE]... [--wait]
                                       send a message (- reads it from stdin, --file from a
@@ -60,6 +63,7 @@ export const OPTIONS = {
   'hide-thinking': { type: 'boolean', default: false },
   full: { type: 'boolean', default: false },
   file: { type: 'string' },
+  search: { type: 'string' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

@@ -237,7 +237,9 @@ describe('sub-agents', () => {
     await Promise.all(children.map((child) => h.llmJob(child)));
 
     const details = await h.get(id);
-    expect(details.subAgents.map((s) => [s.id, s.title, s.parentId])).toEqual([
+    // Oldest first: the children are created in parallel, so in either order.
+    const byId = [...details.subAgents].sort((a, b) => a.id.localeCompare(b.id));
+    expect(byId.map((s) => [s.id, s.title, s.parentId])).toEqual([
       [children[0], 'Find the config loader', id],
       [children[1], 'Read the docs', id],
     ]);
@@ -257,7 +259,7 @@ describe('sub-agents', () => {
       abort.abort();
       break;
     }
-    expect(snapshotIds).toEqual(children);
+    expect(snapshotIds.sort()).toEqual(children);
 
     // Only top-level conversations are listed (searched too); sub-agents under their parent.
     const top = (await c.listConversations({ pageSize: 200 })).conversations.map((x) => x.id);
@@ -302,7 +304,12 @@ describe('migration 006', () => {
         { type: 'user', content: [{ type: 'text', text: 'Please look at the failing integration tests in the payments service now' }] },
       ]);
       await insert('c', []);
-      expect(await migrate(pool, migrations)).toEqual(['006_conversation_titles.sql']);
+      expect(
+        await migrate(
+          pool,
+          migrations.filter((m) => m.version <= 6),
+        ),
+      ).toEqual(['006_conversation_titles.sql']);
       const { rows } = await pool.query('SELECT id, title, title_source FROM conversations ORDER BY id');
       expect(rows).toEqual([
         { id: 'a', title: 'Make build faster', title_source: 'message' },

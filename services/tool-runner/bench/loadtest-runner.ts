@@ -91,6 +91,8 @@ export async function startOwnRunner(options: OwnRunnerOptions): Promise<OwnRunn
     cwd: REPO_ROOT,
     env: { ...inherited, ...settings },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: a Ctrl-C meant for the load test reaches the runner only as the load test's orderly stop.
+    detached: true,
   });
   // Never left behind, whatever way this process ends.
   const killOnExit = () => child.kill('SIGKILL');

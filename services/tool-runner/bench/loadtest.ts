@@ -181,12 +181,16 @@ async function unusable(message: string): Promise<never> {
   process.exit(1);
 }
 
+// Ctrl-C (or npx passing on a SIGTERM): stop sending, wait for the calls in flight, print the
+// figures so far and stop the runner started here. A second signal exits at once.
 let interrupted = false;
-process.on('SIGINT', () => {
-  if (interrupted) process.exit(130);
-  interrupted = true;
-  console.error('loadtest: interrupted, stopping');
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    console.error(`loadtest: ${signal === 'SIGINT' ? 'interrupted' : 'terminated'}, stopping`);
+  });
+}
 
 async function deleteRedisKeys(redisUrl: string, prefix: string): Promise<void> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });

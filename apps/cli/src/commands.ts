@@ -5,6 +5,7 @@ import { toJson } from '@bufbuild/protobuf';
 import {
   CancelResponseSchema,
   ConversationSchema,
+  DeliveryMode,
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
   RenameConversationResponseSchema,
@@ -313,14 +314,29 @@ export async function messageText(
   return message;
 }
 
-export async function send(ctx: Ctx, id: string, text: string, opts: { images: string[]; wait: boolean }): Promise<number> {
+const DELIVERY_MODES = { queue: DeliveryMode.QUEUE, steer: DeliveryMode.STEER, interrupt: DeliveryMode.INTERRUPT } as const;
+
+export async function send(
+  ctx: Ctx,
+  id: string,
+  text: string,
+  opts: { images: string[]; wait: boolean; delivery?: keyof typeof DELIVERY_MODES | undefined },
+): Promise<number> {
   const images = await Promise.all(opts.images.map(loadImage));
+  const delivery = opts.delivery ? DELIVERY_MODES[opts.delivery] : DeliveryMode.UNSPECIFIED;
   // One request id for the message, whatever the number of attempts: it is stored once.
-  const sendOnce = () => ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text, images, requestId }));
+  const sendOnce = () => ctx.retry((requestId) => ctx.client.sendMessage({ conversationId: id, text, images, requestId, delivery }));
+  // A message that waits (--queue, --steer, --interrupt while busy) has no id yet: follow until the conversation rests.
   const sendIt = async () => (await sendOnce()).message?.id;
   if (!opts.wait) {
     const res = await sendOnce();
-    ctx.output.out(ctx.json ? json({ messageId: res.message?.id ?? '', state: describeState(res.state) }) : `${res.message?.id ?? ''}\n`);
+    if (ctx.json) {
+      ctx.output.out(json({ messageId: res.message?.id ?? '', queuedId: res.queuedId, state: describeState(res.state) }));
+      return EXIT.ok;
+    }
+    // A waiting message prints its queued id (stdout stays one id for scripts; the note goes to stderr).
+    ctx.output.out(`${res.message?.id ?? res.queuedId}\n`);
+    if (res.queuedId) ctx.output.err(`the agent is busy: the message waits (${opts.delivery}) and is delivered by the server\n`);
     return EXIT.ok;
   }
   const render = followingRenderer(ctx, id);

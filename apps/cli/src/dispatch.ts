@@ -29,6 +29,7 @@ import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { USAGE, type OptionValues } from './usage.ts';
 
 const SETTINGS_FLAGS = ['thinking', 'web-search', 'web-fetch', 'no-web-search', 'no-web-fetch'] as const;
+const DELIVERY_FLAGS = ['queue', 'steer', 'interrupt'] as const;
 
 function need(positionals: string[], count: number, what: string): string[] {
   if (positionals.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
@@ -61,6 +62,9 @@ export async function dispatch(
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
+    const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
+    if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
+    if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
     const settingsFlags = parseSettingsFlags(values);
     const creating = command === 'new' || (command === 'chat' && !rest[0]);
     if (creating && settingsFlags.disable.length)
@@ -119,7 +123,7 @@ export async function dispatch(
               ? need(rest, 1, 'a conversation id (the text comes from --file)')
               : need(rest, 2, 'a conversation id and the text (quote it; - reads it from stdin)');
           const text = await messageText(given, values.file);
-          return await send(ctx, id!, text, { images: values.image ?? [], wait: values.wait });
+          return await send(ctx, id!, text, { images: values.image ?? [], wait: values.wait, delivery: delivery[0] });
         }
         case 'watch':
           return await watch(ctx, need(rest, 1, 'a conversation id')[0]!);

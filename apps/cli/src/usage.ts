@@ -18,10 +18,14 @@ export const USAGE = `usage: bedrock <command> [options]
   show ID [--full]                    the conversation, its sub-agents and its messages
                                       (--json: everything)
   rename ID TITLE                     give the conversation a title of your own
-  send ID TEXT|- [--image FILE]... [--wait]
-  send ID --file PATH [--image FILE]... [--wait]
+  send ID TEXT|- [--image FILE]... [--wait] [--queue|--steer|--interrupt]
+  send ID --file PATH [--image FILE]... [--wait] [--queue|--steer|--interrupt]
                                       send a message (- reads it from stdin, --file from a
-                                      file); --wait streams the turn until it rests
+                                      file); --wait streams the turn until it rests. While
+                                      the agent works: --queue sends it when the turn ends,
+                                      --steer gives it to the agent after its running tools,
+                                      --interrupt cancels the turn and sends it (default:
+                                      refused); a waiting message prints its queued id
   watch ID                            stream the conversation's events
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
@@ -64,6 +68,9 @@ export const OPTIONS = {
   full: { type: 'boolean', default: false },
   file: { type: 'string' },
   search: { type: 'string' },
+  queue: { type: 'boolean', default: false },
+  steer: { type: 'boolean', default: false },
+  interrupt: { type: 'boolean', default: false },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

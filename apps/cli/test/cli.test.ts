@@ -255,6 +255,30 @@ describe('bedrock CLI', () => {
     expect(cont.code).toBe(0);
   }, 90_000);
 
+  it('send --queue keeps a message while the agent works; --interrupt cancels the turn and sends; one mode at a time, for send only', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    expect((await bedrock(['send', id, 'hang'])).code).toBe(0);
+    const queued = await bedrock(['send', id, 'hello', '--queue']);
+    expect(queued.code).toBe(0);
+    expect(queued.stdout.trim()).toBe(`${id}/q/2`);
+    expect(queued.stderr).toMatch(/waits \(queue\)/);
+    const shown = JSON.parse((await bedrock(['show', id, '--json'])).stdout) as { conversation: { state: { pendingMessages: unknown[] } } };
+    expect(shown.conversation.state.pendingMessages).toEqual([expect.objectContaining({ text: 'hello', delivery: 'DELIVERY_MODE_QUEUE' })]);
+    expect((await bedrock(['send', id, 'x', '--queue', '--steer'])).code).toBe(2);
+    expect((await bedrock(['show', id, '--steer'])).code).toBe(2);
+    // Cancels the hanging request (its acknowledgement never comes: the cancel times out), then
+    // sends; the queued message follows; --wait returns when the conversation rests.
+    const interrupted = await bedrock(['send', id, 'hello', '--interrupt', '--wait']);
+    expect(interrupted.code).toBe(0);
+    const after = JSON.parse((await bedrock(['show', id, '--json'])).stdout) as {
+      conversation: { state: { kind: string; pendingMessages?: unknown[] } };
+      messages: { type: string; content: { text?: { text: string } }[] }[];
+    };
+    expect(after.conversation.state.pendingMessages ?? []).toEqual([]);
+    const users = after.messages.filter((m) => m.type === 'MESSAGE_TYPE_USER').map((m) => m.content[0]?.text?.text);
+    expect(users).toEqual(['hang', 'hello', 'hello']);
+  }, 60_000);
+
   it('prints thinking under its label (or not, with --hide-thinking), web searches with their sources, and the markers of a cut and a refusal', async () => {
     const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
     const think = await bedrock(['send', id, 'think', '--wait']);

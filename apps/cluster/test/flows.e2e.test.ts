@@ -12,6 +12,7 @@ import { Code, ConnectError, createClient, type Interceptor } from '@connectrpc/
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import {
   ConversationService,
+  DeliveryMode,
   ErrorKind,
   MessageType,
   Mode,
@@ -90,6 +91,32 @@ describe('end to end through the public API', () => {
     const second = requestsFor('three tools')[1]!;
     const last = second.body!.messages[second.body!.messages.length - 1]!;
     expect(Array.isArray(last.content) && last.content.map((b) => b.type)).toEqual(['tool_result', 'tool_result', 'tool_result']);
+  });
+
+  it('steers a multi-tool turn: the message joins the tool results of the next request; a queued one follows at rest', async () => {
+    e.route(
+      'steer me',
+      tools(call('bash', { command: 'sleep 0.5; echo one' }), call('bash', { command: 'echo two' })),
+      say('Looking at two.'),
+      say('And the queued one.'),
+    );
+    const id = await converse('steer me');
+    await rest(id, StateKind.TOOL_EXECUTING);
+    const queued = await e.client.sendMessage({ conversationId: id, text: 'then summarise', delivery: DeliveryMode.QUEUE });
+    const steered = await e.client.sendMessage({ conversationId: id, text: 'focus on two', delivery: DeliveryMode.STEER });
+    expect(queued.queuedId).not.toBe('');
+    expect(steered.queuedId).not.toBe('');
+    await e.waitFor('the queued message to be answered', () => requestsFor('steer me').length === 3);
+    await rest(id);
+    // The strict local Messages API server answered every request (it refuses an invalid history).
+    const [, second, third] = requestsFor('steer me');
+    const last = (r: typeof second) => r!.body!.messages[r!.body!.messages.length - 1]!;
+    const blocks = last(second).content;
+    expect(Array.isArray(blocks) && blocks.map((b) => b.type)).toEqual(['tool_result', 'tool_result', 'text']);
+    expect(Array.isArray(blocks) && blocks[2]!.text).toBe('focus on two');
+    const final = last(third).content;
+    expect(typeof final === 'string' ? final : final.map((b) => b.text).join('')).toBe('then summarise');
+    expect((await e.client.getConversation({ conversationId: id })).conversation!.state!.pendingMessages).toEqual([]);
   });
 
   it('cancels a running tool: its process group is gone, results are synthetic, the conversation is idle', async () => {

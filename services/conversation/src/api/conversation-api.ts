@@ -12,6 +12,8 @@ import { isAbsolute } from 'node:path';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import {
+  CancelQueuedMessageRequestSchema,
+  CancelQueuedMessageResponseSchema,
   CancelRequestSchema,
   CancelResponseSchema,
   ConversationService,
@@ -37,9 +39,9 @@ import {
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
 import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
-import type { ConversationEvent, Policy } from '../core/index.ts';
+import { pendingMessageId, type ConversationEvent, type Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
-import { messageToProto, stateToProto } from '../mapping/proto.ts';
+import { deliveryFromProto, messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { Applier, ApplyResult } from '../apply/applier.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
@@ -437,20 +439,49 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
               Code.InvalidArgument,
             );
           }
+          const delivery = deliveryFromProto(req.delivery);
+          if (delivery === null) {
+            throw new ConnectError(
+              `delivery: ${req.delivery} is not a delivery mode; use REJECT, QUEUE, STEER or INTERRUPT.`,
+              Code.InvalidArgument,
+            );
+          }
           await validateImages(req.images);
           return {
             type: 'user_message',
             text: req.text,
             images: req.images.map((image) => ({ mediaType: image.mediaType, data: Buffer.from(image.data).toString('base64') })),
+            ...(delivery === 'reject' ? {} : { delivery }),
           };
         },
         respond(result) {
-          const message = result.kind === 'applied' ? result.persisted.find((m) => m.type === 'user') : undefined;
+          const state = result.record.state;
+          // The message waits when this transition put it in the pending list.
+          const queuedId = pendingMessageId(result.record.id, state.seq);
+          const queued = result.kind === 'applied' && (state.pending ?? []).some((m) => m.id === queuedId);
+          // Sent now: the last user message this transition persisted (waiting steers it delivered come before it).
+          const message = result.kind === 'applied' && !queued ? result.persisted.filter((m) => m.type === 'user').at(-1) : undefined;
           return create(SendMessageResponseSchema, {
             ...(message ? { message: messageToProto(message) } : {}),
-            state: stateToProto(result.record.state, policy),
+            state: stateToProto(state, policy),
+            ...(queued ? { queuedId } : {}),
           });
         },
+      }),
+
+    cancelQueuedMessage: (req, ctx) =>
+      act(ctx, {
+        method: 'CancelQueuedMessage',
+        conversationId: req.conversationId,
+        requestSchema: CancelQueuedMessageRequestSchema,
+        request: req,
+        responseSchema: CancelQueuedMessageResponseSchema,
+        eventType: 'user_cancel_queued',
+        event() {
+          if (!req.queuedId.trim()) throw new ConnectError('queued_id is required', Code.InvalidArgument);
+          return { type: 'user_cancel_queued', queuedId: req.queuedId };
+        },
+        respond: (result) => create(CancelQueuedMessageResponseSchema, { state: stateToProto(result.record.state, policy) }),
       }),
 
     cancel: (req, ctx) =>

@@ -31,7 +31,15 @@ export const REJECTION_MESSAGES: Readonly<Record<RejectionCode, string>> = {
   conversation_finished: 'This sub-agent has finished; its conversation is read-only.',
   empty_message: 'The message is empty: send some text or at least one image.',
   continuation_unavailable: 'A continuation summary can be requested only while the agent is idle.',
+  not_queued: 'That message is not waiting any more: it was delivered or withdrawn already.',
+  queue_full:
+    'Too many messages are waiting (at most 10, with at most 8 MB of images in all). Wait for the agent, or withdraw a waiting message.',
 };
+
+/** At most this many messages wait (queue, steer, interrupt) in one conversation. */
+export const MAX_PENDING_MESSAGES = 10;
+/** Waiting messages live in the state, which every event rewrites: their images (base64 characters) are bounded. */
+export const MAX_PENDING_IMAGE_CHARS = 8_000_000;
 
 export function rejection(code: RejectionCode): Rejection {
   return { code, message: REJECTION_MESSAGES[code] };

@@ -15,7 +15,7 @@
 import { describe, it, expect } from '@jest/globals';
 import fc from 'fast-check';
 import { toolSetFor } from '@bedrock/contracts/tools';
-import { transition, initialState, buildLlmHistory, checkToolChain, type HistoryMessage } from './index.ts';
+import { transition, initialState, buildLlmHistory, checkToolChain, pendingMessageId, type HistoryMessage } from './index.ts';
 import type { ContentBlock, ConversationContext, ConversationEvent, ConversationState, Effect, StopReason, ToolCall } from './types.ts';
 import {
   abstractModel,
@@ -80,6 +80,7 @@ function abstractImpl(state: ConversationState): AbstractState {
     pendingToolIds: [],
     pendingSubAgents: [],
     errorKind: null,
+    pending: (state.pending ?? []).map((m) => `${m.delivery}:${m.id}`),
   };
   switch (p.kind) {
     case 'llm_requesting':
@@ -210,6 +211,8 @@ interface Memory {
   toolCounter: number;
   timers: string[];
   agents: string[];
+  /** Numbers the texts of user messages, so each delivery can be traced to its message. */
+  messages: number;
 }
 
 type Gen = (r: () => number) => ConversationEvent;
@@ -281,9 +284,24 @@ function genEvent(ctx: ConversationContext, s: ModelState, mem: Memory, r: () =>
   const anyTool = (): string => (s.toolUses.length > 0 ? pickOne(r, s.toolUses) : 'tu-unknown');
   const anyAgent = (): string => (mem.agents.length > 0 ? pickOne(r, mem.agents) : `${ctx.conversationId}--x--0`);
 
+  const text = (): string => `message ${++mem.messages}`;
+  const waiting = s.pending;
   // Background noise, possible in every phase.
   const noise: (readonly [number, Gen])[] = [
     [3, () => userMessage()],
+    // Delivery modes from every state: a busy agent keeps the message, an idle one sends it.
+    [3, () => ({ ...userMessage(text()), delivery: 'queue' })],
+    [3, () => ({ ...userMessage(text()), delivery: 'steer' })],
+    [2, () => ({ ...userMessage(text()), delivery: 'interrupt' })],
+    [1, () => ({ ...userMessage(text()), delivery: 'reject' })],
+    [1, () => ({ ...userMessage('', []), delivery: 'queue' })],
+    [
+      2,
+      (rr) => ({
+        type: 'user_cancel_queued',
+        queuedId: waiting.length > 0 && rr() < 0.8 ? pickOne(rr, waiting).id : `${ctx.conversationId}/q/1`,
+      }),
+    ],
     [1, () => userMessage('')],
     [1, () => userMessage('', [{ mediaType: 'image/png', data: 'AAAA' }])],
     [2, () => userCancel],
@@ -406,12 +424,17 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
   const { name, ctx } = CONTEXTS[ctxIndex]!;
   let impl = initialState(ctx);
   let model = initialModel(ctx);
-  const mem: Memory = { toolCounter: 0, timers: [], agents: [] };
+  const mem: Memory = { toolCounter: 0, timers: [], agents: [], messages: 0 };
   const implUses: string[] = [];
   const implResults: string[] = [];
   const messages: HistoryMessage[] = [];
   const effectIds: string[] = [];
   const trace: string[] = [];
+  // Waiting messages: the text each was sent with → its id; ids delivered and withdrawn, in order.
+  const waitingIds = new Map<string, string>();
+  const implDelivered: string[] = [];
+  const withdrawn: string[] = [];
+  const implSteered = new Set<string>();
   const fail = (why: string): string => `context: ${name}\n${trace.join('\n')}\n${why}`;
 
   const initial = abstractImpl(impl);
@@ -446,6 +469,22 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
     const ids = persistedIds(result.effects);
     const uses = [...implUses, ...ids.uses];
     const results = [...implResults, ...ids.results];
+    const busyBefore = impl.phase.kind !== 'idle' && impl.phase.kind !== 'error';
+    if (event.type === 'user_message' && event.delivery && event.delivery !== 'reject' && busyBefore) {
+      // It waits (an interrupt that cancelled at once is delivered in the same transition).
+      const id = pendingMessageId(ctx.conversationId, result.state.seq);
+      waitingIds.set(event.text, id);
+      if (event.delivery !== 'queue') implSteered.add(id);
+      const kept = (result.state.pending ?? []).find((m) => m.id === id);
+      if (kept && kept.text !== event.text) return fail(`pending ${id} holds ${JSON.stringify(kept.text)}`);
+    }
+    const delivered = [...implDelivered];
+    for (const e of result.effects) {
+      if (e.type !== 'persist_message' || e.message.type !== 'user') continue;
+      const first = e.message.content[0];
+      const id = first?.type === 'text' ? waitingIds.get(first.text) : undefined;
+      if (id !== undefined) delivered.push(id);
+    }
     const describeImpl = `accept → ${JSON.stringify(abs)} effects ${JSON.stringify([...tags].sort())} toolResults ${JSON.stringify(results)}`;
     if (result.state.phase.kind === 'awaiting_llm') return fail('transition() returned awaiting_llm');
     if (!(result.state.seq > impl.seq)) return fail(`seq did not increase: ${impl.seq} → ${result.state.seq}`);
@@ -464,7 +503,8 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
       const sameIds =
         JSON.stringify(o.next.toolUses) === JSON.stringify(uses) &&
         (o.next.resultsUnspecified || JSON.stringify(o.next.toolResults) === JSON.stringify(results));
-      return sameAbs && sameKind && sameIds && effectsMatch(tags, o.effects, o.optional);
+      const sameDelivered = JSON.stringify(o.next.delivered) === JSON.stringify(delivered);
+      return sameDelivered && sameAbs && sameKind && sameIds && effectsMatch(tags, o.effects, o.optional);
     });
     if (!match) return fail(`implementation: ${describeImpl}\nmodel expects: ${expected}`);
     trace.push(`    → ${abs.phase} ${JSON.stringify(tags)}`);
@@ -472,6 +512,22 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
     model = match.next;
     implUses.push(...ids.uses);
     implResults.push(...ids.results);
+    implDelivered.splice(0, implDelivered.length, ...delivered);
+    if (event.type === 'user_cancel_queued') withdrawn.push(event.queuedId);
+    // Waiting messages are never lost, duplicated or reordered: each one that ever waited is
+    // waiting, delivered once or withdrawn; queued ones go out in the order they arrived;
+    // nothing waits while the conversation is at rest.
+    const waitingNow = (impl.pending ?? []).map((m) => m.id);
+    for (const id of waitingIds.values()) {
+      const times = delivered.filter((x) => x === id).length + (waitingNow.includes(id) ? 1 : 0) + (withdrawn.includes(id) ? 1 : 0);
+      if (times !== 1) return fail(`waiting message ${id} is accounted for ${times} times (waiting, delivered, withdrawn)`);
+    }
+    const seqOf = (id: string): number => Number(id.slice(id.lastIndexOf('/') + 1));
+    const queuedOrder = delivered.filter((id) => !implSteered.has(id)).map(seqOf);
+    if (queuedOrder.some((n, i) => i > 0 && n < queuedOrder[i - 1]!))
+      return fail(`queued messages delivered out of order: ${delivered.join(', ')}`);
+    if ((impl.phase.kind === 'idle' || impl.phase.kind === 'error') && waitingNow.length > 0)
+      return fail(`${impl.phase.kind} with messages waiting`);
     for (const e of result.effects) if (e.type === 'persist_message') messages.push(e.message);
     // Whenever the conversation is not inside a tool chain, the history for the model is valid.
     if (CHAIN_CLOSED.includes(impl.phase.kind) && !model.resultsUnspecified) {
@@ -505,7 +561,7 @@ describe('model-based: implementation agrees with the reference model', () => {
       fc.assert(
         fc.property(fc.array(fc.nat(), { minLength: 1, maxLength: 60 }), (seeds) => {
           let model = initialModel(ctx);
-          const mem: Memory = { toolCounter: 0, timers: [], agents: [] };
+          const mem: Memory = { toolCounter: 0, timers: [], agents: [], messages: 0 };
           for (const seed of seeds) {
             const event = genEvent(ctx, model, mem, rng(seed));
             const first = modelStep(ctx, model, event, `${ctx.conversationId}/timer/x${mem.timers.length}`)[0]!;

@@ -67,6 +67,23 @@ function statesOf(r: Run): ConversationState[] {
   return [r.initial, ...r.steps.filter((s) => s.result.ok && s.after !== s.before).map((s) => s.after)];
 }
 
+/**
+ * The state without its waiting messages. The properties of a turn below hold as they are only
+ * while nothing waits (a waiting message is delivered when the turn comes to rest, so "idle"
+ * becomes the next turn); the delivery properties cover the rest.
+ */
+function bare(state: ConversationState): ConversationState {
+  if (!state.pending) return state;
+  const { pending: _waiting, ...rest } = state;
+  return rest;
+}
+
+/** The steps of a run up to the first one taken while messages waited (see `bare`). */
+function stepsWithoutWaiting(r: Run): Run['steps'] {
+  const i = r.steps.findIndex((s) => (s.before.pending?.length ?? 0) > 0);
+  return i < 0 ? r.steps : r.steps.slice(0, i);
+}
+
 /** A deep copy made in this realm (jest's structuredClone gives objects of another realm's prototypes). States, events and contexts are JSON by design. */
 function clone<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
@@ -203,7 +220,7 @@ describe('conversation state machine properties', () => {
     fc.assert(
       fc.property(scenarioArb({ shape: shapeWith({ isSubAgent: false }) }), (sc) => {
         const r = run(sc);
-        for (const state of statesOf(r)) {
+        for (const state of statesOf(r).map(bare)) {
           const p = state.phase;
           if (p.kind !== 'tool_executing') continue;
           checked++;
@@ -268,7 +285,7 @@ describe('conversation state machine properties', () => {
         const max = policy.maxLlmAttempts;
         let lastAttempt = 0;
         let lastDelay: { delay: number; retryAfter: number } | null = null;
-        for (const s of r.steps) {
+        for (const s of stepsWithoutWaiting(r)) {
           const after = s.after.phase;
           if ((after.kind === 'llm_requesting' || after.kind === 'awaiting_continuation') && after.attempt > max) {
             fail(r, `step ${s.index}: attempt ${after.attempt} > ${max}`);
@@ -367,19 +384,21 @@ describe('conversation state machine properties', () => {
   });
 
   describe('mode invariants (spec 002, as resolved by DESIGN.md)', () => {
-    it('(1) once awaiting_mode_approval, only approve, deny (or cancel) leave it', () => {
+    it('(1) once awaiting_mode_approval, only approve, deny (or cancel, or an interrupting message) leave it', () => {
       let checked = 0;
       fc.assert(
         fc.property(scenarioArb({ shape: shapeWith({ sandboxAvailable: true }) }), (sc) => {
           const r = run(sc);
-          for (const state of statesOf(r)) {
+          for (const state of statesOf(r).map(bare)) {
             const phase = state.phase;
             if (phase.kind !== 'awaiting_mode_approval') continue;
             for (const event of [...probeEvents(state, sc.ctx), ...r.steps.map((s) => s.event)]) {
               checked++;
               const result = transition(state, sc.ctx, event);
               if (!result.ok) continue;
-              const leaves = ['user_approve_upgrade', 'user_deny_upgrade', 'user_cancel'].includes(event.type);
+              // A message delivered with `interrupt` cancels first, as user_cancel.
+              const interrupts = event.type === 'user_message' && event.delivery === 'interrupt';
+              const leaves = interrupts || ['user_approve_upgrade', 'user_deny_upgrade', 'user_cancel'].includes(event.type);
               if (!leaves) {
                 if (JSON.stringify(result.state.phase) !== JSON.stringify(state.phase)) {
                   fail(r, `awaiting_mode_approval + ${event.type} -> ${result.state.phase.kind}`);
@@ -392,6 +411,8 @@ describe('conversation state machine properties', () => {
                   fail(r, `awaiting_mode_approval + ${event.type} still waits for ${next.toolUseId}`);
                 }
                 expect(result.state.mode).toBe(event.type === 'user_approve_upgrade' ? 'unrestricted' : state.mode);
+                if (interrupts && toolResults(persisted(result.effects))[0]?.toolUseId !== phase.toolUseId)
+                  fail(r, 'an interrupting message left the upgrade request unanswered');
               }
             }
           }
@@ -765,7 +786,7 @@ describe('conversation state machine properties', () => {
       fc.property(scenarioArb({ maxLength: 50 }), (sc) => {
         const r = run(sc);
         let warnings = 0;
-        for (const s of r.steps) {
+        for (const s of stepsWithoutWaiting(r)) {
           const effects = effectsOf(s.result);
           warnings += effects.filter((e) => e.type === 'notify' && e.notification.kind === 'context_warning').length;
           const ev = s.event;
@@ -823,7 +844,7 @@ describe('conversation state machine properties', () => {
       fc.property(scenarioArb(), (sc) => {
         const r = run(sc);
         const ctx = sc.ctx;
-        for (const state of statesOf(r)) {
+        for (const state of statesOf(r).map(bare)) {
           const p = state.phase;
           const result = transition(state, ctx, { type: 'user_cancel' });
           seen.add(`${ctx.isSubAgent ? 'S' : 'P'}:${p.kind}`);
@@ -1043,7 +1064,7 @@ describe('conversation state machine properties', () => {
         const r = run(sc);
         const ctx = sc.ctx;
         let auto = 0;
-        for (const s of r.steps) {
+        for (const s of stepsWithoutWaiting(r)) {
           const ev = s.event;
           const bp = s.before.phase;
           const effects = effectsOf(s.result);
@@ -1237,6 +1258,115 @@ describe('conversation state machine properties', () => {
     expect(unknown).toBeGreaterThan(20);
     void already; // rare: covered by the seeded coverage test below
     void invalidSpawn;
+  });
+
+  describe('delivery modes (docs/state-machine.md, "Delivery modes")', () => {
+    it('waiting messages are never lost, duplicated or reordered; nothing waits at rest; a cancel keeps them', () => {
+      let waited = 0;
+      let cancelsWithQueue = 0;
+      fc.assert(
+        fc.property(scenarioArb({ maxLength: 50, shape: shapeWith({ isSubAgent: false }) }), (sc) => {
+          const r = run(sc);
+          const everWaited = new Map<string, { text: string; delivery: string }>();
+          const delivered: string[] = [];
+          const withdrawn = new Set<string>();
+          for (const s of r.steps) {
+            if (!s.result.ok || s.after === s.before) continue;
+            const ev = s.event;
+            const beforeWaiting = [...(s.before.pending ?? [])];
+            // An interrupt that cancelled at once waits for no time: it is sent in the same transition.
+            if (ev.type === 'user_message' && ev.delivery && ev.delivery !== 'reject' && !['idle', 'error'].includes(s.before.phase.kind)) {
+              beforeWaiting.push({
+                id: `${sc.ctx.conversationId}/q/${s.after.seq}`,
+                delivery: ev.delivery,
+                text: ev.text,
+                images: ev.images,
+              });
+            }
+            for (const m of beforeWaiting) everWaited.set(m.id, { text: m.text, delivery: m.delivery });
+            if (ev.type === 'user_cancel_queued') withdrawn.add(ev.queuedId);
+            const after = new Set((s.after.pending ?? []).map((m) => m.id));
+            // What left the list without being withdrawn was sent by this transition, in this order.
+            const gone = beforeWaiting.filter((m) => !after.has(m.id) && !(ev.type === 'user_cancel_queued' && ev.queuedId === m.id));
+            const sentTexts = persisted(effectsOf(s.result))
+              .filter((m) => m.type === 'user')
+              .map((m) => m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join(''));
+            const sentNow = ev.type === 'user_message' && ['idle', 'error'].includes(s.before.phase.kind) ? 1 : 0;
+            if (JSON.stringify(sentTexts.slice(sentNow)) !== JSON.stringify(gone.map((m) => (m.text.trim() === '' ? '' : m.text))))
+              fail(r, `step ${s.index}: sent [${sentTexts.join(' | ')}] but [${gone.map((m) => m.text).join(' | ')}] left the list`);
+            delivered.push(...gone.map((m) => m.id));
+            const kind = s.after.phase.kind;
+            if ((kind === 'idle' || kind === 'error') && (s.after.pending?.length ?? 0) > 0)
+              fail(r, `step ${s.index}: ${kind} with messages waiting`);
+          }
+          const last = r.steps.length > 0 ? r.steps[r.steps.length - 1]!.after : r.initial;
+          const still = new Set((last.pending ?? []).map((m) => m.id));
+          for (const id of everWaited.keys()) {
+            waited++;
+            const n = delivered.filter((x) => x === id).length + (still.has(id) ? 1 : 0) + (withdrawn.has(id) ? 1 : 0);
+            if (n !== 1) fail(r, `waiting message ${id} accounted for ${n} times`);
+          }
+          const seq = (id: string) => Number(id.slice(id.lastIndexOf('/') + 1));
+          const queued = delivered.filter((id) => everWaited.get(id)!.delivery === 'queue').map(seq);
+          if (queued.some((n, i) => i > 0 && n < queued[i - 1]!))
+            fail(r, `queued messages delivered out of order: ${delivered.join(', ')}`);
+          // A cancel keeps what waits: each waiting message is still waiting or is sent by it.
+          for (const state of statesOf(r)) {
+            if (!state.pending || state.phase.kind === 'context_exhausted') continue;
+            const res = transition(state, sc.ctx, { type: 'user_cancel' });
+            if (!res.ok || res.state === state) continue;
+            cancelsWithQueue++;
+            const sent = persisted(res.effects).filter((m) => m.type === 'user').length;
+            const kept = res.state.pending?.length ?? 0;
+            if (sent + kept !== state.pending.length)
+              fail(r, `a cancel with ${state.pending.length} waiting kept ${kept} and sent ${sent}`);
+          }
+        }),
+        opts,
+      );
+      expect(waited).toBeGreaterThan(50);
+      expect(cancelsWithQueue).toBeGreaterThan(5);
+    });
+
+    it('every request after a steering message is a valid Messages API history, the message after the tool results it joins', () => {
+      let steeredAtBoundary = 0;
+      fc.assert(
+        fc.property(scenarioArb({ maxLength: 50, shape: shapeWith({ isSubAgent: false }) }), (sc) => {
+          const r = run(sc);
+          const messages: NewMessage[] = [];
+          let steered = false;
+          for (const s of r.steps) {
+            const effects = effectsOf(s.result);
+            messages.push(...persisted(effects));
+            const ev = s.event;
+            if (ev.type === 'user_message' && ev.delivery === 'steer' && s.result.ok && s.after !== s.before) steered = true;
+            if (!steered || !effects.some((e) => e.type === 'request_llm')) continue;
+            const turns = buildLlmHistory(messages);
+            const problems = checkToolChain(turns);
+            for (const [i, turn] of turns.entries()) {
+              if (turn.content.length === 0) problems.push(`turn ${i} is empty`);
+              for (const b of turn.content)
+                if (b.type === 'text' && b.text.trim() === '') problems.push(`turn ${i} has a blank text block`);
+              const firstOther = turn.content.findIndex((b) => b.type !== 'tool_result');
+              if (firstOther >= 0 && turn.content.slice(firstOther).some((b) => b.type === 'tool_result'))
+                problems.push(`turn ${i}: a tool_result after other blocks`);
+            }
+            if (problems.length > 0) fail(r, `step ${s.index}: ${problems.join('; ')}`);
+            // A steering message delivered at a tool boundary: after the results, in the same user turn.
+            const kinds = persisted(effects).map((m) => m.type);
+            if (kinds.includes('tool') && kinds.at(-1) === 'user' && s.before.phase.kind !== 'idle') {
+              const lastTurn = turns.at(-1)!;
+              if (lastTurn.content.some((b) => b.type === 'tool_result')) {
+                steeredAtBoundary++;
+                expect(lastTurn.content.at(-1)?.type).toMatch(/text|image/);
+              }
+            }
+          }
+        }),
+        opts,
+      );
+      expect(steeredAtBoundary).toBeGreaterThan(5);
+    });
   });
 
   it('the driver reaches every phase and the rare situations the properties rely on (seeded, guards against vacuity)', () => {

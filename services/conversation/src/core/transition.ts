@@ -11,6 +11,8 @@ import {
   CONTINUATION_FALLBACK_SUMMARY,
   CONTINUATION_THRESHOLD,
   LOST_RESULT,
+  MAX_PENDING_IMAGE_CHARS,
+  MAX_PENDING_MESSAGES,
   MAX_TOKENS_NOTICE,
   MODE_NOTICE_RESTRICTED,
   MODE_NOTICE_UNRESTRICTED,
@@ -29,12 +31,15 @@ import type {
   ConversationContext,
   ConversationEvent,
   ConversationState,
+  DeliveryMode,
   Effect,
   ErrorKind,
+  ImageInput,
   MessageType,
   Mode,
   NewMessage,
   Notification,
+  PendingMessage,
   Phase,
   Rejection,
   SubAgentOutcome,
@@ -112,9 +117,13 @@ function run(state: ConversationState, ctx: ConversationContext, event: StepEven
   const outcome = handle(d, event);
   if (outcome === NOOP) return { ok: true, state, effects: [] };
   if (outcome) return { ok: false, rejection: outcome };
+  // The turn came to rest with messages waiting: the next one goes out at once.
+  if (d.pending.length > 0 && (d.phase.kind === 'idle' || d.phase.kind === 'error')) deliverAtRest(d);
   if (settle && d.phase.kind === 'awaiting_llm') beginLlm(d, 0);
   return { ok: true, state: d.state(), effects: d.effects() };
 }
+
+const NO_PENDING: readonly PendingMessage[] = [];
 
 /** The next state under construction, and the effects it asks for. */
 class Draft {
@@ -124,6 +133,7 @@ class Draft {
   lastUsage: Usage | null;
   totalUsage: Usage;
   contextWarned: boolean;
+  pending: readonly PendingMessage[];
   readonly seq: number;
   private readonly idPrefix: string;
   private readonly bodies: EffectBody[] = [];
@@ -139,6 +149,7 @@ class Draft {
     this.lastUsage = prev.lastUsage;
     this.totalUsage = prev.totalUsage;
     this.contextWarned = prev.contextWarned;
+    this.pending = prev.pending ?? NO_PENDING;
     this.seq = prev.seq + 1;
     this.idPrefix = `${ctx.conversationId}/${this.seq}/`;
   }
@@ -182,7 +193,7 @@ class Draft {
     return `${this.ctx.conversationId}/timer/${this.seq}${k ? `.${k}` : ''}`;
   }
   state(): ConversationState {
-    return {
+    const state: Mutable<ConversationState> = {
       phase: this.phase,
       mode: this.mode,
       seq: this.seq,
@@ -191,6 +202,9 @@ class Draft {
       totalUsage: this.totalUsage,
       contextWarned: this.contextWarned,
     };
+    // Only when something waits: the stored JSON of every other state is unchanged.
+    if (this.pending.length > 0) state.pending = this.pending;
+    return state;
   }
   effects(): Effect[] {
     return this.bodies as Effect[];
@@ -204,6 +218,7 @@ const USER_ACTIONS = new Set<StepEvent['type']>([
   'user_deny_upgrade',
   'user_request_downgrade',
   'user_trigger_continuation',
+  'user_cancel_queued',
 ]);
 
 function handle(d: Draft, event: StepEvent): Outcome {
@@ -213,7 +228,7 @@ function handle(d: Draft, event: StepEvent): Outcome {
   const kind = phase.kind;
   // ContextExhausted is absorbing: only a user message is answered, with a rejection.
   if (kind === 'context_exhausted') {
-    return event.type === 'user_message' ? rejection('context_exhausted') : NOOP;
+    return event.type === 'user_message' || event.type === 'user_cancel_queued' ? rejection('context_exhausted') : NOOP;
   }
   // A sub-agent that submitted its result or failed is finished.
   if (kind === 'completed' || kind === 'failed') {
@@ -221,7 +236,9 @@ function handle(d: Draft, event: StepEvent): Outcome {
   }
   switch (event.type) {
     case 'user_message':
-      return onUserMessage(d, event.text, event.images);
+      return onUserMessage(d, event.text, event.images, event.delivery ?? 'reject');
+    case 'user_cancel_queued':
+      return onCancelQueued(d, event.queuedId);
     case 'user_cancel':
       return onUserCancel(d);
     case 'user_approve_upgrade':
@@ -263,25 +280,92 @@ function handle(d: Draft, event: StepEvent): Outcome {
 
 // ---- user actions ----------------------------------------------------------------------
 
-function onUserMessage(d: Draft, text: string, images: readonly { mediaType: string; data: string }[]): Outcome {
+function onUserMessage(d: Draft, text: string, images: readonly ImageInput[], delivery: DeliveryMode): Outcome {
   if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
-  const hasText = text.trim() !== '';
-  if (!hasText && images.length === 0) return rejection('empty_message');
+  if (text.trim() === '' && images.length === 0) return rejection('empty_message');
   switch (d.phase.kind) {
     case 'idle':
-    case 'error': {
-      const content: ContentBlock[] = [];
-      if (hasText) content.push({ type: 'text', text });
-      for (const image of images) content.push({ type: 'image', mediaType: image.mediaType, data: image.data });
-      d.persist('user', content);
+    case 'error':
+      // At rest every delivery mode sends at once.
+      persistUser(d, text, images);
       d.phase = { kind: 'awaiting_llm' };
       return;
-    }
     case 'cancelling':
-      return rejection('cancellation_in_progress');
-    default:
+      // A cancel is already under way: interrupt waits for it like the others.
+      if (delivery === 'reject') return rejection('cancellation_in_progress');
+      return enqueue(d, delivery, text, images);
+    case 'awaiting_continuation':
+      // The conversation ends in context_exhausted: a waiting message could never be delivered.
       return rejection('agent_busy');
+    default: {
+      if (delivery === 'reject') return rejection('agent_busy');
+      const refused = enqueue(d, delivery, text, images);
+      if (refused) return refused;
+      // Cancel; when that leaves the conversation idle at once, run() delivers the message.
+      if (delivery === 'interrupt') return onUserCancel(d);
+      return;
+    }
   }
+}
+
+function persistUser(d: Draft, text: string, images: readonly ImageInput[]): void {
+  const content: ContentBlock[] = [];
+  if (text.trim() !== '') content.push({ type: 'text', text });
+  for (const image of images) content.push({ type: 'image', mediaType: image.mediaType, data: image.data });
+  d.persist('user', content);
+}
+
+/** The id of the message a transition puts in the pending list. */
+export function pendingMessageId(conversationId: string, seq: number): string {
+  return `${conversationId}/q/${seq}`;
+}
+
+function enqueue(d: Draft, delivery: PendingMessage['delivery'], text: string, images: readonly ImageInput[]): Outcome {
+  if (d.pending.length >= MAX_PENDING_MESSAGES) return rejection('queue_full');
+  let chars = 0;
+  for (const m of d.pending) for (const image of m.images) chars += image.data.length;
+  for (const image of images) chars += image.data.length;
+  if (images.length > 0 && chars > MAX_PENDING_IMAGE_CHARS) return rejection('queue_full');
+  d.pending = [...d.pending, { id: pendingMessageId(d.ctx.conversationId, d.seq), delivery, text, images }];
+  return;
+}
+
+function onCancelQueued(d: Draft, queuedId: string): Outcome {
+  if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
+  const rest = d.pending.filter((m) => m.id !== queuedId);
+  if (rest.length === d.pending.length) return rejection('not_queued');
+  d.pending = rest;
+  return;
+}
+
+/**
+ * The turn came to rest (idle or error) with messages waiting: the urgent ones (steer,
+ * interrupt) go out together as the next user turn, in the order they arrived; else the first
+ * queued message. What stays waits for the end of that turn.
+ */
+function deliverAtRest(d: Draft): void {
+  if (!deliverUrgent(d)) {
+    const [first, ...rest] = d.pending;
+    persistUser(d, first!.text, first!.images);
+    d.pending = rest;
+  }
+  d.phase = { kind: 'awaiting_llm' };
+}
+
+/** Persists every steer and interrupt message, in order; false when there was none. */
+function deliverUrgent(d: Draft): boolean {
+  let delivered = false;
+  const kept: PendingMessage[] = [];
+  for (const m of d.pending) {
+    if (m.delivery === 'queue') {
+      kept.push(m);
+    } else {
+      persistUser(d, m.text, m.images);
+      delivered = true;
+    }
+  }
+  if (delivered) d.pending = kept;
+  return delivered;
 }
 
 function onUserCancel(d: Draft): Outcome {
@@ -635,6 +719,8 @@ function runTools(d: Draft, calls: readonly ToolCall[], done: ToolResult[], tota
     d.persistResult(immediate);
     done.push(immediate);
   }
+  // A tool boundary: steering messages join the user turn that carries the results.
+  if (d.pending.length > 0) deliverUrgent(d);
   d.phase = { kind: 'awaiting_llm' };
 }
 

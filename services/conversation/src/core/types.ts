@@ -186,6 +186,24 @@ export type Phase =
 
 export type PhaseKind = Phase['kind'];
 
+/**
+ * How a user message is delivered when the agent is busy (docs/state-machine.md, "Delivery
+ * modes"): `reject` refuses it (REQ-BED-002, the default); `queue` keeps it until the turn
+ * comes to rest; `steer` hands it to the model at the next tool boundary (with the tool
+ * results) or, if the turn ends first, as the next message; `interrupt` cancels the turn and
+ * sends it once the cancel is complete. At rest every mode sends at once.
+ */
+export type DeliveryMode = 'reject' | 'queue' | 'steer' | 'interrupt';
+
+/** A user message waiting in the conversation's state to be delivered. */
+export interface PendingMessage {
+  /** `${conversationId}/q/${seq}`: the transition that accepted it. */
+  readonly id: string;
+  readonly delivery: 'queue' | 'steer' | 'interrupt';
+  readonly text: string;
+  readonly images: readonly ImageInput[];
+}
+
 /** The whole persisted state of a conversation. */
 export interface ConversationState {
   readonly phase: Phase;
@@ -201,6 +219,11 @@ export interface ConversationState {
   readonly totalUsage: Usage;
   /** The 80% warning was given (REQ-BED-023); given once. */
   readonly contextWarned: boolean;
+  /**
+   * Messages sent with delivery queue, steer or interrupt that wait, in the order they arrived.
+   * Present only when not empty (absent in states stored before it existed: none).
+   */
+  readonly pending?: readonly PendingMessage[];
 }
 
 export type ContextExhaustionBehavior = 'threshold_continuation' | 'intentionally_unhandled';
@@ -252,7 +275,10 @@ export type StopReason =
 
 export type ConversationEvent =
   // From users (through the API).
-  | { readonly type: 'user_message'; readonly text: string; readonly images: readonly ImageInput[] }
+  /** `delivery` absent: reject. */
+  | { readonly type: 'user_message'; readonly text: string; readonly images: readonly ImageInput[]; readonly delivery?: DeliveryMode }
+  /** Withdraws a pending message (PendingMessage.id) before it is delivered. */
+  | { readonly type: 'user_cancel_queued'; readonly queuedId: string }
   | { readonly type: 'user_cancel' }
   | { readonly type: 'user_approve_upgrade' }
   | { readonly type: 'user_deny_upgrade' }
@@ -398,7 +424,9 @@ export type RejectionCode =
   | 'sub_agent_mode_fixed'
   | 'conversation_finished'
   | 'empty_message'
-  | 'continuation_unavailable';
+  | 'continuation_unavailable'
+  | 'not_queued'
+  | 'queue_full';
 
 /** A refused event: nothing changes, and the caller gets `message` (user-facing, actionable). */
 export interface Rejection {

@@ -7,9 +7,11 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   ContentBlockSchema,
   ConversationStateSchema,
+  DeliveryMode as PDeliveryMode,
   ErrorKind as PErrorKind,
   MessageSchema,
   MessageType as PMessageType,
+  PendingMessageSchema,
   Mode as PMode,
   StateKind,
   StopReason as PStopReason,
@@ -24,6 +26,7 @@ import type {
   ContentBlock,
   ConversationEvent,
   ConversationState,
+  DeliveryMode,
   ErrorKind,
   MessageType,
   Mode,
@@ -190,7 +193,32 @@ export function stateToProto(state: ConversationState, policy: Policy): PConvers
     default:
       break;
   }
+  if (state.pending) {
+    for (const m of state.pending) {
+      out.pendingMessages.push(
+        create(PendingMessageSchema, { id: m.id, delivery: deliveryToProto(m.delivery), text: m.text, imageCount: m.images.length }),
+      );
+    }
+  }
   return out;
+}
+
+const DELIVERY_MODES: Record<DeliveryMode, PDeliveryMode> = {
+  reject: PDeliveryMode.REJECT,
+  queue: PDeliveryMode.QUEUE,
+  steer: PDeliveryMode.STEER,
+  interrupt: PDeliveryMode.INTERRUPT,
+};
+
+export function deliveryToProto(mode: DeliveryMode): PDeliveryMode {
+  return DELIVERY_MODES[mode];
+}
+
+/** UNSPECIFIED is reject; null for a value that is none of the modes. */
+export function deliveryFromProto(mode: PDeliveryMode): DeliveryMode | null {
+  if (mode === PDeliveryMode.UNSPECIFIED) return 'reject';
+  const found = (Object.entries(DELIVERY_MODES) as [DeliveryMode, PDeliveryMode][]).find(([, v]) => v === mode);
+  return found ? found[0] : null;
 }
 
 export function blockToProto(block: ContentBlock): PContentBlock {

@@ -162,7 +162,13 @@ export type NoiseKind =
   | 'stale_llm'
   | 'stale_tool'
   | 'stale_timer'
-  | 'stale_sub_agent';
+  | 'stale_sub_agent'
+  /** A message with delivery queue / steer / interrupt (a busy agent keeps it). */
+  | 'queue_message'
+  | 'steer_message'
+  | 'interrupt_message'
+  /** Withdraws a waiting message (or one that is not waiting). */
+  | 'cancel_queued';
 
 export interface Choice {
   /** null: answer what the state waits for. */
@@ -326,6 +332,10 @@ const noiseKindArb: Arbitrary<NoiseKind> = fc.oneof(
   { weight: 2, arbitrary: fc.constant<NoiseKind>('stale_tool') },
   { weight: 2, arbitrary: fc.constant<NoiseKind>('stale_timer') },
   { weight: 1, arbitrary: fc.constant<NoiseKind>('stale_sub_agent') },
+  { weight: 2, arbitrary: fc.constant<NoiseKind>('queue_message') },
+  { weight: 2, arbitrary: fc.constant<NoiseKind>('steer_message') },
+  { weight: 1, arbitrary: fc.constant<NoiseKind>('interrupt_message') },
+  { weight: 1, arbitrary: fc.constant<NoiseKind>('cancel_queued') },
 );
 
 export const choiceArb: Arbitrary<Choice> = fc.record({
@@ -476,7 +486,7 @@ function llmError(requestId: string, spec: ErrorSpec, aborted = false): Conversa
   };
 }
 
-function userMessage(choice: Choice, step: number): ConversationEvent {
+function userMessage(choice: Choice, step: number): Extract<ConversationEvent, { type: 'user_message' }> {
   return {
     type: 'user_message',
     text: `message ${step}`,
@@ -490,13 +500,13 @@ function answer(state: ConversationState, ctx: ConversationContext, choice: Choi
   switch (p.kind) {
     case 'idle':
       if (ctx.isSubAgent) return { type: 'sub_agent_start', task: `subtask for step ${step}` };
-      return pickWeighted(choice.pick, [
+      return pickWeighted<ConversationEvent>(choice.pick, [
         [30, userMessage(choice, step)],
         [1, { type: 'user_trigger_continuation' }],
         [2, { type: 'user_request_downgrade' }],
       ]);
     case 'error':
-      return pickWeighted(choice.pick, [
+      return pickWeighted<ConversationEvent>(choice.pick, [
         [20, userMessage(choice, step)],
         [1, { type: 'user_trigger_continuation' }],
       ]);
@@ -579,6 +589,17 @@ function noise(state: ConversationState, ctx: ConversationContext, choice: Choic
     case 'stale_timer': {
       const n = choice.pick % 4 === 0 ? 9999 : Math.max(0, state.seq - 1 - (choice.pick % 3));
       return { type: 'timer_fired', timerId: `${cid}/timer/${n}` };
+    }
+    case 'queue_message':
+      return { ...userMessage(choice, step), delivery: 'queue' };
+    case 'steer_message':
+      return { ...userMessage(choice, step), delivery: 'steer' };
+    case 'interrupt_message':
+      return { ...userMessage(choice, step), delivery: 'interrupt' };
+    case 'cancel_queued': {
+      const waiting = state.pending ?? [];
+      const queuedId = waiting.length > 0 && choice.pick % 4 !== 0 ? waiting[choice.pick % waiting.length]!.id : `${cid}/q/${choice.pick}`;
+      return { type: 'user_cancel_queued', queuedId };
     }
     case 'stale_sub_agent': {
       const old = past.flatMap((e) => (e.type === 'sub_agent_result' ? [e] : []));
@@ -663,7 +684,9 @@ function describeEvent(e: ConversationEvent): string {
     case 'sub_agent_result':
       return `sub_agent_result(${e.outcome.agentId}, ${e.outcome.success ? 'ok' : 'failed'})`;
     case 'user_message':
-      return `user_message(${JSON.stringify(e.text)}${e.images.length ? `, ${e.images.length} images` : ''})`;
+      return `user_message(${JSON.stringify(e.text)}${e.images.length ? `, ${e.images.length} images` : ''}${e.delivery ? `, ${e.delivery}` : ''})`;
+    case 'user_cancel_queued':
+      return `user_cancel_queued(${e.queuedId})`;
     default:
       return e.type;
   }
@@ -734,6 +757,10 @@ export function probeEvents(state: ConversationState, ctx: ConversationContext):
     { type: 'user_deny_upgrade' },
     { type: 'user_request_downgrade' },
     { type: 'user_trigger_continuation' },
+    { type: 'user_message', text: 'queued', images: [], delivery: 'queue' },
+    { type: 'user_message', text: 'steered', images: [], delivery: 'steer' },
+    { type: 'user_message', text: 'interrupting', images: [], delivery: 'interrupt' },
+    { type: 'user_cancel_queued', queuedId: state.pending?.[0]?.id ?? `${cid}/q/1` },
     { type: 'llm_response', requestId: lastRequest, content: [{ type: 'text', text: 'late' }], stopReason: 'end_turn', usage },
     {
       type: 'llm_response',

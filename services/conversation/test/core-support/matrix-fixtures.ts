@@ -9,6 +9,7 @@ import type {
   ConversationContext,
   ConversationEvent,
   ConversationState,
+  DeliveryMode,
   Effect,
   ErrorKind,
   StopReason,
@@ -76,11 +77,22 @@ export const submit = (id: string, result: string, success?: boolean): ToolCall 
   call(id, 'submit_result', success === undefined ? { result } : { result, success });
 
 // ---- events ----
-export const userMessage = (text = 'hello', images: { mediaType: string; data: string }[] = []): ConversationEvent => ({
+export const userMessage = (
+  text = 'hello',
+  images: { mediaType: string; data: string }[] = [],
+): Extract<ConversationEvent, { type: 'user_message' }> => ({
   type: 'user_message',
   text,
   images,
 });
+/** A message with a delivery mode (docs/state-machine.md, "Delivery modes"). */
+export const deliver = (delivery: DeliveryMode, text = 'hello'): ConversationEvent => ({
+  type: 'user_message',
+  text,
+  images: [],
+  delivery,
+});
+export const cancelQueued = (queuedId: string): ConversationEvent => ({ type: 'user_cancel_queued', queuedId });
 export const userCancel: ConversationEvent = { type: 'user_cancel' };
 export const approve: ConversationEvent = { type: 'user_approve_upgrade' };
 export const deny: ConversationEvent = { type: 'user_deny_upgrade' };

@@ -21,7 +21,7 @@
  * Pure: no I/O, no clocks, no randomness (this folder is linted as pure).
  */
 import { toolSetFor } from '@bedrock/contracts/tools';
-import { CONTINUATION_THRESHOLD, WARNING_THRESHOLD } from '../../src/core/constants.ts';
+import { CONTINUATION_THRESHOLD, MAX_PENDING_MESSAGES, WARNING_THRESHOLD } from '../../src/core/constants.ts';
 import type {
   ConversationContext,
   ConversationEvent,
@@ -62,6 +62,12 @@ export type ModelPhase =
     }
   | { readonly kind: 'awaiting_mode_approval'; readonly toolUseId: string; readonly remaining: readonly ToolCall[] };
 
+/** A waiting message (docs/state-machine.md, "Delivery modes"): its id and how it is delivered. */
+export interface ModelPending {
+  readonly id: string;
+  readonly delivery: 'queue' | 'steer' | 'interrupt';
+}
+
 export interface ModelState {
   readonly phase: ModelPhase;
   readonly mode: Mode;
@@ -74,6 +80,12 @@ export interface ModelState {
   readonly toolResults: readonly string[];
   /** Set once the doc leaves the persisted results of a transition open (sub-agent stopped). */
   readonly resultsUnspecified: boolean;
+  /** Accepted transitions so far (pending message ids derive from it). */
+  readonly seq: number;
+  /** Messages waiting, in arrival order. */
+  readonly pending: readonly ModelPending[];
+  /** Ids of the waiting messages persisted as user messages, in the order they were. */
+  readonly delivered: readonly string[];
 }
 
 export type ModelOutcome =
@@ -102,6 +114,8 @@ export interface AbstractState {
   readonly pendingToolIds: readonly string[];
   readonly pendingSubAgents: readonly string[];
   readonly errorKind: ErrorKind | null;
+  /** Waiting messages as `delivery:id`, in order. */
+  readonly pending: readonly string[];
 }
 
 export function initialModel(ctx: ConversationContext): ModelState {
@@ -114,6 +128,9 @@ export function initialModel(ctx: ConversationContext): ModelState {
     toolUses: [],
     toolResults: [],
     resultsUnspecified: false,
+    seq: 0,
+    pending: [],
+    delivered: [],
   };
 }
 
@@ -129,6 +146,7 @@ export function abstractModel(s: ModelState): AbstractState {
     pendingToolIds: [] as string[],
     pendingSubAgents: [] as string[],
     errorKind: null as ErrorKind | null,
+    pending: s.pending.map((m) => `${m.delivery}:${m.id}`),
   };
   switch (p.kind) {
     case 'llm_requesting':
@@ -199,6 +217,9 @@ class Draft {
   toolUses: string[];
   toolResults: string[];
   resultsUnspecified: boolean;
+  pending: ModelPending[];
+  delivered: string[];
+  readonly seq: number;
   readonly effects: string[] = [];
   readonly optional: string[] = [];
 
@@ -214,6 +235,20 @@ class Draft {
     this.toolUses = [...s.toolUses];
     this.toolResults = [...s.toolResults];
     this.resultsUnspecified = s.resultsUnspecified;
+    this.pending = [...s.pending];
+    this.delivered = [...s.delivered];
+    this.seq = s.seq + 1;
+  }
+
+  /** Persists the waiting steer and interrupt messages, in order; false when there was none. */
+  deliverUrgent(): boolean {
+    const urgent = this.pending.filter((m) => m.delivery !== 'queue');
+    for (const m of urgent) {
+      this.emit('persist:user');
+      this.delivered.push(m.id);
+    }
+    this.pending = this.pending.filter((m) => m.delivery === 'queue');
+    return urgent.length > 0;
   }
 
   emit(...tags: string[]): this {
@@ -297,6 +332,8 @@ class Draft {
       // A name in the tool set that none of the rows covers: not reachable with contracts' tools.
       this.persistResult(call.id);
     }
+    // A tool boundary: steering messages join the user turn of the results.
+    this.deliverUrgent();
     this.toLlm();
   }
 
@@ -307,6 +344,14 @@ class Draft {
   }
 
   done(): ModelOutcome {
+    // At rest with messages waiting: the urgent ones together, else the first queued one.
+    if (!this.ctx.isSubAgent && (this.phase.kind === 'idle' || this.phase.kind === 'error') && this.pending.length > 0) {
+      if (!this.deliverUrgent()) {
+        this.emit('persist:user');
+        this.delivered.push(this.pending.shift()!.id);
+      }
+      this.toLlm();
+    }
     return {
       kind: 'accepted',
       next: {
@@ -318,6 +363,9 @@ class Draft {
         toolUses: this.toolUses,
         toolResults: this.toolResults,
         resultsUnspecified: this.resultsUnspecified,
+        seq: this.seq,
+        pending: this.pending,
+        delivered: this.delivered,
       },
       effects: this.effects,
       optional: this.optional,
@@ -363,16 +411,35 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
   switch (event.type) {
     case 'user_message': {
       const empty = isEmpty(event);
+      const delivery = event.delivery ?? 'reject';
       if (S) return empty ? reject('sub_agent_driven_by_parent', 'empty_message') : reject('sub_agent_driven_by_parent');
       let code: RejectionCode | null = null;
-      if (BUSY_KINDS.includes(p.kind)) code = 'agent_busy';
-      else if (p.kind === 'cancelling') code = 'cancellation_in_progress';
+      if (p.kind === 'awaiting_continuation') code = 'agent_busy';
+      else if (BUSY_KINDS.includes(p.kind)) code = delivery === 'reject' ? 'agent_busy' : null;
+      else if (p.kind === 'cancelling') code = delivery === 'reject' ? 'cancellation_in_progress' : null;
       else if (p.kind === 'context_exhausted') code = 'context_exhausted';
       if (code !== null) return empty ? reject(code, 'empty_message') : reject(code); // AMBIGUOUS order with empty_message
       if (empty) return reject('empty_message');
-      // idle, error
-      const x = d().emit('persist:user');
-      x.toLlm();
+      if (p.kind === 'idle' || p.kind === 'error') {
+        const x = d().emit('persist:user');
+        x.toLlm();
+        return [x.done()];
+      }
+      // Busy or cancelling with delivery queue, steer or interrupt: the message waits.
+      if (s.pending.length >= MAX_PENDING_MESSAGES) return reject('queue_full');
+      const x = d();
+      x.pending.push({ id: `${ctx.conversationId}/q/${x.seq}`, delivery: delivery as ModelPending['delivery'] });
+      // interrupt: then a cancel, as user_cancel (already under way when cancelling).
+      if (delivery === 'interrupt' && p.kind !== 'cancelling') cancelTurn(x, p, freshTimerId);
+      return [x.done()];
+    }
+
+    case 'user_cancel_queued': {
+      if (S) return reject('sub_agent_driven_by_parent');
+      if (p.kind === 'context_exhausted') return reject('context_exhausted');
+      if (!s.pending.some((m) => m.id === event.queuedId)) return reject('not_queued');
+      const x = d();
+      x.pending = x.pending.filter((m) => m.id !== event.queuedId);
       return [x.done()];
     }
 
@@ -393,34 +460,12 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
           return EXHAUSTED_USER_ACTION;
         case 'cancelling':
           return [NOOP];
-        case 'llm_requesting': {
-          const x = d();
-          if (p.retryTimer === null) {
-            x.emit('abort_llm', 'schedule_timer');
-            x.phase = { kind: 'cancelling', requestId: p.requestId, timerId: freshTimerId };
-          } else {
-            x.emit('cancel_timer');
-            x.phase = { kind: 'idle' };
-          }
-          return [x.done()];
-        }
-        case 'tool_executing': {
-          const x = d().emit('kill_tool');
-          for (const id of [p.current.id, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
-          x.phase = { kind: 'idle' };
-          return [x.done()];
-        }
-        case 'awaiting_sub_agents': {
-          const x = d().emit('cancel_timer');
-          for (let k = 0; k < p.pending.length; k++) x.emit('stop_sub_agent');
-          for (const id of [p.spawnToolUseId, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
-          x.phase = { kind: 'idle' };
-          return [x.done()];
-        }
+        case 'llm_requesting':
+        case 'tool_executing':
+        case 'awaiting_sub_agents':
         case 'awaiting_mode_approval': {
           const x = d();
-          for (const id of [p.toolUseId, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
-          x.phase = { kind: 'idle' };
+          cancelTurn(x, p, freshTimerId);
           return [x.done()];
         }
         case 'awaiting_continuation': {
@@ -564,6 +609,38 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
 
     case 'work_lost':
       return workLost(d, S, p);
+  }
+}
+
+/** user_cancel of a parent's turn (llm_requesting, tool_executing, awaiting_sub_agents, awaiting_mode_approval). */
+function cancelTurn(x: Draft, p: ModelPhase, freshTimerId: string): void {
+  switch (p.kind) {
+    case 'llm_requesting':
+      if (p.retryTimer === null) {
+        x.emit('abort_llm', 'schedule_timer');
+        x.phase = { kind: 'cancelling', requestId: p.requestId, timerId: freshTimerId };
+      } else {
+        x.emit('cancel_timer');
+        x.phase = { kind: 'idle' };
+      }
+      return;
+    case 'tool_executing':
+      x.emit('kill_tool');
+      for (const id of [p.current.id, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
+      x.phase = { kind: 'idle' };
+      return;
+    case 'awaiting_sub_agents':
+      x.emit('cancel_timer');
+      for (let k = 0; k < p.pending.length; k++) x.emit('stop_sub_agent');
+      for (const id of [p.spawnToolUseId, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
+      x.phase = { kind: 'idle' };
+      return;
+    case 'awaiting_mode_approval':
+      for (const id of [p.toolUseId, ...p.remaining.map((c) => c.id)]) x.persistResult(id);
+      x.phase = { kind: 'idle' };
+      return;
+    default:
+      throw new Error(`cancelTurn from ${p.kind}`);
   }
 }
 

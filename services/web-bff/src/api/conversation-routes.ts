@@ -68,6 +68,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     listConversations: (req, ctx) => call('ListConversations', ctx, (o) => client.listConversations(req, o)),
     getConversation: (req, ctx) => call('GetConversation', ctx, (o) => client.getConversation(req, o)),
     sendMessage: (req, ctx) => call('SendMessage', ctx, (o) => client.sendMessage(req, o)),
+    cancelQueuedMessage: (req, ctx) => call('CancelQueuedMessage', ctx, (o) => client.cancelQueuedMessage(req, o)),
     cancel: (req, ctx) => call('Cancel', ctx, (o) => client.cancel(req, o)),
     respondToModeUpgrade: (req, ctx) => call('RespondToModeUpgrade', ctx, (o) => client.respondToModeUpgrade(req, o)),
     downgradeMode: (req, ctx) => call('DowngradeMode', ctx, (o) => client.downgradeMode(req, o)),

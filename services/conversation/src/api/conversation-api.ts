@@ -21,6 +21,8 @@ import {
   CreateConversationResponseSchema,
   DowngradeModeRequestSchema,
   DowngradeModeResponseSchema,
+  ForkConversationRequestSchema,
+  ForkConversationResponseSchema,
   GetConversationResponseSchema,
   ListConversationsResponseSchema,
   RenameConversationResponseSchema,
@@ -47,6 +49,7 @@ import { InvalidCursorError, type ConversationRecord, type ConversationStore } f
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
+import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
@@ -157,26 +160,25 @@ async function validateImages(images: readonly ImageAttachment[]): Promise<void>
  * same paths; BEDROCK_CHECK_CWD turns this off where this service does not mount them.)
  */
 async function requireDirectory(cwd: string): Promise<void> {
-  let isDirectory: boolean;
+  const why = await directoryProblem(cwd);
+  if (why)
+    throw new ConnectError(`cwd ${JSON.stringify(cwd)} ${why}: give the absolute path of an existing directory`, Code.InvalidArgument);
+}
+
+/** Why `cwd` is not a directory this service can see ("does not exist", …), or null when it is one. */
+async function directoryProblem(cwd: string): Promise<string | null> {
   try {
-    isDirectory = (await stat(cwd)).isDirectory();
+    return (await stat(cwd)).isDirectory() ? null : 'is not a directory';
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === 'ENOENT'
-        ? 'does not exist'
-        : code === 'ENOTDIR'
-          ? 'does not exist (a part of the path is not a directory)'
-          : code === 'EACCES'
-            ? 'cannot be reached (permission denied)'
-            : `cannot be checked (${code ?? String(err)})`;
-    throw new ConnectError(`cwd ${JSON.stringify(cwd)} ${why}: give the absolute path of an existing directory`, Code.InvalidArgument);
+    return code === 'ENOENT'
+      ? 'does not exist'
+      : code === 'ENOTDIR'
+        ? 'does not exist (a part of the path is not a directory)'
+        : code === 'EACCES'
+          ? 'cannot be reached (permission denied)'
+          : `cannot be checked (${code ?? String(err)})`;
   }
-  if (!isDirectory)
-    throw new ConnectError(
-      `cwd ${JSON.stringify(cwd)} is not a directory: give the absolute path of an existing directory`,
-      Code.InvalidArgument,
-    );
 }
 
 /** A requested thinking level: null for UNSPECIFIED; INVALID_ARGUMENT for a value that is none of the levels. */
@@ -422,6 +424,85 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const renamed = await applier.rename(record.id, checked.title);
       if (!renamed) throw notFound(req.conversationId);
       return create(RenameConversationResponseSchema, { conversation: conversationToProto(renamed, policy) });
+    },
+
+    /**
+     * A new conversation of the same user with a copy of the history up to a message (forks.ts
+     * decides where a history may end): same cwd, model and settings; its state is a new
+     * conversation's (idle, Restricted), from the applier. The source is only read, whatever
+     * its state: messages are append-only, so a busy source's finished messages can be copied.
+     */
+    async forkConversation(req, ctx) {
+      const source = await owned(ctx, req.conversationId);
+      // Scoped to the user, as CreateConversation: the fork is a new conversation.
+      const key = requestKeyOf(source.ownerId, '', 'ForkConversation', ForkConversationRequestSchema, req);
+      const earlier = key ? await store.findRequest(key) : null;
+      if (earlier) return replay(earlier, key!, ForkConversationResponseSchema);
+      if (source.parentId) {
+        throw new ConnectError(
+          `conversation ${source.id} is a sub-agent, driven by its parent: fork its parent ${source.parentId} instead`,
+          Code.InvalidArgument,
+        );
+      }
+      if (req.atMessage > BigInt(Number.MAX_SAFE_INTEGER))
+        throw new ConnectError(`at_message ${req.atMessage} is not a message sequence`, Code.InvalidArgument);
+      const snapshot = await store.snapshot(source.id);
+      if (!snapshot) throw notFound(source.id);
+      const point = chooseForkPoint(snapshot.messages, Number(req.atMessage));
+      switch (point.kind) {
+        case 'empty':
+          throw new ConnectError(
+            `conversation ${source.id} has no messages yet: there is nothing to fork (create a new conversation instead)`,
+            Code.FailedPrecondition,
+          );
+        case 'beyond':
+          throw new ConnectError(
+            `at_message ${req.atMessage} is beyond the last message of conversation ${source.id} (${point.last}): give a message sequence from 1 to ${point.last}, or 0 for the whole history`,
+            Code.InvalidArgument,
+          );
+        case 'invalid':
+          throw new ConnectError(
+            `cannot fork conversation ${source.id} at message ${req.atMessage}: ${point.problem}`,
+            Code.InvalidArgument,
+          );
+        case 'ok':
+          break;
+      }
+      if (options.checkCwd ?? true) {
+        const why = await directoryProblem(source.cwd);
+        if (why)
+          throw new ConnectError(
+            `cannot fork conversation ${source.id}: its working directory ${JSON.stringify(source.cwd)} ${why}, and a fork works in the same directory; restore it first`,
+            Code.FailedPrecondition,
+          );
+      }
+      const id = randomUUID();
+      const input = applier.newConversation({
+        id,
+        ownerId: source.ownerId,
+        slug: `c-${id.slice(0, 8)}`,
+        cwd: source.cwd,
+        model: source.model,
+        sandboxAvailable: await options.sandboxAvailable(),
+        thinking: source.thinking,
+        serverTools: source.serverTools,
+      });
+      const copied = snapshot.messages.slice(0, point.through);
+      const copy = {
+        sourceId: source.id,
+        through: point.through,
+        title: forkTitle(source),
+        // The copy may end with the model told it is Unrestricted; a fork starts Restricted.
+        notice: input.state.mode === 'restricted' && needsRestrictedNotice(copied) ? RESTRICTED_NOTICE : null,
+      };
+      const respond = (record: ConversationRecord) =>
+        create(ForkConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      const result = await store.fork(
+        input,
+        copy,
+        key ? { key, outcome: (record) => ({ response: toBinary(ForkConversationResponseSchema, respond(record)) }) } : undefined,
+      );
+      return result.kind === 'replayed' ? replay(result.prior, key!, ForkConversationResponseSchema) : respond(result.record);
     },
 
     sendMessage: (req, ctx) =>

@@ -1,6 +1,6 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { ConversationSchema, type Conversation } from '@bedrock/contracts';
+import { ConversationSchema, ForkOriginSchema, type Conversation } from '@bedrock/contracts';
 import type { Policy } from '../core/index.ts';
 import { contextUsageOf } from './effects-to-outbox.ts';
 import type { ConversationRecord } from '../store/conversation-store.ts';
@@ -27,5 +27,13 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
     thinking: thinkingToProto(record.thinking),
     serverTools: record.serverTools.map(serverToolToProto),
     title: record.title ?? '',
+    ...(record.forkedFrom
+      ? {
+          forkedFrom: create(ForkOriginSchema, {
+            conversationId: record.forkedFrom.conversationId,
+            messageSequence: BigInt(record.forkedFrom.messageSequence),
+          }),
+        }
+      : {}),
   });
 }

@@ -72,6 +72,8 @@ export interface ConversationRecord {
   /** Null until the first user message with words, or a rename. */
   readonly title: string | null;
   readonly titleSource: TitleSource | null;
+  /** Set on a fork (ForkConversation): its source and the last message copied from it. */
+  readonly forkedFrom: { readonly conversationId: string; readonly messageSequence: number } | null;
 }
 
 /** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
@@ -92,6 +94,16 @@ export interface NewConversation {
   readonly contextWindow: number;
   /** The state machine's initial state for this conversation. */
   readonly state: ConversationState;
+}
+
+/** What a fork copies from its source, besides what its row says (see store.fork). */
+export interface ForkCopy {
+  readonly sourceId: string;
+  /** The last message copied: the source's messages 1 to this become the fork's, with the same sequences. */
+  readonly through: number;
+  readonly title: string;
+  /** A system message appended after the copy (the Restricted mode notice), or null. */
+  readonly notice: readonly ContentBlock[] | null;
 }
 
 /** A change of settings; an absent field stays as it is. */
@@ -242,6 +254,8 @@ interface ConversationRowDb {
   server_tools: string[];
   title: string | null;
   title_source: TitleSource | null;
+  forked_from_id: string | null;
+  forked_from_seq: string | null;
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -269,6 +283,10 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
     serverTools: storedServerTools(row.server_tools),
     title: row.title,
     titleSource: row.title_source,
+    forkedFrom:
+      row.forked_from_id !== null && row.forked_from_seq !== null
+        ? { conversationId: row.forked_from_id, messageSequence: Number(row.forked_from_seq) }
+        : null,
   };
 }
 
@@ -397,8 +415,66 @@ export function createConversationStore(options: StoreOptions) {
     return toRecord(rows[0]!);
   }
 
+  /**
+   * Creates the fork's row (state from the applier), copies the source's messages 1 to
+   * `through` under the fork's id (same sequences, content, usage and times: a copy, nothing
+   * shared), appends the notice if there is one, and links the fork to its source; in the
+   * transaction of `client`.
+   */
+  async function forkIn(client: PoolClient, input: NewConversation, copy: ForkCopy): Promise<ConversationRecord> {
+    const record = await insertConversation(client, input);
+    if (!record) throw new Error(`conversation ${input.id} already exists`);
+    const copied = await client.query(
+      `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
+                             stop_reason, stop_explanation, created_at)
+       SELECT $1 || '/m/' || m.sequence, $1, m.sequence, m.message_type, m.actor_kind, m.content, m.display_data, m.usage_data,
+              m.stop_reason, m.stop_explanation, m.created_at
+         FROM messages m WHERE m.conversation_id = $2 AND m.sequence <= $3
+        ORDER BY m.sequence`,
+      [record.id, copy.sourceId, copy.through],
+    );
+    // Sequences are consecutive from 1 (the applier numbers them): anything else is a broken source.
+    if (copied.rowCount !== copy.through)
+      throw new Error(`conversation ${copy.sourceId} has ${copied.rowCount} messages up to ${copy.through}, expected ${copy.through}`);
+    let messageSeq = copy.through;
+    if (copy.notice) {
+      messageSeq += 1;
+      await client.query(
+        `INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content) VALUES ($1, $2, $3, 'system', 'system', $4)`,
+        [`${record.id}/m/${messageSeq}`, record.id, messageSeq, JSON.stringify(copy.notice)],
+      );
+    }
+    const { rows } = await client.query<ConversationRowDb>(
+      `UPDATE conversations SET message_seq = $2, forked_from_id = $3, forked_from_seq = $4, title = $5, title_source = 'fork'
+        WHERE id = $1 RETURNING *`,
+      [record.id, messageSeq, copy.sourceId, copy.through, copy.title],
+    );
+    return toRecord(rows[0]!);
+  }
+
   return {
     readForApply,
+
+    /**
+     * Forks a conversation in one transaction (forkIn). With a request recorder, the request id is
+     * claimed first and the fork stored as its outcome; a retry finds the first one's.
+     */
+    async fork(
+      input: NewConversation,
+      copy: ForkCopy,
+      request?: RequestRecorder<ConversationRecord>,
+    ): Promise<{ kind: 'created'; record: ConversationRecord } | Replayed> {
+      return inTransaction(async (client) => {
+        if (request) {
+          const prior = await claimRequest(client, request.key);
+          if (prior) return { kind: 'replayed', prior } as const;
+        }
+        const record = await forkIn(client, input, copy);
+        const outcome = request?.outcome(record);
+        if (request && outcome) await storeOutcome(client, request.key, outcome);
+        return { kind: 'created', record } as const;
+      });
+    },
 
     /** Creates a conversation; seeds it with a continuation summary when one is given. */
     async create(input: NewConversation, seed?: { summary: string }): Promise<ConversationRecord> {

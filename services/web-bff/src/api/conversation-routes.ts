@@ -75,6 +75,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     triggerContinuation: (req, ctx) => call('TriggerContinuation', ctx, (o) => client.triggerContinuation(req, o)),
     updateConversationSettings: (req, ctx) => call('UpdateConversationSettings', ctx, (o) => client.updateConversationSettings(req, o)),
     renameConversation: (req, ctx) => call('RenameConversation', ctx, (o) => client.renameConversation(req, o)),
+    forkConversation: (req, ctx) => call('ForkConversation', ctx, (o) => client.forkConversation(req, o)),
     watchConversation: (req, ctx) => watch(req, ctx),
   });
 

@@ -9,6 +9,7 @@ import {
   DowngradeModeResponseSchema,
   GetConversationResponseSchema,
   RenameConversationResponseSchema,
+  ForkConversationResponseSchema,
   RespondToModeUpgradeResponseSchema,
   ServerTool,
   StateKind,
@@ -228,6 +229,10 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
   if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId} (bedrock show ${c.parentId})\n`);
+  if (c.forkedFrom)
+    ctx.output.out(
+      `forked from ${c.forkedFrom.conversationId} at message ${c.forkedFrom.messageSequence} (bedrock show ${c.forkedFrom.conversationId})\n`,
+    );
   ctx.output.out(renderSubAgents(c.id, res.subAgents, res.moreSubAgents));
   ctx.output.out('\n');
   ctx.output.out(renderMessages(res.messages, ctx.render));
@@ -239,6 +244,21 @@ export async function rename(ctx: Ctx, id: string, title: string): Promise<numbe
   // Setting a title is repeatable: a retry after a lost answer sets the same one.
   const res = await ctx.retry(() => ctx.client.renameConversation({ conversationId: id, title }));
   ctx.output.out(ctx.json ? json(toJson(RenameConversationResponseSchema, res)) : `${res.conversation!.title}\n`);
+  return EXIT.ok;
+}
+
+/** `--at SEQ`: a message sequence from 1 (absent: 0, the whole history). */
+export function forkPoint(at: string | undefined): bigint {
+  if (at === undefined) return 0n;
+  if (!/^[1-9][0-9]{0,15}$/.test(at)) throw new UsageError(`--at ${at}: give the sequence number of a message (1, 2, …; see bedrock show)`);
+  return BigInt(at);
+}
+
+/** `bedrock fork ID [--at SEQ]`: prints the new conversation's id; --json the conversation. */
+export async function fork(ctx: Ctx, id: string, atMessage: bigint): Promise<number> {
+  // A retry after a lost answer carries the same request id: it gets the same fork, not a second one.
+  const res = await ctx.retry((requestId) => ctx.client.forkConversation({ conversationId: id, atMessage, requestId }));
+  ctx.output.out(ctx.json ? json(toJson(ForkConversationResponseSchema, res)) : `${res.conversation!.id}\n`);
   return EXIT.ok;
 }
 

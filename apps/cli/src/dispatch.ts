@@ -6,6 +6,8 @@
 import {
   action,
   checkedCwd,
+  fork,
+  forkPoint,
   list,
   messageText,
   newConversation,
@@ -62,6 +64,7 @@ export async function dispatch(
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
+    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
     if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
     if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
@@ -117,6 +120,8 @@ export async function dispatch(
           const [id, title] = need(rest, 2, 'a conversation id and the title (quote it)');
           return await rename(ctx, id!, title!);
         }
+        case 'fork':
+          return await fork(ctx, need(rest, 1, 'a conversation id')[0]!, forkPoint(values.at));
         case 'send': {
           const [id, given] =
             values.file !== undefined

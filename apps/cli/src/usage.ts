@@ -18,6 +18,9 @@ export const USAGE = `usage: bedrock <command> [options]
   show ID [--full]                    the conversation, its sub-agents and its messages
                                       (--json: everything)
   rename ID TITLE                     give the conversation a title of your own
+  fork ID [--at SEQ]                  a new conversation with a copy of the history up to
+                                      message SEQ (default: all of it), in the same
+                                      directory, Restricted; prints its id
   send ID TEXT|- [--image FILE]... [--wait] [--queue|--steer|--interrupt]
   send ID --file PATH [--image FILE]... [--wait] [--queue|--steer|--interrupt]
                                       send a message (- reads it from stdin, --file from a
@@ -71,6 +74,7 @@ export const OPTIONS = {
   queue: { type: 'boolean', default: false },
   steer: { type: 'boolean', default: false },
   interrupt: { type: 'boolean', default: false },
+  at: { type: 'string' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

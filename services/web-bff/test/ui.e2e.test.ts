@@ -9,7 +9,9 @@
  * by the output limit, paused and continued, or declined. A third part is what a person sees
  * on a 1280×800 desktop and a 390×844 phone, light and dark: Markdown and highlighted code,
  * the phone layout (the drawer, the transcript's share, no sideways scrolling at 360 px), the
- * context figure at its peak, the queue, Esc, the not-found page. Screenshots go to
+ * context figure at its peak, the queue, Esc, the not-found page, titles (from the first
+ * message, renamed in place, kept after a reload, changed live), the title search, and a
+ * sub-agent's transcript opened from its parent and the way back. Screenshots go to
  * test-results/screenshots.
  */
 import { execFileSync } from 'node:child_process';
@@ -23,6 +25,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   ConversationSchema,
+  ListConversationsRequestSchema,
   ListConversationsResponseSchema,
   MessageSchema,
   MessageType,
@@ -559,7 +562,8 @@ const PHONE = { width: 390, height: 844 };
 
 /**
  * What a person sees, on a desktop (1280×800) and a phone (390×844), light and dark: Markdown,
- * highlighted code, the layout, the context figure, the queue, the keys, the not-found page.
+ * highlighted code, the layout, the context figure, the queue, the keys, the not-found page,
+ * titles, search and sub-agents.
  * Each test opens its own browser context (viewport and colour scheme) signed in from the link.
  */
 describe('the web UI as a person sees it, on a desktop and a phone', () => {
@@ -664,7 +668,8 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
     await p.locator('body').click({ position: { x: 5, y: 790 } });
     await p.keyboard.press('Control+Shift+O');
     await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('new-cwd');
-    await p.locator('h1.conv-title').click();
+    // (A click on the title would open its rename field: click the transcript's margin instead.)
+    await p.locator('section.transcript').click({ position: { x: 4, y: 4 } });
     await p.keyboard.press('/');
     await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('message-input');
   });
@@ -800,6 +805,230 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
       await p.screenshot({ path: join(SHOTS, `not-found-${name}-${scheme}.png`) });
     });
   }
+
+  /** The open conversation's id (from the address). */
+  const openId = (p: Page) => decodeURIComponent(new URL(p.url()).pathname.replace(/^\/c\//, ''));
+  const header = (p: Page) => p.locator('h1.conv-title');
+  const listItem = (p: Page, id: string) => p.locator(`.conversation-list a[data-id="${id}"] .conv-slug`);
+
+  /** What another client (the CLI, another tab) would do: a call to web-bff's public API with the same token. */
+  async function call(p: Page, method: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const res = await p.request.post(`${system.httpUrl}/bedrock.v1.ConversationService/${method}`, {
+      headers: { authorization: `Bearer ${system.token}`, 'content-type': 'application/json' },
+      data: body,
+    });
+    expect(res.status()).toBe(200);
+    return (await res.json()) as Record<string, unknown>;
+  }
+
+  it('titles a conversation from its first message and renames it in place: Esc cancels, the refusal shows, the name stays after a reload (desktop)', async () => {
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    const id = openId(p);
+    // Before the first message it is a new conversation, in the header and in the list.
+    await expect(header(p).innerText()).resolves.toBe('New conversation');
+    await expect(listItem(p, id).innerText()).resolves.toBe('New conversation');
+    await expect(p.locator('main').innerText()).resolves.not.toContain(id);
+    await p.screenshot({ path: join(SHOTS, 'title-new-light.png') });
+
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Here is the plan.' }] });
+    await say(p, 'Plan the **release** of version 2\nwith the changelog first');
+    // The service's title (first line, Markdown removed) reaches the header and the list live (title_changed).
+    await header(p)
+      .filter({ hasText: /^Plan the release of version 2$/ })
+      .waitFor();
+    await listItem(p, id)
+      .filter({ hasText: /^Plan the release of version 2$/ })
+      .waitFor();
+    await expect(p.title()).resolves.toBe('Plan the release of version 2 · Bedrock');
+    await state(p, /Ready/);
+
+    // A click on the title opens the field; Esc leaves it as it was (and cancels nothing).
+    await header(p).click();
+    const field = p.getByLabel('Conversation title');
+    await expect(field.inputValue()).resolves.toBe('Plan the release of version 2');
+    await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('conv-title-input');
+    await field.fill('Not this one');
+    await p.keyboard.press('Escape');
+    await expect(field.count()).resolves.toBe(0);
+    await expect(header(p).innerText()).resolves.toBe('Plan the release of version 2');
+    await expect(p.getByTestId('state-line').innerText()).resolves.toMatch(/Ready/);
+
+    // The ✎ button (here with Enter) opens it too; the service's refusal shows under the field, which stays open.
+    const rename = p.getByRole('button', { name: 'Rename conversation' });
+    await expect(p.evaluate<string | undefined>("document.activeElement?.getAttribute('aria-label')")).resolves.toBe('Rename conversation');
+    await rename.focus();
+    await p.keyboard.press('Enter');
+    await field.fill('   ');
+    await p.keyboard.press('Enter');
+    const refusal = p.locator('form.rename-form').getByRole('alert');
+    await expect(refusal.innerText()).resolves.toBe('title is empty: give 1 to 200 characters');
+    await expect(field.getAttribute('aria-invalid')).resolves.toBe('true');
+    await p.screenshot({ path: join(SHOTS, 'title-rename-refused-light.png') });
+    await field.fill('a'.repeat(201));
+    await p.keyboard.press('Enter');
+    await refusal.filter({ hasText: 'title is 201 characters; the limit is 200: shorten it' }).waitFor();
+    // Enter saves: the header and the list follow, focus goes back to the button.
+    await field.fill('Release checklist for v2');
+    await p.keyboard.press('Enter');
+    await header(p)
+      .filter({ hasText: /^Release checklist for v2$/ })
+      .waitFor();
+    await listItem(p, id)
+      .filter({ hasText: /^Release checklist for v2$/ })
+      .waitFor();
+    await expect(p.evaluate<string | undefined>("document.activeElement?.getAttribute('aria-label')")).resolves.toBe('Rename conversation');
+    await expect(p.title()).resolves.toBe('Release checklist for v2 · Bedrock');
+
+    // Kept by the service: the same after a reload, and the next message does not replace it.
+    await p.reload();
+    await header(p)
+      .filter({ hasText: /^Release checklist for v2$/ })
+      .waitFor();
+    await listItem(p, id)
+      .filter({ hasText: /^Release checklist for v2$/ })
+      .waitFor();
+    await p.screenshot({ path: join(SHOTS, 'title-renamed-light.png') });
+    await p.emulateMedia({ colorScheme: 'dark' });
+    await header(p).click();
+    await p.screenshot({ path: join(SHOTS, 'title-rename-dark.png') });
+    await p.keyboard.press('Escape');
+
+    // A rename elsewhere (another tab, the CLI) reaches the open page live.
+    await call(p, 'RenameConversation', { conversationId: id, title: 'Renamed from the command line' });
+    await header(p)
+      .filter({ hasText: /^Renamed from the command line$/ })
+      .waitFor();
+    await listItem(p, id)
+      .filter({ hasText: /^Renamed from the command line$/ })
+      .waitFor();
+  });
+
+  it('searches titles on the server as you type (once typing pauses), says when nothing matches, and reaches the results by keyboard', async () => {
+    const p = await open(DESKTOP, 'light');
+    const titled: Record<string, string> = {};
+    for (const title of ['Zebra migration plan', 'Quokka database audit', 'Second quokka check']) {
+      await start(p);
+      await say(p, title);
+      await header(p).filter({ hasText: title }).waitFor();
+      await state(p, /Ready/);
+      titled[title] = openId(p);
+    }
+    const queries: string[] = [];
+    p.on('request', (r) => {
+      if (r.url().endsWith('/ListConversations')) queries.push(fromBinary(ListConversationsRequestSchema, r.postDataBuffer()!).query);
+    });
+    const box = p.getByRole('searchbox', { name: 'Search conversations by title' });
+    await box.click();
+    await p.keyboard.type('QUOKKA', { delay: 40 });
+    const items = p.locator('.conversation-list li');
+    await p.locator('.list-status', { hasText: '2 conversations match “QUOKKA”' }).waitFor();
+    await expect(items.locator('.conv-slug').allInnerTexts()).resolves.toEqual(['Second quokka check', 'Quokka database audit']);
+    // One request for the whole word: typing did not ask for each letter.
+    expect(queries.filter((q) => q !== '')).toEqual(['QUOKKA']);
+    await p.screenshot({ path: join(SHOTS, 'search-desktop-light.png') });
+
+    await box.fill('no such title anywhere');
+    await p.locator('.list-status', { hasText: 'No conversation has “no such title anywhere” in its title.' }).waitFor();
+    await expect(items.count()).resolves.toBe(0);
+    await p.screenshot({ path: join(SHOTS, 'search-empty-light.png') });
+
+    // Keyboard: ↓ from the box to the first result, Enter opens it; Esc in the box empties it.
+    await box.fill('zebra');
+    await p.locator('.list-status', { hasText: '1 conversation matches “zebra”' }).waitFor();
+    await box.focus();
+    await p.keyboard.press('ArrowDown');
+    await p.keyboard.press('Enter');
+    await p.waitForURL((u) => u.pathname === `/c/${titled['Zebra migration plan']}`);
+    await header(p)
+      .filter({ hasText: /^Zebra migration plan$/ })
+      .waitFor();
+    await box.focus();
+    await p.keyboard.press('Escape');
+    await expect(box.inputValue()).resolves.toBe('');
+    await p.locator(`.conversation-list a[data-id="${titled['Quokka database audit']}"]`).waitFor();
+  });
+
+  it("opens a sub-agent's transcript from its parent (card, result and header menu), named by its title, with the way back (desktop and phone)", async () => {
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    const parentId = openId(p);
+    // The offline model spawns one sub-agent per task of `/agents`, each running its `$ ` line.
+    api.setFallback(offlineModelResponder());
+    try {
+      await say(p, '/agents $ echo alpha-from-sub | $ echo beta-from-sub');
+      await p.locator('li.subagent').nth(1).waitFor();
+      await state(p, /Ready/);
+      await p.locator('li.subagent .badge-ok').nth(1).waitFor();
+    } finally {
+      api.setFallback(() => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }));
+    }
+    const titles = ['$ echo alpha-from-sub', '$ echo beta-from-sub'];
+    // The cards, the spawn_agents result and the header name them by title; no sub-agent id is shown.
+    await expect(p.locator('li.subagent .subagent-title').allInnerTexts()).resolves.toEqual(expect.arrayContaining(titles));
+    const result = p.locator('article.tool[data-tool="spawn_agents"] .tool-result');
+    await result.locator('a.subagent-link').nth(1).waitFor();
+    await expect(result.locator('a.subagent-link').allInnerTexts()).resolves.toEqual(titles);
+    const menu = p.getByTestId('sub-agents');
+    await menu.locator('summary', { hasText: '2 sub-agents' }).waitFor();
+    await expect(p.locator('main').innerText()).resolves.not.toContain(`${parentId}--`);
+    const parentTitle = '/agents $ echo alpha-from-sub | $ echo beta-from-sub';
+    await expect(header(p).innerText()).resolves.toBe(parentTitle);
+    await p.screenshot({ path: join(SHOTS, 'subagents-parent-light.png') });
+
+    // The card opens the sub-agent's own transcript: its task, its tool run, its state, no message box.
+    await p
+      .locator('li.subagent', { hasText: 'alpha-from-sub' })
+      .getByRole('link', { name: /Open its transcript/ })
+      .click();
+    await header(p)
+      .filter({ hasText: /^\$ echo alpha-from-sub$/ })
+      .waitFor();
+    expect(openId(p)).toMatch(new RegExp(`^${parentId}--`));
+    await p.locator('article.tool[data-tool="bash"] .tool-result', { hasText: 'alpha-from-sub' }).waitFor();
+    await expect(p.locator('.msg-user').first().innerText()).resolves.toContain('$ echo alpha-from-sub');
+    await expect(p.getByLabel('Message', { exact: true }).count()).resolves.toBe(0);
+    const back = p.getByTestId('parent-link');
+    await back.filter({ hasText: parentTitle }).waitFor();
+    await expect(p.locator('.conv-meta').innerText()).resolves.toMatch(/^Sub-agent of \/agents \$ echo alpha-from-sub/);
+    await expect(p.locator('main').innerText()).resolves.not.toContain(openId(p));
+    await expect(p.title()).resolves.toBe('$ echo alpha-from-sub · Bedrock');
+    await p.screenshot({ path: join(SHOTS, 'subagent-transcript-light.png') });
+    await p.emulateMedia({ colorScheme: 'dark' });
+    await p.screenshot({ path: join(SHOTS, 'subagent-transcript-dark.png') });
+    await p.emulateMedia({ colorScheme: 'light' });
+
+    // The link goes back; after a reload (the progress cards were live only) the header menu still lists them.
+    await back.click();
+    await p.waitForURL((u) => u.pathname === `/c/${parentId}`);
+    await header(p).filter({ hasText: parentTitle }).waitFor();
+    await p.reload();
+    await menu.locator('summary').click();
+    await expect(menu.getByRole('link').allInnerTexts()).resolves.toEqual(titles);
+    await expect(menu.locator('.subagent-state').allInnerTexts()).resolves.toEqual(['completed', 'completed']);
+    await p.screenshot({ path: join(SHOTS, 'subagents-menu-light.png') });
+    await menu.getByRole('link', { name: titles[1] }).click();
+    await header(p)
+      .filter({ hasText: /^\$ echo beta-from-sub$/ })
+      .waitFor();
+    await p.locator('article.tool[data-tool="bash"] .tool-result', { hasText: 'beta-from-sub' }).waitFor();
+
+    // On a phone (dark): the parent's menu and the sub-agent's transcript fit the screen.
+    const phone = await open(PHONE, 'dark', `/c/${parentId}`);
+    await header(phone).filter({ hasText: parentTitle }).waitFor();
+    const phoneMenu = phone.getByTestId('sub-agents');
+    await phoneMenu.locator('summary').click();
+    await phone.screenshot({ path: join(SHOTS, 'subagents-menu-phone-dark.png') });
+    await phoneMenu.getByRole('link', { name: titles[0] }).click();
+    await header(phone)
+      .filter({ hasText: /^\$ echo alpha-from-sub$/ })
+      .waitFor();
+    await phone.getByTestId('parent-link').filter({ hasText: parentTitle }).waitFor();
+    await expect(overflow(phone)).resolves.toEqual([]);
+    await phone.screenshot({ path: join(SHOTS, 'subagent-transcript-phone-dark.png') });
+    await phone.getByTestId('parent-link').click();
+    await header(phone).filter({ hasText: parentTitle }).waitFor();
+  });
 
   it('ran these under the strict Content-Security-Policy, without a violation', () => {
     expect(cspViolations).toEqual([]);

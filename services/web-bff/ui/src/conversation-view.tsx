@@ -15,14 +15,14 @@ import {
   THINKING_CHOICES,
   thinkingLabel,
 } from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, usageView } from '@bedrock/agent-view/format';
+import { modeLine, stateLine, stateShort, usageView } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
 import { Composer } from './composer.tsx';
 import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
-import { Transcript } from './transcript.tsx';
+import { SubAgentNamesContext, Transcript } from './transcript.tsx';
 
 export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
   const session = useMemo(() => new Session(deps, id), [id]);
@@ -124,27 +124,30 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
   const canChange = !isFinished(kind);
   const awaiting = kind === StateKind.AWAITING_MODE_APPROVAL;
+  const titles = session.subAgentTitles;
+  const names = useMemo(() => ({ parentId: c.id, titles }), [c.id, titles]);
 
   return (
     <div class="conversation">
       <header class="conv-header">
         <div class="conv-heading">
-          <h1 class="conv-title">{title}</h1>
+          <ConversationTitle key={c.id} session={session} title={title} untitled={!c.title.trim()} />
           <p class="conv-meta">
+            {c.parentId ? (
+              <>
+                {'Sub-agent of '}
+                <a href={`/c/${encodeURIComponent(c.parentId)}`} data-link class="parent-link" data-testid="parent-link">
+                  {session.parentTitle || 'its parent'}
+                </a>
+                {' · '}
+              </>
+            ) : null}
             <code title="Working directory">{c.cwd}</code> · <span title="Model">{c.model}</span>
             {c.continuedFromId ? (
               <>
                 {' · continued from '}
                 <a href={`/c/${c.continuedFromId}`} data-link>
                   the earlier conversation
-                </a>
-              </>
-            ) : null}
-            {c.parentId ? (
-              <>
-                {' · sub-agent of '}
-                <a href={`/c/${c.parentId}`} data-link>
-                  its parent
                 </a>
               </>
             ) : null}
@@ -160,6 +163,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
               </button>
             ) : null}
           </div>
+          {session.subAgents.length ? <SubAgents session={session} /> : null}
           <div class="settings-line" data-testid="settings">
             {canChange ? (
               <SettingsPanel key={`${c.thinking}|${c.serverTools.join(',')}`} session={session} conversation={c} />
@@ -189,7 +193,9 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
         </div>
       )}
       <UpgradeDialog session={session} awaiting={awaiting} />
-      <Transcript model={session.transcript} version={session.transcript.version} />
+      <SubAgentNamesContext.Provider value={names}>
+        <Transcript model={session.transcript} version={session.transcript.version} />
+      </SubAgentNamesContext.Provider>
       {session.alert ? (
         <div class="alert" role="alert">
           <span>{session.alert}</span>
@@ -224,6 +230,137 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
         />
       ) : null}
     </div>
+  );
+}
+
+/**
+ * The title, renamable in place: a click on it, or the ✎ button (Enter or Space), opens a field;
+ * Enter saves, Esc cancels. The service's refusal (empty, too long, not one line) is shown under
+ * the field as it says it, and the field stays open.
+ */
+function ConversationTitle({ session, title, untitled }: { session: Session; title: string; untitled: boolean }) {
+  const c = session.conversation!;
+  const [editing, setEditing] = useState(false);
+  const [error, setError] = useState('');
+  const [saving, setSaving] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  const editButton = useRef<HTMLButtonElement>(null);
+  const wasEditing = useRef(false);
+  useEffect(() => {
+    if (editing) {
+      input.current?.focus();
+      input.current?.select();
+    } else if (wasEditing.current) editButton.current?.focus();
+    wasEditing.current = editing;
+  }, [editing]);
+
+  const open = () => {
+    setError('');
+    setEditing(true);
+  };
+  const cancel = () => {
+    setError('');
+    setEditing(false);
+  };
+  const save = async () => {
+    const typed = input.current?.value ?? '';
+    if (typed.trim() === c.title && typed.trim()) return cancel();
+    setError('');
+    setSaving(true);
+    try {
+      // A rename sets the title: sending it again is harmless.
+      const res = await retrying(() => session.api.renameConversation({ conversationId: c.id, title: typed }), {
+        onRetry: ({ attempt, attempts, error }) => setError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`),
+      });
+      session.renamed(res.conversation);
+      setEditing(false);
+    } catch (err) {
+      if (isUnauthenticated(err)) return session.authFailed(errorText(err));
+      setError(errorText(err));
+      input.current?.focus();
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  if (editing)
+    return (
+      <form
+        class="rename-form"
+        aria-label="Rename the conversation"
+        onSubmit={(ev) => {
+          ev.preventDefault();
+          void save();
+        }}
+      >
+        <input
+          id="conv-title-input"
+          class="rename-input"
+          ref={input}
+          aria-label="Conversation title"
+          aria-invalid={error ? 'true' : undefined}
+          aria-describedby={error ? 'rename-error' : undefined}
+          defaultValue={c.title}
+          placeholder="Name this conversation"
+          autocomplete="off"
+          onKeyDown={(ev) => {
+            if (ev.key === 'Escape') {
+              // The field takes Esc: it does not cancel the agent's turn.
+              ev.preventDefault();
+              ev.stopPropagation();
+              cancel();
+            }
+          }}
+        />
+        <button type="submit" class="small primary" disabled={saving}>
+          Save
+        </button>
+        <button type="button" class="small" onClick={cancel}>
+          Cancel
+        </button>
+        {error ? (
+          <p class="form-error rename-error" id="rename-error" role="alert">
+            {error}
+          </p>
+        ) : null}
+      </form>
+    );
+  return (
+    <div class="title-row">
+      <h1 class={`conv-title${untitled ? ' untitled' : ''}`} onClick={open} title="Click to rename">
+        {title}
+      </h1>
+      <button type="button" class="rename-button icon-button small" aria-label="Rename conversation" ref={editButton} onClick={open}>
+        <span aria-hidden="true">✎</span>
+      </button>
+    </div>
+  );
+}
+
+/** The conversation's sub-agents: a menu of links to their transcripts, with their states. */
+function SubAgents({ session }: { session: Session }) {
+  const agents = session.subAgents;
+  const menu = useRef<HTMLDetailsElement>(null);
+  return (
+    <details class="settings subagents" ref={menu} data-testid="sub-agents">
+      <summary title="Open a sub-agent's transcript">{agents.length === 1 ? '1 sub-agent' : `${agents.length} sub-agents`}</summary>
+      <ul class="settings-form subagent-menu" aria-label="Sub-agents">
+        {agents.map((a) => (
+          <li key={a.id}>
+            <a
+              href={`/c/${encodeURIComponent(a.id)}`}
+              data-link
+              onClick={() => {
+                if (menu.current) menu.current.open = false;
+              }}
+            >
+              {a.title}
+            </a>
+            <span class="subagent-state">{stateShort(a.kind)}</span>
+          </li>
+        ))}
+      </ul>
+    </details>
   );
 }
 

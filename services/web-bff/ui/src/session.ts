@@ -17,8 +17,10 @@ import {
 } from '@bedrock/contracts';
 import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type UsageFigures } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import type { Attachment, Outgoing } from './composer.tsx';
+import { conversationTitle, inSpawnOrder } from './titles.ts';
 import { TranscriptModel } from './transcript-model.ts';
 import { watch } from './watch.ts';
 
@@ -30,6 +32,17 @@ export interface SessionDeps {
   listChanged(): void;
   navigate(path: string): void;
 }
+
+/** A sub-agent as its parent shows it: a link with its title and state. */
+export interface SubAgentView {
+  readonly id: string;
+  readonly title: string;
+  readonly kind: StateKind;
+  readonly createdMs: number;
+}
+
+/** How long after a sub-agent's progress its parent asks for their titles and states again. */
+const SUB_AGENT_REFRESH_MS = 300;
 
 /** Loading until the first snapshot; then live; or one clear page saying why not. */
 export type Phase = { kind: 'loading' } | { kind: 'live' } | { kind: 'not-found' } | { kind: 'unavailable'; message: string };
@@ -49,6 +62,13 @@ export class Session {
   connected = true;
   alert = '';
   readonly transcript = new TranscriptModel();
+  /** This conversation's sub-agents (spawn order), and their titles by id (a new map when one changes). */
+  subAgents: readonly SubAgentView[] = [];
+  subAgentTitles: ReadonlyMap<string, string> = new Map();
+  /** A sub-agent's parent's title, once fetched ('' until then, or when it could not be). */
+  parentTitle = '';
+  private parentAsked = false;
+  private subAgentTimer: number | undefined;
   queue: Outgoing[] = [];
   /** A queued message is on its way; the next waits until the turn it started has begun. */
   private flushing = false;
@@ -87,6 +107,8 @@ export class Session {
 
   dispose(): void {
     this.stopWatch?.();
+    if (this.subAgentTimer !== undefined) window.clearTimeout(this.subAgentTimer);
+    this.subAgentTimer = undefined;
     if (this.ticker !== undefined) window.clearInterval(this.ticker);
     this.ticker = undefined;
   }
@@ -215,6 +237,54 @@ export class Session {
     });
   }
 
+  /** The service's answer to a rename (the watch's title_changed says the same, a moment later). */
+  renamed(changed: Conversation | undefined): void {
+    if (this.conversation && changed) this.titleIs(changed.title);
+  }
+
+  private titleIs(title: string): void {
+    if (!this.conversation || this.conversation.title === title) return;
+    this.conversation = { ...this.conversation, title };
+    this.deps.listChanged();
+    this.changed();
+  }
+
+  private setSubAgents(agents: readonly SubAgentView[]): void {
+    this.subAgents = inSpawnOrder(agents);
+    this.subAgentTitles = new Map(this.subAgents.map((a) => [a.id, a.title]));
+  }
+
+  /** Asks for the sub-agents again (titles and states), soon: several progress events make one call. */
+  private refreshSubAgents(): void {
+    if (this.subAgentTimer !== undefined) return;
+    this.subAgentTimer = window.setTimeout(() => {
+      this.subAgentTimer = undefined;
+      this.deps.api.listConversations({ parentId: this.id, pageSize: 100 }).then(
+        (res) => {
+          this.setSubAgents(res.conversations.map(subAgentView));
+          this.changed();
+        },
+        // The progress events still show them; the next one asks again.
+        () => undefined,
+      );
+    }, SUB_AGENT_REFRESH_MS);
+  }
+
+  /** A sub-agent names its parent by title: asked once. */
+  private loadParent(parentId: string): void {
+    if (this.parentAsked) return;
+    this.parentAsked = true;
+    this.deps.api.getConversation({ conversationId: parentId }).then(
+      (res) => {
+        if (!res.conversation) return;
+        this.parentTitle = conversationTitle(res.conversation);
+        this.changed();
+      },
+      // The link back still works; it says "its parent".
+      () => undefined,
+    );
+  }
+
   /** The service's answer to a settings change. */
   settingsChanged(changed: Conversation | undefined): void {
     if (this.conversation && changed)
@@ -246,6 +316,8 @@ export class Session {
           this.sawUsage(c.contextUsage);
         }
         this.sawMessages(e.kind.value.messages);
+        this.setSubAgents(e.kind.value.subAgents.map(subAgentView));
+        if (c?.parentId) this.loadParent(c.parentId);
         this.retry = retryFromState(this.state, now, this.retry);
         this.transcript.reset(e.kind.value.messages);
         this.phase = { kind: 'live' };
@@ -310,9 +382,20 @@ export class Session {
       case 'contextExhausted':
         if (this.state) this.state = { ...this.state, kind: StateKind.CONTEXT_EXHAUSTED, summary: e.kind.value.summary };
         break;
-      case 'subAgentProgress':
-        this.transcript.subAgentProgress(e.kind.value);
+      case 'subAgentProgress': {
+        const p = e.kind.value;
+        this.transcript.subAgentProgress(p);
+        const known = this.subAgents.find((a) => a.id === p.subAgentId);
+        const shown: SubAgentView = known
+          ? { ...known, kind: p.state }
+          : { id: p.subAgentId, title: p.task.split('\n')[0]!.trim() || 'Sub-agent', kind: p.state, createdMs: Date.now() };
+        this.setSubAgents([...this.subAgents.filter((a) => a !== known), shown]);
+        this.refreshSubAgents();
         break;
+      }
+      case 'titleChanged':
+        this.titleIs(e.kind.value.title);
+        return;
       default:
         return;
     }
@@ -344,6 +427,15 @@ export class Session {
     const kind = this.kind;
     return Boolean(this.conversation?.userInitiated) && kind !== StateKind.CONTEXT_EXHAUSTED && !isFinished(kind);
   }
+}
+
+function subAgentView(c: Conversation): SubAgentView {
+  return {
+    id: c.id,
+    title: conversationTitle(c),
+    kind: c.state?.kind ?? StateKind.UNSPECIFIED,
+    createdMs: c.createdAt ? timestampMs(c.createdAt) : 0,
+  };
 }
 
 /** A retry pending according to the state (kept as is when already known, so the countdown does not jump). */

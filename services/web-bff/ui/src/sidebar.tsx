@@ -10,7 +10,7 @@ import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { RelativeTime } from './time.tsx';
-import { conversationTitle, matchesSearch } from './titles.ts';
+import { conversationTitle, SEARCH_DELAY_MS, SEARCH_MAX, searchQuery } from './titles.ts';
 
 export interface SidebarProps {
   readonly api: Api;
@@ -28,14 +28,27 @@ const LAST_CWD = 'bedrock.lastCwd';
 
 export function Sidebar(props: SidebarProps) {
   const [conversations, setConversations] = useState<Conversation[] | undefined>(undefined);
+  /** The query the shown list answers ('' for all). */
+  const [listedFor, setListedFor] = useState('');
   const [listError, setListError] = useState('');
+  /** What is typed in the search box, and what is asked of the server (after a pause in typing). */
+  const [typed, setTyped] = useState('');
   const [query, setQuery] = useState('');
+  const wanted = useRef('');
   const loading = useRef<Promise<void> | undefined>(undefined);
   const again = useRef(false);
-  const listRef = useRef<HTMLUListElement>(null);
 
-  // Reloads the list; requests that come while one runs are merged into one more.
   useEffect(() => {
+    const q = searchQuery(typed);
+    if (q === query) return;
+    const timer = window.setTimeout(() => setQuery(q), SEARCH_DELAY_MS);
+    return () => window.clearTimeout(timer);
+  }, [typed]);
+
+  // Reloads the list (for the current query); requests that come while one runs are merged into
+  // one more, and only the answer to the latest is shown.
+  useEffect(() => {
+    wanted.current = query;
     if (loading.current) {
       again.current = true;
       return;
@@ -43,20 +56,24 @@ export function Sidebar(props: SidebarProps) {
     loading.current = (async () => {
       do {
         again.current = false;
+        const q = wanted.current;
         try {
-          const res = await props.api.listConversations({ pageSize: 100 });
+          const res = await props.api.listConversations({ pageSize: 100, query: q });
+          if (again.current) continue;
           setConversations(res.conversations);
+          setListedFor(q);
           setListError('');
         } catch (err) {
           if (isUnauthenticated(err)) props.authFailed(errorText(err));
-          else setListError(`Could not load conversations: ${errorText(err)}`);
+          else if (!again.current) setListError(`Could not load conversations: ${errorText(err)}`);
         }
       } while (again.current);
       loading.current = undefined;
     })();
-  }, [props.listVersion]);
+  }, [props.listVersion, query]);
 
-  const shown = (conversations ?? []).filter((c) => matchesSearch(c, query));
+  const shown = conversations ?? [];
+  const searching = searchQuery(typed) !== listedFor;
   return (
     <nav
       class={`sidebar${props.open ? ' open' : ''}`}
@@ -68,24 +85,48 @@ export function Sidebar(props: SidebarProps) {
       <NewConversation api={props.api} authFailed={props.authFailed} navigate={props.navigate} />
       <div class="list-head">
         <h2 class="list-title">Conversations</h2>
-        {/* Hook: a server-side title search (issue 16) replaces this filter over the loaded page. */}
         <input
           type="search"
           id="conversation-search"
           class="search"
           placeholder="Search"
-          aria-label="Search conversations"
+          aria-label="Search conversations by title"
+          aria-controls="conversation-list"
           autocomplete="off"
           spellcheck={false}
-          value={query}
-          onInput={(ev) => setQuery(ev.currentTarget.value)}
+          maxLength={SEARCH_MAX}
+          value={typed}
+          onInput={(ev) => setTyped(ev.currentTarget.value)}
+          onKeyDown={(ev) => {
+            // Down goes to the first result; Esc empties the box (then leaves Esc to the page).
+            if (ev.key === 'ArrowDown') {
+              const first = document.querySelector<HTMLAnchorElement>('#conversation-list a');
+              if (first) {
+                ev.preventDefault();
+                first.focus();
+              }
+            } else if (ev.key === 'Escape' && typed) {
+              ev.preventDefault();
+              ev.stopPropagation();
+              setTyped('');
+            }
+          }}
         />
       </div>
-      {conversations === undefined && !listError ? <p class="list-status">Loading…</p> : null}
-      {listError ? <p class="list-status">{listError}</p> : null}
-      {conversations?.length === 0 ? <p class="list-status">No conversations yet.</p> : null}
-      {conversations?.length && shown.length === 0 ? <p class="list-status">No conversation matches “{query}”.</p> : null}
-      <ul class="conversation-list" ref={listRef}>
+      <p class="list-status" role="status" aria-live="polite" aria-busy={searching ? 'true' : undefined}>
+        {conversations === undefined && !listError
+          ? 'Loading…'
+          : listError
+            ? listError
+            : shown.length > 0
+              ? listedFor
+                ? `${shown.length === 1 ? '1 conversation matches' : `${shown.length} conversations match`} “${listedFor}”`
+                : ''
+              : listedFor
+                ? `No conversation has “${listedFor}” in its title.`
+                : 'No conversations yet.'}
+      </p>
+      <ul class="conversation-list" id="conversation-list" aria-busy={searching ? 'true' : undefined}>
         {shown.map((c) => (
           <Item key={c.id} conversation={c} current={c.id === props.current} />
         ))}
@@ -108,7 +149,7 @@ function Item({ conversation: c, current }: { conversation: Conversation; curren
   return (
     <li>
       <a href={`/c/${c.id}`} data-link data-id={c.id} aria-current={current ? 'page' : undefined}>
-        <span class="conv-slug">{conversationTitle(c)}</span>
+        <span class={`conv-slug${c.title.trim() ? '' : ' untitled'}`}>{conversationTitle(c)}</span>
         <span class={`conv-state tone-${tone}`}>{stateShort(kind)}</span>
         <span class="conv-cwd">{c.cwd}</span>
         <RelativeTime at={updated} class="conv-when" />

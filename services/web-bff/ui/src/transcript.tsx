@@ -7,11 +7,13 @@ import type { ContentBlock } from '@bedrock/contracts';
 import { StateKind } from '@bedrock/contracts';
 import type { Source } from '@bedrock/agent-view/agent-content';
 import { diffLines } from '@bedrock/agent-view/format';
-import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { createContext } from 'preact';
+import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { CopyButton } from './copy.tsx';
 import { Markdown, StreamingMarkdown } from './markdown-view.tsx';
 import { memo } from './memo.ts';
 import { RelativeTime } from './time.tsx';
+import { subAgentPieces, withSubAgentTitles } from './titles.ts';
 import {
   joinBlocks,
   type AgentItem,
@@ -22,6 +24,17 @@ import {
   type ToolCard,
   type TranscriptModel,
 } from './transcript-model.ts';
+
+/**
+ * The conversation's sub-agents by id, so a text that names one by its id (the spawn_agents
+ * result, an answer quoting it) shows its title instead, linked to its transcript. A new value
+ * re-renders the parts that read it, memoised or not.
+ */
+export interface SubAgentNames {
+  readonly parentId: string;
+  readonly titles: ReadonlyMap<string, string>;
+}
+export const SubAgentNamesContext = createContext<SubAgentNames>({ parentId: '', titles: new Map() });
 
 /** Results longer than this many lines start folded. */
 const FOLD_LINES = 24;
@@ -122,34 +135,45 @@ const ItemView = memo(
             </div>
           </li>
         );
-      case 'subagent': {
-        const p = item.progress;
-        const finished = p.state === StateKind.COMPLETED || p.state === StateKind.FAILED;
-        const status = finished ? (p.success ? 'done' : 'failed') : 'working';
-        return (
-          <li class="notice notice-info subagent" data-kind="subagent">
-            <span class={`badge badge-${status === 'done' ? 'ok' : status === 'failed' ? 'error' : 'running'}`}>{status}</span>{' '}
-            <strong>
-              Sub-agent {p.finishedCount} of {p.totalCount} finished
-            </strong>
-            <div class="subagent-task">{p.task}</div>
-            {p.result ? (
-              <div class="output-wrap">
-                <pre class="tool-output">{p.result}</pre>
-                <CopyButton text={() => p.result} label="Copy the sub-agent's result" />
-              </div>
-            ) : null}
-            {/* Hook: a sub-agent's own transcript (its conversation is watchable like any other). */}
-            <a class="subagent-open" href={`/c/${encodeURIComponent(p.subAgentId)}`} data-link>
-              Open its transcript
-            </a>
-          </li>
-        );
-      }
+      case 'subagent':
+        return <SubAgentCard item={item} />;
     }
   },
   (a, b) => a.item === b.item && a.rev === b.rev,
 );
+
+function SubAgentCard({ item }: { item: Item & { kind: 'subagent' } }) {
+  const names = useContext(SubAgentNamesContext);
+  const p = item.progress;
+  const title = names.titles.get(p.subAgentId) || p.task.split('\n')[0]!.trim() || 'Sub-agent';
+  const finished = p.state === StateKind.COMPLETED || p.state === StateKind.FAILED;
+  const status = finished ? (p.success ? 'done' : 'failed') : 'working';
+  const href = `/c/${encodeURIComponent(p.subAgentId)}`;
+  return (
+    <li class="notice notice-info subagent" data-kind="subagent" data-sub-agent={p.subAgentId}>
+      <div class="subagent-head">
+        <span class={`badge badge-${status === 'done' ? 'ok' : status === 'failed' ? 'error' : 'running'}`}>{status}</span>
+        {/* Its own conversation, watchable like any other; its header links back here. */}
+        <a class="subagent-title" href={href} data-link>
+          {title}
+        </a>
+        <span class="subagent-count">
+          {p.finishedCount} of {p.totalCount} sub-agents finished
+        </span>
+      </div>
+      <div class="subagent-task">{p.task}</div>
+      {p.result ? (
+        <div class="output-wrap">
+          <pre class="tool-output">{p.result}</pre>
+          <CopyButton text={() => p.result} label="Copy the sub-agent's result" />
+        </div>
+      ) : null}
+      <a class="subagent-open" href={href} data-link>
+        Open its transcript<span class="visually-hidden"> ({title})</span>
+      </a>
+    </li>
+  );
+}
 
 function UserBlock({ block }: { block: ContentBlock }) {
   const image = block.block.case === 'image' ? block.block.value : undefined;
@@ -210,7 +234,7 @@ const PartView = memo(
       case 'text':
         return (
           <div class="msg-body">
-            <Markdown text={part.text} />
+            <AgentText text={part.text} />
           </div>
         );
       case 'cited':
@@ -258,6 +282,12 @@ const PartView = memo(
   },
   (a, b) => a.part === b.part && a.rev === b.rev,
 );
+
+/** The agent's Markdown, with a sub-agent it names by id named by its title. */
+function AgentText({ text }: { text: string }) {
+  const names = useContext(SubAgentNamesContext);
+  return <Markdown text={withSubAgentTitles(text, names.parentId, names.titles)} />;
+}
 
 /** A response streaming in: its thinking collapsed (left open or closed as the user chose), then the text. */
 function LiveParts({ live }: { live: Live }) {
@@ -320,10 +350,21 @@ function ToolCardView({ card }: { card: ToolCard }) {
 }
 
 function Output({ text, error }: { text: string; error: boolean }) {
+  const names = useContext(SubAgentNamesContext);
   const lines = text.split('\n').length;
   const body = (
     <div class="output-wrap">
-      <pre class={error ? 'tool-output output-error' : 'tool-output'}>{text}</pre>
+      <pre class={error ? 'tool-output output-error' : 'tool-output'}>
+        {subAgentPieces(text, names.parentId, names.titles).map((piece, i) =>
+          typeof piece === 'string' ? (
+            piece
+          ) : (
+            <a key={i} class="subagent-link" href={`/c/${encodeURIComponent(piece.id)}`} data-link title="Open this sub-agent's transcript">
+              {piece.title}
+            </a>
+          ),
+        )}
+      </pre>
       <CopyButton text={() => text} label="Copy output" />
     </div>
   );

@@ -319,6 +319,62 @@ export function patchDisplay(displayJson: string): { path: string; created: bool
   return { path: typeof d.path === 'string' ? d.path : '', created: d.created === true, diff: d.diff };
 }
 
+/**
+ * The hunks of a unified diff as the text each one replaced and the text it put there (context
+ * lines on both sides): what an editor needs to show a change without the whole file (ACP's
+ * `diff` content). A hunk the diff cuts short (a display limit) is left out; "\ No newline at
+ * end of file" drops the last newline of its side.
+ */
+export function patchHunks(diff: string): Array<{ oldText: string; newText: string }> {
+  const hunks: Array<{ oldText: string; newText: string }> = [];
+  const lines = diff.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const head = /^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@/.exec(lines[i]!);
+    if (!head) continue;
+    let oldLeft = head[1] === undefined ? 1 : Number(head[1]);
+    let newLeft = head[2] === undefined ? 1 : Number(head[2]);
+    const oldLines: string[] = [];
+    const newLines: string[] = [];
+    let oldEnd = '\n';
+    let newEnd = '\n';
+    let last: 'old' | 'new' | 'both' = 'both';
+    /** "\\ No newline at end of file": the line before it (its side) had none. */
+    const noNewline = () => {
+      if (last !== 'new') oldEnd = '';
+      if (last !== 'old') newEnd = '';
+    };
+    while ((oldLeft > 0 || newLeft > 0) && i + 1 < lines.length) {
+      const line = lines[++i]!;
+      const text = line.slice(1);
+      if (line.startsWith('\\')) noNewline();
+      else if (line.startsWith(' ')) {
+        oldLines.push(text);
+        newLines.push(text);
+        oldLeft--;
+        newLeft--;
+        last = 'both';
+      } else if (line.startsWith('-')) {
+        oldLines.push(text);
+        oldLeft--;
+        last = 'old';
+      } else if (line.startsWith('+')) {
+        newLines.push(text);
+        newLeft--;
+        last = 'new';
+      } else break;
+    }
+    if (oldLeft !== 0 || newLeft !== 0) continue; // cut short
+    // A marker right after the hunk's last line belongs to it.
+    if (lines[i + 1]?.startsWith('\\')) {
+      i++;
+      noNewline();
+    }
+    const join = (ls: string[], end: string) => (ls.length ? ls.join('\n') + end : '');
+    hunks.push({ oldText: join(oldLines, oldEnd), newText: join(newLines, newEnd) });
+  }
+  return hunks;
+}
+
 export const IMAGE_TYPES: readonly string[] = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
 /** The conversation service's limits (services/conversation/src/api/limits.ts). */
 export const MAX_IMAGES = 20;

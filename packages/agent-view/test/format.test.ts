@@ -10,6 +10,7 @@ import {
   isBusy,
   modeLine,
   patchDisplay,
+  patchHunks,
   peakUsage,
   relativeTime,
   secondsLeft,
@@ -110,6 +111,30 @@ describe('tools and diffs', () => {
     expect(patchDisplay('{"path":"a.txt","created":false,"diff":"@@"}')).toEqual({ path: 'a.txt', created: false, diff: '@@' });
     expect(patchDisplay('{"diff":""}')).toBeUndefined();
     expect(patchDisplay('')).toBeUndefined();
+  });
+
+  it("reads the hunks of a unified diff as old and new text (the patch tool's diffs, as the diff package writes them)", () => {
+    const rule = '===================================================================\n';
+    // A new file: nothing replaced.
+    expect(patchHunks(`${rule}--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n`)).toEqual([
+      { oldText: '', newText: 'hello\nworld\n' },
+    ]);
+    // Context on both sides; two hunks.
+    expect(patchHunks(`${rule}--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-1\n+one\n 2\n@@ -11,2 +11,2 @@\n 11\n-12\n+twelve\n`)).toEqual([
+      { oldText: '1\n2\n', newText: 'one\n2\n' },
+      { oldText: '11\n12\n', newText: '11\ntwelve\n' },
+    ]);
+    // No newline at the end of either side.
+    expect(
+      patchHunks(`${rule}--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n`),
+    ).toEqual([{ oldText: 'a\nb', newText: 'a\nc' }]);
+    // Only the old side lacked it.
+    expect(patchHunks('@@ -1 +1 @@\n-b\n\\ No newline at end of file\n+b\n')).toEqual([{ oldText: 'b', newText: 'b\n' }]);
+    // A diff cut short (the display limit) keeps only its whole hunks.
+    expect(patchHunks(`${rule}--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-1\n+one\n 2\n@@ -11,2 +11,2 @@\n 11\n-1`)).toEqual([
+      { oldText: '1\n2\n', newText: 'one\n2\n' },
+    ]);
+    expect(patchHunks('')).toEqual([]);
   });
 
   it('accepts only the image types and sizes the service takes', () => {

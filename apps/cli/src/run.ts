@@ -1,7 +1,8 @@
 /**
  * Argument parsing of `bedrock`, and dispatch to the subcommands (dispatch.ts). `--help` and
  * a bad command line are answered here without loading the client (protobuf, Connect):
- * dispatch.ts is imported only when a command runs (docs/cli.md, "How it runs").
+ * dispatch.ts is imported only when a command runs (docs/cli.md, "How it runs"). `bedrock acp`
+ * (the ACP agent for editors, with the ACP SDK) is a bundle of its own, loaded only for it.
  */
 import { EXIT } from './exit-codes.ts';
 import { endQuietlyOnClosedPipe, isStdio, stdio, type Output } from './output.ts';
@@ -24,6 +25,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv, output: Output
     (values.help ? output.out : output.err)(USAGE);
     return values.help ? EXIT.ok : EXIT.usage;
   }
+  if (command === 'acp') return (await import('./acp/command.ts')).acpCommand(rest, values, env, output);
   const { dispatch } = await import('./dispatch.ts');
   return dispatch(command, rest, values, env, output);
 }

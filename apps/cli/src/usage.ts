@@ -32,6 +32,8 @@ export const USAGE = `usage: bedrock <command> [options]
   watch ID                            stream the conversation's events
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
+  acp                                 be an agent for an editor: ACP on stdin and stdout
+                                      (Zed, JetBrains; docs/cli.md)
 
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch

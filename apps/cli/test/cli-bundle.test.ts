@@ -4,7 +4,7 @@
  * through tsx and says so on stderr (docs/cli.md, "How it runs"). cli.test.ts and
  * cli-retry.test.ts run the same bin against real servers.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -113,5 +113,15 @@ describe('the bedrock bin', () => {
     const down = await bin(installedBin, ['ls'], { PATH: path });
     expect(down.code).toBe(4);
     expect(down.stderr).toMatch(/^bedrock: Unavailable: .*is web-bff running\?/);
+    // `bedrock acp` and its own bundle (the ACP SDK, zod): an editor's initialize is answered.
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } };
+    const acp = spawnSync(installedBin, ['acp'], {
+      input: `${JSON.stringify(initialize)}\n`,
+      env: { PATH: path, HOME: '/nonexistent', BEDROCK_URL: 'http://127.0.0.1:9' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect({ status: acp.status, stderr: acp.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(JSON.parse(acp.stdout)).toMatchObject({ jsonrpc: '2.0', id: 1, result: { protocolVersion: 1, agentInfo: { name: 'bedrock' } } });
   }, 120_000);
 });

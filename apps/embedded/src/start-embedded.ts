@@ -145,6 +145,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
         server: { host: env.BEDROCK_HOST || '127.0.0.1', metricsPort: 0 },
         transport: { kind: 'memory' },
         upstream: { conversationUrls: [conversation.grpcUrl] },
+        // The local user administers this installation (bedrock admin users|tokens).
+        auth: { admins: [LOCAL_USER, ...(env.BEDROCK_ADMIN_USERS ?? '').split(',').flatMap((u) => u.trim() || [])] },
       }),
       {
         streams: transport.streams,

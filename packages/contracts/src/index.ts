@@ -6,9 +6,11 @@
 export * from './gen/bedrock/v1/types_pb.ts';
 export * from './gen/bedrock/v1/events_pb.ts';
 export * from './gen/bedrock/v1/conversation_service_pb.ts';
+export * from './gen/bedrock/v1/admin_service_pb.ts';
 export * from './gen/bedrock/internal/v1/jobs_pb.ts';
 export * from './gen/bedrock/internal/v1/tool_runner_service_pb.ts';
 export * from './gen/bedrock/internal/v1/history_service_pb.ts';
+export * from './gen/bedrock/internal/v1/identity_service_pb.ts';
 export * as health from './gen/grpc/health/v1/health_pb.ts';
 export * as reflection from './gen/grpc/reflection/v1/reflection_pb.ts';
 export * from './tools.ts';

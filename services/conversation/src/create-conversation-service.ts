@@ -4,7 +4,13 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
-import { ConversationHistoryService, ConversationService, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
+import {
+  AdminService,
+  ConversationHistoryService,
+  ConversationService,
+  IdentityService,
+  QUEUE_CONVERSATION_EVENTS,
+} from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -29,6 +35,8 @@ import {
 } from '@bedrock/platform/server';
 import { registerConversationApi } from './api/conversation-api.ts';
 import { registerHistoryApi } from './api/history-api.ts';
+import { registerAdminApi } from './api/admin-api.ts';
+import { registerIdentityApi } from './api/identity-api.ts';
 import { LIMITS } from './api/limits.ts';
 import type { ConversationConfig } from './config.ts';
 import { DEFAULT_POLICY, type Policy } from './core/index.ts';
@@ -43,6 +51,7 @@ import { createSandboxProbe } from './recovery/sandbox-probe.ts';
 import { createConversationStore, type ConversationStore } from './store/conversation-store.ts';
 import { startRequestPruner } from './store/request-outcomes.ts';
 import { createHistoryReads } from './store/history-reads.ts';
+import { createIdentityStore } from './store/identity-store.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -190,8 +199,12 @@ export function createConversationService(config: ConversationConfig, deps: Conv
           });
           // The llm-gateway fetches each request's history here (claim-check jobs).
           registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
+          // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls.
+          const identities = createIdentityStore(pool);
+          registerIdentityApi(router, { identities });
+          registerAdminApi(router, { identities, logger });
           registerHealth(router, health);
-          registerReflection(router, [ConversationService, ConversationHistoryService]);
+          registerReflection(router, [ConversationService, ConversationHistoryService, IdentityService, AdminService]);
         },
       });
       // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the

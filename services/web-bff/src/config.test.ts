@@ -19,7 +19,15 @@ describe('web-bff config', () => {
     expect(config.log.level).toBe('info');
     expect(config.server).toEqual({ host: '0.0.0.0', metricsPort: 9464, shutdownGrace: 10_000, httpPort: 8080, grpcPort: 8081 });
     expect(config.transport.kind).toBe('redis');
-    expect(config.auth).toEqual({ tokensFile: undefined, tokens: undefined });
+    expect(config.auth).toEqual({ tokensFile: undefined, tokens: undefined, admins: undefined, cacheTtl: 1000 });
+    expect(config.oidc).toEqual({
+      issuer: undefined,
+      audience: undefined,
+      jwksUrl: undefined,
+      userClaim: 'sub',
+      clockSkew: 30_000,
+      users: 'auto',
+    });
     expect(config.upstream).toEqual({
       conversationUrls: ['http://127.0.0.1:50051'],
       resolveInterval: 10_000,
@@ -92,6 +100,31 @@ describe('web-bff config', () => {
     expect(all).toMatch(/BEDROCK_WATCH_BUFFER="8" is invalid: expected an integer 16..100000/);
     expect(all).toMatch(/BEDROCK_UPSTREAM_TIMEOUT="0s" is invalid: .*\(at least 1ms\)/);
     expect(all).toMatch(/BEDROCK_TRANSPORT="kafka" is invalid: expected one of redis, memory/);
+  });
+
+  it('reads the sign-in settings, and keeps the auth cache at most a second', () => {
+    const config = readWebBffConfig({
+      BEDROCK_ADMIN_USERS: 'root, alice@example.com',
+      BEDROCK_AUTH_CACHE_TTL: '250ms',
+      BEDROCK_OIDC_ISSUER: 'https://id.example.com',
+      BEDROCK_OIDC_AUDIENCE: 'bedrock,bedrock-api',
+      BEDROCK_OIDC_USER_CLAIM: 'email',
+      BEDROCK_OIDC_CLOCK_SKEW: '5s',
+      BEDROCK_OIDC_USERS: 'registered',
+    });
+    expect(config.auth.admins).toEqual(['root', 'alice@example.com']);
+    expect(config.auth.cacheTtl).toBe(250);
+    expect(config.oidc).toEqual({
+      issuer: 'https://id.example.com',
+      audience: ['bedrock', 'bedrock-api'],
+      jwksUrl: undefined,
+      userClaim: 'email',
+      clockSkew: 5000,
+      users: 'registered',
+    });
+    const found = problems({ BEDROCK_AUTH_CACHE_TTL: '2s', BEDROCK_OIDC_USERS: 'everyone' }).join('\n');
+    expect(found).toMatch(/^BEDROCK_AUTH_CACHE_TTL="2s" is invalid: .*at most 1s/m);
+    expect(found).toMatch(/^BEDROCK_OIDC_USERS="everyone" is invalid: expected one of auto, registered/m);
   });
 
   it('refuses an empty list of conversation URLs', () => {

@@ -4,7 +4,6 @@
  * Durations are milliseconds in code and written with a unit in the environment (`15s`).
  */
 import { fileURLToPath } from 'node:url';
-import type { z } from '@bedrock/platform/config';
 import {
   duration,
   filePath,
@@ -12,6 +11,7 @@ import {
   list,
   loadConfig,
   logLevelSetting,
+  oneOf,
   optionalSetting,
   port,
   section,
@@ -21,11 +21,19 @@ import {
   str,
   transportSection,
   url,
+  z as zod,
   type ConfigOverrides,
+  type SettingType,
 } from '@bedrock/platform/config';
 
 /** The web UI's build output inside this package, used when BEDROCK_UI_DIR is unset. */
 export const DEFAULT_UI_DIR = fileURLToPath(new URL('../ui/dist', import.meta.url));
+
+/** A duration of at most one second (the revocation bound). */
+const atMostOneSecond: SettingType<number> = (() => {
+  const base = duration();
+  return { ...base, expected: `${base.expected}, at most 1s`, schema: base.schema.pipe(zod.number().max(1000, 'at most 1s')) };
+})();
 
 // web-bff serves no internal endpoint (its API authenticates users), so it has no service
 // peers; it calls the conversation service, so it holds a service token (upstream.serviceTokenFile).
@@ -49,6 +57,39 @@ export const webBffConfigSchema = section({
     }),
     tokens: optionalSetting('BEDROCK_TOKENS', str('`user_id:sha256hex` entries, comma-separated'), {
       doc: 'Comma-separated `user_id:sha256hex` entries, in addition to BEDROCK_TOKENS_FILE.',
+    }),
+    admins: optionalSetting('BEDROCK_ADMIN_USERS', list(str('a user id')), {
+      doc: 'User ids that have the admin role (AdminService) whatever the database says: the first admin of a deployment, e.g. a user of BEDROCK_TOKENS_FILE or of the identity provider.',
+    }),
+    /** ms. */
+    cacheTtl: setting('BEDROCK_AUTH_CACHE_TTL', atMostOneSecond, {
+      default: 1000,
+      doc: 'How long an answer of the conversation service about a token or a user (valid, revoked, disabled, the role) is reused; at most 1s, so that a revoke or a disable holds on every replica within a second. 0ms: ask on every call.',
+    }),
+  }),
+  /** OpenID Connect: ID or access tokens (JWT) of one issuer, besides bearer tokens. Off while `issuer` is unset. */
+  oidc: section({
+    issuer: optionalSetting('BEDROCK_OIDC_ISSUER', url({ protocols: ['https', 'http'] }), {
+      doc: 'Issuer of the OpenID Connect tokens web-bff accepts (the `iss` claim, e.g. https://accounts.example.com); its JSON Web Keys are found through /.well-known/openid-configuration. Unset: OpenID Connect is off.',
+    }),
+    audience: optionalSetting('BEDROCK_OIDC_AUDIENCE', list(str('an audience')), {
+      doc: 'Accepted `aud` values (the client id for ID tokens, the API identifier for access tokens), comma-separated; required with BEDROCK_OIDC_ISSUER.',
+    }),
+    jwksUrl: optionalSetting('BEDROCK_OIDC_JWKS_URL', url({ protocols: ['https', 'http'] }), {
+      doc: "The issuer's JSON Web Key Set; unset: the `jwks_uri` of its discovery document.",
+    }),
+    userClaim: setting('BEDROCK_OIDC_USER_CLAIM', str('a claim name'), {
+      default: 'sub',
+      doc: 'The claim whose value is the Bedrock user id (letters, digits, `. _ @ -`): `sub` (stable, opaque), or `email` or `preferred_username` where the issuer vouches for them.',
+    }),
+    /** ms. */
+    clockSkew: setting('BEDROCK_OIDC_CLOCK_SKEW', duration(), {
+      default: 30_000,
+      doc: 'Clock difference tolerated when checking `exp`, `nbf` and `iat`.',
+    }),
+    users: setting('BEDROCK_OIDC_USERS', oneOf(['auto', 'registered'] as const), {
+      default: 'auto',
+      doc: '`auto`: a signed-in identity unknown to Bedrock becomes a user with the role user on first sign-in; `registered`: only users an admin added (`bedrock admin users add`) may sign in.',
     }),
   }),
   upstream: section({
@@ -107,7 +148,7 @@ export const webBffConfigSchema = section({
   }),
 });
 
-export type WebBffConfig = z.output<typeof webBffConfigSchema>;
+export type WebBffConfig = zod.output<typeof webBffConfigSchema>;
 
 /**
  * Reads web-bff's settings from `env`; `overrides` (typed values, durations in ms) win over it.

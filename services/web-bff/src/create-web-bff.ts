@@ -6,7 +6,7 @@
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ConversationService, health as healthPb } from '@bedrock/contracts';
+import { AdminService, ConversationService, health as healthPb } from '@bedrock/contracts';
 import { createTransport, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
   connectHandler,
@@ -29,7 +29,10 @@ import {
   type Served,
 } from '@bedrock/platform/server';
 import { registerConversationRoutes } from './api/conversation-routes.ts';
-import { authenticateBearer, authInterceptor } from './auth/auth-interceptor.ts';
+import { registerAdminRoutes } from './api/admin-routes.ts';
+import { authInterceptor, PROTECTED_SERVICES } from './auth/auth-interceptor.ts';
+import { createAuthenticator } from './auth/authenticator.ts';
+import { createOidcVerifier } from './auth/oidc.ts';
 import { loadTokenStore, type TokenStore } from './auth/token-store.ts';
 import { DEFAULT_UI_DIR, type WebBffConfig } from './config.ts';
 import { apiGuard, withReadMaxBytes } from './http/api-guard.ts';
@@ -137,8 +140,16 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
   const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.log.level });
   const tokenSources = { file: config.auth.tokensFile, inline: config.auth.tokens };
   let tokens = deps.tokens ?? loadTokenStore(tokenSources);
-  if (tokens.names.length === 0)
-    logger.warn('no bearer tokens configured: every API call will be refused (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS)');
+  const { oidc } = config;
+  const audience = oidc.audience ?? [];
+  if (oidc.issuer && audience.length === 0)
+    throw new Error(
+      'BEDROCK_OIDC_AUDIENCE is required with BEDROCK_OIDC_ISSUER: the audiences (client ids or API identifiers) tokens must be for',
+    );
+  if (tokens.names.length === 0 && !oidc.issuer && !config.auth.admins?.length)
+    logger.warn(
+      'no bearer tokens configured and no admin named: only tokens issued through AdminService are accepted, and nobody can issue one (set BEDROCK_TOKENS_FILE or BEDROCK_TOKENS, and BEDROCK_ADMIN_USERS)',
+    );
   const serviceTokenFile = config.upstream.serviceTokenFile;
   const serviceToken = deps.serviceToken ?? (serviceTokenFile ? readServiceTokenFile(serviceTokenFile) : undefined);
   if (!serviceToken) logger.warn('no service token (BEDROCK_SERVICE_TOKEN_FILE): the conversation service will refuse every call');
@@ -156,6 +167,22 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     timeoutMs: config.upstream.timeout,
     serviceToken,
     resolveIntervalMs: config.upstream.resolveInterval,
+    logger,
+  });
+  const authenticator = createAuthenticator({
+    tokens: () => tokens,
+    identity: upstream.identity,
+    callOptions: () => upstream.serviceOptions(),
+    admins: config.auth.admins ?? [],
+    cacheTtlMs: config.auth.cacheTtl,
+    oidc: oidc.issuer
+      ? {
+          verifier: createOidcVerifier({ ...oidc, issuer: oidc.issuer, audience }, (err) =>
+            logger.warn({ issuer: oidc.issuer, err: err.message }, 'OpenID Connect discovery failed; will try again with the next token'),
+          ),
+          autoCreate: oidc.users === 'auto',
+        }
+      : undefined,
     logger,
   });
   const fanout: Fanout = createFanout({
@@ -176,7 +203,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     logger,
     readMaxBytes: READ_MAX_BYTES,
     shutdownSignal: shutdown.asAbortSignal(),
-    interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(() => tokens)],
+    interceptors: [rpcMetricsInterceptor(metrics), authInterceptor(authenticator)],
     contextValues: exchange.contextValues,
     fallback: staticFiles(config.http.uiDir ?? DEFAULT_UI_DIR),
     // A body that does not parse is INVALID_ARGUMENT naming the message type (connect says INTERNAL).
@@ -194,17 +221,18 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
           metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
         },
       });
+      registerAdminRoutes(router, { upstream, logger });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
-      registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [ConversationService, healthPb.Health]);
+      registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [ConversationService, AdminService, healthPb.Health]);
       for (const h of router.handlers) apiPaths.add(h.requestPath);
     }),
   });
   // Outside in: security headers on every answer, CORS, then the bearer token is checked before connect reads a body.
   const guarded = apiGuard(
     {
-      protectedServices: [ConversationService],
-      authenticate: (authorization) => authenticateBearer(authorization, tokens),
+      protectedServices: PROTECTED_SERVICES,
+      authenticate: (authorization) => authenticator.authenticate(authorization),
       onRefused: (method, code) => {
         if (method) metrics.rpcServerSeconds.observe({ method, code: Code[code] }, 0);
       },
@@ -213,7 +241,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     grpcWatchFastPath(
       {
         deps: () => watchDeps,
-        authenticate: (authorization) => authenticateBearer(authorization, tokens),
+        authenticate: (authorization) => authenticator.authenticate(authorization),
         shutdown,
         observe: (code, seconds) => metrics.rpcServerSeconds.observe({ method: WATCH_PATH.slice(1), code }, seconds),
         readMaxBytes: OPEN_READ_MAX_BYTES,
@@ -255,9 +283,16 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
   }
   health.set('', 'SERVING');
   health.set(ConversationService.typeName, 'SERVING');
+  health.set(AdminService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Served, Served];
   logger.info(
-    { http_port: http1.port, grpc_port: h2c.port, metrics_port: metricsServer.port, users: tokens.names.length },
+    {
+      http_port: http1.port,
+      grpc_port: h2c.port,
+      metrics_port: metricsServer.port,
+      users: tokens.names.length,
+      ...(oidc.issuer ? { oidc_issuer: oidc.issuer } : {}),
+    },
     'web-bff started',
   );
 

@@ -1,6 +1,6 @@
 /**
- * Authentication of every ConversationService call: `Authorization: Bearer <token>` must name
- * a configured user, else UNAUTHENTICATED. The user goes to the handlers through a context
+ * Authentication of every ConversationService and AdminService call: `Authorization: Bearer
+ * <token>` must name a user (./authenticator.ts), else UNAUTHENTICATED. The user goes to the handlers through a context
  * value; whatever a client sends as `bedrock-user-id` is never forwarded. Health checking and
  * reflection stay open so probes and `buf curl --list-methods` work without a token.
  *
@@ -8,31 +8,31 @@
  * unauthenticated caller never gets a byte buffered; this interceptor stays as the check the
  * handlers rely on.
  */
-import { Code, ConnectError, createContextKey, type Interceptor } from '@connectrpc/connect';
-import { ConversationService } from '@bedrock/contracts';
-import { bearerToken, type TokenStore } from './token-store.ts';
+import { createContextKey, type Interceptor } from '@connectrpc/connect';
+import { AdminService, ConversationService } from '@bedrock/contracts';
+import { admittedIdentity } from '../http/api-guard.ts';
+import { RAW_EXCHANGE } from '../http/raw-request.ts';
+import type { Authenticator, Identity, Role } from './authenticator.ts';
 
-/** The authenticated user of the call; empty outside ConversationService. */
+/** The authenticated user of the call; empty outside the protected services. */
 export const USER_KEY = createContextKey<string>('', { description: 'authenticated bedrock user' });
+/** The authenticated user's role. */
+export const ROLE_KEY = createContextKey<Role>('user', { description: "authenticated bedrock user's role" });
 
-/** The user an `Authorization` header names, or the UNAUTHENTICATED error to answer (never repeating the token). */
-export function authenticateBearer(
-  authorization: string | null | undefined,
-  tokens: TokenStore,
-): { user: string } | { error: ConnectError } {
-  const token = bearerToken(authorization);
-  if (!token) return { error: new ConnectError('missing bearer token: send "Authorization: Bearer <token>"', Code.Unauthenticated) };
-  const user = tokens.authenticate(token);
-  if (!user) return { error: new ConnectError('invalid bearer token', Code.Unauthenticated) };
-  return { user };
-}
+/** Services whose every call needs an authenticated user. */
+export const PROTECTED_SERVICES = [ConversationService, AdminService] as const;
+const PROTECTED = new Set<string>(PROTECTED_SERVICES.map((s) => s.typeName));
 
-export function authInterceptor(tokens: () => TokenStore): Interceptor {
+export function authInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
-    if (req.service.typeName !== ConversationService.typeName) return next(req);
-    const result = authenticateBearer(req.header.get('authorization'), tokens());
+    if (!PROTECTED.has(req.service.typeName)) return next(req);
+    // The edge (http/api-guard.ts) authenticated this request before its body was read; ask again only without it.
+    const raw = req.contextValues.get(RAW_EXCHANGE);
+    const admitted = raw && (admittedIdentity(raw.req) as Identity | undefined);
+    const result = admitted ?? (await auth.authenticate(req.header.get('authorization')));
     if ('error' in result) throw result.error;
     req.contextValues.set(USER_KEY, result.user);
+    req.contextValues.set(ROLE_KEY, result.role);
     return next(req);
   };
 }

@@ -19,17 +19,27 @@
 import type http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import type { DescService } from '@bufbuild/protobuf';
-import type { ConnectError, ConnectRouter } from '@connectrpc/connect';
+import { ConnectError, type ConnectRouter } from '@connectrpc/connect';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
 import { codeToHttpStatus, codeToString, endStreamFlag } from '@connectrpc/connect/protocol-connect';
 import { trailerFlag } from '@connectrpc/connect/protocol-grpc-web';
 import type { NodeHandler, NodeServerRequest, NodeServerResponse } from './node-types.ts';
 
+export type AuthOutcome = { user: string; role?: string } | { error: ConnectError };
+
+/** What the guard established for each request it admitted, for the handlers behind it (no second check). */
+const admitted = new WeakMap<NodeServerRequest, { user: string; role?: string }>();
+
+/** The identity the guard admitted `req` with; undefined for a request it did not check. */
+export function admittedIdentity(req: NodeServerRequest): { user: string; role?: string } | undefined {
+  return admitted.get(req);
+}
+
 export interface ApiGuardOptions {
   /** Services whose every call needs an authenticated user. */
   readonly protectedServices: readonly DescService[];
   /** The user an Authorization header names, or the UNAUTHENTICATED error to answer. */
-  readonly authenticate: (authorization: string | undefined) => { user: string } | { error: ConnectError };
+  readonly authenticate: (authorization: string | undefined) => AuthOutcome | Promise<AuthOutcome>;
   /** Called for each call refused here, with `Service/Method` (undefined for a method the service does not have). */
   readonly onRefused?: (method: string | undefined, code: ConnectError['code']) => void;
 }
@@ -39,19 +49,32 @@ export function apiGuard(options: ApiGuardOptions, next: NodeHandler): NodeHandl
   const methods = new Set(options.protectedServices.flatMap((s) => s.methods.map((m) => `${s.typeName}/${m.name}`)));
   return (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0]!;
+    const admit = () => {
+      if (req.method === 'POST') abandonUnreadBody(req, res);
+      if (String(req.headers.expect ?? '').toLowerCase() === '100-continue') res.writeContinue();
+      next(req, res);
+    };
     if ((req.method === 'POST' || req.method === 'GET') && prefixes.some((p) => path.startsWith(p))) {
       const header = req.headers.authorization;
-      const result = options.authenticate(Array.isArray(header) ? header[0] : header);
-      if ('error' in result) {
+      const decide = (result: AuthOutcome) => {
+        if (!('error' in result)) {
+          admitted.set(req, result);
+          return admit();
+        }
         const method = path.slice(1);
         options.onRefused?.(methods.has(method) ? method : undefined, result.error.code);
         refuse(req, res, result.error);
+      };
+      const result = options.authenticate(Array.isArray(header) ? header[0] : header);
+      // A token the conversation service is asked about: the body waits unread meanwhile.
+      if (result instanceof Promise) {
+        result.then(decide, (err: unknown) => decide({ error: ConnectError.from(err) }));
         return;
       }
+      decide(result);
+      return;
     }
-    if (req.method === 'POST') abandonUnreadBody(req, res);
-    if (String(req.headers.expect ?? '').toLowerCase() === '100-continue') res.writeContinue();
-    next(req, res);
+    admit();
   };
 }
 

@@ -13,7 +13,7 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { ConversationService, USER_HEADER } from '@bedrock/contracts';
+import { AdminService, ConversationService, IdentityService, ROLE_HEADER, USER_HEADER } from '@bedrock/contracts';
 import {
   createBalancedTransport,
   serviceCredentialHeaders,
@@ -40,10 +40,16 @@ export interface UpstreamOptions {
 
 export interface Upstream {
   readonly client: ConversationClient;
+  /** AdminService, forwarded for admins (options with their role). */
+  readonly admin: Client<typeof AdminService>;
+  /** IdentityService: who a token or a user is (options without a user: `serviceOptions()`). */
+  readonly identity: Client<typeof IdentityService>;
+  /** Options for a call as web-bff itself (its service credential, no user). */
+  serviceOptions(): CallOptions;
   /** The balanced transport under `client` (readiness checks the replicas' health over it). */
   readonly transport: BalancedTransport;
-  /** Options for one unary call acting as `user`, cancelled with `signal` (the client's). */
-  options(user: string, signal?: AbortSignal): CallOptions;
+  /** Options for one unary call acting as `user` (with `role` when given), cancelled with `signal` (the client's). */
+  options(user: string, signal?: AbortSignal, role?: string): CallOptions;
   /** The conversation replicas known now. */
   replicas(): EndpointState[];
   close(): void;
@@ -94,11 +100,18 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const { serviceToken } = options;
   return {
     client: createClient(ConversationService, transport),
+    admin: createClient(AdminService, transport),
+    identity: createClient(IdentityService, transport),
     transport,
-    options(user, signal) {
+    options(user, signal, role) {
       // The user id travels only alongside the service credential, never on its own.
-      const headers = serviceToken ? { ...serviceCredentialHeaders(serviceToken), [USER_HEADER]: user } : {};
+      const headers = serviceToken
+        ? { ...serviceCredentialHeaders(serviceToken), [USER_HEADER]: user, ...(role ? { [ROLE_HEADER]: role } : {}) }
+        : {};
       return { headers, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) };
+    },
+    serviceOptions() {
+      return { headers: serviceToken ? serviceCredentialHeaders(serviceToken) : {}, timeoutMs: options.timeoutMs };
     },
     replicas: () => transport.endpoints(),
     close: () => transport.close(),

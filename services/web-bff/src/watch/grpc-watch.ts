@@ -21,6 +21,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { ConversationService, WatchConversationRequestSchema } from '@bedrock/contracts';
 import type { NodeHandler, NodeServerRequest, NodeServerResponse } from '../http/node-types.ts';
 import type { ShutdownSignal } from '../http/shutdown-signal.ts';
+import { admittedIdentity, type AuthOutcome } from '../http/api-guard.ts';
 import { serveWatch, type WatchCall, type WatchDeps } from './watcher.ts';
 
 export const WATCH_PATH = `/${ConversationService.typeName}/${ConversationService.method.watchConversation.name}`;
@@ -28,7 +29,7 @@ export const WATCH_PATH = `/${ConversationService.typeName}/${ConversationServic
 export interface GrpcWatchOptions {
   /** What serves watches (set once the routes are registered). */
   readonly deps: () => WatchDeps | undefined;
-  readonly authenticate: (authorization: string | undefined) => { user: string } | { error: ConnectError };
+  readonly authenticate: (authorization: string | undefined) => AuthOutcome | Promise<AuthOutcome>;
   readonly shutdown: ShutdownSignal;
   /** Records a finished call: its code name (e.g. 'OK', 'Canceled') and duration. */
   readonly observe: (code: string, seconds: number) => void;
@@ -59,12 +60,14 @@ export function grpcWatchFastPath(options: GrpcWatchOptions, next: NodeHandler):
       return;
     }
     const header = req.headers.authorization;
-    const auth = options.authenticate(Array.isArray(header) ? header[0] : header);
-    if ('error' in auth) {
-      next(req, res);
-      return;
-    }
-    void serve(req, res as http2.Http2ServerResponse, auth.user, deps, options);
+    const go = (auth: AuthOutcome) => {
+      if ('error' in auth) next(req, res);
+      else void serve(req, res as http2.Http2ServerResponse, auth.user, deps, options);
+    };
+    // Normally the guard in front has authenticated the call already.
+    const auth = admittedIdentity(req) ?? options.authenticate(Array.isArray(header) ? header[0] : header);
+    if (auth instanceof Promise) auth.then(go, () => next(req, res));
+    else go(auth);
   };
 }
 

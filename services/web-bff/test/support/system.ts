@@ -52,6 +52,8 @@ export interface System {
   readonly prefix: string;
   /** Plaintext tokens by user (alice, bob). */
   readonly tokens: Record<string, string>;
+  /** web-bff's service token (another web-bff replica presents it too). */
+  readonly serviceToken: string;
   readonly llmJobs: LlmJob[];
   readonly toolJobs: ToolExecJob[];
   /** A client of web-bff; `token` undefined sends none. */
@@ -190,6 +192,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     transport: workers,
     prefix,
     tokens,
+    serviceToken: services.tokens['web-bff']!,
     llmJobs,
     toolJobs,
     client(token, protocol = 'grpc') {

@@ -28,6 +28,21 @@ function App() {
   const signedInRef = useRef(signedIn);
   signedInRef.current = signedIn;
 
+  // Without a token of its own, the UI may sit behind an authenticating proxy that adds one to
+  // every request (docs/web-bff.md, "The web UI behind your sign-in"): ask once; if the API
+  // answers, it is signed in.
+  useEffect(() => {
+    if (signedInRef.current) return;
+    let live = true;
+    api.listConversations({}).then(
+      () => live && !storedToken() && setSignedIn(true),
+      () => undefined,
+    );
+    return () => {
+      live = false;
+    };
+  }, []);
+
   // Later refusals of calls already in flight add nothing once the sign-in form shows.
   const authFailed = useCallback((message: string) => {
     if (!signedInRef.current) return;

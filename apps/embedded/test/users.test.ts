@@ -1,0 +1,75 @@
+/**
+ * Users and tokens in the embedded product (PGlite): the local user is an admin, adds a user and
+ * issues a token that works, and revoking it stops it within a second (migration 007 runs on
+ * PGlite too).
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { AdminService, ConversationService } from '@bedrock/contracts';
+import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
+
+let bedrock: RunningEmbedded | undefined;
+let dataDir: string | undefined;
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-users-data-'));
+  bedrock = await startEmbedded({
+    env: {
+      ...process.env,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      ANTHROPIC_API_KEY: '',
+      DATABASE_URL: '',
+      LOG_LEVEL: 'warn',
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await bedrock?.stop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+function transport(token: string) {
+  return createConnectTransport({
+    baseUrl: bedrock!.httpUrl,
+    httpVersion: '1.1',
+    interceptors: [
+      (next) => (req) => {
+        req.header.set('authorization', `Bearer ${token}`);
+        return next(req);
+      },
+    ],
+  });
+}
+const admin = (token: string) => createClient(AdminService, transport(token));
+const conversations = (token: string) => createClient(ConversationService, transport(token));
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'ok',
+    (err: unknown) => Code[ConnectError.from(err).code],
+  );
+
+describe('users in the embedded product', () => {
+  it('the local user is an admin: adds a user, issues a token that works, revokes it', async () => {
+    const local = bedrock!.token;
+    await admin(local).addUser({ userId: 'pat' });
+    const issued = await admin(local).issueToken({ userId: 'pat', expiresInSeconds: 86_400n });
+    const created = await conversations(issued.secret).createConversation({ cwd: '/tmp' });
+    // pat sees their conversation; the local user does not.
+    const id = created.conversation!.id;
+    expect((await conversations(issued.secret).listConversations({})).conversations.map((c) => c.id)).toContain(id);
+    expect((await conversations(local).listConversations({})).conversations.map((c) => c.id)).not.toContain(id);
+    // pat is no admin.
+    expect(await codeOf(admin(issued.secret).listUsers({}))).toBe('PermissionDenied');
+
+    await admin(local).revokeToken({ tokenId: issued.token!.id });
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await codeOf(conversations(issued.secret).listConversations({}))).toBe('Unauthenticated');
+  });
+});

@@ -1,0 +1,48 @@
+/**
+ * The public `bedrock.v1.AdminService`: users and their tokens. Only users with the admin role
+ * may call it (PERMISSION_DENIED, naming the method and the caller's role, for anyone else);
+ * calls are forwarded to the conversation service, which keeps users and tokens in its
+ * database, with the caller and their role.
+ */
+import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
+import { AdminService } from '@bedrock/contracts';
+import type { Logger } from '@bedrock/platform/server';
+import { ROLE_KEY, USER_KEY } from '../auth/auth-interceptor.ts';
+import type { Upstream } from '../upstream/conversation-client.ts';
+import { traceHeaders } from '../upstream/trace-headers.ts';
+import { mapUpstreamError } from '../upstream/upstream-errors.ts';
+
+export interface AdminRoutesOptions {
+  readonly upstream: Upstream;
+  readonly logger: Logger;
+}
+
+export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesOptions): void {
+  const { upstream, logger } = options;
+  const { admin } = upstream;
+
+  async function call<T>(method: string, ctx: HandlerContext, fn: (opts: ReturnType<Upstream['options']>) => Promise<T>): Promise<T> {
+    const user = ctx.values.get(USER_KEY);
+    if (!user) throw new ConnectError('missing bearer token', Code.Unauthenticated);
+    const role = ctx.values.get(ROLE_KEY);
+    if (role !== 'admin') {
+      throw new ConnectError(`${method} needs the admin role; user ${user} has the role ${role}`, Code.PermissionDenied);
+    }
+    const base = upstream.options(user, ctx.signal, role);
+    const opts = { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } };
+    try {
+      return await fn(opts);
+    } catch (err) {
+      throw mapUpstreamError(err, logger, method, ctx.signal);
+    }
+  }
+
+  router.service(AdminService, {
+    addUser: (req, ctx) => call('AddUser', ctx, (o) => admin.addUser(req, o)),
+    listUsers: (req, ctx) => call('ListUsers', ctx, (o) => admin.listUsers(req, o)),
+    disableUser: (req, ctx) => call('DisableUser', ctx, (o) => admin.disableUser(req, o)),
+    issueToken: (req, ctx) => call('IssueToken', ctx, (o) => admin.issueToken(req, o)),
+    listTokens: (req, ctx) => call('ListTokens', ctx, (o) => admin.listTokens(req, o)),
+    revokeToken: (req, ctx) => call('RevokeToken', ctx, (o) => admin.revokeToken(req, o)),
+  });
+}

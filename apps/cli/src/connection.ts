@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { ConversationService } from '@bedrock/contracts';
 
@@ -30,7 +30,8 @@ export function resolveToken(env: NodeJS.ProcessEnv): string | undefined {
   }
 }
 
-export function connect(env: NodeJS.ProcessEnv): ApiClient {
+/** The transport to web-bff with the caller's token, for any of its services. */
+export function apiTransport(env: NodeJS.ProcessEnv): Transport {
   const baseUrl = (env.BEDROCK_URL || DEFAULT_URL).replace(/\/+$/, '');
   const token = resolveToken(env);
   const auth: Interceptor = (next) => (req) => {
@@ -38,9 +39,11 @@ export function connect(env: NodeJS.ProcessEnv): ApiClient {
     return next(req);
   };
   // BEDROCK_PROTOCOL=grpc talks gRPC over h2c (e.g. to BEDROCK_GRPC_PORT); default Connect over HTTP/1.1.
-  const transport =
-    env.BEDROCK_PROTOCOL === 'grpc'
-      ? createGrpcTransport({ baseUrl, interceptors: [auth] })
-      : createConnectTransport({ baseUrl, httpVersion: '1.1', interceptors: [auth] });
-  return createClient(ConversationService, transport);
+  return env.BEDROCK_PROTOCOL === 'grpc'
+    ? createGrpcTransport({ baseUrl, interceptors: [auth] })
+    : createConnectTransport({ baseUrl, httpVersion: '1.1', interceptors: [auth] });
+}
+
+export function connect(env: NodeJS.ProcessEnv): ApiClient {
+  return createClient(ConversationService, apiTransport(env));
 }

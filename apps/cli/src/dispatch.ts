@@ -64,6 +64,8 @@ export async function dispatch(
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
+    const adminFlag = (['admin', 'display-name', 'label', 'expires'] as const).find((f) => values[f] !== undefined);
+    if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
     if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
@@ -140,6 +142,8 @@ export async function dispatch(
           return await action(ctx, command, need(rest, 1, 'a conversation id')[0]!);
         case 'token':
           return (await import('./token.ts')).token(rest, output);
+        case 'admin':
+          return await (await import('./admin.ts')).admin(rest, values, env, output);
         default:
           throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
       }

@@ -34,6 +34,10 @@ export const USAGE = `usage: bedrock <command> [options]
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
   acp                                 be an agent for an editor: ACP on stdin and stdout
                                       (Zed, JetBrains; docs/cli.md)
+  admin users add ID [--admin] [--display-name NAME] | admin users list | admin users disable ID
+  admin tokens issue USER [--label TEXT] [--expires 30d] | admin tokens list [USER]
+  admin tokens revoke TOKEN_ID        users and their tokens (an admin's token); an issued
+                                      token is printed once
 
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
@@ -77,6 +81,10 @@ export const OPTIONS = {
   steer: { type: 'boolean', default: false },
   interrupt: { type: 'boolean', default: false },
   at: { type: 'string' },
+  admin: { type: 'boolean' },
+  'display-name': { type: 'string' },
+  label: { type: 'string' },
+  expires: { type: 'string' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

@@ -1,0 +1,135 @@
+/**
+ * `bedrock admin users add|list|disable` and `bedrock admin tokens issue|list|revoke`: users
+ * and their bearer tokens, through web-bff's AdminService (the caller must be an admin;
+ * docs/cli.md, "Admin: users and tokens"). An issued token is printed once, alone on stdout.
+ */
+import { toJson } from '@bufbuild/protobuf';
+import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import { createClient, type Client } from '@connectrpc/connect';
+import {
+  AdminService,
+  IssueTokenResponseSchema,
+  UserRole,
+  UserSchema,
+  UserTokenSchema,
+  type User,
+  type UserToken,
+} from '@bedrock/contracts';
+import { apiTransport } from './connection.ts';
+import { EXIT, UsageError } from './exit-codes.ts';
+import type { Output } from './output.ts';
+import { USAGE, type OptionValues } from './usage.ts';
+
+/** Options that only `admin` takes. */
+export const ADMIN_FLAGS = ['admin', 'label', 'expires', 'display-name'] as const;
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
+
+/** `30d`, `12h`, `90m`, `2w`, `3600s` → seconds. */
+export function parseExpires(text: string): bigint {
+  const m = /^(\d{1,9})([smhdw])$/.exec(text.trim());
+  if (!m || Number(m[1]) === 0)
+    throw new UsageError(`--expires takes a positive number and a unit (s, m, h, d, w), such as 30d; not "${text}"\n\n${USAGE}`);
+  return BigInt(Number(m[1]) * UNITS[m[2]!]!);
+}
+
+const when = (t: Timestamp | undefined) =>
+  t
+    ? timestampDate(t)
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z')
+    : '-';
+const roleName = (r: UserRole) => (r === UserRole.ADMIN ? 'admin' : 'user');
+
+function userLine(u: User): string {
+  return `${u.id}\t${roleName(u.role)}\t${u.disabledAt ? `disabled ${when(u.disabledAt)}` : 'active'}\t${u.displayName}\n`;
+}
+
+function tokenLine(t: UserToken): string {
+  const state = t.revokedAt
+    ? `revoked ${when(t.revokedAt)}`
+    : t.expiresAt && timestampDate(t.expiresAt) <= new Date()
+      ? 'expired'
+      : 'active';
+  return `${t.id}\t${t.userId}\t${state}\tcreated ${when(t.createdAt)}\texpires ${when(t.expiresAt)}\tlast used ${when(t.lastUsedAt)}\t${t.label}\n`;
+}
+
+const line = (value: unknown) => `${JSON.stringify(value)}\n`;
+
+function need(rest: string[], count: number, what: string): string[] {
+  if (rest.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
+  return rest;
+}
+
+export async function admin(rest: string[], values: OptionValues, env: NodeJS.ProcessEnv, output: Output): Promise<number> {
+  const [area, sub, ...args] = rest;
+  const client: Client<typeof AdminService> = createClient(AdminService, apiTransport(env));
+  const json = values.json;
+  const only = (allowed: readonly (typeof ADMIN_FLAGS)[number][]) => {
+    const extra = ADMIN_FLAGS.find((f) => values[f] !== undefined && values[f] !== false && !allowed.includes(f));
+    if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}\n\n${USAGE}`);
+  };
+  switch (`${area} ${sub}`) {
+    case 'users add': {
+      only(['admin', 'display-name']);
+      const [id] = need(args, 1, 'a user id (letters, digits and . _ @ -)');
+      const { user } = await client.addUser({
+        userId: id!,
+        displayName: values['display-name'] ?? '',
+        role: values.admin ? UserRole.ADMIN : UserRole.USER,
+      });
+      output.out(json ? line(toJson(UserSchema, user!)) : `added user ${user!.id} (role ${roleName(user!.role)})\n`);
+      return EXIT.ok;
+    }
+    case 'users list': {
+      only([]);
+      need(args, 0, 'no arguments');
+      const { users } = await client.listUsers({});
+      for (const u of users) output.out(json ? line(toJson(UserSchema, u)) : userLine(u));
+      return EXIT.ok;
+    }
+    case 'users disable': {
+      only([]);
+      const [id] = need(args, 1, 'a user id');
+      const { user } = await client.disableUser({ userId: id! });
+      output.out(json ? line(toJson(UserSchema, user!)) : `disabled user ${user!.id}: none of their tokens or sign-ins works any more\n`);
+      return EXIT.ok;
+    }
+    case 'tokens issue': {
+      only(['label', 'expires']);
+      const [user] = need(args, 1, 'the user id to issue the token to');
+      const res = await client.issueToken({
+        userId: user!,
+        label: values.label ?? '',
+        expiresInSeconds: values.expires === undefined ? 0n : parseExpires(values.expires),
+      });
+      if (json) {
+        output.out(line(toJson(IssueTokenResponseSchema, res)));
+      } else {
+        // The token alone on stdout (scripts capture it); what it is on stderr.
+        output.out(`${res.secret}\n`);
+        const t = res.token!;
+        output.err(
+          `token ${t.id} for ${t.userId}${t.label ? ` (${t.label})` : ''}, ${t.expiresAt ? `expires ${when(t.expiresAt)}` : 'never expires'}; shown once: keep it secret (BEDROCK_TOKEN)\n`,
+        );
+      }
+      return EXIT.ok;
+    }
+    case 'tokens list': {
+      only([]);
+      if (args.length > 1) throw new UsageError(`expected at most a user id\n\n${USAGE}`);
+      const { tokens } = await client.listTokens({ userId: args[0] ?? '' });
+      for (const t of tokens) output.out(json ? line(toJson(UserTokenSchema, t)) : tokenLine(t));
+      return EXIT.ok;
+    }
+    case 'tokens revoke': {
+      only([]);
+      const [id] = need(args, 1, 'a token id (bedrock admin tokens list)');
+      const { token } = await client.revokeToken({ tokenId: id! });
+      output.out(json ? line(toJson(UserTokenSchema, token!)) : `revoked token ${token!.id} of ${token!.userId}\n`);
+      return EXIT.ok;
+    }
+    default:
+      throw new UsageError(`expected admin users add|list|disable or admin tokens issue|list|revoke\n\n${USAGE}`);
+  }
+}

@@ -231,7 +231,9 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId} (bedrock show ${c.parentId})\n`);
   if (c.forkedFrom)
     ctx.output.out(
-      `forked from ${c.forkedFrom.conversationId} at message ${c.forkedFrom.messageSequence} (bedrock show ${c.forkedFrom.conversationId})\n`,
+      c.forkedFrom.sourceDeleted
+        ? `forked from ${c.forkedFrom.conversationId} at message ${c.forkedFrom.messageSequence} (deleted since)\n`
+        : `forked from ${c.forkedFrom.conversationId} at message ${c.forkedFrom.messageSequence} (bedrock show ${c.forkedFrom.conversationId})\n`,
     );
   ctx.output.out(renderSubAgents(c.id, res.subAgents, res.moreSubAgents));
   ctx.output.out('\n');

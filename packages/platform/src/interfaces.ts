@@ -151,6 +151,12 @@ export interface NotificationStreams {
    * transport's error handler and are retried from the last position delivered.
    */
   follow(conversationId: string, after: StreamPosition, onEvents: (events: ConversationEvent[]) => void): StreamFollow;
+  /**
+   * Deletes a conversation's stream (DeleteConversation): its events are gone, `last` is
+   * STREAM_START again and a later append starts a new stream. A blocking read or a follow of
+   * it is not ended: it waits on, as for a stream that does not exist yet.
+   */
+  delete(conversationId: string): Promise<void>;
   close(): Promise<void>;
 }
 

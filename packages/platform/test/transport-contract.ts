@@ -615,6 +615,25 @@ export function transportContract(name: string, harness: TransportHarness): void
         expect(Date.now() - startedAt).toBeGreaterThanOrEqual(90);
       });
 
+      it('deletes a stream: nothing left to read, last is the start, appends begin anew', async () => {
+        const conv = unique('conv');
+        const other = unique('conv');
+        await t.streams.appendDurableMany([durable(conv, 1n), durable(conv, 2n)]);
+        await t.streams.appendEphemeral(delta(conv, 2n, 'd'));
+        await t.streams.appendDurable(durable(other, 1n));
+        await t.streams.delete(conv);
+        await t.streams.delete(unique('never-created'));
+        expect(await t.streams.read(conv, STREAM_START)).toEqual([]);
+        expect(await t.streams.last(conv)).toEqual(STREAM_START);
+        // Another conversation's stream is untouched.
+        expect(positions(await t.streams.read(other, STREAM_START))).toEqual(['1-0']);
+        // Appending again starts a new stream, at any sequence (the old top is forgotten).
+        expect(await t.streams.appendDurable(durable(conv, 1n))).toBe(true);
+        expect(await t.streams.appendEphemeral(delta(conv, 1n, 'again'))).toEqual({ sequence: 1n, deltaIndex: 1 });
+        expect(await t.streams.appendDurable(durable(conv, 3n))).toBe(true);
+        expect(positions(await t.streams.read(conv, STREAM_START))).toEqual(['1-0', '1-1', '3-0']);
+      });
+
       it('many blocking reads at once are all woken', async () => {
         const conv = unique('conv');
         const reads = Array.from({ length: 12 }, () => t.streams.read(conv, STREAM_START, { blockMs: 20_000 }));

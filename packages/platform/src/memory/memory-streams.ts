@@ -187,6 +187,15 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
       return { stop: () => controller.abort() };
     },
 
+    async delete(conversationId: string): Promise<void> {
+      if (closed) throw new Error('notification streams are closed');
+      const stream = streams.get(conversationId);
+      if (!stream) return;
+      // Blocked readers wait on, as on a stream not created yet (as XREAD on a deleted Redis key).
+      if (stream.waiters.size === 0) streams.delete(conversationId);
+      else streams.set(conversationId, { entries: [], top: STREAM_START, touchedAt: Date.now(), waiters: stream.waiters });
+    },
+
     async close(): Promise<void> {
       closed = true;
       for (const stream of streams.values()) {

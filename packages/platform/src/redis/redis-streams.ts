@@ -207,6 +207,11 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
       return follower.follow(conversationId, after, onEvents);
     },
 
+    async delete(conversationId: string): Promise<void> {
+      assertOpen();
+      await connection.del(keys.stream(conversationId));
+    },
+
     async close(): Promise<void> {
       closed = true;
       await follower.close();

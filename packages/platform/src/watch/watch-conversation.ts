@@ -1,7 +1,8 @@
 /**
  * A conversation's watch stream (REQ-BED-011): a snapshot, then the notification stream live,
  * resumable from the last position a client saw with no gap and no duplicate among durable
- * events. Shared by every server of WatchConversation.
+ * events. Shared by every server of WatchConversation. A `deleted` event (DeleteConversation) is
+ * the last one: the stream ends after it.
  */
 import { create } from '@bufbuild/protobuf';
 import {
@@ -81,6 +82,8 @@ export async function* watchConversation(options: WatchOptions): AsyncGenerator<
     for (const event of events) {
       yield response(event);
       after = { sequence: event.sequence, deltaIndex: event.deltaIndex };
+      // The conversation was deleted: its last event; nothing follows.
+      if (event.kind.case === 'deleted') return;
     }
   }
 }

@@ -19,6 +19,9 @@ import {
   ConversationService,
   CreateConversationRequestSchema,
   CreateConversationResponseSchema,
+  ConversationEventSchema as WireEventSchema,
+  DeleteConversationRequestSchema,
+  DeleteConversationResponseSchema,
   DowngradeModeRequestSchema,
   DowngradeModeResponseSchema,
   ForkConversationRequestSchema,
@@ -74,6 +77,11 @@ export interface ConversationApiOptions {
   readonly onApplied?: (from: string, event: string, outcome: string) => void;
   /** Heartbeat interval of watch streams, ms. Default 15000. */
   readonly heartbeatMs?: number;
+  /**
+   * After DeleteConversation commits, how long watchers have to read the final `deleted` event
+   * before the notification streams are deleted, ms. Default 1000.
+   */
+  readonly deletedStreamGraceMs?: number;
   /** Refuse CreateConversation whose cwd is not a directory on this host (BEDROCK_CHECK_CWD). Default true. */
   readonly checkCwd?: boolean;
 }
@@ -192,6 +200,39 @@ function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
   const { store, applier, policy } = options;
+
+  /**
+   * The end of deleted conversations' notification streams: a final durable `deleted` event
+   * (after the last notification each had), then, `deletedStreamGraceMs` later, the streams
+   * themselves. Failures are logged, not answered: the rows are gone already, and a stream left
+   * behind expires by its TTL.
+   */
+  async function endStreams(ids: readonly string[], notifySeqs: ReadonlyMap<string, number>): Promise<void> {
+    await Promise.all(
+      ids.map((conversationId) =>
+        options.streams
+          .appendDurable(
+            create(WireEventSchema, {
+              conversationId,
+              sequence: BigInt((notifySeqs.get(conversationId) ?? 0) + 1),
+              kind: { case: 'deleted', value: {} },
+            }),
+          )
+          .catch((err: unknown) => options.logger.warn({ err, conversation_id: conversationId }, 'could not tell watchers of a deletion')),
+      ),
+    );
+    const graceMs = options.deletedStreamGraceMs ?? 1000;
+    if (graceMs > 0) await new Promise((resolve) => setTimeout(resolve, graceMs));
+    await Promise.all(
+      ids.map((conversationId) =>
+        options.streams
+          .delete(conversationId)
+          .catch((err: unknown) =>
+            options.logger.warn({ err, conversation_id: conversationId }, 'could not delete a notification stream; it expires by its TTL'),
+          ),
+      ),
+    );
+  }
   const allowedServerTools = options.allowedServerTools ?? [];
 
   /** The server tools asked for, each allowed by the deployment; else INVALID_ARGUMENT naming BEDROCK_SERVER_TOOLS. */
@@ -627,6 +668,60 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       });
       if (!updated) throw notFound(req.conversationId);
       return create(UpdateConversationSettingsResponseSchema, { conversation: conversationToProto(updated, policy) });
+    },
+
+    /**
+     * Deletes the conversation and its sub-agents (store.deleteTree: one transaction), refused
+     * while any of them is busy. Then, after the commit, each gets a final `deleted` event in
+     * its notification stream, and the streams are deleted `deletedStreamGraceMs` later (a crash
+     * in between leaves keys that expire by their TTL).
+     */
+    async deleteConversation(req, ctx) {
+      const user = userOf(ctx);
+      const id = requireId(req.conversationId);
+      // Scoped to the user, as ForkConversation: the conversation's own scope is deleted with it.
+      const key = requestKeyOf(user, '', 'DeleteConversation', DeleteConversationRequestSchema, req);
+      const earlier = key ? await store.findRequest(key) : null;
+      if (earlier) return replay(earlier, key!, DeleteConversationResponseSchema);
+      const respond = (ids: readonly string[]) => create(DeleteConversationResponseSchema, { deletedIds: [...ids] });
+      const createdIdOf = (response: Uint8Array): string | null => {
+        try {
+          return fromBinary(CreateConversationResponseSchema, response).conversation?.id ?? null;
+        } catch {
+          return null;
+        }
+      };
+      const result = await store.deleteTree(
+        id,
+        user,
+        createdIdOf,
+        key ? { key, outcome: ({ ids }) => ({ response: toBinary(DeleteConversationResponseSchema, respond(ids)) }) } : undefined,
+      );
+      switch (result.kind) {
+        case 'replayed':
+          return replay(result.prior, key!, DeleteConversationResponseSchema);
+        case 'not_found':
+          throw notFound(id);
+        case 'sub_agent':
+          throw new ConnectError(
+            `conversation ${id} is a sub-agent, driven by its parent: delete its parent ${result.parentId} instead (its sub-agents go with it)`,
+            Code.InvalidArgument,
+          );
+        case 'busy': {
+          const self = result.busy.find((r) => r.id === id);
+          const what = self
+            ? `conversation ${id} is busy (${self.state.phase.kind.replaceAll('_', ' ')})`
+            : `conversation ${id} has a busy sub-agent (${result.busy[0]!.id}: ${result.busy[0]!.state.phase.kind.replaceAll('_', ' ')})`;
+          throw rejectionError({
+            code: 'conversation_busy',
+            message: `${what}: cancel it first (Cancel, or bedrock cancel ${id}), then delete it.`,
+          });
+        }
+        case 'deleted':
+          await endStreams(result.ids, result.notifySeqs);
+          options.logger.info({ conversation_id: id, deleted: result.ids.length }, 'conversation deleted');
+          return respond(result.ids);
+      }
     },
 
     async *watchConversation(req, ctx) {

@@ -32,6 +32,7 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
           forkedFrom: create(ForkOriginSchema, {
             conversationId: record.forkedFrom.conversationId,
             messageSequence: BigInt(record.forkedFrom.messageSequence),
+            sourceDeleted: record.forkedFrom.sourceDeleted,
           }),
         }
       : {}),

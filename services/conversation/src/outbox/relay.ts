@@ -15,7 +15,7 @@ import { outboxRowFromDb, type StoredOutboxRow } from '../store/outbox-row.ts';
 import type { PublishRows } from './publish-rows.ts';
 
 /** Namespace of the per-conversation advisory locks (first key of the two-key form). */
-const RELAY_LOCK_SPACE = 0x6f7574; // "out"
+export const RELAY_LOCK_SPACE = 0x6f7574; // "out"
 /** How long a kick waits for another publisher of the same conversation before leaving the rows to the sweep. */
 const KICK_LOCK_TIMEOUT_MS = 5000;
 

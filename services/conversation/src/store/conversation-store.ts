@@ -11,6 +11,7 @@ import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReaso
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import type { TitleSource } from '../titles.ts';
 import type { OutboxRow } from './outbox-row.ts';
+import { RELAY_LOCK_SPACE } from '../outbox/relay.ts';
 import {
   claimRequest,
   findOutcome,
@@ -72,8 +73,8 @@ export interface ConversationRecord {
   /** Null until the first user message with words, or a rename. */
   readonly title: string | null;
   readonly titleSource: TitleSource | null;
-  /** Set on a fork (ForkConversation): its source and the last message copied from it. */
-  readonly forkedFrom: { readonly conversationId: string; readonly messageSequence: number } | null;
+  /** Set on a fork (ForkConversation): its source, the last message copied from it, and whether the source was deleted since. */
+  readonly forkedFrom: { readonly conversationId: string; readonly messageSequence: number; readonly sourceDeleted: boolean } | null;
 }
 
 /** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
@@ -120,6 +121,19 @@ export interface Snapshot {
   /** More sub-agents exist than were read. */
   readonly moreSubAgents: boolean;
 }
+
+/** What DeleteConversation found: the tree's ids, or why it deleted nothing. */
+export type DeleteResult =
+  | {
+      readonly kind: 'deleted';
+      readonly ids: readonly string[];
+      readonly record: ConversationRecord;
+      readonly notifySeqs: ReadonlyMap<string, number>;
+    }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'sub_agent'; readonly parentId: string }
+  | { readonly kind: 'busy'; readonly busy: readonly ConversationRecord[] }
+  | Replayed;
 
 /** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
 export interface Replayed {
@@ -256,6 +270,8 @@ interface ConversationRowDb {
   title_source: TitleSource | null;
   forked_from_id: string | null;
   forked_from_seq: string | null;
+  forked_from_deleted: boolean;
+  state_kind: string;
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -285,7 +301,7 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
     titleSource: row.title_source,
     forkedFrom:
       row.forked_from_id !== null && row.forked_from_seq !== null
-        ? { conversationId: row.forked_from_id, messageSequence: Number(row.forked_from_seq) }
+        ? { conversationId: row.forked_from_id, messageSequence: Number(row.forked_from_seq), sourceDeleted: row.forked_from_deleted }
         : null,
   };
 }
@@ -694,6 +710,79 @@ export function createConversationStore(options: StoreOptions) {
         outboxIds.push(inserted.rows[0]!.id);
       }
       return { record: toRecord(rows[0]), outboxIds };
+    },
+
+    /**
+     * Deletes a conversation and its sub-agents at every depth in one transaction, when all of
+     * them are at rest: their rows (messages and sub-agents go by ON DELETE CASCADE), outbox rows
+     * and request outcomes (scoped to them, and the CreateConversation/ForkConversation outcomes
+     * that created them: `createdIdOf` reads the id from a stored response). Forks of them keep
+     * their link, marked `forked_from_deleted`. Every row of the tree is locked first, so an event
+     * applied at the same time either finishes before (and is seen here) or finds nothing.
+     * With a request recorder, the request id (scope '') is claimed and its outcome stored here.
+     */
+    async deleteTree(
+      id: string,
+      ownerId: string,
+      createdIdOf: (response: Uint8Array) => string | null,
+      request?: RequestRecorder<{ ids: readonly string[] }>,
+    ): Promise<DeleteResult> {
+      return inTransaction(async (client) => {
+        if (request) {
+          const prior = await claimRequest(client, request.key);
+          if (prior) return { kind: 'replayed', prior } as const;
+        }
+        const { rows } = await client.query<ConversationRowDb>(
+          `WITH RECURSIVE tree AS (
+             SELECT id FROM conversations WHERE id = $1 AND owner_id = $2
+             UNION ALL
+             SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id
+           )
+           SELECT c.* FROM conversations c WHERE c.id IN (SELECT id FROM tree) ORDER BY c.created_at, c.id FOR UPDATE`,
+          [id, ownerId],
+        );
+        const root = rows.find((r) => r.id === id);
+        // A refusal keeps nothing: the claimed request id is rolled back with the transaction.
+        const refuse = async (result: DeleteResult): Promise<DeleteResult> => {
+          await client.query('ROLLBACK');
+          await client.query('BEGIN');
+          return result;
+        };
+        if (!root) return refuse({ kind: 'not_found' });
+        if (root.parent_id !== null) return refuse({ kind: 'sub_agent', parentId: root.parent_id });
+        const busy = rows.filter((r) => !(RESTING_STATE_NAMES as readonly string[]).includes(r.state_kind));
+        if (busy.length > 0) return refuse({ kind: 'busy', busy: busy.map(toRecord) });
+        const ids = [root.id, ...rows.filter((r) => r.id !== root.id).map((r) => r.id)];
+        // Wait for a relay publishing their rows (outbox/relay.ts holds this lock while it does).
+        for (const treeId of ids) await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RELAY_LOCK_SPACE, treeId]);
+        await client.query('DELETE FROM outbox WHERE conversation_id = ANY($1::text[])', [ids]);
+        await client.query('DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = ANY($2::text[])', [ownerId, ids]);
+        // The outcomes of the requests that created them (scope ''): a retry would name a deleted conversation.
+        const created = await client.query<{ request_id: string; response: Buffer }>(
+          `SELECT request_id, response FROM request_outcomes
+            WHERE owner_id = $1 AND scope = '' AND method IN ('CreateConversation', 'ForkConversation') AND response IS NOT NULL
+              AND position(convert_to($2, 'UTF8') IN response) > 0`,
+          [ownerId, root.id],
+        );
+        const stale = created.rows.filter((r) => createdIdOf(r.response) === root.id).map((r) => r.request_id);
+        if (stale.length > 0) {
+          await client.query("DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = '' AND request_id = ANY($2::text[])", [
+            ownerId,
+            stale,
+          ]);
+        }
+        await client.query(
+          'UPDATE conversations SET forked_from_deleted = true, revision = revision + 1, updated_at = now() WHERE forked_from_id = ANY($1::text[])',
+          [ids],
+        );
+        await client.query('DELETE FROM conversations WHERE id = $1', [root.id]);
+        if (request) {
+          const outcome = request.outcome({ ids });
+          if (outcome) await storeOutcome(client, request.key, outcome);
+        }
+        const notifySeqs = new Map(rows.map((r) => [r.id, Number(r.notify_seq)]));
+        return { kind: 'deleted', ids, record: toRecord(root), notifySeqs } as const;
+      });
     },
 
     async archive(id: string, archived: boolean): Promise<void> {

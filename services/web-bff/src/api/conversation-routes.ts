@@ -76,6 +76,11 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     updateConversationSettings: (req, ctx) => call('UpdateConversationSettings', ctx, (o) => client.updateConversationSettings(req, o)),
     renameConversation: (req, ctx) => call('RenameConversation', ctx, (o) => client.renameConversation(req, o)),
     forkConversation: (req, ctx) => call('ForkConversation', ctx, (o) => client.forkConversation(req, o)),
+    async deleteConversation(req, ctx) {
+      const res = await call('DeleteConversation', ctx, (o) => client.deleteConversation(req, o));
+      for (const id of res.deletedIds) ownership.forget(userOf(ctx), id);
+      return res;
+    },
     watchConversation: (req, ctx) => watch(req, ctx),
   });
 

@@ -1,11 +1,13 @@
 /**
  * (user, conversation) pairs the conversation service has confirmed. Ownership never changes
  * after creation, so a confirmed pair stays true; the cache only saves a GetConversation
- * when a watcher resumes. Bounded: the oldest pairs are forgotten first.
+ * when a watcher resumes. Bounded: the oldest pairs are forgotten first. A conversation deleted
+ * through this replica is forgotten at once.
  */
 export interface OwnershipCache {
   has(user: string, conversationId: string): boolean;
   remember(user: string, conversationId: string): void;
+  forget(user: string, conversationId: string): void;
 }
 
 export function createOwnershipCache(maxEntries: number): OwnershipCache {
@@ -13,6 +15,7 @@ export function createOwnershipCache(maxEntries: number): OwnershipCache {
   const key = (user: string, id: string) => `${user}\u0000${id}`;
   return {
     has: (user, id) => pairs.has(key(user, id)),
+    forget: (user, id) => void pairs.delete(key(user, id)),
     remember(user, id) {
       const k = key(user, id);
       if (pairs.has(k)) return;

@@ -6,7 +6,7 @@
  * directly (non-blocking, one batch at a time as the client pulls). Resumable from any
  * position with no gap and no duplicate among durable events; a gap in the stream (trimmed,
  * or lost with Redis) is covered by a fresh snapshot. Heartbeats after `heartbeatMs` without
- * an event.
+ * an event. A `deleted` event ends the stream (the conversation was deleted).
  *
  * Per watcher it keeps one small object (position, lag clock, one refreshed heartbeat timer,
  * itself as the abort listener and tail waiter) besides what connect-node and HTTP/2 hold.
@@ -212,6 +212,8 @@ export async function* serveWatch<T>(
         yield render(entry);
         write.writingSince = undefined;
         after = entry.position;
+        // The conversation was deleted (DeleteConversation): its last event; the stream ends.
+        if (entry.event.kind.case === 'deleted') return;
       }
     }
   } catch (err) {

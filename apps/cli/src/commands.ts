@@ -10,6 +10,7 @@ import {
   GetConversationResponseSchema,
   RenameConversationResponseSchema,
   ForkConversationResponseSchema,
+  DeleteConversationResponseSchema,
   RespondToModeUpgradeResponseSchema,
   ServerTool,
   StateKind,
@@ -246,6 +247,32 @@ export async function rename(ctx: Ctx, id: string, title: string): Promise<numbe
   // Setting a title is repeatable: a retry after a lost answer sets the same one.
   const res = await ctx.retry(() => ctx.client.renameConversation({ conversationId: id, title }));
   ctx.output.out(ctx.json ? json(toJson(RenameConversationResponseSchema, res)) : `${res.conversation!.title}\n`);
+  return EXIT.ok;
+}
+
+/**
+ * `bedrock rm ID [--yes]`: deletes the conversation with its sub-agents and messages. Without
+ * --yes it asks on a terminal (naming what goes) and refuses elsewhere, so a script never deletes
+ * by accident. Prints the ids deleted, one a line.
+ */
+export async function remove(ctx: Ctx, id: string, yes: boolean): Promise<number> {
+  if (!yes) {
+    if (!process.stdin.isTTY) throw new UsageError(`rm ${id}: not on a terminal, so nothing asks; pass --yes to delete without asking`);
+    const details = await ctx.client.getConversation({ conversationId: id });
+    const c = details.conversation!;
+    const subAgents = details.subAgents.length + (details.moreSubAgents ? '+' : '');
+    const what = `"${c.title || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
+    const { createInterface } = await import('node:readline/promises');
+    const rl = createInterface({ input: process.stdin, output: process.stderr });
+    const answer = await rl.question(`Delete ${what} and every message? This cannot be undone. [y/N] `).finally(() => rl.close());
+    if (!/^y(es)?$/i.test(answer.trim())) {
+      ctx.output.err('nothing deleted\n');
+      return EXIT.ok;
+    }
+  }
+  // A retry after a lost answer carries the same request id: it gets the same answer, not NOT_FOUND.
+  const res = await ctx.retry((requestId) => ctx.client.deleteConversation({ conversationId: id, requestId }));
+  ctx.output.out(ctx.json ? json(toJson(DeleteConversationResponseSchema, res)) : res.deletedIds.map((d) => `${d}\n`).join(''));
   return EXIT.ok;
 }
 

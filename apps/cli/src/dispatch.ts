@@ -12,6 +12,7 @@ import {
   messageText,
   newConversation,
   parseSettingsFlags,
+  remove,
   rename,
   send,
   settings,
@@ -67,6 +68,7 @@ export async function dispatch(
     const adminFlag = (['admin', 'display-name', 'label', 'expires'] as const).find((f) => values[f] !== undefined);
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
+    if (values.yes && command !== 'rm') throw new UsageError(`--yes applies to rm\n\n${USAGE}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
     if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
     if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
@@ -122,6 +124,8 @@ export async function dispatch(
           const [id, title] = need(rest, 2, 'a conversation id and the title (quote it)');
           return await rename(ctx, id!, title!);
         }
+        case 'rm':
+          return await remove(ctx, need(rest, 1, 'a conversation id')[0]!, values.yes);
         case 'fork':
           return await fork(ctx, need(rest, 1, 'a conversation id')[0]!, forkPoint(values.at));
         case 'send': {

@@ -18,6 +18,9 @@ export const USAGE = `usage: bedrock <command> [options]
   show ID [--full]                    the conversation, its sub-agents and its messages
                                       (--json: everything)
   rename ID TITLE                     give the conversation a title of your own
+  rm ID [--yes]                       delete the conversation with its sub-agents and
+                                      messages (refused while it works: cancel first); asks
+                                      on a terminal, --yes deletes without asking
   fork ID [--at SEQ]                  a new conversation with a copy of the history up to
                                       message SEQ (default: all of it), in the same
                                       directory, Restricted; prints its id
@@ -81,6 +84,7 @@ export const OPTIONS = {
   steer: { type: 'boolean', default: false },
   interrupt: { type: 'boolean', default: false },
   at: { type: 'string' },
+  yes: { type: 'boolean', short: 'y', default: false },
   admin: { type: 'boolean' },
   'display-name': { type: 'string' },
   label: { type: 'string' },

@@ -1,4 +1,5 @@
 /** The scriptable subcommands (docs/cli.md). Each returns its exit code. */
+import { createInterface } from 'node:readline/promises';
 import { readFile, statSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { toJson } from '@bufbuild/protobuf';
@@ -262,7 +263,6 @@ export async function remove(ctx: Ctx, id: string, yes: boolean): Promise<number
     const c = details.conversation!;
     const subAgents = details.subAgents.length + (details.moreSubAgents ? '+' : '');
     const what = `"${c.title || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
-    const { createInterface } = await import('node:readline/promises');
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     const answer = await rl.question(`Delete ${what} and every message? This cannot be undone. [y/N] `).finally(() => rl.close());
     if (!/^y(es)?$/i.test(answer.trim())) {

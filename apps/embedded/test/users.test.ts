@@ -1,7 +1,7 @@
 /**
  * Users and tokens in the embedded product (PGlite): the local user is an admin, adds a user and
  * issues a token that works, and revoking it stops it within a second (migration 007 runs on
- * PGlite too).
+ * PGlite too); the audit log's rows are written there as well (migration 010).
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -71,5 +71,25 @@ describe('users in the embedded product', () => {
     await admin(local).revokeToken({ tokenId: issued.token!.id });
     await new Promise((r) => setTimeout(r, 1000));
     expect(await codeOf(conversations(issued.secret).listConversations({}))).toBe('Unauthenticated');
+  });
+
+  it('audits user, token and conversation changes on PGlite, with the client from the user-agent when no bedrock-client is sent', async () => {
+    const local = bedrock!.token;
+    await admin(local).addUser({ userId: 'quinn' });
+    const issued = await admin(local).issueToken({ userId: 'quinn' });
+    await admin(local).revokeToken({ tokenId: issued.token!.id });
+    const id = (await conversations(local).createConversation({ cwd: '/tmp' })).conversation!.id;
+    await conversations(local).deleteConversation({ conversationId: id });
+    const { events } = await admin(local).listAuditEvents({ pageSize: 4 });
+    expect(events.map((e) => [e.action, e.conversationId])).toEqual([
+      ['conversation_deleted', id],
+      ['token_revoked', ''],
+      ['token_issued', ''],
+      ['user_added', ''],
+    ]);
+    // This client sends no bedrock-client header: web-bff forwards its user-agent.
+    for (const e of events) expect(e.details!.client).toMatch(/^connect-es\//);
+    expect(events[3]!.details).toMatchObject({ user_id: 'quinn', role: 'user' });
+    expect(await codeOf(admin(issued.secret).listAuditEvents({}))).toBe('Unauthenticated');
   });
 });

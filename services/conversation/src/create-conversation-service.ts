@@ -52,6 +52,7 @@ import { createConversationStore, type ConversationStore } from './store/convers
 import { startRequestPruner } from './store/request-outcomes.ts';
 import { createHistoryReads } from './store/history-reads.ts';
 import { createIdentityStore } from './store/identity-store.ts';
+import { createAuditStore } from './store/audit-store.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -64,6 +65,8 @@ export interface ConversationServiceDeps {
   readonly logger?: Logger;
   /** Services allowed to call the internal API; default read from BEDROCK_SERVICE_PEERS_FILE (none: every call is refused). */
   readonly servicePeers?: readonly TokenEntry[];
+  /** The clock spend and limits are counted by (UTC days, months, minutes); default the system clock. Tests move it. */
+  readonly clock?: () => Date;
 }
 
 export interface ConversationServiceInstance {
@@ -138,7 +141,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     const publishRows = createRowPublisher(transport, onPublished);
     const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
     const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
-    const applier = createApplier({ store, publisher, models, policy, maxOutputTokens: config.models.maxOutputTokens, logger });
+    const applier = createApplier({
+      store,
+      publisher,
+      models,
+      policy,
+      maxOutputTokens: config.models.maxOutputTokens,
+      logger,
+      ...(deps.clock ? { now: deps.clock } : {}),
+    });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
@@ -199,10 +210,10 @@ export function createConversationService(config: ConversationConfig, deps: Conv
           });
           // The llm-gateway fetches each request's history here (claim-check jobs).
           registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
-          // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls.
+          // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls (the audit log's reads too).
           const identities = createIdentityStore(pool);
           registerIdentityApi(router, { identities });
-          registerAdminApi(router, { identities, logger });
+          registerAdminApi(router, { identities, audit: createAuditStore(pool), logger });
           registerHealth(router, health);
           registerReflection(router, [ConversationService, ConversationHistoryService, IdentityService, AdminService]);
         },

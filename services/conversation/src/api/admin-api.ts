@@ -1,15 +1,20 @@
 /**
- * AdminService (bedrock.v1): users and their tokens, for admins. web-bff authenticates the
+ * AdminService (bedrock.v1): users and their tokens, and the audit log, for admins. web-bff authenticates the
  * caller, refuses non-admins, and forwards the call with the user (`bedrock-user-id`) and
  * their role (`bedrock-user-role`); both are believed only from web-bff, and this service
- * checks the role again.
+ * checks the role again. Every change of a user or token is audited in its own statement
+ * (store/identity-store.ts); the audit log is only read here (ListAuditEvents).
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
-import { create } from '@bufbuild/protobuf';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { create, type JsonObject } from '@bufbuild/protobuf';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   AddUserResponseSchema,
   AdminService,
+  AuditEventSchema,
+  CLIENT_HEADER,
+  cleanClient,
+  ListAuditEventsResponseSchema,
   DisableUserResponseSchema,
   IssueTokenResponseSchema,
   ListTokensResponseSchema,
@@ -26,10 +31,13 @@ import {
 } from '@bedrock/contracts';
 import type { Logger } from '@bedrock/platform/server';
 import type { IdentityStore, TokenRow, UserRow } from '../store/identity-store.ts';
+import type { AuditStore, StoredAuditEvent } from '../store/audit-store.ts';
+import { AUDIT_ACTIONS, type AuditActor } from '../mapping/audit-rows.ts';
 import { requireWebBff, roleToProto } from './identity-api.ts';
 
 export interface AdminApiOptions {
   readonly identities: IdentityStore;
+  readonly audit: AuditStore;
   readonly logger: Logger;
 }
 
@@ -37,13 +45,28 @@ const MAX_TEXT = 200;
 /** Longest token lifetime: ten years. */
 const MAX_EXPIRES_IN_SECONDS = 10n * 366n * 24n * 3600n;
 
-function requireAdmin(ctx: HandlerContext, method: string): string {
+/** The admin calling (with the client web-bff saw, for the audit log); anyone else is refused. */
+function requireAdmin(ctx: HandlerContext, method: string): AuditActor {
   requireWebBff(ctx, AdminService.typeName);
   const user = ctx.requestHeader.get(USER_HEADER)?.trim();
   if (!user) throw new ConnectError(`missing ${USER_HEADER} header: call this service through web-bff`, Code.Unauthenticated);
   const role = ctx.requestHeader.get(ROLE_HEADER)?.trim() || 'user';
   if (role !== 'admin') throw new ConnectError(`${method} needs the admin role; user ${user} has the role ${role}`, Code.PermissionDenied);
-  return user;
+  return { userId: user, client: cleanClient(ctx.requestHeader.get(CLIENT_HEADER) ?? '') };
+}
+
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+function auditToProto(e: StoredAuditEvent) {
+  return create(AuditEventSchema, {
+    id: e.id,
+    at: timestampFromDate(e.at),
+    userId: e.userId,
+    action: e.action,
+    conversationId: e.conversationId ?? '',
+    details: e.details as JsonObject,
+  });
 }
 
 function userId(id: string, field = 'user_id'): string {
@@ -87,7 +110,7 @@ function tokenToProto(t: TokenRow): UserToken {
 }
 
 export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions): void {
-  const { identities, logger } = options;
+  const { identities, audit, logger } = options;
   router.service(AdminService, {
     async addUser(req, ctx) {
       const admin = requireAdmin(ctx, 'AddUser');
@@ -95,9 +118,9 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
       if (req.role !== UserRole.UNSPECIFIED && req.role !== UserRole.USER && req.role !== UserRole.ADMIN)
         throw new ConnectError(`role ${req.role} is not a role`, Code.InvalidArgument);
       const role = req.role === UserRole.ADMIN ? 'admin' : 'user';
-      const added = await identities.addUser({ id, displayName: text(req.displayName, 'display_name') || id, role });
+      const added = await identities.addUser({ id, displayName: text(req.displayName, 'display_name') || id, role }, admin);
       if (added === 'exists') throw new ConnectError(`user ${id} already exists`, Code.AlreadyExists);
-      logger.info({ admin, user: id, role }, 'user added');
+      logger.info({ admin: admin.userId, user: id, role }, 'user added');
       return create(AddUserResponseSchema, { user: userToProto(added) });
     },
     async listUsers(_req, ctx) {
@@ -107,9 +130,9 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
     async disableUser(req, ctx) {
       const admin = requireAdmin(ctx, 'DisableUser');
       const id = userId(req.userId);
-      const user = await identities.disableUser(id);
+      const user = await identities.disableUser(id, admin);
       if (!user) throw new ConnectError(`user ${id} not found`, Code.NotFound);
-      logger.info({ admin, user: id }, 'user disabled');
+      logger.info({ admin: admin.userId, user: id }, 'user disabled');
       return create(DisableUserResponseSchema, { user: userToProto(user) });
     },
     async issueToken(req, ctx) {
@@ -117,10 +140,10 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
       const id = userId(req.userId);
       if (req.expiresInSeconds > MAX_EXPIRES_IN_SECONDS)
         throw new ConnectError(`expires_in_seconds is too large (at most ${MAX_EXPIRES_IN_SECONDS}, ten years)`, Code.InvalidArgument);
-      const issued = await identities.issueToken(id, text(req.label, 'label'), Number(req.expiresInSeconds));
+      const issued = await identities.issueToken(id, text(req.label, 'label'), Number(req.expiresInSeconds), admin);
       if (issued === 'no_user') throw new ConnectError(`user ${id} not found (add the user first)`, Code.NotFound);
       if (issued === 'disabled') throw new ConnectError(`user ${id} is disabled`, Code.FailedPrecondition);
-      logger.info({ admin, user: id, token: issued.row.id }, 'token issued');
+      logger.info({ admin: admin.userId, user: id, token: issued.row.id }, 'token issued');
       return create(IssueTokenResponseSchema, { token: tokenToProto(issued.row), secret: issued.secret });
     },
     async listTokens(req, ctx) {
@@ -131,10 +154,36 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
     async revokeToken(req, ctx) {
       const admin = requireAdmin(ctx, 'RevokeToken');
       if (!req.tokenId.trim() || req.tokenId.length > 128) throw new ConnectError('token_id is required', Code.InvalidArgument);
-      const token = await identities.revokeToken(req.tokenId);
+      const token = await identities.revokeToken(req.tokenId, admin);
       if (!token) throw new ConnectError(`token ${req.tokenId} not found`, Code.NotFound);
-      logger.info({ admin, token: token.id, user: token.userId }, 'token revoked');
+      logger.info({ admin: admin.userId, token: token.id, user: token.userId }, 'token revoked');
       return create(RevokeTokenResponseSchema, { token: tokenToProto(token) });
+    },
+    async listAuditEvents(req, ctx) {
+      requireAdmin(ctx, 'ListAuditEvents');
+      if (req.action && !(AUDIT_ACTIONS as readonly string[]).includes(req.action))
+        throw new ConnectError(`action ${req.action} is not audited; the actions are ${AUDIT_ACTIONS.join(', ')}`, Code.InvalidArgument);
+      let beforeId: bigint | undefined;
+      if (req.pageToken) {
+        if (!/^[1-9]\d{0,18}$/.test(req.pageToken)) throw new ConnectError('page_token is not one this RPC returned', Code.InvalidArgument);
+        beforeId = BigInt(req.pageToken);
+      }
+      if (req.pageSize > MAX_PAGE) throw new ConnectError(`page_size is at most ${MAX_PAGE}`, Code.InvalidArgument);
+      const limit = req.pageSize || DEFAULT_PAGE;
+      // One more than asked: whether another page follows.
+      const rows = await audit.list({
+        ...(req.userId ? { userId: userId(req.userId) } : {}),
+        ...(req.action ? { action: req.action } : {}),
+        ...(req.since ? { since: timestampDate(req.since) } : {}),
+        ...(req.until ? { until: timestampDate(req.until) } : {}),
+        ...(beforeId !== undefined ? { beforeId } : {}),
+        limit: limit + 1,
+      });
+      const page = rows.slice(0, limit);
+      return create(ListAuditEventsResponseSchema, {
+        events: page.map(auditToProto),
+        nextPageToken: rows.length > limit ? page[page.length - 1]!.id : '',
+      });
     },
   });
 }

@@ -40,6 +40,8 @@ import {
   type ImageAttachment,
   type Message,
   USER_HEADER,
+  CLIENT_HEADER,
+  cleanClient,
   rejectionError,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
@@ -48,6 +50,7 @@ import { pendingMessageId, type ConversationEvent, type Policy } from '../core/i
 import { conversationToProto } from '../mapping/conversation.ts';
 import { deliveryFromProto, messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { Applier, ApplyResult } from '../apply/applier.ts';
+import type { AuditActor } from '../mapping/audit-rows.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
@@ -102,6 +105,11 @@ function userOf(ctx: HandlerContext): string {
   const user = ctx.requestHeader.get(USER_HEADER)?.trim();
   if (!user) throw new ConnectError(`missing ${USER_HEADER} header: call this service through web-bff`, Code.Unauthenticated);
   return user;
+}
+
+/** Who asks, for the audit log: the user and the client web-bff saw (CLIENT_HEADER). */
+function actorOf(ctx: HandlerContext): AuditActor {
+  return { userId: userOf(ctx), client: cleanClient(ctx.requestHeader.get(CLIENT_HEADER) ?? '') };
 }
 
 function requireId(id: string, field = 'conversation_id'): string {
@@ -333,12 +341,13 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     const earlier = key ? await store.findRequest(key) : null;
     if (earlier) return replayed(earlier);
     const event = await action.event();
+    const actor = actorOf(ctx);
     const apply = async () => {
       // One user turn is one trace: the active span's, the caller's traceparent (web-bff forwards it) or a new one.
       const trace = turnTraceContext(ctx.requestHeader);
       return key
-        ? await applier.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) })
-        : await applier.apply(id, event, trace);
+        ? await applier.applyRequest(id, event, trace, { key, outcome: (r) => outcomeOf(r, action.responseSchema, action.respond) }, actor)
+        : await applier.apply(id, event, trace, actor);
     };
     // A user message starts the agent: the turn's `invoke_agent` span (GenAI conventions) parents its jobs.
     const result =
@@ -696,6 +705,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         user,
         createdIdOf,
         key ? { key, outcome: ({ ids }) => ({ response: toBinary(DeleteConversationResponseSchema, respond(ids)) }) } : undefined,
+        actorOf(ctx),
       );
       switch (result.kind) {
         case 'replayed':

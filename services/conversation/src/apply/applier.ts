@@ -5,9 +5,9 @@
  *   1. read the conversation and the ids of its unsent outbox rows (round trip 1) — skipped
  *      when this process holds the row as it last read or wrote it
  *   2. run the pure transition; turn its effects into messages and outbox rows (mapping/)
- *   3. write state, messages and outbox rows in one statement, if the row's revision is still
- *      the one decided from (round trip 2, one commit); anything changed the row since: read
- *      and start again at 2
+ *   3. write state, messages, outbox rows and audit rows in one statement, if the row's
+ *      revision is still the one decided from (round trip 2, one commit); anything changed the
+ *      row since: read and start again at 2
  *   4. publish the rows at once (outbox/publisher.ts), then answer.
  *
  * Events of one conversation run one at a time in this process (so its replicas' optimistic
@@ -15,7 +15,7 @@
  * runs in a transaction holding the row lock instead, so its id is claimed and its outcome
  * stored in the same commit (store/request-outcomes.ts).
  */
-import type { ModelRegistry } from '@bedrock/contracts/models';
+import { costOf, type ModelRegistry } from '@bedrock/contracts/models';
 import type { Logger } from '@bedrock/platform/server';
 import {
   initialState,
@@ -23,13 +23,16 @@ import {
   transition,
   type ConversationContext,
   type ConversationEvent,
+  type ConversationState,
   type Effect,
   type PhaseKind,
   type Policy,
   type Rejection,
 } from '../core/index.ts';
 import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effects-to-outbox.ts';
+import { auditRowsOf, type AuditActor } from '../mapping/audit-rows.ts';
 import { titleFromMessage } from '../titles.ts';
+import { utcDay } from '../spend/periods.ts';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
 import type {
@@ -65,10 +68,13 @@ export interface ApplierOptions {
   /** Output limit asked for each response, capped by the model's own limit. Default 16384 tokens. */
   readonly maxOutputTokens?: number;
   readonly logger: Logger;
+  /** The clock that dates spend (the UTC day a response's cost counts on). Default: the system clock. */
+  readonly now?: () => Date;
 }
 
 export interface Applier {
-  apply(id: string, event: ConversationEvent, traceContext?: Record<string, string>): Promise<ApplyResult>;
+  /** `actor`: who asked, for a user action (its audit row names them and their client). */
+  apply(id: string, event: ConversationEvent, traceContext?: Record<string, string>, actor?: AuditActor): Promise<ApplyResult>;
   /**
    * Applies a user action that carries a client request id: under the row lock the id is
    * claimed; if it was used before, nothing is applied and the stored outcome comes back
@@ -79,6 +85,7 @@ export interface Applier {
     event: ConversationEvent,
     traceContext: Record<string, string> | undefined,
     request: RequestRecorder<ApplyResult>,
+    actor?: AuditActor,
   ): Promise<ApplyResult | Replayed>;
   /**
    * Sets the title its owner gave (already checked, titles.ts) and announces it to watchers
@@ -107,6 +114,7 @@ type Decision =
 export function createApplier(options: ApplierOptions): Applier {
   const { store, publisher, models } = options;
   const maxOutputTokens = options.maxOutputTokens ?? 16_384;
+  const now = options.now ?? (() => new Date());
   /** Per conversation: the tail of the events being applied in this process. */
   const running = new Map<string, Promise<unknown>>();
   /**
@@ -120,6 +128,22 @@ export function createApplier(options: ApplierOptions): Applier {
     known.delete(record.id);
     known.set(record.id, record);
     if (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
+  }
+
+  /** What the responses applied by this transition cost: the usage it added to the total, at the model's prices. */
+  function costOfTransition(record: ConversationRecord, next: ConversationState): number {
+    const before = record.state.totalUsage;
+    const after = next.totalUsage;
+    if (after === before) return 0;
+    const added = {
+      inputTokens: after.inputTokens - before.inputTokens,
+      outputTokens: after.outputTokens - before.outputTokens,
+      cacheCreationInputTokens: after.cacheCreationInputTokens - before.cacheCreationInputTokens,
+      cacheReadInputTokens: after.cacheReadInputTokens - before.cacheReadInputTokens,
+      webSearchRequests: (after.webSearchRequests ?? 0) - (before.webSearchRequests ?? 0),
+      webFetchRequests: (after.webFetchRequests ?? 0) - (before.webFetchRequests ?? 0),
+    };
+    return costOf(added, models.lookup(record.model).prices);
   }
 
   function contextFor(record: ConversationRecord): ConversationContext {
@@ -137,7 +161,12 @@ export function createApplier(options: ApplierOptions): Applier {
   }
 
   /** Steps 2: pure apart from the clock (messages' creation time). */
-  function decide(record: ConversationRecord, event: ConversationEvent, traceContext: Record<string, string>): Decision {
+  function decide(
+    record: ConversationRecord,
+    event: ConversationEvent,
+    traceContext: Record<string, string>,
+    actor: AuditActor | undefined,
+  ): Decision {
     const context = contextFor(record);
     const result = transition(record.state, context, event);
     const from = record.state.phase.kind;
@@ -191,6 +220,17 @@ export function createApplier(options: ApplierOptions): Applier {
         messages: persisted,
         outbox: rows,
         title,
+        costMicros: costOfTransition(record, result.state),
+        spendDay: utcDay(now()),
+        audit: auditRowsOf({
+          conversationId: record.id,
+          ownerId: record.ownerId,
+          previous: record.state,
+          next: result.state,
+          event,
+          effects: result.effects,
+          ...(actor ? { actor } : {}),
+        }),
       },
       result: { kind: 'applied', from, record, effects: result.effects, persisted },
     };
@@ -237,7 +277,7 @@ export function createApplier(options: ApplierOptions): Applier {
       return { ...request, contextWindow, state: initialState(context) };
     },
 
-    async apply(id, event, traceContext = {}) {
+    async apply(id, event, traceContext = {}, actor) {
       const { result, published } = await exclusive(id, async () => {
         for (let attempt = 1; ; attempt++) {
           // First from the row as this process left it (one round trip); after a miss, read.
@@ -248,7 +288,7 @@ export function createApplier(options: ApplierOptions): Applier {
             return { result: { kind: 'not_found' } as ApplyResult, published: null };
           }
           if (!cached) remember(read.record);
-          const decision = decide(read.record, event, traceContext);
+          const decision = decide(read.record, event, traceContext, actor);
           // Settled from a remembered row that may be stale: decide again from a fresh read.
           if (decision.kind === 'settled' && cached) continue;
           if (decision.kind === 'settled') return { result: decision.result, published: null };
@@ -269,14 +309,14 @@ export function createApplier(options: ApplierOptions): Applier {
       return result;
     },
 
-    async applyRequest(id, event, traceContext = {}, request) {
+    async applyRequest(id, event, traceContext = {}, request, actor) {
       const { result, published } = await exclusive(id, async () => {
         let after: (() => Promise<void>) | null = null;
         const outcome = await store.withLocked(id, async (client, read): Promise<ApplyResult | Replayed> => {
           remember(read.record);
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior };
-          const decision = decide(read.record, event, traceContext);
+          const decision = decide(read.record, event, traceContext, actor);
           let result = decision.result;
           if (decision.kind === 'write') {
             const written = await store.writeApplied(read.record, decision.write, client);

@@ -11,6 +11,8 @@ import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReaso
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import type { TitleSource } from '../titles.ts';
 import type { OutboxRow } from './outbox-row.ts';
+import { clientDetails, type AuditActor, type AuditRow } from '../mapping/audit-rows.ts';
+import { auditJson, insertAuditRows } from './audit-store.ts';
 import { RELAY_LOCK_SPACE } from '../outbox/relay.ts';
 import {
   claimRequest,
@@ -75,6 +77,8 @@ export interface ConversationRecord {
   readonly titleSource: TitleSource | null;
   /** Set on a fork (ForkConversation): its source, the last message copied from it, and whether the source was deleted since. */
   readonly forkedFrom: { readonly conversationId: string; readonly messageSequence: number; readonly sourceDeleted: boolean } | null;
+  /** What its responses cost, in micro-dollars (docs/conversation.md, "Costs and budgets"). */
+  readonly costMicros: number;
 }
 
 /** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
@@ -162,6 +166,15 @@ export interface AppliedWrite {
   readonly outbox: readonly OutboxRow[];
   /** The automatic title this event gives a conversation that has none (its first user message), else null. */
   readonly title: string | null;
+  /** Audit rows of this transition (mapping/audit-rows.ts), written only if the state is. */
+  readonly audit: readonly AuditRow[];
+  /**
+   * What the responses this transition applied cost (micro-dollars, 0 for most events), added
+   * to the conversation and to its owner's spend of `spendDay` (UTC, YYYY-MM-DD) in the same
+   * statement, so only if the state is written.
+   */
+  readonly costMicros: number;
+  readonly spendDay: string;
 }
 
 /** A title set by its owner, with the notification that tells watchers (written in one commit). */
@@ -176,16 +189,22 @@ const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE 
   FROM conversations c WHERE c.id = $1`;
 
 /**
- * One statement, one commit: the conditional UPDATE decides; the inserts join on its result,
- * so a stale version writes nothing. Outbox ids follow the rows' order (ORDINALITY).
+ * One statement, one commit: the conditional UPDATE decides; the inserts (messages, outbox
+ * rows, audit rows) join on its result, so a stale version writes nothing. Outbox ids follow
+ * the rows' order (ORDINALITY).
  */
 const WRITE_APPLIED = `WITH c AS (
   UPDATE conversations
      SET state = $3::jsonb, state_kind = $4, mode = $5, version = $6, notify_seq = $7, message_seq = $8,
          revision = revision + 1, updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END,
-         title = COALESCE($15, title), title_source = CASE WHEN $15::text IS NULL THEN title_source ELSE 'message' END
+         title = COALESCE($15, title), title_source = CASE WHEN $15::text IS NULL THEN title_source ELSE 'message' END,
+         cost_micros = cost_micros + $17
    WHERE id = $1 AND revision = $2
-   RETURNING revision, updated_at, state_updated_at
+   RETURNING revision, updated_at, state_updated_at, owner_id
+), s AS (
+  INSERT INTO user_daily_spend (user_id, day, cost_micros)
+  SELECT c.owner_id, $18::date, $17 FROM c WHERE $17::bigint > 0
+  ON CONFLICT (user_id, day) DO UPDATE SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)
@@ -201,6 +220,10 @@ const WRITE_APPLIED = `WITH c AS (
    ORDER BY r.n
   ON CONFLICT (effect_id) DO NOTHING
   RETURNING id
+), a AS (
+  INSERT INTO audit_events (user_id, action, conversation_id, details)
+  SELECT r.user_id, r.action, r.conversation_id, r.details
+    FROM c, jsonb_to_recordset($16::jsonb) AS r(user_id text, action text, conversation_id text, details jsonb)
 )
 SELECT c.revision, c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
 
@@ -272,6 +295,7 @@ interface ConversationRowDb {
   forked_from_seq: string | null;
   forked_from_deleted: boolean;
   state_kind: string;
+  cost_micros: string;
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -303,6 +327,7 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
       row.forked_from_id !== null && row.forked_from_seq !== null
         ? { conversationId: row.forked_from_id, messageSequence: Number(row.forked_from_seq), sourceDeleted: row.forked_from_deleted }
         : null,
+    costMicros: Number(row.cost_micros),
   };
 }
 
@@ -603,6 +628,9 @@ export function createConversationStore(options: StoreOptions) {
           outbox.map((row) => row.kind),
           outbox.map((row) => JSON.stringify(row.payload)),
           write.title,
+          auditJson(write.audit),
+          write.costMicros,
+          write.spendDay,
         ],
       });
       const row = rows[0];
@@ -618,6 +646,7 @@ export function createConversationStore(options: StoreOptions) {
         updatedAt: row.updated_at,
         stateUpdatedAt: row.state_updated_at,
         ...(write.title !== null ? { title: write.title, titleSource: 'message' as const } : {}),
+        costMicros: record.costMicros + write.costMicros,
       };
       return { record: updated, outboxIds: row.outbox_ids };
     },
@@ -726,6 +755,7 @@ export function createConversationStore(options: StoreOptions) {
       ownerId: string,
       createdIdOf: (response: Uint8Array) => string | null,
       request?: RequestRecorder<{ ids: readonly string[] }>,
+      actor?: AuditActor,
     ): Promise<DeleteResult> {
       return inTransaction(async (client) => {
         if (request) {
@@ -776,6 +806,15 @@ export function createConversationStore(options: StoreOptions) {
           [ids],
         );
         await client.query('DELETE FROM conversations WHERE id = $1', [root.id]);
+        // The audit row commits with the deletion (ids only: the deleted content stays deleted).
+        await insertAuditRows(client, [
+          {
+            userId: actor?.userId ?? ownerId,
+            action: 'conversation_deleted',
+            conversationId: root.id,
+            details: { ...clientDetails(actor), sub_agent_ids: ids.slice(1) },
+          },
+        ]);
         if (request) {
           const outcome = request.outcome({ ids });
           if (outcome) await storeOutcome(client, request.key, outcome);

@@ -1,11 +1,13 @@
 /**
  * Users and their bearer tokens (migration 007): what AdminService changes and IdentityService
  * reads. Tokens are kept as the SHA-256 of their secret; the secret is generated here and
- * returned once. Plain data access over a pool, one statement per call.
+ * returned once. Plain data access over a pool, one statement per call; each change writes its
+ * audit row (migration 010) in the same statement, so it never commits without it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { generateToken, hashToken } from '@bedrock/platform/server';
+import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -34,19 +36,24 @@ export type Verdict =
 
 export interface IdentityStore {
   /** `exists` when the id is taken. */
-  addUser(user: { id: string; displayName: string; role: Role }): Promise<UserRow | 'exists'>;
+  addUser(user: { id: string; displayName: string; role: Role }, actor: AuditActor): Promise<UserRow | 'exists'>;
   listUsers(): Promise<UserRow[]>;
   /** Sets disabled_at (kept from the first disable); undefined for an unknown id. */
-  disableUser(id: string): Promise<UserRow | undefined>;
+  disableUser(id: string, actor: AuditActor): Promise<UserRow | undefined>;
   /** A new token for an existing user: the row and the secret (shown once). */
-  issueToken(userId: string, label: string, expiresInSeconds: number): Promise<{ row: TokenRow; secret: string } | 'no_user' | 'disabled'>;
+  issueToken(
+    userId: string,
+    label: string,
+    expiresInSeconds: number,
+    actor: AuditActor,
+  ): Promise<{ row: TokenRow; secret: string } | 'no_user' | 'disabled'>;
   /** Newest first; one user's when `userId` is given. */
   listTokens(userId?: string): Promise<TokenRow[]>;
   /** Sets revoked_at (kept from the first revoke); undefined for an unknown id. */
-  revokeToken(id: string): Promise<TokenRow | undefined>;
+  revokeToken(id: string, actor: AuditActor): Promise<TokenRow | undefined>;
   /** The user of a token, by its SHA-256; notes its use (at most once a minute per token). */
   verifyToken(sha256: Uint8Array): Promise<Verdict>;
-  /** A user by id; with `create`, an unknown one is added with the role `user`. */
+  /** A user by id; with `create`, an unknown one is added with the role `user` (audited as added by themselves, `by: first_sign_in`). */
   resolveUser(id: string, create: { displayName: string } | undefined): Promise<Verdict & { readonly created?: boolean }>;
 }
 
@@ -69,6 +76,11 @@ interface DbToken {
 }
 
 const USER_COLUMNS = 'id, display_name, role, created_at, disabled_at';
+const qualified = (table: string, columns: string) =>
+  columns
+    .split(', ')
+    .map((c) => `${table}.${c}`)
+    .join(', ');
 const TOKEN_COLUMNS = 'id, user_id, label, created_at, expires_at, revoked_at, last_used_at';
 
 const userOf = (r: DbUser): UserRow => ({
@@ -93,10 +105,16 @@ const LAST_USED_RESOLUTION = '1 minute';
 
 export function createIdentityStore(pool: Pool): IdentityStore {
   return {
-    async addUser({ id, displayName, role }) {
+    async addUser({ id, displayName, role }, actor) {
+      const details = { ...clientDetails(actor), user_id: id, role, display_name: displayName };
       const { rows } = await pool.query<DbUser>(
-        `INSERT INTO users (id, display_name, role) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING ${USER_COLUMNS}`,
-        [id, displayName, role],
+        `WITH ins AS (
+           INSERT INTO users (id, display_name, role) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING ${USER_COLUMNS}
+         ), a AS (
+           INSERT INTO audit_events (user_id, action, details) SELECT $4, 'user_added', $5::jsonb FROM ins
+         )
+         SELECT * FROM ins`,
+        [id, displayName, role, actor.userId, JSON.stringify(details)],
       );
       return rows[0] ? userOf(rows[0]) : 'exists';
     },
@@ -104,14 +122,22 @@ export function createIdentityStore(pool: Pool): IdentityStore {
       const { rows } = await pool.query<DbUser>(`SELECT ${USER_COLUMNS} FROM users ORDER BY created_at, id`);
       return rows.map(userOf);
     },
-    async disableUser(id) {
+    async disableUser(id, actor) {
+      // Every disable is recorded; one of a user disabled already says so.
       const { rows } = await pool.query<DbUser>(
-        `UPDATE users SET disabled_at = COALESCE(disabled_at, now()) WHERE id = $1 RETURNING ${USER_COLUMNS}`,
-        [id],
+        `WITH prev AS (SELECT id, disabled_at FROM users WHERE id = $1),
+              upd AS (
+                UPDATE users u SET disabled_at = COALESCE(u.disabled_at, now()) FROM prev WHERE u.id = prev.id
+                RETURNING ${qualified('u', USER_COLUMNS)}, prev.disabled_at IS NOT NULL AS already),
+              a AS (
+                INSERT INTO audit_events (user_id, action, details)
+                SELECT $2, 'user_disabled', $3::jsonb || jsonb_build_object('already_disabled', upd.already) FROM upd)
+         SELECT ${USER_COLUMNS} FROM upd`,
+        [id, actor.userId, JSON.stringify({ ...clientDetails(actor), user_id: id })],
       );
       return rows[0] && userOf(rows[0]);
     },
-    async issueToken(userId, label, expiresInSeconds) {
+    async issueToken(userId, label, expiresInSeconds, actor) {
       const secret = generateToken();
       const id = `tok_${randomBytes(9).toString('base64url')}`;
       // Inserted only for an existing, enabled user; the SELECT tells which refusal it was.
@@ -121,9 +147,20 @@ export function createIdentityStore(pool: Pool): IdentityStore {
                 INSERT INTO user_tokens (id, user_id, token_sha256, label, expires_at)
                 SELECT $1, u.id, $3, $4, CASE WHEN $5::bigint > 0 THEN now() + make_interval(secs => $5::bigint) END
                   FROM u WHERE NOT u.disabled
-                RETURNING ${TOKEN_COLUMNS})
+                RETURNING ${TOKEN_COLUMNS}),
+              a AS (
+                INSERT INTO audit_events (user_id, action, details)
+                SELECT $6, 'token_issued', $7::jsonb || jsonb_build_object('token_id', ins.id, 'expires_at', ins.expires_at) FROM ins)
          SELECT ins.*, (ins.id IS NOT NULL) AS inserted, u.disabled FROM u LEFT JOIN ins ON true`,
-        [id, userId, Buffer.from(hashToken(secret), 'hex'), label, expiresInSeconds],
+        [
+          id,
+          userId,
+          Buffer.from(hashToken(secret), 'hex'),
+          label,
+          expiresInSeconds,
+          actor.userId,
+          JSON.stringify({ ...clientDetails(actor), user_id: userId, label }),
+        ],
       );
       const row = rows[0];
       if (!row) return 'no_user';
@@ -137,10 +174,19 @@ export function createIdentityStore(pool: Pool): IdentityStore {
       );
       return rows.map(tokenOf);
     },
-    async revokeToken(id) {
+    async revokeToken(id, actor) {
+      // Every revoke is recorded; one of a token revoked already says so.
       const { rows } = await pool.query<DbToken>(
-        `UPDATE user_tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING ${TOKEN_COLUMNS}`,
-        [id],
+        `WITH prev AS (SELECT id, revoked_at FROM user_tokens WHERE id = $1),
+              upd AS (
+                UPDATE user_tokens t SET revoked_at = COALESCE(t.revoked_at, now()) FROM prev WHERE t.id = prev.id
+                RETURNING ${qualified('t', TOKEN_COLUMNS)}, prev.revoked_at IS NOT NULL AS already),
+              a AS (
+                INSERT INTO audit_events (user_id, action, details)
+                SELECT $2, 'token_revoked', $3::jsonb || jsonb_build_object('token_id', upd.id, 'user_id', upd.user_id, 'already_revoked', upd.already)
+                  FROM upd)
+         SELECT ${TOKEN_COLUMNS} FROM upd`,
+        [id, actor.userId, JSON.stringify(clientDetails(actor))],
       );
       return rows[0] && tokenOf(rows[0]);
     },
@@ -177,7 +223,11 @@ export function createIdentityStore(pool: Pool): IdentityStore {
         const { rows } = await pool.query<DbUser & { created: boolean }>(
           `WITH ins AS (
              INSERT INTO users (id, display_name, role) VALUES ($1, $2, 'user') ON CONFLICT (id) DO NOTHING
-             RETURNING ${USER_COLUMNS}, true AS created)
+             RETURNING ${USER_COLUMNS}, true AS created),
+           a AS (
+             INSERT INTO audit_events (user_id, action, details)
+             SELECT ins.id, 'user_added', jsonb_build_object('user_id', ins.id, 'role', 'user', 'display_name', ins.display_name, 'by', 'first_sign_in')
+               FROM ins)
            SELECT * FROM ins
            UNION ALL
            SELECT ${USER_COLUMNS}, false AS created FROM users WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,

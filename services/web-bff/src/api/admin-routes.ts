@@ -1,5 +1,5 @@
 /**
- * The public `bedrock.v1.AdminService`: users and their tokens. Only users with the admin role
+ * The public `bedrock.v1.AdminService`: users and their tokens, and the audit log. Only users with the admin role
  * may call it (PERMISSION_DENIED, naming the method and the caller's role, for anyone else);
  * calls are forwarded to the conversation service, which keeps users and tokens in its
  * database, with the caller and their role.
@@ -10,6 +10,7 @@ import type { Logger } from '@bedrock/platform/server';
 import { ROLE_KEY, USER_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
+import { clientHeaders } from '../upstream/client-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 
 export interface AdminRoutesOptions {
@@ -29,7 +30,10 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
       throw new ConnectError(`${method} needs the admin role; user ${user} has the role ${role}`, Code.PermissionDenied);
     }
     const base = upstream.options(user, ctx.signal, role);
-    const opts = { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } };
+    const opts = {
+      ...base,
+      headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader), ...clientHeaders(ctx.requestHeader) },
+    };
     try {
       return await fn(opts);
     } catch (err) {
@@ -44,5 +48,6 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
     issueToken: (req, ctx) => call('IssueToken', ctx, (o) => admin.issueToken(req, o)),
     listTokens: (req, ctx) => call('ListTokens', ctx, (o) => admin.listTokens(req, o)),
     revokeToken: (req, ctx) => call('RevokeToken', ctx, (o) => admin.revokeToken(req, o)),
+    listAuditEvents: (req, ctx) => call('ListAuditEvents', ctx, (o) => admin.listAuditEvents(req, o)),
   });
 }

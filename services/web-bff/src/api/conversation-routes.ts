@@ -11,6 +11,7 @@ import type { Logger } from '@bedrock/platform/server';
 import { USER_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
+import { clientHeaders } from '../upstream/client-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 import type { Fanout } from '../watch/fanout.ts';
 import { createSnapshotCache, type SnapshotCache } from '../watch/snapshot-cache.ts';
@@ -55,7 +56,10 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
   /** Calls the conversation service as the caller, mapping its errors for clients. */
   async function call<T>(method: string, ctx: HandlerContext, fn: (opts: ReturnType<Upstream['options']>) => Promise<T>): Promise<T> {
     const base = upstream.options(userOf(ctx), ctx.signal);
-    const opts = { ...base, headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader) } };
+    const opts = {
+      ...base,
+      headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader), ...clientHeaders(ctx.requestHeader) },
+    };
     try {
       return await fn(opts);
     } catch (err) {

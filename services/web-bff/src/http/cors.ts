@@ -5,12 +5,14 @@
  * a token they hold.
  */
 import { cors } from '@connectrpc/connect';
+import { CLIENT_HEADER } from '@bedrock/contracts';
 import type { NodeHandler } from './node-types.ts';
 import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../watch/fanout.ts';
 
 export type { NodeHandler };
 
-const ALLOW_HEADERS = [...cors.allowedHeaders, 'Authorization'].join(', ');
+// bedrock-client: the web UI names itself for the audit log.
+const ALLOW_HEADERS = [...cors.allowedHeaders, 'Authorization', CLIENT_HEADER].join(', ');
 const EXPOSE_HEADERS = [...cors.exposedHeaders, RESUME_SEQUENCE_HEADER, RESUME_DELTA_HEADER].join(', ');
 const ALLOW_METHODS = cors.allowedMethods.join(', ');
 /** Browsers cache a preflight answer this long, s. */

@@ -2,16 +2,19 @@
  * `bedrock admin users add|list|disable` and `bedrock admin tokens issue|list|revoke`: users
  * and their bearer tokens, through web-bff's AdminService (the caller must be an admin;
  * docs/cli.md, "Admin: users and tokens"). An issued token is printed once, alone on stdout.
+ * `bedrock admin audit` prints the audit log (docs/cli.md, "Admin: the audit log").
  */
 import { toJson } from '@bufbuild/protobuf';
-import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import { createClient, type Client } from '@connectrpc/connect';
 import {
   AdminService,
+  AuditEventSchema,
   IssueTokenResponseSchema,
   UserRole,
   UserSchema,
   UserTokenSchema,
+  type AuditEvent,
   type User,
   type UserToken,
 } from '@bedrock/contracts';
@@ -21,7 +24,7 @@ import type { Output } from './output.ts';
 import { USAGE, type OptionValues } from './usage.ts';
 
 /** Options that only `admin` takes. */
-export const ADMIN_FLAGS = ['admin', 'label', 'expires', 'display-name'] as const;
+export const ADMIN_FLAGS = ['admin', 'label', 'expires', 'display-name', 'user', 'since', 'until', 'action'] as const;
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
 
@@ -31,6 +34,28 @@ export function parseExpires(text: string): bigint {
   if (!m || Number(m[1]) === 0)
     throw new UsageError(`--expires takes a positive number and a unit (s, m, h, d, w), such as 30d; not "${text}"\n\n${USAGE}`);
   return BigInt(Number(m[1]) * UNITS[m[2]!]!);
+}
+
+/** `--since`/`--until`: `2h` (that long ago; s, m, h, d, w) or an ISO 8601 time. */
+export function parseTime(text: string, flag: string, now = Date.now()): Date {
+  const ago = /^(\d{1,9})([smhdw])$/.exec(text.trim());
+  if (ago) return new Date(now - Number(ago[1]) * UNITS[ago[2]!]! * 1000);
+  // A date and time (a date alone is midnight UTC); not a bare number.
+  const at = /^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?)?$/.test(text.trim()) ? new Date(text.trim()) : null;
+  if (!at || Number.isNaN(at.getTime()))
+    throw new UsageError(
+      `--${flag} takes a time ago (such as 2h, 30m, 7d) or an ISO 8601 time (such as 2026-01-31T12:00Z); not "${text}"\n\n${USAGE}`,
+    );
+  return at;
+}
+
+/** One audit event as a line: time, user, action, conversation, client, then the other details as key=value. */
+function auditLine(e: AuditEvent): string {
+  const { client, ...rest } = (e.details ?? {}) as Record<string, unknown>;
+  const more = Object.entries(rest)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
+  return `${when(e.at)}\t${e.userId}\t${e.action}\t${e.conversationId || '-'}\t${typeof client === 'string' && client ? client : '-'}\t${more}\n`;
 }
 
 const when = (t: Timestamp | undefined) =>
@@ -69,6 +94,24 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
     const extra = ADMIN_FLAGS.find((f) => values[f] !== undefined && values[f] !== false && !allowed.includes(f));
     if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}\n\n${USAGE}`);
   };
+  if (area === 'audit') {
+    only(['user', 'since', 'until', 'action']);
+    if (rest.length !== 1) throw new UsageError(`expected no arguments after admin audit (filters are options)\n\n${USAGE}`);
+    const filter = {
+      userId: values.user ?? '',
+      action: values.action ?? '',
+      ...(values.since !== undefined ? { since: timestampFromDate(parseTime(values.since, 'since')) } : {}),
+      ...(values.until !== undefined ? { until: timestampFromDate(parseTime(values.until, 'until')) } : {}),
+    };
+    // Every page, newest first, printed as it arrives.
+    let pageToken = '';
+    do {
+      const page = await client.listAuditEvents({ ...filter, pageToken, pageSize: 500 });
+      for (const e of page.events) output.out(json ? line(toJson(AuditEventSchema, e)) : auditLine(e));
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return EXIT.ok;
+  }
   switch (`${area} ${sub}`) {
     case 'users add': {
       only(['admin', 'display-name']);
@@ -130,6 +173,6 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
       return EXIT.ok;
     }
     default:
-      throw new UsageError(`expected admin users add|list|disable or admin tokens issue|list|revoke\n\n${USAGE}`);
+      throw new UsageError(`expected admin users add|list|disable, admin tokens issue|list|revoke or admin audit\n\n${USAGE}`);
   }
 }

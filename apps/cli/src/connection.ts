@@ -1,14 +1,16 @@
 /**
  * Where the CLI connects and as whom: BEDROCK_URL (default http://127.0.0.1:8080, web-bff's
  * HTTP/1.1 port, Connect protocol) and BEDROCK_TOKEN; with no token set, the local token of
- * the embedded default, `$BEDROCK_DATA_DIR/token` (default `~/.bedrock/token`).
+ * the embedded default, `$BEDROCK_DATA_DIR/token` (default `~/.bedrock/token`). Every call
+ * names its client in `bedrock-client` (`cli`, or `acp` for the editor agent), which the
+ * audit log records.
  */
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService } from '@bedrock/contracts';
+import { CLIENT_HEADER, ConversationService } from '@bedrock/contracts';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
@@ -30,12 +32,13 @@ export function resolveToken(env: NodeJS.ProcessEnv): string | undefined {
   }
 }
 
-/** The transport to web-bff with the caller's token, for any of its services. */
-export function apiTransport(env: NodeJS.ProcessEnv): Transport {
+/** The transport to web-bff with the caller's token, for any of its services; `client` names this client (bedrock-client). */
+export function apiTransport(env: NodeJS.ProcessEnv, client = 'cli'): Transport {
   const baseUrl = (env.BEDROCK_URL || DEFAULT_URL).replace(/\/+$/, '');
   const token = resolveToken(env);
   const auth: Interceptor = (next) => (req) => {
     if (token) req.header.set('authorization', `Bearer ${token}`);
+    req.header.set(CLIENT_HEADER, client);
     return next(req);
   };
   // BEDROCK_PROTOCOL=grpc talks gRPC over h2c (e.g. to BEDROCK_GRPC_PORT); default Connect over HTTP/1.1.
@@ -44,6 +47,6 @@ export function apiTransport(env: NodeJS.ProcessEnv): Transport {
     : createConnectTransport({ baseUrl, httpVersion: '1.1', interceptors: [auth] });
 }
 
-export function connect(env: NodeJS.ProcessEnv): ApiClient {
-  return createClient(ConversationService, apiTransport(env));
+export function connect(env: NodeJS.ProcessEnv, client = 'cli'): ApiClient {
+  return createClient(ConversationService, apiTransport(env, client));
 }

@@ -65,7 +65,9 @@ export async function dispatch(
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
-    const adminFlag = (['admin', 'display-name', 'label', 'expires'] as const).find((f) => values[f] !== undefined);
+    const adminFlag = (['admin', 'display-name', 'label', 'expires', 'user', 'since', 'until', 'action'] as const).find(
+      (f) => values[f] !== undefined,
+    );
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
     if (values.yes && command !== 'rm') throw new UsageError(`--yes applies to rm\n\n${USAGE}`);

@@ -41,6 +41,9 @@ export const USAGE = `usage: bedrock <command> [options]
   admin tokens issue USER [--label TEXT] [--expires 30d] | admin tokens list [USER]
   admin tokens revoke TOKEN_ID        users and their tokens (an admin's token); an issued
                                       token is printed once
+  admin audit [--user U] [--since 2h|ISO] [--until 2h|ISO] [--action A]
+                                      the audit log, newest first: who approved, denied,
+                                      cancelled, deleted, changed users and tokens, and when
 
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
@@ -89,6 +92,10 @@ export const OPTIONS = {
   'display-name': { type: 'string' },
   label: { type: 'string' },
   expires: { type: 'string' },
+  user: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  action: { type: 'string' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

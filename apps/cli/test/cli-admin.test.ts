@@ -74,6 +74,65 @@ describe('bedrock admin', () => {
     expect((await bedrock(['admin', 'users', 'list', '--json'], alice)).stdout).toMatch(/"id":"carol".*"disabledAt":/);
   });
 
+  it('admin audit: who did what from which client, filtered by user, time and action; admins only', async () => {
+    const alice = s.tokens.alice!;
+    expect((await bedrock(['admin', 'users', 'add', 'dina'], alice)).code).toBe(0);
+    const issued = await bedrock(['admin', 'tokens', 'issue', 'dina'], alice);
+    const tokenId = /token (tok_\S+)/.exec(issued.stderr)![1]!;
+    expect((await bedrock(['admin', 'tokens', 'revoke', tokenId], alice)).code).toBe(0);
+    expect((await bedrock(['admin', 'users', 'disable', 'dina'], alice)).code).toBe(0);
+    // A conversation's actions: a cancel of a turn waiting for the model (no gateway here), and its deletion.
+    const id = (await bedrock(['new', '--cwd', '/tmp'], alice)).stdout.trim();
+    expect((await bedrock(['send', id, 'hello'], alice)).code).toBe(0);
+    expect((await bedrock(['cancel', id], alice)).code).toBe(0);
+    await s.waitFor('the cancel to settle', async () => (await bedrock(['rm', id, '--yes'], alice)).code === 0);
+
+    const audit = await bedrock(['admin', 'audit', '--user', 'alice', '--since', '1h'], alice);
+    expect(audit.code).toBe(0);
+    const lines = audit.stdout.trim().split('\n');
+    const at = String.raw`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`;
+    // Newest first.
+    expect(lines.slice(0, 6).map((l) => l.split('\t').slice(1, 5))).toEqual([
+      ['alice', 'conversation_deleted', id, 'cli'],
+      ['alice', 'conversation_cancelled', id, 'cli'],
+      ['alice', 'user_disabled', '-', 'cli'],
+      ['alice', 'token_revoked', '-', 'cli'],
+      ['alice', 'token_issued', '-', 'cli'],
+      ['alice', 'user_added', '-', 'cli'],
+    ]);
+    expect(lines[0]).toMatch(new RegExp(`^${at}\t`));
+    expect(lines[3]).toMatch(new RegExp(`\tuser_id=dina token_id=${tokenId} already_revoked=false$`));
+    expect(lines[5]).toMatch(/\trole=user user_id=dina display_name=dina$/);
+
+    const json = await bedrock(['admin', 'audit', '--action', 'user_disabled', '--json'], alice);
+    const events = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { userId: string; action: string; details: Record<string, unknown> });
+    expect(events.every((e) => e.action === 'user_disabled')).toBe(true);
+    expect(events[0]).toMatchObject({ userId: 'alice', details: { client: 'cli', user_id: 'dina', already_disabled: false } });
+    expect((await bedrock(['admin', 'audit', '--since', '2099-01-01T00:00Z'], alice)).stdout).toBe('');
+    expect((await bedrock(['admin', 'audit', '--user', 'alice', '--until', '1h'], alice)).stdout).not.toContain('dina');
+
+    const bob = await bedrock(['admin', 'audit'], s.tokens.bob!);
+    expect([bob.code, bob.stderr]).toEqual([
+      3,
+      'bedrock: PermissionDenied: ListAuditEvents needs the admin role; user bob has the role user\n',
+    ]);
+    for (const args of [
+      ['admin', 'audit', '--since', 'yesterday'],
+      ['admin', 'audit', 'extra'],
+      ['admin', 'audit', '--label', 'x'],
+      ['ls', '--since', '1h'],
+    ]) {
+      const r = await bedrock(args, alice);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+    }
+    const bad = await bedrock(['admin', 'audit', '--action', 'nonsense'], alice);
+    expect(bad.code).toBe(3);
+    expect(bad.stderr).toMatch(/^bedrock: InvalidArgument: action nonsense is not audited; the actions are mode_upgrade_requested, /);
+  });
+
   it('refuses a user who is no admin, and bad command lines', async () => {
     const bob = await bedrock(['admin', 'users', 'list'], s.tokens.bob!);
     expect([bob.code, bob.stderr]).toEqual([3, 'bedrock: PermissionDenied: ListUsers needs the admin role; user bob has the role user\n']);

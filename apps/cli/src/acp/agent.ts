@@ -70,7 +70,7 @@ export interface AcpOptions {
 /** Serves ACP on stdin/stdout until the editor closes stdin; the exit code. */
 export async function serveAcp(options: AcpOptions): Promise<number> {
   const { env, output } = options;
-  const api = connect(env);
+  const api = connect(env, 'acp');
   const policy = retryPolicyFromEnv(env);
   const closing = new AbortController();
   const retry = createRetry({ policy, output, signal: closing.signal });

@@ -1,7 +1,7 @@
 /** The ConversationService client over Connect (fetch; HTTP/1.1 is enough, streams included). */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
-import { ConversationService, rejectionOf } from '@bedrock/contracts';
+import { CLIENT_HEADER, ConversationService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
 import { retriesExhausted } from '@bedrock/agent-view/retry';
 
@@ -10,6 +10,8 @@ export type Api = Client<typeof ConversationService>;
 const bearer: Interceptor = (next) => (req) => {
   const token = storedToken();
   if (token) req.header.set('Authorization', `Bearer ${token}`);
+  // Which client this is, for the audit log (docs/security.md, "Audit").
+  req.header.set(CLIENT_HEADER, 'web');
   return next(req);
 };
 

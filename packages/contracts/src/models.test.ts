@@ -1,21 +1,34 @@
 import { describe, it, expect } from '@jest/globals';
-import { createModelRegistry, DEFAULT_MODELS, OFFLINE_MODEL_ID } from './models.ts';
+import { costOf, createModelRegistry, DEFAULT_MODELS, FREE, OFFLINE_MODEL_ID } from './models.ts';
 
 describe('model registry', () => {
   it('knows the offline model and current Claude models', () => {
     const r = createModelRegistry();
-    expect(r.lookup(OFFLINE_MODEL_ID)).toEqual({ contextWindow: 200_000, maxOutputTokens: 64_000, thinking: 'adaptive', known: true });
+    expect(r.lookup(OFFLINE_MODEL_ID)).toEqual({
+      contextWindow: 200_000,
+      maxOutputTokens: 64_000,
+      thinking: 'adaptive',
+      prices: FREE,
+      known: true,
+    });
     expect(r.lookup('claude-sonnet-4-5')).toMatchObject({ contextWindow: 200_000, known: true });
     expect(r.lookup('claude-opus-4-6')).toMatchObject({ contextWindow: 1_000_000, maxOutputTokens: 128_000, known: true });
   });
 
   it('gives an unknown model the smallest known window and output limit (REQ-BED-022)', () => {
     const r = createModelRegistry({ 'tiny-model': { contextWindow: 8_000, maxOutputTokens: 1_024 } });
-    expect(r.lookup('nobody-knows')).toEqual({ contextWindow: 8_000, maxOutputTokens: 1_024, thinking: 'none', known: false });
+    expect(r.lookup('nobody-knows')).toEqual({
+      contextWindow: 8_000,
+      maxOutputTokens: 1_024,
+      thinking: 'none',
+      prices: FREE,
+      known: false,
+    });
     expect(createModelRegistry().lookup('nobody-knows')).toEqual({
       contextWindow: 200_000,
       maxOutputTokens: 64_000,
       thinking: 'none',
+      prices: FREE,
       known: false,
     });
     expect(createModelRegistry().fallback.thinking).toBe('none');
@@ -23,7 +36,12 @@ describe('model registry', () => {
 
   it('applies a JSON override: a partial entry keeps the default of the field left out', () => {
     const r = createModelRegistry(JSON.stringify({ 'claude-haiku-4-5': { contextWindow: 100_000 } }));
-    expect(r.lookup('claude-haiku-4-5')).toEqual({ contextWindow: 100_000, maxOutputTokens: 64_000, thinking: 'budget', known: true });
+    expect(r.lookup('claude-haiku-4-5')).toMatchObject({
+      contextWindow: 100_000,
+      maxOutputTokens: 64_000,
+      thinking: 'budget',
+      known: true,
+    });
     expect(r.fallback.contextWindow).toBe(100_000);
     expect(r.list().length).toBe(Object.keys(DEFAULT_MODELS).length);
   });
@@ -60,7 +78,12 @@ describe('model registry', () => {
       'proxy-thinker': { contextWindow: 32_000, maxOutputTokens: 8_192, thinking: 'budget' },
       'proxy-plain': { contextWindow: 32_000, maxOutputTokens: 8_192 },
     });
-    expect(r.lookup('claude-opus-4-6')).toEqual({ contextWindow: 1_000_000, maxOutputTokens: 128_000, thinking: 'none', known: true });
+    expect(r.lookup('claude-opus-4-6')).toMatchObject({
+      contextWindow: 1_000_000,
+      maxOutputTokens: 128_000,
+      thinking: 'none',
+      known: true,
+    });
     expect(r.lookup('claude-haiku-4-5').thinking).toBe('budget');
     expect(r.lookup('proxy-thinker').thinking).toBe('budget');
     expect(r.lookup('proxy-plain').thinking).toBe('none');
@@ -82,5 +105,55 @@ describe('model registry', () => {
     expect(() => createModelRegistry({ x: { contextWindow: -1, maxOutputTokens: 1 } })).toThrow(/positive integer/);
     expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, window: 3 } })).toThrow(/unknown field "window"/);
     expect(() => createModelRegistry({ x: 5 })).toThrow(/must be an object/);
+  });
+
+  it('prices every Claude model (published prices) and leaves the offline model free', () => {
+    const r = createModelRegistry();
+    for (const m of r.list()) {
+      if (m.id === OFFLINE_MODEL_ID) expect(m.prices).toEqual(FREE);
+      else expect(m.prices.input).toBeGreaterThan(0);
+    }
+    expect(r.lookup('claude-sonnet-4-5').prices).toEqual({
+      input: 3,
+      output: 15,
+      cacheWrite: 3.75,
+      cacheRead: 0.3,
+      webSearch: 0.01,
+      webFetch: 0,
+    });
+    expect(r.lookup('claude-opus-5-5').prices).toMatchObject({ input: 4, output: 20, cacheWrite: 5, cacheRead: 0.2 });
+  });
+
+  it('reckons a cost in whole micro-dollars, exactly for fractional prices', () => {
+    const sonnet = createModelRegistry().lookup('claude-sonnet-4-5').prices;
+    const usage = { inputTokens: 1_000, outputTokens: 2_000, cacheCreationInputTokens: 10_000, cacheReadInputTokens: 100_000 };
+    // 1000×3 + 2000×15 + 10000×3.75 + 100000×0.3 = 3000 + 30000 + 37500 + 30000
+    expect(costOf(usage, sonnet)).toBe(100_500);
+    expect(costOf({ ...usage, webSearchRequests: 3, webFetchRequests: 2 }, sonnet)).toBe(100_500 + 30_000);
+    // 7 tokens at $0.01/MTok is 0.07 µ$: rounds to 0; 70 tokens: 0.7 → 1.
+    const haiku = createModelRegistry().lookup('claude-haiku-5-5').prices;
+    expect(costOf({ inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 7 }, haiku)).toBe(0);
+    expect(costOf({ inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 70 }, haiku)).toBe(1);
+    expect(
+      Number.isInteger(costOf({ inputTokens: 333, outputTokens: 77, cacheCreationInputTokens: 1, cacheReadInputTokens: 9 }, sonnet)),
+    ).toBe(true);
+  });
+
+  it('takes prices from an override: some fields, the rest kept; a new model is free unless priced', () => {
+    const r = createModelRegistry({
+      'claude-haiku-4-5': { prices: { output: 6 } },
+      [OFFLINE_MODEL_ID]: { prices: { input: 1, output: 2 } },
+      'proxy-plain': { contextWindow: 32_000, maxOutputTokens: 8_192 },
+    });
+    expect(r.lookup('claude-haiku-4-5').prices).toMatchObject({ input: 1, output: 6, cacheRead: 0.1 });
+    expect(r.lookup(OFFLINE_MODEL_ID).prices).toEqual({ ...FREE, input: 1, output: 2 });
+    expect(r.lookup('proxy-plain').prices).toEqual(FREE);
+    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, prices: { input: -1 } } })).toThrow(
+      /prices.input must be a number >= 0/,
+    );
+    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, prices: { tokens: 1 } } })).toThrow(
+      /unknown price "tokens"/,
+    );
+    expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, prices: 3 } })).toThrow(/prices must be an object/);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The model registry: each model's context window and output limit, in tokens, and the form
- * of extended thinking it takes.
+ * The model registry: each model's context window and output limit, in tokens, the form of
+ * extended thinking it takes, and its prices (what a response costs, `costOf`).
  *
  * Pure data and pure functions, shared by the gateway (default `max_tokens`) and the
  * conversation service (the 80% warning and the 90% continuation threshold, REQ-BED-019,
@@ -24,6 +24,60 @@ export interface ModelLimits {
   readonly maxOutputTokens: number;
   /** The form of extended thinking the model takes. */
   readonly thinking: ThinkingForm;
+  /** What the provider charges for it; every price 0 when unknown. */
+  readonly prices: ModelPrices;
+}
+
+/**
+ * Prices of a model in USD: tokens per million tokens, server tools per use. Any number of
+ * decimals may be given; costs are reckoned in whole micro-dollars (`costOf`).
+ */
+export interface ModelPrices {
+  /** Uncached input tokens. */
+  readonly input: number;
+  /** Output tokens (thinking included). */
+  readonly output: number;
+  /** Input tokens written to the prompt cache (the 5-minute cache). */
+  readonly cacheWrite: number;
+  /** Input tokens read from the prompt cache. */
+  readonly cacheRead: number;
+  /** One web search (server tool). */
+  readonly webSearch: number;
+  /** One web fetch (server tool). */
+  readonly webFetch: number;
+}
+
+export const PRICE_FIELDS = ['input', 'output', 'cacheWrite', 'cacheRead', 'webSearch', 'webFetch'] as const;
+
+/** No charge: the offline model, and an unknown model (whose price Bedrock cannot know). */
+export const FREE: ModelPrices = { input: 0, output: 0, cacheWrite: 0, cacheRead: 0, webSearch: 0, webFetch: 0 };
+
+/** What one response used, as the provider reports it (the fields costOf reads). */
+export interface BilledUsage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cacheCreationInputTokens: number;
+  readonly cacheReadInputTokens: number;
+  readonly webSearchRequests?: number;
+  readonly webFetchRequests?: number;
+}
+
+/**
+ * The cost of `usage` at `prices` in whole micro-dollars (1 USD = 1,000,000), rounded to the
+ * nearest. A price per million tokens is a price in micro-dollars per token, so the sum is
+ * exact before the one rounding; prices are first taken to a thousandth of a micro-dollar so
+ * that binary fractions (0.3 is not exact in a double) cannot tip the rounding.
+ */
+export function costOf(usage: BilledUsage, prices: ModelPrices): number {
+  const milli = (usd: number) => Math.round(usd * 1000);
+  const nano =
+    usage.inputTokens * milli(prices.input) +
+    usage.outputTokens * milli(prices.output) +
+    usage.cacheCreationInputTokens * milli(prices.cacheWrite) +
+    usage.cacheReadInputTokens * milli(prices.cacheRead) +
+    (usage.webSearchRequests ?? 0) * milli(prices.webSearch * 1_000_000) +
+    (usage.webFetchRequests ?? 0) * milli(prices.webFetch * 1_000_000);
+  return Math.round(nano / 1000);
 }
 
 export interface ModelLookup extends ModelLimits {
@@ -37,26 +91,49 @@ export const OFFLINE_MODEL_ID = 'bedrock-offline';
 const M = 1_000_000;
 const K200 = 200_000;
 
+/** Web search is billed at $10 per 1,000 searches; web fetch costs nothing beyond its tokens. */
+const SERVER_TOOLS = { webSearch: 0.01, webFetch: 0 } as const;
+
+/** Prices per million tokens: input, 5-minute cache write, cache read, output. */
+function priced(input: number, cacheWrite: number, cacheRead: number, output: number): ModelPrices {
+  return { input, output, cacheWrite, cacheRead, ...SERVER_TOOLS };
+}
+
 /**
- * Defaults, from the provider's published model pages (context window · max output).
+ * Published Anthropic prices, as read on platform.claude.com (model overview and pricing
+ * pages) on 2026-11-26. Standard rates only: no batch discount, and Haiku 5.5's higher rate for
+ * prompts over 100,000 tokens is not applied (its base rate is used).
+ */
+const FABLE_5_1 = priced(10, 12.5, 0.25, 50);
+const OPUS_5_5 = priced(4, 5, 0.2, 20);
+const SONNET_5_5 = priced(2, 2.5, 0.2, 10);
+const HAIKU_5_5 = priced(0.1, 0.125, 0.01, 0.5);
+const OPUS_5 = priced(5, 6.25, 0.5, 25);
+const SONNET_5 = priced(2, 2.5, 0.2, 10);
+const OPUS_4_5_AND_4_6 = priced(5, 6.25, 0.5, 25);
+const SONNET_4_5_AND_4_6 = priced(3, 3.75, 0.3, 15);
+const HAIKU_4_5 = priced(1, 1.25, 0.1, 5);
+
+/**
+ * Defaults, from the provider's published model pages (context window · max output · prices).
  * Dated ids and aliases are listed separately because the API accepts both.
  */
 export const DEFAULT_MODELS: Readonly<Record<string, ModelLimits>> = {
-  [OFFLINE_MODEL_ID]: { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'adaptive' },
-  'claude-fable-5-1': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-opus-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-sonnet-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-haiku-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-opus-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-sonnet-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-opus-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-sonnet-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive' },
-  'claude-opus-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
-  'claude-opus-4-5-20251101': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
-  'claude-sonnet-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
-  'claude-sonnet-4-5-20250929': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
-  'claude-haiku-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
-  'claude-haiku-4-5-20251001': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget' },
+  [OFFLINE_MODEL_ID]: { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'adaptive', prices: FREE },
+  'claude-fable-5-1': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: FABLE_5_1 },
+  'claude-opus-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_5_5 },
+  'claude-sonnet-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_5_5 },
+  'claude-haiku-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: HAIKU_5_5 },
+  'claude-opus-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_5 },
+  'claude-sonnet-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_5 },
+  'claude-opus-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_4_5_AND_4_6 },
+  'claude-sonnet-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_4_5_AND_4_6 },
+  'claude-opus-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: OPUS_4_5_AND_4_6 },
+  'claude-opus-4-5-20251101': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: OPUS_4_5_AND_4_6 },
+  'claude-sonnet-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: SONNET_4_5_AND_4_6 },
+  'claude-sonnet-4-5-20250929': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: SONNET_4_5_AND_4_6 },
+  'claude-haiku-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: HAIKU_4_5 },
+  'claude-haiku-4-5-20251001': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: HAIKU_4_5 },
 };
 
 export interface ModelRegistry {
@@ -72,13 +149,14 @@ export interface ModelRegistry {
 }
 
 /** Fields an override entry may set. */
-const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking'] as const;
+const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'prices'] as const;
 
 /**
  * A registry from the defaults plus an operator override: a JSON object (or its text)
- * mapping model ids to `{ "contextWindow": n, "maxOutputTokens": n, "thinking": form }`. An
- * override entry replaces a default of the same id; a field left out keeps the default's
- * value (a new id must give both limits; its `thinking` defaults to `none`). Throws an Error
+ * mapping model ids to `{ "contextWindow": n, "maxOutputTokens": n, "thinking": form,
+ * "prices": { "input": usd, ... } }`. An override entry replaces a default of the same id; a
+ * field (or price) left out keeps the default's value (a new id must give both limits; its
+ * `thinking` defaults to `none`, its prices to 0). Throws an Error
  * naming the bad entry when the override is malformed.
  */
 export function createModelRegistry(override?: string | Readonly<Record<string, unknown>> | null): ModelRegistry {
@@ -93,7 +171,7 @@ export function createModelRegistry(override?: string | Readonly<Record<string, 
     maxOutputTokens = Math.min(maxOutputTokens, limits.maxOutputTokens);
   }
   // The table is never empty: the override can change entries but not remove them.
-  const smallest: ModelLimits = { contextWindow, maxOutputTokens, thinking: 'none' };
+  const smallest: ModelLimits = { contextWindow, maxOutputTokens, thinking: 'none', prices: FREE };
   return {
     fallback: smallest,
     lookup(model) {
@@ -149,5 +227,29 @@ function mergeLimits(id: string, base: ModelLimits | undefined, raw: unknown): M
       `model registry override for "${id}": thinking must be one of ${THINKING_FORMS.join(', ')}, got ${JSON.stringify(thinking)}`,
     );
   }
-  return { contextWindow: pick('contextWindow'), maxOutputTokens: pick('maxOutputTokens'), thinking: thinking as ThinkingForm };
+  return {
+    contextWindow: pick('contextWindow'),
+    maxOutputTokens: pick('maxOutputTokens'),
+    thinking: thinking as ThinkingForm,
+    prices: mergePrices(id, base?.prices ?? FREE, entry.prices),
+  };
+}
+
+/** `prices` of an override entry: an object of some of PRICE_FIELDS, each a finite number >= 0 (USD); the rest kept. */
+function mergePrices(id: string, base: ModelPrices, raw: unknown): ModelPrices {
+  if (raw === undefined) return base;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new Error(`model registry override for "${id}": prices must be an object of ${PRICE_FIELDS.join(', ')} (USD)`);
+  }
+  const merged: Record<string, number> = { ...base };
+  for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
+    if (!(PRICE_FIELDS as readonly string[]).includes(key)) {
+      throw new Error(`model registry override for "${id}" has unknown price "${key}" (one of ${PRICE_FIELDS.join(', ')})`);
+    }
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+      throw new Error(`model registry override for "${id}": prices.${key} must be a number >= 0 (USD), got ${JSON.stringify(value)}`);
+    }
+    merged[key] = value;
+  }
+  return merged as unknown as ModelPrices;
 }

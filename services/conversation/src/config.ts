@@ -87,7 +87,7 @@ export const conversationConfigSchema = section({
     }),
     /** JSON text, as given. */
     registry: optionalSetting('BEDROCK_MODELS', modelRegistryJson(), {
-      doc: 'JSON overriding the model registry: {"model-id": {"contextWindow": n, "maxOutputTokens": n}}.',
+      doc: 'JSON overriding the model registry: {"model-id": {"contextWindow": n, "maxOutputTokens": n, "prices": {"input": usd, "output": usd, "cacheWrite": usd, "cacheRead": usd, "webSearch": usd, "webFetch": usd}}} (tokens per million, server tools per use; see "Costs and budgets").',
     }),
     maxOutputTokens: setting('BEDROCK_MAX_OUTPUT_TOKENS', int({ min: 1 }), {
       default: 16_384,

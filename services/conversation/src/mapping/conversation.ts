@@ -27,6 +27,7 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
     thinking: thinkingToProto(record.thinking),
     serverTools: record.serverTools.map(serverToolToProto),
     title: record.title ?? '',
+    costMicros: BigInt(record.costMicros),
     ...(record.forkedFrom
       ? {
           forkedFrom: create(ForkOriginSchema, {

@@ -134,6 +134,8 @@ export interface HarnessOptions {
   readonly workerConcurrency?: number;
   /** Postgres connections per replica (default 5). */
   readonly poolSize?: number;
+  /** The clock of every replica (spend days, limit periods); default the system clock. */
+  readonly clock?: () => Date;
 }
 
 /** The ConnectError of a rejected call, or a failure if the call succeeded. */
@@ -165,7 +167,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   // Tokens of the four services; the conversation service accepts them all as peers.
   const services = generateServiceCredentials(['web-bff', 'llm-gateway', 'tool-runner', 'conversation']);
   const config = readConversationConfig({}, mergeSections(own, options.config ?? {}));
-  const deps = { servicePeers: services.peers };
+  const deps = { servicePeers: services.peers, ...(options.clock ? { clock: options.clock } : {}) };
   const transports: Transport[] = [];
   const pools: pg.Pool[] = [];
   const replicas: ConversationServiceInstance[] = [];

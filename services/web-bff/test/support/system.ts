@@ -26,7 +26,7 @@ import { createRedisTransport, type Consumer, type Transport } from '@bedrock/pl
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import type { ConfigOverrides } from '@bedrock/platform/config';
 import { testBffConfig } from './bff-config.ts';
-import { readConversationConfig } from '../../../conversation/src/config.ts';
+import { readConversationConfig, type ConversationConfig } from '../../../conversation/src/config.ts';
 import { createConversationService, type ConversationServiceInstance } from '../../../conversation/src/create-conversation-service.ts';
 import { createTokenStore, generateToken, hashToken, parseTokenEntries } from '../../src/auth/token-store.ts';
 import type { WebBffConfig } from '../../src/config.ts';
@@ -74,6 +74,10 @@ export interface SystemOptions {
   readonly playWorkers?: boolean;
   /** Put a TCP proxy between web-bff and the conversation service (System.proxy), to break that connection. */
   readonly proxyUpstream?: boolean;
+  /** Conversation service settings beyond the test's; each section given replaces the test's (only `models` keeps its default model unless set). */
+  readonly conversation?: ConfigOverrides<ConversationConfig>;
+  /** The conversation service's clock (spend days, limit periods); default the system clock. */
+  readonly clock?: () => Date;
 }
 
 export async function startSystem(options: SystemOptions): Promise<System> {
@@ -94,14 +98,20 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       log: { level: 'warn' },
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 1000 },
       database: { url: db.url },
-      models: { default: 'test-model' },
       conversations: { sandbox: 'available' },
       turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
       recovery: { interval: 3_600_000 },
+      ...options.conversation,
+      models: { default: 'test-model', ...options.conversation?.models },
     },
   );
   const startConversation = async () => {
-    const service = createConversationService(conversationConfig, { transport: newTransport(), logger, servicePeers: services.peers });
+    const service = createConversationService(conversationConfig, {
+      transport: newTransport(),
+      logger,
+      servicePeers: services.peers,
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
     await service.start();
     return service;
   };

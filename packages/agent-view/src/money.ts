@@ -1,0 +1,38 @@
+/**
+ * Money as Bedrock counts it: whole micro-dollars (1 USD = 1,000,000), never floating point
+ * in storage. Pure: for the CLI and the web UI alike.
+ */
+
+/**
+ * `micros` as dollars: cents from a cent up ("$12.34", rounded down so a figure never shows
+ * more than was spent), four decimals below a cent ("$0.0042"), "$0.00" for nothing.
+ */
+export function formatUsd(micros: number | bigint): string {
+  const m = BigInt(micros);
+  const sign = m < 0n ? '-' : '';
+  const abs = m < 0n ? -m : m;
+  if (abs === 0n) return '$0.00';
+  if (abs < 10_000n) return `${sign}$0.${(abs / 100n).toString().padStart(4, '0')}`;
+  const cents = abs / 10_000n;
+  const dollars = (cents / 100n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return `${sign}$${dollars}.${(cents % 100n).toString().padStart(2, '0')}`;
+}
+
+/** "$1.23 of $5.00 (25%)" against a budget; a budget of 0 is no budget: "$1.23 (no budget)". */
+export function spendAgainst(spentMicros: number | bigint, budgetMicros: number | bigint): string {
+  const spent = BigInt(spentMicros);
+  const budget = BigInt(budgetMicros);
+  if (budget <= 0n) return `${formatUsd(spent)} (no budget)`;
+  const percent = (spent * 100n) / budget;
+  return `${formatUsd(spent)} of ${formatUsd(budget)} (${percent}%)`;
+}
+
+/**
+ * Dollars as the user types them ("5", "$2.50", "0.125") in micro-dollars; "0" (or "$0") is 0.
+ * Undefined when it is not a non-negative amount with at most six decimals.
+ */
+export function parseUsd(text: string): number | undefined {
+  const match = /^\$?(\d{1,12})(?:\.(\d{1,6}))?$/.exec(text.trim());
+  if (!match) return undefined;
+  return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
+}

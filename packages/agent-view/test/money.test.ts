@@ -1,0 +1,30 @@
+import { describe, expect, it } from '@jest/globals';
+import { formatUsd, parseUsd, spendAgainst } from '../src/money.ts';
+
+describe('money', () => {
+  it('formats micro-dollars: cents from a cent up (rounded down), four decimals below, thousands grouped', () => {
+    expect(formatUsd(0)).toBe('$0.00');
+    expect(formatUsd(42)).toBe('$0.0000');
+    expect(formatUsd(4_200)).toBe('$0.0042');
+    expect(formatUsd(10_000)).toBe('$0.01');
+    expect(formatUsd(12_349_999)).toBe('$12.34');
+    expect(formatUsd(1_234_567_890_000n)).toBe('$1,234,567.89');
+    expect(formatUsd(-2_500_000)).toBe('-$2.50');
+  });
+
+  it('says spend against a budget, and no budget for 0', () => {
+    expect(spendAgainst(1_230_000, 5_000_000)).toBe('$1.23 of $5.00 (24%)');
+    expect(spendAgainst(6_000_000n, 5_000_000n)).toBe('$6.00 of $5.00 (120%)');
+    expect(spendAgainst(1_230_000, 0)).toBe('$1.23 (no budget)');
+  });
+
+  it('parses dollars as typed', () => {
+    expect(parseUsd('5')).toBe(5_000_000);
+    expect(parseUsd('$2.50')).toBe(2_500_000);
+    expect(parseUsd('0.125')).toBe(125_000);
+    expect(parseUsd('0')).toBe(0);
+    expect(parseUsd('0.0000001')).toBeUndefined();
+    expect(parseUsd('-1')).toBeUndefined();
+    expect(parseUsd('five')).toBeUndefined();
+  });
+});

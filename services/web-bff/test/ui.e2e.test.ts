@@ -25,6 +25,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   ConversationSchema,
+  ForkConversationRequestSchema,
   ListConversationsRequestSchema,
   ListConversationsResponseSchema,
   MessageSchema,
@@ -220,9 +221,11 @@ describe('the web UI', () => {
     });
     try {
       await send('Only once, please.');
-      // The composer is cleared once the send succeeded (its retry answered with the first outcome).
+      // The box empties at once; once the retry is answered (with the first outcome) it stays
+      // empty: a send that failed would put the message back into it.
       const input = page.getByLabel('Message', { exact: true });
-      for (let i = 0; i < 300 && (await input.inputValue()) !== ''; i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 300 && bodies.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+      await page.locator('.alert').waitFor({ state: 'detached' });
       await expect(input.inputValue()).resolves.toBe('');
       await page.getByText('Answered once.').waitFor();
       await waitForStateLine(/Ready/);
@@ -252,13 +255,13 @@ describe('the web UI', () => {
     await page.locator('article.tool .tool-live', { hasText: 'started' }).waitFor();
     await shot('cancel-running');
     const clicked = Date.now();
-    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('button', { name: 'Cancel', exact: true }).click();
     await waitForStateLine(/Ready/);
     const card = page.locator('article.tool[data-tool="bash"]');
     await card.locator('.tool-result', { hasText: 'Cancelled by user' }).waitFor();
     await expect(card.getAttribute('data-status')).resolves.toBe('cancelled');
     expect(Date.now() - clicked).toBeLessThan(10_000);
-    await expect(page.getByRole('button', { name: 'Cancel' }).isVisible()).resolves.toBe(false);
+    await expect(page.getByRole('button', { name: 'Cancel', exact: true }).isVisible()).resolves.toBe(false);
     await expect(page.getByRole('button', { name: 'Send' }).isEnabled()).resolves.toBe(true);
     await shot('cancelled');
   });
@@ -723,54 +726,282 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
     await p.screenshot({ path: join(SHOTS, 'context-peak-phone.png') });
   });
 
-  it('queues messages typed while the agent works (removable) and sends them when the turn ends', async () => {
+  /**
+   * Uses up responses an earlier attempt of a scenario scripted but never asked for (it failed
+   * half-way), so a retry starts from its own script rather than from the leftovers.
+   */
+  async function dropLeftovers(): Promise<void> {
+    for (let n = api.pending(); n > 0; n--) {
+      await fetch(`${api.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': 'test', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'claude-sonnet-4-6', max_tokens: 16, messages: [{ role: 'user', content: 'drop' }] }),
+      }).then((res) => res.arrayBuffer());
+    }
+    expect(api.pending()).toBe(0);
+  }
+
+  /** What the waiting list says, one line per message (its mode, then its text). */
+  const waiting = (p: Page) => p.getByTestId('queue').locator('li').allInnerTexts();
+
+  it("queues messages typed while the agent works in the conversation itself: they survive a reload, show the CLI's too, are removable, and go out after the turn", async () => {
+    await dropLeftovers();
     const p = await open(DESKTOP, 'light');
     await start(p);
+    const id = openId(p);
     api.enqueue(
-      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo working; sleep 3' } }] },
+      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo working; sleep 4' } }] },
       { kind: 'message', content: [{ type: 'text', text: 'Finished the work.' }] },
       { kind: 'message', content: [{ type: 'text', text: 'Got your follow-up.' }] },
+      { kind: 'message', content: [{ type: 'text', text: 'And the one from the command line.' }] },
     );
     await say(p, 'Work for a while.');
     await state(p, /Running tool/);
-    await expect(p.locator('#composer-hint').innerText()).resolves.toMatch(/working.*waits until it finishes/);
+    await expect(p.locator('#composer-hint').innerText()).resolves.toMatch(/working.*waits until it finishes.*Alt\+Enter steers/);
+    await expect(p.getByRole('button', { name: 'Queue' }).count()).resolves.toBe(1);
     await say(p, 'Then say what you found.');
     await say(p, 'Forget this one.');
     const queue = p.getByTestId('queue');
-    await expect(queue.locator('li').allInnerTexts()).resolves.toEqual([
+    await queue.locator('li').nth(1).waitFor();
+    await expect(waiting(p)).resolves.toEqual([
+      expect.stringMatching(/^Queued\s+Then say what you found\./i),
+      expect.stringMatching(/^Queued\s+Forget this one\./i),
+    ]);
+    await expect(queue.locator('.queue-head').innerText()).resolves.toBe('2 messages wait');
+    await expect(p.getByLabel('Message', { exact: true }).inputValue()).resolves.toBe('');
+    // Queued from another client (the CLI): the same list shows it.
+    await call(p, 'SendMessage', { conversationId: id, text: 'Sent from the command line.', delivery: 'DELIVERY_MODE_QUEUE' });
+    await queue.locator('li', { hasText: 'Sent from the command line.' }).waitFor();
+    await p.screenshot({ path: join(SHOTS, 'queue.png') });
+
+    // The list is the conversation's, not the page's: a reload shows it again, in order.
+    await p.reload();
+    await state(p, /Running tool/);
+    await queue.locator('li').nth(2).waitFor();
+    await expect(waiting(p)).resolves.toEqual([
       expect.stringContaining('Then say what you found.'),
       expect.stringContaining('Forget this one.'),
+      expect.stringContaining('Sent from the command line.'),
     ]);
-    await expect(p.getByLabel('Message', { exact: true }).inputValue()).resolves.toBe('');
-    await p.screenshot({ path: join(SHOTS, 'queue.png') });
     await queue.getByRole('button', { name: 'Remove queued message 2' }).click();
-    await expect(queue.locator('li').count()).resolves.toBe(1);
-    await p.getByText('Got your follow-up.').waitFor();
+    await expect(queue.locator('li', { hasText: 'Forget this one.' }).waitFor({ state: 'detached' })).resolves.toBeUndefined();
+    await expect(queue.locator('li').count()).resolves.toBe(2);
+
+    // After the turn each goes out as its own turn, in order; the removed one never.
+    await p.getByText('And the one from the command line.').waitFor({ timeout: 30_000 });
     await state(p, /Ready/);
     await expect(p.locator('.msg-user').allInnerTexts()).resolves.toEqual([
       expect.stringContaining('Work for a while.'),
       expect.stringContaining('Then say what you found.'),
+      expect.stringContaining('Sent from the command line.'),
     ]);
     await expect(queue.count()).resolves.toBe(0);
-    // It went out after the first turn ended: the model saw the first answer before it.
-    const last = api.requests.at(-1)!.body!.messages;
-    expect(JSON.stringify(last.at(-2))).toContain('Finished the work.');
-    expect(JSON.stringify(last.at(-1))).toContain('Then say what you found.');
+    await expect(p.getByText('Forget this one.').count()).resolves.toBe(0);
+    // The first went out after the first turn ended: the model saw the first answer before it.
+    const second = api.requests.at(-2)!.body!.messages;
+    expect(JSON.stringify(second.at(-2))).toContain('Finished the work.');
+    expect(JSON.stringify(second.at(-1))).toContain('Then say what you found.');
     await p.screenshot({ path: join(SHOTS, 'queue-sent.png') });
+  });
 
-    // "Cancel and send now": the turn is cancelled and the queued message goes out at once.
+  it('shows the waiting list with each mode on a phone, and "Cancel and send now" interrupts the turn with the typed message (390×844)', async () => {
+    await dropLeftovers();
+    const p = await open(PHONE, 'light');
+    await start(p);
     api.enqueue(
       { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo long; sleep 30' } }] },
       { kind: 'message', content: [{ type: 'text', text: 'Changed course.' }] },
+      { kind: 'message', content: [{ type: 'text', text: 'Now the queued one.' }] },
     );
     await say(p, 'Start something long.');
     await state(p, /Running tool/);
-    await say(p, 'Stop and do this instead.');
+    await say(p, 'Afterwards, tidy up.');
+    await p.getByLabel('Message', { exact: true }).fill('Later, check the README too.');
+    await p.keyboard.press('Alt+Enter');
+    const queue = p.getByTestId('queue');
+    await queue.locator('li').nth(1).waitFor();
+    await expect(waiting(p)).resolves.toEqual([
+      expect.stringMatching(/^Queued\s+Afterwards, tidy up\./i),
+      expect.stringMatching(/^Steer\s+Later, check the README too\./i),
+    ]);
+    await expect(overflow(p)).resolves.toEqual([]);
+    await p.screenshot({ path: join(SHOTS, 'phone-queue-modes.png') });
+    // Any waiting message can be withdrawn, whatever its mode.
+    await queue.getByRole('button', { name: 'Remove queued message 2' }).click();
+    await queue.locator('li', { hasText: 'Later, check the README too.' }).waitFor({ state: 'detached' });
+    await expect(queue.locator('li').count()).resolves.toBe(1);
+
+    await p.getByLabel('Message', { exact: true }).fill('Stop and do this instead.');
     const clicked = Date.now();
-    await queue.getByRole('button', { name: 'Cancel and send now' }).click();
+    await p.getByRole('button', { name: 'Cancel and send now' }).click();
     await p.getByText('Changed course.').waitFor();
     expect(Date.now() - clicked).toBeLessThan(10_000);
     await expect(p.locator('article.tool[data-status="cancelled"]').count()).resolves.toBe(1);
+    // The interrupting message went before the queued one, which follows after its turn.
+    await p.getByText('Now the queued one.').waitFor();
+    await state(p, /Ready/);
+    await expect(p.locator('.msg-user').allInnerTexts()).resolves.toEqual([
+      expect.stringContaining('Start something long.'),
+      expect.stringContaining('Stop and do this instead.'),
+      expect.stringContaining('Afterwards, tidy up.'),
+    ]);
+    // The model read the cancelled tool's result, then the interruption.
+    const interrupted = api.requests.at(-2)!.body!.messages;
+    expect(JSON.stringify(interrupted.at(-1))).toContain('Stop and do this instead.');
+    expect(JSON.stringify(interrupted)).toContain('Cancelled by user');
+    await p.screenshot({ path: join(SHOTS, 'phone-interrupted.png') });
+
+    // With an empty box, "Cancel and send now" cancels and the first waiting message goes out at once.
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo long; sleep 30' } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'Doing the waiting one now.' }] },
+    );
+    await say(p, 'Start something long again.');
+    await state(p, /Running tool/);
+    await say(p, 'Do this when you stop.');
+    await queue.locator('li').waitFor();
+    const again = Date.now();
+    await p.getByRole('button', { name: 'Cancel and send now' }).click();
+    await p.getByText('Doing the waiting one now.').waitFor();
+    expect(Date.now() - again).toBeLessThan(10_000);
+    await expect(p.locator('article.tool[data-status="cancelled"]').count()).resolves.toBe(2);
+  });
+
+  it('steers the agent during a turn of several tools: the message joins after the tool results and the agent goes on (desktop)', async () => {
+    await dropLeftovers();
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    api.enqueue(
+      {
+        kind: 'message',
+        content: [
+          { type: 'text', text: 'Two steps.' },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo step-one; sleep 2' } },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo step-two' } },
+        ],
+      },
+      { kind: 'message', content: [{ type: 'text', text: 'Read your note: looking at the README as well.' }] },
+    );
+    await say(p, 'Do two things.');
+    await p.locator('article.tool[data-status="running"]').first().waitFor();
+    await p.getByLabel('Message', { exact: true }).fill('Also look at the README.');
+    await p.getByRole('button', { name: 'Steer' }).click();
+    await p.getByTestId('queue').locator('li').waitFor();
+    await expect(waiting(p)).resolves.toEqual([expect.stringMatching(/^Steer\s+Also look at the README\./i)]);
+    await p.screenshot({ path: join(SHOTS, 'steer-waiting.png') });
+    await p.getByText('Read your note: looking at the README as well.').waitFor();
+    await state(p, /Ready/);
+    await expect(p.getByTestId('queue').count()).resolves.toBe(0);
+    // On screen: the answer with both tools done, then the steer, then the agent going on — one turn.
+    const items = p.locator('ol.transcript-list > li.msg');
+    await expect(
+      items.evaluateAll((els) =>
+        els.map((el) => [
+          el.className.replace(/^msg /, ''),
+          el.querySelectorAll('article.tool[data-status="ok"]').length,
+          (el.querySelector('.msg-body')?.textContent ?? '').trim(),
+        ]),
+      ),
+    ).resolves.toEqual([
+      ['msg-user', 0, 'Do two things.'],
+      ['msg-agent', 2, 'Two steps.'],
+      ['msg-user', 0, 'Also look at the README.'],
+      ['msg-agent', 0, 'Read your note: looking at the README as well.'],
+    ]);
+    // The model's next request: the last user turn is both tool results followed by the steer.
+    const last = api.requests.at(-1)!.body!.messages.at(-1) as { role: string; content: { type: string; text?: string }[] };
+    expect(last.role).toBe('user');
+    expect(last.content.map((b) => b.type)).toEqual(['tool_result', 'tool_result', 'text']);
+    expect(last.content[2]!.text).toBe('Also look at the README.');
+    await p.screenshot({ path: join(SHOTS, 'steer-joined.png') });
+  });
+
+  it('forks from a message: the fork has the history up to it, says where it came from, and takes messages; a refused place shows why (desktop)', async () => {
+    await dropLeftovers();
+    const p = await open(DESKTOP, 'light');
+    await start(p);
+    const source = openId(p);
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'text', text: 'First answer.' }] },
+      {
+        kind: 'message',
+        content: [
+          { type: 'text', text: 'Checking.' },
+          { type: 'tool_use', name: 'bash', input: { command: 'echo checked; sleep 2' } },
+        ],
+      },
+      { kind: 'message', content: [{ type: 'text', text: 'Second answer.' }] },
+    );
+    await say(p, 'First question about forks.');
+    await p.getByText('First answer.').waitFor();
+    await state(p, /Ready/);
+    await say(p, 'Second question.');
+    // A turn at work: the answer waiting for its tool offers no fork (a history cannot end there).
+    const checking = p.locator('li.msg-agent', { hasText: 'Checking.' });
+    await checking.locator('article.tool[data-status="running"]').waitFor();
+    await expect(checking.getByRole('button', { name: 'Fork from here' }).count()).resolves.toBe(0);
+    await p.getByText('Second answer.').waitFor();
+    await state(p, /Ready/);
+    const sourceTitle = await p.locator('h1.conv-title').innerText();
+
+    // Every message at rest offers it, reachable by keyboard (Tab to it shows it).
+    await expect(p.locator('li.msg').getByRole('button', { name: 'Fork from here' }).count()).resolves.toBe(5);
+    const firstAnswer = p.locator('li.msg-agent', { hasText: 'First answer.' });
+    const forkButton = firstAnswer.getByRole('button', { name: 'Fork from here' });
+    await forkButton.focus();
+    await p.waitForFunction((el) => el?.ownerDocument.defaultView?.getComputedStyle(el).opacity === '1', await forkButton.elementHandle());
+
+    // A place the service refuses (here, the tool call without its result: the request is
+    // changed on its way) is answered beside the message, in the service's words.
+    const callSeq = BigInt((await checking.getAttribute('data-sequence'))!) - 1n;
+    await p.route('**/bedrock.v1.ConversationService/ForkConversation', async (route) => {
+      const req = fromBinary(ForkConversationRequestSchema, new Uint8Array(route.request().postDataBuffer()!));
+      await route.continue({ postData: Buffer.from(toBinary(ForkConversationRequestSchema, { ...req, atMessage: callSeq })) });
+    });
+    await checking.getByRole('button', { name: 'Fork from here' }).click();
+    const refusal = checking.locator('.fork-error[role="alert"]');
+    await refusal.waitFor();
+    await expect(refusal.innerText()).resolves.toMatch(
+      new RegExp(
+        `message ${callSeq} asks for tools whose results would be left out, .*: fork at message \\d+ \\(before the call\\) or at message \\d+ \\(after its results\\)`,
+      ),
+    );
+    expect(openId(p)).toBe(source);
+    await p.screenshot({ path: join(SHOTS, 'fork-refused.png') });
+    await p.unroute('**/bedrock.v1.ConversationService/ForkConversation');
+
+    await firstAnswer.hover();
+    await firstAnswer.getByRole('button', { name: 'Fork from here' }).click();
+    await p.waitForURL((u) => u.pathname.startsWith('/c/') && openId(p) !== source);
+    const fork = openId(p);
+    await state(p, /Ready/);
+    await expect(p.locator('h1.conv-title').innerText()).resolves.toBe(`Fork of ${sourceTitle}`);
+    const link = p.getByTestId('fork-source-link');
+    await link.filter({ hasText: sourceTitle }).waitFor();
+    await expect(p.locator('.conv-meta').innerText()).resolves.toContain(`Forked from ${sourceTitle}`);
+    await expect(p.locator('.msg-user').allInnerTexts()).resolves.toEqual([expect.stringContaining('First question about forks.')]);
+    await expect(p.locator('.msg-agent').allInnerTexts()).resolves.toEqual([expect.stringContaining('First answer.')]);
+    await expect(p.getByText('Second question.').count()).resolves.toBe(0);
+    await expect(p.getByTestId('mode-line').innerText()).resolves.toMatch(/Restricted|Sandbox unavailable/);
+    // Listed like any other.
+    await p.locator(`.conversation-list a[data-id="${fork}"]`).waitFor();
+
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: 'Answer in the fork.' }] });
+    await say(p, 'A different second question.');
+    await p.getByText('Answer in the fork.').waitFor();
+    await state(p, /Ready/);
+    const history = JSON.stringify(api.requests.at(-1)!.body!.messages);
+    expect(history).toContain('First question about forks.');
+    expect(history).toContain('First answer.');
+    expect(history).toContain('A different second question.');
+    expect(history).not.toContain('Second question.');
+    await p.screenshot({ path: join(SHOTS, 'fork-opened.png') });
+
+    // The way back: the source is as it was.
+    await link.click();
+    await p.waitForURL((u) => u.pathname === `/c/${source}`);
+    await p.getByText('Second answer.').waitFor();
+    await expect(p.getByText('A different second question.').count()).resolves.toBe(0);
   });
 
   it('cancels the running turn with Esc (phone, dark)', async () => {

@@ -1,22 +1,21 @@
 /**
  * The message box: text, image attachments (file picker, paste or drop; PNG, JPEG, GIF, WebP
  * within the service's limits), Send, and Cancel while the agent works. Enter sends, Shift+Enter
- * starts a new line. While the agent works the box stays open: a message sent then waits in a
- * queue shown above the box (each removable) and goes out when the turn comes to rest, or at
- * once with "Cancel and send".
+ * starts a new line. While the agent works the box stays open and the service keeps what is
+ * sent (delivery modes): Enter queues it for when the turn ends, Alt+Enter (or Steer) gives it
+ * to the agent at the next tool boundary, "Cancel and send now" interrupts the turn with it.
+ * The messages waiting are the conversation's own (`state.pending_messages`), listed above
+ * the box with their mode, each removable: a reload, or a message queued from the CLI, shows
+ * the same list.
  */
+import { DeliveryMode, type PendingMessage } from '@bedrock/contracts';
 import { IMAGE_TYPES, imageProblem } from '@bedrock/agent-view/format';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import type { Delivery } from './session.ts';
 
 export interface Attachment {
   readonly mediaType: string;
   readonly data: Uint8Array;
-}
-
-export interface Outgoing {
-  readonly id: number;
-  readonly text: string;
-  readonly images: Attachment[];
 }
 
 export interface ComposerProps {
@@ -24,12 +23,14 @@ export interface ComposerProps {
   readonly canCancel: boolean;
   /** Why the agent is not taking messages right now (said under the box), or ''. */
   readonly hint: string;
-  readonly queue: readonly Outgoing[];
+  /** The messages waiting in the conversation, in the order they will go. */
+  readonly pending: readonly PendingMessage[];
   /** Resolves true when the message was accepted or queued (the box is then cleared). */
-  submit(text: string, images: Attachment[]): Promise<boolean>;
+  submit(text: string, images: Attachment[], delivery: Delivery): Promise<boolean>;
   cancel(): void;
-  cancelAndSend(): void;
-  unqueue(id: number): void;
+  /** "Cancel and send now" with an empty box: cancel; the first waiting message goes out once stopped. */
+  cancelAndSendWaiting(): void;
+  unqueue(queuedId: string): void;
   problem(message: string): void;
   /** Called once with a function that focuses the box (the `/` shortcut). */
   focusRef?(focus: () => void): void;
@@ -42,7 +43,10 @@ interface Pending {
 
 export function Composer(props: ComposerProps) {
   const [pending, setPending] = useState<Pending[]>([]);
-  const [sending, setSending] = useState(false);
+  /** Sends on their way (they go one after the other, in order). */
+  const [sending, setSending] = useState(0);
+  const sends = useRef<Promise<void>>(Promise.resolve());
+  const [hasText, setHasText] = useState(false);
   const input = useRef<HTMLTextAreaElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
   const pendingRef = useRef(pending);
@@ -74,34 +78,56 @@ export function Composer(props: ComposerProps) {
     input.current?.focus();
   };
 
-  const submit = async () => {
+  /**
+   * Sends what the box holds with this delivery. The box is emptied at once, so the next message
+   * can be typed (and sent) while this one is on its way; sends go out one after the other, in
+   * the order they were made. One the service did not take comes back into the box, before
+   * anything typed since, with its images.
+   */
+  const submit = (delivery: Delivery = 'queue') => {
     const box = input.current;
-    if (!box || sending) return;
+    if (!box) return;
     const text = box.value;
-    if (!text.trim() && pending.length === 0) return;
-    setSending(true);
-    try {
-      const images = await Promise.all(
-        pending.map(async (p) => ({ mediaType: p.file.type, data: new Uint8Array(await p.file.arrayBuffer()) })),
-      );
-      if (await props.submit(text, images)) {
-        box.value = '';
-        pending.forEach((p) => URL.revokeObjectURL(p.url));
-        setPending([]);
+    const attached = pendingRef.current;
+    if (!text.trim() && attached.length === 0) return;
+    box.value = '';
+    setHasText(false);
+    setPending([]);
+    const send = props.submit;
+    setSending((n) => n + 1);
+    sends.current = sends.current.then(async () => {
+      try {
+        const images = await Promise.all(
+          attached.map(async (p) => ({ mediaType: p.file.type, data: new Uint8Array(await p.file.arrayBuffer()) })),
+        );
+        if (await send(text, images, delivery)) {
+          attached.forEach((p) => URL.revokeObjectURL(p.url));
+          return;
+        }
+        const now = input.current;
+        if (now) {
+          now.value = now.value ? `${text}\n\n${now.value}` : text;
+          setHasText(now.value.trim() !== '');
+        }
+        setPending((current) => [...attached, ...current]);
+      } finally {
+        setSending((n) => n - 1);
       }
-    } finally {
-      setSending(false);
-    }
+    });
   };
 
-  const queued = props.queue.length;
+  const typed = hasText || pending.length > 0;
+  const interrupt = () => {
+    if (typed) submit('interrupt');
+    else props.cancelAndSendWaiting();
+  };
   return (
     <form
       class="composer"
       aria-label="Send a message"
       onSubmit={(ev) => {
         ev.preventDefault();
-        void submit();
+        submit();
       }}
       onDragOver={(ev) => ev.preventDefault()}
       onDrop={(ev) => {
@@ -112,29 +138,32 @@ export function Composer(props: ComposerProps) {
         }
       }}
     >
-      {queued ? (
-        <div class="queue" data-testid="queue">
-          <p class="queue-head" id="queue-head">
-            {queued === 1 ? '1 message waits' : `${queued} messages wait`} to be sent when the agent finishes
-            {props.canCancel ? (
-              <button type="button" class="small warn" onClick={() => props.cancelAndSend()}>
-                Cancel and send now
-              </button>
-            ) : null}
-          </p>
-          <ol class="queue-list" aria-labelledby="queue-head">
-            {props.queue.map((q, i) => (
-              <li key={q.id} class="queued">
-                <span class="queued-text">
-                  {q.text || '(images only)'}
-                  {q.images.length ? ` · ${q.images.length} image${q.images.length === 1 ? '' : 's'}` : ''}
-                </span>
-                <button type="button" class="small" aria-label={`Remove queued message ${i + 1}`} onClick={() => props.unqueue(q.id)}>
-                  Remove
-                </button>
-              </li>
-            ))}
-          </ol>
+      {props.pending.length ? <PendingList pending={props.pending} unqueue={props.unqueue} /> : null}
+      {props.busy ? (
+        <div class="composer-ways" role="group" aria-label="Other ways to send while the agent works">
+          <button
+            type="button"
+            class="small"
+            disabled={!typed}
+            aria-keyshortcuts="Alt+Enter"
+            title="Send at the next tool boundary: the agent reads it before its next step, without stopping its turn (Alt+Enter)"
+            onClick={() => submit('steer')}
+          >
+            Steer
+          </button>
+          <button
+            type="button"
+            class="small warn"
+            disabled={!props.canCancel || (!typed && props.pending.length === 0)}
+            title={
+              typed
+                ? 'Cancel the running turn and send this message as soon as it has stopped'
+                : 'Cancel the running turn; the first waiting message goes out as soon as it has stopped'
+            }
+            onClick={interrupt}
+          >
+            Cancel and send now
+          </button>
         </div>
       ) : null}
       <label for="message-input" class="visually-hidden">
@@ -187,9 +216,11 @@ export function Composer(props: ComposerProps) {
           onKeyDown={(ev) => {
             if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
               ev.preventDefault();
-              void submit();
+              // Alt+Enter steers (at rest it simply sends, as every delivery does).
+              submit(ev.altKey ? 'steer' : 'queue');
             }
           }}
+          onInput={(ev) => setHasText(ev.currentTarget.value.trim() !== '')}
           onPaste={(ev) => {
             const files = [...(ev.clipboardData?.files ?? [])];
             if (files.length) {
@@ -211,7 +242,12 @@ export function Composer(props: ComposerProps) {
               Cancel
             </button>
           ) : null}
-          <button type="submit" class="primary" disabled={sending} title={props.busy ? 'Queue this message (Enter)' : 'Send (Enter)'}>
+          <button
+            type="submit"
+            class="primary"
+            aria-busy={sending > 0 ? 'true' : undefined}
+            title={props.busy ? 'Queue this message (Enter)' : 'Send (Enter)'}
+          >
             {props.busy ? 'Queue' : 'Send'}
           </button>
         </div>
@@ -220,5 +256,59 @@ export function Composer(props: ComposerProps) {
         {props.hint || 'Enter to send · Shift+Enter for a new line · / to come back here'}
       </p>
     </form>
+  );
+}
+
+/** How each waiting message goes out, in words. */
+const WAYS: Partial<Record<DeliveryMode, { readonly badge: string; readonly when: string }>> = {
+  [DeliveryMode.QUEUE]: { badge: 'Queued', when: 'sent when the turn ends' },
+  [DeliveryMode.STEER]: { badge: 'Steer', when: 'given to the agent at the next tool boundary' },
+  [DeliveryMode.INTERRUPT]: { badge: 'Interrupt', when: 'sent once the cancel completes' },
+};
+
+/**
+ * The messages waiting in the conversation, in the order they go, each with its mode and (unless
+ * read-only) a Remove button. Read-only in a full conversation: they are never sent there, but
+ * stay listed so they can be taken to the continued one.
+ */
+export function PendingList({
+  pending,
+  unqueue,
+  readOnly = false,
+}: {
+  pending: readonly PendingMessage[];
+  unqueue?: (queuedId: string) => void;
+  readOnly?: boolean;
+}) {
+  const n = pending.length;
+  return (
+    <div class="queue" data-testid="queue">
+      <p class="queue-head" id="queue-head">
+        {n === 1 ? '1 message waits' : `${n} messages wait`}
+        {readOnly ? ', never sent: the conversation is full' : ''}
+      </p>
+      <ol class="queue-list" aria-labelledby="queue-head">
+        {pending.map((q, i) => {
+          const way = WAYS[q.delivery] ?? WAYS[DeliveryMode.QUEUE]!;
+          return (
+            <li key={q.id} class="queued" data-delivery={DeliveryMode[q.delivery]?.toLowerCase()}>
+              <span class={`queued-mode queued-${DeliveryMode[q.delivery]?.toLowerCase()}`} title={way.when}>
+                {way.badge}
+              </span>
+              <span class="queued-text">
+                {q.text || '(images only)'}
+                {q.imageCount ? ` · ${q.imageCount} image${q.imageCount === 1 ? '' : 's'}` : ''}
+              </span>
+              <span class="visually-hidden">, {way.when}</span>
+              {readOnly || !unqueue ? null : (
+                <button type="button" class="small" aria-label={`Remove queued message ${i + 1}`} onClick={() => unqueue(q.id)}>
+                  Remove
+                </button>
+              )}
+            </li>
+          );
+        })}
+      </ol>
+    </div>
   );
 }

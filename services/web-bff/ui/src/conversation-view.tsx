@@ -1,6 +1,6 @@
 /**
- * One conversation: header, mode line, live state line, context figure, the transcript, the
- * upgrade dialog, the queue and the composer. Everything shown follows the watch stream
+ * One conversation: header, mode line, live state line, context figure, the transcript (each
+ * message at rest can be forked from), the upgrade dialog, the messages waiting and the composer. Everything shown follows the watch stream
  * (session.ts); the buttons only send requests and the stream reports their effect. Until the
  * first snapshot it says it is loading; an unknown conversation gets one not-found page.
  *
@@ -19,10 +19,10 @@ import { modeLine, stateLine, stateShort, usageView } from '@bedrock/agent-view/
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
-import { Composer } from './composer.tsx';
+import { Composer, PendingList } from './composer.tsx';
 import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
-import { SubAgentNamesContext, Transcript } from './transcript.tsx';
+import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
 
 export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
   const session = useMemo(() => new Session(deps, id), [id]);
@@ -126,6 +126,9 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   const awaiting = kind === StateKind.AWAITING_MODE_APPROVAL;
   const titles = session.subAgentTitles;
   const names = useMemo(() => ({ parentId: c.id, titles }), [c.id, titles]);
+  // Sub-agents are driven by their parent: the service refuses to fork one, so they offer no fork.
+  const fork = useMemo(() => (c.parentId ? undefined : (at: bigint) => session.fork(at)), [session, c.parentId]);
+  const forkedFrom = c.forkedFrom;
 
   return (
     <div class="conversation">
@@ -138,6 +141,21 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
                 {'Sub-agent of '}
                 <a href={`/c/${encodeURIComponent(c.parentId)}`} data-link class="parent-link" data-testid="parent-link">
                   {session.parentTitle || 'its parent'}
+                </a>
+                {' · '}
+              </>
+            ) : null}
+            {forkedFrom ? (
+              <>
+                {'Forked from '}
+                <a
+                  href={`/c/${encodeURIComponent(forkedFrom.conversationId)}`}
+                  data-link
+                  class="fork-source-link"
+                  data-testid="fork-source-link"
+                  title={`Its history up to message ${forkedFrom.messageSequence} was copied from there`}
+                >
+                  {session.forkSourceTitle || 'the conversation it came from'}
                 </a>
                 {' · '}
               </>
@@ -194,7 +212,9 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
       )}
       <UpgradeDialog session={session} awaiting={awaiting} />
       <SubAgentNamesContext.Provider value={names}>
-        <Transcript model={session.transcript} version={session.transcript.version} />
+        <ForkContext.Provider value={fork}>
+          <Transcript model={session.transcript} version={session.transcript.version} />
+        </ForkContext.Provider>
       </SubAgentNamesContext.Provider>
       {session.alert ? (
         <div class="alert" role="alert">
@@ -210,6 +230,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             The context window is full, so this conversation is read-only. Continue the work in a new conversation seeded with the summary
             above.
           </p>
+          {session.pending.length ? <PendingList pending={session.pending} readOnly /> : null}
           <button type="button" class="primary" onClick={() => void session.continueFrom()}>
             Start a new conversation from this
           </button>
@@ -220,10 +241,10 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
           busy={kind !== StateKind.IDLE && kind !== StateKind.ERROR}
           canCancel={session.canCancel}
           hint={session.busyHint}
-          queue={session.queue}
-          submit={(text, images) => session.submit(text, images)}
+          pending={session.pending}
+          submit={(text, images, delivery) => session.submit(text, images, delivery)}
           cancel={() => session.cancel()}
-          cancelAndSend={() => session.cancel()}
+          cancelAndSendWaiting={() => session.cancelAndSendWaiting()}
           unqueue={(id) => session.unqueue(id)}
           problem={(message) => session.showError(message)}
           focusRef={(focus) => (focusComposer.current = focus)}

@@ -268,6 +268,10 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
           </dt>
           <dd>Send (queued while the agent works) / new line</dd>
           <dt>
+            <kbd>Alt</kbd>+<kbd>Enter</kbd>
+          </dt>
+          <dd>While the agent works: steer, given to it at the next tool boundary</dd>
+          <dt>
             <kbd>Esc</kbd>
           </dt>
           <dd>Cancel the running turn; close a dialog, menu or the drawer</dd>

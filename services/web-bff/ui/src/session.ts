@@ -1,11 +1,12 @@
 /**
  * One open conversation, as state the view draws (no DOM): what the watch stream says (the
  * conversation, its state and mode, the context figure, the transcript), whether it exists at
- * all, the user's actions (each retried with one request id) and the queue of messages typed
- * while the agent works. Every change calls `changed`.
+ * all, the user's actions (each retried with one request id) and the messages waiting in the
+ * conversation (the service's queue, `state.pending_messages`). Every change calls `changed`.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import {
+  DeliveryMode,
   isFinished,
   Mode,
   StateKind,
@@ -14,12 +15,13 @@ import {
   type ConversationEvent,
   type ConversationState,
   type Message,
+  type PendingMessage,
 } from '@bedrock/contracts';
 import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type UsageFigures } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
-import type { Attachment, Outgoing } from './composer.tsx';
+import type { Attachment } from './composer.tsx';
 import { conversationTitle, inSpawnOrder } from './titles.ts';
 import { TranscriptModel } from './transcript-model.ts';
 import { watch } from './watch.ts';
@@ -47,7 +49,17 @@ const SUB_AGENT_REFRESH_MS = 300;
 /** Loading until the first snapshot; then live; or one clear page saying why not. */
 export type Phase = { kind: 'loading' } | { kind: 'live' } | { kind: 'not-found' } | { kind: 'unavailable'; message: string };
 
-let outgoingIds = 0;
+/** How the composer sends a message: queued (the default), steered in at the next tool boundary, or interrupting the turn. */
+export type Delivery = 'queue' | 'steer' | 'interrupt';
+
+const DELIVERY: Record<Delivery, DeliveryMode> = {
+  queue: DeliveryMode.QUEUE,
+  steer: DeliveryMode.STEER,
+  interrupt: DeliveryMode.INTERRUPT,
+};
+
+/** What a fork attempt came to: opened, or the service's refusal in its words. */
+export type ForkOutcome = { ok: true } | { ok: false; message: string };
 
 export class Session {
   phase: Phase = { kind: 'loading' };
@@ -68,13 +80,10 @@ export class Session {
   /** A sub-agent's parent's title, once fetched ('' until then, or when it could not be). */
   parentTitle = '';
   private parentAsked = false;
+  /** A fork's source's title, once fetched ('' until then, or when it could not be). */
+  forkSourceTitle = '';
+  private forkSourceAsked = false;
   private subAgentTimer: number | undefined;
-  queue: Outgoing[] = [];
-  /** A queued message is on its way; the next waits until the turn it started has begun. */
-  private flushing = false;
-  private awaitingBusy = false;
-  /** A queued send failed: wait for the next state change before trying again. */
-  private flushBlocked = false;
   private lastListedKind: StateKind | undefined;
   private stopWatch: (() => void) | undefined;
   private ticker: number | undefined;
@@ -130,6 +139,11 @@ export class Session {
     return peakUsage(this.usage, [], this.peakTokens);
   }
 
+  /** The messages waiting in the conversation, in the order they will go (the service's queue). */
+  get pending(): readonly PendingMessage[] {
+    return this.state?.pendingMessages ?? [];
+  }
+
   get canCancel(): boolean {
     return isBusy(this.kind) && this.kind !== StateKind.CANCELLING;
   }
@@ -140,7 +154,8 @@ export class Session {
     if (kind === StateKind.AWAITING_MODE_APPROVAL)
       return 'Waiting for your approval of Unrestricted mode. A message you send now waits until the turn ends.';
     if (kind === StateKind.CANCELLING) return 'Cancelling… A message you send now goes out when it has stopped.';
-    if (isBusy(kind)) return 'The agent is working. A message you send now waits until it finishes; Esc cancels the turn.';
+    if (isBusy(kind))
+      return 'The agent is working. A message you send now waits until it finishes; Alt+Enter steers it in at the next tool boundary; Esc cancels the turn.';
     return '';
   }
 
@@ -173,46 +188,56 @@ export class Session {
     }
   }
 
-  /** The composer's message: sent now when the agent rests, else queued (in order). */
-  async submit(text: string, images: Attachment[]): Promise<boolean> {
-    if (isBusy(this.kind) || this.queue.length > 0 || this.flushing) {
-      this.queue = [...this.queue, { id: ++outgoingIds, text, images }];
-      this.changed();
-      this.flush();
-      return true;
-    }
-    return this.send(text, images);
+  /**
+   * The composer's message. At rest every delivery sends it at once; while the agent works the
+   * service keeps it (`queue`: when the turn ends; `steer`: at the next tool boundary;
+   * `interrupt`: the turn is cancelled and it goes out once stopped) and lists it in the state,
+   * which is what the view shows — so a reload, or a message queued from the CLI, shows the same.
+   */
+  submit(text: string, images: Attachment[], delivery: Delivery = 'queue'): Promise<boolean> {
+    return this.act((requestId) =>
+      this.deps.api.sendMessage({ conversationId: this.id, text, images, requestId, delivery: DELIVERY[delivery] }),
+    );
   }
 
-  unqueue(id: number): void {
-    this.queue = this.queue.filter((q) => q.id !== id);
-    this.changed();
+  /** Withdraws a waiting message (CancelQueuedMessage); the next state says it is gone. */
+  unqueue(queuedId: string): void {
+    void this.act((requestId) => this.deps.api.cancelQueuedMessage({ conversationId: this.id, queuedId, requestId }));
+  }
+
+  /** The box is empty but messages wait: cancel, and the service sends the first of them once stopped (a cancel keeps the queue). */
+  cancelAndSendWaiting(): void {
+    this.cancel();
   }
 
   cancel(): void {
     if (this.canCancel) void this.act((requestId) => this.deps.api.cancel({ conversationId: this.id, requestId }));
   }
 
-  private send(text: string, images: Attachment[]): Promise<boolean> {
-    return this.act((requestId) => this.deps.api.sendMessage({ conversationId: this.id, text, images, requestId }));
-  }
-
-  /** Sends the first queued message when the turn has come to rest. */
-  private flush(): void {
-    const kind = this.kind;
-    if (this.flushing || this.flushBlocked || this.awaitingBusy || this.queue.length === 0) return;
-    if (kind !== StateKind.IDLE && kind !== StateKind.ERROR) return;
-    const next = this.queue[0]!;
-    this.flushing = true;
-    void this.send(next.text, next.images).then((ok) => {
-      this.flushing = false;
-      if (ok) {
-        this.queue = this.queue.filter((q) => q !== next);
-        this.awaitingBusy = true;
-      } else this.flushBlocked = true;
-      this.changed();
-      this.flush();
-    });
+  /**
+   * A new conversation from this one's history up to message `atSequence`, then opened. The
+   * service refuses a place inside a tool call (naming the nearest ones that work): that answer
+   * is returned for the view to show beside the message.
+   */
+  async fork(atSequence: bigint): Promise<ForkOutcome> {
+    try {
+      // One request id for every attempt: a retry answers the fork the first attempt made.
+      const res = await retrying(
+        (requestId) => this.deps.api.forkConversation({ conversationId: this.id, atMessage: atSequence, requestId }),
+        {
+          onRetry: ({ attempt, attempts, error }) =>
+            this.showError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`),
+        },
+      );
+      if (this.alert) this.dismissError();
+      this.deps.listChanged();
+      if (res.conversation) this.deps.navigate(`/c/${encodeURIComponent(res.conversation.id)}`);
+      return { ok: true };
+    } catch (err) {
+      if (this.alert) this.dismissError();
+      if (isUnauthenticated(err)) this.deps.authFailed(errorText(err));
+      return { ok: false, message: errorText(err) };
+    }
   }
 
   async respond(approve: boolean): Promise<void> {
@@ -285,6 +310,21 @@ export class Session {
     );
   }
 
+  /** A fork names its source by title: asked once. */
+  private loadForkSource(sourceId: string): void {
+    if (this.forkSourceAsked) return;
+    this.forkSourceAsked = true;
+    this.deps.api.getConversation({ conversationId: sourceId }).then(
+      (res) => {
+        if (!res.conversation) return;
+        this.forkSourceTitle = conversationTitle(res.conversation);
+        this.changed();
+      },
+      // The link still works; it says "the conversation it came from".
+      () => undefined,
+    );
+  }
+
   /** The service's answer to a settings change. */
   settingsChanged(changed: Conversation | undefined): void {
     if (this.conversation && changed)
@@ -305,7 +345,6 @@ export class Session {
 
   private onEvent(e: ConversationEvent): void {
     const now = performance.now();
-    const kindBefore = this.kind;
     switch (e.kind.case) {
       case 'snapshot': {
         const c = e.kind.value.conversation;
@@ -320,8 +359,8 @@ export class Session {
         if (c?.parentId) this.loadParent(c.parentId);
         this.retry = retryFromState(this.state, now, this.retry);
         this.transcript.reset(e.kind.value.messages);
+        if (c?.forkedFrom) this.loadForkSource(c.forkedFrom.conversationId);
         this.phase = { kind: 'live' };
-        this.awaitingBusy = false;
         break;
       }
       case 'stateChanged': {
@@ -400,8 +439,6 @@ export class Session {
         return;
     }
     const kind = this.kind;
-    if (kind !== kindBefore) this.flushBlocked = false;
-    if (isBusy(kind)) this.awaitingBusy = false;
     if (kind !== StateKind.AWAITING_MODE_APPROVAL) this.upgradeReason = '';
     this.transcript.onState(kind, this.state?.currentToolUseId ?? '');
     this.tick();
@@ -410,7 +447,6 @@ export class Session {
       this.deps.listChanged();
     }
     this.changed();
-    this.flush();
   }
 
   /** Keeps the retry countdown moving while a retry waits. */

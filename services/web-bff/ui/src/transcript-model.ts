@@ -12,6 +12,12 @@
  *
  * Every item and card carries `rev`, bumped when it changes: the view re-renders an item only
  * when its rev moved, so a delta re-renders the streaming answer and nothing else.
+ *
+ * Your messages and the agent's answers at rest carry `forkAt`, the sequence of the last
+ * message a fork "from here" copies: the user message itself; for an answer, the answer, or
+ * once every tool it called has its result, the message with the last result (a history cannot
+ * end between a tool call and its result). An answer still waiting for a result, or paused by
+ * the provider, has none.
  */
 import {
   MessageType,
@@ -111,11 +117,21 @@ export interface AgentItem {
   usageText: string;
   readonly usage: { thinkingTokens: bigint; webSearchRequests: bigint; webFetchRequests: bigint };
   at?: number;
+  /** Where a fork from this answer ends its copy (see above); unset while it is not at rest. */
+  forkAt?: bigint;
   rev: number;
 }
 
 export type Item =
-  | { readonly kind: 'user'; readonly key: string; readonly blocks: readonly ContentBlock[]; readonly at?: number; rev: number }
+  | {
+      readonly kind: 'user';
+      readonly key: string;
+      readonly blocks: readonly ContentBlock[];
+      readonly at?: number;
+      /** The message's sequence: a fork from here copies up to it. */
+      readonly forkAt: bigint;
+      rev: number;
+    }
   | AgentItem
   | { readonly kind: 'streaming'; readonly key: string; readonly live: Live; rev: number }
   | {
@@ -171,10 +187,10 @@ export class TranscriptModel {
         this.addAgent(message, at);
         break;
       case MessageType.TOOL:
-        for (const block of message.content) if (block.block.case === 'toolResult') this.attachResult(block.block.value);
+        for (const block of message.content) if (block.block.case === 'toolResult') this.attachResult(block.block.value, message.sequence);
         break;
       case MessageType.USER:
-        this.push({ kind: 'user', key: message.id, blocks: message.content, at, rev: 0 });
+        this.push({ kind: 'user', key: message.id, blocks: message.content, at, forkAt: message.sequence, rev: 0 });
         break;
       case MessageType.SYSTEM:
         this.push({ kind: 'notice', key: message.id, tone: 'info', type: 'system', text: textOf(message), at, rev: 0 });
@@ -315,6 +331,7 @@ export class TranscriptModel {
         }
       : undefined;
     answer.usageText = usageExtras(answer.usage, formatTokens);
+    answer.forkAt = m.stopReason !== StopReason.PAUSE_TURN && toolsAnswered(answer) ? m.sequence : undefined;
     answer.rev++;
     if (paused) return;
     // An answer with nothing to show (an empty response that ended normally) takes no room.
@@ -463,8 +480,10 @@ export class TranscriptModel {
     return card;
   }
 
-  private attachResult(r: ToolResultBlock): void {
+  private attachResult(r: ToolResultBlock, sequence: bigint): void {
     let found = this.tools.get(r.toolUseId);
+    // A result whose call is not shown has no answer of its own to fork from.
+    const orphan = !found;
     if (!found) {
       // A result whose call is not shown (e.g. a snapshot cut): show it on its own.
       const answer: AgentItem = {
@@ -492,8 +511,15 @@ export class TranscriptModel {
       output: !patch || r.isError ? r.content || '(no output)' : undefined,
       isError: r.isError,
     };
+    // Every call answered: the answer is at rest up to this message.
+    if (!orphan && owner.stop !== StopReason.PAUSE_TURN && toolsAnswered(owner)) owner.forkAt = sequence;
     this.touchCard(card, owner);
   }
+}
+
+/** Whether every tool the answer called has its result. */
+function toolsAnswered(answer: AgentItem): boolean {
+  return answer.parts.every((p) => p.kind !== 'tool' || p.card.result !== undefined);
 }
 
 /** Streamed blocks in order: adjacent ones are one text (the provider splits cited text), others a paragraph apart. */

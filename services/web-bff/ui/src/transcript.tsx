@@ -1,8 +1,11 @@
 /**
  * The transcript on screen (its content is transcript-model.ts). Each item re-renders only
  * when its rev changed, so a token delta touches the streaming answer alone; the list keeps
- * the reader's place unless they were at the bottom, where it follows new content.
+ * the reader's place unless they were at the bottom, where it follows new content. Your
+ * messages and the agent's answers at rest have a "Fork from here" button (shown on hover or
+ * focus; always on a touch screen); a place the service refuses shows its answer under the message.
  */
+import type { ComponentChildren } from 'preact';
 import type { ContentBlock } from '@bedrock/contracts';
 import { StateKind } from '@bedrock/contracts';
 import type { Source } from '@bedrock/agent-view/agent-content';
@@ -12,6 +15,7 @@ import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } fro
 import { CopyButton } from './copy.tsx';
 import { Markdown, StreamingMarkdown } from './markdown-view.tsx';
 import { memo } from './memo.ts';
+import type { ForkOutcome } from './session.ts';
 import { RelativeTime } from './time.tsx';
 import { subAgentPieces, withSubAgentTitles } from './titles.ts';
 import {
@@ -35,6 +39,10 @@ export interface SubAgentNames {
   readonly titles: ReadonlyMap<string, string>;
 }
 export const SubAgentNamesContext = createContext<SubAgentNames>({ parentId: '', titles: new Map() });
+
+/** Forks the conversation after the message with this sequence (and opens the fork); undefined where forking is not offered. */
+export type Fork = (atSequence: bigint) => Promise<ForkOutcome>;
+export const ForkContext = createContext<Fork | undefined>(undefined);
 
 /** Results longer than this many lines start folded. */
 const FOLD_LINES = 24;
@@ -90,19 +98,7 @@ const ItemView = memo(
   function ItemView({ item }: { item: Item; rev: number }) {
     switch (item.kind) {
       case 'user':
-        return (
-          <li class="msg msg-user">
-            <div class="msg-who">
-              <span>You</span>
-              <RelativeTime at={item.at} />
-            </div>
-            <div class="msg-body">
-              {item.blocks.map((b, i) => (
-                <UserBlock key={i} block={b} />
-              ))}
-            </div>
-          </li>
-        );
+        return <UserMessage item={item} />;
       case 'agent':
         return <Answer answer={item} />;
       case 'streaming':
@@ -175,6 +171,72 @@ function SubAgentCard({ item }: { item: Item & { kind: 'subagent' } }) {
   );
 }
 
+function UserMessage({ item }: { item: Item & { kind: 'user' } }) {
+  const fork = useForkAction(item.forkAt);
+  return (
+    <li class="msg msg-user" data-sequence={String(item.forkAt)}>
+      <div class="msg-who">
+        <span>You</span>
+        <RelativeTime at={item.at} />
+        {fork.button}
+      </div>
+      <div class="msg-body">
+        {item.blocks.map((b, i) => (
+          <UserBlock key={i} block={b} />
+        ))}
+      </div>
+      {fork.error}
+    </li>
+  );
+}
+
+/**
+ * "Fork from here" for a message at rest (`at`: the last message the fork copies): the button
+ * for the message's head line, and the service's refusal to show under the message.
+ */
+function useForkAction(at: bigint | undefined): { button: ComponentChildren; error: ComponentChildren } {
+  const fork = useContext(ForkContext);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const mounted = useRef(true);
+  useEffect(
+    () => () => {
+      mounted.current = false;
+    },
+    [],
+  );
+  if (!fork || at === undefined) return { button: null, error: null };
+  const errorId = `fork-error-${at}`;
+  const run = async () => {
+    setBusy(true);
+    setError('');
+    const outcome = await fork(at);
+    // On success the fork opens and this view goes away.
+    if (!mounted.current) return;
+    setBusy(false);
+    if (!outcome.ok) setError(outcome.message);
+  };
+  return {
+    button: (
+      <button
+        type="button"
+        class="fork-button small"
+        disabled={busy}
+        aria-describedby={error ? errorId : undefined}
+        title="Start a new conversation with the history up to this message"
+        onClick={() => void run()}
+      >
+        {busy ? 'Forking…' : 'Fork from here'}
+      </button>
+    ),
+    error: error ? (
+      <p class="form-error fork-error" id={errorId} role="alert">
+        {error}
+      </p>
+    ) : null,
+  };
+}
+
 function UserBlock({ block }: { block: ContentBlock }) {
   const image = block.block.case === 'image' ? block.block.value : undefined;
   const url = useMemo(() => (image ? URL.createObjectURL(new Blob([image.data.slice()], { type: image.mediaType })) : ''), [image]);
@@ -191,11 +253,13 @@ function UserBlock({ block }: { block: ContentBlock }) {
 
 function Answer({ answer }: { answer: AgentItem }) {
   const sources = answer.sources.sources;
+  const fork = useForkAction(answer.forkAt);
   return (
-    <li class="msg msg-agent" data-stop={answer.marker?.stop || undefined}>
+    <li class="msg msg-agent" data-stop={answer.marker?.stop || undefined} data-sequence={answer.forkAt?.toString()}>
       <div class="msg-who">
         <span>Agent</span>
         <RelativeTime at={answer.at} />
+        {fork.button}
       </div>
       {answer.parts.map((p) => (
         <PartView key={p.key} part={p} rev={partRev(p)} />
@@ -220,6 +284,7 @@ function Answer({ answer }: { answer: AgentItem }) {
         </p>
       ) : null}
       {answer.usageText ? <p class="msg-usage">{answer.usageText}</p> : null}
+      {fork.error}
     </li>
   );
 }

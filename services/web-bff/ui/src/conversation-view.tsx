@@ -267,7 +267,9 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
   const input = useRef<HTMLInputElement>(null);
   const editButton = useRef<HTMLButtonElement>(null);
   const wasEditing = useRef(false);
-  useEffect(() => {
+  // A layout effect, so focus moves with the render (an effect waits for an animation frame,
+  // which a page in the background may not get for a while).
+  useLayoutEffect(() => {
     if (editing) {
       input.current?.focus();
       input.current?.select();

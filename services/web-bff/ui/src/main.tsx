@@ -126,12 +126,16 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
 
   const newConversation = useCallback(() => {
     setDrawer(true);
-    // After the drawer has opened (it is inert while closed).
-    requestAnimationFrame(() => {
+    const focusCwd = () => {
       const cwd = document.getElementById('new-cwd') as HTMLInputElement | null;
-      cwd?.focus();
-      cwd?.select();
-    });
+      if (!cwd || document.activeElement === cwd) return;
+      cwd.focus();
+      cwd.select();
+    };
+    // At once where the form is beside the conversation (a page in the background gets no
+    // animation frames); in the drawer, after it has opened (it is inert while closed).
+    focusCwd();
+    requestAnimationFrame(focusCwd);
   }, []);
 
   useEffect(() => {

@@ -3,7 +3,7 @@
  * environment (or given as typed overrides by the embedded mode). docs/conversation.md's
  * settings table is generated from it. Durations are milliseconds in code.
  */
-import type { z } from '@bedrock/platform/config';
+import { z } from '@bedrock/platform/config';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import {
   bool,
@@ -54,6 +54,24 @@ function modelRegistryJson(): SettingType<string> {
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
+  };
+}
+
+/** Dollars as written ("5", "2.50", "0.125"; at most six decimals), held as whole micro-dollars; 0 is no budget. */
+function usdAmount(): SettingType<number> {
+  return {
+    expected: 'an amount in USD such as 5 or 2.50 (0: none)',
+    schema: z
+      .unknown()
+      .transform((value, ctx) => {
+        if (typeof value !== 'string') return value;
+        const match = /^\$?(\d{1,12})(?:\.(\d{1,6}))?$/.exec(value.trim());
+        if (match) return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
+        ctx.addIssue({ code: 'custom', message: 'not an amount in USD' });
+        return z.NEVER;
+      })
+      .pipe(z.number().int().min(0)),
+    format: (micros) => String(micros / 1_000_000),
   };
 }
 
@@ -110,6 +128,25 @@ export const conversationConfigSchema = section({
     checkCwd: setting('BEDROCK_CHECK_CWD', bool(), {
       default: true,
       doc: "CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
+    }),
+  }),
+  /** Every user's limits unless an admin set theirs (SetUserLimits); 0 is unlimited. Budgets in micro-dollars in code. */
+  limits: section({
+    dailyBudget: setting('BEDROCK_DAILY_BUDGET', usdAmount(), {
+      default: 0,
+      doc: "Spend (USD, at the model registry's prices) a user may reach per UTC day before SendMessage is refused until midnight UTC; 0: none.",
+    }),
+    monthlyBudget: setting('BEDROCK_MONTHLY_BUDGET', usdAmount(), {
+      default: 0,
+      doc: 'Spend (USD) a user may reach per UTC calendar month before SendMessage is refused until the first of the next month; 0: none.',
+    }),
+    maxBusyConversations: setting('BEDROCK_MAX_BUSY_CONVERSATIONS', int({ min: 0 }), {
+      default: 0,
+      doc: 'Top-level conversations of one user working at once; a message that would start one more is refused; 0: no limit.',
+    }),
+    messagesPerMinute: setting('BEDROCK_MESSAGES_PER_MINUTE', int({ min: 0 }), {
+      default: 0,
+      doc: 'SendMessage calls one user may make per UTC minute; 0: no limit.',
     }),
   }),
   /** Timing of a turn (the core's policy); all in ms. */

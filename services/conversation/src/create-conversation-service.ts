@@ -53,6 +53,7 @@ import { startRequestPruner } from './store/request-outcomes.ts';
 import { createHistoryReads } from './store/history-reads.ts';
 import { createIdentityStore } from './store/identity-store.ts';
 import { createAuditStore } from './store/audit-store.ts';
+import { createLimitsStore } from './spend/limits.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -137,6 +138,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     };
     const models = createModelRegistry(config.models.registry ?? null);
     const store = createConversationStore({ pool });
+    const limits = createLimitsStore({
+      pool,
+      defaults: {
+        dailyBudgetMicros: config.limits.dailyBudget,
+        monthlyBudgetMicros: config.limits.monthlyBudget,
+        maxBusyConversations: config.limits.maxBusyConversations,
+        messagesPerMinute: config.limits.messagesPerMinute,
+      },
+    });
     const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
     const publishRows = createRowPublisher(transport, onPublished);
     const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
@@ -207,13 +217,21 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             checkCwd: config.conversations.checkCwd,
             sandboxAvailable,
             onApplied: recordTransition,
+            limits,
+            ...(deps.clock ? { now: deps.clock } : {}),
           });
           // The llm-gateway fetches each request's history here (claim-check jobs).
           registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
           // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls (the audit log's reads too).
           const identities = createIdentityStore(pool);
           registerIdentityApi(router, { identities });
-          registerAdminApi(router, { identities, audit: createAuditStore(pool), logger });
+          registerAdminApi(router, {
+            identities,
+            audit: createAuditStore(pool),
+            logger,
+            limits,
+            ...(deps.clock ? { now: deps.clock } : {}),
+          });
           registerHealth(router, health);
           registerReflection(router, [ConversationService, ConversationHistoryService, IdentityService, AdminService]);
         },

@@ -20,6 +20,8 @@ import {
   ListTokensResponseSchema,
   ListUsersResponseSchema,
   RevokeTokenResponseSchema,
+  SetUserLimitsResponseSchema,
+  GetUserLimitsResponseSchema,
   ROLE_HEADER,
   USER_HEADER,
   USER_ID_PATTERN,
@@ -34,11 +36,16 @@ import type { IdentityStore, TokenRow, UserRow } from '../store/identity-store.t
 import type { AuditStore, StoredAuditEvent } from '../store/audit-store.ts';
 import { AUDIT_ACTIONS, type AuditActor } from '../mapping/audit-rows.ts';
 import { requireWebBff, roleToProto } from './identity-api.ts';
+import { usageToProto, type Limits, type LimitsStore } from '../spend/limits.ts';
 
 export interface AdminApiOptions {
   readonly identities: IdentityStore;
   readonly audit: AuditStore;
   readonly logger: Logger;
+  /** Per-user limits (SetUserLimits, GetUserLimits); absent: those calls are UNIMPLEMENTED. */
+  readonly limits?: LimitsStore;
+  /** The clock of spend periods; default the system clock. */
+  readonly now?: () => Date;
 }
 
 const MAX_TEXT = 200;
@@ -111,6 +118,12 @@ function tokenToProto(t: TokenRow): UserToken {
 
 export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions): void {
   const { identities, audit, logger } = options;
+  const now = options.now ?? (() => new Date());
+  const limitsOf = (): LimitsStore => {
+    if (!options.limits) throw new ConnectError('this service keeps no limits', Code.Unimplemented);
+    return options.limits;
+  };
+
   router.service(AdminService, {
     async addUser(req, ctx) {
       const admin = requireAdmin(ctx, 'AddUser');
@@ -184,6 +197,33 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
         events: page.map(auditToProto),
         nextPageToken: rows.length > limit ? page[page.length - 1]!.id : '',
       });
+    },
+
+    async setUserLimits(req, ctx) {
+      const admin = requireAdmin(ctx, 'SetUserLimits');
+      const id = userId(req.userId);
+      const change: { -readonly [K in keyof Limits]?: number } = {};
+      const amount = (value: bigint, field: string): number => {
+        if (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER))
+          throw new ConnectError(`${field} must be 0 (no budget) or a positive number of micro-dollars`, Code.InvalidArgument);
+        return Number(value);
+      };
+      if (req.dailyBudgetMicros !== undefined) change.dailyBudgetMicros = amount(req.dailyBudgetMicros, 'daily_budget_micros');
+      if (req.monthlyBudgetMicros !== undefined) change.monthlyBudgetMicros = amount(req.monthlyBudgetMicros, 'monthly_budget_micros');
+      if (req.maxBusyConversations !== undefined) change.maxBusyConversations = req.maxBusyConversations;
+      if (req.messagesPerMinute !== undefined) change.messagesPerMinute = req.messagesPerMinute;
+      if (req.reset && Object.keys(change).length > 0)
+        throw new ConnectError('reset returns every limit to the defaults: give no limit with it', Code.InvalidArgument);
+      if (!req.reset && Object.keys(change).length === 0)
+        throw new ConnectError('give at least one limit to set (or reset)', Code.InvalidArgument);
+      const figures = await limitsOf().set(id, req.reset ? 'reset' : change, admin, now());
+      options.logger.info({ user: id, by: admin.userId, limits: figures.limits }, 'user limits changed');
+      return create(SetUserLimitsResponseSchema, { usage: usageToProto(figures) });
+    },
+
+    async getUserLimits(req, ctx) {
+      requireAdmin(ctx, 'GetUserLimits');
+      return create(GetUserLimitsResponseSchema, { usage: usageToProto(await limitsOf().usage(userId(req.userId), now())) });
     },
   });
 }

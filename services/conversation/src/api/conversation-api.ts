@@ -43,6 +43,8 @@ import {
   CLIENT_HEADER,
   cleanClient,
   rejectionError,
+  GetUsageResponseSchema,
+  isResting,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
 import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
@@ -58,6 +60,7 @@ import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
 import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
+import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 
@@ -78,6 +81,10 @@ export interface ConversationApiOptions {
   readonly sandboxAvailable: () => Promise<boolean>;
   /** Called after each user action with the phase it found, the event type and the outcome (metrics). */
   readonly onApplied?: (from: string, event: string, outcome: string) => void;
+  /** Per-user limits SendMessage meets (spend/limits.ts); absent: none. */
+  readonly limits?: LimitsStore;
+  /** The clock of spend and limit periods; default the system clock. */
+  readonly now?: () => Date;
   /** Heartbeat interval of watch streams, ms. Default 15000. */
   readonly heartbeatMs?: number;
   /**
@@ -208,6 +215,7 @@ function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
   const { store, applier, policy } = options;
+  const now = options.now ?? (() => new Date());
 
   /**
    * The end of deleted conversations' notification streams: a final durable `deleted` event
@@ -331,7 +339,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     action: UserAction<Q, S>,
   ): Promise<MessageShape<S>> {
     const id = action.conversationId;
-    const { ownerId } = await owned(ctx, id);
+    const { ownerId, state: current } = await owned(ctx, id);
     const key = requestKeyOf(ownerId, id, action.method, action.requestSchema, action.request);
     const replayed = async (prior: PriorOutcome) => {
       options.onApplied?.('none', action.eventType, 'replayed');
@@ -350,8 +358,11 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         : await applier.apply(id, event, trace, actor);
     };
     // A user message starts the agent: the turn's `invoke_agent` span (GenAI conventions) parents its jobs.
+    // It meets the user's limits first; to a conversation at rest it starts a turn (one more busy).
+    const limits = options.limits;
+    const send = limits ? () => limits.admitMessage(ownerId, isResting(current.phase.kind), now(), apply) : apply;
     const result =
-      event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, apply) : await apply();
+      event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, send) : await apply();
     // A duplicate that was in flight at the same time (another replica): the first one's outcome.
     if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
@@ -369,6 +380,11 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
   }
 
   router.service(ConversationService, {
+    async getUsage(_req, ctx) {
+      if (!options.limits) throw new ConnectError('this service keeps no limits', Code.Unimplemented);
+      return create(GetUsageResponseSchema, { usage: usageToProto(await options.limits.usage(userOf(ctx), now())) });
+    },
+
     async createConversation(req, ctx) {
       const user = userOf(ctx);
       // Scoped to the user alone: there is no conversation yet.

@@ -49,5 +49,7 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
     listTokens: (req, ctx) => call('ListTokens', ctx, (o) => admin.listTokens(req, o)),
     revokeToken: (req, ctx) => call('RevokeToken', ctx, (o) => admin.revokeToken(req, o)),
     listAuditEvents: (req, ctx) => call('ListAuditEvents', ctx, (o) => admin.listAuditEvents(req, o)),
+    setUserLimits: (req, ctx) => call('SetUserLimits', ctx, (o) => admin.setUserLimits(req, o)),
+    getUserLimits: (req, ctx) => call('GetUserLimits', ctx, (o) => admin.getUserLimits(req, o)),
   });
 }

@@ -79,6 +79,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     triggerContinuation: (req, ctx) => call('TriggerContinuation', ctx, (o) => client.triggerContinuation(req, o)),
     updateConversationSettings: (req, ctx) => call('UpdateConversationSettings', ctx, (o) => client.updateConversationSettings(req, o)),
     renameConversation: (req, ctx) => call('RenameConversation', ctx, (o) => client.renameConversation(req, o)),
+    getUsage: (req, ctx) => call('GetUsage', ctx, (o) => client.getUsage(req, o)),
     forkConversation: (req, ctx) => call('ForkConversation', ctx, (o) => client.forkConversation(req, o)),
     async deleteConversation(req, ctx) {
       const res = await call('DeleteConversation', ctx, (o) => client.deleteConversation(req, o));

@@ -1,0 +1,244 @@
+/**
+ * Per-user limits (docs/conversation.md, "Limits"): spending budgets per UTC day and month,
+ * busy conversations at once, messages per minute. What an admin set is in `user_limits` (NULL:
+ * the service's default); spend in `user_daily_spend` (written by the applier), the minute's
+ * count in `user_message_rate`. Every check reads Postgres, so every replica sees the same
+ * figures; the two counts that race (busy conversations, messages per minute) are taken under a
+ * per-user advisory lock and by one conditional upsert respectively.
+ */
+import type { Pool, PoolClient } from 'pg';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { RejectionSchema, UserLimitsSchema, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
+import { BUSY_STATE_SQL } from '../store/conversation-store.ts';
+import { auditJson, auditInsertSql } from '../store/audit-store.ts';
+import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
+import { nextUtcMidnight, nextUtcMinute, nextUtcMonth, utcDay, utcMonthStart } from './periods.ts';
+
+/** 0 is unlimited; budgets in micro-dollars. */
+export interface Limits {
+  readonly dailyBudgetMicros: number;
+  readonly monthlyBudgetMicros: number;
+  readonly maxBusyConversations: number;
+  readonly messagesPerMinute: number;
+}
+
+export const LIMIT_FIELDS = ['dailyBudgetMicros', 'monthlyBudgetMicros', 'maxBusyConversations', 'messagesPerMinute'] as const;
+export type LimitField = (typeof LIMIT_FIELDS)[number];
+
+/** The name of each limit in rejections and in UserUsage.limits_set (the proto field names). */
+const LIMIT_NAMES: Record<LimitField, string> = {
+  dailyBudgetMicros: 'daily_budget_micros',
+  monthlyBudgetMicros: 'monthly_budget_micros',
+  maxBusyConversations: 'max_busy_conversations',
+  messagesPerMinute: 'messages_per_minute',
+};
+
+const COLUMNS: Record<LimitField, string> = LIMIT_NAMES;
+
+export interface UsageFigures {
+  readonly userId: string;
+  readonly limits: Limits;
+  readonly set: readonly LimitField[];
+  readonly spentToday: number;
+  readonly spentThisMonth: number;
+  readonly busy: number;
+  readonly at: Date;
+}
+
+/** Advisory lock space of the per-user busy-count lock (distinct from the relay's). */
+const USER_LOCK_SPACE = 0x4c494d; // 'LIM'
+
+export interface LimitsStore {
+  /** The limits in force for `user`, which of them are set for the user, spend and busy count at `now`. */
+  usage(userId: string, now: Date): Promise<UsageFigures>;
+  /** Sets some limits (or, `reset`, every one back to the defaults) and audits the change in one statement. */
+  set(userId: string, change: Partial<Limits> | 'reset', by: AuditActor, now: Date): Promise<UsageFigures>;
+  /**
+   * Checks the limits a SendMessage meets, then runs `apply` (the message). `startsTurn`: the
+   * conversation is at rest, so the message makes it busy (the busy-conversation limit counts
+   * it; then the count and `apply` run under the user's lock, so two replicas cannot both take
+   * the last place). Throws RESOURCE_EXHAUSTED with a `limit_reached` Rejection when over one.
+   */
+  admitMessage<T>(userId: string, startsTurn: boolean, now: Date, apply: () => Promise<T>): Promise<T>;
+}
+
+export function usageToProto(u: UsageFigures): UserUsage {
+  return create(UserUsageSchema, {
+    userId: u.userId,
+    limits: create(UserLimitsSchema, {
+      dailyBudgetMicros: BigInt(u.limits.dailyBudgetMicros),
+      monthlyBudgetMicros: BigInt(u.limits.monthlyBudgetMicros),
+      maxBusyConversations: u.limits.maxBusyConversations,
+      messagesPerMinute: u.limits.messagesPerMinute,
+    }),
+    limitsSet: u.set.map((f) => LIMIT_NAMES[f]),
+    spentTodayMicros: BigInt(u.spentToday),
+    spentThisMonthMicros: BigInt(u.spentThisMonth),
+    busyConversations: u.busy,
+    dayResetsAt: timestampFromDate(nextUtcMidnight(u.at)),
+    monthResetsAt: timestampFromDate(nextUtcMonth(u.at)),
+  });
+}
+
+/** The error a SendMessage over a limit answers. */
+export function limitError(limit: LimitField, message: string, resetsAt: Date | null): ConnectError {
+  const rejection = create(RejectionSchema, {
+    code: 'limit_reached',
+    message,
+    limit: LIMIT_NAMES[limit].replace(/_micros$/, ''),
+    ...(resetsAt ? { resetsAt: timestampFromDate(resetsAt) } : {}),
+  });
+  return new ConnectError(message, Code.ResourceExhausted, undefined, [{ desc: RejectionSchema, value: rejection }]);
+}
+
+function usd(micros: number): string {
+  return `$${(micros / 1_000_000).toFixed(2)}`;
+}
+
+interface LimitsRow {
+  daily_budget_micros: string | null;
+  monthly_budget_micros: string | null;
+  max_busy_conversations: number | null;
+  messages_per_minute: number | null;
+}
+
+const USAGE_SQL = `SELECT
+  (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
+  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL AND ${BUSY_STATE_SQL})::int AS busy`;
+
+export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
+  const { pool, defaults } = options;
+
+  async function usage(userId: string, now: Date, client?: PoolClient): Promise<UsageFigures> {
+    const { rows } = await (client ?? pool).query<{ limits: LimitsRow | null; today: string; month: string; busy: number }>(USAGE_SQL, [
+      userId,
+      utcDay(now),
+      utcMonthStart(now),
+    ]);
+    const row = rows[0]!;
+    const stored = row.limits;
+    const set: LimitField[] = [];
+    const value = (field: LimitField): number => {
+      const v = stored?.[COLUMNS[field] as keyof LimitsRow];
+      if (v === null || v === undefined) return defaults[field];
+      set.push(field);
+      return Number(v);
+    };
+    const limits: Limits = {
+      dailyBudgetMicros: value('dailyBudgetMicros'),
+      monthlyBudgetMicros: value('monthlyBudgetMicros'),
+      maxBusyConversations: value('maxBusyConversations'),
+      messagesPerMinute: value('messagesPerMinute'),
+    };
+    return { userId, limits, set, spentToday: Number(row.today), spentThisMonth: Number(row.month), busy: row.busy, at: now };
+  }
+
+  /** Takes one message of the user's minute, or says the minute is full (one statement; replicas share the row). */
+  async function takeMessage(userId: string, perMinute: number, now: Date): Promise<boolean> {
+    const minute = new Date(Math.floor(now.getTime() / 60_000) * 60_000);
+    const { rowCount } = await pool.query(
+      `INSERT INTO user_message_rate AS r (user_id, minute, count) VALUES ($1, $2, 1)
+       ON CONFLICT (user_id) DO UPDATE
+         SET minute = EXCLUDED.minute, count = CASE WHEN r.minute = EXCLUDED.minute THEN r.count + 1 ELSE 1 END
+       WHERE r.minute <> EXCLUDED.minute OR r.count < $3
+       RETURNING count`,
+      [userId, minute, perMinute],
+    );
+    return rowCount === 1;
+  }
+
+  return {
+    usage: (userId, now) => usage(userId, now),
+
+    async set(userId, change, by, now) {
+      const before = await usage(userId, now);
+      if (change === 'reset') {
+        await pool.query(`WITH d AS (DELETE FROM user_limits WHERE user_id = $1), a AS (${auditInsertSql(2)}) SELECT 1`, [
+          userId,
+          auditJson([{ userId: by.userId, action: 'limit_changed', conversationId: null, details: details(before, null) }]),
+        ]);
+      } else {
+        const values = LIMIT_FIELDS.map((f) => (change[f] === undefined ? null : change[f]));
+        const after = { ...before.limits, ...change };
+        await pool.query(
+          `WITH u AS (
+             INSERT INTO user_limits (user_id, daily_budget_micros, monthly_budget_micros, max_busy_conversations, messages_per_minute, updated_by)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (user_id) DO UPDATE SET
+               daily_budget_micros = COALESCE($2, user_limits.daily_budget_micros),
+               monthly_budget_micros = COALESCE($3, user_limits.monthly_budget_micros),
+               max_busy_conversations = COALESCE($4, user_limits.max_busy_conversations),
+               messages_per_minute = COALESCE($5, user_limits.messages_per_minute),
+               updated_at = now(), updated_by = $6
+           ), a AS (${auditInsertSql(7)}) SELECT 1`,
+          [
+            userId,
+            ...values,
+            by.userId,
+            auditJson([{ userId: by.userId, action: 'limit_changed', conversationId: null, details: details(before, after) }]),
+          ],
+        );
+      }
+      return usage(userId, now);
+
+      function details(old: UsageFigures, next: Limits | null): Record<string, unknown> {
+        return { ...clientDetails(by), user_id: userId, old: old.limits, new: next ?? 'defaults' };
+      }
+    },
+
+    async admitMessage(userId, startsTurn, now, apply) {
+      const u = await usage(userId, now);
+      const { limits } = u;
+      if (limits.dailyBudgetMicros > 0 && u.spentToday >= limits.dailyBudgetMicros) {
+        const resets = nextUtcMidnight(now);
+        throw limitError(
+          'dailyBudgetMicros',
+          `daily budget reached: ${usd(u.spentToday)} of ${usd(limits.dailyBudgetMicros)} spent today; it resets at ${resets.toISOString()}`,
+          resets,
+        );
+      }
+      if (limits.monthlyBudgetMicros > 0 && u.spentThisMonth >= limits.monthlyBudgetMicros) {
+        const resets = nextUtcMonth(now);
+        throw limitError(
+          'monthlyBudgetMicros',
+          `monthly budget reached: ${usd(u.spentThisMonth)} of ${usd(limits.monthlyBudgetMicros)} spent this month; it resets at ${resets.toISOString()}`,
+          resets,
+        );
+      }
+      if (limits.messagesPerMinute > 0 && !(await takeMessage(userId, limits.messagesPerMinute, now))) {
+        const resets = nextUtcMinute(now);
+        throw limitError(
+          'messagesPerMinute',
+          `message rate reached: ${limits.messagesPerMinute} messages a minute; the next minute starts at ${resets.toISOString()}`,
+          resets,
+        );
+      }
+      if (!startsTurn || limits.maxBusyConversations === 0) return apply();
+      // The count and the message under the user's lock: a second replica's SendMessage for the
+      // same user waits here, then counts the conversation this one made busy.
+      const client = await pool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
+        try {
+          const { busy } = await usage(userId, now, client);
+          if (busy >= limits.maxBusyConversations) {
+            throw limitError(
+              'maxBusyConversations',
+              `busy conversations limit reached: ${busy} of ${limits.maxBusyConversations} of your conversations are working; wait for one to finish or cancel one`,
+              null,
+            );
+          }
+          return await apply();
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
+        }
+      } finally {
+        client.release();
+      }
+    },
+  };
+}

@@ -26,9 +26,8 @@ import { ConversationEventSchema, ConversationService, USER_HEADER } from '@bedr
 import { createRedisTransport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
 import { Redis } from 'ioredis';
-import { readConversationConfig } from '../../conversation/src/config.ts';
-import { createConversationService } from '../../conversation/src/create-conversation-service.ts';
-import { generateToken, hashToken } from '../src/auth/token-store.ts';
+import { createConversationService, readConversationConfig } from '@bedrock/conversation';
+import { generateToken, hashToken } from '@bedrock/web-bff';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
 const WATCHERS = Number(process.env.BENCH_WATCHERS ?? 10_000);
@@ -116,7 +115,7 @@ try {
   const token = generateToken();
   const bff = spawn(
     process.execPath,
-    [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../src/main.ts')],
+    [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../services/web-bff/src/main.ts')],
     {
       env: {
         ...process.env,

@@ -37,6 +37,7 @@ const ERROR_KINDS: Record<ErrorKind, string> = {
   [ErrorKind.TIMEOUT]: 'timed out',
   [ErrorKind.CANCELLED]: 'cancelled',
   [ErrorKind.REFUSED]: 'declined by the model',
+  [ErrorKind.BUDGET_EXHAUSTED]: 'budget spent',
 };
 
 export function errorKindLabel(kind: ErrorKind): string {

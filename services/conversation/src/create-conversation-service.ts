@@ -138,6 +138,10 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     };
     const models = createModelRegistry(config.models.registry ?? null);
     const store = createConversationStore({ pool });
+    const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
+    const publishRows = createRowPublisher(transport, onPublished);
+    const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
+    const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
     const limits = createLimitsStore({
       pool,
       defaults: {
@@ -147,10 +151,6 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         messagesPerMinute: config.limits.messagesPerMinute,
       },
     });
-    const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
-    const publishRows = createRowPublisher(transport, onPublished);
-    const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
-    const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
     const applier = createApplier({
       store,
       publisher,
@@ -159,6 +159,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       maxOutputTokens: config.models.maxOutputTokens,
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
+      remainingBudget: (owner, at) => limits.remainingBudget(owner, at),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });

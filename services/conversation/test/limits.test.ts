@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createClient, type Interceptor } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { AdminService, rejectionOf, ROLE_HEADER, StopReason, USER_HEADER } from '@bedrock/contracts';
+import { AdminService, ErrorKind, MessageType, rejectionOf, ROLE_HEADER, StateKind, StopReason, USER_HEADER } from '@bedrock/contracts';
 import { serviceTokenInterceptor } from '@bedrock/platform/server';
 import type { ConversationServiceInstance } from '../src/create-conversation-service.ts';
-import { text, usage } from './support/blocks.ts';
+import { text, toolUse, usage } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
@@ -171,5 +171,37 @@ describe('limits', () => {
     await h.processed(`r/${job.requestId}`);
     await h.client('ivy', b).sendMessage({ conversationId: rejected[0]!, text: 'go' });
     await refused(h.client('ivy').sendMessage({ conversationId: rejected[1]!, text: 'go' }), 'max_busy_conversations');
+  });
+});
+
+describe('a turn crossing its budget', () => {
+  it('stops once its tools are answered, before the next LLM request, in error budget_exhausted', async () => {
+    now = new Date('2026-08-03T09:00:00Z');
+    await admin().setUserLimits({ userId: 'jay', dailyBudgetMicros: 50_000n });
+    const id = await h.createConversation('jay');
+    await h.client('jay').sendMessage({ conversationId: id, text: 'go' });
+    const job = await h.llmJob(id);
+    // 20,000 input tokens: 60,000 µ$, past the budget with two tools still to run.
+    await h.respond(job, {
+      stopReason: StopReason.TOOL_USE,
+      usage: usage(20_000, 0),
+      content: [toolUse('t1', 'bash', { command: 'ls' }), toolUse('t2', 'bash', { command: 'pwd' })],
+    });
+    await h.complete(await h.toolJob(id, 't1'), { content: 'a.txt' });
+    await h.complete(await h.toolJob(id, 't2'), { content: '/tmp' }, 'last result');
+    await h.processed('last result');
+    const { conversation, messages } = await h.get(id, 'jay');
+    expect(conversation!.state).toMatchObject({ kind: StateKind.ERROR, errorKind: ErrorKind.BUDGET_EXHAUSTED });
+    expect(h.llmJobsOf(id)).toHaveLength(1);
+    const results = messages.flatMap((m) => m.content.flatMap((c) => (c.block.case === 'toolResult' ? [c.block.value.toolUseId] : [])));
+    expect(results).toEqual(['t1', 't2']);
+    expect(messages.at(-1)!.type).toBe(MessageType.ERROR);
+    // The next message is refused up front, with the day's reset; the next day the conversation goes on.
+    expect(await refused(h.client('jay').sendMessage({ conversationId: id, text: 'more' }), 'daily_budget')).toEqual(
+      new Date('2026-08-04T00:00:00Z'),
+    );
+    now = new Date('2026-08-04T00:00:00Z');
+    await h.client('jay').sendMessage({ conversationId: id, text: 'more' });
+    await h.llmJob(id, 1);
   });
 });

@@ -70,6 +70,11 @@ export interface ApplierOptions {
   readonly logger: Logger;
   /** The clock that dates spend (the UTC day a response's cost counts on). Default: the system clock. */
   readonly now?: () => Date;
+  /**
+   * What a user may still spend before their tightest budget (micro-dollars; null: no budget),
+   * read when a transition would make an LLM request (spend/limits.ts). Absent: no budgets.
+   */
+  readonly remainingBudget?: (ownerId: string, at: Date) => Promise<number | null>;
 }
 
 export interface Applier {
@@ -146,7 +151,7 @@ export function createApplier(options: ApplierOptions): Applier {
     return costOf(added, models.lookup(record.model).prices);
   }
 
-  function contextFor(record: ConversationRecord): ConversationContext {
+  function contextFor(record: ConversationRecord, remainingBudgetMicros: number | null = null): ConversationContext {
     return makeContext({
       conversationId: record.id,
       cwd: record.cwd,
@@ -157,17 +162,37 @@ export function createApplier(options: ApplierOptions): Applier {
       parentId: record.parentId,
       sandboxAvailable: record.sandboxAvailable,
       ...(options.policy ? { policy: options.policy } : {}),
+      remainingBudgetMicros,
     });
   }
 
   /** Steps 2: pure apart from the clock (messages' creation time). */
+  /**
+   * Step 2 with the owner's budget: decided first as if there were none; a transition that
+   * would make an LLM request is decided again, with the budget left in its context, when the
+   * owner's budget is spent (the core then stops the turn at this boundary instead). One read of
+   * the spend per LLM request, none for other events.
+   */
+  async function decideWithBudget(
+    record: ConversationRecord,
+    event: ConversationEvent,
+    traceContext: Record<string, string>,
+    actor: AuditActor | undefined,
+  ): Promise<Decision> {
+    const first = decide(record, event, traceContext, actor, null);
+    if (!options.remainingBudget || first.kind !== 'write' || !first.result.effects.some((e) => e.type === 'request_llm')) return first;
+    const remaining = await options.remainingBudget(record.ownerId, now());
+    return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining) : first;
+  }
+
   function decide(
     record: ConversationRecord,
     event: ConversationEvent,
     traceContext: Record<string, string>,
     actor: AuditActor | undefined,
+    remainingBudgetMicros: number | null,
   ): Decision {
-    const context = contextFor(record);
+    const context = contextFor(record, remainingBudgetMicros);
     const result = transition(record.state, context, event);
     const from = record.state.phase.kind;
     if (!result.ok) return { kind: 'settled', result: { kind: 'rejected', from, record, rejection: result.rejection } };
@@ -288,7 +313,7 @@ export function createApplier(options: ApplierOptions): Applier {
             return { result: { kind: 'not_found' } as ApplyResult, published: null };
           }
           if (!cached) remember(read.record);
-          const decision = decide(read.record, event, traceContext, actor);
+          const decision = await decideWithBudget(read.record, event, traceContext, actor);
           // Settled from a remembered row that may be stale: decide again from a fresh read.
           if (decision.kind === 'settled' && cached) continue;
           if (decision.kind === 'settled') return { result: decision.result, published: null };
@@ -316,7 +341,7 @@ export function createApplier(options: ApplierOptions): Applier {
           remember(read.record);
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior };
-          const decision = decide(read.record, event, traceContext, actor);
+          const decision = await decideWithBudget(read.record, event, traceContext, actor);
           let result = decision.result;
           if (decision.kind === 'write') {
             const written = await store.writeApplied(read.record, decision.write, client);

@@ -50,6 +50,10 @@ export const CONTINUATION_PROMPT =
   'The conversation context is nearly full. Please provide a brief continuation summary that could seed a new conversation.\n\n' +
   'Include:\n1. Current task status (if any)\n2. Key files or concepts discussed\n3. Suggested next steps\n\nKeep your response concise.';
 
+/** The error a turn stops with when its owner's budget is spent (docs/state-machine.md, "Budget"). */
+export const BUDGET_EXHAUSTED_MESSAGE =
+  'Stopped before the next model request: your spending budget is used up. The tools that ran are answered; the conversation goes on once the budget resets or is raised.';
+
 export const CONTINUATION_FALLBACK_SUMMARY =
   'Context limit reached. The continuation summary could not be generated. Please start a new conversation.';
 export const CONTINUATION_CANCELLED_SUMMARY = 'Continuation cancelled by user.';

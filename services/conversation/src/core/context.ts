@@ -14,6 +14,8 @@ export interface ContextInit {
   /** Default true. */
   readonly sandboxAvailable?: boolean;
   readonly policy?: Partial<Policy>;
+  /** Default null: no budget. */
+  readonly remainingBudgetMicros?: number | null;
 }
 
 /** Builds a context, deriving the exhaustion behaviour from whether it is a sub-agent (spec 000). */
@@ -30,5 +32,6 @@ export function makeContext(init: ContextInit): ConversationContext {
     sandboxAvailable: init.sandboxAvailable ?? true,
     contextExhaustionBehavior: isSubAgent ? 'intentionally_unhandled' : 'threshold_continuation',
     policy: { ...DEFAULT_POLICY, ...init.policy },
+    remainingBudgetMicros: init.remainingBudgetMicros ?? null,
   };
 }

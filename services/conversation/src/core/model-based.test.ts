@@ -420,8 +420,14 @@ function persistedIds(effects: readonly Effect[]): { uses: string[]; results: st
 const CHAIN_CLOSED: readonly string[] = ['idle', 'error', 'llm_requesting', 'awaiting_continuation', 'context_exhausted'];
 
 /** Runs one sequence; returns null when model and implementation agree throughout, else a report. */
-function runSequence(ctxIndex: number, seeds: readonly number[]): string | null {
-  const { name, ctx } = CONTEXTS[ctxIndex]!;
+/**
+ * `budget`: the owner may have this many LLM requests made (a stand-in for spend: the shell
+ * turns what was spent into the context's remaining budget, the core only reads the figure);
+ * each event runs with the budget left after the requests made so far. Absent: no budget.
+ */
+function runSequence(ctxIndex: number, seeds: readonly number[], budget?: number): string | null {
+  const { name, ctx: base } = CONTEXTS[ctxIndex]!;
+  let ctx = base;
   let impl = initialState(ctx);
   let model = initialModel(ctx);
   const mem: Memory = { toolCounter: 0, timers: [], agents: [], messages: 0 };
@@ -441,6 +447,7 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
   if (JSON.stringify(initial) !== JSON.stringify(abstractModel(model))) return fail(`initial state differs: ${JSON.stringify(initial)}`);
 
   for (const seed of seeds) {
+    if (budget !== undefined) ctx = { ...base, remainingBudgetMicros: budget - impl.llmRequests };
     const event = genEvent(ctx, model, mem, rng(seed));
     trace.push(`  [${abstractModel(model).phase}] ${JSON.stringify(event)}`);
     const result = transition(impl, ctx, event);
@@ -526,7 +533,9 @@ function runSequence(ctxIndex: number, seeds: readonly number[]): string | null 
     const queuedOrder = delivered.filter((id) => !implSteered.has(id)).map(seqOf);
     if (queuedOrder.some((n, i) => i > 0 && n < queuedOrder[i - 1]!))
       return fail(`queued messages delivered out of order: ${delivered.join(', ')}`);
-    if ((impl.phase.kind === 'idle' || impl.phase.kind === 'error') && waitingNow.length > 0)
+    // At rest nothing waits, unless the budget is spent (then messages wait: no turn could start).
+    const spent = ctx.remainingBudgetMicros !== null && ctx.remainingBudgetMicros <= 0;
+    if ((impl.phase.kind === 'idle' || impl.phase.kind === 'error') && waitingNow.length > 0 && !spent)
       return fail(`${impl.phase.kind} with messages waiting`);
     for (const e of result.effects) if (e.type === 'persist_message') messages.push(e.message);
     // Whenever the conversation is not inside a tool chain, the history for the model is valid.
@@ -551,6 +560,17 @@ describe('model-based: implementation agrees with the reference model', () => {
         if (report !== null) throw new Error(report);
       }),
       { numRuns: 800, seed: 20261125 + ctxIndex },
+    );
+  });
+
+  // "Budget": the same agreement when the owner's budget runs out mid-run (after 0 to 5 requests).
+  it.each(CONTEXTS.map((c, i) => [c.name, i] as const))('%s, with a budget that runs out', (_name, ctxIndex) => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 5 }), fc.array(fc.nat(), { minLength: 1, maxLength: 60 }), (budget, seeds) => {
+        const report = runSequence(ctxIndex, seeds, budget);
+        if (report !== null) throw new Error(report);
+      }),
+      { numRuns: 300, seed: 20261126 + ctxIndex },
     );
   });
 

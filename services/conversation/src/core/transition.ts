@@ -8,6 +8,7 @@ import {
   CANCELLED_CURRENT,
   CANCELLED_SKIPPED,
   CONTINUATION_CANCELLED_SUMMARY,
+  BUDGET_EXHAUSTED_MESSAGE,
   CONTINUATION_FALLBACK_SUMMARY,
   CONTINUATION_THRESHOLD,
   LOST_RESULT,
@@ -117,8 +118,9 @@ function run(state: ConversationState, ctx: ConversationContext, event: StepEven
   const outcome = handle(d, event);
   if (outcome === NOOP) return { ok: true, state, effects: [] };
   if (outcome) return { ok: false, rejection: outcome };
-  // The turn came to rest with messages waiting: the next one goes out at once.
-  if (d.pending.length > 0 && (d.phase.kind === 'idle' || d.phase.kind === 'error')) deliverAtRest(d);
+  // The turn came to rest with messages waiting: the next one goes out at once (unless the
+  // budget is spent: they wait, as a new turn could make no request).
+  if (d.pending.length > 0 && (d.phase.kind === 'idle' || d.phase.kind === 'error') && !budgetSpent(d)) deliverAtRest(d);
   if (settle && d.phase.kind === 'awaiting_llm') beginLlm(d, 0);
   return { ok: true, state: d.state(), effects: d.effects() };
 }
@@ -444,6 +446,7 @@ function onTriggerContinuation(d: Draft): Outcome {
 
 /** A new request of the turn; `maxTokens` 0 asks for the service's default. */
 function beginLlm(d: Draft, autoContinuations: number, maxTokens = 0): void {
+  if (budgetSpent(d)) return stopForBudget(d);
   const requestId = d.newRequestId();
   d.phase = { kind: 'llm_requesting', requestId, attempt: 1, retry: null, autoContinuations, maxTokens };
   d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'turn', toolNames: toolNames(d), rejectedToolCalls: [], maxTokens });
@@ -465,6 +468,7 @@ function toolList(available: readonly ToolName[]): string {
 }
 
 function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCall[], triggerUsage: Usage): void {
+  if (budgetSpent(d)) return stopForBudget(d);
   const requestId = d.newRequestId();
   d.phase = { kind: 'awaiting_continuation', requestId, attempt: 1, retry: null, rejectedToolCalls, triggerUsage };
   d.emit({ type: 'request_llm', requestId, attempt: 1, purpose: 'continuation', toolNames: toolNames(d), rejectedToolCalls, maxTokens: 0 });
@@ -654,6 +658,7 @@ function onTimer(d: Draft, timerId: string): Outcome {
     case 'llm_requesting':
     case 'awaiting_continuation':
       if (!phase.retry || phase.retry.timerId !== timerId) return NOOP;
+      if (budgetSpent(d)) return stopForBudget(d);
       d.phase = withRequest(phase, phase.requestId, phase.attempt, null);
       d.emit({
         type: 'request_llm',
@@ -945,6 +950,24 @@ function failSubAgent(d: Draft, error: string, errorKind: ErrorKind): void {
     parentId: d.ctx.parentId ?? '',
     outcome: { agentId: d.ctx.conversationId, task: '', success: false, result: error, errorKind },
   });
+}
+
+/** The owner's budget is spent (the shell's figure for this event): no LLM request may go out. */
+function budgetSpent(d: Draft): boolean {
+  const remaining = d.ctx.remainingBudgetMicros;
+  return remaining !== null && remaining !== undefined && remaining <= 0;
+}
+
+/**
+ * The boundary where a turn stops for its budget: instead of the next LLM request (every tool
+ * of the turn is answered by then: requests are only made once the results are in). An error
+ * message and notification, then `error` (budget_exhausted), or a failed sub-agent.
+ */
+function stopForBudget(d: Draft): void {
+  d.persist('error', [{ type: 'text', text: BUDGET_EXHAUSTED_MESSAGE }]);
+  d.notify({ kind: 'error', message: BUDGET_EXHAUSTED_MESSAGE, errorKind: 'budget_exhausted' });
+  if (d.ctx.isSubAgent) failSubAgent(d, BUDGET_EXHAUSTED_MESSAGE, 'budget_exhausted');
+  else d.phase = { kind: 'error', message: BUDGET_EXHAUSTED_MESSAGE, errorKind: 'budget_exhausted' };
 }
 
 function exhaust(d: Draft, summary: string, finalUsage: Usage): void {

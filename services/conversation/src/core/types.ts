@@ -22,7 +22,9 @@ export type ErrorKind =
   | 'timeout'
   | 'cancelled'
   /** The model declined to answer (stop reason `refusal`). */
-  | 'refused';
+  | 'refused'
+  /** The user's spending budget was spent: the turn stopped before its next LLM request. */
+  | 'budget_exhausted';
 
 /**
  * Token counts of one response, or a sum of them (REQ-BED-012). The last three are absent in
@@ -245,6 +247,12 @@ export interface ConversationContext {
   readonly sandboxAvailable: boolean;
   readonly contextExhaustionBehavior: ContextExhaustionBehavior;
   readonly policy: Policy;
+  /**
+   * What the owner may still spend (micro-dollars) before their tightest budget is reached, as
+   * the shell read it for this event; null: no budget. At 0 or below no LLM request is made:
+   * the turn stops at this boundary (docs/state-machine.md, "Budget").
+   */
+  readonly remainingBudgetMicros: number | null;
 }
 
 /** Tunables, in milliseconds where they are durations. */

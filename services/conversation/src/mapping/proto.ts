@@ -72,6 +72,7 @@ const ERROR_KINDS: Record<ErrorKind, PErrorKind> = {
   timeout: PErrorKind.TIMEOUT,
   cancelled: PErrorKind.CANCELLED,
   refused: PErrorKind.REFUSED,
+  budget_exhausted: PErrorKind.BUDGET_EXHAUSTED,
 };
 
 export function errorKindToProto(kind: ErrorKind): PErrorKind {

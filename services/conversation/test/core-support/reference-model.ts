@@ -271,8 +271,22 @@ class Draft {
     this.emit('persist:tool');
   }
 
-  /** → LLM: llm_requesting{attempt 1} + request_llm. */
+  /** The owner's budget is spent (the shell's figure in the context): no LLM request may go out. */
+  budgetSpent(): boolean {
+    const remaining = this.ctx.remainingBudgetMicros;
+    return remaining !== null && remaining <= 0;
+  }
+
+  /** "Budget": instead of the request, an error message and notification; error budget_exhausted (S: failed). */
+  stopForBudget(): void {
+    this.emit('persist:error', 'notify:error');
+    if (this.ctx.isSubAgent) this.fail('budget_exhausted');
+    else this.phase = { kind: 'error', errorKind: 'budget_exhausted' };
+  }
+
+  /** → LLM: llm_requesting{attempt 1} + request_llm; with the budget spent, the turn stops instead. */
   toLlm(autoContinuations = 0, maxTokens = 0): void {
+    if (this.budgetSpent()) return this.stopForBudget();
     this.phase = { kind: 'llm_requesting', requestId: this.nextRequestId(), attempt: 1, retryTimer: null, autoContinuations, maxTokens };
     this.emit('request_llm');
   }
@@ -344,8 +358,14 @@ class Draft {
   }
 
   done(): ModelOutcome {
-    // At rest with messages waiting: the urgent ones together, else the first queued one.
-    if (!this.ctx.isSubAgent && (this.phase.kind === 'idle' || this.phase.kind === 'error') && this.pending.length > 0) {
+    // At rest with messages waiting: the urgent ones together, else the first queued one (not
+    // while the budget is spent: they wait).
+    if (
+      !this.ctx.isSubAgent &&
+      (this.phase.kind === 'idle' || this.phase.kind === 'error') &&
+      this.pending.length > 0 &&
+      !this.budgetSpent()
+    ) {
       if (!this.deliverUrgent()) {
         this.emit('persist:user');
         this.delivered.push(this.pending.shift()!.id);
@@ -514,7 +534,12 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
       if (p.kind === 'context_exhausted') return EXHAUSTED_USER_ACTION;
       if (p.kind === 'cancelling') return reject('continuation_unavailable', 'cancellation_in_progress'); // AMBIGUOUS: cancelling is not in the busy list
       if (p.kind !== 'idle' && p.kind !== 'error') return reject('continuation_unavailable');
-      const x = d().emit('request_llm');
+      const x = d();
+      if (x.budgetSpent()) {
+        x.stopForBudget();
+        return [x.done()];
+      }
+      x.emit('request_llm');
       x.phase = { kind: 'awaiting_continuation', requestId: x.nextRequestId(), attempt: 1, retryTimer: null };
       return [x.done()];
     }
@@ -563,8 +588,12 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
 
     case 'timer_fired': {
       if ((p.kind === 'llm_requesting' || p.kind === 'awaiting_continuation') && p.retryTimer === event.timerId) {
-        const x = d().emit('request_llm');
-        x.phase = { ...p, retryTimer: null };
+        const x = d();
+        if (x.budgetSpent()) x.stopForBudget();
+        else {
+          x.emit('request_llm');
+          x.phase = { ...p, retryTimer: null };
+        }
         return [x.done()];
       }
       if (p.kind === 'cancelling' && p.timerId === event.timerId) {
@@ -761,8 +790,11 @@ function onResponse(
   if (full) {
     for (const c of calls) x.persistResult(c.id);
     if (ctx.contextExhaustionBehavior === 'threshold_continuation') {
-      x.emit('request_llm');
-      x.phase = { kind: 'awaiting_continuation', requestId: x.nextRequestId(), attempt: 1, retryTimer: null };
+      if (x.budgetSpent()) x.stopForBudget();
+      else {
+        x.emit('request_llm');
+        x.phase = { kind: 'awaiting_continuation', requestId: x.nextRequestId(), attempt: 1, retryTimer: null };
+      }
     } else {
       x.fail('context_exhausted');
     }

@@ -3,13 +3,16 @@
  * and their bearer tokens, through web-bff's AdminService (the caller must be an admin;
  * docs/cli.md, "Admin: users and tokens"). An issued token is printed once, alone on stdout.
  * `bedrock admin audit` prints the audit log (docs/cli.md, "Admin: the audit log").
+ * `bedrock admin users delete ID [--yes]` deletes a user and their data (asks first, as `bedrock rm`).
  */
+import { createInterface } from 'node:readline/promises';
 import { toJson } from '@bufbuild/protobuf';
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import { createClient, type Client } from '@connectrpc/connect';
 import {
   AdminService,
   AuditEventSchema,
+  DeleteUserResponseSchema,
   IssueTokenResponseSchema,
   UserRole,
   UserSchema,
@@ -19,6 +22,7 @@ import {
   type UserToken,
 } from '@bedrock/contracts';
 import { apiTransport } from './connection.ts';
+import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
 import { USAGE, type OptionValues } from './usage.ts';
@@ -138,6 +142,38 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
       output.out(json ? line(toJson(UserSchema, user!)) : `disabled user ${user!.id}: none of their tokens or sign-ins works any more\n`);
       return EXIT.ok;
     }
+    case 'users delete': {
+      only([]);
+      const [id] = need(args, 1, 'a user id');
+      if (!values.yes) {
+        if (!process.stdin.isTTY)
+          throw new UsageError(`admin users delete ${id}: not on a terminal, so nothing asks; pass --yes to delete without asking`);
+        const rl = createInterface({ input: process.stdin, output: process.stderr });
+        const answer = await rl
+          .question(`Delete user ${id}, every conversation of theirs and their tokens? This cannot be undone. [y/N] `)
+          .finally(() => rl.close());
+        if (!/^y(es)?$/i.test(answer.trim())) {
+          output.err('nothing deleted\n');
+          return EXIT.ok;
+        }
+      }
+      // A retry after a lost answer carries the same request id: it gets the same answer, not NOT_FOUND.
+      const retry = createRetry({ policy: retryPolicyFromEnv(env), output, signal: new AbortController().signal });
+      const res = await retry((requestId) => client.deleteUser({ userId: id!, requestId }));
+      if (json) {
+        output.out(line(toJson(DeleteUserResponseSchema, res)));
+      } else {
+        const n = res.deletedConversationIds.length;
+        output.out(
+          `deleted user ${id}: ${res.user ? 'their user row, ' : 'no user row, '}${n} conversation${n === 1 ? '' : 's'} (sub-agents included) and ${res.deletedTokens} token${res.deletedTokens === 1 ? '' : 's'}\n`,
+        );
+        if (res.tokensFileEntryRemains)
+          output.err(
+            `warning: web-bff's tokens file still has an entry for ${id}: that token still signs in until its line is removed (then SIGHUP)\n`,
+          );
+      }
+      return EXIT.ok;
+    }
     case 'tokens issue': {
       only(['label', 'expires']);
       const [user] = need(args, 1, 'the user id to issue the token to');
@@ -173,6 +209,6 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
       return EXIT.ok;
     }
     default:
-      throw new UsageError(`expected admin users add|list|disable, admin tokens issue|list|revoke or admin audit\n\n${USAGE}`);
+      throw new UsageError(`expected admin users add|list|disable|delete, admin tokens issue|list|revoke or admin audit\n\n${USAGE}`);
   }
 }

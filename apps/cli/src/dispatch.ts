@@ -70,7 +70,8 @@ export async function dispatch(
     );
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
-    if (values.yes && command !== 'rm') throw new UsageError(`--yes applies to rm\n\n${USAGE}`);
+    if (values.yes && command !== 'rm' && !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete'))
+      throw new UsageError(`--yes applies to rm and admin users delete\n\n${USAGE}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
     if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
     if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);

@@ -38,6 +38,8 @@ export const USAGE = `usage: bedrock <command> [options]
   acp                                 be an agent for an editor: ACP on stdin and stdout
                                       (Zed, JetBrains; docs/cli.md)
   admin users add ID [--admin] [--display-name NAME] | admin users list | admin users disable ID
+  admin users delete ID [--yes]       delete the user, all their conversations and tokens
+                                      (refused while one works); asks on a terminal
   admin tokens issue USER [--label TEXT] [--expires 30d] | admin tokens list [USER]
   admin tokens revoke TOKEN_ID        users and their tokens (an admin's token); an issued
                                       token is printed once

@@ -230,6 +230,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             identities,
             audit: createAuditStore(pool),
             logger,
+            deletion: { store, streams: transport.streams, logger },
             limits,
             ...(deps.clock ? { now: deps.clock } : {}),
           });

@@ -221,7 +221,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
           metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
         },
       });
-      registerAdminRoutes(router, { upstream, logger });
+      registerAdminRoutes(router, { upstream, logger, tokens: () => tokens });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
       registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [ConversationService, AdminService, healthPb.Health]);

@@ -6,7 +6,7 @@
  * (store/identity-store.ts); the audit log is only read here (ListAuditEvents).
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
-import { create, type JsonObject } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type JsonObject } from '@bufbuild/protobuf';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   AddUserResponseSchema,
@@ -22,6 +22,9 @@ import {
   RevokeTokenResponseSchema,
   SetUserLimitsResponseSchema,
   GetUserLimitsResponseSchema,
+  DeleteUserRequestSchema,
+  DeleteUserResponseSchema,
+  rejectionError,
   ROLE_HEADER,
   USER_HEADER,
   USER_ID_PATTERN,
@@ -37,6 +40,9 @@ import type { AuditStore, StoredAuditEvent } from '../store/audit-store.ts';
 import { AUDIT_ACTIONS, type AuditActor } from '../mapping/audit-rows.ts';
 import { requireWebBff, roleToProto } from './identity-api.ts';
 import { usageToProto, type Limits, type LimitsStore } from '../spend/limits.ts';
+import type { ConversationStore, DeletedUserRow } from '../store/conversation-store.ts';
+import { requestFingerprint, requestIdProblem, type RequestKey } from '../store/request-outcomes.ts';
+import { createdConversationIdOf, endDeletedStreams, type DeletedStreamsOptions } from './deleted-streams.ts';
 
 export interface AdminApiOptions {
   readonly identities: IdentityStore;
@@ -46,6 +52,8 @@ export interface AdminApiOptions {
   readonly limits?: LimitsStore;
   /** The clock of spend periods; default the system clock. */
   readonly now?: () => Date;
+  /** DeleteUser: the conversations' store, and the end of the deleted conversations' streams. */
+  readonly deletion: { readonly store: ConversationStore } & DeletedStreamsOptions;
 }
 
 const MAX_TEXT = 200;
@@ -93,6 +101,23 @@ function text(value: string, field: string): string {
 }
 
 const ts = (d: Date | null) => (d ? timestampFromDate(d) : undefined);
+
+/** The key of a DeleteUser request id, scoped to the calling admin alone; undefined without one. */
+function deleteUserKey(admin: string, req: { userId: string; requestId: string }): RequestKey | undefined {
+  if (!req.requestId) return undefined;
+  const problem = requestIdProblem(req.requestId);
+  if (problem) throw new ConnectError(problem, Code.InvalidArgument);
+  const body = toBinary(DeleteUserRequestSchema, create(DeleteUserRequestSchema, { userId: req.userId }));
+  return { ownerId: admin, scope: '', requestId: req.requestId, method: 'DeleteUser', fingerprint: requestFingerprint('DeleteUser', body) };
+}
+
+const deletedUserOf = (u: DeletedUserRow): UserRow => ({
+  id: u.id,
+  displayName: u.display_name,
+  role: u.role,
+  createdAt: u.created_at,
+  disabledAt: u.disabled_at,
+});
 
 function userToProto(u: UserRow): User {
   return create(UserSchema, {
@@ -219,6 +244,66 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
       const figures = await limitsOf().set(id, req.reset ? 'reset' : change, admin, now());
       options.logger.info({ user: id, by: admin.userId, limits: figures.limits }, 'user limits changed');
       return create(SetUserLimitsResponseSchema, { usage: usageToProto(figures) });
+    },
+
+    /**
+     * Deletes a user and their data (store.deleteUser: one transaction), refused while any of
+     * their conversations is busy; then, after the commit, the end of every deleted
+     * conversation's notification stream, as DeleteConversation does.
+     */
+    async deleteUser(req, ctx) {
+      const admin = requireAdmin(ctx, 'DeleteUser');
+      const id = userId(req.userId);
+      if (id === admin.userId) throw new ConnectError(`you cannot delete yourself (${id}): another admin can`, Code.InvalidArgument);
+      const key = deleteUserKey(admin.userId, req);
+      const { store } = options.deletion;
+      const replay = (prior: { sameRequest: boolean; outcome: { response?: Uint8Array } }) => {
+        if (!prior.sameRequest || !prior.outcome.response)
+          throw new ConnectError(
+            `request id ${JSON.stringify(req.requestId)} reused for a different request: use a new request id for a new request`,
+            Code.InvalidArgument,
+          );
+        return fromBinary(DeleteUserResponseSchema, prior.outcome.response);
+      };
+      const earlier = key ? await store.findRequest(key) : null;
+      if (earlier) return replay(earlier);
+      const respond = (r: { ids: readonly string[]; user: DeletedUserRow | null; tokens: number }) =>
+        create(DeleteUserResponseSchema, {
+          ...(r.user ? { user: userToProto(deletedUserOf(r.user)) } : {}),
+          deletedConversationIds: [...r.ids],
+          deletedTokens: r.tokens,
+        });
+      const result = await store.deleteUser(
+        id,
+        admin,
+        createdConversationIdOf,
+        key ? { key, outcome: (r) => ({ response: toBinary(DeleteUserResponseSchema, respond(r)) }) } : undefined,
+      );
+      switch (result.kind) {
+        case 'replayed':
+          return replay(result.prior);
+        case 'not_found':
+          throw new ConnectError(`user ${id} not found (no user row and no conversation)`, Code.NotFound);
+        case 'busy': {
+          const first = result.busy[0]!;
+          const root = result.rootOf.get(first.id) ?? first.id;
+          const what =
+            root === first.id
+              ? `conversation ${first.id} of user ${id} is busy (${first.state.phase.kind.replaceAll('_', ' ')})`
+              : `conversation ${root} of user ${id} has a busy sub-agent (${first.id}: ${first.state.phase.kind.replaceAll('_', ' ')})`;
+          throw rejectionError({
+            code: 'conversation_busy',
+            message: `${what}: cancel it first (the user: bedrock cancel ${root}; or disable the user and wait for the turn to end), then delete the user. Nothing was deleted.`,
+          });
+        }
+        case 'deleted':
+          await endDeletedStreams(options.deletion, result.ids, result.notifySeqs);
+          logger.info(
+            { admin: admin.userId, user: id, conversations: result.ids.length, tokens: result.tokens, had_user_row: result.user !== null },
+            'user deleted',
+          );
+          return respond(result);
+      }
     },
 
     async getUserLimits(req, ctx) {

@@ -19,7 +19,6 @@ import {
   ConversationService,
   CreateConversationRequestSchema,
   CreateConversationResponseSchema,
-  ConversationEventSchema as WireEventSchema,
   DeleteConversationRequestSchema,
   DeleteConversationResponseSchema,
   DowngradeModeRequestSchema,
@@ -62,6 +61,7 @@ import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
+import { createdConversationIdOf, endDeletedStreams } from './deleted-streams.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 
 export interface ConversationApiOptions {
@@ -217,38 +217,16 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
   const { store, applier, policy } = options;
   const now = options.now ?? (() => new Date());
 
-  /**
-   * The end of deleted conversations' notification streams: a final durable `deleted` event
-   * (after the last notification each had), then, `deletedStreamGraceMs` later, the streams
-   * themselves. Failures are logged, not answered: the rows are gone already, and a stream left
-   * behind expires by its TTL.
-   */
-  async function endStreams(ids: readonly string[], notifySeqs: ReadonlyMap<string, number>): Promise<void> {
-    await Promise.all(
-      ids.map((conversationId) =>
-        options.streams
-          .appendDurable(
-            create(WireEventSchema, {
-              conversationId,
-              sequence: BigInt((notifySeqs.get(conversationId) ?? 0) + 1),
-              kind: { case: 'deleted', value: {} },
-            }),
-          )
-          .catch((err: unknown) => options.logger.warn({ err, conversation_id: conversationId }, 'could not tell watchers of a deletion')),
-      ),
+  const endStreams = (ids: readonly string[], notifySeqs: ReadonlyMap<string, number>) =>
+    endDeletedStreams(
+      {
+        streams: options.streams,
+        logger: options.logger,
+        ...(options.deletedStreamGraceMs !== undefined ? { graceMs: options.deletedStreamGraceMs } : {}),
+      },
+      ids,
+      notifySeqs,
     );
-    const graceMs = options.deletedStreamGraceMs ?? 1000;
-    if (graceMs > 0) await new Promise((resolve) => setTimeout(resolve, graceMs));
-    await Promise.all(
-      ids.map((conversationId) =>
-        options.streams
-          .delete(conversationId)
-          .catch((err: unknown) =>
-            options.logger.warn({ err, conversation_id: conversationId }, 'could not delete a notification stream; it expires by its TTL'),
-          ),
-      ),
-    );
-  }
   const allowedServerTools = options.allowedServerTools ?? [];
 
   /** The server tools asked for, each allowed by the deployment; else INVALID_ARGUMENT naming BEDROCK_SERVER_TOOLS. */
@@ -709,17 +687,10 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const earlier = key ? await store.findRequest(key) : null;
       if (earlier) return replay(earlier, key!, DeleteConversationResponseSchema);
       const respond = (ids: readonly string[]) => create(DeleteConversationResponseSchema, { deletedIds: [...ids] });
-      const createdIdOf = (response: Uint8Array): string | null => {
-        try {
-          return fromBinary(CreateConversationResponseSchema, response).conversation?.id ?? null;
-        } catch {
-          return null;
-        }
-      };
       const result = await store.deleteTree(
         id,
         user,
-        createdIdOf,
+        createdConversationIdOf,
         key ? { key, outcome: ({ ids }) => ({ response: toBinary(DeleteConversationResponseSchema, respond(ids)) }) } : undefined,
         actorOf(ctx),
       );

@@ -21,6 +21,7 @@ export const AUDIT_ACTIONS = [
   'conversation_deleted',
   'user_added',
   'user_disabled',
+  'user_deleted',
   'token_issued',
   'token_revoked',
   'limit_changed',

@@ -139,6 +139,36 @@ export type DeleteResult =
   | { readonly kind: 'busy'; readonly busy: readonly ConversationRecord[] }
   | Replayed;
 
+/** What DeleteUser found: what it deleted, or why it deleted nothing. */
+export type DeleteUserResult =
+  | {
+      readonly kind: 'deleted';
+      /** The users row as it was; null when the user had none (known only by their conversations). */
+      readonly user: DeletedUserRow | null;
+      /** Every conversation deleted: each top-level one followed by its sub-agents. */
+      readonly ids: readonly string[];
+      readonly tokens: number;
+      readonly notifySeqs: ReadonlyMap<string, number>;
+    }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'busy'; readonly busy: readonly ConversationRecord[]; readonly rootOf: ReadonlyMap<string, string> }
+  | Replayed;
+
+/** The users row of a deleted user (migration 007's columns). */
+export interface DeletedUserRow {
+  readonly id: string;
+  readonly display_name: string;
+  readonly role: 'user' | 'admin';
+  readonly created_at: Date;
+  readonly disabled_at: Date | null;
+}
+
+/**
+ * Tables with a row per user id and no foreign key to `users` (a tokens-file or OpenID Connect
+ * user may have none), deleted with the user; `user_tokens` goes by its foreign key.
+ */
+const USER_TABLES = ['user_daily_spend', 'user_limits', 'user_message_rate'] as const;
+
 /** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
 export interface Replayed {
   readonly kind: 'replayed';
@@ -358,6 +388,58 @@ function toMessage(row: MessageRowDb): MessageRow {
 }
 
 export type ConversationStore = ReturnType<typeof createConversationStore>;
+
+/**
+ * Deletes one tree whose rows the caller's transaction has locked and found at rest: `root`
+ * (a top-level conversation) and `tree` (its rows, sub-agents at every depth, root included).
+ * Its rows (messages and sub-agents go by ON DELETE CASCADE), outbox rows and request outcomes
+ * (scoped to them, and the CreateConversation/ForkConversation outcomes that created them:
+ * `createdIdOf` reads the id from a stored response); forks of them keep their link, marked
+ * `forked_from_deleted`; a `conversation_deleted` audit row. Returns the ids, root first.
+ */
+async function deleteLockedTree(
+  client: PoolClient,
+  root: ConversationRowDb,
+  tree: readonly ConversationRowDb[],
+  createdIdOf: (response: Uint8Array) => string | null,
+  actor: AuditActor | undefined,
+  extraDetails: Record<string, unknown> = {},
+): Promise<string[]> {
+  const ids = [root.id, ...tree.filter((r) => r.id !== root.id).map((r) => r.id)];
+  // Wait for a relay publishing their rows (outbox/relay.ts holds this lock while it does).
+  for (const treeId of ids) await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RELAY_LOCK_SPACE, treeId]);
+  await client.query('DELETE FROM outbox WHERE conversation_id = ANY($1::text[])', [ids]);
+  await client.query('DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = ANY($2::text[])', [root.owner_id, ids]);
+  // The outcomes of the requests that created them (scope ''): a retry would name a deleted conversation.
+  const created = await client.query<{ request_id: string; response: Buffer }>(
+    `SELECT request_id, response FROM request_outcomes
+        WHERE owner_id = $1 AND scope = '' AND method IN ('CreateConversation', 'ForkConversation') AND response IS NOT NULL
+          AND position(convert_to($2, 'UTF8') IN response) > 0`,
+    [root.owner_id, root.id],
+  );
+  const stale = created.rows.filter((r) => createdIdOf(r.response) === root.id).map((r) => r.request_id);
+  if (stale.length > 0) {
+    await client.query("DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = '' AND request_id = ANY($2::text[])", [
+      root.owner_id,
+      stale,
+    ]);
+  }
+  await client.query(
+    'UPDATE conversations SET forked_from_deleted = true, revision = revision + 1, updated_at = now() WHERE forked_from_id = ANY($1::text[])',
+    [ids],
+  );
+  await client.query('DELETE FROM conversations WHERE id = $1', [root.id]);
+  // The audit row commits with the deletion (ids only: the deleted content stays deleted).
+  await insertAuditRows(client, [
+    {
+      userId: actor?.userId ?? root.owner_id,
+      action: 'conversation_deleted',
+      conversationId: root.id,
+      details: { ...clientDetails(actor), sub_agent_ids: ids.slice(1), ...extraDetails },
+    },
+  ]);
+  return ids;
+}
 
 export function createConversationStore(options: StoreOptions) {
   const { pool } = options;
@@ -782,45 +864,99 @@ export function createConversationStore(options: StoreOptions) {
         if (root.parent_id !== null) return refuse({ kind: 'sub_agent', parentId: root.parent_id });
         const busy = rows.filter((r) => !(RESTING_STATE_NAMES as readonly string[]).includes(r.state_kind));
         if (busy.length > 0) return refuse({ kind: 'busy', busy: busy.map(toRecord) });
-        const ids = [root.id, ...rows.filter((r) => r.id !== root.id).map((r) => r.id)];
-        // Wait for a relay publishing their rows (outbox/relay.ts holds this lock while it does).
-        for (const treeId of ids) await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RELAY_LOCK_SPACE, treeId]);
-        await client.query('DELETE FROM outbox WHERE conversation_id = ANY($1::text[])', [ids]);
-        await client.query('DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = ANY($2::text[])', [ownerId, ids]);
-        // The outcomes of the requests that created them (scope ''): a retry would name a deleted conversation.
-        const created = await client.query<{ request_id: string; response: Buffer }>(
-          `SELECT request_id, response FROM request_outcomes
-            WHERE owner_id = $1 AND scope = '' AND method IN ('CreateConversation', 'ForkConversation') AND response IS NOT NULL
-              AND position(convert_to($2, 'UTF8') IN response) > 0`,
-          [ownerId, root.id],
-        );
-        const stale = created.rows.filter((r) => createdIdOf(r.response) === root.id).map((r) => r.request_id);
-        if (stale.length > 0) {
-          await client.query("DELETE FROM request_outcomes WHERE owner_id = $1 AND scope = '' AND request_id = ANY($2::text[])", [
-            ownerId,
-            stale,
-          ]);
-        }
-        await client.query(
-          'UPDATE conversations SET forked_from_deleted = true, revision = revision + 1, updated_at = now() WHERE forked_from_id = ANY($1::text[])',
-          [ids],
-        );
-        await client.query('DELETE FROM conversations WHERE id = $1', [root.id]);
-        // The audit row commits with the deletion (ids only: the deleted content stays deleted).
-        await insertAuditRows(client, [
-          {
-            userId: actor?.userId ?? ownerId,
-            action: 'conversation_deleted',
-            conversationId: root.id,
-            details: { ...clientDetails(actor), sub_agent_ids: ids.slice(1) },
-          },
-        ]);
+        const ids = await deleteLockedTree(client, root, rows, createdIdOf, actor);
         if (request) {
           const outcome = request.outcome({ ids });
           if (outcome) await storeOutcome(client, request.key, outcome);
         }
         const notifySeqs = new Map(rows.map((r) => [r.id, Number(r.notify_seq)]));
         return { kind: 'deleted', ids, record: toRecord(root), notifySeqs } as const;
+      });
+    },
+
+    /**
+     * Deletes a user and their data in one transaction (DeleteUser): every conversation they own,
+     * each tree as deleteTree deletes it (deleteLockedTree, with `with_user` in its audit row),
+     * then the rest of their request outcomes, their rows in USER_TABLES, their tokens and the
+     * users row, and a `user_deleted` audit row. Every row of every tree is locked first (in
+     * deleteTree's order, so the two cannot deadlock), then the users row; a busy conversation
+     * anywhere refuses it all. NOT_FOUND-like (`not_found`) when the user has neither a row nor
+     * a conversation. With a request recorder, the admin's request id (scope '') is claimed and
+     * its outcome stored here.
+     */
+    async deleteUser(
+      userId: string,
+      actor: AuditActor,
+      createdIdOf: (response: Uint8Array) => string | null,
+      request?: RequestRecorder<{ ids: readonly string[]; user: DeletedUserRow | null; tokens: number }>,
+    ): Promise<DeleteUserResult> {
+      return inTransaction(async (client) => {
+        if (request) {
+          const prior = await claimRequest(client, request.key);
+          if (prior) return { kind: 'replayed', prior } as const;
+        }
+        const { rows } = await client.query<ConversationRowDb>(
+          `WITH RECURSIVE tree AS (
+             SELECT id FROM conversations WHERE owner_id = $1 AND parent_id IS NULL
+             UNION ALL
+             SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id
+           )
+           SELECT c.* FROM conversations c WHERE c.id IN (SELECT id FROM tree) ORDER BY c.created_at, c.id FOR UPDATE`,
+          [userId],
+        );
+        const users = await client.query<DeletedUserRow>(
+          'SELECT id, display_name, role, created_at, disabled_at FROM users WHERE id = $1 FOR UPDATE',
+          [userId],
+        );
+        const user = users.rows[0] ?? null;
+        const refuse = async (result: DeleteUserResult): Promise<DeleteUserResult> => {
+          await client.query('ROLLBACK');
+          await client.query('BEGIN');
+          return result;
+        };
+        if (!user && rows.length === 0) return refuse({ kind: 'not_found' });
+        // Each row's top-level conversation.
+        const parentOf = new Map(rows.map((r) => [r.id, r.parent_id]));
+        const topOf = (id: string): string => {
+          let at = id;
+          for (let up = parentOf.get(at); up; up = parentOf.get(at)) at = up;
+          return at;
+        };
+        const rootOf = new Map(rows.map((r) => [r.id, topOf(r.id)]));
+        const busy = rows.filter((r) => !(RESTING_STATE_NAMES as readonly string[]).includes(r.state_kind));
+        if (busy.length > 0) return refuse({ kind: 'busy', busy: busy.map(toRecord), rootOf });
+        const ids: string[] = [];
+        for (const root of rows.filter((r) => r.parent_id === null)) {
+          const tree = rows.filter((r) => rootOf.get(r.id) === root.id);
+          ids.push(...(await deleteLockedTree(client, root, tree, createdIdOf, actor, { with_user: userId })));
+        }
+        // What is left of theirs: request outcomes of other scopes (e.g. a refused CreateConversation), spend, limits, tokens.
+        await client.query('DELETE FROM request_outcomes WHERE owner_id = $1', [userId]);
+        for (const table of USER_TABLES) await client.query(`DELETE FROM ${table} WHERE user_id = $1`, [userId]);
+        const tokens = await client.query('DELETE FROM user_tokens WHERE user_id = $1', [userId]);
+        if (user) await client.query('DELETE FROM users WHERE id = $1', [userId]);
+        const roots = rows.filter((r) => r.parent_id === null).length;
+        await insertAuditRows(client, [
+          {
+            userId: actor.userId,
+            action: 'user_deleted',
+            conversationId: null,
+            details: {
+              ...clientDetails(actor),
+              user_id: userId,
+              had_user_row: user !== null,
+              conversations: roots,
+              sub_agents: ids.length - roots,
+              tokens: tokens.rowCount ?? 0,
+            },
+          },
+        ]);
+        if (request) {
+          const outcome = request.outcome({ ids, user, tokens: tokens.rowCount ?? 0 });
+          if (outcome) await storeOutcome(client, request.key, outcome);
+        }
+        const notifySeqs = new Map(rows.map((r) => [r.id, Number(r.notify_seq)]));
+        return { kind: 'deleted', user, ids, tokens: tokens.rowCount ?? 0, notifySeqs } as const;
       });
     },
 

@@ -6,7 +6,7 @@
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { AdminService } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import type { Logger, TokenStore } from '@bedrock/platform/server';
 import { ROLE_KEY, USER_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
@@ -16,6 +16,8 @@ import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 export interface AdminRoutesOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
+  /** The tokens of BEDROCK_TOKENS_FILE / BEDROCK_TOKENS as loaded now: DeleteUser says when one of them names the deleted user. */
+  readonly tokens?: () => TokenStore;
 }
 
 export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesOptions): void {
@@ -51,5 +53,11 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
     listAuditEvents: (req, ctx) => call('ListAuditEvents', ctx, (o) => admin.listAuditEvents(req, o)),
     setUserLimits: (req, ctx) => call('SetUserLimits', ctx, (o) => admin.setUserLimits(req, o)),
     getUserLimits: (req, ctx) => call('GetUserLimits', ctx, (o) => admin.getUserLimits(req, o)),
+    // The database forgets the user; a tokens-file entry still vouches for the id (docs/security.md).
+    deleteUser: async (req, ctx) => {
+      const res = await call('DeleteUser', ctx, (o) => admin.deleteUser(req, o));
+      res.tokensFileEntryRemains = options.tokens?.().names.includes(req.userId) ?? false;
+      return res;
+    },
   });
 }

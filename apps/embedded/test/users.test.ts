@@ -92,4 +92,22 @@ describe('users in the embedded product', () => {
     expect(events[3]!.details).toMatchObject({ user_id: 'quinn', role: 'user' });
     expect(await codeOf(admin(issued.secret).listAuditEvents({}))).toBe('Unauthenticated');
   });
+
+  it('deletes a user with their conversation and token on PGlite; the token stops within a second', async () => {
+    const local = bedrock!.token;
+    await admin(local).addUser({ userId: 'rae' });
+    const issued = await admin(local).issueToken({ userId: 'rae' });
+    const id = (await conversations(issued.secret).createConversation({ cwd: tmpdir() })).conversation!.id;
+    const res = await admin(local).deleteUser({ userId: 'rae', requestId: 'del-rae' });
+    expect(res).toMatchObject({ user: { id: 'rae' }, deletedConversationIds: [id], deletedTokens: 1 });
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await codeOf(conversations(issued.secret).listConversations({}))).toBe('Unauthenticated');
+    expect((await admin(local).listUsers({})).users.map((u) => u.id)).not.toContain('rae');
+    expect((await admin(local).listAuditEvents({ action: 'user_deleted' })).events[0]!.details).toMatchObject({
+      user_id: 'rae',
+      conversations: 1,
+      tokens: 1,
+    });
+    expect(await codeOf(admin(local).deleteUser({ userId: 'rae' }))).toBe('NotFound');
+  });
 });

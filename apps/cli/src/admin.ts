@@ -22,13 +22,28 @@ import {
   type UserToken,
 } from '@bedrock/contracts';
 import { apiTransport } from './connection.ts';
+import { adminLimits } from './spend.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
 import { USAGE, type OptionValues } from './usage.ts';
 
 /** Options that only `admin` takes. */
-export const ADMIN_FLAGS = ['admin', 'label', 'expires', 'display-name', 'user', 'since', 'until', 'action'] as const;
+export const ADMIN_FLAGS = [
+  'admin',
+  'label',
+  'expires',
+  'display-name',
+  'user',
+  'since',
+  'until',
+  'action',
+  'daily',
+  'monthly',
+  'busy',
+  'per-minute',
+  'reset',
+] as const;
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
 
@@ -98,6 +113,10 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
     const extra = ADMIN_FLAGS.find((f) => values[f] !== undefined && values[f] !== false && !allowed.includes(f));
     if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}\n\n${USAGE}`);
   };
+  if (area === 'limits') {
+    only(['daily', 'monthly', 'busy', 'per-minute', 'reset']);
+    return adminLimits(rest.slice(1), values, env, output);
+  }
   if (area === 'audit') {
     only(['user', 'since', 'until', 'action']);
     if (rest.length !== 1) throw new UsageError(`expected no arguments after admin audit (filters are options)\n\n${USAGE}`);

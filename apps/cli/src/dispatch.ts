@@ -65,9 +65,23 @@ export async function dispatch(
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
-    const adminFlag = (['admin', 'display-name', 'label', 'expires', 'user', 'since', 'until', 'action'] as const).find(
-      (f) => values[f] !== undefined,
-    );
+    const adminFlag = (
+      [
+        'admin',
+        'display-name',
+        'label',
+        'expires',
+        'user',
+        'since',
+        'until',
+        'action',
+        'daily',
+        'monthly',
+        'busy',
+        'per-minute',
+        'reset',
+      ] as const
+    ).find((f) => values[f] !== undefined);
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
     if (values.yes && command !== 'rm' && !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete'))
@@ -151,6 +165,8 @@ export async function dispatch(
           return (await import('./token.ts')).token(rest, output);
         case 'admin':
           return await (await import('./admin.ts')).admin(rest, values, env, output);
+        case 'usage':
+          return await (await import('./spend.ts')).usage(rest, values, env, output);
         default:
           throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
       }

@@ -43,6 +43,11 @@ export const USAGE = `usage: bedrock <command> [options]
   admin tokens issue USER [--label TEXT] [--expires 30d] | admin tokens list [USER]
   admin tokens revoke TOKEN_ID        users and their tokens (an admin's token); an issued
                                       token is printed once
+  usage                               your spend today and this month against your budgets,
+                                      and your other limits
+  admin limits USER [--daily USD] [--monthly USD] [--busy N] [--per-minute N] [--reset]
+                                      show a user's limits and spend, or set them (0: none;
+                                      --reset: back to the server's defaults)
   admin audit [--user U] [--since 2h|ISO] [--until 2h|ISO] [--action A]
                                       the audit log, newest first: who approved, denied,
                                       cancelled, deleted, changed users and tokens, and when
@@ -98,6 +103,11 @@ export const OPTIONS = {
   since: { type: 'string' },
   until: { type: 'string' },
   action: { type: 'string' },
+  daily: { type: 'string' },
+  monthly: { type: 'string' },
+  busy: { type: 'string' },
+  'per-minute': { type: 'string' },
+  reset: { type: 'boolean' },
 } as const;
 
 /** The command line, parsed; throws on an unknown option or a missing value. */

@@ -36,3 +36,18 @@ export function parseUsd(text: string): number | undefined {
   if (!match) return undefined;
   return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
 }
+
+/**
+ * The web UI's one line of spend: "Spent today $0.12 of $5.00 · this month $1.20 of $50.00";
+ * a period without a budget shows its spend alone.
+ */
+export function spendSummary(
+  todayMicros: number | bigint,
+  dailyBudgetMicros: number | bigint,
+  monthMicros: number | bigint,
+  monthlyBudgetMicros: number | bigint,
+): string {
+  const part = (spent: number | bigint, budget: number | bigint) =>
+    BigInt(budget) > 0n ? `${formatUsd(spent)} of ${formatUsd(budget)}` : formatUsd(spent);
+  return `Spent today ${part(todayMicros, dailyBudgetMicros)} · this month ${part(monthMicros, monthlyBudgetMicros)}`;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { formatUsd, parseUsd, spendAgainst } from '../src/money.ts';
+import { formatUsd, parseUsd, spendAgainst, spendSummary } from '../src/money.ts';
 
 describe('money', () => {
   it('formats micro-dollars: cents from a cent up (rounded down), four decimals below, thousands grouped', () => {
@@ -26,5 +26,10 @@ describe('money', () => {
     expect(parseUsd('0.0000001')).toBeUndefined();
     expect(parseUsd('-1')).toBeUndefined();
     expect(parseUsd('five')).toBeUndefined();
+  });
+
+  it('sums up the day and the month in one line for the web UI', () => {
+    expect(spendSummary(120_000, 5_000_000, 1_200_000n, 50_000_000n)).toBe('Spent today $0.12 of $5.00 · this month $1.20 of $50.00');
+    expect(spendSummary(120_000, 0, 1_200_000, 0)).toBe('Spent today $0.12 · this month $1.20');
   });
 });

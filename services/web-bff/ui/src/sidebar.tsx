@@ -10,6 +10,7 @@ import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
 import { RelativeTime } from './time.tsx';
+import { SpendLine } from './spend-line.tsx';
 import { conversationTitle, SEARCH_DELAY_MS, SEARCH_MAX, searchQuery } from './titles.ts';
 
 export interface SidebarProps {
@@ -131,6 +132,7 @@ export function Sidebar(props: SidebarProps) {
           <Item key={c.id} conversation={c} current={c.id === props.current} />
         ))}
       </ul>
+      <SpendLine api={props.api} refresh={props.listVersion} />
     </nav>
   );
 }

@@ -114,6 +114,48 @@ const USAGE_SQL = `SELECT
 
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
+  /**
+   * The advisory lock is held on a connection of its own while the message is applied on
+   * another, so it needs a pool of two or more. A pool of one is the embedded mode's PGlite, one
+   * session in one process: the in-process lock is then the whole lock (there is no other replica).
+   */
+  const poolSize = (pool as { options?: { max?: number } }).options?.max ?? 10;
+  const crossReplica = poolSize > 1;
+  /** At most poolSize - 1 connections hold locks, so that applying a message always finds one. */
+  const lockHolders = createSemaphore(Math.max(1, poolSize - 1));
+  /** Per user, the tail of the admissions running in this process. */
+  const userTails = new Map<string, Promise<unknown>>();
+
+  async function withUserLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
+    const previous = userTails.get(userId) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    userTails.set(userId, tail);
+    try {
+      return await run;
+    } finally {
+      if (userTails.get(userId) === tail) userTails.delete(userId);
+    }
+  }
+
+  async function withAdvisoryLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
+    await lockHolders.acquire();
+    try {
+      const client = await pool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
+        try {
+          return await fn();
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
+        }
+      } finally {
+        client.release();
+      }
+    } finally {
+      lockHolders.release();
+    }
+  }
 
   async function usage(userId: string, now: Date, client?: PoolClient): Promise<UsageFigures> {
     const { rows } = await (client ?? pool).query<{ limits: LimitsRow | null; today: string; month: string; busy: number }>(USAGE_SQL, [
@@ -228,27 +270,41 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
         );
       }
       if (!startsTurn || limits.maxBusyConversations === 0) return apply();
-      // The count and the message under the user's lock: a second replica's SendMessage for the
-      // same user waits here, then counts the conversation this one made busy.
-      const client = await pool.connect();
-      try {
-        await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
-        try {
-          const { busy } = await usage(userId, now, client);
-          if (busy >= limits.maxBusyConversations) {
-            throw limitError(
-              'maxBusyConversations',
-              `busy conversations limit reached: ${busy} of ${limits.maxBusyConversations} of your conversations are working; wait for one to finish or cancel one`,
-              null,
-            );
-          }
-          return await apply();
-        } finally {
-          await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
+      const countThenApply = async () => {
+        const { busy } = await usage(userId, now);
+        if (busy >= limits.maxBusyConversations) {
+          throw limitError(
+            'maxBusyConversations',
+            `busy conversations limit reached: ${busy} of ${limits.maxBusyConversations} of your conversations are working; wait for one to finish or cancel one`,
+            null,
+          );
         }
-      } finally {
-        client.release();
+        return apply();
+      };
+      // The count and the message under the user's lock, so that of two messages racing for the
+      // last place the second counts the conversation the first made busy: within this replica
+      // an in-process lock; across replicas also a Postgres advisory lock.
+      return withUserLock(userId, () => (crossReplica ? withAdvisoryLock(userId, countThenApply) : countThenApply()));
+    },
+  };
+}
+
+/** A counting semaphore (in-process). */
+function createSemaphore(permits: number): { acquire(): Promise<void>; release(): void } {
+  let free = permits;
+  const waiting: (() => void)[] = [];
+  return {
+    acquire() {
+      if (free > 0) {
+        free -= 1;
+        return Promise.resolve();
       }
+      return new Promise<void>((resolve) => waiting.push(resolve));
+    },
+    release() {
+      const next = waiting.shift();
+      if (next) next();
+      else free += 1;
     },
   };
 }

@@ -3,7 +3,7 @@
  * plumbing, the service identity files, and the transport (with Redis's settings). A service's
  * schema puts these sections next to its own; docs/configuration.md documents them once.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import {
   DEFAULT_COMPLETED_RETENTION_MS,
   DEFAULT_FAILED_RETENTION_MS,

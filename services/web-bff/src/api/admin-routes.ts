@@ -7,11 +7,9 @@
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { AdminService } from '@bedrock/contracts';
 import type { Logger, TokenStore } from '@bedrock/platform/server';
-import { ROLE_KEY, USER_KEY } from '../auth/auth-interceptor.ts';
+import { ROLE_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
-import { traceHeaders } from '../upstream/trace-headers.ts';
-import { clientHeaders } from '../upstream/client-headers.ts';
-import { mapUpstreamError } from '../upstream/upstream-errors.ts';
+import { createForwarder, userOf, type UpstreamCallOptions } from '../upstream/forward.ts';
 
 export interface AdminRoutesOptions {
   readonly upstream: Upstream;
@@ -24,23 +22,15 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
   const { upstream, logger } = options;
   const { admin } = upstream;
 
-  async function call<T>(method: string, ctx: HandlerContext, fn: (opts: ReturnType<Upstream['options']>) => Promise<T>): Promise<T> {
-    const user = ctx.values.get(USER_KEY);
-    if (!user) throw new ConnectError('missing bearer token', Code.Unauthenticated);
+  const forward = createForwarder(upstream, logger);
+  /** Only an admin's call goes on, with their role. */
+  async function call<T>(method: string, ctx: HandlerContext, fn: (opts: UpstreamCallOptions) => Promise<T>): Promise<T> {
+    const user = userOf(ctx);
     const role = ctx.values.get(ROLE_KEY);
     if (role !== 'admin') {
       throw new ConnectError(`${method} needs the admin role; user ${user} has the role ${role}`, Code.PermissionDenied);
     }
-    const base = upstream.options(user, ctx.signal, role);
-    const opts = {
-      ...base,
-      headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader), ...clientHeaders(ctx.requestHeader) },
-    };
-    try {
-      return await fn(opts);
-    } catch (err) {
-      throw mapUpstreamError(err, logger, method, ctx.signal);
-    }
+    return forward(method, ctx, fn, role);
   }
 
   router.service(AdminService, {

@@ -5,13 +5,12 @@
  * this process's fan-out of the notification streams (../watch/watcher.ts), with the snapshot
  * from GetConversation as the caller.
  */
-import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
+import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
 import { ConversationService, type WatchConversationRequest, type WatchConversationResponse } from '@bedrock/contracts';
 import type { Logger } from '@bedrock/platform/server';
-import { USER_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
+import { createForwarder, userOf } from '../upstream/forward.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
-import { clientHeaders } from '../upstream/client-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 import type { Fanout } from '../watch/fanout.ts';
 import { createSnapshotCache, type SnapshotCache } from '../watch/snapshot-cache.ts';
@@ -41,31 +40,13 @@ export interface ConversationRoutesOptions {
 /** How long a watch snapshot is shared by watchers of the same user and conversation that attach after it arrived, ms. */
 const SNAPSHOT_SHARE_MS = 1000;
 
-function userOf(ctx: HandlerContext): string {
-  const user = ctx.values.get(USER_KEY);
-  // The auth interceptor runs before every handler of this service; reaching here without a user is a wiring bug.
-  if (!user) throw new ConnectError('missing bearer token', Code.Unauthenticated);
-  return user;
-}
-
 export function registerConversationRoutes(router: ConnectRouter, options: ConversationRoutesOptions): void {
   const { upstream, logger } = options;
   const { client } = upstream;
   const ownership = options.ownership ?? createOwnershipCache(100_000);
 
   /** Calls the conversation service as the caller, mapping its errors for clients. */
-  async function call<T>(method: string, ctx: HandlerContext, fn: (opts: ReturnType<Upstream['options']>) => Promise<T>): Promise<T> {
-    const base = upstream.options(userOf(ctx), ctx.signal);
-    const opts = {
-      ...base,
-      headers: { ...(base.headers as Record<string, string>), ...traceHeaders(ctx.requestHeader), ...clientHeaders(ctx.requestHeader) },
-    };
-    try {
-      return await fn(opts);
-    } catch (err) {
-      throw mapUpstreamError(err, logger, method, ctx.signal);
-    }
-  }
+  const call = createForwarder(upstream, logger);
 
   router.service(ConversationService, {
     createConversation: (req, ctx) => call('CreateConversation', ctx, (o) => client.createConversation(req, o)),

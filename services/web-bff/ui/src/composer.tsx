@@ -11,12 +11,7 @@
 import { DeliveryMode, type PendingMessage } from '@bedrock/contracts';
 import { IMAGE_TYPES, imageProblem } from '@bedrock/agent-view/format';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import type { Delivery } from './session.ts';
-
-export interface Attachment {
-  readonly mediaType: string;
-  readonly data: Uint8Array;
-}
+import type { Attachment, Delivery } from './session.ts';
 
 export interface ComposerProps {
   readonly busy: boolean;

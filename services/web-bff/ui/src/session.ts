@@ -21,7 +21,6 @@ import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type U
 import { retrying } from '@bedrock/agent-view/retry';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { errorText, isUnauthenticated, type Api } from './api.ts';
-import type { Attachment } from './composer.tsx';
 import { conversationTitle, inSpawnOrder } from './titles.ts';
 import { TranscriptModel } from './transcript-model.ts';
 import { watch } from './watch.ts';
@@ -51,6 +50,12 @@ export type Phase = { kind: 'loading' } | { kind: 'live' } | { kind: 'not-found'
 
 /** How the composer sends a message: queued (the default), steered in at the next tool boundary, or interrupting the turn. */
 export type Delivery = 'queue' | 'steer' | 'interrupt';
+
+/** An image picked in the composer, sent with a message. */
+export interface Attachment {
+  readonly mediaType: string;
+  readonly data: Uint8Array;
+}
 
 const DELIVERY: Record<Delivery, DeliveryMode> = {
   queue: DeliveryMode.QUEUE,

@@ -159,7 +159,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       maxOutputTokens: config.models.maxOutputTokens,
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
-      remainingBudget: (owner, at) => limits.remainingBudget(owner, at),
+      remainingBudget: (owner, at, client) => limits.remainingBudget(owner, at, client),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });

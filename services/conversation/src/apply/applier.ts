@@ -17,6 +17,7 @@
  */
 import { costOf, type ModelRegistry } from '@bedrock/contracts/models';
 import type { Logger } from '@bedrock/platform/server';
+import type { PoolClient } from 'pg';
 import {
   initialState,
   makeContext,
@@ -74,7 +75,7 @@ export interface ApplierOptions {
    * What a user may still spend before their tightest budget (micro-dollars; null: no budget),
    * read when a transition would make an LLM request (spend/limits.ts). Absent: no budgets.
    */
-  readonly remainingBudget?: (ownerId: string, at: Date) => Promise<number | null>;
+  readonly remainingBudget?: (ownerId: string, at: Date, client?: PoolClient) => Promise<number | null>;
 }
 
 export interface Applier {
@@ -178,10 +179,12 @@ export function createApplier(options: ApplierOptions): Applier {
     event: ConversationEvent,
     traceContext: Record<string, string>,
     actor: AuditActor | undefined,
+    /** The connection of the caller's transaction, when it holds one (the embedded mode's pool has one connection). */
+    client?: PoolClient,
   ): Promise<Decision> {
     const first = decide(record, event, traceContext, actor, null);
     if (!options.remainingBudget || first.kind !== 'write' || !first.result.effects.some((e) => e.type === 'request_llm')) return first;
-    const remaining = await options.remainingBudget(record.ownerId, now());
+    const remaining = await options.remainingBudget(record.ownerId, now(), client);
     return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining) : first;
   }
 
@@ -341,7 +344,7 @@ export function createApplier(options: ApplierOptions): Applier {
           remember(read.record);
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior };
-          const decision = await decideWithBudget(read.record, event, traceContext, actor);
+          const decision = await decideWithBudget(read.record, event, traceContext, actor, client);
           let result = decision.result;
           if (decision.kind === 'write') {
             const written = await store.writeApplied(read.record, decision.write, client);

@@ -54,7 +54,8 @@ export interface LimitsStore {
   /** The limits in force for `user`, which of them are set for the user, spend and busy count at `now`. */
   usage(userId: string, now: Date): Promise<UsageFigures>;
   /** What `user` may still spend at `now` before their tightest budget (micro-dollars, may be negative); null: no budget. */
-  remainingBudget(userId: string, now: Date): Promise<number | null>;
+  /** `client`: a connection the caller holds (inside its transaction), so that a pool of one cannot wait on itself. */
+  remainingBudget(userId: string, now: Date, client?: PoolClient): Promise<number | null>;
   /** Sets some limits (or, `reset`, every one back to the defaults) and audits the change in one statement. */
   set(userId: string, change: Partial<Limits> | 'reset', by: AuditActor, now: Date): Promise<UsageFigures>;
   /**
@@ -198,8 +199,8 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
   return {
     usage: (userId, now) => usage(userId, now),
 
-    async remainingBudget(userId, now) {
-      const u = await usage(userId, now);
+    async remainingBudget(userId, now, client) {
+      const u = await usage(userId, now, client);
       const left: number[] = [];
       if (u.limits.dailyBudgetMicros > 0) left.push(u.limits.dailyBudgetMicros - u.spentToday);
       if (u.limits.monthlyBudgetMicros > 0) left.push(u.limits.monthlyBudgetMicros - u.spentThisMonth);

@@ -91,7 +91,14 @@ describe('gateway config', () => {
       ANTHROPIC_API_KEY: 'k',
     });
     const registry = modelRegistryOf(config.provider);
-    expect(registry.lookup('my-model')).toEqual({ contextWindow: 32000, maxOutputTokens: 4096, thinking: 'none', known: true });
+    // A model given without prices costs nothing (prices are the conversation service's concern: spend).
+    expect(registry.lookup('my-model')).toEqual({
+      contextWindow: 32000,
+      maxOutputTokens: 4096,
+      thinking: 'none',
+      known: true,
+      prices: { input: 0, output: 0, cacheWrite: 0, cacheRead: 0, webSearch: 0, webFetch: 0 },
+    });
     // The smallest model is the fallback for unknown ones.
     expect(registry.lookup('unknown').contextWindow).toBe(32000);
     expect(

@@ -3,6 +3,7 @@
  * timers) and applies each to its conversation. Duplicates and stale answers are no-ops in
  * the state machine, so redelivery is harmless.
  */
+import { titleFromMessage } from '../titles.ts';
 import { ConversationEventJobSchema, Mode as PMode, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
 import { traceCarrier } from '@bedrock/platform/server';
@@ -53,6 +54,8 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
             // The parent asked for Restricted exactly when the sandbox exists (REQ-BED-018).
             sandboxAvailable: start.mode === PMode.RESTRICTED,
             parentId: start.parentId,
+            // Titled by its task from the start, so that it is never listed untitled under its parent.
+            title: titleFromMessage(start.task),
           }),
         );
         eventType = 'sub_agent_start';

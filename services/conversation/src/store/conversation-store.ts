@@ -99,6 +99,8 @@ export interface NewConversation {
   readonly contextWindow: number;
   /** The state machine's initial state for this conversation. */
   readonly state: ConversationState;
+  /** A title known at creation (a sub-agent's, from its task), as if from its first message. */
+  readonly title?: string | null;
 }
 
 /** What a fork copies from its source, besides what its row says (see store.fork). */
@@ -464,10 +466,12 @@ export function createConversationStore(options: StoreOptions) {
     // Settings not given: a sub-agent inherits its parent's; otherwise the defaults.
     const { rows } = await client.query<ConversationRowDb>(
       `INSERT INTO conversations (id, owner_id, slug, cwd, model, context_window, mode, sandbox_available,
-                                  parent_id, user_initiated, continued_from_id, state_kind, state, thinking, server_tools)
+                                  parent_id, user_initiated, continued_from_id, state_kind, state, thinking, server_tools,
+                                  title, title_source)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
                COALESCE($14, (SELECT thinking FROM conversations WHERE id = $9), 'high'),
-               COALESCE($15::text[], (SELECT server_tools FROM conversations WHERE id = $9), '{}'))
+               COALESCE($15::text[], (SELECT server_tools FROM conversations WHERE id = $9), '{}'),
+               $16::text, CASE WHEN $16::text IS NULL THEN NULL ELSE 'message' END)
        ON CONFLICT (id) DO NOTHING
        RETURNING *`,
       [
@@ -486,6 +490,7 @@ export function createConversationStore(options: StoreOptions) {
         JSON.stringify(state),
         input.thinking ?? null,
         input.serverTools ? [...input.serverTools] : null,
+        input.title || null,
       ],
     );
     return rows[0] ? toRecord(rows[0]) : null;

@@ -99,6 +99,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       runner: { id: 'embedded' },
       ...(env.BEDROCK_TOOL_UID ? {} : { sandbox: { toolUid: 'owner' as const } }),
+      // Workspaces live in the data directory unless BEDROCK_WORKSPACE_ROOT says otherwise.
+      ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),
     });
     const runner = createToolRunner(runnerConfig, {
       transport,
@@ -114,8 +116,18 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
         server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
         // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
         models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
+        // One person on their own machine: host paths on (until a second user is wanted), and
+        // workspaces on this process's runner.
+        workspaces: { storageUrls: [runner.grpcUrl], ...(env.BEDROCK_HOST_PATHS ? {} : { hostPaths: 'on' as const }) },
       }),
-      { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
+      {
+        pool: postgres.pool,
+        transport,
+        logger: logger.child({ component: 'conversation' }),
+        servicePeers: services.peers,
+        serviceToken: services.tokens.conversation,
+        hostPathsOneUser: true,
+      },
     );
     await conversation.start();
     stops.push(() => conversation.stop());

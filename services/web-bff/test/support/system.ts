@@ -99,6 +99,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 1000 },
       database: { url: db.url },
       conversations: { sandbox: 'available' },
+      // The fake workers never look at a conversation's directory: host paths keep it a name.
+      workspaces: { hostPaths: 'on' },
       turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
       recovery: { interval: 3_600_000 },
       ...options.conversation,

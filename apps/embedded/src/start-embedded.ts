@@ -58,6 +58,8 @@ export interface RunningEmbedded {
   readonly internalPorts: Readonly<Record<'conversation' | 'tool-runner', number>>;
   /** One line: who tools run as, or why they cannot be given their own user here. */
   readonly toolIsolation: string;
+  /** Conversations may use host paths (BEDROCK_HOST_PATHS, on by default here: one user). */
+  readonly hostPaths: boolean;
   stop(): Promise<void>;
 }
 
@@ -110,25 +112,23 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     await runner.start();
     stops.push(() => runner.stop());
 
-    const conversation = createConversationService(
-      readConversationConfig(env, {
-        transport: { kind: 'memory' },
-        server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
-        // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
-        models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
-        // One person on their own machine: host paths on (until a second user is wanted), and
-        // workspaces on this process's runner.
-        workspaces: { storageUrls: [runner.grpcUrl], ...(env.BEDROCK_HOST_PATHS ? {} : { hostPaths: 'on' as const }) },
-      }),
-      {
-        pool: postgres.pool,
-        transport,
-        logger: logger.child({ component: 'conversation' }),
-        servicePeers: services.peers,
-        serviceToken: services.tokens.conversation,
-        hostPathsOneUser: true,
-      },
-    );
+    const conversationConfig = readConversationConfig(env, {
+      transport: { kind: 'memory' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
+      models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
+      // One person on their own machine: host paths on (until a second user is wanted), and
+      // workspaces on this process's runner.
+      workspaces: { storageUrls: [runner.grpcUrl], ...(env.BEDROCK_HOST_PATHS ? {} : { hostPaths: 'on' as const }) },
+    });
+    const conversation = createConversationService(conversationConfig, {
+      pool: postgres.pool,
+      transport,
+      logger: logger.child({ component: 'conversation' }),
+      servicePeers: services.peers,
+      serviceToken: services.tokens.conversation,
+      hostPathsOneUser: true,
+    });
     await conversation.start();
     stops.push(() => conversation.stop());
 
@@ -176,6 +176,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       token,
       offline,
       toolIsolation: runner.toolIsolation,
+      hostPaths: conversationConfig.workspaces.hostPaths === 'on',
       internalPorts: { conversation: Number(new URL(conversation.grpcUrl).port), 'tool-runner': runner.grpcPort },
       stop: stopAll,
     };

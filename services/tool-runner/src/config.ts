@@ -9,7 +9,7 @@ import { hostname, tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import type { z } from '@bedrock/platform/config';
+import { z } from '@bedrock/platform/config';
 import {
   bool,
   duration,
@@ -51,6 +51,45 @@ const toolUid: SettingType<number | 'owner'> = {
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
+
+/** An inclusive range of uids, `FIRST-LAST` (both ≥ 1). */
+export interface UidRange {
+  readonly first: number;
+  readonly last: number;
+}
+
+const uidRangeValue = z
+  .object({
+    first: z
+      .number()
+      .int()
+      .min(1)
+      .max(2 ** 32 - 2),
+    last: z
+      .number()
+      .int()
+      .min(1)
+      .max(2 ** 32 - 2),
+  })
+  .refine((r) => r.first <= r.last, 'the first uid is above the last');
+
+/** `200000-299999` in the environment; `{ first, last }` in code. */
+const uidRange: SettingType<UidRange> = {
+  expected: 'FIRST-LAST, uids 1..4294967294',
+  schema: z
+    .unknown()
+    .transform((value, ctx) => {
+      if (typeof value !== 'string') return value;
+      const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(value);
+      if (!m) {
+        ctx.addIssue({ code: 'custom', message: 'not FIRST-LAST' });
+        return z.NEVER;
+      }
+      return { first: Number(m[1]), last: Number(m[2]) };
+    })
+    .pipe(uidRangeValue) as z.ZodType<UidRange, unknown>,
+  format: (r) => `${r.first}-${r.last}`,
+};
 
 /** The setrlimit limits of one mode (and the pids cgroup's limit), see sandbox/limits.ts. */
 function limitsSection(
@@ -171,6 +210,32 @@ export const toolRunnerConfigSchema = section({
       doc: "Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs' critical path; a run finding none starts its own (0 = always).",
     }),
   }),
+  workspaces: section({
+    /** Where workspaces live (ROOT/<workspace id>); every runner of a deployment mounts the same one. */
+    root: setting('BEDROCK_WORKSPACE_ROOT', path(), {
+      default: '/var/lib/bedrock/workspaces',
+      doc: "Where the workspaces' directories live (ROOT/ws-…), shared by every runner of a deployment: on btrfs with quotas each is a subvolume with a disk quota, elsewhere a plain directory without one (docs/workspaces.md). Created 0711 at start.",
+    }),
+    /** A btrfs image file loop-mounted on the root at start (created when absent). */
+    image: optionalSetting('BEDROCK_WORKSPACE_IMAGE', path(), {
+      doc: 'A file holding a btrfs filesystem that the runner creates (mkfs.btrfs, sparse) when absent and loop-mounts on BEDROCK_WORKSPACE_ROOT at start, with quotas on: per-workspace quotas on a host whose root is not btrfs. Needs root.',
+    }),
+    /** Size of a new image (sparse: the file takes only what is written). */
+    imageSize: setting('BEDROCK_WORKSPACE_IMAGE_SIZE', size({ min: 256 * MiB }), {
+      default: 20 * GiB,
+      doc: 'Size of the image BEDROCK_WORKSPACE_IMAGE creates (a sparse file: disk is used as workspaces fill); an existing image is used as it is.',
+    }),
+    /** The uids (and gids) a workspace may be given, and its tools run as. */
+    toolUids: setting('BEDROCK_TOOL_UIDS', uidRange, {
+      default: { first: 200_000, last: 299_999 },
+      doc: "The range of uids and gids workspaces may be owned by (each user's tools run as their own uid of it); anything else is refused.",
+    }),
+    /** A git clone into a new workspace is killed after this long. */
+    cloneTimeout: setting('BEDROCK_WORKSPACE_CLONE_TIMEOUT', duration({ min: 1000 }), {
+      default: 10 * 60_000,
+      doc: 'A git clone into a new workspace is killed after this long (the half workspace is removed).',
+    }),
+  }),
   limits: section({
     /** Restricted: read-only exploration; only the scratch is writable. */
     restricted: limitsSection(
@@ -211,6 +276,7 @@ export type ToolRunnerConfig = LoadedConfig & { readonly runner: { readonly id: 
 export type ToolRunnerConfigOverrides = ConfigOverrides<LoadedConfig>;
 export type SandboxConfig = ToolRunnerConfig['sandbox'];
 export type LimitsConfig = ToolRunnerConfig['limits'];
+export type WorkspacesConfig = ToolRunnerConfig['workspaces'];
 
 /**
  * Reads the settings from `env`, then applies `overrides` (typed, from code: tests, the embedded

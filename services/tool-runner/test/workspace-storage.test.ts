@@ -369,6 +369,35 @@ describeRoot('WorkspaceStorageService on plain directories (no quota)', () => {
     expect(existsSync('/etc/passwd')).toBe(true);
   });
 
+  it('kills a clone that outlives BEDROCK_WORKSPACE_CLONE_TIMEOUT and leaves nothing', async () => {
+    // A server that accepts and never answers: git waits for it forever.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as { port: number }).port;
+    const impatient = await startTestRunner({ workspaces: { root, cloneTimeout: 1500 } });
+    try {
+      const id = newId();
+      const started = Date.now();
+      const err = await failure(
+        client(impatient).prepareWorkspace({
+          workspaceId: id,
+          uid: UID,
+          gid: UID,
+          source: { case: 'gitUrl', value: `git://127.0.0.1:${port}/repo.git` },
+        }),
+      );
+      expect(err.code).toBe(Code.FailedPrecondition);
+      expect(err.rawMessage).toMatch(
+        /^git clone of git:\/\/127\.0\.0\.1:\d+\/repo\.git did not finish within 2 s \(BEDROCK_WORKSPACE_CLONE_TIMEOUT\)/,
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(readdirSync(root)).toEqual([]);
+    } finally {
+      await impatient.stop();
+      silent.close();
+    }
+  });
+
   it('refuses bad ids, owners and URLs with INVALID_ARGUMENT, touching nothing', async () => {
     const c = client(runner);
     const bad: Array<[Promise<unknown>, RegExp]> = [

@@ -92,6 +92,7 @@ export function btrfsBackend(root: string): StorageBackend {
       await btrfs(['subvolume', 'create', path], `creating ${path}`);
     },
     async snapshot(source, path) {
+      if ((await lstat(source)).ino !== SUBVOLUME_ROOT_INO) return false; // a plain directory (made before quotas were on): copied
       await btrfs(['subvolume', 'snapshot', source, path], `snapshotting ${source}`);
       return true;
     },

@@ -250,9 +250,19 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       }
       usable();
       // The same id twice at once here: one build, both answered.
+      const owner = { uid: request.uid, gid: request.gid };
       const running = inFlight.get(request.workspaceId);
-      if (running) return running;
-      const promise = create(request).finally(() => inFlight.delete(request.workspaceId));
+      if (running) return sameOwner(await running, (await existing(await running))!, owner);
+      const started = Date.now();
+      const promise = create(request)
+        .then((path) => {
+          log(
+            'info',
+            `workspaces: ${request.workspaceId} ready for uid ${request.uid} (${request.source.kind}, ${Date.now() - started} ms)`,
+          );
+          return path;
+        })
+        .finally(() => inFlight.delete(request.workspaceId));
       inFlight.set(request.workspaceId, promise);
       return promise;
     },
@@ -272,6 +282,7 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
         throw err;
       }
       await backend.remove(doomed, { uid: st.uid, gid: st.gid });
+      log('info', `workspaces: ${workspaceId} removed`);
       return true;
     },
 

@@ -27,7 +27,9 @@ import type { Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { WorkspaceStorageService } from '@bedrock/contracts';
 import { serviceTokenInterceptor } from '@bedrock/platform/server';
+import { readToolRunnerConfig } from '../src/config.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
+import { openWorkspaceStorage } from '../src/workspaces/workspace-storage.ts';
 import { startTestRunner, TEST_SERVICES } from './support-runner.ts';
 
 const isRoot = process.getuid?.() === 0;
@@ -367,6 +369,20 @@ describeRoot('WorkspaceStorageService on plain directories (no quota)', () => {
     expect(readdirSync(root)).toEqual([]);
     // The symlink to / was removed, not followed.
     expect(existsSync('/etc/passwd')).toBe(true);
+  });
+
+  it('never changes a root it did not make, and says what is wrong with it', async () => {
+    const existing = join(dir, 'existing');
+    mkdirSync(existing);
+    chmodSync(existing, 0o755);
+    const lines: string[] = [];
+    const storage = await openWorkspaceStorage({
+      config: readToolRunnerConfig({}, { workspaces: { root: existing } }).workspaces,
+      log: (_, message) => lines.push(message),
+    });
+    storage.close();
+    expect(statSync(existing).mode & 0o7777).toBe(0o755);
+    expect(lines).toContainEqual(expect.stringMatching(/belongs to uid 0 with mode 755: make it root's and 0711/));
   });
 
   it('kills a clone that outlives BEDROCK_WORKSPACE_CLONE_TIMEOUT and leaves nothing', async () => {

@@ -52,9 +52,9 @@ export function mountedOn(path: string): string | undefined {
  * Creates the image when absent (a sparse file of `size` bytes, mkfs.btrfs) and mounts it on
  * `root` unless something is mounted there already. A loop device already attached to the image
  * (another runner of this host) is reused rather than attaching a second one.
- * @returns one line for the start-up log.
+ * @returns one line for the start-up log, and whether the image was made now.
  */
-export async function mountImage(image: string, size: number, root: string): Promise<string> {
+export async function mountImage(image: string, size: number, root: string): Promise<{ message: string; created: boolean }> {
   const done: string[] = [];
   if (!existsSync(image)) {
     mkdirSync(dirname(image), { recursive: true, mode: 0o700 });
@@ -72,12 +72,12 @@ export async function mountImage(image: string, size: number, root: string): Pro
   const current = mountedOn(root);
   if (current) {
     done.push(`${root} already has ${current} mounted`);
-    return done.join('; ');
+    return { message: done.join('; '), created: done.length > 1 };
   }
   const attached = await run(['losetup', '-j', image], { timeoutMs: 10_000 });
   const device = /^(\/dev\/loop\d+):/.exec(attached.stdout)?.[1];
   const mount = await run(device ? ['mount', device, root] : ['mount', '-o', 'loop', image, root], { timeoutMs: 60_000 });
   if (mount.code !== 0) throw new Error(`cannot mount the workspace image ${image} on ${root}: ${lastLines(mount.stderr)}`);
   done.push(`mounted ${image} on ${root}${device ? ` (through ${device}, already attached)` : ''}`);
-  return done.join('; ');
+  return { message: done.join('; '), created: done.length > 1 };
 }

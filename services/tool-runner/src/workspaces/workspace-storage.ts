@@ -90,18 +90,33 @@ function errno(err: unknown): string | undefined {
 export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Promise<WorkspaceStorage> {
   const config = options.config;
   const log = options.log ?? (() => undefined);
-  if (config.image) log('info', await mountImage(config.image, config.imageSize, config.root));
+  // Only a root (or a filesystem) made here gets its owner and mode set: an existing directory
+  // is an operator's, and is never changed.
+  let fresh = false;
+  if (config.image) {
+    const mounted = await mountImage(config.image, config.imageSize, config.root);
+    fresh = mounted.created;
+    log('info', mounted.message);
+  }
   let root = config.root;
   let backend: StorageBackend;
   let problem: string | undefined;
   try {
-    await mkdir(root, { recursive: true, mode: 0o711 });
+    if ((await mkdir(root, { recursive: true, mode: 0o711 })) !== undefined) fresh = true;
     root = await realpath(root);
     const st = await lstat(root);
-    if (process.getuid?.() === 0 && (st.uid !== 0 || (st.mode & 0o7777) !== 0o711)) {
-      // Tools may enter their own workspace, never list the others or create anything here.
-      await chown(root, 0, 0);
-      await chmod(root, 0o711);
+    // Tools may enter their own workspace, never list the others or create anything here.
+    const self = process.getuid?.() ?? 0; // root's when the runner is root, else the runner's own
+    if (st.uid !== self || (st.mode & 0o7777) !== 0o711) {
+      if (fresh) {
+        if (self === 0) await chown(root, 0, 0);
+        await chmod(root, 0o711);
+      } else {
+        log(
+          'warn',
+          `workspaces: ${root} belongs to uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8)}: make it ${self === 0 ? "root's" : `uid ${self}'s`} and 0711, or tools may list or create entries beside their workspaces`,
+        );
+      }
     }
     // The owners reach ROOT/<id> through every directory above it.
     for (let up = dirname(root); ; up = dirname(up)) {

@@ -100,6 +100,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       transport: { kind: 'memory' },
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       runner: { id: 'embedded' },
+      ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),
       ...(env.BEDROCK_TOOL_UID ? {} : { sandbox: { toolUid: 'owner' as const } }),
       // Workspaces live in the data directory unless BEDROCK_WORKSPACE_ROOT says otherwise.
       ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),

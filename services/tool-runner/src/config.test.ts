@@ -87,6 +87,38 @@ describe('readToolRunnerConfig', () => {
     expect(readToolRunnerConfig({ BEDROCK_TOOL_UID: '1000' }).sandbox.toolUid).toBe(1000);
   });
 
+  it('reads the workspace storage settings: root, image, the uid range, the clone timeout', () => {
+    expect(readToolRunnerConfig({}).workspaces).toEqual({
+      root: '/var/lib/bedrock/workspaces',
+      imageSize: 20 * GiB,
+      toolUids: { first: 200_000, last: 299_999 },
+      cloneTimeout: 600_000,
+    });
+    const config = readToolRunnerConfig({
+      BEDROCK_WORKSPACE_ROOT: '/srv/ws',
+      BEDROCK_WORKSPACE_IMAGE: '/srv/ws.btrfs',
+      BEDROCK_WORKSPACE_IMAGE_SIZE: '1GiB',
+      BEDROCK_TOOL_UIDS: ' 300000 - 300999 ',
+      BEDROCK_WORKSPACE_CLONE_TIMEOUT: '90s',
+    });
+    expect(config.workspaces).toEqual({
+      root: '/srv/ws',
+      image: '/srv/ws.btrfs',
+      imageSize: GiB,
+      toolUids: { first: 300_000, last: 300_999 },
+      cloneTimeout: 90_000,
+    });
+    expect(problems({ BEDROCK_TOOL_UIDS: '5', BEDROCK_WORKSPACE_ROOT: 'ws', BEDROCK_WORKSPACE_IMAGE_SIZE: '1MiB' })).toEqual(
+      expect.arrayContaining([
+        'BEDROCK_TOOL_UIDS="5" is invalid: expected FIRST-LAST, uids 1..4294967294 (not FIRST-LAST)',
+        expect.stringMatching(/^BEDROCK_WORKSPACE_ROOT="ws" is invalid: expected an absolute path/),
+        expect.stringMatching(/^BEDROCK_WORKSPACE_IMAGE_SIZE="1MiB" is invalid: .*at least 256MiB/),
+      ]),
+    );
+    expect(problems({ BEDROCK_TOOL_UIDS: '0-10' })).toEqual([expect.stringMatching(/^BEDROCK_TOOL_UIDS="0-10" is invalid/)]);
+    expect(problems({ BEDROCK_TOOL_UIDS: '20-10' })).toEqual([expect.stringMatching(/the first uid is above the last/)]);
+  });
+
   it('refuses a bare number for a duration or a size, naming the variable and the syntax', () => {
     const found = problems({
       BEDROCK_OUTPUT_FLUSH_INTERVAL: '250',

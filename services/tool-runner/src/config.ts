@@ -9,8 +9,9 @@ import { hostname, tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import type { z } from '@bedrock/platform/config';
+import { z } from '@bedrock/platform/config';
 import {
+  toolUidRangeSetting,
   bool,
   duration,
   filePath,
@@ -51,6 +52,8 @@ const toolUid: SettingType<number | 'owner'> = {
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
+
+export type { UidRange } from '@bedrock/platform/config';
 
 /** The setrlimit limits of one mode (and the pids cgroup's limit), see sandbox/limits.ts. */
 function limitsSection(
@@ -171,6 +174,29 @@ export const toolRunnerConfigSchema = section({
       doc: "Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs' critical path; a run finding none starts its own (0 = always).",
     }),
   }),
+  workspaces: section({
+    /** Where workspaces live (ROOT/<workspace id>); every runner of a deployment mounts the same one. */
+    root: setting('BEDROCK_WORKSPACE_ROOT', path(), {
+      default: '/var/lib/bedrock/workspaces',
+      doc: "Where the workspaces' directories live (ROOT/ws-…), shared by every runner of a deployment: on btrfs with quotas each is a subvolume with a disk quota, elsewhere a plain directory without one (docs/workspaces.md). Created 0711 at start.",
+    }),
+    /** A btrfs image file loop-mounted on the root at start (created when absent). */
+    image: optionalSetting('BEDROCK_WORKSPACE_IMAGE', path(), {
+      doc: 'A file holding a btrfs filesystem that the runner creates (mkfs.btrfs, sparse) when absent and loop-mounts on BEDROCK_WORKSPACE_ROOT at start, with quotas on: per-workspace quotas on a host whose root is not btrfs. Needs root.',
+    }),
+    /** Size of a new image (sparse: the file takes only what is written). */
+    imageSize: setting('BEDROCK_WORKSPACE_IMAGE_SIZE', size({ min: 256 * MiB }), {
+      default: 20 * GiB,
+      doc: 'Size of the image BEDROCK_WORKSPACE_IMAGE creates (a sparse file: disk is used as workspaces fill); an existing image is used as it is.',
+    }),
+    /** The uids (and gids) a workspace may be given, and its tools run as. */
+    toolUids: toolUidRangeSetting,
+    /** A git clone into a new workspace is killed after this long. */
+    cloneTimeout: setting('BEDROCK_WORKSPACE_CLONE_TIMEOUT', duration({ min: 1000 }), {
+      default: 10 * 60_000,
+      doc: 'A git clone into a new workspace is killed after this long (the half workspace is removed).',
+    }),
+  }),
   limits: section({
     /** Restricted: read-only exploration; only the scratch is writable. */
     restricted: limitsSection(
@@ -211,6 +237,7 @@ export type ToolRunnerConfig = LoadedConfig & { readonly runner: { readonly id: 
 export type ToolRunnerConfigOverrides = ConfigOverrides<LoadedConfig>;
 export type SandboxConfig = ToolRunnerConfig['sandbox'];
 export type LimitsConfig = ToolRunnerConfig['limits'];
+export type WorkspacesConfig = ToolRunnerConfig['workspaces'];
 
 /**
  * Reads the settings from `env`, then applies `overrides` (typed, from code: tests, the embedded

@@ -1,4 +1,6 @@
 /** Starts a real tool-runner for integration tests (ephemeral ports, quiet logs). */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import type { Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -27,6 +29,8 @@ export async function startTestRunner(overrides: ToolRunnerConfigOverrides = {},
       runner: { id: `test-runner-${process.pid}-${Math.random().toString(36).slice(2, 8)}`, consume: false, ...overrides.runner },
       server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 2000, ...overrides.server },
       output: { flushInterval: 20, ...overrides.output },
+      // Never the machine's /var/lib/bedrock/workspaces.
+      workspaces: { root: join(tmpdir(), 'bedrock-workspaces-test'), ...overrides.workspaces },
     },
   );
   const runner = createToolRunner(config, {

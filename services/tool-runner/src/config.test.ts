@@ -110,7 +110,7 @@ describe('readToolRunnerConfig', () => {
     });
     expect(problems({ BEDROCK_TOOL_UIDS: '5', BEDROCK_WORKSPACE_ROOT: 'ws', BEDROCK_WORKSPACE_IMAGE_SIZE: '1MiB' })).toEqual(
       expect.arrayContaining([
-        'BEDROCK_TOOL_UIDS="5" is invalid: expected FIRST-LAST, uids 1..4294967294 (not FIRST-LAST)',
+        'BEDROCK_TOOL_UIDS="5" is invalid: expected a range of uids FIRST-LAST (1000 to 4294967294) (not FIRST-LAST)',
         expect.stringMatching(/^BEDROCK_WORKSPACE_ROOT="ws" is invalid: expected an absolute path/),
         expect.stringMatching(/^BEDROCK_WORKSPACE_IMAGE_SIZE="1MiB" is invalid: .*at least 256MiB/),
       ]),

@@ -116,7 +116,7 @@ describe('readToolRunnerConfig', () => {
       ]),
     );
     expect(problems({ BEDROCK_TOOL_UIDS: '0-10' })).toEqual([expect.stringMatching(/^BEDROCK_TOOL_UIDS="0-10" is invalid/)]);
-    expect(problems({ BEDROCK_TOOL_UIDS: '20-10' })).toEqual([expect.stringMatching(/the first uid is above the last/)]);
+    expect(problems({ BEDROCK_TOOL_UIDS: '2000-1000' })).toEqual([expect.stringMatching(/FIRST is above LAST/)]);
   });
 
   it('refuses a bare number for a duration or a size, naming the variable and the syntax', () => {

@@ -33,6 +33,7 @@ import type { WebBffConfig } from '../../src/config.ts';
 import { createWebBff, type WebBff } from '../../src/create-web-bff.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+import { startTestWorkspaceStorage, type TestWorkspaceStorage, type TestWorkspaceStorageOptions } from './workspace-storage.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
 /** An LLM request job with the history it names, fetched as the llm-gateway does (jobs are claim checks). */
@@ -44,6 +45,8 @@ export interface System {
   /** The running conversation service (a new one after restartConversation). */
   readonly conversation: ConversationServiceInstance;
   readonly bff: WebBff;
+  /** With `workspaceStorage`: the tool-runner's storage as the test plays it. */
+  readonly storage: TestWorkspaceStorage | undefined;
   /** With `proxyUpstream`: the TCP proxy between web-bff and the conversation service. */
   readonly proxy: TcpProxy | undefined;
   /** Stops the conversation service and starts a new one on the same database and Redis (the proxy follows it). */
@@ -76,6 +79,12 @@ export interface SystemOptions {
   readonly proxyUpstream?: boolean;
   /** Conversation service settings beyond the test's; each section given replaces the test's (only `models` keeps its default model unless set). */
   readonly conversation?: ConfigOverrides<ConversationConfig>;
+  /**
+   * Workspaces as a shared deployment has them: the conversation service asks a WorkspaceStorageService
+   * (a test double over a temporary directory, System.storage, that accepts only the conversation
+   * service's own token) and host paths are off. Default: no workspace storage, host paths on.
+   */
+  readonly workspaceStorage?: true | Pick<TestWorkspaceStorageOptions, 'gitRepos'>;
   /** The conversation service's clock (spend days, limit periods); default the system clock. */
   readonly clock?: () => Date;
 }
@@ -91,7 +100,14 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   };
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
   // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
-  const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
+  const services = generateServiceCredentials(['web-bff', 'llm-gateway', 'conversation']);
+  // The storage accepts the conversation service alone, as a tool-runner lists its peers.
+  const storage = options.workspaceStorage
+    ? await startTestWorkspaceStorage({
+        peers: services.peers.filter((p) => p.name === 'conversation'),
+        ...(options.workspaceStorage === true ? {} : options.workspaceStorage),
+      })
+    : undefined;
   const conversationConfig = readConversationConfig(
     {},
     {
@@ -100,7 +116,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       database: { url: db.url },
       conversations: { sandbox: 'available' },
       // The fake workers never look at a conversation's directory: host paths keep it a name.
-      workspaces: { hostPaths: 'on' },
+      workspaces: storage ? { hostPaths: 'off', storageUrls: [storage.url] } : { hostPaths: 'on' },
       turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
       recovery: { interval: 3_600_000 },
       ...options.conversation,
@@ -111,7 +127,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     const service = createConversationService(conversationConfig, {
       transport: newTransport(),
       logger,
-      servicePeers: services.peers,
+      servicePeers: services.peers.filter((p) => p.name !== 'conversation'),
+      serviceToken: services.tokens.conversation!,
       ...(options.clock ? { clock: options.clock } : {}),
     });
     await service.start();
@@ -194,6 +211,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       return conversation;
     },
     bff,
+    storage,
     proxy,
     async restartConversation() {
       await conversation.stop();
@@ -252,6 +270,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       await conversation.stop().catch(() => undefined);
       step('conversation');
       await proxy?.close();
+      await storage?.close();
       for (const t of transports) await t.close();
       step('transports');
       await db.drop();

@@ -9,12 +9,13 @@
  */
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { createApi } from './api.ts';
+import { createApi, createWorkspaceApi } from './api.ts';
 import { forgetToken, saveToken, storedToken, takeTokenFromUrl } from './auth.ts';
 import { ConversationView } from './conversation-view.tsx';
 import { Sidebar } from './sidebar.tsx';
 
 const api = createApi();
+const workspaces = createWorkspaceApi();
 const PHONE = '(max-width: 760px)';
 
 function routeId(path: string): string | undefined {
@@ -126,16 +127,16 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
 
   const newConversation = useCallback(() => {
     setDrawer(true);
-    const focusCwd = () => {
-      const cwd = document.getElementById('new-cwd') as HTMLInputElement | null;
-      if (!cwd || document.activeElement === cwd) return;
-      cwd.focus();
-      cwd.select();
+    // The form's first field: the workspace.
+    const focusWorkspace = () => {
+      const field = document.getElementById('new-workspace') as HTMLSelectElement | null;
+      if (!field || document.activeElement === field) return;
+      field.focus();
     };
     // At once where the form is beside the conversation (a page in the background gets no
     // animation frames); in the drawer, after it has opened (it is inert while closed).
-    focusCwd();
-    requestAnimationFrame(focusCwd);
+    focusWorkspace();
+    requestAnimationFrame(focusWorkspace);
   }, []);
 
   useEffect(() => {
@@ -229,6 +230,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
       <div class="layout">
         <Sidebar
           api={api}
+          workspaces={workspaces}
           current={id ?? ''}
           listVersion={listVersion}
           open={drawerOpen}
@@ -239,7 +241,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
         {drawerOpen ? <div class="drawer-backdrop" aria-hidden="true" onClick={() => setDrawer(false)} /> : null}
         <main class="main" id="main" inert={drawerOpen}>
           {id ? (
-            <ConversationView key={id} id={id} deps={{ api, authFailed, listChanged, navigate }} />
+            <ConversationView key={id} id={id} deps={{ api, workspaces, authFailed, listChanged, navigate }} />
           ) : (
             <div class="welcome">
               <h1>Welcome to Bedrock</h1>

@@ -161,6 +161,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           { tool_uid: config.sandbox.toolUid, tool_gid: config.sandbox.toolGid, private_mounts: probe.privateMounts },
           'tools run as their own user',
         );
+      // Which bounds this host enforces and which it cannot (and whether workspace runs get a view).
+      logger.info(sandbox.boundsLine);
       toolIsolation =
         sandbox.toolUserWarning ??
         `tools run as ${config.sandbox.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.sandbox.toolUid}, gid ${config.sandbox.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;

@@ -24,7 +24,12 @@ export function ensureHelper(): string {
  * asked for, and `overrides`.
  */
 export async function testSandboxSettings(
-  overrides: Partial<Pick<SandboxConfig, 'pidsCgroup' | 'unrestrictedWrite' | 'denyPorts' | 'hidePaths' | 'toolUid'>> & {
+  overrides: Partial<
+    Pick<
+      SandboxConfig,
+      'pidsCgroup' | 'unrestrictedWrite' | 'denyPorts' | 'hidePaths' | 'toolUid' | 'scratchSize' | 'toolUids' | 'viewPaths'
+    >
+  > & {
     limits?: { [M in keyof LimitsConfig]?: Partial<ResourceLimits> };
   } = {},
 ): Promise<SandboxSettings> {

@@ -928,11 +928,18 @@ static int build_view(const char *root, const struct policy *policy, long uid, l
     snprintf(err, errlen, "view: cannot make /dev: %s", strerror(errno));
     return -1;
   }
+  /* The host's nodes, same numbers and modes: mknod (cheaper than a bind mount each), or a bind
+   * where mknod is not allowed. */
   for (int k = 0; k < NELEM(VIEW_DEVICES); k++) {
     char src[64];
+    struct stat st;
     snprintf(src, sizeof(src), "/dev/%s", VIEW_DEVICES[k]);
-    if (access(src, F_OK) < 0) continue;
+    if (stat(src, &st) < 0 || !S_ISCHR(st.st_mode)) continue;
     snprintf(dst, sizeof(dst), "%s/dev/%s", root, VIEW_DEVICES[k]);
+    if (mknod(dst, S_IFCHR | (st.st_mode & 07777), st.st_rdev) == 0) {
+      chmod(dst, st.st_mode & 07777);
+      continue;
+    }
     if (bind_into(src, dst, 0, 1, err, errlen) < 0) return -1;
   }
   const char *links[][2] = {{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},

@@ -304,6 +304,26 @@ describe('bounds by the kernel', () => {
   });
 });
 
+describe('supervision in the pid namespace', () => {
+  it('a timeout kills the whole tree of a view run, setsid escapees included', async () => {
+    const started = Date.now();
+    const result = await asA('sleep 41 & setsid sleep 42 & (sleep 43 &) ; sleep 44', Mode.UNRESTRICTED, withView, 1);
+    expect(result.content).toContain('Timed out after 1s');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await new Promise((r) => setTimeout(r, 200));
+    const left = readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .filter((n) => {
+        try {
+          return /^sleep 4[1-4]/.test(readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' '));
+        } catch {
+          return false;
+        }
+      });
+    expect(left).toEqual([]);
+  });
+});
+
 describe('nothing of a run is left on the host', () => {
   it('no view, scratch or cgroup of a finished run remains', async () => {
     await asA('echo x > /tmp/x', Mode.RESTRICTED);

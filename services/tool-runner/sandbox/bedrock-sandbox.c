@@ -16,6 +16,16 @@
  *                         it vanishes with the run); otherwise a mkdtemp directory under DIR,
  *                         removed when the run ends. DIR/tmp (TMPDIR) and DIR/home (HOME) are
  *                         created for the tool user and stay writable in both modes.
+ *       --scratch-size BYTES, --scratch-inodes N   bound that tmpfs (size=, nr_inodes=)
+ *       --workspace DIR   a workspace run: the working directory must be inside DIR (real paths);
+ *                         Landlock lets the command read only the system directories, DIR, its
+ *                         scratch, /proc, the listing of /dev and six device nodes; Unrestricted
+ *                         writes go to DIR (not the working directory) and --write-scope is ignored
+ *       --system-dir P    (repeatable) the system directories of a workspace run (default /usr /bin
+ *                         /sbin /lib /lib32 /lib64 /libx32 /etc /opt, those that exist)
+ *       --view            (with --workspace and --private-tmp; needs CAP_SYS_ADMIN) a new pid
+ *                         namespace whose first process builds the tool's view and pivots into it:
+ *                         see build_view()
  *       --hide PATH       (repeatable, needs the mount namespace) an empty read-only tmpfs over PATH
  *       --uid N --gid N   run the command as this user and group (never 0), with no
  *                         supplementary groups; needs CAP_SETUID/CAP_SETGID. Capabilities are
@@ -28,7 +38,8 @@
  *       --net-ruleset P:F take those port rules prebuilt from a holder process (pid P, fd F)
  *   bedrock-sandbox --hold-net-ruleset --deny-port N...
  *       Builds the port rules once, prints "ready PID FD", and keeps them until stdin closes.
- *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
+ *       --cgroup DIR      (repeatable, one per hierarchy) join this cgroup before exec, so its
+ *                         pids.max, memory and cpu limits bound the tree
  *   bedrock-sandbox --await-args [--cgroup DIR]
  *       Started ahead of its run: joins DIR now (the slow part of a cgroup), writes "ready" on
  *       fd 3, then reads "CWD\0ARG\0...\0" on fd 4 until EOF, enters CWD and runs as if ARGs

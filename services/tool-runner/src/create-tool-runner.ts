@@ -152,7 +152,12 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       // Read first: a missing or malformed peers file stops the runner before it takes work.
       const servicePeers =
         deps.servicePeers ?? (config.server.servicePeersFile ? readServicePeersFile(config.server.servicePeersFile) : []);
-      const sandbox = await createSandboxSettings({ runnerId: config.runner.id, sandbox: config.sandbox, limits: config.limits });
+      const sandbox = await createSandboxSettings({
+        runnerId: config.runner.id,
+        sandbox: config.sandbox,
+        limits: config.limits,
+        workspaces: config.workspaces,
+      });
       probe = sandbox.probe;
       closeCgroups = () => closeSandboxSettings(sandbox.settings);
       // Helpers waiting in their own pids cgroups from the first tool call on.
@@ -175,6 +180,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           { tool_uid: config.sandbox.toolUid, tool_gid: config.sandbox.toolGid, private_mounts: probe.privateMounts },
           'tools run as their own user',
         );
+      // Which bounds this host enforces and which it cannot (and whether workspace runs get a view).
+      logger.info(sandbox.boundsLine);
       toolIsolation =
         sandbox.toolUserWarning ??
         `tools run as ${config.sandbox.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.sandbox.toolUid}, gid ${config.sandbox.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;

@@ -1,6 +1,4 @@
 /** Starts a real tool-runner for integration tests (ephemeral ports, quiet logs). */
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import type { Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -11,7 +9,7 @@ import { readToolRunnerConfig } from '../src/config.ts';
 import type { ToolRunnerConfigOverrides } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
-import { ensureHelper } from './support.ts';
+import { ensureHelper, TEST_WORKSPACE_ROOT } from './support.ts';
 
 /**
  * Service identity of the test runners: they accept these services' tokens (grpcClient
@@ -30,7 +28,7 @@ export async function startTestRunner(overrides: ToolRunnerConfigOverrides = {},
       server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 2000, ...overrides.server },
       output: { flushInterval: 20, ...overrides.output },
       // Never the machine's /var/lib/bedrock/workspaces.
-      workspaces: { root: join(tmpdir(), 'bedrock-workspaces-test'), ...overrides.workspaces },
+      workspaces: { root: TEST_WORKSPACE_ROOT, ...overrides.workspaces },
     },
   );
   const runner = createToolRunner(config, {

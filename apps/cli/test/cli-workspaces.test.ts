@@ -4,8 +4,8 @@
  * storage (web-bff's test system: plain directories in a temporary root, no quota) and a real
  * repository served by `git daemon` on loopback: a clone and a copy, the table, the default
  * workspace made by the first `new` without flags, a host path refused with the hint, another
- * user's workspace not found, a workspace with conversations refused unless deleted with them,
- * and the usage errors.
+ * user's workspace not found, each user's workspaces owned by their own uid on disk, a
+ * workspace with conversations refused unless deleted with them, and the usage errors.
  * Needs root (the runner gives each workspace to its owner's uid) and git.
  */
 import { execFileSync } from 'node:child_process';
@@ -161,6 +161,30 @@ describe('bedrock ws and new --workspace', () => {
     expect((await workspaces('bob')).workspaces ?? []).toEqual([]);
     // Bob's own name may be the same as Alice's.
     expect((await bedrock(['ws', 'new', 'api'], 'bob')).code).toBe(0);
+  });
+
+  it("gives each user's workspaces their own uid on disk (200000 and up), 0700", async () => {
+    expect((await bedrock(['ws', 'new', 'alices'], 'alice')).code).toBe(0);
+    expect((await bedrock(['ws', 'new', 'bobs'], 'bob')).code).toBe(0);
+    const owners = async (user: 'alice' | 'bob') =>
+      ((await workspaces(user)).workspaces ?? []).map((w) => {
+        const st = statSync(w.path);
+        return { name: w.name, uid: st.uid, gid: st.gid, mode: st.mode & 0o7777 };
+      });
+    const alice = await owners('alice');
+    const bob = await owners('bob');
+    expect(alice.map((w) => w.name)).toEqual(expect.arrayContaining(['default', 'api', 'api-copy', 'alices']));
+    expect(bob.map((w) => w.name)).toEqual(expect.arrayContaining(['api', 'bobs']));
+    const aliceUid = alice[0]!.uid;
+    const bobUid = bob[0]!.uid;
+    expect(aliceUid).toBeGreaterThanOrEqual(200_000);
+    expect(bobUid).toBeGreaterThanOrEqual(200_000);
+    expect(bobUid).not.toBe(aliceUid);
+    for (const w of alice) expect(w).toEqual({ name: w.name, uid: aliceUid, gid: aliceUid, mode: 0o700 });
+    for (const w of bob) expect(w).toEqual({ name: w.name, uid: bobUid, gid: bobUid, mode: 0o700 });
+    // What the clone wrote is its owner's too.
+    const api = ((await workspaces('alice')).workspaces ?? []).find((w) => w.name === 'api')!;
+    expect(statSync(join(api.path, 'src', 'index.ts')).uid).toBe(aliceUid);
   });
 
   it('refuses to delete a workspace while conversations use it, unless they go with it', async () => {

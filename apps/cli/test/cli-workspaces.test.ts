@@ -1,28 +1,33 @@
 /**
  * `bedrock ws new|ls|rm` and `bedrock new --workspace` against the real web-bff and conversation
- * service on a deployment with workspaces (host paths off), the tool-runner's workspace storage
- * played by a strict test double over a temporary directory (web-bff's test system): a clone and
- * a copy, the table, the default workspace made by the first `new` without flags, a host path
- * refused with the hint, another user's workspace not found, a workspace with conversations
- * refused unless deleted with them, and the usage errors.
+ * service on a deployment with workspaces (host paths off), a real tool-runner as the workspace
+ * storage (web-bff's test system: plain directories in a temporary root, no quota) and a real
+ * repository served by `git daemon` on loopback: a clone and a copy, the table, the default
+ * workspace made by the first `new` without flags, a host path refused with the hint, another
+ * user's workspace not found, each user's workspaces owned by their own uid on disk, a
+ * workspace with conversations refused unless deleted with them, and the usage errors.
+ * Needs root (the runner gives each workspace to its owner's uid) and git.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startSystem, type System } from '@bedrock/web-bff/test-support';
+import { startGitDaemon, startSystem, type GitDaemon, type System } from '@bedrock/web-bff/test-support';
 import { run } from '../src/run.ts';
+import { humanBytes } from '../src/workspaces.ts';
 
-const REPO = 'https://git.example.test/acme/api.git';
+let git: GitDaemon;
+let REPO: string;
 
 let s: System;
 beforeAll(async () => {
-  s = await startSystem({
-    label: 'cli_ws',
-    workspaceStorage: { gitRepos: { [REPO]: { 'README.md': '# api\n', 'src/index.ts': 'export const answer = 42;\n' } } },
-  });
-});
+  git = await startGitDaemon({ 'acme/api.git': { 'README.md': '# api\n', 'src/index.ts': 'export const answer = 42;\n' } });
+  REPO = git.url('acme/api.git');
+  s = await startSystem({ label: 'cli_ws', workspaceStorage: true });
+}, 60_000);
 afterAll(async () => {
   await s?.close();
+  await git?.close();
 });
 
 async function bedrock(args: string[], user: 'alice' | 'bob' = 'alice') {
@@ -56,8 +61,9 @@ describe('bedrock ws and new --workspace', () => {
     const empty = await bedrock(['ws', 'ls']);
     expect(empty.code).toBe(0);
     expect(empty.stdout).toBe(
-      'no workspaces yet (bedrock ws new NAME; bedrock new makes "default" on first use)\nquota: none: the test storage enforces no quota\n',
+      `no workspaces yet (bedrock ws new NAME; bedrock new makes "default" on first use)\nquota: ${s.storage!.description}\n`,
     );
+    expect(s.storage!.description).toMatch(/^the workspace root .* is on .*, not btrfs: no disk quota per workspace$/);
 
     const created = await bedrock(['new', '--json']);
     expect(created.code).toBe(0);
@@ -86,19 +92,32 @@ describe('bedrock ws and new --workspace', () => {
     const byName = Object.fromEntries((await workspaces()).workspaces!.map((w) => [w.name, w]));
     expect(byName['api-copy']!.origin).toBe('copy of api');
     expect(readFileSync(join(byName['api-copy']!.path, 'src/index.ts'), 'utf8')).toContain('answer = 42');
-    // The storage was asked as the double's rules want: ids of the right form, a tool uid that is not root.
-    const prepares = s.storage!.calls.filter((call) => call.method === 'prepare');
-    expect(prepares.every((call) => call.uid !== undefined && call.uid >= 200_000)).toBe(true);
-    expect(prepares.map((call) => call.source)).toEqual(expect.arrayContaining([`gitUrl ${REPO}`, `copyFromId ${byName.api!.id}`]));
+    // The storage made them as asked: ids of the right form, given to a tool uid that is not root;
+    // api cloned from REPO, api-copy copied from api's workspace (cp -a keeps the times a new clone would not).
+    expect(readdirSync(s.storage!.root).every((name) => /^ws-[0-9a-z]{26}$/.test(name))).toBe(true);
+    expect(Object.values(byName).every((w) => statSync(w.path).uid >= 200_000)).toBe(true);
+    expect(readFileSync(join(byName.api!.path, '.git', 'config'), 'utf8')).toContain(`url = ${REPO}\n`);
+    expect(statSync(join(byName['api-copy']!.path, 'README.md'), { bigint: true }).mtimeNs).toBe(
+      statSync(join(byName.api!.path, 'README.md'), { bigint: true }).mtimeNs,
+    );
 
     const table = await bedrock(['ws', 'ls']);
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAME +SIZE +FILES +CONVERSATIONS +LAST USE +ORIGIN$/);
     const apiLine = lines.find((l) => l.startsWith('api '))!;
-    // README.md (6 B) and src/index.ts (26 B), under a 10 GiB quota; files: the two, src and the top.
-    expect(apiLine).toMatch(/^api +32 B \/ 10 GiB +4 \/ 1,000,000 +0 +just now +git https:\/\/git\.example\.test\/acme\/api\.git$/);
-    expect(lines.at(-1)).toBe('quota: none: the test storage enforces no quota');
+    // What the clone takes on disk (README.md, src/index.ts and git's .git, the top included), under
+    // a 10 GiB quota; files: every entry and the top, as du and find count them.
+    const bytes = Number(execFileSync('du', ['-s', '-B1', byName.api!.path]).toString().split('\t')[0]);
+    const files = execFileSync('find', [byName.api!.path]).toString().trimEnd().split('\n').length;
+    expect(files).toBeGreaterThan(4);
+    expect(byName.api).toMatchObject({ sizeBytes: String(bytes) });
+    expect(apiLine).toMatch(
+      new RegExp(
+        `^api +${humanBytes(bytes).replace('.', '\\.')} \\/ 10 GiB +${files.toLocaleString('en-US')} \\/ 1,000,000 +0 +just now +git ${REPO.replace(/\./g, '\\.')}$`,
+      ),
+    );
+    expect(lines.at(-1)).toBe(`quota: ${s.storage!.description}`);
 
     const inside = await bedrock(['new', '--workspace', 'api', '--cwd', 'src', '--json']);
     expect(inside.code).toBe(0);
@@ -110,7 +129,7 @@ describe('bedrock ws and new --workspace', () => {
     expect(escape.code).toBe(3);
     expect(escape.stderr).toMatch(/^bedrock: InvalidArgument: .*leaves the workspace/);
 
-    const failed = await bedrock(['ws', 'new', 'nope', '--git', 'https://git.example.test/missing.git']);
+    const failed = await bedrock(['ws', 'new', 'nope', '--git', git.url('missing.git')]);
     expect(failed.code).toBe(3);
     expect(failed.stderr).toMatch(/^bedrock: FailedPrecondition: workspace nope could not be made: git clone .* failed/);
     expect((await workspaces()).workspaces!.map((w) => w.name)).not.toContain('nope');
@@ -142,6 +161,30 @@ describe('bedrock ws and new --workspace', () => {
     expect((await workspaces('bob')).workspaces ?? []).toEqual([]);
     // Bob's own name may be the same as Alice's.
     expect((await bedrock(['ws', 'new', 'api'], 'bob')).code).toBe(0);
+  });
+
+  it("gives each user's workspaces their own uid on disk (200000 and up), 0700", async () => {
+    expect((await bedrock(['ws', 'new', 'alices'], 'alice')).code).toBe(0);
+    expect((await bedrock(['ws', 'new', 'bobs'], 'bob')).code).toBe(0);
+    const owners = async (user: 'alice' | 'bob') =>
+      ((await workspaces(user)).workspaces ?? []).map((w) => {
+        const st = statSync(w.path);
+        return { name: w.name, uid: st.uid, gid: st.gid, mode: st.mode & 0o7777 };
+      });
+    const alice = await owners('alice');
+    const bob = await owners('bob');
+    expect(alice.map((w) => w.name)).toEqual(expect.arrayContaining(['default', 'api', 'api-copy', 'alices']));
+    expect(bob.map((w) => w.name)).toEqual(expect.arrayContaining(['api', 'bobs']));
+    const aliceUid = alice[0]!.uid;
+    const bobUid = bob[0]!.uid;
+    expect(aliceUid).toBeGreaterThanOrEqual(200_000);
+    expect(bobUid).toBeGreaterThanOrEqual(200_000);
+    expect(bobUid).not.toBe(aliceUid);
+    for (const w of alice) expect(w).toEqual({ name: w.name, uid: aliceUid, gid: aliceUid, mode: 0o700 });
+    for (const w of bob) expect(w).toEqual({ name: w.name, uid: bobUid, gid: bobUid, mode: 0o700 });
+    // What the clone wrote is its owner's too.
+    const api = ((await workspaces('alice')).workspaces ?? []).find((w) => w.name === 'api')!;
+    expect(statSync(join(api.path, 'src', 'index.ts')).uid).toBe(aliceUid);
   });
 
   it('refuses to delete a workspace while conversations use it, unless they go with it', async () => {

@@ -1,33 +1,32 @@
 /**
  * The new-conversation form's workspace picker in a real browser (headless Chromium through
  * playwright-core) against web-bff and the conversation service with workspaces (host paths
- * off; the tool-runner's storage played by the test system's double): `default` offered first
- * and made on first use, a new workspace cloned from git with a directory inside it, the
- * workspace named in the conversation's header, and a host directory refused with the
- * server's words.
+ * off; a real tool-runner as the storage, the test system's): `default` offered first and made
+ * on first use, a new workspace cloned from a real repository (`git daemon` on loopback) with a
+ * directory inside it, the workspace named in the conversation's header, and a host directory
+ * refused with the server's words. Needs root and git (the runner's workspaces are the tool uids').
  */
 import { execFileSync } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { startSystem, type System } from './support/system.ts';
+import { startGitDaemon, startSystem, type GitDaemon, type System } from './support/system.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const UI_DIST = resolve(HERE, '../ui/dist');
-const REPO = 'https://git.example.test/acme/site.git';
 
+let git: GitDaemon;
+let REPO: string;
 let s: System;
 let browser: Browser;
 let page: Page;
 
 beforeAll(async () => {
   execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
-  s = await startSystem({
-    label: 'ui_ws',
-    workspaceStorage: { gitRepos: { [REPO]: { 'index.html': '<h1>site</h1>\n' } } },
-    bff: { http: { uiDir: UI_DIST } },
-  });
+  git = await startGitDaemon({ 'acme/site.git': { 'index.html': '<h1>site</h1>\n' } });
+  REPO = git.url('acme/site.git');
+  s = await startSystem({ label: 'ui_ws', workspaceStorage: true, bff: { http: { uiDir: UI_DIST } } });
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
   page.setDefaultTimeout(20_000);
@@ -37,6 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await s?.close();
+  await git?.close();
 });
 
 const options = () => page.locator('#new-workspace option').allTextContents();
@@ -79,7 +79,7 @@ describe('the workspace picker', () => {
   it('says why a workspace could not be made, and why a host directory is refused', async () => {
     await page.locator('#new-workspace').selectOption({ label: 'New workspace…' });
     await page.getByLabel('New workspace name').fill('broken');
-    await page.getByLabel('Clone from git (optional)').fill('https://git.example.test/missing.git');
+    await page.getByLabel('Clone from git (optional)').fill(git.url('missing.git'));
     await page.getByRole('button', { name: 'Start' }).click();
     await expect(page.getByRole('alert').textContent()).resolves.toMatch(/workspace broken could not be made: git clone .* failed/);
 

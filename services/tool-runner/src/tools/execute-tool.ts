@@ -5,7 +5,8 @@
  * nothing here throws for bad input.
  */
 import { realpath } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, isAbsolute, relative } from 'node:path';
+import { runSandboxed } from '../sandbox/sandboxed-run.ts';
 import { TOOLS, isToolName, Mode } from '@bedrock/contracts';
 import type { ToolExecJob } from '@bedrock/contracts';
 import { runBash } from './bash.ts';
@@ -64,7 +65,21 @@ async function tenancyOf(
   let cwd: string;
   try {
     workspace = await realpath(workspacePath);
-    cwd = await realpath(job.cwd);
+    cwd = await realpath(job.cwd).catch(async (err: NodeJS.ErrnoException) => {
+      // A conversation's directory inside its workspace is made at its first tool call, by
+      // its owner in the sandbox (never by root: a link the tools planted is not followed out).
+      const rel = relative(workspacePath, job.cwd);
+      if (err.code !== 'ENOENT' || rel === '' || rel.startsWith('..') || isAbsolute(rel)) throw err;
+      await runSandboxed(ctx.sandbox, {
+        mode: 'unrestricted',
+        argv: ['mkdir', '-p', '--', job.cwd],
+        cwd: workspacePath,
+        timeoutMs: 10_000,
+        user: { uid, gid },
+        workspace: workspacePath,
+      });
+      return realpath(job.cwd);
+    });
   } catch (err) {
     return {
       error: `The workspace ${workspacePath} or the working directory ${job.cwd} does not exist (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}).`,

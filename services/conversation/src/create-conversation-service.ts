@@ -4,13 +4,7 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
-import {
-  AdminService,
-  ConversationHistoryService,
-  ConversationService,
-  IdentityService,
-  QUEUE_CONVERSATION_EVENTS,
-} from '@bedrock/contracts';
+import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -235,7 +229,9 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             ...(deps.clock ? { now: deps.clock } : {}),
           });
           registerHealth(router, health);
-          registerReflection(router, [ConversationService, ConversationHistoryService, IdentityService, AdminService]);
+          // An internal port: reflection lists health and itself only, never the internal API
+          // (docs/security.md, boundary 2). Operators use the protos (`buf curl --schema proto`).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the

@@ -191,7 +191,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         routes: (router) => {
           registerToolRunnerService(router, { executor: exec, capabilities });
           registerHealth(router, health);
-          registerReflection(router, [ToolRunnerService, healthPb.Health]);
+          // An internal port: reflection lists health and itself only, never ToolRunnerService
+          // (docs/security.md, boundary 2).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Redis answers (when consuming queues over the redis transport; the transport

@@ -204,6 +204,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             store,
             applier,
             streams: transport.streams,
+            leftovers: transport,
             logger,
             policy,
             defaultModel: config.models.default,
@@ -224,7 +225,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             identities,
             audit: createAuditStore(pool),
             logger,
-            deletion: { store, streams: transport.streams, logger },
+            deletion: { store, streams: transport.streams, leftovers: transport, logger },
             limits,
             ...(deps.clock ? { now: deps.clock } : {}),
           });

@@ -5,7 +5,8 @@
  * answer carry unique strings — in completed, delayed and failed jobs of every queue, in the
  * run ledger and the notification stream — is deleted with DeleteConversation, and another
  * user's with DeleteUser. Afterwards no Redis key or field under the test's prefix, and no
- * Postgres row but the audit log's, holds any of those strings.
+ * Postgres row but the audit log's, holds any of those strings; a tool result that arrives after
+ * the deletion is removed within seconds.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
@@ -165,6 +166,16 @@ describe('deleting leaves nothing of a conversation but its audit rows', () => {
     // The tool's job (its input) and the LLM request jobs, which name the conversation, are gone too.
     const ids = [...(await redisDump()).keys()].filter((k) => k.includes(id));
     expect(ids).toEqual([]);
+
+    // A result that comes after the deletion (a cancelled tool that finished late): the runner
+    // records it and publishes it; the service drops the event and removes both soon after.
+    const late = `${mark}-after-deletion`;
+    const key = toolRunKey(id, 't9');
+    expect(await s.transport.runs.claim(key, 'runner-test#2')).toBeNull();
+    await s.transport.runs.finish(key, 'runner-test#2', late);
+    await s.send(id, `tool-result/${id}/t9`, { case: 'toolComplete', value: { toolUseId: 't9', content: late } });
+    expect((await leftoversOf(late)).length).toBeGreaterThan(0);
+    await s.waitFor('the late result to be removed', async () => (await leftoversOf(late)).length === 0, 15_000);
   }, 60_000);
 
   it('DeleteUser: the same for every conversation of the user', async () => {

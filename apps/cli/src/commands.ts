@@ -40,6 +40,7 @@ import {
   type Output,
   type RenderOptions,
 } from './render.ts';
+import { stripControls } from './terminal-text.ts';
 import { followTurn, resumingWatch, type ResumeOptions } from './turn.ts';
 
 export interface Ctx {
@@ -324,7 +325,8 @@ export async function remove(ctx: Ctx, id: string, yes: boolean): Promise<number
     const details = await ctx.client.getConversation({ conversationId: id });
     const c = details.conversation!;
     const subAgents = details.subAgents.length + (details.moreSubAgents ? '+' : '');
-    const what = `"${c.title || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
+    // The title is the model's text, asked on the terminal directly (readline): cleaned here.
+    const what = `"${stripControls(c.title) || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     const answer = await rl.question(`Delete ${what} and every message? This cannot be undone. [y/N] `).finally(() => rl.close());
     if (!/^y(es)?$/i.test(answer.trim())) {

@@ -4,14 +4,7 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
-import {
-  AdminService,
-  ConversationHistoryService,
-  ConversationService,
-  WorkspaceService,
-  IdentityService,
-  QUEUE_CONVERSATION_EVENTS,
-} from '@bedrock/contracts';
+import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -250,6 +243,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             store,
             applier,
             streams: transport.streams,
+            leftovers: transport,
             logger,
             policy,
             defaultModel: config.models.default,
@@ -271,14 +265,16 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             identities,
             audit: createAuditStore(pool),
             logger,
-            deletion: { store, streams: transport.streams, logger },
+            deletion: { store, streams: transport.streams, leftovers: transport, logger },
             workspaces,
             oneUser: config.workspaces.hostPaths === 'on' && (deps.hostPathsOneUser ?? false),
             limits,
             ...(deps.clock ? { now: deps.clock } : {}),
           });
           registerHealth(router, health);
-          registerReflection(router, [ConversationService, WorkspaceService, ConversationHistoryService, IdentityService, AdminService]);
+          // An internal port: reflection lists health and itself only, never the internal API
+          // (docs/security.md, boundary 2). Operators use the protos (`buf curl --schema proto`).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the

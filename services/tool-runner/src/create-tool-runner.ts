@@ -221,7 +221,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           registerToolRunnerService(router, { executor: exec, capabilities });
           registerWorkspaceStorageService(router, storage);
           registerHealth(router, health);
-          registerReflection(router, [ToolRunnerService, WorkspaceStorageService, healthPb.Health]);
+          // An internal port: reflection lists health and itself only, never ToolRunnerService
+          // (docs/security.md, boundary 2).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Redis answers (when consuming queues over the redis transport; the transport

@@ -7,6 +7,7 @@ import { chownSync, existsSync } from 'node:fs';
 import { Mode, QUEUE_TOOL_EXEC, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
 import { createMemoryTransport } from '@bedrock/platform';
 import { generateToken } from '@bedrock/platform/server';
+import { rawReflection } from '@bedrock/testkit/raw-reflection';
 import type { ToolCompleteEvent } from '@bedrock/contracts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { groupGone, grpcClient, startTestRunner, TEST_SERVICES } from './support-runner.ts';
@@ -45,6 +46,22 @@ describe('ToolRunnerService', () => {
     const client = createClient(health.Health, createGrpcTransport({ baseUrl: runner.grpcUrl }));
     expect((await client.check({ service: '' })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
     expect((await client.check({ service: ToolRunnerService.typeName })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
+  });
+
+  it('reflection lists only health and reflection, never ToolRunnerService (an internal port)', async () => {
+    const { status, answers } = await rawReflection(runner.grpcUrl, [
+      { case: 'listServices', value: '' },
+      { case: 'fileContainingSymbol', value: ToolRunnerService.typeName },
+      { case: 'fileByFilename', value: 'bedrock/internal/v1/tool_runner_service.proto' },
+      { case: 'fileContainingSymbol', value: 'bedrock.internal.v1.ToolExecJob' },
+    ]);
+    expect(status).toBe(0);
+    expect(answers[0]!.services).toEqual([
+      'grpc.health.v1.Health',
+      'grpc.reflection.v1.ServerReflection',
+      'grpc.reflection.v1alpha.ServerReflection',
+    ]);
+    expect(answers.slice(1)).toEqual(Array(3).fill({ errorCode: Code.NotFound }));
   });
 
   it('streams output, then exactly one result', async () => {

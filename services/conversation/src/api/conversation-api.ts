@@ -67,7 +67,7 @@ import { checkImageDecodes } from './images.ts';
 import { LIMITS } from './limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
-import { createdConversationIdOf, endDeletedStreams } from './deleted-streams.ts';
+import { createdConversationIdOf, endDeletedStreams, type ConversationLeftovers } from './deleted-streams.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 import { HOST_PATHS_OFF, type Placement, type Workspaces } from '../workspaces/workspaces.ts';
 import { registerWorkspaceApi } from './workspace-api.ts';
@@ -100,6 +100,8 @@ export interface ConversationApiOptions {
    * before the notification streams are deleted, ms. Default 1000.
    */
   readonly deletedStreamGraceMs?: number;
+  /** The transport's queues and run ledger: a deleted conversation's jobs and tool results are removed from them. */
+  readonly leftovers?: ConversationLeftovers;
   /** Refuse CreateConversation whose cwd is not a directory on this host (BEDROCK_CHECK_CWD). Default true. */
   readonly checkCwd?: boolean;
   /** Users' workspaces (WorkspaceService), and whether host paths are allowed. */
@@ -246,6 +248,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     endDeletedStreams(
       {
         streams: options.streams,
+        ...(options.leftovers ? { leftovers: options.leftovers } : {}),
         logger: options.logger,
         ...(options.deletedStreamGraceMs !== undefined ? { graceMs: options.deletedStreamGraceMs } : {}),
       },

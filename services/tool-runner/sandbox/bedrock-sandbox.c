@@ -390,6 +390,11 @@ static int take_net_ruleset(const char *spec) {
 #error "bedrock-sandbox supports x86_64 and aarch64"
 #endif
 
+/* include/uapi/linux/btrfs.h: _IOW(0x94, n, struct btrfs_ioctl_vol_args[_v2]), both 4096 bytes. */
+#define BR_BTRFS_IOC_SNAP_CREATE 0x50009401u
+#define BR_BTRFS_IOC_SUBVOL_CREATE 0x5000940eu
+#define BR_BTRFS_IOC_SNAP_CREATE_V2 0x50009417u
+#define BR_BTRFS_IOC_SUBVOL_CREATE_V2 0x50009418u
 #define BR_DENY(err) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((err) & SECCOMP_RET_DATA))
 #define BR_IF_NR(nr, ret) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), ret
 
@@ -439,6 +444,18 @@ static int apply_seccomp(int abi, const struct policy *policy, char *err, size_t
       BR_IF_NR(__NR_umount2, BR_DENY(EPERM)),
       BR_IF_NR(__NR_pivot_root, BR_DENY(EPERM)),
       BR_IF_NR(__NR_open_by_handle_at, BR_DENY(EPERM)),
+      /* ioctl(fd, cmd): refuse making btrfs subvolumes and snapshots. Any user may make one
+       * in a directory they can write, and it would get a quota group of its own outside
+       * the workspace's: a way past the workspace's quota. (cmd is an unsigned int: the low
+       * word of argument 1 on both little-endian arches.) */
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 7),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SNAP_CREATE, 4, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SUBVOL_CREATE, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SNAP_CREATE_V2, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SUBVOL_CREATE_V2, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BR_DENY(EPERM),
       /* clone(flags, ...): refuse new namespaces (flags are argument 0 on both arches). */
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),

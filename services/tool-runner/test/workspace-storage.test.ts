@@ -25,12 +25,13 @@ import { join } from 'node:path';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import type { Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { WorkspaceStorageService } from '@bedrock/contracts';
+import { Mode, ToolExecJobSchema, WorkspaceStorageService } from '@bedrock/contracts';
+import { create } from '@bufbuild/protobuf';
 import { serviceTokenInterceptor } from '@bedrock/platform/server';
 import { readToolRunnerConfig } from '../src/config.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { openWorkspaceStorage } from '../src/workspaces/workspace-storage.ts';
-import { startTestRunner, TEST_SERVICES } from './support-runner.ts';
+import { grpcClient, startTestRunner, TEST_SERVICES } from './support-runner.ts';
 
 const isRoot = process.getuid?.() === 0;
 const hasBtrfs = (() => {
@@ -236,6 +237,31 @@ describeBtrfs('WorkspaceStorageService on btrfs (a loop-mounted image the runner
     expect(Number(usage[0]!.bytes)).toBeGreaterThanOrEqual(2 * MiB);
     expect(Number(usage[0]!.bytes)).toBeLessThanOrEqual(8 * MiB);
     expect(usage[1]).toMatchObject({ exists: false, bytes: 0n, inodes: 0n });
+  });
+
+  it('keeps tools from making subvolumes, which would escape the quota (seccomp refuses the ioctls)', async () => {
+    const id = newId();
+    const { path } = await client(runner).prepareWorkspace({ workspaceId: id, uid: UID, gid: UID, quotaBytes: BigInt(8 * MiB) });
+    // The escape exists: outside the sandbox, the owner may make a subvolume (with a quota group of its own).
+    asUser(UID, 'btrfs', 'subvolume', 'create', join(path, 'outside'));
+    for (const mode of [Mode.UNRESTRICTED, Mode.RESTRICTED]) {
+      const job = create(ToolExecJobSchema, {
+        toolUseId: `subvol-${mode}`,
+        conversationId: 'c-subvol',
+        toolName: 'bash',
+        inputJson: JSON.stringify({ command: 'btrfs subvolume create inside; btrfs subvolume snapshot outside snap; ls' }),
+        cwd: path,
+        mode,
+        toolUid: UID,
+        toolGid: UID,
+        workspacePath: path,
+      });
+      let content = '';
+      for await (const msg of grpcClient(runner).executeTool({ job })) if (msg.kind.case === 'result') content = msg.kind.value.content;
+      if (mode === Mode.UNRESTRICTED) expect(content).toMatch(/Operation not permitted/);
+      expect(content).not.toMatch(/^inside$/m);
+      expect(content).not.toMatch(/^snap$/m);
+    }
   });
 
   it('copies a workspace as a snapshot, with its own quota', async () => {

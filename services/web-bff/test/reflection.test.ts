@@ -32,7 +32,9 @@ describe('server reflection', () => {
         version,
       );
       expect(status).toBe(0);
-      expect(answers[0]!.services).toEqual(['bedrock.v1.AdminService', 'bedrock.v1.ConversationService', 'bedrock.v1.WorkspaceService', ...OPEN].sort());
+      expect(answers[0]!.services).toEqual(
+        ['bedrock.v1.AdminService', 'bedrock.v1.ConversationService', 'bedrock.v1.WorkspaceService', ...OPEN].sort(),
+      );
       expect(answers[1]!.files?.[0]).toBe('bedrock/v1/conversation_service.proto');
     }
   });

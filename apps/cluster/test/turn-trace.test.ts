@@ -97,6 +97,8 @@ beforeAll(async () => {
         transport: { kind: 'memory' },
         database: { url: `postgres://postgres@127.0.0.1:5432/${DB}` },
         conversations: { sandbox: 'unavailable' },
+        // A turn's trace, not where it runs: its tool runs in /tmp, a host path.
+        workspaces: { hostPaths: 'on' },
       },
     ),
     { transport, servicePeers: services.peers },

@@ -123,8 +123,8 @@ describe('invalid input', () => {
     expectInvalid(await send({ text: '  \n ' }), /empty/);
     expectInvalid(await rpcError(c.sendMessage({ conversationId: '', text: 'x' })), /conversation_id is required/);
     expectInvalid(await rpcError(c.getConversation({ conversationId: 'x'.repeat(600) })), /too long \(at most 512/);
-    expectInvalid(await rpcError(c.createConversation({ cwd: 'relative/dir' })), /absolute path/);
-    expectInvalid(await rpcError(c.createConversation({ cwd: '' })), /cwd is required/);
+    // A relative directory is one inside a workspace; it may not climb out of it.
+    expectInvalid(await rpcError(c.createConversation({ cwd: 'relative/../../dir' })), /leaves the workspace/);
     expectInvalid(await rpcError(c.createConversation({ cwd: `/${'a'.repeat(LIMITS.maxCwdChars)}` })), /at most 4096/);
     expectInvalid(await rpcError(c.createConversation({ cwd: '/tmp', model: 'bad model!' })), /not a valid model id/);
     expectInvalid(await rpcError(c.listConversations({ pageToken: 'not-a-token' })), /page_token/);

@@ -220,11 +220,11 @@ describe('ownership', () => {
     const err = ConnectError.from(
       await s
         .client(s.tokens.alice)
-        .createConversation({ cwd: 'relative' })
+        .createConversation({ cwd: '../relative' })
         .catch((e: unknown) => e),
     );
     expect(err.code).toBe(Code.InvalidArgument);
-    expect(err.rawMessage).toMatch(/cwd must be an absolute path/);
+    expect(err.rawMessage).toMatch(/leaves the workspace \('\.\.'\): give a directory inside it/);
 
     // A server tool this deployment does not allow (none by default): the service's sentence, as it wrote it.
     const tool = ConnectError.from(

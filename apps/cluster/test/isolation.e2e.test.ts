@@ -47,7 +47,9 @@ beforeAll(async () => {
     redisPrefix: `e2e-isolation-${process.pid}`,
     replicas: { conversation: 1, gateway: 1, toolRunner: 1 },
     // The offline model: no key, no provider.
-    env: { ANTHROPIC_API_KEY: '', LOG_LEVEL: 'warn', BEDROCK_OFFLINE_EVENT_DELAY: '0ms' },
+    // The host-path layout (a directory of this machine, the fixed tool user): workspaces and
+    // their per-user uids are tenants.e2e.test.ts's.
+    env: { ANTHROPIC_API_KEY: '', LOG_LEVEL: 'warn', BEDROCK_OFFLINE_EVENT_DELAY: '0ms', BEDROCK_HOST_PATHS: 'on' },
   });
   const client = createClient(
     ConversationService,

@@ -149,6 +149,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         monthlyBudgetMicros: config.limits.monthlyBudget,
         maxBusyConversations: config.limits.maxBusyConversations,
         messagesPerMinute: config.limits.messagesPerMinute,
+        maxConversations: config.limits.maxConversations,
       },
     });
     const applier = createApplier({
@@ -159,7 +160,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       maxOutputTokens: config.models.maxOutputTokens,
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
-      remainingBudget: (owner, at, client) => limits.remainingBudget(owner, at, client),
+      reserve: (request, at, client) => limits.reserve(request, at, client),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
@@ -216,6 +217,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             defaultThinking: config.conversations.defaultThinking,
             allowedServerTools: config.conversations.serverTools ?? [],
             checkCwd: config.conversations.checkCwd,
+            imagePixelsPerMessage: config.limits.imagePixelsPerMessage,
             sandboxAvailable,
             onApplied: recordTransition,
             limits,

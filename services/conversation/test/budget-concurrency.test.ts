@@ -194,6 +194,31 @@ describe('mid-turn requests (no admission: tool results arriving together)', () 
   });
 });
 
+describe('sub-agents', () => {
+  it('8 sub-agents started by one spawn_agents spend at most the budget and one request', async () => {
+    const gateway = h.onLlmJob;
+    h.onLlmJob = null;
+    const id = await h.createConversation('sub');
+    await h.client('sub').sendMessage({ conversationId: id, text: 'split the work' });
+    const job = await h.llmJob(id);
+    await admin().setUserLimits({ userId: 'sub', dailyBudgetMicros: BigInt(BUDGET) });
+    h.onLlmJob = gateway;
+    answerTokens = 500;
+    // The parent's answer (free) starts eight sub-agents at once.
+    await h.respond(job, {
+      stopReason: StopReason.TOOL_USE,
+      usage: usage(0, 0),
+      content: [toolUse('sp', 'spawn_agents', { tasks: Array.from({ length: 8 }, (_, i) => ({ task: `part ${i}` })) })],
+    });
+    await settled('sub');
+    const children = Array.from({ length: 8 }, (_, i) => `${id}--sp--${i}`);
+    const requests = children.reduce((n, c) => n + h.llmJobsOf(c).length, 0);
+    const total = await spent('sub');
+    console.log(`8 sub-agents at once, budget ${BUDGET} µ$: ${requests} sub-agent LLM requests, spent ${total} µ$`);
+    expect(total).toBeLessThanOrEqual(BUDGET + REQUEST_COST);
+  });
+});
+
 describe('TriggerContinuation meets the limits a message meets', () => {
   it('counts toward messages per minute and busy conversations', async () => {
     answerTokens = 0;

@@ -167,6 +167,15 @@ const USAGE_SQL = `SELECT
   (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
   (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL)::int AS conversations`;
 
+/** What a reservation needs (no counts of conversations): read before every LLM request. */
+const BUDGET_SQL = `SELECT
+  (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
+  0 AS busy,
+  (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
+  0 AS conversations`;
+
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
   /**
@@ -213,7 +222,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
   }
 
   /** `except`: a conversation whose hold is left out of `reserved` (the one about to replace it). */
-  async function usage(userId: string, now: Date, client?: PoolClient, except = ''): Promise<UsageFigures> {
+  async function usage(userId: string, now: Date, client?: PoolClient, except = '', sql = USAGE_SQL): Promise<UsageFigures> {
     const { rows } = await (client ?? pool).query<{
       limits: LimitsRow | null;
       today: string;
@@ -221,7 +230,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       busy: number;
       reserved: string;
       conversations: number;
-    }>(USAGE_SQL, [userId, utcDay(now), utcMonthStart(now), now, except]);
+    }>(sql, [userId, utcDay(now), utcMonthStart(now), now, except]);
     const row = rows[0]!;
     const stored = row.limits;
     const set: LimitField[] = [];
@@ -261,7 +270,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
 
   async function reserveOn(client: PoolClient, r: ReservationRequest, now: Date): Promise<number | null> {
     await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RESERVE_LOCK_SPACE, r.userId]);
-    const remaining = left(await usage(r.userId, now, client, r.conversationId), r.pendingCostMicros);
+    const remaining = left(await usage(r.userId, now, client, r.conversationId, BUDGET_SQL), r.pendingCostMicros);
     if (remaining !== null && remaining > 0) {
       await client.query(
         `INSERT INTO budget_reservations (conversation_id, user_id, request_id, micros, expires_at) VALUES ($1, $2, $3, $4, $5)
@@ -332,6 +341,8 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
     },
 
     async reserve(request, now, client) {
+      // No budget (most users): nothing to hold, one query and no lock, as before reservations.
+      if (left(await usage(request.userId, now, client, request.conversationId, BUDGET_SQL), 0) === null) return null;
       if (client) return reserveOn(client, request, now);
       const own = await pool.connect();
       try {

@@ -17,8 +17,9 @@ setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci), generate the prot
 gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
 	npm run gen
 
-services: ## Start PostgreSQL and Redis, install Chromium for the UI tests and kubectl for the manifests (each only if missing)
+services: ## Start PostgreSQL and Redis, install Chromium for the UI tests, kubectl for the manifests and btrfs-progs for the workspaces (each only if missing)
 	bash scripts/ensure-services.sh
+	bash scripts/ensure-btrfs.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-kubectl.sh
 

@@ -43,6 +43,7 @@ ${bedrock.offline ? 'Model: the OFFLINE DEMO model (no ANTHROPIC_API_KEY set). I
   Web UI:   ${bedrock.httpUrl}/?token=${bedrock.token}
   gRPC:     ${bedrock.grpcUrl}   (token in ${bedrock.dataDir}/token)
   Tools:    ${bedrock.toolIsolation}
+  Places:   ${bedrock.hostPaths ? 'host paths on (one user: conversations may use any directory here; BEDROCK_HOST_PATHS=off for workspaces only, and to add users)' : 'workspaces only (each user their own uid and files; docs/workspaces.md)'}
   Try:      ID=$(${cli} new --cwd "$PWD") && ${cli} send "$ID" '$ ls' --wait
 ${onPath ? '' : '            (npm install -g ./apps/cli puts `bedrock` on your PATH; docs/cli.md)\n'}
 Press Ctrl-C to stop.`);

@@ -9,7 +9,7 @@
 import { createInterface } from 'node:readline/promises';
 import { StateKind, type ConversationState } from '@bedrock/contracts';
 import { ConnectError } from '@connectrpc/connect';
-import { applySettings, checkedCwd, creationSettings, followingRenderer, stillRunning, type Ctx, type SettingsFlags } from './commands.ts';
+import { applySettings, createAt, followingRenderer, placementOf, stillRunning, type Ctx, type SettingsFlags } from './commands.ts';
 import { EXIT } from './exit-codes.ts';
 import { describeState, renderMode, renderSettings } from './render.ts';
 import { followTurn } from './turn.ts';
@@ -19,11 +19,13 @@ export function continues(line: string): boolean {
   return /(^|[^\\])(\\\\)*\\$/.test(line);
 }
 
-export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: string; settings?: SettingsFlags }): Promise<number> {
+export async function chat(
+  ctx: Ctx,
+  opts: { id?: string; cwd?: string; workspace?: string; model?: string; settings?: SettingsFlags },
+): Promise<number> {
   let id = opts.id;
   if (!id) {
-    const req = { cwd: checkedCwd(opts.cwd), model: opts.model ?? '', ...creationSettings(opts.settings) };
-    const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
+    const res = await createAt(ctx, placementOf(opts), { model: opts.model, settings: opts.settings });
     id = res.conversation!.id;
   }
   const conversationId = id;
@@ -32,7 +34,7 @@ export async function chat(ctx: Ctx, opts: { id?: string; cwd?: string; model?: 
     ? await applySettings(ctx, id, opts.settings)
     : (await ctx.client.getConversation({ conversationId: id })).conversation!;
   ctx.output.err(
-    `conversation ${id} in ${c.cwd} (${describeState(c.state)}; mode: ${renderMode(c)}; ${renderSettings(c).trim()}).\n` +
+    `conversation ${id} in ${c.workspaceName ? `workspace ${c.workspaceName}, ` : ''}${c.cwd} (${describeState(c.state)}; mode: ${renderMode(c)}; ${renderSettings(c).trim()}).\n` +
       'End a line with \\ to go on on the next one. Ctrl-C cancels a turn; Ctrl-D quits.\n',
   );
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });

@@ -1,8 +1,9 @@
 /** The scriptable subcommands (docs/cli.md). Each returns its exit code. */
 import { createInterface } from 'node:readline/promises';
 import { readFile, statSync } from 'node:fs';
-import { extname, resolve } from 'node:path';
+import { extname, isAbsolute, relative, resolve } from 'node:path';
 import { toJson } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
 import {
   CancelResponseSchema,
   ConversationSchema,
@@ -23,7 +24,7 @@ import {
 } from '@bedrock/contracts';
 import { parseThinking } from '@bedrock/agent-view/agent-content';
 import { formatUsd } from '@bedrock/agent-view/money';
-import type { ApiClient } from './connection.ts';
+import type { ApiClient, WorkspacesClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Retry } from './retry.ts';
 import {
@@ -39,10 +40,13 @@ import {
   type Output,
   type RenderOptions,
 } from './render.ts';
+import { stripControls } from './terminal-text.ts';
 import { followTurn, resumingWatch, type ResumeOptions } from './turn.ts';
 
 export interface Ctx {
   readonly client: ApiClient;
+  /** WorkspaceService, on the same connection. */
+  readonly workspaces: WorkspacesClient;
   readonly output: Output;
   readonly json: boolean;
   readonly signal: AbortSignal;
@@ -168,22 +172,79 @@ export async function loadImage(path: string): Promise<Omit<ImageAttachment, '$t
   return { mediaType, data };
 }
 
+/**
+ * Where a new conversation works (docs/cli.md, "Where a conversation works"): `--workspace NAME`
+ * with `--cwd` a relative directory inside it; neither flag: the caller's default workspace
+ * (both fields empty); `--cwd DIR` alone: a directory of this host, made absolute (the server
+ * takes it only where host paths are on).
+ */
+export interface Placement {
+  readonly workspace: string;
+  readonly cwd: string;
+  /** `cwd` is a host path (its refusal gets a hint). */
+  readonly hostPath: boolean;
+}
+
+export const HOST_PATH_HINT = 'use --workspace NAME, or leave --cwd out for your default workspace';
+
+export function placementOf(opts: { workspace?: string | undefined; cwd?: string | undefined }): Placement {
+  if (opts.workspace !== undefined) {
+    const workspace = opts.workspace.trim();
+    if (!workspace) throw new UsageError('--workspace: give the name of one of your workspaces (bedrock ws ls lists them)');
+    const cwd = (opts.cwd ?? '').trim();
+    if (isAbsolute(cwd))
+      throw new UsageError(
+        `--cwd ${cwd}: with --workspace, --cwd is a directory inside the workspace, relative to its top (such as src/app)`,
+      );
+    return { workspace, cwd, hostPath: false };
+  }
+  if (opts.cwd !== undefined) return { workspace: '', cwd: checkedCwd(opts.cwd), hostPath: true };
+  return { workspace: '', cwd: '', hostPath: false };
+}
+
+/** CreateConversation at `place`, retried with one request id; a refused host path gets the hint. */
+export async function createAt(
+  ctx: Ctx,
+  place: Placement,
+  more: { model?: string; continueFromId?: string; settings?: SettingsFlags | undefined },
+) {
+  const req = {
+    cwd: place.cwd,
+    workspace: place.workspace,
+    model: more.model ?? '',
+    continueFromId: more.continueFromId ?? '',
+    ...creationSettings(more.settings),
+  };
+  try {
+    return await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
+  } catch (err) {
+    const e = ConnectError.from(err);
+    if (place.hostPath && e.code === Code.PermissionDenied)
+      throw new ConnectError(`${e.rawMessage} (${HOST_PATH_HINT})`, e.code, e.metadata, undefined, e);
+    throw err;
+  }
+}
+
 export async function newConversation(
   ctx: Ctx,
-  opts: { cwd?: string; model?: string; from?: string; settings?: SettingsFlags },
+  opts: { cwd?: string; workspace?: string; model?: string; from?: string; settings?: SettingsFlags },
 ): Promise<number> {
   // A continuation works where its source did, unless told otherwise.
-  const cwd = opts.cwd !== undefined || !opts.from ? checkedCwd(opts.cwd) : (await sourceOf(ctx, opts.from)).cwd;
-  const req = {
-    cwd,
-    model: opts.model ?? '',
-    continueFromId: opts.from ?? '',
-    ...creationSettings(opts.settings),
-  };
-  const res = await ctx.retry((requestId) => ctx.client.createConversation({ ...req, requestId }));
+  const place =
+    opts.from && opts.cwd === undefined && opts.workspace === undefined ? await placeOfSource(ctx, opts.from) : placementOf(opts);
+  const res = await createAt(ctx, place, { model: opts.model, continueFromId: opts.from ?? '', settings: opts.settings });
   const c = res.conversation!;
   ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : `${c.id}\n`);
   return EXIT.ok;
+}
+
+/** Where a conversation works, as a placement: its workspace and the directory inside it, or its host path. */
+async function placeOfSource(ctx: Ctx, id: string): Promise<Placement> {
+  const c = await sourceOf(ctx, id);
+  if (!c.workspaceId) return { workspace: '', cwd: c.cwd, hostPath: true };
+  const ws = (await ctx.workspaces.listWorkspaces({})).workspaces.find((w) => w.id === c.workspaceId);
+  const inside = ws ? relative(ws.path, c.cwd) : '';
+  return { workspace: c.workspaceId, cwd: inside.startsWith('..') || isAbsolute(inside) ? '' : inside, hostPath: false };
 }
 
 /** `--cwd DIR` made absolute (default: the current directory); a directory that does not exist is a usage error. */
@@ -227,7 +288,7 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   }
   const c = res.conversation!;
   ctx.output.out(
-    `${c.title || '(no title yet)'}\n${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
+    `${c.title || '(no title yet)'}\n${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\n${c.workspaceName ? `workspace: ${c.workspaceName}` : 'workspace: none (a host directory)'}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
   );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
@@ -264,7 +325,8 @@ export async function remove(ctx: Ctx, id: string, yes: boolean): Promise<number
     const details = await ctx.client.getConversation({ conversationId: id });
     const c = details.conversation!;
     const subAgents = details.subAgents.length + (details.moreSubAgents ? '+' : '');
-    const what = `"${c.title || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
+    // The title is the model's text, asked on the terminal directly (readline): cleaned here.
+    const what = `"${stripControls(c.title) || id}" (${id})${details.subAgents.length ? ` with its ${subAgents} sub-agents` : ''}`;
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     const answer = await rl.question(`Delete ${what} and every message? This cannot be undone. [y/N] `).finally(() => rl.close());
     if (!/^y(es)?$/i.test(answer.trim())) {

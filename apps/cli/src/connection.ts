@@ -10,11 +10,12 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
-import { CLIENT_HEADER, ConversationService } from '@bedrock/contracts';
+import { CLIENT_HEADER, ConversationService, WorkspaceService } from '@bedrock/contracts';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
 export type ApiClient = Client<typeof ConversationService>;
+export type WorkspacesClient = Client<typeof WorkspaceService>;
 
 /** The data directory of the embedded default. */
 export function dataDir(env: NodeJS.ProcessEnv): string {
@@ -49,4 +50,10 @@ export function apiTransport(env: NodeJS.ProcessEnv, client = 'cli'): Transport 
 
 export function connect(env: NodeJS.ProcessEnv, client = 'cli'): ApiClient {
   return createClient(ConversationService, apiTransport(env, client));
+}
+
+/** The ConversationService and WorkspaceService clients on one transport. */
+export function connectBoth(env: NodeJS.ProcessEnv, client = 'cli'): { client: ApiClient; workspaces: WorkspacesClient } {
+  const transport = apiTransport(env, client);
+  return { client: createClient(ConversationService, transport), workspaces: createClient(WorkspaceService, transport) };
 }

@@ -5,13 +5,13 @@
  */
 import {
   action,
-  checkedCwd,
   fork,
   forkPoint,
   list,
   messageText,
   newConversation,
   parseSettingsFlags,
+  placementOf,
   remove,
   rename,
   send,
@@ -22,7 +22,7 @@ import {
   type Ctx,
   type Following,
 } from './commands.ts';
-import { connect } from './connection.ts';
+import { connectBoth } from './connection.ts';
 import { Code } from '@connectrpc/connect';
 import { describeError, exitCodeOf } from './errors.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
@@ -85,8 +85,17 @@ export async function dispatch(
     ).find((f) => values[f] !== undefined);
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
     if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
-    if (values.yes && command !== 'rm' && !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete'))
-      throw new UsageError(`--yes applies to rm and admin users delete\n\n${USAGE}`);
+    if (
+      values.yes &&
+      command !== 'rm' &&
+      !(command === 'ws' && rest[0] === 'rm') &&
+      !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete')
+    )
+      throw new UsageError(`--yes applies to rm, ws rm and admin users delete\n\n${USAGE}`);
+    const wsFlag = (['git', 'copy', 'with-conversations'] as const).find((f) => values[f] !== undefined && values[f] !== false);
+    if (wsFlag && command !== 'ws') throw new UsageError(`--${wsFlag} applies to ws\n\n${USAGE}`);
+    if (values.workspace !== undefined && !(command === 'new' || (command === 'chat' && !rest[0])))
+      throw new UsageError(`--workspace applies to new and chat without an id (a conversation keeps its workspace)\n\n${USAGE}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
     if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
     if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
@@ -98,7 +107,7 @@ export async function dispatch(
       );
     const policy = retryPolicyFromEnv(env);
     const ctx: Ctx = {
-      client: connect(env),
+      ...connectBoth(env),
       output,
       json: values.json,
       signal: abort.signal,
@@ -123,14 +132,23 @@ export async function dispatch(
       switch (command) {
         case 'chat':
           if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
-          if (!rest[0]) checkedCwd(values.cwd);
+          // Where it works is checked before anything is asked of the server.
+          if (!rest[0]) placementOf(values);
           return await (
             await import('./chat.ts')
-          ).chat(ctx, { id: rest[0], cwd: values.cwd, model: values.model, settings: settingsFlags });
+          ).chat(ctx, { id: rest[0], cwd: values.cwd, workspace: values.workspace, model: values.model, settings: settingsFlags });
         case 'new':
-          need(rest, 0, 'no arguments (use --cwd, --model, --from)');
-          if (values.cwd !== undefined) checkedCwd(values.cwd);
-          return await newConversation(ctx, { cwd: values.cwd, model: values.model, from: values.from, settings: settingsFlags });
+          need(rest, 0, 'no arguments (use --workspace, --cwd, --model, --from)');
+          if (values.cwd !== undefined || values.workspace !== undefined) placementOf(values);
+          return await newConversation(ctx, {
+            cwd: values.cwd,
+            workspace: values.workspace,
+            model: values.model,
+            from: values.from,
+            settings: settingsFlags,
+          });
+        case 'ws':
+          return await (await import('./workspaces.ts')).ws(ctx, rest, values);
         case 'settings':
           return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
         case 'ls':

@@ -1,4 +1,6 @@
-/** Where the CLI writes: stdout and stderr (tests pass their own). Imports nothing, so `--help` loads it cheaply. */
+/** Where the CLI writes: stdout and stderr (tests pass their own). Imports little, so `--help` loads it cheaply. */
+import { terminalSafe } from './terminal-text.ts';
+
 export interface Output {
   out(text: string): void;
   err(text: string): void;
@@ -16,6 +18,21 @@ export const stdio: Output & { readonly std: true } = {
  */
 export function isStdio(output: Output): boolean {
   return (output as { std?: unknown }).std === true;
+}
+
+/**
+ * `output` with every write cleaned of terminal controls but the CLI's own colours
+ * (terminal-text.ts): whatever a command prints of the model's, a tool's or the server's text
+ * cannot drive the terminal. Keeps the stdio mark.
+ */
+export function safeOutput(output: Output): Output {
+  if ((output as { safe?: unknown }).safe === true) return output;
+  return {
+    out: (text) => output.out(terminalSafe(text)),
+    err: (text) => output.err(terminalSafe(text)),
+    safe: true,
+    ...(isStdio(output) ? { std: true } : {}),
+  } as Output;
 }
 
 /** The exit code of a command whose reader went away (`bedrock ls | head -1`): 128 + SIGPIPE, as a shell reports a tool killed by it. */

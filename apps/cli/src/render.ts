@@ -34,7 +34,8 @@ import {
   type ServerToolView,
 } from '@bedrock/agent-view/agent-content';
 import { formatTokens, modeLine } from '@bedrock/agent-view/format';
-import type { Output } from './output.ts';
+import { safeOutput, type Output } from './output.ts';
+import { cleanStrings, stripControls } from './terminal-text.ts';
 
 export { stdio, type Output } from './output.ts';
 
@@ -276,7 +277,9 @@ function thinkingLines(block: ContentBlock, options: RenderOptions): string[] | 
  * One message as transcript lines. `next` is the message after it: the error message that
  * follows a refusal is said in the refusal's marker (and returns nothing itself).
  */
-export function renderMessage(m: Message, options: RenderOptions = {}, context: { previous?: Message; next?: Message } = {}): string {
+export function renderMessage(raw: Message, options: RenderOptions = {}, context: { previous?: Message; next?: Message } = {}): string {
+  // The model's and tools' text without terminal controls (terminal-text.ts).
+  const m = cleanStrings(raw);
   const lines: string[] = [];
   const who = (MessageType[m.type] ?? 'message').toLowerCase();
   if (m.type === MessageType.ERROR && context.previous && joinsRefusal(context.previous, m)) return '';
@@ -366,7 +369,8 @@ function listTitle(c: Conversation): string {
   return title + ' '.repeat(LIST_TITLE_CHARS - Array.from(title).length);
 }
 
-export function renderConversationLine(c: Conversation): string {
+export function renderConversationLine(raw: Conversation): string {
+  const c = cleanStrings(raw);
   const updated = c.updatedAt ? new Date(Number(c.updatedAt.seconds) * 1000).toISOString().replace('.000Z', 'Z') : '';
   return `${c.id}  ${stateName(c.state?.kind).padEnd(22)} ${modeName(c.mode).padEnd(12)} ${updated}  ${listTitle(c)}  ${c.cwd}\n`;
 }
@@ -374,7 +378,7 @@ export function renderConversationLine(c: Conversation): string {
 /** `show`'s list of a conversation's sub-agents: each one's id (to open it), state in words and title. */
 export function renderSubAgents(parentId: string, subAgents: readonly Conversation[], more: boolean): string {
   if (subAgents.length === 0) return '';
-  const lines = subAgents.map((a) => `  ${a.id}  ${stateName(a.state?.kind).padEnd(22)} ${a.title || '(no title yet)'}\n`);
+  const lines = subAgents.map((a) => `  ${a.id}  ${stateName(a.state?.kind).padEnd(22)} ${stripControls(a.title) || '(no title yet)'}\n`);
   const rest = more ? `  … more: bedrock ls --parent ${parentId}\n` : '';
   return `sub-agents (bedrock show ID opens one):\n${lines.join('')}${rest}`;
 }
@@ -388,7 +392,8 @@ export interface EventRenderer {
 }
 
 /** Live rendering of watch events for people. */
-export function createEventRenderer(output: Output, options: RenderOptions = {}): EventRenderer {
+export function createEventRenderer(given: Output, options: RenderOptions = {}): EventRenderer {
+  const output = safeOutput(given);
   let lastState: ConversationState | undefined;
   let saidState: string | undefined;
   /** Live output of the tools running now, by tool use id. */
@@ -409,7 +414,8 @@ export function createEventRenderer(output: Output, options: RenderOptions = {})
     if (refused) output.out(`${paint(options.color, 'red', '✗')} ${refusalText(refused.stopExplanation)}\n`);
     refused = undefined;
   };
-  const render = (event: ConversationEvent) => {
+  const render = (raw: ConversationEvent) => {
+    const event = cleanStrings(raw);
     const k = event.kind;
     if (refused && !(k.case === 'messagePersisted' && k.value.message?.type === MessageType.ERROR)) flushRefusal();
     switch (k.case) {

@@ -5,13 +5,16 @@
  * (the ACP agent for editors, with the ACP SDK) is a bundle of its own, loaded only for it.
  */
 import { EXIT } from './exit-codes.ts';
-import { endQuietlyOnClosedPipe, isStdio, stdio, type Output } from './output.ts';
+import { endQuietlyOnClosedPipe, isStdio, safeOutput, stdio, type Output } from './output.ts';
 import { USAGE, parseCommandLine, type CommandLine } from './usage.ts';
 
 export { USAGE } from './usage.ts';
 
-export async function run(argv: string[], env: NodeJS.ProcessEnv, output: Output = stdio): Promise<number> {
-  if (isStdio(output)) endQuietlyOnClosedPipe();
+export async function run(argv: string[], env: NodeJS.ProcessEnv, given: Output = stdio): Promise<number> {
+  if (isStdio(given)) endQuietlyOnClosedPipe();
+  // Nothing the CLI prints can drive the terminal: no escape sequence or control character of
+  // the model's, a tool's or the server's text reaches it (docs/security.md).
+  const output = safeOutput(given);
   let parsed: CommandLine;
   try {
     parsed = parseCommandLine(argv);

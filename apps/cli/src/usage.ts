@@ -6,11 +6,23 @@ import { parseArgs } from 'node:util';
 
 export const USAGE = `usage: bedrock <command> [options]
 
-  chat [ID] [--cwd DIR] [--model M] [SETTINGS]
+  chat [ID] [--workspace NAME] [--cwd DIR] [--model M] [SETTINGS]
                                       interactive chat (a new conversation without ID)
-  new [--cwd DIR] [--model M] [--from ID] [SETTINGS]
-                                      create a conversation; prints its id (--from: in
-                                      the source's directory unless --cwd says otherwise)
+  new [--workspace NAME] [--cwd DIR] [--model M] [--from ID] [SETTINGS]
+                                      create a conversation; prints its id. Where it
+                                      works: --workspace NAME (--cwd: a relative directory
+                                      inside it); neither flag: your default workspace;
+                                      --cwd DIR alone: a directory of this host (only where
+                                      the server allows host paths); --from: the source's
+                                      place unless told otherwise
+  ws new NAME [--git URL | --copy NAME]
+                                      create a workspace: empty, a clone, or a copy of one
+                                      of yours
+  ws ls                               your workspaces: size, files, conversations, last use
+  ws rm NAME [--with-conversations] [--yes]
+                                      delete a workspace and its files (refused while
+                                      conversations use it unless --with-conversations);
+                                      asks on a terminal
   settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived] [--search TEXT]
                                       list conversations with their titles (sub-agents
@@ -95,6 +107,10 @@ export const OPTIONS = {
   steer: { type: 'boolean', default: false },
   interrupt: { type: 'boolean', default: false },
   at: { type: 'string' },
+  workspace: { type: 'string' },
+  git: { type: 'string' },
+  copy: { type: 'string' },
+  'with-conversations': { type: 'boolean', default: false },
   yes: { type: 'boolean', short: 'y', default: false },
   admin: { type: 'boolean' },
   'display-name': { type: 'string' },

@@ -85,6 +85,8 @@ const SERVICES: readonly ServiceName[] = ['conversation', 'llm-gateway', 'tool-r
 function identityEnv(service: ServiceName, tokenFile: string, peersFile: string): Record<string, string> {
   switch (service) {
     case 'conversation':
+      // It also calls the tool-runners' workspace storage.
+      return { BEDROCK_SERVICE_PEERS_FILE: peersFile, BEDROCK_SERVICE_TOKEN_FILE: tokenFile };
     case 'tool-runner':
       return { BEDROCK_SERVICE_PEERS_FILE: peersFile };
     case 'web-bff':
@@ -178,17 +180,28 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     );
   };
 
+  const runnerPorts: number[] = [];
+  for (let i = 1; i <= replicas.toolRunner; i++) runnerPorts.push(await port(50060 + i));
+  // Every runner mounts the same workspace root, so the conversation service may ask any of them.
+  const workspaceRoot = join(options.dir, 'workspaces');
   const conversationPorts: number[] = [];
   for (let i = 1; i <= replicas.conversation; i++) {
     const grpc = await port(50050 + i);
     conversationPorts.push(grpc);
-    await add('conversation', i, { DATABASE_URL: options.databaseUrl, BEDROCK_GRPC_PORT: String(grpc) }, 9470 + i);
+    await add(
+      'conversation',
+      i,
+      {
+        DATABASE_URL: options.databaseUrl,
+        BEDROCK_GRPC_PORT: String(grpc),
+        BEDROCK_WORKSPACE_STORAGE_URL: runnerPorts.map((p) => `http://127.0.0.1:${p}`).join(','),
+      },
+      9470 + i,
+    );
   }
   // Every conversation replica: the gateways fetch request histories from any of them.
   const conversationUrls = conversationPorts.map((p) => `http://127.0.0.1:${p}`).join(',');
   for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, { BEDROCK_CONVERSATION_URL: conversationUrls }, 9480 + i);
-  const runnerPorts: number[] = [];
-  for (let i = 1; i <= replicas.toolRunner; i++) runnerPorts.push(await port(50060 + i));
   // Tools never reach the system's own endpoints: Postgres, Redis, every internal gRPC port.
   const denyPorts = [
     Number(new URL(options.databaseUrl).port || 5432),
@@ -204,6 +217,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         BEDROCK_GRPC_PORT: String(runnerPorts[i - 1]),
         BEDROCK_RUNNER_ID: `tool-runner-${i}`,
         BEDROCK_TOOL_DENY_PORTS: denyPorts.join(','),
+        BEDROCK_WORKSPACE_ROOT: workspaceRoot,
       },
       9490 + i,
     );

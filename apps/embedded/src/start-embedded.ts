@@ -58,6 +58,8 @@ export interface RunningEmbedded {
   readonly internalPorts: Readonly<Record<'conversation' | 'tool-runner', number>>;
   /** One line: who tools run as, or why they cannot be given their own user here. */
   readonly toolIsolation: string;
+  /** Conversations may use host paths (BEDROCK_HOST_PATHS, on by default here: one user). */
+  readonly hostPaths: boolean;
   stop(): Promise<void>;
 }
 
@@ -98,7 +100,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       transport: { kind: 'memory' },
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       runner: { id: 'embedded' },
+      ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),
       ...(env.BEDROCK_TOOL_UID ? {} : { sandbox: { toolUid: 'owner' as const } }),
+      // Workspaces live in the data directory unless BEDROCK_WORKSPACE_ROOT says otherwise.
+      ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),
     });
     const runner = createToolRunner(runnerConfig, {
       transport,
@@ -108,15 +113,23 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     await runner.start();
     stops.push(() => runner.stop());
 
-    const conversation = createConversationService(
-      readConversationConfig(env, {
-        transport: { kind: 'memory' },
-        server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
-        // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
-        models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
-      }),
-      { pool: postgres.pool, transport, logger: logger.child({ component: 'conversation' }), servicePeers: services.peers },
-    );
+    const conversationConfig = readConversationConfig(env, {
+      transport: { kind: 'memory' },
+      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+      // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
+      models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
+      // One person on their own machine: host paths on (until a second user is wanted), and
+      // workspaces on this process's runner.
+      workspaces: { storageUrls: [runner.grpcUrl], ...(env.BEDROCK_HOST_PATHS ? {} : { hostPaths: 'on' as const }) },
+    });
+    const conversation = createConversationService(conversationConfig, {
+      pool: postgres.pool,
+      transport,
+      logger: logger.child({ component: 'conversation' }),
+      servicePeers: services.peers,
+      serviceToken: services.tokens.conversation,
+      hostPathsOneUser: true,
+    });
     await conversation.start();
     stops.push(() => conversation.stop());
 
@@ -164,6 +177,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       token,
       offline,
       toolIsolation: runner.toolIsolation,
+      hostPaths: conversationConfig.workspaces.hostPaths === 'on',
       internalPorts: { conversation: Number(new URL(conversation.grpcUrl).port), 'tool-runner': runner.grpcPort },
       stop: stopAll,
     };

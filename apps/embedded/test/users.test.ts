@@ -26,6 +26,8 @@ beforeAll(async () => {
       ANTHROPIC_API_KEY: '',
       DATABASE_URL: '',
       LOG_LEVEL: 'warn',
+      // More than one user: conversations in workspaces, each user their own uid.
+      BEDROCK_HOST_PATHS: 'off',
     },
   });
 }, 120_000);
@@ -60,7 +62,7 @@ describe('users in the embedded product', () => {
     const local = bedrock!.token;
     await admin(local).addUser({ userId: 'pat' });
     const issued = await admin(local).issueToken({ userId: 'pat', expiresInSeconds: 86_400n });
-    const created = await conversations(issued.secret).createConversation({ cwd: '/tmp' });
+    const created = await conversations(issued.secret).createConversation({});
     // pat sees their conversation; the local user does not.
     const id = created.conversation!.id;
     expect((await conversations(issued.secret).listConversations({})).conversations.map((c) => c.id)).toContain(id);
@@ -78,7 +80,7 @@ describe('users in the embedded product', () => {
     await admin(local).addUser({ userId: 'quinn' });
     const issued = await admin(local).issueToken({ userId: 'quinn' });
     await admin(local).revokeToken({ tokenId: issued.token!.id });
-    const id = (await conversations(local).createConversation({ cwd: '/tmp' })).conversation!.id;
+    const id = (await conversations(local).createConversation({})).conversation!.id;
     await conversations(local).deleteConversation({ conversationId: id });
     const { events } = await admin(local).listAuditEvents({ pageSize: 4 });
     expect(events.map((e) => [e.action, e.conversationId])).toEqual([
@@ -97,7 +99,7 @@ describe('users in the embedded product', () => {
     const local = bedrock!.token;
     await admin(local).addUser({ userId: 'rae' });
     const issued = await admin(local).issueToken({ userId: 'rae' });
-    const id = (await conversations(issued.secret).createConversation({ cwd: tmpdir() })).conversation!.id;
+    const id = (await conversations(issued.secret).createConversation({})).conversation!.id;
     const res = await admin(local).deleteUser({ userId: 'rae', requestId: 'del-rae' });
     expect(res).toMatchObject({ user: { id: 'rae' }, deletedConversationIds: [id], deletedTokens: 1 });
     await new Promise((r) => setTimeout(r, 1100));
@@ -110,4 +112,48 @@ describe('users in the embedded product', () => {
     });
     expect(await codeOf(admin(local).deleteUser({ userId: 'rae' }))).toBe('NotFound');
   });
+});
+
+describe('host paths in the embedded product', () => {
+  it('are on for its one user, and adding a second user is refused while they are', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bedrock-users-hostpaths-'));
+    const single = await startEmbedded({
+      env: {
+        ...process.env,
+        BEDROCK_DATA_DIR: dir,
+        BEDROCK_PORT: '0',
+        BEDROCK_GRPC_PORT: '0',
+        ANTHROPIC_API_KEY: '',
+        DATABASE_URL: '',
+        LOG_LEVEL: 'warn',
+      },
+    });
+    try {
+      expect(single.hostPaths).toBe(true);
+      const t = createConnectTransport({
+        baseUrl: single.httpUrl,
+        httpVersion: '1.1',
+        interceptors: [
+          (next) => (req) => {
+            req.header.set('authorization', `Bearer ${single.token}`);
+            return next(req);
+          },
+        ],
+      });
+      const err = await createClient(AdminService, t)
+        .addUser({ userId: 'sam' })
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+      expect(err && Code[err.code]).toBe('FailedPrecondition');
+      expect(err?.rawMessage).toMatch(/BEDROCK_HOST_PATHS=off/);
+      // Its one user still names a directory of this machine.
+      const c = await createClient(ConversationService, t).createConversation({ cwd: dir });
+      expect(c.conversation?.cwd).toBe(dir);
+    } finally {
+      await single.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

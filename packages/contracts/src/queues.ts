@@ -26,6 +26,12 @@ export function toolRunKey(conversationId: string, toolUseId: string): string {
   return `tool/${conversationId}/${toolUseId}`;
 }
 
+/** The conversation a run-ledger key belongs to (a tool call's), or null for other keys (an LLM request's: liveness only, no content). */
+export function conversationOfRunKey(key: string): string | null {
+  const m = /^tool\/([^/]+)\//.exec(key);
+  return m ? m[1]! : null;
+}
+
 /** The run-ledger key of an LLM request: liveness only (a request may be repeated). */
 export function llmRunKey(requestId: string): string {
   return `llm/${requestId}`;

@@ -32,6 +32,12 @@ export function backoffDelay(backoffMs: number, failures: number): number {
   return Math.round(backoffMs * 2 ** (failures - 1));
 }
 
+/** The conversation a job's payload names (its `conversation_id` field), or null. */
+export function conversationOfPayload(payload: object): string | null {
+  const id = (payload as { conversationId?: unknown }).conversationId;
+  return typeof id === 'string' && id !== '' ? id : null;
+}
+
 /** BullMQ forbids `:` in queue names (it separates key parts); both transports enforce it. */
 export function assertQueueName(queue: string): void {
   if (queue === '' || queue.includes(':')) throw new Error(`invalid queue name ${JSON.stringify(queue)}: must be non-empty without ':'`);

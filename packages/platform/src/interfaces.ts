@@ -89,6 +89,14 @@ export interface Queues {
   depth(queue: string): Promise<QueueDepth>;
   /** The state of one job by its producer id (a handed-back or retrying job is 'waiting' or 'delayed'). */
   jobStatus(queue: string, jobId: string): Promise<JobStatus>;
+  /**
+   * Removes, from every queue, the jobs whose payload names `conversationId` (its
+   * `conversation_id` field) and that are not running: waiting, delayed, completed and failed
+   * ones, with their content and ids (DeleteConversation, DeleteUser: nothing of a deleted
+   * conversation stays readable). A running job stays; call again once it has finished.
+   * Resolves with the number of jobs removed.
+   */
+  removeConversation(conversationId: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -231,6 +239,12 @@ export interface RunLedger {
   settle(key: string, result: string): Promise<RunRecord>;
   /** The record, or null when nothing was claimed (or it was forgotten after the retention). */
   get(key: string): Promise<RunRecord | null>;
+  /**
+   * Forgets every record (and liveness) of the conversation's tool calls (`toolRunKey` keys of
+   * @bedrock/contracts), results included: a deleted conversation's tool output stays nowhere.
+   * Resolves with the number of records removed.
+   */
+  removeConversation(conversationId: string): Promise<number>;
   close(): Promise<void>;
 }
 

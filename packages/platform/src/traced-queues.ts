@@ -119,6 +119,7 @@ export function tracedQueues(inner: Queues, system: 'bullmq' | 'memory'): Queues
     },
     depth: (queue) => inner.depth(queue),
     jobStatus: (queue, jobId) => inner.jobStatus(queue, jobId),
+    removeConversation: (conversationId) => inner.removeConversation(conversationId),
     close: () => inner.close(),
   };
 }

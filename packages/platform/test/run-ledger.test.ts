@@ -34,6 +34,22 @@ describe.each([
     ledger = make();
   });
 
+  it("forgets a conversation's tool records, results included, and no other's", async () => {
+    const [a, b, other] = ['conv-forget/t1', 'conv-forget/t2', 'conv-keep/t1'].map((k) => `tool/${k}`);
+    expect(await ledger.claim(a!, 'r#1')).toBeNull();
+    await ledger.finish(a!, 'r#1', 'secret output');
+    expect(await ledger.claim(b!, 'r#1')).toBeNull();
+    await ledger.settle(other!, 'kept');
+    await ledger.markAlive('llm/req-1', 'g#1');
+    expect(await ledger.removeConversation('conv-forget')).toBe(2);
+    expect(await ledger.get(a!)).toBeNull();
+    expect(await ledger.get(b!)).toBeNull();
+    expect(await ledger.isAlive(b!)).toBe(false);
+    expect((await ledger.get(other!))?.result).toBe('kept');
+    expect(await ledger.isAlive('llm/req-1')).toBe(true);
+    expect(await ledger.removeConversation('conv-forget')).toBe(0);
+  });
+
   it('beats four times per liveness window', () => {
     expect(ledger.aliveTtlMs).toBe(ALIVE_MS);
     expect(ledger.heartbeatMs).toBe(ALIVE_MS / 4);

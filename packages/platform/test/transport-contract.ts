@@ -214,6 +214,53 @@ export function transportContract(name: string, harness: TransportHarness): void
         await closeConsumers();
       });
 
+      it("removes a conversation's jobs of every queue and state but running ones, and no other conversation's", async () => {
+        const [qa, qb] = [unique('conv-a'), unique('conv-b')];
+        const conv = unique('gone');
+        const a = t.queues.producer(qa, LlmRequestJobSchema);
+        const b = t.queues.producer(qb, LlmRequestJobSchema);
+        const mine = (id: string) => llmJob(id, { conversationId: conv });
+        // Completed, failed, delayed (one of them added in bulk), waiting behind a running one.
+        const release = deferred();
+        const seen: string[] = [];
+        consume(
+          t,
+          qa,
+          async (job) => {
+            seen.push(job.id);
+            if (job.id === 'fail') throw new Error('refused');
+            if (job.id === 'running') await release.promise;
+          },
+          { attempts: 1 },
+        );
+        expect(await a.add('done', mine('done'))).toBe(true);
+        expect(await a.add('fail', mine('fail'))).toBe(true);
+        await waitFor(async () => (await t.queues.jobStatus(qa, 'fail')).state === 'failed', 'the failed job');
+        expect(await a.add('running', mine('running'))).toBe(true);
+        await waitFor(() => seen.includes('running'), 'the running job');
+        await b.addBulk([{ jobId: 'later', payload: mine('later'), options: { delayMs: 60_000 } }]);
+        expect(await b.add('other', llmJob('other', { conversationId: 'someone-else' }))).toBe(true);
+
+        expect(await t.queues.removeConversation(conv)).toBe(3);
+        for (const [queue, id, state] of [
+          [qa, 'done', 'unknown'],
+          [qa, 'fail', 'unknown'],
+          [qb, 'later', 'unknown'],
+          [qa, 'running', 'active'],
+          [qb, 'other', 'waiting'],
+        ] as const)
+          expect({ id, state: (await t.queues.jobStatus(queue, id)).state }).toEqual({ id, state });
+        // Removed ids are forgotten; the running one goes once it finished.
+        expect(await a.add('done', mine('done'))).toBe(true);
+        release.resolve();
+        await waitFor(async () => (await t.queues.jobStatus(qa, 'running')).state === 'completed', 'the running job to finish');
+        await waitFor(async () => (await t.queues.jobStatus(qa, 'done')).state === 'completed', 'the re-added job');
+        expect(await t.queues.removeConversation(conv)).toBe(2);
+        expect((await t.queues.jobStatus(qa, 'running')).state).toBe('unknown');
+        expect(await t.queues.removeConversation(conv)).toBe(0);
+        await closeConsumers();
+      });
+
       it('reports where a job is through its life', async () => {
         const queue = unique('status');
         const producer = t.queues.producer(queue, LlmRequestJobSchema);

@@ -19,7 +19,10 @@ import {
   section,
   serverSection,
   servicePeersFileSetting,
+  serviceTokenFileSetting,
   setting,
+  size,
+  toolUidRangeSetting,
   str,
   transportSection,
   url,
@@ -82,9 +85,10 @@ export const conversationConfigSchema = section({
       default: 50051,
       doc: 'Port of the internal gRPC API (h2c) used by web-bff, with grpc.health.v1 and reflection.',
     }),
-    // It serves an internal API, so it reads the peers it accepts; it calls no internal server,
-    // so it holds no service token of its own.
+    // It serves an internal API, so it reads the peers it accepts; it calls the tool-runners'
+    // workspace storage with its own token.
     servicePeersFile: servicePeersFileSetting,
+    serviceTokenFile: serviceTokenFileSetting,
   }),
   transport: transportSection,
   database: section({
@@ -127,7 +131,34 @@ export const conversationConfigSchema = section({
     }),
     checkCwd: setting('BEDROCK_CHECK_CWD', bool(), {
       default: true,
-      doc: "CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
+      doc: "With host paths on: CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
+    }),
+  }),
+  /** Where conversations run (docs/workspaces.md). */
+  workspaces: section({
+    hostPaths: setting('BEDROCK_HOST_PATHS', oneOf(['on', 'off'] as const), {
+      default: 'off',
+      doc: "`on`: a conversation may also be created at an absolute host path, its tools running as the tool-runner's tool user (BEDROCK_TOOL_UID): for one person on their own machine only (the embedded product's default while it has one user). `off`: only in workspaces; a host path is PERMISSION_DENIED.",
+    }),
+    storageUrls: optionalSetting('BEDROCK_WORKSPACE_STORAGE_URL', list(url({ protocols: ['http', 'https'] }), { min: 1 }), {
+      doc: "Base URLs of the tool-runners' gRPC ports (WorkspaceStorageService; a host name stands for all its addresses). Unset: no workspaces (only host paths, if on).",
+    }),
+    toolUids: toolUidRangeSetting,
+    quota: setting('BEDROCK_WORKSPACE_QUOTA', size({ min: 1024 * 1024 }), {
+      default: 10 * 1024 ** 3,
+      doc: 'Disk quota of each workspace (where the storage enforces quotas).',
+    }),
+    maxFiles: setting('BEDROCK_WORKSPACE_MAX_FILES', int({ min: 0 }), {
+      default: 1_000_000,
+      doc: 'Files (inodes) of each workspace, where the storage enforces an inode quota (btrfs does not: its byte quota counts the metadata files take); 0: none.',
+    }),
+    maxPerUser: setting('BEDROCK_MAX_WORKSPACES', int({ min: 0 }), {
+      default: 20,
+      doc: 'Workspaces one user may have; 0: no limit.',
+    }),
+    prepareTimeout: setting('BEDROCK_WORKSPACE_PREPARE_TIMEOUT', duration({ min: 1000 }), {
+      default: 600_000,
+      doc: 'How long CreateWorkspace waits for the storage to make a workspace (a git clone included).',
     }),
   }),
   /** Every user's limits unless an admin set theirs (SetUserLimits); 0 is unlimited. Budgets in micro-dollars in code. */

@@ -4,13 +4,7 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
-import {
-  AdminService,
-  ConversationHistoryService,
-  ConversationService,
-  IdentityService,
-  QUEUE_CONVERSATION_EVENTS,
-} from '@bedrock/contracts';
+import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
 import {
@@ -22,6 +16,7 @@ import {
   redisCheck,
   registerHealth,
   readServicePeersFile,
+  readServiceTokenFile,
   registerReflection,
   rpcMetricsInterceptor,
   serviceAuthInterceptor,
@@ -54,6 +49,9 @@ import { createHistoryReads } from './store/history-reads.ts';
 import { createIdentityStore } from './store/identity-store.ts';
 import { createAuditStore } from './store/audit-store.ts';
 import { createLimitsStore } from './spend/limits.ts';
+import { createWorkspaceStore } from './store/workspace-store.ts';
+import { createWorkspaceStorageClient, type WorkspaceStorage } from './workspaces/storage-client.ts';
+import { createWorkspaces } from './workspaces/workspaces.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -68,6 +66,13 @@ export interface ConversationServiceDeps {
   readonly servicePeers?: readonly TokenEntry[];
   /** The clock spend and limits are counted by (UTC days, months, minutes); default the system clock. Tests move it. */
   readonly clock?: () => Date;
+  /** This service's own token for the tool-runners' workspace storage; default read from BEDROCK_SERVICE_TOKEN_FILE. */
+  readonly serviceToken?: string;
+  /**
+   * Host paths are on because one person uses this installation (the embedded product): no user
+   * may be added (AddUser, a first OpenID Connect sign-in) while they are.
+   */
+  readonly hostPathsOneUser?: boolean;
 }
 
 export interface ConversationServiceInstance {
@@ -103,6 +108,7 @@ interface Running {
   readonly server: GrpcServer;
   readonly metricsServer: MetricsServer;
   readonly pruner: { stop(): Promise<void> };
+  readonly storage: WorkspaceStorage | undefined;
 }
 
 export function createConversationService(config: ConversationConfig, deps: ConversationServiceDeps = {}): ConversationServiceInstance {
@@ -163,6 +169,33 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       reserve: (request, at, client) => limits.reserve(request, at, client),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
+    const ws = config.workspaces;
+    const storage = ws.storageUrls
+      ? createWorkspaceStorageClient({
+          targets: ws.storageUrls,
+          serviceToken:
+            deps.serviceToken ?? (config.server.serviceTokenFile ? readServiceTokenFile(config.server.serviceTokenFile) : undefined),
+          prepareTimeoutMs: ws.prepareTimeout,
+          timeoutMs: 30_000,
+          logger,
+        })
+      : undefined;
+    const workspaces = createWorkspaces({
+      store: createWorkspaceStore(pool),
+      storage,
+      toolUids: ws.toolUids,
+      quotaBytes: ws.quota,
+      quotaInodes: ws.maxFiles,
+      maxPerUser: ws.maxPerUser,
+      hostPaths: ws.hostPaths === 'on',
+      logger,
+    });
+    logger.info(
+      { host_paths: ws.hostPaths, workspace_storage: ws.storageUrls ?? null },
+      ws.hostPaths === 'on'
+        ? 'host paths are on: conversations may use any directory of this host (one user only)'
+        : 'conversations run in workspaces only',
+    );
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
     let consumer: Consumer | null = null;
@@ -211,6 +244,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             store,
             applier,
             streams: transport.streams,
+            leftovers: transport,
             logger,
             policy,
             defaultModel: config.models.default,
@@ -218,6 +252,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             allowedServerTools: config.conversations.serverTools ?? [],
             checkCwd: config.conversations.checkCwd,
             imagePixelsPerMessage: config.limits.imagePixelsPerMessage,
+            workspaces,
             sandboxAvailable,
             onApplied: recordTransition,
             limits,
@@ -227,17 +262,21 @@ export function createConversationService(config: ConversationConfig, deps: Conv
           registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
           // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls (the audit log's reads too).
           const identities = createIdentityStore(pool);
-          registerIdentityApi(router, { identities });
+          registerIdentityApi(router, { identities, oneUser: config.workspaces.hostPaths === 'on' && (deps.hostPathsOneUser ?? false) });
           registerAdminApi(router, {
             identities,
             audit: createAuditStore(pool),
             logger,
-            deletion: { store, streams: transport.streams, logger },
+            deletion: { store, streams: transport.streams, leftovers: transport, logger },
+            workspaces,
+            oneUser: config.workspaces.hostPaths === 'on' && (deps.hostPathsOneUser ?? false),
             limits,
             ...(deps.clock ? { now: deps.clock } : {}),
           });
           registerHealth(router, health);
-          registerReflection(router, [ConversationService, ConversationHistoryService, IdentityService, AdminService]);
+          // An internal port: reflection lists health and itself only, never the internal API
+          // (docs/security.md, boundary 2). Operators use the protos (`buf curl --schema proto`).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Postgres and (with the redis transport) Redis answer; web-bff and the
@@ -266,7 +305,21 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       retentionMs: config.requestIds.retention,
       onError: (err) => logger.warn({ err }, 'pruning request outcomes failed; will retry'),
     });
-    running = { pool, transport, store, relay, applier, publisher, sweeper, consumer, depthSampler, server, metricsServer, pruner };
+    running = {
+      pool,
+      transport,
+      store,
+      relay,
+      applier,
+      publisher,
+      sweeper,
+      consumer,
+      depthSampler,
+      server,
+      metricsServer,
+      pruner,
+      storage,
+    };
     health.set('', 'SERVING');
     health.set('bedrock.v1.ConversationService', 'SERVING');
     logger.info({ grpc_port: server.port, metrics_port: metricsServer.port }, 'conversation service started');
@@ -284,6 +337,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     await r.applier.drain();
     await r.relay.stop();
     await r.metricsServer.close();
+    r.storage?.close();
     if (ownsTransport) await r.transport.close();
     if (ownsPool) await r.pool.end();
     logger.info('conversation service stopped');

@@ -10,11 +10,15 @@
  *                 the runner's helpers started ahead (src/sandbox/warm-helpers.ts)
  *   tool, cold    the same with no helper waiting (a burst beyond the pool): the run starts
  *                 its helper and its cgroup itself
+ *   tool, view    the whole Restricted bash tool for a workspace job (its owner's uid, its
+ *                 workspace): the helper builds the view (a fresh root, a pid namespace with
+ *                 its own /proc, scratch as /tmp) and Landlock confines reads, helpers waiting
+ *   view, cold    the same with no helper waiting
  * Prints median and p99 of each, the ratios to plain, and whole/plain against the 1.5x target.
  * Asserts nothing.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -28,6 +32,8 @@ import { fmtMs, quantile } from './stats.ts';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 150);
 const TARGET = 1.5;
 const TOOL_ID = 65534;
+/** The workspace owner's uid (in BEDROCK_TOOL_UIDS). */
+const OWNER_ID = 200_000;
 
 function run(argv: string[], cwd: string): Promise<number> {
   const t0 = performance.now();
@@ -46,14 +52,26 @@ const cwd = mkdtempSync(join(tmpdir(), 'bedrock-bench-cwd-'));
 chmodSync(cwd, 0o755);
 if (process.getuid?.() === 0) chownSync(cwd, TOOL_ID, TOOL_ID);
 const scratchRoot = join(tmpdir(), 'bedrock-scratch-bench');
+// A workspace of its owner's, as the conversation service's jobs name them (ROOT/ws-<id>).
+const workspaceRoot = mkdtempSync(join(tmpdir(), 'bedrock-bench-ws-'));
+chmodSync(workspaceRoot, 0o755);
+const workspace = join(workspaceRoot, 'ws-bench');
+mkdirSync(workspace, { mode: 0o700 });
+if (process.getuid?.() === 0) chownSync(workspace, OWNER_ID, OWNER_ID);
 
 // The runner's defaults (limits, tool user, pids cgroup `auto`, warm helpers), this scratch root.
-const { sandbox, limits } = readToolRunnerConfig({}, { sandbox: { helper: DEFAULT_HELPER_PATH, scratchRoot } });
-const { settings, probe } = await createSandboxSettings({ runnerId: `bench-${process.pid}`, sandbox, limits });
+const { sandbox, limits, workspaces } = readToolRunnerConfig({}, { sandbox: { helper: DEFAULT_HELPER_PATH, scratchRoot } });
+const { settings, probe } = await createSandboxSettings({
+  runnerId: `bench-${process.pid}`,
+  sandbox,
+  limits,
+  workspaces: { ...workspaces, root: workspaceRoot },
+});
 const { settings: coldSettings } = await createSandboxSettings({
   runnerId: `bench-cold-${process.pid}`,
   sandbox: { ...sandbox, warmHelpers: 0 },
   limits,
+  workspaces: { ...workspaces, root: workspaceRoot },
 });
 if (!probe.sandboxAvailable) {
   console.log(`sandbox unavailable here (${probe.reason}): nothing to compare`);
@@ -66,14 +84,15 @@ const executor = createToolExecutor({ runnerId: 'bench', context: { sandbox: set
 const coldExecutor = createToolExecutor({ runnerId: 'bench', context: { sandbox: coldSettings, capture: {} } });
 let sequence = 0;
 
-async function toolCall(through: typeof executor): Promise<number> {
+async function toolCall(through: typeof executor, inWorkspace = false): Promise<number> {
   const job = create(ToolExecJobSchema, {
     toolUseId: `bench-${process.pid}-${++sequence}`,
     conversationId: 'bench',
     toolName: 'bash',
     inputJson: '{"command":"true"}',
-    cwd,
+    cwd: inWorkspace ? workspace : cwd,
     mode: Mode.RESTRICTED,
+    ...(inWorkspace ? { toolUid: OWNER_ID, toolGid: OWNER_ID, workspacePath: workspace } : {}),
   });
   const t0 = performance.now();
   const result = await through.execute(job);
@@ -88,6 +107,8 @@ const variants: Record<string, () => Promise<number>> = {
   helper: () => run([DEFAULT_HELPER_PATH, ...limitArgs(limits.restricted), ...user, '--restricted', '--', 'bash', '-c', 'true'], cwd),
   'bash tool': () => toolCall(executor),
   'tool, cold': () => toolCall(coldExecutor),
+  'tool, view': () => toolCall(executor, true),
+  'view, cold': () => toolCall(coldExecutor, true),
 };
 
 const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
@@ -98,11 +119,21 @@ for (let i = 0; i < ROUNDS; i++) {
 await closeSandboxSettings(settings);
 await closeSandboxSettings(coldSettings);
 rmSync(cwd, { recursive: true, force: true });
+rmSync(workspaceRoot, { recursive: true, force: true });
 
 const median = (name: string): number => quantile(samples[name] ?? [], 0.5);
 const plainMedian = median('plain');
 console.log(
-  `bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, pids cgroup ${settings.cgroups ? 'on' : 'off'}, private mounts ${probe.privateMounts ? 'on' : 'off'})`,
+  `bash -c true, ${ROUNDS} rounds interleaved (Landlock ABI ${probe.landlockAbi}, cgroup ${
+    settings.cgroups
+      ? Object.entries(settings.cgroups.bounds)
+          .filter(([k, v]) => k !== 'version' && v === true)
+          .map(([k]) => k)
+          .join('+') +
+        ' ' +
+        settings.cgroups.bounds.version
+      : 'off'
+  }, private mounts ${probe.privateMounts ? 'on' : 'off'}, views ${settings.views ? 'on' : 'off'})`,
 );
 for (const [name, v] of Object.entries(samples)) {
   console.log(
@@ -113,4 +144,8 @@ const whole = median('bash tool') / plainMedian;
 console.log(
   `  whole Restricted bash tool ${fmtMs(median('bash tool'))} | helper alone ${fmtMs(median('helper'))} | plain ${fmtMs(plainMedian)}: ` +
     `whole/plain ${whole.toFixed(2)}x (target <= ${TARGET}x: ${whole <= TARGET ? 'met' : 'missed'})`,
+);
+const viewed = median('tool, view') / plainMedian;
+console.log(
+  `  whole Restricted bash tool with the view ${fmtMs(median('tool, view'))}: view/plain ${viewed.toFixed(2)}x (target <= ${TARGET}x: ${viewed <= TARGET ? 'met' : 'missed'})`,
 );

@@ -16,6 +16,16 @@
  *                         it vanishes with the run); otherwise a mkdtemp directory under DIR,
  *                         removed when the run ends. DIR/tmp (TMPDIR) and DIR/home (HOME) are
  *                         created for the tool user and stay writable in both modes.
+ *       --scratch-size BYTES, --scratch-inodes N   bound that tmpfs (size=, nr_inodes=)
+ *       --workspace DIR   a workspace run: the working directory must be inside DIR (real paths);
+ *                         Landlock lets the command read only the system directories, DIR, its
+ *                         scratch, /proc, the listing of /dev and six device nodes; Unrestricted
+ *                         writes go to DIR (not the working directory) and --write-scope is ignored
+ *       --system-dir P    (repeatable) the system directories of a workspace run (default /usr /bin
+ *                         /sbin /lib /lib32 /lib64 /libx32 /etc /opt, those that exist)
+ *       --view            (with --workspace and --private-tmp; needs CAP_SYS_ADMIN) a new pid
+ *                         namespace whose first process builds the tool's view and pivots into it:
+ *                         see build_view()
  *       --hide PATH       (repeatable, needs the mount namespace) an empty read-only tmpfs over PATH
  *       --uid N --gid N   run the command as this user and group (never 0), with no
  *                         supplementary groups; needs CAP_SETUID/CAP_SETGID. Capabilities are
@@ -28,7 +38,8 @@
  *       --net-ruleset P:F take those port rules prebuilt from a holder process (pid P, fd F)
  *   bedrock-sandbox --hold-net-ruleset --deny-port N...
  *       Builds the port rules once, prints "ready PID FD", and keeps them until stdin closes.
- *       --cgroup DIR      join this (pids) cgroup before exec, so its pids.max bounds the tree
+ *       --cgroup DIR      (repeatable, one per hierarchy) join this cgroup before exec, so its
+ *                         pids.max, memory and cpu limits bound the tree
  *   bedrock-sandbox --await-args [--cgroup DIR]
  *       Started ahead of its run: joins DIR now (the slow part of a cgroup), writes "ready" on
  *       fd 3, then reads "CWD\0ARG\0...\0" on fd 4 until EOF, enters CWD and runs as if ARGs
@@ -161,6 +172,14 @@ struct br_net_port_attr {
 #define MAX_DENY_PORTS 64
 #define MAX_HIDDEN 16
 #define MAX_WRITABLE 4
+#define MAX_SYSTEM_DIRS 32
+#define MAX_CGROUPS 4
+
+/* The system directories a workspace run sees (--view) and may read (Landlock), unless given. */
+static const char *const DEFAULT_SYSTEM_DIRS[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"};
+/* The device nodes of a view's /dev (bind-mounted from the host's), readable in every workspace run. */
+static const char *const VIEW_DEVICES[] = {"null", "zero", "full", "random", "urandom", "tty"};
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* What the Landlock domain lets the command do. */
 struct policy {
@@ -171,6 +190,10 @@ struct policy {
   unsigned deny_ports[MAX_DENY_PORTS];    /* Unrestricted: TCP connect refused to these ports */
   int ndeny;
   int net_ruleset;                        /* >= 0: a prebuilt ruleset with the port rules (holder) */
+  const char *workspace;                  /* a workspace run: reads confined to the view's directories */
+  int view;                               /* the mount view was built (the tool sees only those directories) */
+  const char *system_dirs[MAX_SYSTEM_DIRS];
+  int nsystem;
 };
 
 static int port_denied(const struct policy *p, unsigned port) {
@@ -215,7 +238,45 @@ static int apply_landlock(int abi, const struct policy *policy, char *err, size_
     return -1;
   }
   uint64_t read_only = BR_FS_EXECUTE | BR_FS_READ_FILE | BR_FS_READ_DIR;
-  if (add_path_rule(ruleset, "/", policy->host_write ? handled : read_only) < 0) {
+  if (policy->workspace) {
+    /* A workspace run reads only what its view shows: the system directories, the workspace,
+     * its scratch, a few device nodes and /proc (without the mount view, the same list is
+     * the only read confinement). In the view, / itself is listable: nothing else is there. */
+    if (policy->view && add_path_rule(ruleset, "/", BR_FS_READ_DIR) < 0) {
+      snprintf(err, errlen, "landlock rule for /: %s", strerror(errno));
+      close(ruleset);
+      return -1;
+    }
+    for (int k = 0; k < policy->nsystem; k++) {
+      if (add_path_rule(ruleset, policy->system_dirs[k], read_only) < 0 && errno != ENOENT && errno != ENOTDIR) {
+        snprintf(err, errlen, "landlock rule for %s: %s", policy->system_dirs[k], strerror(errno));
+        close(ruleset);
+        return -1;
+      }
+    }
+    const char *reads[] = {"/proc", "/dev"};
+    for (int k = 0; k < NELEM(reads); k++) {
+      if (add_path_rule(ruleset, reads[k], k == 0 ? BR_FS_READ_FILE | BR_FS_READ_DIR : BR_FS_READ_DIR) < 0) {
+        snprintf(err, errlen, "landlock rule for %s: %s", reads[k], strerror(errno));
+        close(ruleset);
+        return -1;
+      }
+    }
+    for (int k = 1; k < NELEM(VIEW_DEVICES); k++) {
+      char dev[64];
+      snprintf(dev, sizeof(dev), "/dev/%s", VIEW_DEVICES[k]);
+      if (add_path_rule(ruleset, dev, BR_FS_READ_FILE) < 0 && errno != ENOENT) {
+        snprintf(err, errlen, "landlock rule for %s: %s", dev, strerror(errno));
+        close(ruleset);
+        return -1;
+      }
+    }
+    if (add_path_rule(ruleset, policy->workspace, policy->restricted ? read_only : handled) < 0) {
+      snprintf(err, errlen, "landlock rule for the workspace %s: %s", policy->workspace, strerror(errno));
+      close(ruleset);
+      return -1;
+    }
+  } else if (add_path_rule(ruleset, "/", policy->host_write ? handled : read_only) < 0) {
     snprintf(err, errlen, "landlock rule for /: %s", strerror(errno));
     close(ruleset);
     return -1;
@@ -329,6 +390,11 @@ static int take_net_ruleset(const char *spec) {
 #error "bedrock-sandbox supports x86_64 and aarch64"
 #endif
 
+/* include/uapi/linux/btrfs.h: _IOW(0x94, n, struct btrfs_ioctl_vol_args[_v2]), both 4096 bytes. */
+#define BR_BTRFS_IOC_SNAP_CREATE 0x50009401u
+#define BR_BTRFS_IOC_SUBVOL_CREATE 0x5000940eu
+#define BR_BTRFS_IOC_SNAP_CREATE_V2 0x50009417u
+#define BR_BTRFS_IOC_SUBVOL_CREATE_V2 0x50009418u
 #define BR_DENY(err) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((err) & SECCOMP_RET_DATA))
 #define BR_IF_NR(nr, ret) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), ret
 
@@ -378,6 +444,18 @@ static int apply_seccomp(int abi, const struct policy *policy, char *err, size_t
       BR_IF_NR(__NR_umount2, BR_DENY(EPERM)),
       BR_IF_NR(__NR_pivot_root, BR_DENY(EPERM)),
       BR_IF_NR(__NR_open_by_handle_at, BR_DENY(EPERM)),
+      /* ioctl(fd, cmd): refuse making btrfs subvolumes and snapshots. Any user may make one
+       * in a directory they can write, and it would get a quota group of its own outside
+       * the workspace's: a way past the workspace's quota. (cmd is an unsigned int: the low
+       * word of argument 1 on both little-endian arches.) */
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 7),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SNAP_CREATE, 4, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SUBVOL_CREATE, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SNAP_CREATE_V2, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, BR_BTRFS_IOC_SUBVOL_CREATE_V2, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BR_DENY(EPERM),
       /* clone(flags, ...): refuse new namespaces (flags are argument 0 on both arches). */
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
@@ -541,6 +619,23 @@ static int private_mounts_work(void) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* Whether this process may build a view: a new pid namespace whose first process mounts a
+ * fresh /proc in a private mount namespace, tried in a child and a grandchild. */
+static int views_work(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) _exit(1);
+    pid_t init = fork();
+    if (init == 0) _exit(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 && getpid() == 1 ? 0 : 1);
+    int st = 1;
+    if (init < 0 || waitpid(init, &st, 0) < 0) _exit(1);
+    _exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1);
+  }
+  int status = 1;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return 0;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* Whether this process can switch a child to the tool user, tried in a child. */
 static int tool_user_works(long uid, long gid) {
   if (uid < 0) return 0;
@@ -594,9 +689,9 @@ static int probe(long uid, long gid) {
   if (!WIFEXITED(status) && !err[0]) snprintf(err, sizeof(err), "probe child died (status %d)", status);
   char escaped[1024];
   json_escape(err, escaped, sizeof(escaped));
-  printf("{\"landlock_abi\":%d,\"seccomp\":%s,\"sandbox\":%s,\"tool_uid\":%ld,\"private_mounts\":%s,\"error\":\"%s\"}\n", abi,
-         seccomp_ok ? "true" : "false", err[0] ? "false" : "true", tool_user_works(uid, gid) ? uid : -1L,
-         private_mounts_work() ? "true" : "false", escaped);
+  printf("{\"landlock_abi\":%d,\"seccomp\":%s,\"sandbox\":%s,\"tool_uid\":%ld,\"private_mounts\":%s,\"views\":%s,\"error\":\"%s\"}\n",
+         abi, seccomp_ok ? "true" : "false", err[0] ? "false" : "true", tool_user_works(uid, gid) ? uid : -1L,
+         private_mounts_work() ? "true" : "false", views_work() ? "true" : "false", escaped);
   return 0;
 }
 
@@ -724,8 +819,8 @@ static unsigned long long parse_number(const char *s, int *ok) {
 static int cgroup_joined = 0;
 
 /*
- * A helper started ahead of its run (the runner keeps a few ready): joins its own fresh pids
- * cgroup now, because a migration between cgroups waits for an RCU grace period (about 10 ms)
+ * A helper started ahead of its run (the runner keeps a few ready): joins its own fresh
+ * cgroup now (one directory per hierarchy), because a migration between cgroups waits for an RCU grace period (about 10 ms)
  * that would otherwise be on the run's critical path, says "ready" on fd 3, then waits for the
  * run's working directory and arguments on fd 4 (NUL-terminated strings, until EOF). The
  * supervisor then stays in that cgroup too (one task more than the command's own; the runner
@@ -735,12 +830,12 @@ static int cgroup_joined = 0;
  */
 static int await_args(int *argcp, char ***argvp) {
   char **argv = *argvp;
-  if (*argcp == 4 && strcmp(argv[2], "--cgroup") == 0) {
+  /* One --cgroup per hierarchy (cgroup v1 has one each for pids, memory and cpu). */
+  for (int k = 2; k < *argcp; k += 2) {
+    if (k + 1 >= *argcp || strcmp(argv[k], "--cgroup") != 0) return fail("usage: bedrock-sandbox --await-args [--cgroup DIR]...");
     char err[512];
-    if (join_cgroup(argv[3], err, sizeof(err)) < 0) return fail(err);
+    if (join_cgroup(argv[k + 1], err, sizeof(err)) < 0) return fail(err);
     cgroup_joined = 1;
-  } else if (*argcp != 2) {
-    return fail("usage: bedrock-sandbox --await-args [--cgroup DIR]");
   }
   ssize_t said = write(REPORT_FD, "ready\n", 6);
   (void)said;
@@ -788,22 +883,187 @@ static int await_args(int *argcp, char ***argvp) {
   return 0;
 }
 
+/* mkdir -p, each new directory root's and 0755 (the mount points of a view). */
+static int make_dirs(const char *path) {
+  char buf[4200];
+  snprintf(buf, sizeof(buf), "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Bind-mounts SRC on DST (made if missing), then makes it nosuid, nodev and (ro) read-only. */
+static int bind_into(const char *src, const char *dst, int ro, int is_file, char *err, size_t errlen) {
+  if (is_file) {
+    int fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+  } else if (make_dirs(dst) < 0) {
+    snprintf(err, errlen, "view: cannot make %.300s: %s", dst, strerror(errno));
+    return -1;
+  }
+  if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+      (!is_file && mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY : 0), NULL) < 0)) {
+    snprintf(err, errlen, "view: cannot bind %.300s: %s", src, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/*
+ * The tool's view (--view), built by the first process of the run's new pid namespace in a
+ * new mount namespace: a fresh tmpfs becomes / and holds only the system directories
+ * (read-only binds; symlinked ones such as /bin -> usr/bin recreated as symlinks), a /dev of
+ * a few device nodes, a fresh /proc of this pid namespace, the run's scratch tmpfs as /tmp
+ * (with HOME /tmp/home; sized by --scratch-size and --scratch-inodes) and the workspace at its
+ * own absolute path (read-only in Restricted mode). pivot_root then drops the host's tree:
+ * other workspaces, data directories, the services' files are not there at all.
+ */
+static int build_view(const char *root, const struct policy *policy, long uid, long gid, const char *scratch_opts, const char *cwd,
+                      char *err, size_t errlen) {
+  char dst[4200];
+  if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+    snprintf(err, errlen, "view: cannot make a private mount namespace: %s", strerror(errno));
+    return -1;
+  }
+  if (mount("bedrock-view", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0) {
+    snprintf(err, errlen, "view: cannot mount its root on %.300s: %s", root, strerror(errno));
+    return -1;
+  }
+  for (int k = 0; k < policy->nsystem; k++) {
+    const char *dir = policy->system_dirs[k];
+    struct stat st;
+    if (lstat(dir, &st) < 0) continue; /* only those that exist */
+    snprintf(dst, sizeof(dst), "%s%s", root, dir);
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = readlink(dir, target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = 0;
+      if (symlink(target, dst) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "view: cannot link %.300s: %s", dir, strerror(errno));
+        return -1;
+      }
+    } else if (S_ISDIR(st.st_mode) && bind_into(dir, dst, 1, 0, err, errlen) < 0) {
+      return -1;
+    }
+  }
+  snprintf(dst, sizeof(dst), "%s/dev", root);
+  if (mkdir(dst, 0755) < 0 || mount("bedrock-dev", dst, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k,nr_inodes=64") < 0) {
+    snprintf(err, errlen, "view: cannot make /dev: %s", strerror(errno));
+    return -1;
+  }
+  /* The host's nodes, same numbers and modes: mknod (cheaper than a bind mount each), or a bind
+   * where mknod is not allowed. */
+  for (int k = 0; k < NELEM(VIEW_DEVICES); k++) {
+    char src[64];
+    struct stat st;
+    snprintf(src, sizeof(src), "/dev/%s", VIEW_DEVICES[k]);
+    if (stat(src, &st) < 0 || !S_ISCHR(st.st_mode)) continue;
+    snprintf(dst, sizeof(dst), "%s/dev/%s", root, VIEW_DEVICES[k]);
+    if (mknod(dst, S_IFCHR | (st.st_mode & 07777), st.st_rdev) == 0) {
+      chmod(dst, st.st_mode & 07777);
+      continue;
+    }
+    if (bind_into(src, dst, 0, 1, err, errlen) < 0) return -1;
+  }
+  const char *links[][2] = {{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+                            {"stderr", "/proc/self/fd/2"}, {"shm", "/tmp"}};
+  for (int k = 0; k < NELEM(links); k++) {
+    snprintf(dst, sizeof(dst), "%s/dev/%s", root, links[k][0]);
+    if (symlink(links[k][1], dst) < 0) {
+      snprintf(err, errlen, "view: cannot link /dev/%s: %s", links[k][0], strerror(errno));
+      return -1;
+    }
+  }
+  snprintf(dst, sizeof(dst), "%s/dev", root);
+  mount(NULL, dst, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL);
+  snprintf(dst, sizeof(dst), "%s/proc", root);
+  if (mkdir(dst, 0555) < 0 || mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    snprintf(err, errlen, "view: cannot mount /proc of the run's pid namespace: %s", strerror(errno));
+    return -1;
+  }
+  snprintf(dst, sizeof(dst), "%s/tmp", root);
+  char opts[256];
+  snprintf(opts, sizeof(opts), "mode=0700%s", scratch_opts);
+  if (uid >= 0) snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",uid=%ld,gid=%ld", uid, gid);
+  if (mkdir(dst, 0755) < 0 || mount("bedrock-scratch", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+    snprintf(err, errlen, "view: cannot mount the scratch on /tmp: %s", strerror(errno));
+    return -1;
+  }
+  snprintf(dst, sizeof(dst), "%s/tmp/home", root);
+  if (mkdir(dst, 0700) < 0 || (uid >= 0 && chown(dst, (uid_t)uid, (gid_t)gid) < 0)) {
+    snprintf(err, errlen, "view: cannot make the home directory: %s", strerror(errno));
+    return -1;
+  }
+  /* Last: a workspace under /tmp lands on the scratch, not under it. */
+  snprintf(dst, sizeof(dst), "%s%s", root, policy->workspace);
+  if (bind_into(policy->workspace, dst, policy->restricted, 0, err, errlen) < 0) return -1;
+  if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
+    snprintf(err, errlen, "view: pivot_root: %s", strerror(errno));
+    return -1;
+  }
+  mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+  if (chdir(cwd) < 0) {
+    snprintf(err, errlen, "view: cannot enter the working directory %.300s: %s", cwd, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* The command's own process: limits, the sandbox, exec. Never returns. */
+static void run_tool(char **argv, const struct policy *policy, long uid, long gid, pid_t parent, int max_abi, const char *net_ruleset_spec,
+                     const unsigned long long limits[5], const char *tmp_dir, const char *home_dir, const char *scratch) {
+  char err[512] = "";
+  struct policy copy = *policy;
+  if (set_limit(RLIMIT_AS, limits[0], limits[0]) < 0) _exit(fail("setrlimit(RLIMIT_AS) failed"));
+  if (set_limit(RLIMIT_CPU, limits[1], limits[1] + 5) < 0) _exit(fail("setrlimit(RLIMIT_CPU) failed"));
+  if (set_limit(RLIMIT_NPROC, limits[2], limits[2]) < 0) _exit(fail("setrlimit(RLIMIT_NPROC) failed"));
+  if (set_limit(RLIMIT_FSIZE, limits[3], limits[3]) < 0) _exit(fail("setrlimit(RLIMIT_FSIZE) failed"));
+  if (set_limit(RLIMIT_NOFILE, limits[4], limits[4]) < 0) _exit(fail("setrlimit(RLIMIT_NOFILE) failed"));
+  int abi = landlock_abi();
+  if (max_abi >= 0 && abi > max_abi) abi = max_abi;
+  /* Taken while still privileged: pidfd_getfd needs ptrace rights over the holder. */
+  if (net_ruleset_spec && !copy.restricted && copy.ndeny) copy.net_ruleset = take_net_ruleset(net_ruleset_spec);
+  if (confine(abi, &copy, uid, gid, err, sizeof(err)) < 0) _exit(fail(err));
+  /* A change of uid clears the parent-death signal: set it again. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != parent) _exit(125);
+  if (tmp_dir[0]) {
+    setenv("TMPDIR", tmp_dir, 1);
+    setenv("HOME", home_dir, 1);
+  } else if (scratch) {
+    setenv("TMPDIR", scratch, 1);
+  }
+  close(REPORT_FD);
+  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(fail("dup2 failed"));
+  execvp(argv[0], argv);
+  /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
+  fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[0], strerror(errno));
+  _exit(127);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--await-args") == 0) {
     int waited = await_args(&argc, &argv);
     if (waited) return waited == 1 ? 0 : waited;
   }
-  int restricted = 0, do_probe = 0, do_hold = 0;
+  int restricted = 0, do_probe = 0, do_hold = 0, view = 0;
   const char *net_ruleset_spec = NULL;
   int max_abi = -1;
   long uid = -1, gid = -1;
-  const char *scratch = NULL, *cgroup = NULL, *private_tmp = NULL;
+  const char *scratch = NULL, *private_tmp = NULL, *workspace = NULL;
+  const char *cgroups[MAX_CGROUPS];
+  int ncgroups = 0;
   const char *hidden[MAX_HIDDEN];
   int nhidden = 0;
   struct policy policy;
   memset(&policy, 0, sizeof(policy));
   policy.net_ruleset = -1;
-  unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0;
+  unsigned long long mem = 0, cpu = 0, nproc = 0, fsize = 0, nofile = 0, scratch_size = 0, scratch_inodes = 0;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -819,12 +1079,24 @@ int main(int argc, char **argv) {
       net_ruleset_spec = argv[++i];
     } else if (strcmp(a, "--restricted") == 0) {
       restricted = 1;
+    } else if (strcmp(a, "--view") == 0) {
+      view = 1;
+    } else if (i + 1 < argc && strcmp(a, "--workspace") == 0) {
+      workspace = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--system-dir") == 0) {
+      if (policy.nsystem == MAX_SYSTEM_DIRS) return fail("too many --system-dir paths");
+      if (argv[i + 1][0] != '/') return fail("--system-dir takes absolute paths");
+      policy.system_dirs[policy.nsystem++] = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--max-abi") == 0) {
       max_abi = (int)parse_number(argv[++i], &ok);
     } else if (i + 1 < argc && strcmp(a, "--scratch") == 0) {
       scratch = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--private-tmp") == 0) {
       private_tmp = argv[++i];
+    } else if (i + 1 < argc && strcmp(a, "--scratch-size") == 0) {
+      scratch_size = parse_number(argv[++i], &ok);
+    } else if (i + 1 < argc && strcmp(a, "--scratch-inodes") == 0) {
+      scratch_inodes = parse_number(argv[++i], &ok);
     } else if (i + 1 < argc && strcmp(a, "--hide") == 0) {
       if (nhidden == MAX_HIDDEN) return fail("too many --hide paths");
       hidden[nhidden++] = argv[++i];
@@ -842,7 +1114,8 @@ int main(int argc, char **argv) {
       if (policy.ndeny == MAX_DENY_PORTS) return fail("too many --deny-port values");
       policy.deny_ports[policy.ndeny++] = (unsigned)port;
     } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
-      cgroup = argv[++i];
+      if (ncgroups == MAX_CGROUPS) return fail("too many --cgroup directories");
+      cgroups[ncgroups++] = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--mem") == 0) {
       mem = parse_number(argv[++i], &ok);
     } else if (i + 1 < argc && strcmp(a, "--cpu") == 0) {
@@ -866,14 +1139,48 @@ int main(int argc, char **argv) {
   policy.restricted = restricted;
   if (restricted) policy.host_write = 0;
 
+  /* A workspace run: reads confined to the view's directories; the working directory must be
+   * inside the workspace (compared as real paths, so that it is the same path in the view). */
+  char cwd[4096] = "";
+  if (workspace) {
+    char *real = realpath(workspace, NULL);
+    if (!real || strcmp(real, "/") == 0) {
+      char msg[600];
+      snprintf(msg, sizeof(msg), "the workspace %.400s is not usable: %s", workspace, real ? "it is /" : strerror(errno));
+      return fail(msg);
+    }
+    policy.workspace = real;
+    policy.host_write = 0;
+    if (policy.nsystem == 0)
+      for (int k = 0; k < NELEM(DEFAULT_SYSTEM_DIRS); k++) policy.system_dirs[policy.nsystem++] = DEFAULT_SYSTEM_DIRS[k];
+    size_t wl = strlen(real);
+    if (!getcwd(cwd, sizeof(cwd)) || strncmp(cwd, real, wl) != 0 || (cwd[wl] != 0 && cwd[wl] != '/')) {
+      char msg[9000];
+      snprintf(msg, sizeof(msg), "the working directory %.4000s is outside the workspace %.4000s", cwd, real);
+      return fail(msg);
+    }
+  }
+  if (view && (!workspace || !private_tmp)) return fail("--view needs --workspace and --private-tmp");
+  policy.view = view;
+  char scratch_opts[96] = "";
+  if (scratch_size) snprintf(scratch_opts, sizeof(scratch_opts), ",size=%llu", scratch_size);
+  if (scratch_inodes) snprintf(scratch_opts + strlen(scratch_opts), sizeof(scratch_opts) - strlen(scratch_opts), ",nr_inodes=%llu", scratch_inodes);
+
   /* The run's scratch, before the fork so that the supervisor can remove a fallback directory:
    * a tmpfs in a private mount namespace when this process may mount (root), seen by this run
-   * only and gone with it; otherwise a fresh directory under DIR. */
+   * only and gone with it; otherwise a fresh directory under DIR. With --view the scratch is
+   * the view's /tmp, mounted by the first process of the pid namespace (build_view). */
   char base[4096] = "", tmp_dir[4200] = "", home_dir[4200] = "";
   int fallback_dir = 0;
-  if (private_tmp) {
+  if (view) {
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp");
+    snprintf(home_dir, sizeof(home_dir), "/tmp/home");
+    policy.writable[policy.nwritable++] = "/tmp";
+  } else if (private_tmp) {
+    char opts[160];
+    snprintf(opts, sizeof(opts), "mode=0711%s", scratch_opts);
     if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0 &&
-        mount("bedrock-scratch", private_tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0711") == 0) {
+        mount("bedrock-scratch", private_tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0) {
       snprintf(base, sizeof(base), "%s", private_tmp);
       for (int h = 0; h < nhidden; h++) {
         if (mount("bedrock-hidden", hidden[h], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k") < 0 && errno != ENOENT &&
@@ -897,7 +1204,21 @@ int main(int argc, char **argv) {
     policy.writable[policy.nwritable++] = base;
   }
   if (scratch) policy.writable[policy.nwritable++] = scratch;
-  if (!restricted && !policy.host_write) policy.writable[policy.nwritable++] = ".";
+  if (!restricted && !policy.host_write && !workspace) policy.writable[policy.nwritable++] = ".";
+
+  /* A view runs in a new pid namespace: the supervisor's next child is its first process (its
+   * "init": it builds the view, forks the command, reaps orphans, and its death takes every
+   * process of the namespace with it). The command's status comes back on `relay`, because
+   * that first process cannot die of a signal sent by itself. */
+  int relay[2] = {-1, -1};
+  if (view) {
+    if (unshare(CLONE_NEWPID) < 0) {
+      char msg[300];
+      snprintf(msg, sizeof(msg), "cannot create the run's pid namespace (the view needs CAP_SYS_ADMIN): %s", strerror(errno));
+      return fail(msg);
+    }
+    if (pipe2(relay, O_CLOEXEC) < 0) return fail("pipe failed");
+  }
 
   /* The supervisor (this process) stays outside the command's session and sandbox and reaps
    * every process of the tree as soon as it dies; see supervise(). */
@@ -917,6 +1238,7 @@ int main(int argc, char **argv) {
   pid_t parent = getppid();
   prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
   if (getppid() != parent) return fail("the runner went away");
+  unsigned long long limits[5] = {mem, cpu, nproc, fsize, nofile};
   pid_t child = fork();
   if (child < 0) return fail("fork failed");
   if (child == 0) {
@@ -924,39 +1246,44 @@ int main(int argc, char **argv) {
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     /* Own session and process group: the group the runner kills on timeout and cancel. */
-    if (setsid() < 0) return fail("setsid failed");
+    if (setsid() < 0) _exit(fail("setsid failed"));
     /* If the supervisor dies (runner killed), the command goes with it. */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != supervisor) _exit(125);
+    /* In a new pid namespace the parent (outside it) shows as pid 0. */
+    if (getppid() != (view ? 0 : supervisor)) _exit(125);
     char err[512] = "";
-    if (cgroup && !cgroup_joined && join_cgroup(cgroup, err, sizeof(err)) < 0) return fail(err);
-    if (set_limit(RLIMIT_AS, mem, mem) < 0) return fail("setrlimit(RLIMIT_AS) failed");
-    if (set_limit(RLIMIT_CPU, cpu, cpu + 5) < 0) return fail("setrlimit(RLIMIT_CPU) failed");
-    if (set_limit(RLIMIT_NPROC, nproc, nproc) < 0) return fail("setrlimit(RLIMIT_NPROC) failed");
-    if (set_limit(RLIMIT_FSIZE, fsize, fsize) < 0) return fail("setrlimit(RLIMIT_FSIZE) failed");
-    if (set_limit(RLIMIT_NOFILE, nofile, nofile) < 0) return fail("setrlimit(RLIMIT_NOFILE) failed");
-    int abi = landlock_abi();
-    if (max_abi >= 0 && abi > max_abi) abi = max_abi;
-    /* Taken while still privileged: pidfd_getfd needs ptrace rights over the holder. */
-    if (net_ruleset_spec && !restricted && policy.ndeny) policy.net_ruleset = take_net_ruleset(net_ruleset_spec);
-    if (confine(abi, &policy, uid, gid, err, sizeof(err)) < 0) return fail(err);
-    /* A change of uid clears the parent-death signal: set it again. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != supervisor) _exit(125);
-    if (tmp_dir[0]) {
-      setenv("TMPDIR", tmp_dir, 1);
-      setenv("HOME", home_dir, 1);
-    } else if (scratch) {
-      setenv("TMPDIR", scratch, 1);
-    }
+    for (int k = 0; k < ncgroups && !cgroup_joined; k++)
+      if (join_cgroup(cgroups[k], err, sizeof(err)) < 0) _exit(fail(err));
+    if (!view) run_tool(argv + i, &policy, uid, gid, supervisor, max_abi, net_ruleset_spec, limits, tmp_dir, home_dir, scratch);
+    close(relay[0]);
     close(REPORT_FD);
-    if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) return fail("dup2 failed");
-    execvp(argv[i], argv + i);
-    /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
-    fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[i], strerror(errno));
-    _exit(127);
+    if (build_view(private_tmp, &policy, uid, gid, scratch_opts, cwd, err, sizeof(err)) < 0) _exit(fail(err));
+    pid_t tool = fork();
+    if (tool < 0) _exit(fail("fork failed"));
+    if (tool == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      if (getppid() != 1) _exit(125);
+      run_tool(argv + i, &policy, uid, gid, 1, max_abi, net_ruleset_spec, limits, tmp_dir, home_dir, scratch);
+    }
+    /* The namespace's init: reap orphans until the command ends, relay its status, and go:
+     * the kernel then kills whatever else is left in the namespace. */
+    for (;;) {
+      int st = 0;
+      pid_t pid = waitpid(-1, &st, 0);
+      if (pid < 0 && errno == EINTR) continue;
+      if (pid < 0) _exit(125);
+      if (pid == tool) {
+        ssize_t n = write(relay[1], &st, sizeof(st));
+        _exit(n == (ssize_t)sizeof(st) ? 0 : 125);
+      }
+    }
   }
+  if (view) close(relay[1]);
   int status = supervise(child);
+  if (view) {
+    int st;
+    if (read(relay[0], &st, sizeof(st)) == (ssize_t)sizeof(st)) status = st;
+  }
   if (fallback_dir) nftw(base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   return mirror(status);
 }

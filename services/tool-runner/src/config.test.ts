@@ -32,11 +32,15 @@ describe('readToolRunnerConfig', () => {
       denyPorts: [5432, 6379, 50051, 50052, 50053],
       pidsCgroup: 'auto',
       warmHelpers: 2,
+
+      scratchSize: 256 * MiB,
+      scratchInodes: 65_536,
+      viewPaths: ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'],
     });
     expect(config.sandbox.scratchRoot).toMatch(/\/bedrock-scratch-\d+$/);
     expect(config.limits).toEqual({
-      restricted: { memory: 4 * GiB, cpuTime: 1_800_000, processes: 256, fileSize: 256 * MiB, openFiles: 1024 },
-      unrestricted: { memory: 16 * GiB, cpuTime: 1_800_000, processes: 2048, fileSize: 8 * GiB, openFiles: 8192 },
+      restricted: { memory: 4 * GiB, cpus: 1, cpuTime: 1_800_000, processes: 256, fileSize: 256 * MiB, openFiles: 1024 },
+      unrestricted: { memory: 16 * GiB, cpus: 2, cpuTime: 1_800_000, processes: 2048, fileSize: 8 * GiB, openFiles: 8192 },
     });
     expect(config.output).toEqual({ head: 50_000, tail: 50_000, flushInterval: 250, streamMax: 1_000_000 });
   });
@@ -85,6 +89,56 @@ describe('readToolRunnerConfig', () => {
     });
     expect(config.runner.consume).toBe(false);
     expect(readToolRunnerConfig({ BEDROCK_TOOL_UID: '1000' }).sandbox.toolUid).toBe(1000);
+  });
+
+  it('reads the workspace storage settings: root, image, the uid range, the clone timeout', () => {
+    expect(readToolRunnerConfig({}).workspaces).toEqual({
+      root: '/var/lib/bedrock/workspaces',
+      imageSize: 20 * GiB,
+      toolUids: { first: 200_000, last: 299_999 },
+      cloneTimeout: 600_000,
+    });
+    const config = readToolRunnerConfig({
+      BEDROCK_WORKSPACE_ROOT: '/srv/ws',
+      BEDROCK_WORKSPACE_IMAGE: '/srv/ws.btrfs',
+      BEDROCK_WORKSPACE_IMAGE_SIZE: '1GiB',
+      BEDROCK_TOOL_UIDS: ' 300000 - 300999 ',
+      BEDROCK_WORKSPACE_CLONE_TIMEOUT: '90s',
+    });
+    expect(config.workspaces).toEqual({
+      root: '/srv/ws',
+      image: '/srv/ws.btrfs',
+      imageSize: GiB,
+      toolUids: { first: 300_000, last: 300_999 },
+      cloneTimeout: 90_000,
+    });
+    expect(problems({ BEDROCK_TOOL_UIDS: '5', BEDROCK_WORKSPACE_ROOT: 'ws', BEDROCK_WORKSPACE_IMAGE_SIZE: '1MiB' })).toEqual(
+      expect.arrayContaining([
+        'BEDROCK_TOOL_UIDS="5" is invalid: expected a range of uids FIRST-LAST (1000 to 4294967294) (not FIRST-LAST)',
+        expect.stringMatching(/^BEDROCK_WORKSPACE_ROOT="ws" is invalid: expected an absolute path/),
+        expect.stringMatching(/^BEDROCK_WORKSPACE_IMAGE_SIZE="1MiB" is invalid: .*at least 256MiB/),
+      ]),
+    );
+    expect(problems({ BEDROCK_TOOL_UIDS: '0-10' })).toEqual([expect.stringMatching(/^BEDROCK_TOOL_UIDS="0-10" is invalid/)]);
+    expect(problems({ BEDROCK_TOOL_UIDS: '2000-1000' })).toEqual([expect.stringMatching(/FIRST is above LAST/)]);
+  });
+
+  it('reads the tenants settings: the allowed tool uids, the scratch size, the view and the CPU share', () => {
+    const config = readToolRunnerConfig({
+      BEDROCK_TOOL_UIDS: '300000-300999',
+      BEDROCK_SCRATCH_SIZE: '64MiB',
+      BEDROCK_VIEW_PATHS: '/usr,/etc',
+      BEDROCK_RESTRICTED_CPUS: '0.5',
+    });
+    expect(config.workspaces.toolUids).toEqual({ first: 300_000, last: 300_999 });
+    expect(config.sandbox).toMatchObject({
+      scratchSize: 64 * MiB,
+      viewPaths: ['/usr', '/etc'],
+    });
+    expect(config.limits.restricted.cpus).toBe(0.5);
+    expect(() => readToolRunnerConfig({ BEDROCK_TOOL_UIDS: '5-2' })).toThrow(/BEDROCK_TOOL_UIDS/);
+    expect(() => readToolRunnerConfig({ BEDROCK_TOOL_UIDS: '200000' })).toThrow(/FIRST-LAST/);
+    expect(() => readToolRunnerConfig({ BEDROCK_RESTRICTED_CPUS: 'two' })).toThrow(/BEDROCK_RESTRICTED_CPUS/);
   });
 
   it('refuses a bare number for a duration or a size, naming the variable and the syntax', () => {
@@ -143,7 +197,7 @@ describe('readToolRunnerConfig', () => {
 
 describe('limitArgs', () => {
   it('hands the helper bytes and whole CPU seconds, rounded up', () => {
-    const limits = { memory: 512 * MiB, cpuTime: 1500, processes: 64, fileSize: 1e6, openFiles: 256 };
+    const limits = { memory: 512 * MiB, cpuTime: 1500, processes: 64, fileSize: 1e6, openFiles: 256, cpus: 1 };
     expect(limitArgs(limits)).toEqual(['--mem', String(512 * MiB), '--cpu', '2', '--nproc', '64', '--fsize', '1000000', '--nofile', '256']);
     expect(limitArgs(readToolRunnerConfig({}).limits.restricted)).toContain('1800');
   });

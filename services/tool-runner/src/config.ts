@@ -9,8 +9,8 @@ import { hostname, tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import type { z } from '@bedrock/platform/config';
 import {
+  toolUidRangeSetting,
   bool,
   duration,
   filePath,
@@ -29,6 +29,7 @@ import {
   size,
   str,
   transportSection,
+  z,
 } from '@bedrock/platform/config';
 import type { ConfigOverrides, SettingType } from '@bedrock/platform/config';
 
@@ -49,21 +50,47 @@ const toolUid: SettingType<number | 'owner'> = {
   schema: oneOf(['owner'] as const).schema.or(int({ min: 1, max: 2 ** 32 - 2 }).schema),
 };
 
+/** A positive number of CPUs, fractions allowed (`0.5`, `2`). */
+const cpus: SettingType<number> = {
+  expected: 'a number of CPUs > 0, such as 0.5 or 2',
+  schema: z
+    .unknown()
+    .transform((value, ctx) => {
+      if (typeof value !== 'string') return value;
+      if (!/^\d+(\.\d+)?$/.test(value.trim())) {
+        ctx.addIssue({ code: 'custom', message: 'not a number' });
+        return z.NEVER;
+      }
+      return Number(value);
+    })
+    .pipe(z.number().min(0.01, 'at least 0.01').max(4096)) as unknown as z.ZodType<number, unknown>,
+};
+
+/** The system directories a workspace run sees (its view) and may read. */
+export const DEFAULT_VIEW_PATHS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
+
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
+
+export type { UidRange } from '@bedrock/platform/config';
 
 /** The setrlimit limits of one mode (and the pids cgroup's limit), see sandbox/limits.ts. */
 function limitsSection(
   mode: 'RESTRICTED' | 'UNRESTRICTED',
-  defaults: { memory: number; cpuTime: number; processes: number; fileSize: number; openFiles: number },
+  defaults: { memory: number; cpuTime: number; processes: number; fileSize: number; openFiles: number; cpus: number },
   fileSizeNote: string,
 ) {
   const label = mode === 'RESTRICTED' ? 'Restricted' : 'Unrestricted';
   return section({
-    /** Address space per process (RLIMIT_AS), bytes. */
+    /** Memory of one tool call (memory cgroup: memory.max, tmpfs pages included, no swap), bytes; without a memory cgroup, RLIMIT_AS per process. */
     memory: setting(`BEDROCK_${mode}_MEMORY`, size({ min: 64 * MiB }), {
       default: defaults.memory,
-      doc: `${label}: address-space limit per process.`,
+      doc: `${label}: memory per tool call, its scratch's pages included (memory cgroup: memory.max, no swap); where the runner has no memory cgroup, the address-space limit per process (RLIMIT_AS).`,
+    }),
+    /** CPUs' worth of time one tool call may use at once (cpu cgroup: cpu.max). */
+    cpus: setting(`BEDROCK_${mode}_CPUS`, cpus, {
+      default: defaults.cpus,
+      doc: `${label}: CPUs one tool call may use at once (cpu cgroup: cpu.max, or cfs_quota_us on cgroup v1).`,
     }),
     /** CPU time per process (RLIMIT_CPU), ms; the helper gets whole seconds, rounded up. */
     cpuTime: setting(`BEDROCK_${mode}_CPU_TIME`, duration({ min: 1000 }), {
@@ -146,6 +173,18 @@ export const toolRunnerConfigSchema = section({
       default: 65534,
       doc: 'The group tools run as (no supplementary groups).',
     }),
+    viewPaths: setting('BEDROCK_VIEW_PATHS', list(path()), {
+      default: DEFAULT_VIEW_PATHS,
+      doc: "System directories a workspace tool sees (read-only, those that exist) and may read, besides its workspace, scratch, /dev and /proc: its view's root when the runner may mount, Landlock's read rules always.",
+    }),
+    scratchSize: setting('BEDROCK_SCRATCH_SIZE', size({ min: 1 * MiB }), {
+      default: 256 * MiB,
+      doc: "Size of each run's scratch tmpfs (TMPDIR and HOME); a write past it fails with ENOSPC. Its pages count against the run's memory too.",
+    }),
+    scratchInodes: setting('BEDROCK_SCRATCH_INODES', int({ min: 64 }), {
+      default: 65_536,
+      doc: "Files and directories each run's scratch tmpfs may hold (nr_inodes).",
+    }),
     unrestrictedWrite: setting('BEDROCK_UNRESTRICTED_WRITE', oneOf(['workspace', 'host'] as const), {
       default: 'workspace',
       doc: 'What Unrestricted tools may write: the working directory, their scratch and home (Landlock), or anything the tool user may write (`host`, single-user machines).',
@@ -164,24 +203,47 @@ export const toolRunnerConfigSchema = section({
     }),
     pidsCgroup: setting('BEDROCK_PIDS_CGROUP', str('`auto`, `off` or a directory'), {
       default: 'auto',
-      doc: 'Where per-run pids cgroups are created: `auto` finds a writable pids hierarchy (bounds the process count even for root).',
+      doc: "Where per-run cgroups are created: `auto` finds writable hierarchies under the runner's own cgroup (cgroup v2 with pids, memory and cpu delegated, or the v1 `pids`, `memory` and `cpu` hierarchies) and bounds each run's processes, memory and CPU; a directory: a pids hierarchy only.",
     }),
     warmHelpers: setting('BEDROCK_SANDBOX_WARM_HELPERS', int({ min: 0, max: 64 }), {
       default: 2,
       doc: "Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs' critical path; a run finding none starts its own (0 = always).",
     }),
   }),
+  workspaces: section({
+    /** Where workspaces live (ROOT/<workspace id>); every runner of a deployment mounts the same one. */
+    root: setting('BEDROCK_WORKSPACE_ROOT', path(), {
+      default: '/var/lib/bedrock/workspaces',
+      doc: "Where the workspaces' directories live (ROOT/ws-…), shared by every runner of a deployment: on btrfs with quotas each is a subvolume with a disk quota, elsewhere a plain directory without one (docs/workspaces.md). Created 0711 at start.",
+    }),
+    /** A btrfs image file loop-mounted on the root at start (created when absent). */
+    image: optionalSetting('BEDROCK_WORKSPACE_IMAGE', path(), {
+      doc: 'A file holding a btrfs filesystem that the runner creates (mkfs.btrfs, sparse) when absent and loop-mounts on BEDROCK_WORKSPACE_ROOT at start, with quotas on: per-workspace quotas on a host whose root is not btrfs. Needs root.',
+    }),
+    /** Size of a new image (sparse: the file takes only what is written). */
+    imageSize: setting('BEDROCK_WORKSPACE_IMAGE_SIZE', size({ min: 256 * MiB }), {
+      default: 20 * GiB,
+      doc: 'Size of the image BEDROCK_WORKSPACE_IMAGE creates (a sparse file: disk is used as workspaces fill); an existing image is used as it is.',
+    }),
+    /** The uids (and gids) a workspace may be given, and its tools run as. */
+    toolUids: toolUidRangeSetting,
+    /** A git clone into a new workspace is killed after this long. */
+    cloneTimeout: setting('BEDROCK_WORKSPACE_CLONE_TIMEOUT', duration({ min: 1000 }), {
+      default: 10 * 60_000,
+      doc: 'A git clone into a new workspace is killed after this long (the half workspace is removed).',
+    }),
+  }),
   limits: section({
     /** Restricted: read-only exploration; only the scratch is writable. */
     restricted: limitsSection(
       'RESTRICTED',
-      { memory: 4 * GiB, cpuTime: 30 * 60_000, processes: 256, fileSize: 256 * MiB, openFiles: 1024 },
+      { memory: 4 * GiB, cpuTime: 30 * 60_000, processes: 256, fileSize: 256 * MiB, openFiles: 1024, cpus: 1 },
       ' (scratch only)',
     ),
     /** Unrestricted: builds and test suites; still bounded so that one tool cannot take the node down. */
     unrestricted: limitsSection(
       'UNRESTRICTED',
-      { memory: 16 * GiB, cpuTime: 30 * 60_000, processes: 2048, fileSize: 8 * GiB, openFiles: 8192 },
+      { memory: 16 * GiB, cpuTime: 30 * 60_000, processes: 2048, fileSize: 8 * GiB, openFiles: 8192, cpus: 2 },
       '',
     ),
   }),
@@ -211,6 +273,7 @@ export type ToolRunnerConfig = LoadedConfig & { readonly runner: { readonly id: 
 export type ToolRunnerConfigOverrides = ConfigOverrides<LoadedConfig>;
 export type SandboxConfig = ToolRunnerConfig['sandbox'];
 export type LimitsConfig = ToolRunnerConfig['limits'];
+export type WorkspacesConfig = ToolRunnerConfig['workspaces'];
 
 /**
  * Reads the settings from `env`, then applies `overrides` (typed, from code: tests, the embedded

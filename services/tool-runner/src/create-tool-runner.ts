@@ -8,6 +8,7 @@ import {
   QUEUE_TOOL_EXEC,
   QUEUE_TOOL_EXEC_RESTRICTED,
   ToolRunnerService,
+  WorkspaceStorageService,
   health as healthPb,
 } from '@bedrock/contracts';
 import type { RunnerCapabilities } from '@bedrock/contracts';
@@ -39,6 +40,9 @@ import type {
 import type { ToolRunnerConfig } from './config.ts';
 import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
+import { registerWorkspaceStorageService } from './grpc/workspace-storage-routes.ts';
+import { openWorkspaceStorage } from './workspaces/workspace-storage.ts';
+import type { WorkspaceStorage } from './workspaces/workspace-storage.ts';
 import { startToolExecWorker } from './queue/tool-exec-worker.ts';
 import type { ToolExecWorker } from './queue/tool-exec-worker.ts';
 import { closeSandboxSettings, createSandboxSettings } from './sandbox/sandbox-settings.ts';
@@ -71,6 +75,8 @@ export interface ToolRunner {
   denyToolPorts(ports: readonly number[]): void;
   /** After start: the executor (for embedding and tests). */
   readonly executor: ToolExecutor;
+  /** After start: the workspace storage (BEDROCK_WORKSPACE_ROOT) this runner serves. */
+  readonly workspaces: WorkspaceStorage;
 }
 
 function outcomeLabel(outcome: ToolOutcome): ToolOutcomeLabel {
@@ -97,6 +103,11 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   let closeCgroups: (() => Promise<void>) | undefined;
   let denyPorts = new Set<number>(config.sandbox.denyPorts);
   let toolIsolation = '';
+  let workspaces: WorkspaceStorage | undefined;
+  const storage = (): WorkspaceStorage => {
+    if (!workspaces) throw new Error('tool-runner not started');
+    return workspaces;
+  };
 
   const capabilities = (): RunnerCapabilities => {
     if (!probe) throw new Error('tool-runner not started');
@@ -129,6 +140,9 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       if (!executor) throw new Error('tool-runner not started');
       return executor;
     },
+    get workspaces() {
+      return storage();
+    },
     capabilities,
     denyToolPorts(ports) {
       for (const port of ports) if (port > 0) denyPorts.add(port);
@@ -138,7 +152,12 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       // Read first: a missing or malformed peers file stops the runner before it takes work.
       const servicePeers =
         deps.servicePeers ?? (config.server.servicePeersFile ? readServicePeersFile(config.server.servicePeersFile) : []);
-      const sandbox = await createSandboxSettings({ runnerId: config.runner.id, sandbox: config.sandbox, limits: config.limits });
+      const sandbox = await createSandboxSettings({
+        runnerId: config.runner.id,
+        sandbox: config.sandbox,
+        limits: config.limits,
+        workspaces: config.workspaces,
+      });
       probe = sandbox.probe;
       closeCgroups = () => closeSandboxSettings(sandbox.settings);
       // Helpers waiting in their own pids cgroups from the first tool call on.
@@ -161,6 +180,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           { tool_uid: config.sandbox.toolUid, tool_gid: config.sandbox.toolGid, private_mounts: probe.privateMounts },
           'tools run as their own user',
         );
+      // Which bounds this host enforces and which it cannot (and whether workspace runs get a view).
+      logger.info(sandbox.boundsLine);
       toolIsolation =
         sandbox.toolUserWarning ??
         `tools run as ${config.sandbox.toolUid === 'owner' ? "the working directory's owner (nobody, uid 65534, for root-owned ones)" : `uid ${config.sandbox.toolUid}, gid ${config.sandbox.toolGid}`}, under Landlock and seccomp${probe.privateMounts ? ', each with a private scratch' : ''}`;
@@ -180,18 +201,29 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
           metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
       });
       const exec = executor;
+      // The workspaces' storage: an image to mount that fails stops the start; a root that cannot
+      // be used is reported here and by every call.
+      workspaces = await openWorkspaceStorage({
+        config: config.workspaces,
+        sandbox: sandbox.settings,
+        log: (level, message) => logger[level]({ root: config.workspaces.root }, message),
+      });
       queues = config.runner.consume ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];
 
       server = await startGrpcServer({
         host: config.server.host,
         port: config.server.grpcPort,
         logger,
-        // ExecuteTool runs commands: only services listed as peers may call it.
+        // ExecuteTool runs commands and the storage makes and deletes workspaces: only services
+        // listed as peers may call them.
         interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
         routes: (router) => {
           registerToolRunnerService(router, { executor: exec, capabilities });
+          registerWorkspaceStorageService(router, storage);
           registerHealth(router, health);
-          registerReflection(router, [ToolRunnerService, healthPb.Health]);
+          // An internal port: reflection lists health and itself only, never ToolRunnerService
+          // (docs/security.md, boundary 2).
+          registerReflection(router, [healthPb.Health]);
         },
       });
       // Ready while Redis answers (when consuming queues over the redis transport; the transport
@@ -238,6 +270,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       }
       health.set('', 'SERVING');
       health.set(ToolRunnerService.typeName, 'SERVING');
+      health.set(WorkspaceStorageService.typeName, 'SERVING');
       logger.info({ runner_id: config.runner.id, grpc_port: server.port, queues }, 'tool-runner started');
     },
 
@@ -254,6 +287,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       await server?.close(config.server.shutdownGrace);
       await metricsServer?.close();
       await closeCgroups?.();
+      workspaces?.close();
       logger.info({ runner_id: config.runner.id }, 'tool-runner stopped');
     },
   };

@@ -3,14 +3,15 @@ import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { existsSync } from 'node:fs';
+import { chownSync, existsSync } from 'node:fs';
 import { Mode, QUEUE_TOOL_EXEC, ToolExecJobSchema, ToolRunnerService, health } from '@bedrock/contracts';
 import { createMemoryTransport } from '@bedrock/platform';
 import { generateToken } from '@bedrock/platform/server';
+import { rawReflection } from '@bedrock/testkit/raw-reflection';
 import type { ToolCompleteEvent } from '@bedrock/contracts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { groupGone, grpcClient, startTestRunner, TEST_SERVICES } from './support-runner.ts';
-import { tempDir } from './support.ts';
+import { tempDir, testWorkspace } from './support.ts';
 
 let runner: ToolRunner;
 const dir = tempDir('bedrock-grpc-');
@@ -47,6 +48,22 @@ describe('ToolRunnerService', () => {
     expect((await client.check({ service: ToolRunnerService.typeName })).status).toBe(health.HealthCheckResponse_ServingStatus.SERVING);
   });
 
+  it('reflection lists only health and reflection, never ToolRunnerService (an internal port)', async () => {
+    const { status, answers } = await rawReflection(runner.grpcUrl, [
+      { case: 'listServices', value: '' },
+      { case: 'fileContainingSymbol', value: ToolRunnerService.typeName },
+      { case: 'fileByFilename', value: 'bedrock/internal/v1/tool_runner_service.proto' },
+      { case: 'fileContainingSymbol', value: 'bedrock.internal.v1.ToolExecJob' },
+    ]);
+    expect(status).toBe(0);
+    expect(answers[0]!.services).toEqual([
+      'grpc.health.v1.Health',
+      'grpc.reflection.v1.ServerReflection',
+      'grpc.reflection.v1alpha.ServerReflection',
+    ]);
+    expect(answers.slice(1)).toEqual(Array(3).fill({ errorCode: Code.NotFound }));
+  });
+
   it('streams output, then exactly one result', async () => {
     const chunks: string[] = [];
     const results: ToolCompleteEvent[] = [];
@@ -65,6 +82,30 @@ describe('ToolRunnerService', () => {
       cancelled: false,
       runnerId: runner.capabilities().runnerId,
     });
+  });
+
+  it("runs a workspace job as its owner's uid in its view, and refuses a uid outside BEDROCK_TOOL_UIDS", async () => {
+    const ws = testWorkspace();
+    try {
+      chownSync(ws.path, 200_202, 200_202);
+      const run = async (toolUid: number, id: string) => {
+        const tenantJob = create(ToolExecJobSchema, {
+          ...job(id, 'id -u; test -e /work && echo HOST-VISIBLE; true', Mode.RESTRICTED),
+          cwd: ws.path,
+          toolUid,
+          toolGid: toolUid,
+          workspacePath: ws.path,
+        });
+        for await (const msg of grpcClient(runner).executeTool({ job: tenantJob })) if (msg.kind.case === 'result') return msg.kind.value;
+        return undefined;
+      };
+      expect(await run(200_202, 'g-t1')).toMatchObject({ isError: false, content: '200202\n' });
+      const refused = await run(1000, 'g-t2');
+      expect(refused?.isError).toBe(true);
+      expect(refused?.content).toContain('BEDROCK_TOOL_UIDS');
+    } finally {
+      ws.remove();
+    }
   });
 
   it('runs Restricted jobs in the sandbox', async () => {

@@ -5,7 +5,7 @@
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chownSync, existsSync, readFileSync } from 'node:fs';
 import { create, toJsonString } from '@bufbuild/protobuf';
 import {
   CancelSignalSchema,
@@ -26,7 +26,7 @@ import { STREAM_START, createMemoryTransport, createRedisTransport } from '@bedr
 import type { Consumer, Transport } from '@bedrock/platform';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
 import { groupGone, startTestRunner } from './support-runner.ts';
-import { tempDir } from './support.ts';
+import { tempDir, testWorkspace } from './support.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const ALIVE_MS = 1500;
@@ -55,7 +55,15 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
     });
   }
 
-  function enqueue(queue: string, conversationId: string, toolUseId: string, command: string, mode: Mode, notifySequence = 0n) {
+  function enqueue(
+    queue: string,
+    conversationId: string,
+    toolUseId: string,
+    command: string,
+    mode: Mode,
+    notifySequence = 0n,
+    tenant: { toolUid?: number; toolGid?: number; workspacePath?: string; cwd?: string } = {},
+  ) {
     const producer = transport.queues.producer(queue, ToolExecJobSchema);
     return producer.add(
       toolExecJobId(conversationId, toolUseId),
@@ -67,6 +75,7 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
         cwd: dir.path,
         mode,
         notifySequence,
+        ...tenant,
       }),
     );
   }
@@ -111,6 +120,26 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
     const result = await resultFor('conv-b', 'tu-2');
     expect(result.isError).toBe(true);
     expect(result.content).toContain('Permission denied');
+  });
+
+  it("runs a workspace job as its owner's uid in its view, and refuses a uid outside BEDROCK_TOOL_UIDS", async () => {
+    const ws = testWorkspace();
+    try {
+      chownSync(ws.path, 200_201, 200_201);
+      const tenant = { toolUid: 200_201, toolGid: 200_201, workspacePath: ws.path, cwd: ws.path };
+      await enqueue(QUEUE_TOOL_EXEC, 'conv-t', 'tu-t1', 'id -u; ls /proc | grep -cE "^[0-9]+$"', Mode.UNRESTRICTED, 0n, tenant);
+      const ran = await resultFor('conv-t', 'tu-t1');
+      expect(ran.isError).toBe(false);
+      const [uid, pids] = ran.content.trim().split('\n');
+      expect(uid).toBe('200201');
+      expect(Number(pids)).toBeLessThan(10);
+      await enqueue(QUEUE_TOOL_EXEC, 'conv-t', 'tu-t2', 'id -u', Mode.UNRESTRICTED, 0n, { ...tenant, toolUid: 1000, toolGid: 1000 });
+      const refused = await resultFor('conv-t', 'tu-t2');
+      expect(refused.isError).toBe(true);
+      expect(refused.content).toContain("outside this tool-runner's allowed tool users (BEDROCK_TOOL_UIDS 200000-299999)");
+    } finally {
+      ws.remove();
+    }
   });
 
   it('appends live output to the notification stream after the job notify sequence', async () => {

@@ -9,7 +9,7 @@ import { readToolRunnerConfig } from '../src/config.ts';
 import type { ToolRunnerConfigOverrides } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import type { ToolRunner } from '../src/create-tool-runner.ts';
-import { ensureHelper } from './support.ts';
+import { ensureHelper, TEST_WORKSPACE_ROOT } from './support.ts';
 
 /**
  * Service identity of the test runners: they accept these services' tokens (grpcClient
@@ -27,6 +27,8 @@ export async function startTestRunner(overrides: ToolRunnerConfigOverrides = {},
       runner: { id: `test-runner-${process.pid}-${Math.random().toString(36).slice(2, 8)}`, consume: false, ...overrides.runner },
       server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 2000, ...overrides.server },
       output: { flushInterval: 20, ...overrides.output },
+      // Never the machine's /var/lib/bedrock/workspaces.
+      workspaces: { root: TEST_WORKSPACE_ROOT, ...overrides.workspaces },
     },
   );
   const runner = createToolRunner(config, {

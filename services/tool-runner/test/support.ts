@@ -1,6 +1,6 @@
 /** Shared by the tool-runner tests: the real helper, real sandbox settings, temp dirs. */
 import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_HELPER_PATH, readToolRunnerConfig } from '../src/config.ts';
@@ -24,11 +24,15 @@ export function ensureHelper(): string {
  * asked for, and `overrides`.
  */
 export async function testSandboxSettings(
-  overrides: Partial<Pick<SandboxConfig, 'pidsCgroup' | 'unrestrictedWrite' | 'denyPorts' | 'hidePaths' | 'toolUid'>> & {
+  overrides: Partial<
+    Pick<SandboxConfig, 'pidsCgroup' | 'unrestrictedWrite' | 'denyPorts' | 'hidePaths' | 'toolUid' | 'scratchSize' | 'viewPaths'>
+  > & {
     limits?: { [M in keyof LimitsConfig]?: Partial<ResourceLimits> };
+    /** Where this runner's workspaces are (default TEST_WORKSPACE_ROOT). */
+    workspaceRoot?: string;
   } = {},
 ): Promise<SandboxSettings> {
-  const { limits, ...sandbox } = overrides;
+  const { limits, workspaceRoot, ...sandbox } = overrides;
   const config = readToolRunnerConfig(
     {},
     { sandbox: { helper: ensureHelper(), scratchRoot: TEST_SCRATCH_ROOT, denyPorts: [], hidePaths: [], ...sandbox }, limits },
@@ -37,6 +41,7 @@ export async function testSandboxSettings(
     runnerId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     sandbox: config.sandbox,
     limits: config.limits,
+    workspaces: { ...config.workspaces, root: workspaceRoot ?? TEST_WORKSPACE_ROOT },
   });
   return settings;
 }
@@ -52,6 +57,16 @@ export const TOOL_UID = 65534;
 export const TEST_SCRATCH_ROOT = join(tmpdir(), 'bedrock-scratch-test');
 
 /** A working directory owned by the tool user (when the tests run as root, as CI does). */
+/** The workspace root of test runners and test sandbox settings: never the machine's /var/lib/bedrock/workspaces. */
+export const TEST_WORKSPACE_ROOT = join(tmpdir(), 'bedrock-workspaces-test');
+
+/** A workspace directory under TEST_WORKSPACE_ROOT (ROOT/ws-…), as the storage makes them. */
+export function testWorkspace(): { path: string; remove(): void } {
+  mkdirSync(TEST_WORKSPACE_ROOT, { recursive: true, mode: 0o711 });
+  const path = mkdtempSync(join(TEST_WORKSPACE_ROOT, 'ws-'));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
 export function tempDir(prefix = 'bedrock-tr-test-'): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix));
   if (process.getuid?.() === 0) chownSync(path, TOOL_UID, TOOL_UID);

@@ -6,7 +6,7 @@
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { AdminService, ConversationService, health as healthPb } from '@bedrock/contracts';
+import { AdminService, ConversationService, WorkspaceService, health as healthPb } from '@bedrock/contracts';
 import { createTransport, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
   connectHandler,
@@ -30,6 +30,7 @@ import {
 } from '@bedrock/platform/server';
 import { registerConversationRoutes } from './api/conversation-routes.ts';
 import { registerAdminRoutes } from './api/admin-routes.ts';
+import { registerWorkspaceRoutes } from './api/workspace-routes.ts';
 import { authInterceptor, PROTECTED_SERVICES } from './auth/auth-interceptor.ts';
 import { createAuthenticator } from './auth/authenticator.ts';
 import { createOidcVerifier } from './auth/oidc.ts';
@@ -230,9 +231,15 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
         },
       });
       registerAdminRoutes(router, { upstream, logger, tokens: () => tokens });
+      registerWorkspaceRoutes(router, { upstream, logger });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
-      registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [ConversationService, AdminService, healthPb.Health]);
+      registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [
+        ConversationService,
+        WorkspaceService,
+        AdminService,
+        healthPb.Health,
+      ]);
       for (const h of router.handlers) apiPaths.add(h.requestPath);
     }),
   });
@@ -293,6 +300,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
   health.set('', 'SERVING');
   health.set(ConversationService.typeName, 'SERVING');
   health.set(AdminService.typeName, 'SERVING');
+  health.set(WorkspaceService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Served, Served];
   logger.info(
     {

@@ -1,7 +1,8 @@
 /**
  * OpenID Connect through the real web-bff and conversation service: tokens signed by a test
  * issuer (a local discovery document and JSON Web Key Set) sign users in; expired ones, ones for
- * another audience or issuer, ones signed with a key the issuer does not publish, `alg: none`
+ * another audience or issuer, ones issued (`iat`) or valid (`nbf`) only beyond the clock skew in the
+ * future, ones signed with a key the issuer does not publish, `alg: none`
  * and HMAC ones are refused. First sign-in creates the user (BEDROCK_OIDC_USERS=auto), or is
  * refused until an admin added them (registered); a disabled user is refused.
  */
@@ -70,12 +71,15 @@ afterAll(async () => {
 
 const now = () => Math.floor(Date.now() / 1000);
 
-function jwt(claims: Record<string, unknown>, opts: { key?: CryptoKey; kid?: string; exp?: number; alg?: string } = {}): Promise<string> {
+function jwt(
+  claims: Record<string, unknown>,
+  opts: { key?: CryptoKey; kid?: string; exp?: number; alg?: string; iat?: number } = {},
+): Promise<string> {
   return new SignJWT({ name: 'Test User', ...claims })
     .setProtectedHeader({ alg: opts.alg ?? 'RS256', kid: opts.kid ?? 'k1', typ: 'JWT' })
     .setIssuer((claims.iss as string | undefined) ?? issuer)
     .setAudience((claims.aud as string | undefined) ?? AUDIENCE)
-    .setIssuedAt()
+    .setIssuedAt(opts.iat ?? now())
     .setExpirationTime(opts.exp ?? now() + 300)
     .sign(opts.key ?? key);
 }
@@ -111,13 +115,21 @@ describe('OpenID Connect sign-in', () => {
     const created = await client.createConversation({ cwd: '/tmp' });
     const { rows } = await pool.query<{ owner_id: string }>('SELECT owner_id FROM conversations WHERE id = $1', [created.conversation!.id]);
     expect(rows[0]!.owner_id).toBe('u-1001');
-    // Within the clock skew an expired token still counts.
+    // Within the clock skew an expired token still counts, and so do `iat` and `nbf` slightly ahead.
     expect(await call(await jwt({ sub: 'u-1001' }, { exp: now() - 10 }))).toEqual({ code: 'ok' });
+    expect(await call(await jwt({ sub: 'u-1001', nbf: now() + 10 }, { iat: now() + 10 }))).toEqual({ code: 'ok' });
   });
 
   it('refuses expired tokens, other audiences and issuers, unknown keys, alg none and HMAC', async () => {
     const cases: [string, Promise<string> | string, RegExp][] = [
       ['expired', jwt({ sub: 'u-1' }, { exp: now() - 120 }), /^invalid identity token: the token has expired$/],
+      // Issued 600 s ahead (beyond the 30 s skew): a clock that is wrong, or a token minted to outlive its issuer's revocation.
+      [
+        'issued in the future',
+        jwt({ sub: 'u-1' }, { iat: now() + 600, exp: now() + 900 }),
+        /^invalid identity token: claim check failed: "iat" is in the future/,
+      ],
+      ['not valid before a future time', jwt({ sub: 'u-1', nbf: now() + 600 }), /^invalid identity token: claim check failed: "nbf"/],
       [
         'wrong audience',
         jwt({ sub: 'u-1', aud: 'someone-else' }),

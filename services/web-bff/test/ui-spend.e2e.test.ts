@@ -63,7 +63,7 @@ describe('the spend line', () => {
     const line = page.locator('nav.sidebar .spend-line');
     await line.filter({ hasText: 'Spent today $0.00 of $5.00 · this month $0.00' }).waitFor();
 
-    await page.getByLabel('Working directory').fill(workDir);
+    await page.getByLabel('Host directory (single-user installs)').fill(workDir);
     await page.getByRole('button', { name: 'Start' }).click();
     await page.waitForURL((u) => /\/c\/[^/]+$/.test(u.pathname));
     await page.getByLabel('Message', { exact: true }).fill('hello');

@@ -141,7 +141,7 @@ async function shot(name: string): Promise<void> {
 /** Creates a conversation through the form (thinking and web tools as given, else the defaults) and waits until its view is live. */
 async function newConversation(settings: { thinking?: string; webSearch?: boolean } = {}): Promise<void> {
   const before = page.url();
-  await page.getByLabel('Working directory').fill(workDir);
+  await page.getByLabel('Host directory (single-user installs)').fill(workDir);
   await page.locator('#new-thinking').selectOption({ label: settings.thinking ?? 'Default' });
   await page.locator('#new-web_search').setChecked(settings.webSearch ?? false);
   await page.getByRole('button', { name: 'Start' }).click();
@@ -598,7 +598,7 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
       await p.getByRole('button', { name: 'Conversations' }).click();
       await p.locator('nav.sidebar.open').waitFor();
     }
-    await p.getByLabel('Working directory').fill(workDir);
+    await p.getByLabel('Host directory (single-user installs)').fill(workDir);
     await p.getByRole('button', { name: 'Start' }).click();
     await p.waitForURL((u) => u.href !== before && /\/c\/[^/]+$/.test(u.pathname));
     await p.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
@@ -667,10 +667,10 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
     await expect(p.evaluate<string>('getComputedStyle(document.documentElement).backgroundColor')).resolves.toBe('rgb(15, 18, 22)');
     await p.screenshot({ path: join(SHOTS, 'desktop-markdown-dark.png') });
 
-    // Keys: Ctrl+Shift+O goes to the new-conversation form, / to the message box.
+    // Keys: Ctrl+Shift+O goes to the new-conversation form (its workspace), / to the message box.
     await p.locator('body').click({ position: { x: 5, y: 790 } });
     await p.keyboard.press('Control+Shift+O');
-    await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('new-cwd');
+    await expect(p.evaluate<string | undefined>('document.activeElement?.id')).resolves.toBe('new-workspace');
     // (A click on the title would open its rename field: click the transcript's margin instead.)
     await p.locator('section.transcript').click({ position: { x: 4, y: 4 } });
     await p.keyboard.press('/');

@@ -55,6 +55,8 @@ interface Turn {
 interface Session {
   readonly id: string;
   readonly cwd: string;
+  /** Said once, as the agent's text before the first prompt's turn (the default workspace used instead of the editor's directory). */
+  notice?: string;
   /** The turn this process follows now, if any. */
   turn?: Turn;
 }
@@ -135,9 +137,21 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
     }))
     .onRequest(acp.methods.agent.session.new, async ({ params }) => {
       // Every new conversation starts in Restricted mode; the agent asks when it needs to write.
-      const res = await call(() => retry((requestId) => api.createConversation({ cwd: params.cwd, requestId })));
+      // The editor's directory is a host path: where the server allows none (a shared deployment),
+      // the session works in the user's default workspace instead, and says so (docs/cli.md).
+      let res;
+      let notice: string | undefined;
+      try {
+        res = await retry((requestId) => api.createConversation({ cwd: params.cwd, requestId }));
+      } catch (err) {
+        if (ConnectError.from(err).code !== Code.PermissionDenied) throw toRequestError(err);
+        res = await call(() => retry((requestId) => api.createConversation({ cwd: '', workspace: '', requestId })));
+        const c = res.conversation!;
+        notice = `Note: this server does not run tools in your editor's directory (${params.cwd}): host paths are off. This session works in your default workspace${c.workspaceName ? ` (${c.workspaceName})` : ''}, ${c.cwd}, on the server.`;
+        deps.note(`${params.cwd} refused (host paths are off): session ${c.id} works in the default workspace, ${c.cwd}`);
+      }
       const c = res.conversation!;
-      sessions.set(c.id, { id: c.id, cwd: c.cwd });
+      sessions.set(c.id, { id: c.id, cwd: c.cwd, ...(notice ? { notice } : {}) });
       return { sessionId: c.id };
     })
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
@@ -175,6 +189,11 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
     })
     .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
       const session = await sessionOf(params.sessionId);
+      if (session.notice) {
+        const text = session.notice;
+        session.notice = undefined;
+        await send(client, session.id, [{ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `${text}\n\n` } }]);
+      }
       let message: ReturnType<typeof promptMessage>;
       try {
         message = promptMessage(params.prompt);

@@ -81,6 +81,9 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       // a stopping service gives running work (only the teardown waits for it).
       BEDROCK_LLM_RETRY_BASE: '200ms',
       BEDROCK_SHUTDOWN_GRACE: '3s',
+      // These suites run their tools in host directories they make; tenants.e2e.test.ts runs
+      // on the default (workspaces only).
+      BEDROCK_HOST_PATHS: 'on',
       ...extraEnv,
     },
   });

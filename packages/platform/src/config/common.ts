@@ -3,7 +3,7 @@
  * plumbing, the service identity files, and the transport (with Redis's settings). A service's
  * schema puts these sections next to its own; docs/configuration.md documents them once.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   DEFAULT_COMPLETED_RETENTION_MS,
   DEFAULT_FAILED_RETENTION_MS,
@@ -14,7 +14,7 @@ import {
 } from '../defaults.ts';
 import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_URL } from '../redis/redis-transport-options.ts';
 import { LOG_LEVELS } from '../server/logger.ts';
-import { optionalSetting, section, setting } from './config.ts';
+import { optionalSetting, section, setting, type SettingType } from './config.ts';
 import { duration, filePath, int, oneOf, port, str, url } from './types.ts';
 
 export const logLevelSetting = setting('LOG_LEVEL', oneOf(LOG_LEVELS), {
@@ -109,4 +109,41 @@ export const commonConfigDocs = section({
   server: serverSection({}),
   serviceTokenFile: serviceTokenFileSetting,
   servicePeersFile: servicePeersFileSetting,
+});
+
+/** An inclusive range of uids, written `FIRST-LAST`. */
+export interface UidRange {
+  readonly first: number;
+  readonly last: number;
+}
+
+function uidRange(): SettingType<UidRange> {
+  return {
+    expected: 'a range of uids FIRST-LAST (1000 to 4294967294)',
+    schema: z
+      .unknown()
+      .transform((value, ctx) => {
+        if (typeof value !== 'string') return value;
+        const match = /^\s*(\d{1,10})\s*-\s*(\d{1,10})\s*$/.exec(value);
+        if (match) return { first: Number(match[1]), last: Number(match[2]) };
+        ctx.addIssue({ code: 'custom', message: 'not FIRST-LAST' });
+        return z.NEVER;
+      })
+      .pipe(
+        z
+          .object({ first: z.number().int().min(1000), last: z.number().int().max(4_294_967_294) })
+          .refine((r) => r.first <= r.last, 'FIRST is above LAST'),
+      ),
+    format: (r) => `${r.first}-${r.last}`,
+  };
+}
+
+/**
+ * The uids given to users' tools, one per user (docs/workspaces.md): the conversation service
+ * allocates from it, and a tool-runner runs no job's tool as a uid outside it. Both read the
+ * same variable, so set it once for the deployment.
+ */
+export const toolUidRangeSetting = setting('BEDROCK_TOOL_UIDS', uidRange(), {
+  default: { first: 200_000, last: 299_999 },
+  doc: "Uids given to users' tools, one per user and never reused (each user's gid is the same number); outside the host's own users and subordinate-uid ranges. The tool-runners run no tool as a uid outside it.",
 });

@@ -15,6 +15,7 @@ import {
   DEFAULT_FAILED_RETENTION_MS,
   assertQueueName,
   backoffDelay,
+  conversationOfPayload,
 } from '../defaults.ts';
 
 export interface MemoryQueuesOptions {
@@ -28,6 +29,8 @@ type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed';
 
 interface JobRecord {
   readonly id: string;
+  /** The conversation its payload names (removeConversation), or null. */
+  readonly conversationId: string | null;
   /** The payload as protobuf binary, so every delivery decodes a fresh message. Dropped once finished. */
   bytes: Uint8Array;
   state: JobState;
@@ -281,6 +284,7 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
           const delayMs = Math.max(0, addOptions.delayMs ?? 0);
           const record: JobRecord = {
             id: jobId,
+            conversationId: conversationOfPayload(payload),
             bytes: toBinary(schema, payload),
             state: 'delayed',
             readyAt: now + delayMs,
@@ -336,6 +340,24 @@ export function createMemoryQueues(options: MemoryQueuesOptions = {}): Queues {
       const record = q.jobs.get(jobId);
       if (!record) return { state: 'unknown', finishedAt: null };
       return { state: record.state, finishedAt: record.finishedAt ?? null };
+    },
+
+    async removeConversation(conversationId: string): Promise<number> {
+      let removed = 0;
+      for (const q of queues.values()) {
+        for (const record of [...q.jobs.values()]) {
+          // A running job stays, as on BullMQ (its consumer holds it).
+          if (record.conversationId !== conversationId || record.state === 'active') continue;
+          clearTimeout(record.timer);
+          for (const list of [q.waiting, q.completed, q.failed]) {
+            const at = list.indexOf(record);
+            if (at >= 0) list.splice(at, 1);
+          }
+          q.jobs.delete(record.id);
+          removed += 1;
+        }
+      }
+      return removed;
     },
 
     async close(): Promise<void> {

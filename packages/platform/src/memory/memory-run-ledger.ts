@@ -1,4 +1,5 @@
 /** In-process run ledger: the same rules as the Redis one, with deadlines checked when read. */
+import { conversationOfRunKey } from '@bedrock/contracts';
 import type { RunLedger, RunRecord } from '../interfaces.ts';
 import { DEFAULT_COMPLETED_RETENTION_MS, DEFAULT_JOB_LOCK_MS } from '../defaults.ts';
 
@@ -94,6 +95,16 @@ export function createMemoryRunLedger(options: MemoryRunLedgerOptions = {}): Run
     async get(key) {
       const e = entry(key);
       return e ? toRecord(key, e) : null;
+    },
+    async removeConversation(conversationId) {
+      let removed = 0;
+      for (const key of [...records.keys()]) {
+        if (conversationOfRunKey(key) !== conversationId) continue;
+        records.delete(key);
+        alive.delete(key);
+        removed += 1;
+      }
+      return removed;
     },
     async close() {
       records.clear();

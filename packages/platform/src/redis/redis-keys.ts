@@ -6,6 +6,8 @@
  * | key                               | what                                                    |
  * |-----------------------------------|---------------------------------------------------------|
  * | `bedrock:conv:<id>:events`        | stream: a conversation's notifications                  |
+ * | `bedrock:conv:<id>:jobs`          | set: `<queue>:<encoded job id>` of the conversation's jobs |
+ * | `bedrock:conv:<id>:runs`          | set: the run keys of the conversation's tool calls      |
  * | `bedrock:cancel`                  | pub/sub channel: CancelSignal to every gateway/runner   |
  * | `bedrock:runners`                 | hash: runner id -> RunnerCapabilities (protobuf JSON)   |
  * | `bedrock:runners:expiry`          | sorted set: runner id scored by its expiry              |
@@ -24,6 +26,10 @@ export interface RedisKeys {
   bullKey(queue: string, suffix: string): string;
   /** Stream: a conversation's notifications (ConversationEvent). */
   stream(conversationId: string): string;
+  /** Set: `<queue>:<encoded job id>` of every job whose payload names the conversation (removed with it). */
+  conversationJobs(conversationId: string): string;
+  /** Set: the run keys of the conversation's tool calls in the run ledger (removed with it). */
+  conversationRuns(conversationId: string): string;
   /** Pub/sub channel of CancelSignal, to every gateway and runner. */
   readonly cancelChannel: string;
   /** Hash: runner id -> RunnerCapabilities (protobuf JSON). */
@@ -45,6 +51,8 @@ export function redisKeys(prefix: string): RedisKeys {
     bullPrefix,
     bullKey: (queue, suffix) => `${bullPrefix}:${queue}:${suffix}`,
     stream: (conversationId) => `${prefix}:conv:${conversationId}:events`,
+    conversationJobs: (conversationId) => `${prefix}:conv:${conversationId}:jobs`,
+    conversationRuns: (conversationId) => `${prefix}:conv:${conversationId}:runs`,
     cancelChannel: `${prefix}:cancel`,
     runners,
     runnersExpiry: `${runners}:expiry`,

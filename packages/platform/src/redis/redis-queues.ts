@@ -26,6 +26,7 @@ import {
   JOB_LOCK_RENEW_FRACTION,
   assertQueueName,
   backoffDelay,
+  conversationOfPayload,
 } from '../defaults.ts';
 import { decodeJobId, encodeJobId } from '../job-id.ts';
 import type { RedisKeys } from './redis-keys.ts';
@@ -87,6 +88,13 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
   };
   const consumers = new Set<RedisConsumer>();
   let closed = false;
+  /**
+   * Each job is listed in its conversation's set (`conversationJobs`), so that deleting the
+   * conversation finds its jobs without scanning the queues. The set outlives the jobs it lists
+   * (the longest retention, plus the job's delay), and each add renews it.
+   */
+  const indexTtlMs = (delayMs: number) => Math.max(completedAgeSec, failedAgeSec) * 1000 + delayMs + 60_000;
+  const indexEntry = (queue: string, encodedId: string) => `${queue}:${encodedId}`;
 
   function bullQueue(name: string): Queue {
     if (closed) throw new Error('queues are closed');
@@ -208,7 +216,16 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
             delay: Math.max(0, addOptions.delayMs ?? 0),
             ...jobOptions,
           });
-          const stored = await connection.hget(jobKey(queue, encoded), 'name');
+          const owner = conversationOfPayload(payload);
+          const pipeline = connection.multi().hget(jobKey(queue, encoded), 'name');
+          if (owner !== null) {
+            const index = keys.conversationJobs(owner);
+            pipeline.sadd(index, indexEntry(queue, encoded)).pexpire(index, indexTtlMs(Math.max(0, addOptions.delayMs ?? 0)));
+          }
+          const replies = await pipeline.exec();
+          if (!replies) throw new Error('job add was aborted');
+          for (const [err] of replies) if (err) throw err;
+          const stored = replies[0]![1] as string | null;
           // null: the job is already gone (removed in between); it was ours to add, so true.
           return stored === null || stored === name;
         },
@@ -219,6 +236,17 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
             data: toJson(schema, job.payload),
             opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
           }));
+          // The conversations' sets first (in one round trip): a job is never queued unlisted.
+          const pipeline = connection.pipeline();
+          for (const job of jobs) {
+            const owner = conversationOfPayload(job.payload);
+            if (owner === null) continue;
+            const index = keys.conversationJobs(owner);
+            pipeline
+              .sadd(index, indexEntry(queue, encodeJobId(job.jobId)))
+              .pexpire(index, indexTtlMs(Math.max(0, job.options?.delayMs ?? 0)));
+          }
+          if (pipeline.length > 0) for (const [err] of (await pipeline.exec()) ?? []) if (err) throw err;
           // BullMQ keeps a job whose id exists as it is (no second add). One job: one script
           // call (addBulk would build an ioredis MULTI pipeline, which costs more than the call).
           if (bulk.length === 1) await bull.add(bulk[0]!.name, bulk[0]!.data, bulk[0]!.opts);
@@ -265,6 +293,24 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
       const state = STATUS_OF[await job.getState()] ?? 'unknown';
       const finished = state === 'completed' || state === 'failed';
       return { state, finishedAt: finished ? (job.finishedOn ?? null) : null };
+    },
+
+    async removeConversation(conversationId: string): Promise<number> {
+      const index = keys.conversationJobs(conversationId);
+      const entries = await connection.smembers(index);
+      let removed = 0;
+      for (const entry of entries) {
+        const at = entry.indexOf(':');
+        const queue = entry.slice(0, at);
+        const encoded = entry.slice(at + 1);
+        // BullMQ's remove deletes the job's hash (its payload), its logs and its place in every
+        // state list; it refuses (0) a job a worker holds the lock of: that one stays listed.
+        const done = (await bullQueue(queue).remove(encoded)) === 1;
+        const gone = done || (await connection.exists(jobKey(queue, encoded))) === 0;
+        if (done) removed += 1;
+        if (gone) await connection.srem(index, entry);
+      }
+      return removed;
     },
 
     async close(): Promise<void> {

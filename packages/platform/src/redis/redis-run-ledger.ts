@@ -5,6 +5,7 @@
  * are Lua scripts, atomic with their checks.
  */
 import type { Redis } from 'ioredis';
+import { conversationOfRunKey } from '@bedrock/contracts';
 import type { RunLedger, RunRecord } from '../interfaces.ts';
 import { DEFAULT_COMPLETED_RETENTION_MS, DEFAULT_JOB_LOCK_MS } from '../defaults.ts';
 import type { RedisKeys } from './redis-keys.ts';
@@ -19,9 +20,22 @@ export interface RedisRunLedgerOptions {
   readonly aliveTtlMs?: number;
 }
 
-/** KEYS record, alive; ARGV owner, retention ms, alive ms. nil when claimed, else {owner, state, result, alive}. */
+/**
+ * A tool call's record is listed in its conversation's set (KEYS[3], `conversationRuns`; absent
+ * for keys of no conversation) when it is written, so that deleting the conversation finds it.
+ * The set lives as long as the records it lists. ARGV[4] is the run key.
+ */
+const INDEX = `
+if KEYS[3] then
+  redis.call('SADD', KEYS[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+end
+`;
+
+/** KEYS record, alive, [index]; ARGV owner, retention ms, alive ms, run key. nil when claimed, else {owner, state, result, alive}. */
 const CLAIM = luaScript(`
 if redis.call('HSETNX', KEYS[1], 'owner', ARGV[1]) == 1 then
+  ${INDEX}
   redis.call('HSET', KEYS[1], 'state', 'started')
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
@@ -31,10 +45,11 @@ local r = redis.call('HMGET', KEYS[1], 'owner', 'state', 'result')
 return {r[1] or '', r[2] or 'started', r[3] or false, redis.call('EXISTS', KEYS[2])}
 `);
 
-/** KEYS record, alive; ARGV owner, retention ms, alive ms. 1 when the claim is the owner's and running. */
+/** KEYS record, alive, [index]; ARGV owner, retention ms, alive ms, run key. 1 when the claim is the owner's and running. */
 const HEARTBEAT = luaScript(`
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
+  ${INDEX}
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', 'started')
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 elseif owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'state') ~= 'started' then
@@ -44,24 +59,36 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 return 1
 `);
 
-/** KEYS record, alive; ARGV owner, result, retention ms. */
+/** KEYS record, alive, [index]; ARGV owner, retention ms, result, run key. */
 const FINISH = luaScript(`
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', 'finished', 'result', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+${INDEX}
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', 'finished', 'result', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[2])
 return 1
 `);
 
-/** KEYS record, alive; ARGV result, retention ms. {owner, state, result} after. */
+/** KEYS record, alive, [index]; ARGV unused, retention ms, result, run key. {owner, state, result} after. */
 const SETTLE = luaScript(`
 if redis.call('HGET', KEYS[1], 'state') ~= 'finished' then
+  ${INDEX}
   redis.call('HSETNX', KEYS[1], 'owner', '')
-  redis.call('HSET', KEYS[1], 'state', 'finished', 'result', ARGV[1])
+  redis.call('HSET', KEYS[1], 'state', 'finished', 'result', ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('DEL', KEYS[2])
 end
 local r = redis.call('HMGET', KEYS[1], 'owner', 'state', 'result')
 return {r[1], r[2], r[3]}
+`);
+
+/** KEYS index; ARGV the records' key prefix (`<prefix>:runs:`). Deletes every listed record, its liveness and the set; the count. */
+const REMOVE = luaScript(`
+local keys = redis.call('SMEMBERS', KEYS[1])
+for _, key in ipairs(keys) do
+  redis.call('DEL', ARGV[1] .. key, ARGV[1] .. key .. ':alive')
+end
+redis.call('DEL', KEYS[1])
+return #keys
 `);
 
 type Reply = [string, string, string | null, number?];
@@ -77,19 +104,23 @@ export function createRedisRunLedger(options: RedisRunLedgerOptions): RunLedger 
   const aliveTtlMs = Math.max(1, Math.round(options.aliveTtlMs ?? DEFAULT_JOB_LOCK_MS));
   const record = keys.runRecord;
   const alive = keys.runAlive;
-  const both = (key: string) => [record(key), alive(key)];
+  /** The record, its liveness, and its conversation's set when it has one. */
+  const both = (key: string) => {
+    const conversation = conversationOfRunKey(key);
+    return conversation === null ? [record(key), alive(key)] : [record(key), alive(key), keys.conversationRuns(conversation)];
+  };
 
   return {
     aliveTtlMs,
     heartbeatMs: Math.max(1, Math.floor(aliveTtlMs / 4)),
 
     async claim(key, owner) {
-      const reply = (await runScript(connection, CLAIM, both(key), [owner, retentionMs, aliveTtlMs])) as Reply | null;
+      const reply = (await runScript(connection, CLAIM, both(key), [owner, retentionMs, aliveTtlMs, key])) as Reply | null;
       return reply ? toRecord(reply) : null;
     },
 
     async heartbeat(key, owner) {
-      return (await runScript(connection, HEARTBEAT, both(key), [owner, retentionMs, aliveTtlMs])) === 1;
+      return (await runScript(connection, HEARTBEAT, both(key), [owner, retentionMs, aliveTtlMs, key])) === 1;
     },
 
     async markAlive(key, owner) {
@@ -101,11 +132,11 @@ export function createRedisRunLedger(options: RedisRunLedgerOptions): RunLedger 
     },
 
     async finish(key, owner, result) {
-      await runScript(connection, FINISH, both(key), [owner, result, retentionMs]);
+      await runScript(connection, FINISH, both(key), [owner, retentionMs, result, key]);
     },
 
     async settle(key, result) {
-      return toRecord((await runScript(connection, SETTLE, both(key), [result, retentionMs])) as Reply);
+      return toRecord((await runScript(connection, SETTLE, both(key), ['', retentionMs, result, key])) as Reply);
     },
 
     async get(key) {
@@ -115,6 +146,10 @@ export function createRedisRunLedger(options: RedisRunLedgerOptions): RunLedger 
       const [owner, state, result] = replies[0]![1] as (string | null)[];
       if (owner === null || owner === undefined) return null;
       return toRecord([owner, state ?? 'started', result ?? null, replies[1]![1] as number]);
+    },
+
+    async removeConversation(conversationId) {
+      return (await runScript(connection, REMOVE, [keys.conversationRuns(conversationId)], [keys.runRecord('')])) as number;
     },
 
     async close() {

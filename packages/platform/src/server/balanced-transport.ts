@@ -17,7 +17,8 @@
  * (skipped for `downMs`, doubling while it keeps failing, up to `maxDownMs`) and the caller
  * sees UNAVAILABLE, never a raw socket error. Answers of the service itself (any status it
  * sent) are passed on untouched. Server streams: a stream that breaks marks its replica
- * down, so the caller's reconnect goes to another one.
+ * down, so the caller's reconnect goes to another one. A keepalive ping on a session the peer
+ * just dropped is not sent and never throws (guarded-session.ts).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -27,6 +28,7 @@ import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, type ContextValues, type StreamResponse, type Transport, type UnaryResponse } from '@connectrpc/connect';
 import { createGrpcTransport, Http2SessionManager, type GrpcTransportOptions, type Http2SessionOptions } from '@connectrpc/connect-node';
 import type { Logger } from './logger.ts';
+import { guardSessionManager } from './guarded-session.ts';
 
 /** Request headers as a transport takes them. */
 type CallHeaders = Parameters<Transport['unary']>[3];
@@ -180,7 +182,11 @@ export function createBalancedTransport(options: BalancedTransportOptions): Bala
     // TLS still checks the certificate against the name, not the address.
     const nodeOptions: ClientSessionOptions | SecureClientSessionOptions =
       target.protocol === 'https:' && isIP(target.hostname) === 0 ? { servername: target.hostname } : {};
-    const session = new Http2SessionManager(baseUrl, options.session ?? {}, nodeOptions);
+    // A keepalive ping on a session its peer just dropped must not throw out of a timer
+    // (connect-es#1795): the session is replaced and the next call connects anew.
+    const session = guardSessionManager(new Http2SessionManager(baseUrl, options.session ?? {}, nodeOptions), (err) =>
+      logger?.warn({ upstream: name, address, err: errText(err) }, `${name} connection lost during a keepalive ping; reconnecting`),
+    );
     const transport = createGrpcTransport({ ...options.transport, baseUrl, sessionManager: session });
     return { address, target: index, transport, session, failures: 0, downUntil: 0, calls: 0 };
   }

@@ -26,4 +26,5 @@ export * from './job-metrics.ts';
 export * from './token-entries.ts';
 export * from './service-auth.ts';
 export * from './balanced-transport.ts';
+export * from './guarded-session.ts';
 export * from './free-port.ts';

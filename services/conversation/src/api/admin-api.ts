@@ -43,6 +43,7 @@ import { usageToProto, type Limits, type LimitsStore } from '../spend/limits.ts'
 import type { ConversationStore, DeletedUserRow } from '../store/conversation-store.ts';
 import { requestFingerprint, requestIdProblem, type RequestKey } from '../store/request-outcomes.ts';
 import { createdConversationIdOf, endDeletedStreams, type DeletedStreamsOptions } from './deleted-streams.ts';
+import type { Workspaces } from '../workspaces/workspaces.ts';
 
 export interface AdminApiOptions {
   readonly identities: IdentityStore;
@@ -54,7 +55,15 @@ export interface AdminApiOptions {
   readonly now?: () => Date;
   /** DeleteUser: the conversations' store, and the end of the deleted conversations' streams. */
   readonly deletion: { readonly store: ConversationStore } & DeletedStreamsOptions;
+  /** A deleted user's workspace files. */
+  readonly workspaces: Pick<Workspaces, 'removeFiles'>;
+  /** One user only (host paths on in the embedded product): AddUser is refused. */
+  readonly oneUser: boolean;
 }
+
+/** Why AddUser is refused while host paths are on. */
+export const HOST_PATHS_ONE_USER =
+  'this installation lets conversations use any directory of the host (BEDROCK_HOST_PATHS=on), which is safe for one user only: restart it with BEDROCK_HOST_PATHS=off (conversations then run in workspaces, each user as their own uid) before adding users';
 
 const MAX_TEXT = 200;
 /** Longest token lifetime: ten years. */
@@ -156,6 +165,7 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
       if (req.role !== UserRole.UNSPECIFIED && req.role !== UserRole.USER && req.role !== UserRole.ADMIN)
         throw new ConnectError(`role ${req.role} is not a role`, Code.InvalidArgument);
       const role = req.role === UserRole.ADMIN ? 'admin' : 'user';
+      if (options.oneUser) throw new ConnectError(HOST_PATHS_ONE_USER, Code.FailedPrecondition);
       const added = await identities.addUser({ id, displayName: text(req.displayName, 'display_name') || id, role }, admin);
       if (added === 'exists') throw new ConnectError(`user ${id} already exists`, Code.AlreadyExists);
       logger.info({ admin: admin.userId, user: id, role }, 'user added');
@@ -299,6 +309,7 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
         }
         case 'deleted':
           await endDeletedStreams(options.deletion, result.ids, result.notifySeqs);
+          await options.workspaces.removeFiles(result.workspaceIds);
           logger.info(
             { admin: admin.userId, user: id, conversations: result.ids.length, tokens: result.tokens, had_user_row: result.user !== null },
             'user deleted',

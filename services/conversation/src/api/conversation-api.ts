@@ -8,7 +8,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
-import { isAbsolute } from 'node:path';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import {
@@ -53,7 +52,14 @@ import { deliveryFromProto, messageToProto, stateToProto } from '../mapping/prot
 import type { Applier, ApplyResult } from '../apply/applier.ts';
 import type { AuditActor } from '../mapping/audit-rows.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
-import { requestFingerprint, requestIdProblem, type PriorOutcome, type RequestKey, type StoredOutcome } from '../store/request-outcomes.ts';
+import {
+  requestFingerprint,
+  requestIdProblem,
+  type PriorOutcome,
+  type RequestKey,
+  type RequestRecorder,
+  type StoredOutcome,
+} from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
@@ -62,8 +68,10 @@ import type { ImageSize } from '@bedrock/contracts/image-size';
 import { LIMITS } from './limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
-import { createdConversationIdOf, endDeletedStreams } from './deleted-streams.ts';
+import { createdConversationIdOf, endDeletedStreams, type ConversationLeftovers } from './deleted-streams.ts';
 import { watchConversation } from '@bedrock/platform/watch';
+import { HOST_PATHS_OFF, type Placement, type Workspaces } from '../workspaces/workspaces.ts';
+import { registerWorkspaceApi } from './workspace-api.ts';
 
 export interface ConversationApiOptions {
   readonly store: ConversationStore;
@@ -95,8 +103,12 @@ export interface ConversationApiOptions {
   readonly deletedStreamGraceMs?: number;
   /** Pixels all the images of one message may have together (BEDROCK_IMAGE_PIXELS_PER_MESSAGE). Default 100,000,000. */
   readonly imagePixelsPerMessage?: number;
+  /** The transport's queues and run ledger: a deleted conversation's jobs and tool results are removed from them. */
+  readonly leftovers?: ConversationLeftovers;
   /** Refuse CreateConversation whose cwd is not a directory on this host (BEDROCK_CHECK_CWD). Default true. */
   readonly checkCwd?: boolean;
+  /** Users' workspaces (WorkspaceService), and whether host paths are allowed. */
+  readonly workspaces: Workspaces;
 }
 
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
@@ -226,11 +238,27 @@ function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
   const { store, applier, policy } = options;
   const now = options.now ?? (() => new Date());
+  const hostPaths = options.workspaces.hostPaths;
+
+  /**
+   * Where CreateConversation's workspace and cwd put the conversation: a workspace of the
+   * caller (workspaces.ts), or, where host paths are allowed, an absolute host path that must be
+   * a directory this service can see. A refused host path is refused before it is looked at.
+   */
+  async function placeConversation(user: string, workspace: string, cwd: string): Promise<Placement> {
+    const given = cwd.trim();
+    if (given.length > LIMITS.maxCwdChars)
+      throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
+    const placed = await options.workspaces.place(user, workspace, given);
+    if (!placed.workspace && (options.checkCwd ?? true)) await requireDirectory(placed.cwd);
+    return placed;
+  }
 
   const endStreams = (ids: readonly string[], notifySeqs: ReadonlyMap<string, number>) =>
     endDeletedStreams(
       {
         streams: options.streams,
+        ...(options.leftovers ? { leftovers: options.leftovers } : {}),
         logger: options.logger,
         ...(options.deletedStreamGraceMs !== undefined ? { graceMs: options.deletedStreamGraceMs } : {}),
       },
@@ -248,6 +276,52 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       throw err;
     }
   }
+
+  /**
+   * Deletes a user's conversation tree (DeleteConversation, and a workspace deleted with its
+   * conversations): the ids deleted, a replayed outcome, or the refusal as a ConnectError.
+   */
+  async function deleteOwned(
+    ctx: HandlerContext,
+    id: string,
+    request?: RequestRecorder<{ ids: readonly string[] }>,
+  ): Promise<{ ids: readonly string[] } | { prior: PriorOutcome }> {
+    const result = await store.deleteTree(id, userOf(ctx), createdConversationIdOf, request, actorOf(ctx));
+    switch (result.kind) {
+      case 'replayed':
+        return { prior: result.prior };
+      case 'not_found':
+        throw notFound(id);
+      case 'sub_agent':
+        throw new ConnectError(
+          `conversation ${id} is a sub-agent, driven by its parent: delete its parent ${result.parentId} instead (its sub-agents go with it)`,
+          Code.InvalidArgument,
+        );
+      case 'busy': {
+        const self = result.busy.find((r) => r.id === id);
+        const what = self
+          ? `conversation ${id} is busy (${self.state.phase.kind.replaceAll('_', ' ')})`
+          : `conversation ${id} has a busy sub-agent (${result.busy[0]!.id}: ${result.busy[0]!.state.phase.kind.replaceAll('_', ' ')})`;
+        throw rejectionError({
+          code: 'conversation_busy',
+          message: `${what}: cancel it first (Cancel, or bedrock cancel ${id}), then delete it.`,
+        });
+      }
+      case 'deleted':
+        await endStreams(result.ids, result.notifySeqs);
+        options.logger.info({ conversation_id: id, deleted: result.ids.length }, 'conversation deleted');
+        return { ids: result.ids };
+    }
+  }
+
+  registerWorkspaceApi(router, {
+    workspaces: options.workspaces,
+    userOf,
+    async deleteConversation(ctx, id) {
+      const result = await deleteOwned(ctx, id);
+      return 'ids' in result ? result.ids : [];
+    },
+  });
 
   async function owned(ctx: HandlerContext, id: string): Promise<ConversationRecord> {
     const user = userOf(ctx);
@@ -387,12 +461,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const key = requestKeyOf(user, '', 'CreateConversation', CreateConversationRequestSchema, req);
       const earlier = key ? await store.findRequest(key) : null;
       if (earlier) return replay(earlier, key!, CreateConversationResponseSchema);
-      const cwd = req.cwd.trim();
-      if (!cwd) throw new ConnectError('cwd is required: the absolute working directory of the conversation', Code.InvalidArgument);
-      if (!isAbsolute(cwd)) throw new ConnectError(`cwd must be an absolute path, got ${JSON.stringify(cwd)}`, Code.InvalidArgument);
-      if (cwd.length > LIMITS.maxCwdChars)
-        throw new ConnectError(`cwd is too long (at most ${LIMITS.maxCwdChars} characters)`, Code.InvalidArgument);
-      if (options.checkCwd ?? true) await requireDirectory(cwd);
+      const placed = await placeConversation(user, req.workspace, req.cwd);
       const model = req.model.trim() || options.defaultModel;
       if (!MODEL_PATTERN.test(model))
         throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
@@ -415,7 +484,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         id,
         ownerId: user,
         slug: `c-${id.slice(0, 8)}`,
-        cwd,
+        cwd: placed.cwd,
+        workspace: placed.workspace,
         model,
         sandboxAvailable: await options.sandboxAvailable(),
         continuedFromId: req.continueFromId || null,
@@ -533,13 +603,17 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         case 'ok':
           break;
       }
-      if (options.checkCwd ?? true) {
-        const why = await directoryProblem(source.cwd);
-        if (why)
-          throw new ConnectError(
-            `cannot fork conversation ${source.id}: its working directory ${JSON.stringify(source.cwd)} ${why}, and a fork works in the same directory; restore it first`,
-            Code.FailedPrecondition,
-          );
+      // A fork works in its source's place; a host path only while host paths are allowed.
+      if (!source.workspace) {
+        if (!hostPaths) throw new ConnectError(HOST_PATHS_OFF, Code.PermissionDenied);
+        if (options.checkCwd ?? true) {
+          const why = await directoryProblem(source.cwd);
+          if (why)
+            throw new ConnectError(
+              `cannot fork conversation ${source.id}: its working directory ${JSON.stringify(source.cwd)} ${why}, and a fork works in the same directory; restore it first`,
+              Code.FailedPrecondition,
+            );
+        }
       }
       const id = randomUUID();
       const input = applier.newConversation({
@@ -547,6 +621,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         ownerId: source.ownerId,
         slug: `c-${id.slice(0, 8)}`,
         cwd: source.cwd,
+        workspace: source.workspace,
         model: source.model,
         sandboxAvailable: await options.sandboxAvailable(),
         thinking: source.thinking,
@@ -714,38 +789,12 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const earlier = key ? await store.findRequest(key) : null;
       if (earlier) return replay(earlier, key!, DeleteConversationResponseSchema);
       const respond = (ids: readonly string[]) => create(DeleteConversationResponseSchema, { deletedIds: [...ids] });
-      const result = await store.deleteTree(
+      const result = await deleteOwned(
+        ctx,
         id,
-        user,
-        createdConversationIdOf,
         key ? { key, outcome: ({ ids }) => ({ response: toBinary(DeleteConversationResponseSchema, respond(ids)) }) } : undefined,
-        actorOf(ctx),
       );
-      switch (result.kind) {
-        case 'replayed':
-          return replay(result.prior, key!, DeleteConversationResponseSchema);
-        case 'not_found':
-          throw notFound(id);
-        case 'sub_agent':
-          throw new ConnectError(
-            `conversation ${id} is a sub-agent, driven by its parent: delete its parent ${result.parentId} instead (its sub-agents go with it)`,
-            Code.InvalidArgument,
-          );
-        case 'busy': {
-          const self = result.busy.find((r) => r.id === id);
-          const what = self
-            ? `conversation ${id} is busy (${self.state.phase.kind.replaceAll('_', ' ')})`
-            : `conversation ${id} has a busy sub-agent (${result.busy[0]!.id}: ${result.busy[0]!.state.phase.kind.replaceAll('_', ' ')})`;
-          throw rejectionError({
-            code: 'conversation_busy',
-            message: `${what}: cancel it first (Cancel, or bedrock cancel ${id}), then delete it.`,
-          });
-        }
-        case 'deleted':
-          await endStreams(result.ids, result.notifySeqs);
-          options.logger.info({ conversation_id: id, deleted: result.ids.length }, 'conversation deleted');
-          return respond(result.ids);
-      }
+      return 'prior' in result ? replay(result.prior, key!, DeleteConversationResponseSchema) : respond(result.ids);
     },
 
     async *watchConversation(req, ctx) {

@@ -20,6 +20,8 @@ import type { IdentityStore, Role, Verdict } from '../store/identity-store.ts';
 
 export interface IdentityApiOptions {
   readonly identities: IdentityStore;
+  /** One user only (host paths on in the embedded product): a first OpenID Connect sign-in creates no user. */
+  readonly oneUser: boolean;
 }
 
 /** Refuses every caller but web-bff (UNAUTHENTICATED without a credential, PERMISSION_DENIED for another service). */
@@ -63,7 +65,7 @@ export function registerIdentityApi(router: ConnectRouter, options: IdentityApiO
       if (!USER_ID_PATTERN.test(req.userId))
         throw new ConnectError('user_id must be letters, digits and . _ @ - (at most 128 characters)', Code.InvalidArgument);
       const displayName = req.displayName.trim().slice(0, 200) || req.userId;
-      const v = await identities.resolveUser(req.userId, req.create ? { displayName } : undefined);
+      const v = await identities.resolveUser(req.userId, req.create && !options.oneUser ? { displayName } : undefined);
       return create(ResolveUserResponseSchema, {
         status: STATUS[v.status],
         role: v.status === 'ok' ? roleToProto(v.role) : UserRole.UNSPECIFIED,

@@ -11,6 +11,10 @@ import type { Logger } from '@bedrock/platform/server';
 import { decodeEventJob } from '../mapping/proto.ts';
 import type { ConversationStore } from '../store/conversation-store.ts';
 import type { Applier } from '../apply/applier.ts';
+import { removeLeftovers } from '../api/deleted-streams.ts';
+
+/** How long after dropping an event of an unknown conversation its leftovers are removed (its job has completed by then), ms. */
+const LATE_LEFTOVERS_MS = 2000;
 
 export interface EventConsumerOptions {
   readonly transport: Transport;
@@ -73,6 +77,9 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
           // A stop can overtake the start of the sub-agent it stops: try again shortly.
           if (eventType === 'sub_agent_stop') throw new RetryLater(`sub-agent ${id} does not exist yet`);
           logger.warn({ conversation_id: id, event: eventType }, 'event for an unknown conversation; dropped');
+          // A deleted conversation's late result (a cancelled tool that finished after the
+          // deletion): once this job has completed, remove it, the tool's job and its record.
+          setTimeout(() => void removeLeftovers({ leftovers: transport, logger }, [id]), LATE_LEFTOVERS_MS).unref();
           return;
         case 'rejected':
           logger.warn({ conversation_id: id, event: eventType, rejection: result.rejection.code }, 'event rejected');

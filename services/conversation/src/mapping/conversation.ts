@@ -28,6 +28,8 @@ export function conversationToProto(record: ConversationRecord, policy: Policy):
     serverTools: record.serverTools.map(serverToolToProto),
     title: record.title ?? '',
     costMicros: BigInt(record.costMicros),
+    workspaceId: record.workspace?.id ?? '',
+    workspaceName: record.workspace?.name ?? '',
     ...(record.forkedFrom
       ? {
           forkedFrom: create(ForkOriginSchema, {

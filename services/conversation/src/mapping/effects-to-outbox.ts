@@ -39,6 +39,7 @@ import type { MessageRow } from '../store/conversation-store.ts';
 import { buildLlmRequestJob } from './llm-request.ts';
 import type { ServerToolName, ThinkingSetting } from '../settings.ts';
 import type { JobSchemaName, OutboxRow } from '../store/outbox-row.ts';
+import type { ConversationWorkspace } from '../store/conversation-store.ts';
 
 export interface OutboxInput {
   readonly record: {
@@ -53,6 +54,7 @@ export interface OutboxInput {
     readonly parentId: string | null;
     readonly thinking: ThinkingSetting;
     readonly serverTools: readonly ServerToolName[];
+    readonly workspace: ConversationWorkspace | null;
   };
   readonly context: ConversationContext;
   readonly previous: ConversationState;
@@ -210,6 +212,10 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
           mode: modeToProto(effect.mode),
           notifySequence: BigInt(notifySeq),
           traceContext: input.traceContext,
+          // The owner's own uid and the workspace's directory: what the tool's view shows.
+          ...(record.workspace
+            ? { toolUid: record.workspace.toolUid, toolGid: record.workspace.toolUid, workspacePath: record.workspace.path }
+            : {}),
         });
         job(effect.id, id, queue, 'ToolExecJob', toolExecJobId(id, effect.toolUseId), toJson(ToolExecJobSchema, message));
         break;

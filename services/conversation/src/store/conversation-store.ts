@@ -79,6 +79,18 @@ export interface ConversationRecord {
   readonly forkedFrom: { readonly conversationId: string; readonly messageSequence: number; readonly sourceDeleted: boolean } | null;
   /** What its responses cost, in micro-dollars (docs/conversation.md, "Costs and budgets"). */
   readonly costMicros: number;
+  /** The workspace its tools run in, with the owner's tool uid; null for a host-path conversation. */
+  readonly workspace: ConversationWorkspace | null;
+}
+
+/** A conversation's workspace as its tools need it (copied onto the row at creation). */
+export interface ConversationWorkspace {
+  readonly id: string;
+  readonly name: string;
+  /** The workspace's directory on the runners' storage. */
+  readonly path: string;
+  /** The owner's tool uid (and gid). */
+  readonly toolUid: number;
 }
 
 /** What the caller decides before a conversation is created (see apply/applier.ts `newConversation`). */
@@ -101,6 +113,8 @@ export interface NewConversation {
   readonly state: ConversationState;
   /** A title known at creation (a sub-agent's, from its task), as if from its first message. */
   readonly title?: string | null;
+  /** Absent: a sub-agent's parent's, else none (a host-path conversation). */
+  readonly workspace?: ConversationWorkspace | null;
 }
 
 /** What a fork copies from its source, besides what its row says (see store.fork). */
@@ -151,6 +165,8 @@ export type DeleteUserResult =
       readonly ids: readonly string[];
       readonly tokens: number;
       readonly notifySeqs: ReadonlyMap<string, number>;
+      /** Their workspaces, whose records went with them: the caller removes the files. */
+      readonly workspaceIds: readonly string[];
     }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'busy'; readonly busy: readonly ConversationRecord[]; readonly rootOf: ReadonlyMap<string, string> }
@@ -335,6 +351,10 @@ interface ConversationRowDb {
   forked_from_deleted: boolean;
   state_kind: string;
   cost_micros: string;
+  workspace_id: string | null;
+  workspace_name: string | null;
+  workspace_path: string | null;
+  tool_uid: number | null;
 }
 
 function toRecord(row: ConversationRowDb): ConversationRecord {
@@ -367,6 +387,10 @@ function toRecord(row: ConversationRowDb): ConversationRecord {
         ? { conversationId: row.forked_from_id, messageSequence: Number(row.forked_from_seq), sourceDeleted: row.forked_from_deleted }
         : null,
     costMicros: Number(row.cost_micros),
+    workspace:
+      row.workspace_id !== null && row.workspace_path !== null && row.tool_uid !== null
+        ? { id: row.workspace_id, name: row.workspace_name ?? '', path: row.workspace_path, toolUid: row.tool_uid }
+        : null,
   };
 }
 
@@ -474,11 +498,16 @@ export function createConversationStore(options: StoreOptions) {
     const { rows } = await client.query<ConversationRowDb>(
       `INSERT INTO conversations (id, owner_id, slug, cwd, model, context_window, mode, sandbox_available,
                                   parent_id, user_initiated, continued_from_id, state_kind, state, thinking, server_tools,
-                                  title, title_source)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-               COALESCE($14, (SELECT thinking FROM conversations WHERE id = $9), 'high'),
-               COALESCE($15::text[], (SELECT server_tools FROM conversations WHERE id = $9), '{}'),
-               $16::text, CASE WHEN $16::text IS NULL THEN NULL ELSE 'message' END)
+                                  title, title_source, workspace_id, workspace_name, workspace_path, tool_uid)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+               COALESCE($14, p.thinking, 'high'),
+               COALESCE($15::text[], p.server_tools, '{}'),
+               $16::text, CASE WHEN $16::text IS NULL THEN NULL ELSE 'message' END,
+               CASE WHEN $17::text IS NULL THEN p.workspace_id ELSE $17 END,
+               CASE WHEN $17::text IS NULL THEN p.workspace_name ELSE $18 END,
+               CASE WHEN $17::text IS NULL THEN p.workspace_path ELSE $19 END,
+               CASE WHEN $17::text IS NULL THEN p.tool_uid ELSE $20::integer END
+       FROM (SELECT 1) AS one LEFT JOIN conversations p ON p.id = $9
        ON CONFLICT (id) DO NOTHING
        RETURNING *`,
       [
@@ -498,6 +527,10 @@ export function createConversationStore(options: StoreOptions) {
         input.thinking ?? null,
         input.serverTools ? [...input.serverTools] : null,
         input.title || null,
+        input.workspace?.id ?? null,
+        input.workspace?.name ?? null,
+        input.workspace?.path ?? null,
+        input.workspace?.toolUid ?? null,
       ],
     );
     return rows[0] ? toRecord(rows[0]) : null;
@@ -927,7 +960,8 @@ export function createConversationStore(options: StoreOptions) {
           await client.query('BEGIN');
           return result;
         };
-        if (!user && rows.length === 0) return refuse({ kind: 'not_found' });
+        const owned = await client.query<{ id: string }>('SELECT id FROM workspaces WHERE owner_id = $1 FOR UPDATE', [userId]);
+        if (!user && rows.length === 0 && owned.rows.length === 0) return refuse({ kind: 'not_found' });
         // Each row's top-level conversation.
         const parentOf = new Map(rows.map((r) => [r.id, r.parent_id]));
         const topOf = (id: string): string => {
@@ -948,6 +982,9 @@ export function createConversationStore(options: StoreOptions) {
         for (const table of USER_TABLES) await client.query(`DELETE FROM ${table} WHERE user_id = $1`, [userId]);
         const tokens = await client.query('DELETE FROM user_tokens WHERE user_id = $1', [userId]);
         if (user) await client.query('DELETE FROM users WHERE id = $1', [userId]);
+        // Their workspaces' records; the caller removes the files after the commit.
+        await client.query('DELETE FROM workspaces WHERE owner_id = $1', [userId]);
+        const workspaceIds = owned.rows.map((r) => r.id);
         const roots = rows.filter((r) => r.parent_id === null).length;
         await insertAuditRows(client, [
           {
@@ -961,6 +998,7 @@ export function createConversationStore(options: StoreOptions) {
               conversations: roots,
               sub_agents: ids.length - roots,
               tokens: tokens.rowCount ?? 0,
+              workspaces: workspaceIds.length,
             },
           },
         ]);
@@ -969,7 +1007,7 @@ export function createConversationStore(options: StoreOptions) {
           if (outcome) await storeOutcome(client, request.key, outcome);
         }
         const notifySeqs = new Map(rows.map((r) => [r.id, Number(r.notify_seq)]));
-        return { kind: 'deleted', user, ids, tokens: tokens.rowCount ?? 0, notifySeqs } as const;
+        return { kind: 'deleted', user, ids, tokens: tokens.rowCount ?? 0, notifySeqs, workspaceIds } as const;
       });
     },
 

@@ -160,6 +160,8 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     database: { url: db.url },
     models: { default: 'test-model' },
     conversations: { sandbox: 'available' },
+    // These tests drive the core through fake workers: a conversation's directory is only a name.
+    workspaces: { hostPaths: 'on' },
     turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
     // The sweeper stays out of the way unless a test turns it on (recovery.test.ts).
     recovery: { interval: 3_600_000 },

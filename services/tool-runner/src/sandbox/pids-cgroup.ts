@@ -1,29 +1,61 @@
 /**
- * A pids cgroup per run, so that `pids.max` bounds the process count of one tool's whole
- * tree. RLIMIT_NPROC alone cannot: the kernel does not enforce it for uid 0, and for other
- * users it counts every process of the user, not of the tool. The cgroup also lists every
- * process of the tool, including ones that left its process group with setsid, so that
- * nothing survives the tool.
+ * A cgroup per run, bounding one tool's whole tree by the kernel: `pids` (the process count;
+ * RLIMIT_NPROC alone cannot, the kernel does not enforce it for uid 0 and for other users it
+ * counts every process of the user), `memory` (everything the run charges, the pages it writes
+ * to its scratch tmpfs included, with no swap) and `cpu` (a share of the machine's CPUs). The
+ * cgroup also lists every process of the tool, including ones that left its process group with
+ * setsid, so that nothing survives the tool.
  *
- * Best effort: used when a writable pids hierarchy exists (cgroup v1 `pids`, or a cgroup v2
- * directory delegated to this process with `pids` in its subtree_control); otherwise the
- * runner falls back to RLIMIT_NPROC and process-group kills.
+ * Best effort, per controller: cgroup v2 (a directory delegated to this process, the
+ * controllers enabled in its subtree) or the cgroup v1 hierarchies (`pids`, `memory`, `cpu`,
+ * each mounted on its own), joined each. A run's cgroup is one directory per hierarchy, all
+ * with the same name; `dir` below is the first one (the pids hierarchy's on v1), which names
+ * the run's cgroup. What the machine does not offer falls back to rlimits and group kills.
  */
 import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+
+/** What a run's cgroup bounds (unset: not bounded there). */
+export interface RunCgroupLimits {
+  /** Tasks in the cgroup (pids.max). */
+  readonly processes: number;
+  /** Bytes of memory, tmpfs pages included, no swap (memory.max + memory.swap.max 0; v1 limit_in_bytes + memsw). */
+  readonly memory?: number;
+  /** CPUs' worth of time (cpu.max; v1 cfs_quota_us over cfs_period_us). */
+  readonly cpus?: number;
+}
+
+/** The controllers this runner's cgroups bound. */
+export interface CgroupBounds {
+  readonly version: 'v1' | 'v2';
+  readonly pids: boolean;
+  readonly memory: boolean;
+  /** Swap is bounded too (v2 memory.swap.max, v1 memory.memsw.*): tmpfs pages cannot escape to swap. */
+  readonly swap: boolean;
+  readonly cpu: boolean;
+}
 
 export interface PidsCgroups {
-  /** The directory this runner creates its per-run cgroups in. */
+  /** The directory this runner creates its per-run cgroups in (the first hierarchy's). */
   readonly base: string;
+  /** Every base directory, one per hierarchy (one on v2). */
+  readonly bases: readonly string[];
+  readonly bounds: CgroupBounds;
   /**
-   * Creates a cgroup allowing at most `maxPids` tasks; resolves to its directory. Async on
-   * purpose, like destroy: cgroup mkdir and rmdir may wait for RCU grace periods, which must
-   * not block the event loop.
+   * Creates a cgroup with these limits (a number: pids.max only); resolves to its directory.
+   * Async on purpose, like destroy: cgroup mkdir and rmdir may wait for RCU grace periods,
+   * which must not block the event loop.
    */
-  create(name: string, maxPids: number): Promise<string>;
+  create(name: string, limits: number | RunCgroupLimits): Promise<string>;
   /** Sets `pids.max` of `dir` now (a cgroup file write does not wait; synchronous). */
   setLimit(dir: string, maxPids: number): void;
+  /** Sets every limit of `dir` now (synchronous). */
+  setLimits(dir: string, limits: RunCgroupLimits): void;
+  /** The run's directory in every hierarchy (each one `--cgroup` for the helper). */
+  dirs(dir: string): string[];
+  /** How many processes the kernel's OOM killer killed in `dir` because of its memory limit (0 when unknown). */
+  oomKills(dir: string): number;
   /** Kills every process still in `dir`, waits for it to empty, removes it. */
   destroy(dir: string): Promise<void>;
   /**
@@ -47,33 +79,105 @@ function writable(dir: string): boolean {
   }
 }
 
-/** Finds a pids hierarchy this process may create cgroups in, or null. */
-export function findPidsCgroupRoot(): string | null {
-  const v1 = '/sys/fs/cgroup/pids';
-  if (existsSync(join(v1, 'pids.max')) || existsSync(join(v1, 'cgroup.procs'))) {
-    if (writable(v1)) return v1;
-  }
+/** Where the cgroups go: a v2 directory, or one directory per v1 controller. */
+export interface CgroupRoots {
+  readonly version: 'v1' | 'v2';
+  /** v2: the one directory; v1: by controller. */
+  readonly roots: Partial<Record<'unified' | 'pids' | 'memory' | 'cpu', string>>;
+}
+
+/** This process's own cgroup in each hierarchy, from /proc/self/cgroup ("N:controllers:/path"). */
+function ownCgroups(): Map<string, string> {
+  const own = new Map<string, string>();
   try {
-    const line = readFileSync('/proc/self/cgroup', 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('0::'));
-    if (line) {
-      const own = join('/sys/fs/cgroup', line.slice(3));
-      const controllers = readFileSync(join(own, 'cgroup.subtree_control'), 'utf8');
-      if (controllers.split(/\s+/).includes('pids') && writable(own)) return own;
+    for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
+      const m = /^\d+:([^:]*):(.*)$/.exec(line);
+      if (!m) continue;
+      const controllers = m[1] === '' ? ['unified'] : (m[1] as string).split(',');
+      for (const c of controllers) own.set(c, m[2] as string);
     }
   } catch {
-    // no cgroup v2, or not delegated
+    // no /proc
+  }
+  return own;
+}
+
+/** Mount points of the cgroup hierarchies, from /proc/self/mountinfo: controller → [mount point, root in the hierarchy]. */
+function cgroupMounts(): Map<string, [string, string]> {
+  const mounts = new Map<string, [string, string]>();
+  try {
+    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+      const [left, right] = line.split(' - ');
+      if (!left || !right) continue;
+      const fields = left.split(' ');
+      const [fstype, , superOptions] = right.split(' ');
+      const root = fields[3] as string;
+      const point = (fields[4] as string).replace(/\\040/g, ' ');
+      if (fstype === 'cgroup2') {
+        if (!mounts.has('unified')) mounts.set('unified', [point, root]);
+      } else if (fstype === 'cgroup') {
+        for (const opt of (superOptions ?? '').split(',')) if (!mounts.has(opt)) mounts.set(opt, [point, root]);
+      }
+    }
+  } catch {
+    // no mountinfo
+  }
+  return mounts;
+}
+
+function ownDir(mount: [string, string], path: string): string {
+  const [point, root] = mount;
+  const inside = root !== '/' && path.startsWith(root) ? path.slice(root.length) : path;
+  return join(point, inside);
+}
+
+/**
+ * Finds the hierarchies this process may create cgroups in, or null. cgroup v1 (`pids`,
+ * `memory`, `cpu` each on its own mount, as on hybrid hosts): under this process's own cgroup
+ * in each, so that the limits the host set above it still apply. cgroup v2: this process's own
+ * cgroup when it is delegated (writable, the controllers in `cgroup.subtree_control`).
+ */
+export function findCgroupRoots(): CgroupRoots | null {
+  const own = ownCgroups();
+  const mounts = cgroupMounts();
+  const v1: Partial<Record<'pids' | 'memory' | 'cpu', string>> = {};
+  for (const controller of ['pids', 'memory', 'cpu'] as const) {
+    const mount = mounts.get(controller);
+    if (!mount) continue;
+    const dir = ownDir(mount, own.get(controller) ?? '/');
+    if (existsSync(join(dir, 'cgroup.procs')) && writable(dir)) v1[controller] = dir;
+  }
+  if (v1.pids) return { version: 'v1', roots: v1 };
+  const unified = mounts.get('unified');
+  const path = own.get('unified');
+  if (unified && path !== undefined) {
+    const dir = ownDir(unified, path);
+    try {
+      const controllers = readFileSync(join(dir, 'cgroup.subtree_control'), 'utf8').split(/\s+/);
+      if (controllers.includes('pids') && writable(dir)) return { version: 'v2', roots: { unified: dir } };
+    } catch {
+      // no cgroup v2 here, or not delegated
+    }
   }
   return null;
 }
 
-async function procsOf(dir: string): Promise<number[]> {
-  try {
-    return (await readFile(join(dir, 'cgroup.procs'), 'utf8')).split('\n').filter(Boolean).map(Number);
-  } catch {
-    return [];
+/** Finds a pids hierarchy this process may create cgroups in, or null (the first directory of findCgroupRoots). */
+export function findPidsCgroupRoot(): string | null {
+  const roots = findCgroupRoots();
+  return roots ? ((roots.roots.unified ?? roots.roots.pids) as string) : null;
+}
+
+async function procsOf(dirs: readonly string[]): Promise<number[]> {
+  const all = new Set<number>();
+  for (const dir of dirs) {
+    try {
+      for (const p of (await readFile(join(dir, 'cgroup.procs'), 'utf8')).split('\n').filter(Boolean)) all.add(Number(p));
+    } catch {
+      // gone
+    }
   }
+  return [...all];
 }
 
 /** One synchronous kill pass over `dir`: cgroup.kill where the kernel has it (v2), each listed pid. */
@@ -98,29 +202,146 @@ function killNow(dir: string): void {
   }
 }
 
-/** Sets up `<root>/bedrock-<runnerId>` for this runner's per-run cgroups. */
-export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
-  const base = join(root, `bedrock-${runnerId}`);
-  mkdirSync(base, { recursive: true });
+function tryWrite(path: string, value: string): boolean {
+  try {
+    writeFileSync(path, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A counter of a flat-keyed cgroup file ("key value" lines), 0 when absent. */
+function counter(path: string, key: string): number {
+  try {
+    const line = readFileSync(path, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${key} `));
+    return line ? Number(line.slice(key.length + 1)) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+const CPU_PERIOD_US = 100_000;
+
+/**
+ * Sets up `bedrock-<runnerId>` in each hierarchy for this runner's per-run cgroups. `root` is a
+ * directory (a pids-only hierarchy, as BEDROCK_PIDS_CGROUP=<dir> gives) or what findCgroupRoots found.
+ */
+export function createPidsCgroups(root: string | CgroupRoots, runnerId: string): PidsCgroups {
+  const roots: CgroupRoots =
+    typeof root === 'string' ? { version: existsSync(join(root, 'cgroup.controllers')) ? 'v2' : 'v1', roots: {} } : root;
+  const name = `bedrock-${runnerId}`;
+  // Hierarchy directories by controller: v2 has one for all.
+  const byController: Partial<Record<'pids' | 'memory' | 'cpu', string>> = {};
+  if (typeof root === 'string') {
+    byController.pids = join(root, name);
+    if (roots.version === 'v2') {
+      byController.memory = byController.pids;
+      byController.cpu = byController.pids;
+    }
+  } else if (root.version === 'v2') {
+    const base = join(root.roots.unified as string, name);
+    byController.pids = byController.memory = byController.cpu = base;
+  } else {
+    for (const c of ['pids', 'memory', 'cpu'] as const) if (root.roots[c]) byController[c] = join(root.roots[c] as string, name);
+  }
+  const bases = [...new Set(Object.values(byController))];
+  const primary = byController.pids as string;
+  const made: string[] = [];
+  for (const b of bases) {
+    try {
+      mkdirSync(b, { recursive: true });
+      made.push(b);
+    } catch (err) {
+      if (b === primary) throw err;
+      for (const c of ['memory', 'cpu'] as const) if (byController[c] === b) delete byController[c];
+    }
+  }
+  if (roots.version === 'v2') {
+    // Runs under the base need the controllers enabled in its subtree (each on its own: one may be missing).
+    for (const c of ['pids', 'memory', 'cpu']) tryWrite(join(primary, 'cgroup.subtree_control'), `+${c}`);
+  }
+  const probeDir = (c: 'pids' | 'memory' | 'cpu', file: string): boolean => {
+    const b = byController[c];
+    if (!b) return false;
+    // The base's own files show what its children will have (v1: every cgroup has the files; v2: the subtree control).
+    if (roots.version === 'v2') {
+      try {
+        return readFileSync(join(b, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes(c);
+      } catch {
+        return false;
+      }
+    }
+    return existsSync(join(b, file));
+  };
+  const memory = probeDir('memory', 'memory.limit_in_bytes');
+  const bounds: CgroupBounds = {
+    version: roots.version,
+    pids: true,
+    memory,
+    swap: memory && (roots.version === 'v2' ? true : existsSync(join(byController.memory as string, 'memory.memsw.limit_in_bytes'))),
+    cpu: probeDir('cpu', 'cpu.cfs_quota_us'),
+  };
+  if (!bounds.memory) delete byController.memory;
+  if (!bounds.cpu) delete byController.cpu;
+  const activeBases = [...new Set(Object.values(byController))];
+  const dirsOf = (dir: string): string[] => activeBases.map((b) => join(b, basename(dir)));
+  const inHierarchy = (c: 'pids' | 'memory' | 'cpu', dir: string): string | undefined =>
+    byController[c] ? join(byController[c] as string, basename(dir)) : undefined;
+
+  const setLimits = (dir: string, limits: RunCgroupLimits): void => {
+    writeFileSync(join(inHierarchy('pids', dir) as string, 'pids.max'), String(limits.processes));
+    const mem = inHierarchy('memory', dir);
+    if (mem && limits.memory !== undefined) {
+      if (roots.version === 'v2') {
+        writeFileSync(join(mem, 'memory.max'), String(limits.memory));
+        tryWrite(join(mem, 'memory.swap.max'), '0');
+      } else {
+        // memsw (memory + swap) must stay ≥ the memory limit: raise it first when raising, after when lowering.
+        const memsw = join(mem, 'memory.memsw.limit_in_bytes');
+        const wasSet = bounds.swap && tryWrite(memsw, String(limits.memory));
+        writeFileSync(join(mem, 'memory.limit_in_bytes'), String(limits.memory));
+        if (bounds.swap && !wasSet) writeFileSync(memsw, String(limits.memory));
+      }
+    }
+    const cpu = inHierarchy('cpu', dir);
+    if (cpu && limits.cpus !== undefined && limits.cpus > 0) {
+      const quota = Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US));
+      if (roots.version === 'v2') writeFileSync(join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
+      else {
+        writeFileSync(join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+        writeFileSync(join(cpu, 'cpu.cfs_quota_us'), String(quota));
+      }
+    }
+  };
+
   const removals = new Set<Promise<void>>();
   const destroy = async (dir: string): Promise<void> => {
+    const all = dirsOf(dir);
     // Kill until empty: a process forking while we read the list shows up next round.
     for (let round = 0; round < 200; round++) {
-      const pids = await procsOf(dir);
+      const pids = await procsOf(all);
       if (pids.length === 0) {
-        try {
-          await rmdir(dir);
-          return;
-        } catch (err) {
-          // EBUSY while the last tasks are being torn down; ENOENT if already gone.
-          if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+        let left = 0;
+        for (const d of all) {
+          try {
+            await rmdir(d);
+          } catch (err) {
+            // EBUSY while the last tasks are being torn down; ENOENT if already gone.
+            if ((err as NodeJS.ErrnoException).code !== 'ENOENT') left++;
+          }
         }
+        if (left === 0) return;
       }
-      if (existsSync(join(dir, 'cgroup.kill'))) {
-        try {
-          await writeFile(join(dir, 'cgroup.kill'), '1');
-        } catch {
-          // fall back to signalling each process
+      for (const d of all) {
+        if (existsSync(join(d, 'cgroup.kill'))) {
+          try {
+            await writeFile(join(d, 'cgroup.kill'), '1');
+          } catch {
+            // fall back to signalling each process
+          }
         }
       }
       for (const pid of pids) {
@@ -134,28 +355,43 @@ export function createPidsCgroups(root: string, runnerId: string): PidsCgroups {
     }
   };
   return {
-    base,
-    async create(name, maxPids) {
-      const dir = join(base, name);
-      await mkdir(dir);
-      await writeFile(join(dir, 'pids.max'), String(maxPids));
+    base: primary,
+    bases: made,
+    bounds,
+    async create(runName, limits) {
+      const dir = join(primary, runName);
+      for (const d of dirsOf(dir)) await mkdir(d);
+      setLimits(dir, typeof limits === 'number' ? { processes: limits } : limits);
       return dir;
     },
     setLimit(dir, maxPids) {
       writeFileSync(join(dir, 'pids.max'), String(maxPids));
     },
+    setLimits,
+    dirs: dirsOf,
+    oomKills(dir) {
+      const mem = inHierarchy('memory', dir);
+      if (!mem) return 0;
+      if (roots.version === 'v2') return counter(join(mem, 'memory.events'), 'oom_kill');
+      const kills = counter(join(mem, 'memory.oom_control'), 'oom_kill');
+      if (kills > 0) return kills;
+      // Kernels before 4.13 have no oom_kill count: a hit limit is the best sign there.
+      return 0;
+    },
     destroy,
     release(dir) {
-      killNow(dir);
+      for (const d of dirsOf(dir)) killNow(d);
       const removal = destroy(dir).finally(() => removals.delete(removal));
       removals.add(removal);
     },
     async close() {
       while (removals.size > 0) await Promise.all([...removals]);
-      try {
-        rmdirSync(base);
-      } catch {
-        // still in use or gone
+      for (const b of made) {
+        try {
+          rmdirSync(b);
+        } catch {
+          // still in use or gone
+        }
       }
     },
   };

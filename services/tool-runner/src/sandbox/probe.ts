@@ -17,11 +17,20 @@ export interface SandboxProbe {
   readonly toolUser: boolean;
   /** Each run can get a private mount namespace (private scratch tmpfs, hidden paths). */
   readonly privateMounts: boolean;
+  /** Workspace runs can get a view of their own: a new root (pivot_root) and pid namespace with its own /proc. */
+  readonly views: boolean;
   /** Why the sandbox is unavailable, empty when it is available. */
   readonly reason: string;
 }
 
-const UNAVAILABLE = { sandboxAvailable: false, landlockAbi: 0, seccompAvailable: false, toolUser: false, privateMounts: false } as const;
+const UNAVAILABLE = {
+  sandboxAvailable: false,
+  landlockAbi: 0,
+  seccompAvailable: false,
+  toolUser: false,
+  privateMounts: false,
+  views: false,
+} as const;
 
 /** Probes as the tool user when `user` is given. */
 export async function probeSandbox(helperPath: string, user?: { uid: number; gid: number }): Promise<SandboxProbe> {
@@ -45,6 +54,7 @@ export async function probeSandbox(helperPath: string, user?: { uid: number; gid
       sandbox: boolean;
       tool_uid: number;
       private_mounts: boolean;
+      views?: boolean;
       error: string;
     };
     const reason = parsed.sandbox ? '' : parsed.landlock_abi === 0 ? 'Landlock is not available on this kernel' : parsed.error;
@@ -54,6 +64,7 @@ export async function probeSandbox(helperPath: string, user?: { uid: number; gid
       seccompAvailable: parsed.seccomp,
       toolUser: user !== undefined && parsed.tool_uid === user.uid,
       privateMounts: parsed.private_mounts,
+      views: parsed.views === true,
       reason,
     };
   } catch {

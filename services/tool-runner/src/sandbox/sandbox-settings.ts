@@ -2,10 +2,12 @@
  * Builds the sandbox settings of a runner: probes the kernel (as the tool user), finds a pids
  * cgroup hierarchy, prepares the scratch root, and works out which ports tools may not reach.
  */
+import type { UidRange } from '@bedrock/platform/config';
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { probeSandbox } from './probe.ts';
 import type { SandboxProbe } from './probe.ts';
-import { createPidsCgroups, findPidsCgroupRoot } from './pids-cgroup.ts';
+import { createPidsCgroups, findCgroupRoots } from './pids-cgroup.ts';
+import type { PidsCgroups } from './pids-cgroup.ts';
 import { createNetRulesetHolder } from './net-ruleset-holder.ts';
 import { createWarmHelpers } from './warm-helpers.ts';
 import { commandEnv } from './command-env.ts';
@@ -18,6 +20,8 @@ export interface SandboxSettingsInput {
   readonly sandbox: SandboxConfig;
   /** The resource limits of each mode (config.ts `limits`). */
   readonly limits: LimitsConfig;
+  /** Where workspaces live, and the uids their tools may run as (config.ts `workspaces`). */
+  readonly workspaces: { readonly root: string; readonly toolUids: UidRange };
   /** Environment the command env is derived from. Default process.env. */
   readonly baseEnv?: NodeJS.ProcessEnv;
 }
@@ -27,6 +31,32 @@ export interface SandboxSetup {
   readonly probe: SandboxProbe;
   /** One line for the start-up log when tools cannot be given their own user, else undefined. */
   readonly toolUserWarning?: string;
+  /** One line for the start-up log: which bounds and which isolation of workspace runs this host enforces, and which it cannot. */
+  readonly boundsLine: string;
+}
+
+/** What this host enforces, in one line for the start-up log. */
+export function describeBounds(probe: SandboxProbe, cgroups: PidsCgroups | null, scratchSize: number): string {
+  const b = cgroups?.bounds;
+  const enforced: string[] = [];
+  const missing: string[] = [];
+  (b?.pids ? enforced : missing).push(
+    b?.pids ? `processes (pids.max, cgroup ${b.version})` : 'processes per run (no pids cgroup: RLIMIT_NPROC per user)',
+  );
+  (b?.memory ? enforced : missing).push(
+    b?.memory
+      ? `memory per run (${b.version === 'v2' ? 'memory.max' : 'memory.limit_in_bytes'}${b.swap ? ', no swap' : ', swap not bounded: no memsw accounting'})`
+      : 'memory per run (no memory cgroup: RLIMIT_AS per process)',
+  );
+  (b?.cpu ? enforced : missing).push(b?.cpu ? `CPU (${b.version === 'v2' ? 'cpu.max' : 'cpu.cfs_quota_us'})` : 'CPU share (no cpu cgroup)');
+  if (probe.privateMounts) enforced.push(`scratch size ${Math.round(scratchSize / 1024 ** 2)} MiB (tmpfs size=)`);
+  else missing.push('scratch size (no tmpfs without CAP_SYS_ADMIN: a directory under the scratch root)');
+  if (probe.views) enforced.push("workspace views (own root and pid namespace: other users' files and processes are not there)");
+  else
+    missing.push(
+      'workspace views (cannot mount or make pid namespaces: reads are confined by Landlock only, and processes stay visible without a pid namespace)',
+    );
+  return `bounds enforced: ${enforced.join('; ')}. Not enforced here: ${missing.length ? missing.join('; ') : 'none'}.`;
 }
 
 const NOBODY = 65534;
@@ -58,7 +88,7 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       `tools run as this process's own user (uid ${process.getuid?.() ?? '?'}): it cannot switch them to uid ${probeUid} ` +
       '(run it as root or with CAP_SETUID/CAP_SETGID); the kernel sandbox still applies, but files this user can read are readable to tools';
   }
-  const root = config.pidsCgroup === 'off' ? null : config.pidsCgroup === 'auto' ? findPidsCgroupRoot() : config.pidsCgroup;
+  const root = config.pidsCgroup === 'off' ? null : config.pidsCgroup === 'auto' ? findCgroupRoots() : config.pidsCgroup;
   let cgroups = null;
   if (root) {
     try {
@@ -76,6 +106,7 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
   return {
     probe,
     ...(toolUserWarning ? { toolUserWarning } : {}),
+    boundsLine: describeBounds(probe, cgroups, config.scratchSize),
     settings: {
       helperPath: config.helper,
       sandboxAvailable: probe.sandboxAvailable,
@@ -84,6 +115,12 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
       ...(warmHelpers ? { warmHelpers } : {}),
       scratch: config.scratch,
       scratchRoot: config.scratchRoot,
+      scratchSize: config.scratchSize,
+      scratchInodes: config.scratchInodes,
+      views: probe.views && probe.privateMounts,
+      viewPaths: config.viewPaths,
+      toolUids: input.workspaces.toolUids,
+      workspaceRoot: input.workspaces.root,
       toolUser,
       unrestrictedWrite: config.unrestrictedWrite,
       denyPorts: new Set(config.denyPorts),

@@ -4,9 +4,14 @@
  * Restricted = read-only, no network; Unrestricted = writes to the working directory, its
  * scratch and home only (unless the operator widened it), network except the system's own
  * ports. Each run gets a private scratch (TMPDIR, HOME) that the helper creates and removes.
- * Both modes run in their own fresh pids cgroup when the machine has one, usually with a
- * helper that joined it ahead of the run (warm-helpers.ts); the cgroup is emptied when the
- * run ends and removed in the background.
+ * Both modes run in their own fresh cgroup (pids, memory, cpu) when the machine has one,
+ * usually with a helper that joined it ahead of the run (warm-helpers.ts); the cgroup is
+ * emptied when the run ends and removed in the background.
+ *
+ * A workspace run (a job with its owner's uid and a workspace) runs as that uid, reads only
+ * the view's directories (Landlock), and where the runner may mount sees only them: the
+ * helper builds a fresh root with the system directories, the workspace at its own path, its
+ * scratch as /tmp and a /proc of its own pid namespace (--view).
  */
 import { stat } from 'node:fs/promises';
 import type { NetRulesetHolder } from './net-ruleset-holder.ts';
@@ -26,7 +31,7 @@ export interface SandboxSettings {
   readonly sandboxAvailable: boolean;
   /** The resource limits of each mode. */
   readonly limits: Readonly<Record<RunMode, ResourceLimits>>;
-  /** Per-run pids cgroups, or null when the machine has no writable pids hierarchy. */
+  /** Per-run cgroups (pids, and memory and cpu where offered), or null when the machine has no writable pids hierarchy. */
   readonly cgroups: PidsCgroups | null;
   /** Helpers started ahead, each already in its own fresh pids cgroup (with `cgroups` only). */
   readonly warmHelpers?: WarmHelpers;
@@ -34,6 +39,17 @@ export interface SandboxSettings {
   readonly scratch: boolean;
   /** Where each run's private scratch lives (see the helper's --private-tmp). */
   readonly scratchRoot: string;
+  /** Size of each run's scratch tmpfs, bytes, and its inodes (0: unbounded). */
+  readonly scratchSize?: number;
+  readonly scratchInodes?: number;
+  /** Workspace runs get a view of their own (the helper's --view: the runner may mount and make pid namespaces). */
+  readonly views?: boolean;
+  /** The system directories of a workspace run's view and Landlock read rules (default: the helper's list). */
+  readonly viewPaths?: readonly string[];
+  /** The uids and gids a job may ask tools to run as (BEDROCK_TOOL_UIDS). */
+  readonly toolUids: { readonly first: number; readonly last: number };
+  /** Where workspaces live (BEDROCK_WORKSPACE_ROOT): a job's workspace must be directly inside it. */
+  readonly workspaceRoot: string;
   /** Who tools run as; null when the runner cannot switch users (tools then run as the runner's uid). */
   readonly toolUser: ToolUser | null;
   /** What Unrestricted tools may write. */
@@ -75,11 +91,17 @@ export interface SandboxedRunRequest {
   readonly signal?: AbortSignal;
   readonly onOutput?: (text: string) => void;
   readonly capture?: OutputCaptureOptions;
+  /** Run as this user (the job's owner) instead of the settings' tool user. */
+  readonly user?: { readonly uid: number; readonly gid: number };
+  /** The run's workspace (a real path containing cwd): its view, and Landlock's read confinement. */
+  readonly workspace?: string;
 }
 
 export interface SandboxedRunResult extends RunCommandResult {
   /** The sandbox could not be applied, so the command did not run. */
   readonly setupError?: string;
+  /** The kernel's OOM killer killed processes of the run at its memory limit (bytes). */
+  readonly oomKilled?: { readonly limit: number; readonly mechanism: string };
 }
 
 /** Exit status the helper uses when it cannot restrict itself. */
@@ -93,7 +115,14 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   }
   const limits = settings.limits[request.mode];
   const env = commandEnv(settings.baseEnv);
-  const user = settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined;
+  const user = request.user ?? (settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined);
+  const view = Boolean(request.workspace && settings.views);
+  const bounds = settings.cgroups?.bounds;
+  const cgroupLimits = {
+    processes: limits.processes,
+    ...(bounds?.memory ? { memory: limits.memory } : {}),
+    ...(bounds?.cpu ? { cpus: limits.cpus } : {}),
+  };
   const netRuleset = restricted ? undefined : await settings.netRuleset?.spec(settings.denyPorts);
   // A helper started ahead, already in its own fresh cgroup, takes the cgroup migration
   // (an RCU grace period) off this run's critical path; none waiting: start one now. From
@@ -106,7 +135,7 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     if (warm) {
       try {
         // Its own limit, set before the helper forks; the helper itself is the one task more.
-        settings.cgroups.setLimit(warm.cgroupDir, limits.processes + 1);
+        settings.cgroups.setLimits(warm.cgroupDir, { ...cgroupLimits, processes: limits.processes + 1 });
         cgroupDir = warm.cgroupDir;
       } catch {
         warm.discard();
@@ -116,14 +145,16 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   }
   if (settings.cgroups && !warm) {
     try {
-      cgroupDir = await settings.cgroups.create(`run-${process.pid}-${++runSequence}`, limits.processes);
+      cgroupDir = await settings.cgroups.create(`run-${process.pid}-${++runSequence}`, cgroupLimits);
     } catch {
       cgroupDir = undefined; // rlimits and the group kill still apply
     }
   }
   const options = [
-    // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together.
-    ...limitArgs(cgroupDir ? { ...limits, processes: 0 } : limits),
+    // With a pids cgroup, RLIMIT_NPROC would count every tool of the shared tool uid together;
+    // with a memory cgroup, memory.max bounds the run's real memory and RLIMIT_AS (address
+    // space, which runtimes reserve far beyond what they use) is left alone.
+    ...limitArgs(cgroupDir ? { ...limits, processes: 0, ...(bounds?.memory ? { memory: 0 } : {}) } : limits),
     ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
     ...(restricted
       ? ['--restricted']
@@ -133,8 +164,19 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
           ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]),
           ...(netRuleset ? ['--net-ruleset', netRuleset] : []),
         ]),
-    ...(settings.scratch ? ['--private-tmp', settings.scratchRoot, ...settings.hidePaths.flatMap((p) => ['--hide', p])] : []),
-    ...(cgroupDir && !warm ? ['--cgroup', cgroupDir] : []),
+    ...(request.workspace
+      ? ['--workspace', request.workspace, ...(settings.viewPaths ?? []).flatMap((p) => ['--system-dir', p]), ...(view ? ['--view'] : [])]
+      : []),
+    ...(settings.scratch || view
+      ? [
+          '--private-tmp',
+          settings.scratchRoot,
+          ...(settings.scratchSize ? ['--scratch-size', String(settings.scratchSize)] : []),
+          ...(settings.scratchInodes ? ['--scratch-inodes', String(settings.scratchInodes)] : []),
+          ...(view ? [] : settings.hidePaths.flatMap((p) => ['--hide', p])),
+        ]
+      : []),
+    ...(cgroupDir && !warm && settings.cgroups ? settings.cgroups.dirs(cgroupDir).flatMap((d) => ['--cgroup', d]) : []),
     '--',
     ...request.argv,
   ];
@@ -151,7 +193,12 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
       ...(request.capture ? { capture: request.capture } : {}),
     });
     const setupFailed = result.exitCode === HELPER_SETUP_FAILURE && result.stderr.includes('bedrock-sandbox:');
-    return setupFailed ? { ...result, setupError: result.stderr.trim() } : result;
+    if (setupFailed) return { ...result, setupError: result.stderr.trim() };
+    // Read before the cgroup is released (removed) below.
+    const oomKills = cgroupDir && bounds?.memory ? (settings.cgroups?.oomKills(cgroupDir) ?? 0) : 0;
+    return oomKills > 0
+      ? { ...result, oomKilled: { limit: limits.memory, mechanism: bounds?.version === 'v2' ? 'memory.max' : 'memory.limit_in_bytes' } }
+      : result;
   } finally {
     // The helper has exited, so its tree is gone; whatever else is in the cgroup is killed
     // now, and the cgroup is removed (and a helper started for the next run) after the

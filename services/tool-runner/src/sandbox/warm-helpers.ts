@@ -71,12 +71,13 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
 
   async function startOne(): Promise<void> {
     const dir = await cgroups.create(`warm-${process.pid}-${++sequence}`, 1);
+    const cgroupArgs = cgroups.dirs(dir).flatMap((d) => ['--cgroup', d]);
     if (closed) {
       cgroups.release(dir);
       return;
     }
     const env = options.env();
-    const child = spawn(options.helperPath, ['--await-args', '--cgroup', dir], {
+    const child = spawn(options.helperPath, ['--await-args', ...cgroupArgs], {
       cwd: '/',
       env,
       detached: true,

@@ -42,6 +42,8 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
     signal: ctx.signal,
     capture: ctx.capture,
     ...(ctx.onOutput ? { onOutput: ctx.onOutput } : {}),
+    ...(ctx.user ? { user: ctx.user } : {}),
+    ...(ctx.workspace ? { workspace: ctx.workspace } : {}),
   });
   const display = {
     exitCode: result.exitCode ?? -1,
@@ -57,6 +59,17 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
     };
   if (result.spawnError) return errorOutcome(`The command could not be started: ${result.spawnError}`);
   if (result.setupError) return errorOutcome(`The sandbox could not be applied, so the command did not run: ${result.setupError}`);
+  if (result.oomKilled) {
+    // The kernel killed part (or all) of the run at its memory limit: say so, whatever the exit status.
+    const note = `killed: the run went past its memory limit of ${formatBytes(result.oomKilled.limit)} (${result.oomKilled.mechanism}); the kernel's OOM killer ended the largest process. Its scratch (/tmp) counts against that limit too.`;
+    return {
+      content: withNote(result.totalBytes === 0 ? '' : result.output, note),
+      isError: true,
+      exitCode: result.exitCode ?? -1,
+      cancelled: false,
+      display: { ...display, oomKilled: true },
+    };
+  }
   if (result.timedOut) {
     return errorOutcome(
       withNote(
@@ -80,6 +93,10 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
     };
   }
   return { content: body, isError: false, exitCode: 0, cancelled: false, display };
+}
+
+function formatBytes(bytes: number): string {
+  return bytes % 1024 ** 3 === 0 ? `${bytes / 1024 ** 3} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
 }
 
 function withNote(output: string, note: string): string {

@@ -55,7 +55,10 @@ export async function runKeywordSearch(
 ): Promise<ToolOutcome> {
   const cwdProblem = await workingDirectoryProblem(ctx.cwd);
   if (cwdProblem) return errorOutcome(cwdProblem);
-  const repoRoot = await gitRoot(ctx.cwd);
+  const found = await gitRoot(ctx.cwd);
+  // A workspace run sees nothing above its workspace: a repository root outside it is not searched from.
+  const inside = (dir: string, ws: string) => dir === ws || dir.startsWith(`${ws}/`);
+  const repoRoot = found && ctx.workspace && !inside(found, ctx.workspace) ? null : found;
   const root = repoRoot ?? ctx.cwd;
   const inRepo = repoRoot !== null;
   const sections: string[] = [];
@@ -79,6 +82,8 @@ export async function runKeywordSearch(
       timeoutMs: limits.timeoutMs,
       signal: ctx.signal,
       capture: { headBytes: limits.perTermBytes + 1, tailBytes: 0 },
+      ...(ctx.user ? { user: ctx.user } : {}),
+      ...(ctx.workspace ? { workspace: ctx.workspace } : {}),
     });
     if (result.cancelled) return CANCELLED_OUTCOME;
     if (result.setupError) return errorOutcome(`The sandbox could not be applied, so the search did not run: ${result.setupError}`);

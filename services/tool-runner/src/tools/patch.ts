@@ -6,9 +6,11 @@
  * anything.
  *
  * The runner applies patches itself (not a sandboxed process), so it enforces what the
- * kernel enforces for bash: the path must resolve, symlinks followed, inside the working
- * directory; the tool user must be allowed to write the file and its directory (mode bits);
- * new files and directories belong to the tool user, edited ones keep their owner.
+ * kernel enforces for bash: the path must resolve, symlinks followed, inside the workspace (a
+ * workspace job) or the working directory (a host-path job); the tool user — the job's own
+ * uid and gid when it carries them — must be allowed to reach the file (search permission on
+ * every directory from the root down) and to write it and its directory (mode bits); new files
+ * and directories belong to that user, edited ones keep their owner.
  */
 import type { Stats } from 'node:fs';
 import { chown, mkdir, readFile, realpath, rename, rm, stat, writeFile, chmod } from 'node:fs/promises';
@@ -42,11 +44,23 @@ async function readExisting(path: string): Promise<string | null> {
 
 type User = { readonly uid: number; readonly gid: number };
 
-/** Mode-bit check of write permission for `user` (POSIX ACLs are not consulted). */
+/** Mode-bit check of a permission (`bit`: 4 read, 2 write, 1 search) for `user` (POSIX ACLs are not consulted). */
+function may(info: Stats, user: User, bit: number): boolean {
+  if (info.uid === user.uid) return (info.mode & (bit << 6)) !== 0;
+  if (info.gid === user.gid) return (info.mode & (bit << 3)) !== 0;
+  return (info.mode & bit) !== 0;
+}
+
 function mayWrite(info: Stats, user: User): boolean {
-  if (info.uid === user.uid) return (info.mode & 0o200) !== 0;
-  if (info.gid === user.gid) return (info.mode & 0o020) !== 0;
-  return (info.mode & 0o002) !== 0;
+  return may(info, user, 2);
+}
+
+/** `user` may search every directory from `root` down to `dir` (both real paths, dir inside root). */
+async function mayReach(root: string, dir: string, user: User): Promise<boolean> {
+  for (let d = dir; ; d = dirname(d)) {
+    if (!may(await stat(d), user, 1)) return false;
+    if (d === root || dirname(d) === d) return true;
+  }
 }
 
 /**
@@ -71,7 +85,7 @@ async function resolveInside(root: string, requested: string): Promise<{ target:
   }
 }
 
-export interface PatchContext extends Pick<ToolContext, 'cwd' | 'mode'> {
+export interface PatchContext extends Pick<ToolContext, 'cwd' | 'mode' | 'user' | 'workspace'> {
   /** Who tools run as; absent or null: the runner's own user (no checks, no chown). */
   readonly sandbox?: Pick<SandboxSettings, 'toolUser'>;
 }
@@ -80,7 +94,10 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
   if (ctx.mode === 'restricted') return errorOutcome(PATCH_RESTRICTED_ERROR);
   const requested = resolve(ctx.cwd, input.path);
   const shown = relative(ctx.cwd, requested).startsWith('..') ? requested : relative(ctx.cwd, requested) || basename(requested);
-  const user = ctx.sandbox?.toolUser ? await resolveToolUser(ctx.sandbox.toolUser, ctx.cwd) : undefined;
+  const user = ctx.user ?? (ctx.sandbox?.toolUser ? await resolveToolUser(ctx.sandbox.toolUser, ctx.cwd) : undefined);
+  // A workspace job may edit anything in its workspace (as its bash may), nothing outside.
+  const rootDir = ctx.workspace ?? ctx.cwd;
+  const rootName = ctx.workspace ? `the workspace ${ctx.workspace}` : `the working directory ${ctx.cwd}`;
   let target = requested;
   let existingDir: string;
   let original: string | null;
@@ -88,11 +105,11 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
   try {
     // Edit what a symlink points to rather than replacing the link with a file, but only
     // inside the working directory: no path, link or `..` may lead the runner out of it.
-    const root = await realpath(ctx.cwd);
+    const root = await realpath(rootDir);
     const resolved = await resolveInside(root, requested);
     if (!resolved) {
       return errorOutcome(
-        `${shown} is outside the working directory ${ctx.cwd} (symlinks followed); patch edits files under it only. The file was not changed.`,
+        `${shown} is outside ${rootName} (symlinks followed); patch edits files under it only. The file was not changed.`,
       );
     }
     ({ target, existingDir } = resolved);
@@ -100,7 +117,11 @@ export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<To
     if (info?.isDirectory()) return errorOutcome(`${shown} is a directory, not a file.`);
     if (user) {
       const dirInfo = await stat(existingDir);
-      if ((info && !mayWrite(info, user)) || !mayWrite(dirInfo, user)) {
+      if (
+        (info && (!mayWrite(info, user) || !may(info, user, 4))) ||
+        !mayWrite(dirInfo, user) ||
+        !(await mayReach(root, existingDir, user))
+      ) {
         return errorOutcome(`Cannot write ${shown}: permission denied for the tool user (uid ${user.uid}). The file was not changed.`);
       }
     }

@@ -13,6 +13,10 @@ export interface ToolContext {
   readonly sandbox: SandboxSettings;
   /** How much command output a result keeps (head and tail). */
   readonly capture: OutputCaptureOptions;
+  /** The job's own tool user (the conversation owner's uid and gid), overriding the runner's tool user. */
+  readonly user?: { readonly uid: number; readonly gid: number };
+  /** The job's workspace (a real path, containing cwd): what the tool sees and may write. */
+  readonly workspace?: string;
 }
 
 /** A tool's answer; the runner adds the ids, runner id and duration. */

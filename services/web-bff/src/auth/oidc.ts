@@ -3,7 +3,7 @@
  * against the issuer's JSON Web Key Set (found through its discovery document unless
  * BEDROCK_OIDC_JWKS_URL names it; fetched and cached by `jose`'s createRemoteJWKSet, which
  * fetches again, at most every 30 s, when a token names a key it does not have), then the issuer,
- * the audience and the expiry (with the configured clock skew). Only asymmetric algorithms are
+ * the audience, the expiry, `nbf` and `iat` (each with the configured clock skew). Only asymmetric algorithms are
  * accepted: `alg: none` and HMAC (whose key would be a shared secret) are refused, and so is a
  * key the set does not have. The configured claim names the user.
  */
@@ -83,6 +83,12 @@ export function createOidcVerifier(settings: OidcSettings, onDiscoveryError?: (e
           return { ok: false, reason: "the identity provider's keys could not be fetched", unavailable: true };
         return { ok: false, reason: describe(err) };
       }
+      // jose checks `iat` only against a maximum token age, which Bedrock does not set: a token
+      // "issued" in the future (a skewed or hostile issuer clock, or one minted ahead to outlive a
+      // revocation) would pass. Refuse one issued later than now plus the clock skew.
+      const skewSec = Math.round(settings.clockSkew / 1000);
+      if (payload.iat !== undefined && payload.iat > Math.floor(Date.now() / 1000) + skewSec)
+        return { ok: false, reason: 'claim check failed: "iat" is in the future (the token was issued later than now)' };
       const value = payload[settings.userClaim];
       if (typeof value !== 'string' || !value) return { ok: false, reason: `the token has no "${settings.userClaim}" claim` };
       const name = typeof payload.name === 'string' ? payload.name : typeof payload.email === 'string' ? payload.email : value;

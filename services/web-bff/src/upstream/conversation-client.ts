@@ -13,7 +13,7 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { AdminService, ConversationService, IdentityService, ROLE_HEADER, USER_HEADER } from '@bedrock/contracts';
+import { AdminService, ConversationService, IdentityService, ROLE_HEADER, USER_HEADER, WorkspaceService } from '@bedrock/contracts';
 import {
   createBalancedTransport,
   serviceCredentialHeaders,
@@ -42,6 +42,8 @@ export interface Upstream {
   readonly client: ConversationClient;
   /** AdminService, forwarded for admins (options with their role). */
   readonly admin: Client<typeof AdminService>;
+  /** WorkspaceService, forwarded as the user. */
+  readonly workspaces: Client<typeof WorkspaceService>;
   /** IdentityService: who a token or a user is (options without a user: `serviceOptions()`). */
   readonly identity: Client<typeof IdentityService>;
   /** Options for a call as web-bff itself (its service credential, no user). */
@@ -101,6 +103,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   return {
     client: createClient(ConversationService, transport),
     admin: createClient(AdminService, transport),
+    workspaces: createClient(WorkspaceService, transport),
     identity: createClient(IdentityService, transport),
     transport,
     options(user, signal, role) {

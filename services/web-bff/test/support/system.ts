@@ -2,7 +2,11 @@
  * The real conversation service (real Postgres and Redis) behind a real web-bff, both on
  * ephemeral loopback ports. The test plays the llm-gateway and the tool-runner on the real
  * queues, as those services do (the pattern of services/conversation/test/support/harness.ts).
+ * With `workspaceStorage`, a real tool-runner serves the workspaces (it takes no tool work).
  */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
@@ -23,7 +27,7 @@ import {
   type ToolExecJob,
 } from '@bedrock/contracts';
 import { createRedisTransport, type Consumer, type Transport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials, serviceTokenInterceptor } from '@bedrock/platform/server';
+import { createLogger, generateServiceCredentials, serviceTokenInterceptor, type Logger, type TokenEntry } from '@bedrock/platform/server';
 import type { ConfigOverrides } from '@bedrock/platform/config';
 import { testBffConfig } from './bff-config.ts';
 import { readConversationConfig, type ConversationConfig } from '../../../conversation/src/config.ts';
@@ -33,17 +37,36 @@ import type { WebBffConfig } from '../../src/config.ts';
 import { createWebBff, type WebBff } from '../../src/create-web-bff.ts';
 import { createTestDatabase, type TestDatabase } from '@bedrock/testkit/database';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+import { readToolRunnerConfig } from '../../../tool-runner/src/config.ts';
+import { createToolRunner, type ToolRunner } from '../../../tool-runner/src/create-tool-runner.ts';
+import { ensureHelper } from '../../../tool-runner/test/support.ts';
+
+export { startGitDaemon, type GitDaemon, type GitRepos } from './git-daemon.ts';
 
 export type EventInit = MessageInitShape<typeof ConversationEventJobSchema>['event'];
 /** An LLM request job with the history it names, fetched as the llm-gateway does (jobs are claim checks). */
 export type LlmJob = LlmRequestJob & { readonly messages: LlmMessage[] };
 export type Protocol = 'connect' | 'grpc' | 'grpc-web' | 'connect-h1' | 'grpc-web-h1';
 
+/** The workspace storage of a system: a real tool-runner's WorkspaceStorageService. */
+export interface SystemStorage {
+  /** The runner (runner.consume false: it serves the storage and takes no tool work). */
+  readonly runner: ToolRunner;
+  /** Its gRPC base URL (the conversation service's BEDROCK_WORKSPACE_STORAGE_URL). */
+  readonly url: string;
+  /** The workspace root, ROOT/ws-… (a fresh temporary directory per system). */
+  readonly root: string;
+  /** What the storage says it enforces (GetStorageInfo; on plain directories, no quota). */
+  readonly description: string;
+}
+
 export interface System {
   readonly db: TestDatabase;
   /** The running conversation service (a new one after restartConversation). */
   readonly conversation: ConversationServiceInstance;
   readonly bff: WebBff;
+  /** With `workspaceStorage`: the tool-runner serving the workspaces. */
+  readonly storage: SystemStorage | undefined;
   /** With `proxyUpstream`: the TCP proxy between web-bff and the conversation service. */
   readonly proxy: TcpProxy | undefined;
   /** Stops the conversation service and starts a new one on the same database and Redis (the proxy follows it). */
@@ -76,6 +99,13 @@ export interface SystemOptions {
   readonly proxyUpstream?: boolean;
   /** Conversation service settings beyond the test's; each section given replaces the test's (only `models` keeps its default model unless set). */
   readonly conversation?: ConfigOverrides<ConversationConfig>;
+  /**
+   * Workspaces as a shared deployment has them: the conversation service asks the WorkspaceStorageService
+   * of a real tool-runner (System.storage: a workspace root in a fresh temporary directory, only the
+   * conversation service's own token accepted) and host paths are off. Clones need a repository the
+   * runner can reach (startGitDaemon). Default: no workspace storage, host paths on.
+   */
+  readonly workspaceStorage?: boolean;
   /** The conversation service's clock (spend days, limit periods); default the system clock. */
   readonly clock?: () => Date;
 }
@@ -91,7 +121,15 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   };
   const logger = createLogger({ service: 'web-bff-test', level: 'silent' });
   // Service identity: the conversation service accepts web-bff's token, web-bff presents it.
-  const services = generateServiceCredentials(['web-bff', 'llm-gateway']);
+  const services = generateServiceCredentials(['web-bff', 'llm-gateway', 'conversation']);
+  // The storage accepts the conversation service alone, as a tool-runner lists its peers.
+  const storage = options.workspaceStorage
+    ? await startStorage(
+        options.label,
+        services.peers.filter((p) => p.name === 'conversation'),
+        logger,
+      )
+    : undefined;
   const conversationConfig = readConversationConfig(
     {},
     {
@@ -99,6 +137,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1', shutdownGrace: 1000 },
       database: { url: db.url },
       conversations: { sandbox: 'available' },
+      // The fake workers never look at a conversation's directory: host paths keep it a name.
+      workspaces: storage ? { hostPaths: 'off', storageUrls: [storage.url] } : { hostPaths: 'on' },
       turns: { llmRetryBase: 50, cancelAckTimeout: 2000 },
       recovery: { interval: 3_600_000 },
       ...options.conversation,
@@ -109,7 +149,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     const service = createConversationService(conversationConfig, {
       transport: newTransport(),
       logger,
-      servicePeers: services.peers,
+      servicePeers: services.peers.filter((p) => p.name !== 'conversation'),
+      serviceToken: services.tokens.conversation!,
       ...(options.clock ? { clock: options.clock } : {}),
     });
     await service.start();
@@ -192,6 +233,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       return conversation;
     },
     bff,
+    storage: storage && { runner: storage.runner, url: storage.url, root: storage.root, description: storage.description },
     proxy,
     async restartConversation() {
       await conversation.stop();
@@ -250,9 +292,49 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       await conversation.stop().catch(() => undefined);
       step('conversation');
       await proxy?.close();
+      if (storage) {
+        await storage.runner.stop().catch(() => undefined);
+        rmSync(storage.dir, { recursive: true, force: true });
+      }
       for (const t of transports) await t.close();
       step('transports');
       await db.drop();
     },
   };
+}
+
+/**
+ * A tool-runner as workspace storage: the real service on loopback, its workspace root
+ * DIR/root in a fresh temporary directory (DIR 0711, so that each workspace's owner reaches its
+ * own), accepting `peers`. It consumes no queue (the test plays the tool workers); its sandbox
+ * runs the clones as the workspace's owner.
+ */
+async function startStorage(
+  label: string,
+  peers: readonly TokenEntry[],
+  logger: Logger,
+): Promise<SystemStorage & { readonly dir: string }> {
+  if (process.getuid?.() !== 0)
+    throw new Error('workspaceStorage needs root: the tool-runner gives each workspace to its owner (a tool uid, 200000 and up)');
+  ensureHelper();
+  const dir = mkdtempSync(join(tmpdir(), 'bedrock-bff-workspaces-'));
+  chmodSync(dir, 0o711);
+  const config = readToolRunnerConfig(
+    {},
+    {
+      runner: { id: `test-bff-${label}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`, consume: false },
+      server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 1000 },
+      workspaces: { root: join(dir, 'root'), cloneTimeout: 60_000 },
+    },
+  );
+  const runner = createToolRunner(config, { logger, servicePeers: peers });
+  try {
+    await runner.start();
+  } catch (err) {
+    await runner.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const info = runner.workspaces.info();
+  return { runner, dir, url: runner.grpcUrl, root: info.root, description: info.description };
 }

@@ -1,11 +1,12 @@
-/** The ConversationService client over Connect (fetch; HTTP/1.1 is enough, streams included). */
+/** The ConversationService and WorkspaceService clients over Connect (fetch; HTTP/1.1 is enough, streams included). */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
-import { CLIENT_HEADER, ConversationService, rejectionOf } from '@bedrock/contracts';
+import { CLIENT_HEADER, ConversationService, WorkspaceService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
 import { retriesExhausted } from '@bedrock/agent-view/retry';
 
 export type Api = Client<typeof ConversationService>;
+export type WorkspaceApi = Client<typeof WorkspaceService>;
 
 const bearer: Interceptor = (next) => (req) => {
   const token = storedToken();
@@ -29,9 +30,17 @@ const networkFailures: Interceptor = (next) => async (req) => {
   }
 };
 
+function transportTo(baseUrl: string) {
+  return createConnectTransport({ baseUrl, useBinaryFormat: true, interceptors: [networkFailures, bearer] });
+}
+
 export function createApi(baseUrl: string = location.origin): Api {
-  const transport = createConnectTransport({ baseUrl, useBinaryFormat: true, interceptors: [networkFailures, bearer] });
-  return createClient(ConversationService, transport);
+  return createClient(ConversationService, transportTo(baseUrl));
+}
+
+/** The caller's workspaces (docs/web-ui.md, "New conversation"). */
+export function createWorkspaceApi(baseUrl: string = location.origin): WorkspaceApi {
+  return createClient(WorkspaceService, transportTo(baseUrl));
 }
 
 export function isUnauthenticated(err: unknown): boolean {

@@ -2,16 +2,28 @@
  * The bearer token. `bedrock` prints `http://host:port/?token=…`: the token is taken from the
  * query string once, kept in localStorage, and removed from the address bar (and history) so
  * it is not shared by copying the URL.
+ *
+ * A link never replaces a token already kept silently: anyone can send a link `/c/<id>?token=…`
+ * with a token of their own, and a page signed in as them would show their conversations and
+ * take what the person types. When a different token is kept, the link's token is returned as
+ * pending and the page asks (main.tsx); the kept token stays unless the person agrees.
  */
 const KEY = 'bedrock.token';
 
-export function takeTokenFromUrl(): void {
+/** Takes the link's token out of the address bar: saved when none is kept; returned, unsaved, when another one is. */
+export function takeTokenFromUrl(): string | undefined {
   const url = new URL(location.href);
-  const token = url.searchParams.get('token');
-  if (token === null) return;
-  if (token.trim()) saveToken(token.trim());
+  const token = url.searchParams.get('token')?.trim();
+  if (token === undefined) return undefined;
   url.searchParams.delete('token');
   history.replaceState(history.state, '', url.pathname + url.search + url.hash);
+  if (!token) return undefined;
+  const kept = storedToken();
+  if (kept === undefined) {
+    saveToken(token);
+    return undefined;
+  }
+  return kept === token ? undefined : token;
 }
 
 export function storedToken(): string | undefined {

@@ -160,6 +160,14 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
                 {' · '}
               </>
             ) : null}
+            {c.workspaceName ? (
+              <>
+                <span class="workspace-name" title="Workspace" data-testid="workspace-name">
+                  {c.workspaceName}
+                </span>
+                {' · '}
+              </>
+            ) : null}
             <code title="Working directory">{c.cwd}</code> · <span title="Model">{c.model}</span>
             {c.continuedFromId ? (
               <>

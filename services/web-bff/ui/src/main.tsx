@@ -9,12 +9,13 @@
  */
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { createApi } from './api.ts';
+import { createApi, createWorkspaceApi } from './api.ts';
 import { forgetToken, saveToken, storedToken, takeTokenFromUrl } from './auth.ts';
 import { ConversationView } from './conversation-view.tsx';
 import { Sidebar } from './sidebar.tsx';
 
 const api = createApi();
+const workspaces = createWorkspaceApi();
 const PHONE = '(max-width: 760px)';
 
 function routeId(path: string): string | undefined {
@@ -22,8 +23,12 @@ function routeId(path: string): string | undefined {
   return m ? decodeURIComponent(m[1]!) : undefined;
 }
 
+/** A link's token that differs from the kept one: asked about before it replaces it. */
+const linkToken = takeTokenFromUrl();
+
 function App() {
   const [signedIn, setSignedIn] = useState(() => Boolean(storedToken()));
+  const [pending, setPending] = useState(linkToken);
   const [signInMessage, setSignInMessage] = useState('');
   const signedInRef = useRef(signedIn);
   signedInRef.current = signedIn;
@@ -63,7 +68,64 @@ function App() {
         }}
       />
     );
-  return <Shell authFailed={authFailed} />;
+  return (
+    <>
+      <Shell authFailed={authFailed} />
+      {pending ? (
+        <ReplaceTokenDialog
+          answer={(replace) => {
+            setPending(undefined);
+            if (!replace) return;
+            saveToken(pending);
+            // Everything shown belongs to the other token's user: start again as the new one.
+            location.reload();
+          }}
+        />
+      ) : null}
+    </>
+  );
+}
+
+/**
+ * Asked when a link carries a token other than the one kept: keep it (the default, and Esc), or
+ * sign in with the link's. Someone else's link would otherwise sign the page in as them.
+ */
+function ReplaceTokenDialog({ answer }: { answer(replace: boolean): void }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = dialog.current;
+    if (d && !d.open) d.showModal();
+  }, []);
+  const close = (replace: boolean) => {
+    dialog.current?.close();
+    answer(replace);
+  };
+  return (
+    <dialog
+      class="upgrade-dialog token-dialog"
+      aria-labelledby="token-title"
+      aria-describedby="token-desc"
+      ref={dialog}
+      onCancel={(ev) => {
+        ev.preventDefault();
+        close(false);
+      }}
+    >
+      <h2 id="token-title">Sign in with the link's token?</h2>
+      <p id="token-desc">
+        The link you opened carries a different token from the one you are signed in with. Using it signs this browser in as whoever that
+        token belongs to — possibly someone else, who would then see what you type. Keep your sign-in unless you expected this.
+      </p>
+      <div class="dialog-buttons">
+        <button type="button" class="primary" autofocus onClick={() => close(false)}>
+          Keep my sign-in
+        </button>
+        <button type="button" class="secondary" onClick={() => close(true)}>
+          Use the link's token
+        </button>
+      </div>
+    </dialog>
+  );
 }
 
 function SignIn({ message, done }: { message: string; done(token: string): void }) {
@@ -126,16 +188,16 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
 
   const newConversation = useCallback(() => {
     setDrawer(true);
-    const focusCwd = () => {
-      const cwd = document.getElementById('new-cwd') as HTMLInputElement | null;
-      if (!cwd || document.activeElement === cwd) return;
-      cwd.focus();
-      cwd.select();
+    // The form's first field: the workspace.
+    const focusWorkspace = () => {
+      const field = document.getElementById('new-workspace') as HTMLSelectElement | null;
+      if (!field || document.activeElement === field) return;
+      field.focus();
     };
     // At once where the form is beside the conversation (a page in the background gets no
     // animation frames); in the drawer, after it has opened (it is inert while closed).
-    focusCwd();
-    requestAnimationFrame(focusCwd);
+    focusWorkspace();
+    requestAnimationFrame(focusWorkspace);
   }, []);
 
   useEffect(() => {
@@ -229,6 +291,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
       <div class="layout">
         <Sidebar
           api={api}
+          workspaces={workspaces}
           current={id ?? ''}
           listVersion={listVersion}
           open={drawerOpen}
@@ -239,7 +302,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
         {drawerOpen ? <div class="drawer-backdrop" aria-hidden="true" onClick={() => setDrawer(false)} /> : null}
         <main class="main" id="main" inert={drawerOpen}>
           {id ? (
-            <ConversationView key={id} id={id} deps={{ api, authFailed, listChanged, navigate }} />
+            <ConversationView key={id} id={id} deps={{ api, workspaces, authFailed, listChanged, navigate }} />
           ) : (
             <div class="welcome">
               <h1>Welcome to Bedrock</h1>
@@ -292,5 +355,4 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
   );
 }
 
-takeTokenFromUrl();
 render(<App />, document.getElementById('app')!);

@@ -20,13 +20,16 @@ import {
 import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type UsageFigures } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import { errorText, isUnauthenticated, type Api } from './api.ts';
+import { errorText, isUnauthenticated, type Api, type WorkspaceApi } from './api.ts';
+import { placeOf } from './workspaces.ts';
 import { conversationTitle, inSpawnOrder } from './titles.ts';
 import { TranscriptModel } from './transcript-model.ts';
 import { watch } from './watch.ts';
 
 export interface SessionDeps {
   readonly api: Api;
+  /** The user's workspaces: a continuation starts in its source's workspace and directory. */
+  readonly workspaces?: WorkspaceApi;
   /** The token was refused: back to the sign-in form with this message. */
   authFailed(message: string): void;
   /** Something the conversation list shows changed (state, a new conversation). */
@@ -260,8 +263,9 @@ export class Session {
   async continueFrom(): Promise<void> {
     const from = this.conversation;
     if (!from) return;
+    const place = await placeOf(from, this.deps.workspaces);
     await this.act(async (requestId) => {
-      const res = await this.deps.api.createConversation({ cwd: from.cwd, model: from.model, continueFromId: from.id, requestId });
+      const res = await this.deps.api.createConversation({ ...place, model: from.model, continueFromId: from.id, requestId });
       this.deps.listChanged();
       if (res.conversation) this.deps.navigate(`/c/${res.conversation.id}`);
     });

@@ -1,5 +1,6 @@
 /**
- * The conversation list (newest first, searchable) and the new-conversation form. On a wide
+ * The conversation list (newest first, searchable) and the new-conversation form (a workspace of
+ * the user's, or a new one, and a directory inside it; a host directory on single-user installs). On a wide
  * screen it is a column beside the conversation; on a phone it is a drawer (main.tsx).
  */
 import { StateKind, type Conversation, type ServerTool, type ThinkingLevel } from '@bedrock/contracts';
@@ -8,13 +9,15 @@ import { SERVER_TOOLS, serverToolLabel, serverToolName, THINKING_CHOICES, thinki
 import { isBusy, stateShort } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { errorText, isUnauthenticated, type Api } from './api.ts';
+import { errorText, isUnauthenticated, type Api, type WorkspaceApi } from './api.ts';
+import { DEFAULT_WORKSPACE, type Place } from './workspaces.ts';
 import { RelativeTime } from './time.tsx';
 import { SpendLine } from './spend-line.tsx';
 import { conversationTitle, SEARCH_DELAY_MS, SEARCH_MAX, searchQuery } from './titles.ts';
 
 export interface SidebarProps {
   readonly api: Api;
+  readonly workspaces: WorkspaceApi;
   readonly current: string;
   /** Bumped when the list should be loaded again. */
   readonly listVersion: number;
@@ -26,6 +29,7 @@ export interface SidebarProps {
 }
 
 const LAST_CWD = 'bedrock.lastCwd';
+const LAST_WORKSPACE = 'bedrock.lastWorkspace';
 
 export function Sidebar(props: SidebarProps) {
   const [conversations, setConversations] = useState<Conversation[] | undefined>(undefined);
@@ -83,7 +87,7 @@ export function Sidebar(props: SidebarProps) {
       inert={props.inert}
       aria-hidden={props.inert ? 'true' : undefined}
     >
-      <NewConversation api={props.api} authFailed={props.authFailed} navigate={props.navigate} />
+      <NewConversation api={props.api} workspaces={props.workspaces} authFailed={props.authFailed} navigate={props.navigate} />
       <div class="list-head">
         <h2 class="list-title">Conversations</h2>
         <input
@@ -160,29 +164,92 @@ function Item({ conversation: c, current }: { conversation: Conversation; curren
   );
 }
 
-function NewConversation({ api, authFailed, navigate }: Pick<SidebarProps, 'api' | 'authFailed' | 'navigate'>) {
+/** The value of the workspace select's "New workspace…" choice (no workspace name can start with a space). */
+const NEW_WORKSPACE = ' new';
+
+/** `default` first (the server makes it on first use), then the user's others by name. */
+function workspaceChoices(names: readonly string[]): string[] {
+  return [DEFAULT_WORKSPACE, ...[...new Set(names)].filter((n) => n !== DEFAULT_WORKSPACE).sort()];
+}
+
+function NewConversation({ api, workspaces, authFailed, navigate }: Pick<SidebarProps, 'api' | 'workspaces' | 'authFailed' | 'navigate'>) {
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
+  const [names, setNames] = useState<string[]>([DEFAULT_WORKSPACE]);
+  const [chosen, setChosen] = useState(() => localStorage.getItem(LAST_WORKSPACE) || DEFAULT_WORKSPACE);
+  const newName = useRef<HTMLInputElement>(null);
+  const gitUrl = useRef<HTMLInputElement>(null);
+  const dir = useRef<HTMLInputElement>(null);
   const cwd = useRef<HTMLInputElement>(null);
   const model = useRef<HTMLInputElement>(null);
   const thinking = useRef<HTMLSelectElement>(null);
   const boxes = useRef(new Map<ServerTool, HTMLInputElement>());
 
+  // The user's workspaces; without an answer (no workspace storage) the choice is `default` alone.
+  useEffect(() => {
+    let live = true;
+    workspaces
+      .listWorkspaces({})
+      .then((res) => live && setNames(workspaceChoices(res.workspaces.map((w) => w.name))))
+      .catch(() => undefined);
+    return () => {
+      live = false;
+    };
+  }, [workspaces]);
+  const selected = chosen === NEW_WORKSPACE || names.includes(chosen) ? chosen : DEFAULT_WORKSPACE;
+  const onRetry = ({ attempt, attempts, error }: { attempt: number; attempts: number; error: unknown }) =>
+    setError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`);
+
+  /** Where the conversation works: a filled host directory; else the workspace (made first when new) and the directory inside it. */
+  const placeChosen = async (): Promise<Place | undefined> => {
+    const host = cwd.current?.value.trim() ?? '';
+    if (host) {
+      if (host.startsWith('/')) return { workspace: '', cwd: host };
+      setError('A host directory is an absolute path, such as /home/me/project (or leave it empty to use the workspace).');
+      cwd.current?.focus();
+      return undefined;
+    }
+    let workspace = selected;
+    if (selected === NEW_WORKSPACE) {
+      const name = newName.current?.value.trim() ?? '';
+      if (!name) {
+        setError('Give the new workspace a name.');
+        newName.current?.focus();
+        return undefined;
+      }
+      const git = gitUrl.current?.value.trim() ?? '';
+      // One request id for this click: one workspace however many tries it takes.
+      const res = await retrying(
+        (requestId) => workspaces.createWorkspace({ name, requestId, source: git ? { case: 'gitUrl', value: git } : { case: undefined } }),
+        { onRetry },
+      );
+      workspace = res.workspace?.name ?? name;
+      // Made: a second click (after a refused conversation) uses it rather than making it again.
+      setNames((known) => workspaceChoices([...known, workspace]));
+      setChosen(workspace);
+    }
+    // `default` goes as no name: the server uses the user's default workspace, made on first use.
+    return { workspace: workspace === DEFAULT_WORKSPACE ? '' : workspace, cwd: dir.current?.value.trim() ?? '' };
+  };
+
   const create = async () => {
-    const dir = cwd.current?.value.trim() ?? '';
     const level = Number(thinking.current?.value) as ThinkingLevel;
     const serverTools = SERVER_TOOLS.filter((t) => boxes.current.get(t)?.checked);
     setError('');
     setBusy(true);
     try {
+      const place = await placeChosen();
+      if (!place) return;
       // One request id for this click, repeated on retries: one conversation however many tries it takes.
       const res = await retrying(
         (requestId) =>
-          api.createConversation({ cwd: dir, model: model.current?.value.trim() ?? '', thinking: level, serverTools, requestId }),
-        { onRetry: ({ attempt, attempts, error }) => setError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`) },
+          api.createConversation({ ...place, model: model.current?.value.trim() ?? '', thinking: level, serverTools, requestId }),
+        { onRetry },
       );
       setError('');
-      localStorage.setItem(LAST_CWD, dir);
+      const host = !place.workspace && place.cwd.startsWith('/');
+      if (!host) localStorage.setItem(LAST_WORKSPACE, place.workspace || DEFAULT_WORKSPACE);
+      localStorage.setItem(LAST_CWD, host ? place.cwd : '');
       if (res.conversation) navigate(`/c/${res.conversation.id}`);
     } catch (err) {
       if (isUnauthenticated(err)) return authFailed(errorText(err));
@@ -202,13 +269,47 @@ function NewConversation({ api, authFailed, navigate }: Pick<SidebarProps, 'api'
       }}
     >
       <h2 id="new-title">New conversation</h2>
-      <label for="new-cwd">Working directory</label>
+      <label for="new-workspace">Workspace</label>
+      <select id="new-workspace" name="workspace" value={selected} onChange={(ev) => setChosen(ev.currentTarget.value)}>
+        {names.map((name) => (
+          <option key={name} value={name}>
+            {name}
+          </option>
+        ))}
+        <option value={NEW_WORKSPACE}>New workspace…</option>
+      </select>
+      {selected === NEW_WORKSPACE ? (
+        <>
+          <label for="new-workspace-name">New workspace name</label>
+          <input
+            id="new-workspace-name"
+            name="workspace-name"
+            ref={newName}
+            placeholder="my-project"
+            pattern="[a-z0-9][a-z0-9._\-]{0,62}"
+            title="1 to 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
+            autocomplete="off"
+            spellcheck={false}
+          />
+          <label for="new-workspace-git">Clone from git (optional)</label>
+          <input
+            id="new-workspace-git"
+            name="workspace-git"
+            ref={gitUrl}
+            placeholder="https://github.com/me/project.git"
+            autocomplete="off"
+            spellcheck={false}
+          />
+        </>
+      ) : null}
+      <label for="new-dir">Directory in the workspace (optional)</label>
+      <input id="new-dir" name="dir" ref={dir} placeholder="e.g. src/app" autocomplete="off" spellcheck={false} />
+      <label for="new-cwd">Host directory (single-user installs)</label>
       <input
         id="new-cwd"
         name="cwd"
         ref={cwd}
-        required
-        placeholder="/home/me/project"
+        placeholder="/home/me/project (instead of a workspace)"
         autocomplete="off"
         spellcheck={false}
         defaultValue={localStorage.getItem(LAST_CWD) ?? ''}

@@ -1,0 +1,61 @@
+/**
+ * The conversation service's client of the tool-runners' WorkspaceStorageService: every runner
+ * mounts the same workspace root, so a call may go to any of them (BEDROCK_WORKSPACE_STORAGE_URL,
+ * a host name standing for all its addresses). Every method of that service is idempotent, so a
+ * call whose connection broke is simply sent again.
+ */
+import { createClient } from '@connectrpc/connect';
+import { WorkspaceStorageService } from '@bedrock/contracts';
+import type { GetStorageInfoResponse, PrepareWorkspaceRequest, WorkspaceUsage } from '@bedrock/contracts';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { PrepareWorkspaceRequestSchema } from '@bedrock/contracts';
+import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
+
+export interface WorkspaceStorage {
+  /** Makes the workspace's directory (idempotent); answers its path. */
+  prepare(request: MessageInitShape<typeof PrepareWorkspaceRequestSchema>): Promise<string>;
+  /** Removes it (idempotent). */
+  remove(workspaceId: string): Promise<void>;
+  usage(workspaceIds: readonly string[]): Promise<WorkspaceUsage[]>;
+  info(): Promise<GetStorageInfoResponse>;
+  close(): void;
+}
+
+export interface WorkspaceStorageClientOptions {
+  /** Base URLs of the tool-runners' gRPC ports. */
+  readonly targets: readonly (string | URL)[];
+  /** This service's own token; the runners list it among their peers. */
+  readonly serviceToken: string | undefined;
+  /** Deadline of a prepare (a git clone can take minutes), ms. */
+  readonly prepareTimeoutMs: number;
+  /** Deadline of the other calls, ms. */
+  readonly timeoutMs: number;
+  readonly logger?: Logger;
+}
+
+export type { PrepareWorkspaceRequest };
+
+export function createWorkspaceStorageClient(options: WorkspaceStorageClientOptions): WorkspaceStorage {
+  const transport = createBalancedTransport({
+    name: 'tool-runner',
+    targets: options.targets,
+    session: { pingIntervalMs: 30_000, pingIdleConnection: true },
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  const client = createClient(WorkspaceStorageService, transport);
+  const headers = options.serviceToken ? serviceCredentialHeaders(options.serviceToken) : {};
+  const call = { headers, timeoutMs: options.timeoutMs };
+  return {
+    async prepare(request) {
+      return (await client.prepareWorkspace(request, { headers, timeoutMs: options.prepareTimeoutMs })).path;
+    },
+    async remove(workspaceId) {
+      await client.removeWorkspace({ workspaceId }, call);
+    },
+    async usage(workspaceIds) {
+      return (await client.getWorkspaceUsage({ workspaceIds: [...workspaceIds] }, call)).usage;
+    },
+    info: () => client.getStorageInfo({}, call),
+    close: () => transport.close(),
+  };
+}

@@ -42,6 +42,7 @@ export const ADMIN_FLAGS = [
   'monthly',
   'busy',
   'per-minute',
+  'conversations',
   'reset',
 ] as const;
 
@@ -114,7 +115,7 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
     if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}\n\n${USAGE}`);
   };
   if (area === 'limits') {
-    only(['daily', 'monthly', 'busy', 'per-minute', 'reset']);
+    only(['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset']);
     return adminLimits(rest.slice(1), values, env, output);
   }
   if (area === 'audit') {

@@ -79,6 +79,7 @@ export async function dispatch(
         'monthly',
         'busy',
         'per-minute',
+        'conversations',
         'reset',
       ] as const
     ).find((f) => values[f] !== undefined);

@@ -2,20 +2,20 @@
  * Spend and limits in the CLI (docs/cli.md, "Spend and limits"): `bedrock usage` shows the
  * caller's spend today and this month against their budgets and their other limits
  * (ConversationService.GetUsage); `bedrock admin limits USER [--daily USD] [--monthly USD]
- * [--busy N] [--per-minute N] [--reset]` shows or sets a user's (AdminService, admins only).
+ * [--busy N] [--per-minute N] [--conversations N] [--reset]` shows or sets a user's (AdminService, admins only).
  */
 import { toJson } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { createClient } from '@connectrpc/connect';
 import { AdminService, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
-import { parseUsd, spendAgainst } from '@bedrock/agent-view/money';
+import { formatUsd, parseUsd, spendAgainst } from '@bedrock/agent-view/money';
 import { apiTransport, connect } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
 import { USAGE, type OptionValues } from './usage.ts';
 
 /** The options of `admin limits`. */
-export const LIMIT_FLAGS = ['daily', 'monthly', 'busy', 'per-minute', 'reset'] as const;
+export const LIMIT_FLAGS = ['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset'] as const;
 
 const count = (n: number, none = 'no limit') => (n === 0 ? none : String(n));
 
@@ -30,6 +30,9 @@ export function renderUsage(u: UserUsage): string {
     `this month: ${spendAgainst(u.spentThisMonthMicros, l.monthlyBudgetMicros)}${own('monthly_budget_micros')}; resets ${at(u.monthResetsAt)}`,
     `busy conversations: ${u.busyConversations} of ${count(l.maxBusyConversations)}${own('max_busy_conversations')}`,
     `messages per minute: ${count(l.messagesPerMinute)}${own('messages_per_minute')}`,
+    `conversations: ${u.conversations} of ${count(l.maxConversations)}${own('max_conversations')}`,
+    // Budget held for requests in flight (each one's worst case until its response is priced).
+    ...(u.reservedMicros > 0n ? [`held for requests in flight: ${formatUsd(u.reservedMicros)}`] : []),
     '',
   ].join('\n');
 }
@@ -68,6 +71,7 @@ export async function adminLimits(args: string[], values: OptionValues, env: Nod
     ...(values.monthly !== undefined ? { monthlyBudgetMicros: dollars(values.monthly, 'monthly') } : {}),
     ...(values.busy !== undefined ? { maxBusyConversations: whole(values.busy, 'busy') } : {}),
     ...(values['per-minute'] !== undefined ? { messagesPerMinute: whole(values['per-minute'], 'per-minute') } : {}),
+    ...(values.conversations !== undefined ? { maxConversations: whole(values.conversations, 'conversations') } : {}),
   };
   if (values.reset && Object.keys(change).length > 0)
     throw new UsageError(`--reset returns every limit to the defaults: give no other limit with it\n\n${USAGE}`);

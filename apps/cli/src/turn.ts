@@ -4,7 +4,7 @@
  * the conversation until it comes to rest.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { isResting, MessageType, StateKind, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
+import { isResting, MessageType, rejectionOf, StateKind, type ConversationEvent, type ConversationState } from '@bedrock/contracts';
 import type { ApiClient } from './connection.ts';
 
 /** Codes after which a watch is resumed rather than given up. */
@@ -61,6 +61,8 @@ export async function* resumingWatch(
       if (signal.aborted) return;
       error = ConnectError.from(err);
       if (!RESUMABLE.has(error.code)) throw err;
+      // A limit (e.g. the user's watch streams on this server) is not lifted by trying again at once.
+      if (rejectionOf(error)?.code === 'limit_reached') throw err;
     }
     const now = Date.now();
     if (failures++ === 0) downSince = now;

@@ -57,7 +57,8 @@ export const USAGE = `usage: bedrock <command> [options]
                                       token is printed once
   usage                               your spend today and this month against your budgets,
                                       and your other limits
-  admin limits USER [--daily USD] [--monthly USD] [--busy N] [--per-minute N] [--reset]
+  admin limits USER [--daily USD] [--monthly USD] [--busy N] [--per-minute N]
+                   [--conversations N] [--reset]
                                       show a user's limits and spend, or set them (0: none;
                                       --reset: back to the server's defaults)
   admin audit [--user U] [--since 2h|ISO] [--until 2h|ISO] [--action A]
@@ -123,6 +124,7 @@ export const OPTIONS = {
   monthly: { type: 'string' },
   busy: { type: 'string' },
   'per-minute': { type: 'string' },
+  conversations: { type: 'string' },
   reset: { type: 'boolean' },
 } as const;
 

@@ -86,6 +86,7 @@ describe('spend and limits in the CLI', () => {
         'this month: $0.00 (no budget) (default); resets 2026-10-01T00:00:00Z',
         'busy conversations: 0 of no limit (default)',
         'messages per minute: no limit (default)',
+        'conversations: 0 of no limit (default)',
         '',
       ].join('\n'),
     );
@@ -95,10 +96,11 @@ describe('spend and limits in the CLI', () => {
     expect((await bedrock(['admin', 'limits', 'bob', '--daily', 'lots'])).code).toBe(2);
     expect((await bedrock(['admin', 'limits', 'bob', '--reset', '--busy', '1'])).code).toBe(2);
     expect((await bedrock(['usage', '--daily', '1'])).code).toBe(2);
-    const set = await bedrock(['admin', 'limits', 'bob', '--daily', '0.01', '--per-minute', '30']);
+    const set = await bedrock(['admin', 'limits', 'bob', '--daily', '0.01', '--per-minute', '30', '--conversations', '50']);
     expect(set.code).toBe(0);
     expect(set.stdout).toContain('today: $0.00 of $0.01 (0%); resets 2026-09-15T00:00:00Z\n');
     expect(set.stdout).toContain('messages per minute: 30\n');
+    expect(set.stdout).toContain('conversations: 0 of 50\n');
     expect(set.stdout).toContain('busy conversations: 0 of no limit (default)\n');
 
     // 4000 × $3 per million = $0.012: over the day's $0.01.
@@ -107,7 +109,7 @@ describe('spend and limits in the CLI', () => {
     expect((await bedrock(['usage'], 'bob')).stdout).toContain('today: $0.01 of $0.01 (120%); resets');
     const json = JSON.parse((await bedrock(['admin', 'limits', 'bob', '--json'])).stdout);
     expect(json).toMatchObject({ userId: 'bob', spentTodayMicros: '12000', limits: { dailyBudgetMicros: '10000', messagesPerMinute: 30 } });
-    expect(json.limitsSet).toEqual(['daily_budget_micros', 'messages_per_minute']);
+    expect(json.limitsSet).toEqual(['daily_budget_micros', 'messages_per_minute', 'max_conversations']);
 
     const over = await bedrock(['send', id, 'more'], 'bob');
     expect(over.code).toBe(3);

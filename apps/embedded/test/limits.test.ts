@@ -74,4 +74,24 @@ describe('limits in the embedded product', () => {
       expect(rejectionOf(err)).toMatchObject({ code: 'limit_reached', limit: 'max_busy_conversations' });
     }
   }, 60_000);
+
+  it('reserves budget on the one connection: a message with a request id (under the row lock) and one without', async () => {
+    const c = client();
+    const { conversation } = await c.createConversation({ cwd: workDir! });
+    const id = conversation!.id;
+    const rest = async () => {
+      for (let i = 0; i < 200; i++) {
+        const u = (await c.getUsage({})).usage!;
+        if (u.busyConversations === 0 && u.reservedMicros === 0n) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('still busy or holding budget');
+    };
+    await rest();
+    await c.sendMessage({ conversationId: id, text: 'with an id', requestId: 'embedded-reserve-1' });
+    await rest();
+    await c.sendMessage({ conversationId: id, text: 'without' });
+    await rest();
+    expect((await c.getUsage({})).usage).toMatchObject({ reservedMicros: 0n, conversations: 3 });
+  }, 60_000);
 });

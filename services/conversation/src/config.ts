@@ -177,7 +177,15 @@ export const conversationConfigSchema = section({
     }),
     messagesPerMinute: setting('BEDROCK_MESSAGES_PER_MINUTE', int({ min: 0 }), {
       default: 0,
-      doc: 'SendMessage calls one user may make per UTC minute; 0: no limit.',
+      doc: 'SendMessage and TriggerContinuation calls one user may make per UTC minute; 0: no limit.',
+    }),
+    maxConversations: setting('BEDROCK_MAX_CONVERSATIONS', int({ min: 0 }), {
+      default: 0,
+      doc: "Top-level conversations one user may own (created, forked or continued; sub-agents are their parent's); CreateConversation and ForkConversation over it are refused; 0: no limit.",
+    }),
+    imagePixelsPerMessage: setting('BEDROCK_IMAGE_PIXELS_PER_MESSAGE', int({ min: 1 }), {
+      default: 50_000_000,
+      doc: "Pixels (width × height, read from each image's header without decoding) all the images of one SendMessage may have together; a message over it is refused before it is admitted or decoded (decoding costs about 26 ms of CPU per million pixels).",
     }),
   }),
   /** Timing of a turn (the core's policy); all in ms. */

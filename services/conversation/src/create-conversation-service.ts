@@ -155,6 +155,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         monthlyBudgetMicros: config.limits.monthlyBudget,
         maxBusyConversations: config.limits.maxBusyConversations,
         messagesPerMinute: config.limits.messagesPerMinute,
+        maxConversations: config.limits.maxConversations,
       },
     });
     const applier = createApplier({
@@ -165,7 +166,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       maxOutputTokens: config.models.maxOutputTokens,
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
-      remainingBudget: (owner, at, client) => limits.remainingBudget(owner, at, client),
+      reserve: (request, at, client) => limits.reserve(request, at, client),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const ws = config.workspaces;
@@ -250,6 +251,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             defaultThinking: config.conversations.defaultThinking,
             allowedServerTools: config.conversations.serverTools ?? [],
             checkCwd: config.conversations.checkCwd,
+            imagePixelsPerMessage: config.limits.imagePixelsPerMessage,
             workspaces,
             sandboxAvailable,
             onApplied: recordTransition,

@@ -78,6 +78,38 @@ function pngClaiming(width: number, height: number): Uint8Array {
   );
 }
 
+/**
+ * A real, decodable PNG of `width` × `height` one-bit grey pixels, all black: a few kilobytes
+ * that take libvips over a second of CPU to decode at 100 megapixels.
+ */
+function bigPng(width: number, height: number): Uint8Array {
+  const row = 1 + Math.ceil(width / 8);
+  const raw = Buffer.alloc(row * height); // filter 0, every pixel 0
+  const idat = deflateSync(raw, { level: 9 });
+  const header = pngClaiming(width, height);
+  // pngClaiming's IHDR (8-bit RGB) with bit depth 1, grey; then the real IDAT and IEND.
+  const ihdr = Buffer.from(header.subarray(0, 33));
+  ihdr[24] = 1;
+  ihdr[25] = 0;
+  ihdr.writeUInt32BE(crc(ihdr.subarray(12, 29)), 29);
+  const idatChunk = Buffer.alloc(12 + idat.length);
+  idatChunk.writeUInt32BE(idat.length, 0);
+  idatChunk.write('IDAT', 4, 'latin1');
+  idat.copy(idatChunk, 8);
+  idatChunk.writeUInt32BE(crc(idatChunk.subarray(4, 8 + idat.length)), 8 + idat.length);
+  const iend = Buffer.from([0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);
+  return new Uint8Array(Buffer.concat([ihdr, idatChunk, iend]));
+}
+
+function crc(b: Buffer): number {
+  let c = 0xffffffff;
+  for (const byte of b) {
+    c ^= byte;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  }
+  return (c ^ 0xffffffff) >>> 0;
+}
+
 describe('images are decoded at SendMessage', () => {
   it('accepts real PNG, JPEG, GIF and WebP images', async () => {
     const id = await h.createConversation('alice', dir);
@@ -135,7 +167,7 @@ describe('images are decoded at SendMessage', () => {
     const svg = new TextEncoder().encode('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>');
     expectInvalid(
       await send([{ mediaType: 'image/webp', data: svg }]),
-      /image 1: the data is not a valid image\/webp \(it decodes as svg\)$/,
+      /image 1: the data is not a valid image\/webp: it does not decode \(not a PNG, JPEG, GIF or WebP header\)$/,
     );
     // A small file claiming a huge image is refused before decoding.
     expectInvalid(
@@ -166,6 +198,29 @@ describe('images are decoded at SendMessage', () => {
     );
     // Generous bound for a shared 2-core machine; the figure above is the measurement.
     expect(checkMs).toBeLessThan(1000);
+  });
+
+  it('refuses 20 images of 100 megapixels each in under a second, from their headers, decoding none (memory flat)', async () => {
+    const png = bigPng(10_000, 10_000);
+    // It is a real image: libvips reads its header as such (its pixels are not decoded here).
+    expect(await sharp(png, { limitInputPixels: false }).metadata()).toMatchObject({ format: 'png', width: 10_000, height: 10_000 });
+    const id = await h.createConversation('alice', dir);
+    const images = Array.from({ length: 20 }, () => ({ mediaType: 'image/png', data: png }));
+    const rssBefore = process.memoryUsage().rss;
+    const started = performance.now();
+    const err = await rpcError(h.client().sendMessage({ conversationId: id, text: 'twenty big ones', images }));
+    const ms = performance.now() - started;
+    const rssAfter = process.memoryUsage().rss;
+    console.log(
+      `20 × 100-Mpx PNGs (${(png.byteLength / 1024).toFixed(0)} KiB each): refused in ${ms.toFixed(0)} ms; RSS ${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssAfter / 2 ** 20).toFixed(0)} MiB`,
+    );
+    expectInvalid(
+      err,
+      /the images of this message have 2,000,000,000 pixels together; the limit is 50,000,000 pixels per message \(image 1: 10000×10000, /,
+    );
+    expect(ms).toBeLessThan(1000);
+    expect(rssAfter - rssBefore).toBeLessThan(64 * 2 ** 20);
+    expect(h.llmJobsOf(id)).toHaveLength(0);
   });
 
   it('keeps the pixel limit in LIMITS', () => {

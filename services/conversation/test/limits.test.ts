@@ -76,7 +76,13 @@ describe('limits', () => {
     expect((await rpcError(admin().setUserLimits({ userId: 'erin' }))).code).toBe(Code.InvalidArgument);
     expect((await rpcError(admin().setUserLimits({ userId: 'erin', reset: true, messagesPerMinute: 1 }))).code).toBe(Code.InvalidArgument);
     const fresh = (await admin().getUserLimits({ userId: 'erin' })).usage!;
-    expect(fresh.limits).toMatchObject({ dailyBudgetMicros: 0n, monthlyBudgetMicros: 0n, maxBusyConversations: 3, messagesPerMinute: 0 });
+    expect(fresh.limits).toMatchObject({
+      dailyBudgetMicros: 0n,
+      monthlyBudgetMicros: 0n,
+      maxBusyConversations: 3,
+      messagesPerMinute: 0,
+      maxConversations: 0,
+    });
     expect(fresh.limitsSet).toEqual([]);
 
     const set = (await admin().setUserLimits({ userId: 'erin', dailyBudgetMicros: 5_000_000n, messagesPerMinute: 7 })).usage!;
@@ -171,6 +177,40 @@ describe('limits', () => {
     await h.processed(`r/${job.requestId}`);
     await h.client('ivy', b).sendMessage({ conversationId: rejected[0]!, text: 'go' });
     await refused(h.client('ivy').sendMessage({ conversationId: rejected[1]!, text: 'go' }), 'max_busy_conversations');
+  });
+});
+
+describe('conversations per user', () => {
+  it('of creations and forks racing through both replicas only the limit succeed; deleting one makes room', async () => {
+    await admin().setUserLimits({ userId: 'kim', maxConversations: 3 });
+    expect((await admin().getUserLimits({ userId: 'kim' })).usage!.limitsSet).toEqual(['max_conversations']);
+    const first = await h.createConversation('kim');
+    await spend('kim', first, 1);
+    const attempts = await Promise.allSettled([
+      h.client('kim').createConversation({ cwd: '/tmp' }),
+      h.client('kim', b).createConversation({ cwd: '/tmp' }),
+      h.client('kim').forkConversation({ conversationId: first }),
+      h.client('kim', b).forkConversation({ conversationId: first }),
+      h.client('kim').createConversation({ cwd: '/tmp', requestId: 'kim-create-1' }),
+    ]);
+    expect(attempts.filter((o) => o.status === 'fulfilled')).toHaveLength(2);
+    for (const o of attempts) {
+      if (o.status === 'rejected') {
+        expect(o.reason).toMatchObject({ code: Code.ResourceExhausted });
+        const rejection = rejectionOf(o.reason)!;
+        expect(rejection).toMatchObject({ code: 'limit_reached', limit: 'max_conversations' });
+        expect(rejection.resetsAt).toBeUndefined();
+        expect(rejection.message).toBe(
+          'conversations limit reached: you have 3 of 3 conversations; delete one you no longer need (bedrock rm ID) to make room',
+        );
+      }
+    }
+    const usage = (await h.client('kim').getUsage({})).usage!;
+    expect(usage).toMatchObject({ conversations: 3, limits: { maxConversations: 3 } });
+    // Sub-agents are not counted; a deleted conversation frees its place.
+    await h.client('kim').deleteConversation({ conversationId: first });
+    await h.client('kim', b).createConversation({ cwd: '/tmp' });
+    await refused(h.client('kim').createConversation({ cwd: '/tmp' }), 'max_conversations');
   });
 });
 

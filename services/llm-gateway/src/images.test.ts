@@ -66,6 +66,25 @@ describe('prepareImage', () => {
     await expect(prepareImage({ mediaType: 'image/png', data: tiff }, ctx)).rejects.toThrow(/is tiff; only/);
   });
 
+  it('refuses an image over maxInputPixels from its header, without decoding it', async () => {
+    // A PNG header claiming 20000 × 20000 pixels, with no pixel data at all.
+    const png = Buffer.alloc(33);
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]).copy(png);
+    png.writeUInt32BE(20_000, 16);
+    png.writeUInt32BE(20_000, 20);
+    png[24] = 8;
+    png[25] = 2;
+    const started = performance.now();
+    await expect(prepareImage({ mediaType: 'image/png', data: png }, ctx)).rejects.toThrow(
+      'image 1 of message 1 is 20000x20000 px (400000000 pixels); the gateway decodes at most 100000000 pixels per image.',
+    );
+    expect(performance.now() - started).toBeLessThan(100);
+    // A malformed header of a known format is refused as undecodable.
+    await expect(prepareImage({ mediaType: 'image/png', data: png.subarray(0, 20) }, ctx)).rejects.toThrow(
+      /could not be decoded as image\/png: PNG/,
+    );
+  });
+
   it('trusts the bytes over a wrong declared media type', async () => {
     const out = await prepareImage({ mediaType: 'image/png', data: await solid(10, 10, 'webp') }, ctx);
     expect(out.mediaType).toBe('image/webp');

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import sharp, { type Metadata } from 'sharp';
+import { ImageHeaderError, readImageSize, sniffImageFormat } from '@bedrock/contracts/image-size';
 import { sentence } from './sentences.ts';
 
 /** The media types the Messages API accepts. */
@@ -27,6 +28,12 @@ export interface ImageLimits {
    * at full size (within the hard limits above).
    */
   readonly targetLongEdgePx: number;
+  /**
+   * Largest image (width × height, read from its header before anything is decoded) the gateway
+   * decodes to resize; a larger one is not sent (its note says why). Images of user messages were
+   * bounded by the conversation service already; this bounds those of tool results. Default 100,000,000.
+   */
+  readonly maxInputPixels: number;
 }
 
 export const DEFAULT_IMAGE_LIMITS: ImageLimits = {
@@ -35,6 +42,7 @@ export const DEFAULT_IMAGE_LIMITS: ImageLimits = {
   manyImagesMaxDimensionPx: 2000,
   manyImagesThreshold: 20,
   targetLongEdgePx: 1568,
+  maxInputPixels: 100_000_000,
 };
 
 /** An image that cannot be sent; `message` is safe to show to the user. */
@@ -111,9 +119,26 @@ export async function prepareImage(
   if (cached) return cached;
 
   const input = Buffer.from(image.data.buffer, image.data.byteOffset, image.data.byteLength);
+  // The size from the header first, without decoding: one too large is refused before libvips
+  // allocates anything, and libvips may not go past what the header claims.
+  // (Data that is none of the four formats goes on to libvips' header read, which names what it is.)
+  let claimed = limits.maxInputPixels;
+  if (sniffImageFormat(image.data) !== null)
+    try {
+      const size = readImageSize(image.data);
+      claimed = size.width * size.height;
+      if (claimed > limits.maxInputPixels) {
+        throw new ImageRejectedError(
+          `${context.label} is ${size.width}x${size.height} px (${claimed} pixels); the gateway decodes at most ${limits.maxInputPixels} pixels per image.`,
+        );
+      }
+    } catch (err) {
+      if (!(err instanceof ImageHeaderError)) throw err;
+      throw new ImageRejectedError(sentence(`${context.label} could not be decoded as ${declared}: ${err.message}`));
+    }
   let meta: Metadata;
   try {
-    meta = await sharp(input).metadata();
+    meta = await sharp(input, { limitInputPixels: claimed }).metadata();
   } catch (err) {
     throw new ImageRejectedError(sentence(`${context.label} could not be decoded as ${declared}: ${(err as Error).message}`));
   }
@@ -159,7 +184,12 @@ async function shrink(
   let lastSize = 0;
   for (const attempt of attempts) {
     edge = Math.max(1, Math.floor(edge * attempt.scale));
-    let pipeline = sharp(input).resize({ width: edge, height: edge, fit: 'inside', withoutEnlargement: true });
+    let pipeline = sharp(input, { limitInputPixels: width * height }).resize({
+      width: edge,
+      height: edge,
+      fit: 'inside',
+      withoutEnlargement: true,
+    });
     let mediaType: ImageMediaType;
     if (attempt.format === 'jpeg' || type === 'image/jpeg') {
       pipeline = pipeline.flatten({ background: '#ffffff' }).jpeg({ quality: attempt.quality, mozjpeg: true });

@@ -34,7 +34,14 @@ describe('web-bff config', () => {
       timeout: 30_000,
       serviceTokenFile: undefined,
     });
-    expect(config.watch).toEqual({ heartbeat: 15_000, maxLag: 30_000, stallTimeout: 60_000, bufferEvents: 512, linger: 10_000 });
+    expect(config.watch).toEqual({
+      heartbeat: 15_000,
+      maxLag: 30_000,
+      stallTimeout: 60_000,
+      bufferEvents: 512,
+      linger: 10_000,
+      maxPerUser: 64,
+    });
     expect(config.http).toEqual({ corsOrigins: ['http://localhost:5173', 'http://127.0.0.1:5173'], uiDir: undefined });
   });
 

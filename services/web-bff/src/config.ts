@@ -135,6 +135,11 @@ export const webBffConfigSchema = section({
       default: 10_000,
       doc: "How long a conversation's shared reader and buffer outlive its last watcher, so reconnecting clients resume from memory.",
     }),
+    /** Streams. */
+    maxPerUser: setting('BEDROCK_WATCH_MAX_PER_USER', int({ min: 0 }), {
+      default: 64,
+      doc: 'Watch streams one user may have open at once on one web-bff replica (each costs 16-50 KiB); one more is refused with RESOURCE_EXHAUSTED `limit_reached` (`max_watch_streams`); 0: no limit.',
+    }),
   }),
   http: section({
     corsOrigins: setting('BEDROCK_CORS_ORIGINS', list(str('an origin')), {

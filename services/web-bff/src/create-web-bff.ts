@@ -47,6 +47,7 @@ import { createStallWatchdog } from './watch/stall-watchdog.ts';
 import { ShutdownSignal } from './http/shutdown-signal.ts';
 import { grpcWatchFastPath, WATCH_PATH } from './watch/grpc-watch.ts';
 import type { WatchDeps } from './watch/watcher.ts';
+import { createReclaimer, exposeGc } from './watch/reclaim.ts';
 
 export const SERVICE_NAME = 'web-bff';
 
@@ -194,6 +195,11 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
   });
   const watchdog = createStallWatchdog(config.watch.stallTimeout, () => logger.info('watch stream reset: the client stopped reading'));
+  // After a mass of watch streams closed, their garbage is collected rather than left until load returns (see the file).
+  const reclaimer = createReclaimer({
+    gc: exposeGc(),
+    onCollect: (closed, ms) => logger.info({ closed, gc_ms: Math.round(ms) }, 'memory reclaimed after watch streams closed'),
+  });
   // Every call listens on the shutdown signal (10,000 watches are 10,000 listeners): a Set, not an EventTarget (see the file).
   const shutdown = new ShutdownSignal();
 
@@ -216,8 +222,10 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
         logger,
         heartbeatMs: config.watch.heartbeat,
         maxLagMs: config.watch.maxLag,
+        maxWatchesPerUser: config.watch.maxPerUser,
         onWatchDeps: (deps) => (watchDeps = deps),
         onWatchers: (delta) => {
+          if (delta < 0) reclaimer.closed();
           metrics.activeStreams.inc({ kind: 'watch' }, delta);
           metrics.activeStreams.set({ kind: 'watch_conversation' }, fanout.stats().conversations);
         },
@@ -285,6 +293,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     upstream.close();
     await fanout.close();
     watchdog.stop();
+    reclaimer.stop();
     await ownedTransport?.close();
     throw err;
   }
@@ -324,6 +333,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
         health.shutdown();
         await Promise.all(listeners.map((l) => l.close(config.server.shutdownGrace)));
         watchdog.stop();
+        reclaimer.stop();
         upstream.close();
         await fanout.close();
         await metricsSrv.close();

@@ -247,6 +247,7 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
       if (req.monthlyBudgetMicros !== undefined) change.monthlyBudgetMicros = amount(req.monthlyBudgetMicros, 'monthly_budget_micros');
       if (req.maxBusyConversations !== undefined) change.maxBusyConversations = req.maxBusyConversations;
       if (req.messagesPerMinute !== undefined) change.messagesPerMinute = req.messagesPerMinute;
+      if (req.maxConversations !== undefined) change.maxConversations = req.maxConversations;
       if (req.reset && Object.keys(change).length > 0)
         throw new ConnectError('reset returns every limit to the defaults: give no limit with it', Code.InvalidArgument);
       if (!req.reset && Object.keys(change).length === 0)

@@ -63,7 +63,8 @@ import {
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
-import { checkImageDecodes } from './images.ts';
+import { checkImageDecodes, checkImageHeaders } from './images.ts';
+import type { ImageSize } from '@bedrock/contracts/image-size';
 import { LIMITS } from './limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
@@ -100,6 +101,8 @@ export interface ConversationApiOptions {
    * before the notification streams are deleted, ms. Default 1000.
    */
   readonly deletedStreamGraceMs?: number;
+  /** Pixels all the images of one message may have together (BEDROCK_IMAGE_PIXELS_PER_MESSAGE). Default 100,000,000. */
+  readonly imagePixelsPerMessage?: number;
   /** The transport's queues and run ledger: a deleted conversation's jobs and tool results are removed from them. */
   readonly leftovers?: ConversationLeftovers;
   /** Refuse CreateConversation whose cwd is not a directory on this host (BEDROCK_CHECK_CWD). Default true. */
@@ -165,8 +168,12 @@ function rejectedError(result: Extract<ApplyResult, { kind: 'rejected' }>): Conn
 
 type Settled = Extract<ApplyResult, { kind: 'applied' | 'noop' }>;
 
-/** Checks count, media types and sizes, then decodes every image (images.ts); nothing is stored if one fails. */
-async function validateImages(images: readonly ImageAttachment[]): Promise<void> {
+/**
+ * Checks count, media types, byte sizes and headers (pixels, against `pixelBudget` together):
+ * cheap, before the user's limits. Answers the step that decodes every image (images.ts), run
+ * once the message is admitted. Nothing is stored if one fails.
+ */
+function validateImages(images: readonly ImageAttachment[], pixelBudget: number): () => Promise<void> {
   if (images.length > LIMITS.maxImages) {
     throw new ConnectError(`too many images: ${images.length} (at most ${LIMITS.maxImages} per message)`, Code.InvalidArgument);
   }
@@ -185,8 +192,11 @@ async function validateImages(images: readonly ImageAttachment[]): Promise<void>
       );
     }
   });
-  // One at a time: decoding is the expensive part, and the first bad image ends the call.
-  for (const [i, image] of images.entries()) await checkImageDecodes(i, image.mediaType, image.data);
+  const sizes: ImageSize[] = checkImageHeaders(images, pixelBudget);
+  return async () => {
+    // One at a time: decoding is the expensive part, and the first bad image ends the call.
+    for (const [i, image] of images.entries()) await checkImageDecodes(i, image.mediaType, image.data, sizes[i]);
+  };
 }
 
 /**
@@ -378,6 +388,8 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     readonly eventType: ConversationEvent['type'];
     /** The event to apply; validation that throws goes here (skipped when a retry is answered from its first outcome). */
     readonly event: () => ConversationEvent | Promise<ConversationEvent>;
+    /** Expensive validation (decoding images), run only once the call is admitted by the user's limits. */
+    readonly admitted?: () => Promise<void>;
     readonly respond: (result: Settled) => MessageShape<S>;
   }
 
@@ -410,11 +422,17 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         : await applier.apply(id, event, trace, actor);
     };
     // A user message starts the agent: the turn's `invoke_agent` span (GenAI conventions) parents its jobs.
-    // It meets the user's limits first; to a conversation at rest it starts a turn (one more busy).
+    // It, and a continuation (a summary request), meets the user's limits first; to a conversation at
+    // rest it starts a turn (one more busy). Expensive validation runs only once admitted.
     const limits = options.limits;
-    const send = limits ? () => limits.admitMessage(ownerId, isResting(current.phase.kind), now(), apply) : apply;
+    const admittedThenApply = action.admitted ? async () => (await action.admitted!(), apply()) : apply;
+    const startsWork = event.type === 'user_message' || event.type === 'user_trigger_continuation';
+    const send =
+      limits && startsWork
+        ? () => limits.admitMessage(ownerId, isResting(current.phase.kind), now(), admittedThenApply)
+        : admittedThenApply;
     const result =
-      event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, send) : await apply();
+      event.type === 'user_message' ? await inSpan('invoke_agent', { attributes: invokeAgentAttributes(id) }, send) : await send();
     // A duplicate that was in flight at the same time (another replica): the first one's outcome.
     if (result.kind === 'replayed') return replayed(result.prior);
     options.onApplied?.(result.kind === 'not_found' ? 'none' : result.from, event.type, result.kind);
@@ -476,11 +494,14 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       });
       const respond = (record: ConversationRecord) =>
         create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
-      if (!key) return respond(await store.create(input, seed));
-      const result = await store.createRequest(input, seed, {
-        key,
-        outcome: (record) => ({ response: toBinary(CreateConversationResponseSchema, respond(record)) }),
-      });
+      const admit = <T>(create: () => Promise<T>) => (options.limits ? options.limits.admitConversation(user, now(), create) : create());
+      if (!key) return respond(await admit(() => store.create(input, seed)));
+      const result = await admit(() =>
+        store.createRequest(input, seed, {
+          key,
+          outcome: (record) => ({ response: toBinary(CreateConversationResponseSchema, respond(record)) }),
+        }),
+      );
       // The same request in flight at the same time (another replica) created it: answer with that one.
       return result.kind === 'replayed' ? replay(result.prior, key, CreateConversationResponseSchema) : respond(result.record);
     },
@@ -616,16 +637,20 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       };
       const respond = (record: ConversationRecord) =>
         create(ForkConversationResponseSchema, { conversation: conversationToProto(record, policy) });
-      const result = await store.fork(
-        input,
-        copy,
-        key ? { key, outcome: (record) => ({ response: toBinary(ForkConversationResponseSchema, respond(record)) }) } : undefined,
-      );
+      const fork = () =>
+        store.fork(
+          input,
+          copy,
+          key ? { key, outcome: (record) => ({ response: toBinary(ForkConversationResponseSchema, respond(record)) }) } : undefined,
+        );
+      // A fork is one more conversation of the user: it meets their limit on conversations.
+      const result = await (options.limits ? options.limits.admitConversation(source.ownerId, now(), fork) : fork());
       return result.kind === 'replayed' ? replay(result.prior, key!, ForkConversationResponseSchema) : respond(result.record);
     },
 
-    sendMessage: (req, ctx) =>
-      act(ctx, {
+    sendMessage: (req, ctx) => {
+      let decodeImages: (() => Promise<void>) | undefined;
+      return act(ctx, {
         method: 'SendMessage',
         conversationId: req.conversationId,
         requestSchema: SendMessageRequestSchema,
@@ -646,7 +671,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
               Code.InvalidArgument,
             );
           }
-          await validateImages(req.images);
+          decodeImages = validateImages(req.images, options.imagePixelsPerMessage ?? LIMITS.maxImagePixels);
           return {
             type: 'user_message',
             text: req.text,
@@ -667,7 +692,9 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
             ...(queued ? { queuedId } : {}),
           });
         },
-      }),
+        admitted: () => decodeImages?.() ?? Promise.resolve(),
+      });
+    },
 
     cancelQueuedMessage: (req, ctx) =>
       act(ctx, {

@@ -1,15 +1,27 @@
 /**
- * Images of SendMessage are checked by decoding them, not by their declared media type: a
- * file that is not the image it claims would be stored and then fail every later turn of the
- * conversation (the model's API refuses the request that carries it). Each image must be
- * recognised by sharp (libvips) as the format its media type names, have a size within
- * {@link LIMITS.maxImagePixels}, and decode in full (every pixel of its first frame is read;
- * a truncated or corrupt file fails). Decoding runs on libvips' threads, streaming, so an
- * image costs CPU time but never its full decoded size in memory.
+ * Images of SendMessage are checked in two steps (docs/conversation.md, "Input validation"):
+ *
+ *  1. **Headers, before admission** (`checkImageHeaders`): each image's format and size are read
+ *     from its header without decoding (`@bedrock/contracts/image-size`: microseconds, no
+ *     allocation); the format must be the one its media type names, each image at most
+ *     {@link LIMITS.maxImagePixels} pixels and all of a message's images together at most the
+ *     per-message pixel budget (BEDROCK_IMAGE_PIXELS_PER_MESSAGE). A message over it is refused
+ *     before it meets the user's limits and before anything is decoded.
+ *  2. **Decoding, after admission** (`checkImageDecodes`): every pixel of the first frame is read
+ *     by sharp (libvips), so a truncated or corrupt file fails here rather than at the model's
+ *     API on every later turn. Bounded: libvips may not allocate for more pixels than the header
+ *     claimed (`limitInputPixels`), a file whose decoder disagrees with its header is refused,
+ *     one decode runs at a time in this process, and libvips keeps no cache of the inputs
+ *     (`sharp.cache(false)`), so memory returns once the call is answered.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import sharp from 'sharp';
+import sharp, { type Metadata } from 'sharp';
+import { ImageHeaderError, readImageSize, type ImageSize } from '@bedrock/contracts/image-size';
 import { LIMITS } from './limits.ts';
+
+// libvips' operation cache would keep decoded inputs (up to 50 MB and 20 files by default) alive
+// after the call: nothing here is decoded twice, so it only holds memory.
+sharp.cache(false);
 
 /** sharp's format name of each accepted media type. */
 const FORMAT_OF: Readonly<Record<string, string>> = { 'image/png': 'png', 'image/jpeg': 'jpeg', 'image/gif': 'gif', 'image/webp': 'webp' };
@@ -21,42 +33,97 @@ function reason(err: unknown): string {
   return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
+const count = (n: number) => n.toLocaleString('en-US');
+
 /**
- * Throws INVALID_ARGUMENT unless `data` decodes as the image `mediaType` declares; `index` is
- * 0-based, messages say "image 1" for the first.
+ * Step 1: reads every image's header; throws INVALID_ARGUMENT when one is not the image its
+ * media type names, is malformed, is over the per-image limit, or the images together are over
+ * `pixelBudget`. Answers the sizes (in order) for step 2. Cheap: no image is decoded.
  */
-export async function checkImageDecodes(index: number, mediaType: string, data: Uint8Array): Promise<void> {
+export function checkImageHeaders(
+  images: readonly { readonly mediaType: string; readonly data: Uint8Array }[],
+  pixelBudget: number,
+): ImageSize[] {
+  let total = 0;
+  const sizes = images.map((image, index) => {
+    const label = `image ${index + 1}`;
+    let size: ImageSize;
+    try {
+      size = readImageSize(image.data);
+    } catch (err) {
+      if (!(err instanceof ImageHeaderError)) throw err;
+      throw new ConnectError(
+        `${label}: the data is not a valid ${image.mediaType}: it does not decode (${err.message})`,
+        Code.InvalidArgument,
+      );
+    }
+    if (size.format !== FORMAT_OF[image.mediaType]) {
+      throw new ConnectError(`${label}: the data is not a valid ${image.mediaType} (it decodes as ${size.format})`, Code.InvalidArgument);
+    }
+    const pixels = size.width * size.height;
+    if (pixels > LIMITS.maxImagePixels) {
+      throw new ConnectError(
+        `${label} is ${size.width}×${size.height} pixels; the limit is ${count(LIMITS.maxImagePixels)} pixels`,
+        Code.InvalidArgument,
+      );
+    }
+    total += pixels;
+    return size;
+  });
+  if (total > pixelBudget) {
+    const each = sizes.map((s, i) => `image ${i + 1}: ${s.width}×${s.height}`).join(', ');
+    throw new ConnectError(
+      `the images of this message have ${count(total)} pixels together; the limit is ${count(pixelBudget)} pixels per message (${each}): send fewer or smaller images (a screenshot scaled to at most 1568 pixels on its long edge loses nothing the model sees)`,
+      Code.InvalidArgument,
+    );
+  }
+  return sizes;
+}
+
+/** One decode at a time in this process: a decode uses libvips' threads, which are as many as the cores. */
+let decoding: Promise<unknown> = Promise.resolve();
+function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
+  const mine = decoding.then(work, work);
+  decoding = mine.catch(() => undefined);
+  return mine;
+}
+
+/**
+ * Step 2: throws INVALID_ARGUMENT unless `data` decodes as the image `mediaType` declares, with
+ * the size its header claims (`size`, from step 1; read again when not given); `index` is 0-based,
+ * messages say "image 1" for the first.
+ */
+export async function checkImageDecodes(index: number, mediaType: string, data: Uint8Array, size?: ImageSize): Promise<void> {
   const label = `image ${index + 1}`;
+  const header = size ?? checkImageHeaders([{ mediaType, data }], Number.MAX_SAFE_INTEGER)[0]!;
   const input = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   // Fail on truncated data and on errors; tolerate the minor warnings many real files carry.
-  const options = { failOn: 'truncated', limitInputPixels: LIMITS.maxImagePixels } as const;
-  let format: string | undefined;
-  let width = 0;
-  let height = 0;
-  try {
-    const meta = await sharp(input, { ...options, limitInputPixels: false }).metadata();
-    format = meta.format;
-    width = meta.width ?? 0;
-    height = meta.height ?? 0;
-  } catch (err) {
-    throw new ConnectError(`${label}: the data is not a valid ${mediaType}: it does not decode (${reason(err)})`, Code.InvalidArgument);
-  }
-  if (format !== FORMAT_OF[mediaType]) {
-    throw new ConnectError(
-      `${label}: the data is not a valid ${mediaType} (it decodes as ${format ?? 'an unknown format'})`,
-      Code.InvalidArgument,
-    );
-  }
-  if (width * height > LIMITS.maxImagePixels) {
-    throw new ConnectError(
-      `${label} is ${width}×${height} pixels; the limit is ${LIMITS.maxImagePixels.toLocaleString('en-US')} pixels`,
-      Code.InvalidArgument,
-    );
-  }
-  try {
-    // stats() reads every pixel of the first frame through libvips' pipeline.
-    await sharp(input, options).stats();
-  } catch (err) {
-    throw new ConnectError(`${label}: the data is not a valid ${mediaType}: it does not decode (${reason(err)})`, Code.InvalidArgument);
-  }
+  // libvips may not go past the pixels the header claimed (a file lying in its header fails).
+  const options = { failOn: 'truncated', limitInputPixels: Math.max(1, header.width * header.height) } as const;
+  await oneAtATime(async () => {
+    let meta: Metadata;
+    try {
+      meta = await sharp(input, options).metadata();
+    } catch (err) {
+      throw new ConnectError(`${label}: the data is not a valid ${mediaType}: it does not decode (${reason(err)})`, Code.InvalidArgument);
+    }
+    if (meta.format !== FORMAT_OF[mediaType]) {
+      throw new ConnectError(
+        `${label}: the data is not a valid ${mediaType} (it decodes as ${meta.format ?? 'an unknown format'})`,
+        Code.InvalidArgument,
+      );
+    }
+    if (meta.width !== header.width || meta.height !== header.height) {
+      throw new ConnectError(
+        `${label}: the data is not a valid ${mediaType}: its header says ${header.width}×${header.height} pixels, its decoder ${meta.width ?? 0}×${meta.height ?? 0}`,
+        Code.InvalidArgument,
+      );
+    }
+    try {
+      // stats() reads every pixel of the first frame through libvips' pipeline.
+      await sharp(input, options).stats();
+    } catch (err) {
+      throw new ConnectError(`${label}: the data is not a valid ${mediaType}: it does not decode (${reason(err)})`, Code.InvalidArgument);
+    }
+  });
 }

@@ -34,6 +34,8 @@ import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effec
 import { auditRowsOf, type AuditActor } from '../mapping/audit-rows.ts';
 import { titleFromMessage } from '../titles.ts';
 import { utcDay } from '../spend/periods.ts';
+import { worstCaseCostMicros } from '../spend/estimate.ts';
+import type { ReservationRequest } from '../spend/limits.ts';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { OutboxPublisher } from '../outbox/publisher.ts';
 import type {
@@ -72,10 +74,11 @@ export interface ApplierOptions {
   /** The clock that dates spend (the UTC day a response's cost counts on). Default: the system clock. */
   readonly now?: () => Date;
   /**
-   * What a user may still spend before their tightest budget (micro-dollars; null: no budget),
-   * read when a transition would make an LLM request (spend/limits.ts). Absent: no budgets.
+   * Holds an LLM request's worst-case cost from its owner's budget when something is left, and
+   * answers what was left before (micro-dollars; null: no budget), when a transition would make
+   * an LLM request (spend/limits.ts `reserve`). Absent: no budgets.
    */
-  readonly remainingBudget?: (ownerId: string, at: Date, client?: PoolClient) => Promise<number | null>;
+  readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
 }
 
 export interface Applier {
@@ -183,8 +186,28 @@ export function createApplier(options: ApplierOptions): Applier {
     client?: PoolClient,
   ): Promise<Decision> {
     const first = decide(record, event, traceContext, actor, null);
-    if (!options.remainingBudget || first.kind !== 'write' || !first.result.effects.some((e) => e.type === 'request_llm')) return first;
-    const remaining = await options.remainingBudget(record.ownerId, now(), client);
+    if (!options.reserve || first.kind !== 'write') return first;
+    const request = first.result.effects.find((e) => e.type === 'request_llm');
+    if (!request) return first;
+    // Held before the request is emitted (under the owner's lock, so replicas cannot both take the
+    // last of a budget); released or settled by the write that leaves no request in flight.
+    const model = models.lookup(record.model);
+    const micros = worstCaseCostMicros(model.prices, {
+      contextWindow: record.contextWindow,
+      maxTokens: request.maxTokens || Math.min(maxOutputTokens, model.maxOutputTokens),
+      serverTools: record.serverTools,
+    });
+    const remaining = await options.reserve(
+      {
+        userId: record.ownerId,
+        conversationId: record.id,
+        requestId: request.requestId,
+        micros,
+        pendingCostMicros: first.write.costMicros,
+      },
+      now(),
+      client,
+    );
     return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining) : first;
   }
 
@@ -250,6 +273,7 @@ export function createApplier(options: ApplierOptions): Applier {
         title,
         costMicros: costOfTransition(record, result.state),
         spendDay: utcDay(now()),
+        releaseReservation: !llmRequestInFlight(result.state),
         audit: auditRowsOf({
           conversationId: record.id,
           ownerId: record.ownerId,
@@ -389,6 +413,23 @@ export function createApplier(options: ApplierOptions): Applier {
 
     drain: () => publisher.drain(),
   };
+}
+
+/**
+ * Whether an LLM request of this state may still be answered with a cost: one in flight (not a
+ * retry waiting for its timer) or one being aborted. Its budget reservation lives exactly as long.
+ */
+export function llmRequestInFlight(state: ConversationState): boolean {
+  const phase = state.phase;
+  switch (phase.kind) {
+    case 'llm_requesting':
+    case 'awaiting_continuation':
+      return phase.retry === null;
+    case 'cancelling':
+      return true;
+    default:
+      return false;
+  }
 }
 
 /** The automatic title from this transition's first user message with words; null if it persisted none. */

@@ -52,7 +52,7 @@ export const CONTINUATION_PROMPT =
 
 /** The error a turn stops with when its owner's budget is spent (docs/state-machine.md, "Budget"). */
 export const BUDGET_EXHAUSTED_MESSAGE =
-  'Stopped before the next model request: your spending budget is used up. The tools that ran are answered; the conversation goes on once the budget resets or is raised.';
+  'Stopped before the next model request: your spending budget is used up, or what is left of it is held for your requests in flight in other conversations. The tools that ran are answered; the conversation goes on once the budget resets or is raised, or your other requests have finished.';
 
 export const CONTINUATION_FALLBACK_SUMMARY =
   'Context limit reached. The continuation summary could not be generated. Please start a new conversation.';

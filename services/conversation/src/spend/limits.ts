@@ -4,7 +4,11 @@
  * the service's default); spend in `user_daily_spend` (written by the applier), the minute's
  * count in `user_message_rate`. Every check reads Postgres, so every replica sees the same
  * figures; the two counts that race (busy conversations, messages per minute) are taken under a
- * per-user advisory lock and by one conditional upsert respectively.
+ * per-user advisory lock and by one conditional upsert respectively, and so is the count of
+ * conversations a user owns. Budgets hold under concurrency through reservations
+ * (`budget_reservations`): before an LLM request is emitted, its worst-case cost is held from
+ * the remaining budget under a per-user transaction lock (`reserve`), and the applier deletes the
+ * hold in the statement that writes the response's cost (or a phase with no request in flight).
  */
 import type { Pool, PoolClient } from 'pg';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -22,9 +26,17 @@ export interface Limits {
   readonly monthlyBudgetMicros: number;
   readonly maxBusyConversations: number;
   readonly messagesPerMinute: number;
+  /** Top-level conversations a user may own (created, forked, continued). */
+  readonly maxConversations: number;
 }
 
-export const LIMIT_FIELDS = ['dailyBudgetMicros', 'monthlyBudgetMicros', 'maxBusyConversations', 'messagesPerMinute'] as const;
+export const LIMIT_FIELDS = [
+  'dailyBudgetMicros',
+  'monthlyBudgetMicros',
+  'maxBusyConversations',
+  'messagesPerMinute',
+  'maxConversations',
+] as const;
 export type LimitField = (typeof LIMIT_FIELDS)[number];
 
 /** The name of each limit in rejections and in UserUsage.limits_set (the proto field names). */
@@ -33,6 +45,7 @@ const LIMIT_NAMES: Record<LimitField, string> = {
   monthlyBudgetMicros: 'monthly_budget_micros',
   maxBusyConversations: 'max_busy_conversations',
   messagesPerMinute: 'messages_per_minute',
+  maxConversations: 'max_conversations',
 };
 
 const COLUMNS: Record<LimitField, string> = LIMIT_NAMES;
@@ -44,11 +57,31 @@ export interface UsageFigures {
   readonly spentToday: number;
   readonly spentThisMonth: number;
   readonly busy: number;
+  /** Held for LLM requests in flight (unexpired reservations), micro-dollars. */
+  readonly reserved: number;
+  /** Top-level conversations the user owns. */
+  readonly conversations: number;
   readonly at: Date;
+}
+
+/** How long a reservation counts at most: a crash between reserving and settling cannot hold budget for longer. */
+export const RESERVATION_TTL_MS = 60 * 60 * 1000;
+
+/** An LLM request about to be emitted, for `reserve`. */
+export interface ReservationRequest {
+  readonly userId: string;
+  readonly conversationId: string;
+  readonly requestId: string;
+  /** The request's worst-case cost (spend/estimate.ts). */
+  readonly micros: number;
+  /** What the same transition adds to the spend (a response it applies), not yet in user_daily_spend. */
+  readonly pendingCostMicros: number;
 }
 
 /** Advisory lock space of the per-user busy-count lock (distinct from the relay's). */
 const USER_LOCK_SPACE = 0x4c494d; // 'LIM'
+/** Advisory lock space of the per-user reservation lock (transaction-scoped). */
+const RESERVE_LOCK_SPACE = 0x524553; // 'RES'
 
 export interface LimitsStore {
   /** The limits in force for `user`, which of them are set for the user, spend and busy count at `now`. */
@@ -56,6 +89,15 @@ export interface LimitsStore {
   /** What `user` may still spend at `now` before their tightest budget (micro-dollars, may be negative); null: no budget. */
   /** `client`: a connection the caller holds (inside its transaction), so that a pool of one cannot wait on itself. */
   remainingBudget(userId: string, now: Date, client?: PoolClient): Promise<number | null>;
+  /**
+   * Holds `request.micros` of the owner's budget for an LLM request about to be emitted, when
+   * what is left (budgets − spend − the transition's own cost − other unexpired holds) is
+   * positive; answers what was left before holding (null: no budget, nothing held). Under a
+   * per-user transaction lock, so two replicas cannot both take the last of a budget: a request
+   * is emitted only while something is left and each holds its worst case, so the spend can
+   * pass a budget by at most one request's cost. On `client`'s transaction when given.
+   */
+  reserve(request: ReservationRequest, now: Date, client?: PoolClient): Promise<number | null>;
   /** Sets some limits (or, `reset`, every one back to the defaults) and audits the change in one statement. */
   set(userId: string, change: Partial<Limits> | 'reset', by: AuditActor, now: Date): Promise<UsageFigures>;
   /**
@@ -65,6 +107,11 @@ export interface LimitsStore {
    * the last place). Throws RESOURCE_EXHAUSTED with a `limit_reached` Rejection when over one.
    */
   admitMessage<T>(userId: string, startsTurn: boolean, now: Date, apply: () => Promise<T>): Promise<T>;
+  /**
+   * Checks the number of conversations the user owns, then runs `create` under the user's lock
+   * (so two replicas cannot both take the last place). RESOURCE_EXHAUSTED `limit_reached` over it.
+   */
+  admitConversation<T>(userId: string, now: Date, create: () => Promise<T>): Promise<T>;
 }
 
 export function usageToProto(u: UsageFigures): UserUsage {
@@ -75,11 +122,14 @@ export function usageToProto(u: UsageFigures): UserUsage {
       monthlyBudgetMicros: BigInt(u.limits.monthlyBudgetMicros),
       maxBusyConversations: u.limits.maxBusyConversations,
       messagesPerMinute: u.limits.messagesPerMinute,
+      maxConversations: u.limits.maxConversations,
     }),
     limitsSet: u.set.map((f) => LIMIT_NAMES[f]),
     spentTodayMicros: BigInt(u.spentToday),
     spentThisMonthMicros: BigInt(u.spentThisMonth),
     busyConversations: u.busy,
+    reservedMicros: BigInt(u.reserved),
+    conversations: u.conversations,
     dayResetsAt: timestampFromDate(nextUtcMidnight(u.at)),
     monthResetsAt: timestampFromDate(nextUtcMonth(u.at)),
   });
@@ -96,8 +146,9 @@ export function limitError(limit: LimitField, message: string, resetsAt: Date | 
   return new ConnectError(message, Code.ResourceExhausted, undefined, [{ desc: RejectionSchema, value: rejection }]);
 }
 
+/** Dollars with cents; four decimals below a cent (as `bedrock show` prints costs). */
 function usd(micros: number): string {
-  return `$${(micros / 1_000_000).toFixed(2)}`;
+  return `$${(micros / 1_000_000).toFixed(micros !== 0 && Math.abs(micros) < 10_000 ? 4 : 2)}`;
 }
 
 interface LimitsRow {
@@ -105,13 +156,25 @@ interface LimitsRow {
   monthly_budget_micros: string | null;
   max_busy_conversations: number | null;
   messages_per_minute: number | null;
+  max_conversations: number | null;
 }
 
 const USAGE_SQL = `SELECT
   (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
   (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
   (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
-  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL AND ${BUSY_STATE_SQL})::int AS busy`;
+  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL AND ${BUSY_STATE_SQL})::int AS busy,
+  (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
+  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL)::int AS conversations`;
+
+/** What a reservation needs (no counts of conversations): read before every LLM request. */
+const BUDGET_SQL = `SELECT
+  (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
+  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
+  0 AS busy,
+  (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
+  0 AS conversations`;
 
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
@@ -158,12 +221,16 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
     }
   }
 
-  async function usage(userId: string, now: Date, client?: PoolClient): Promise<UsageFigures> {
-    const { rows } = await (client ?? pool).query<{ limits: LimitsRow | null; today: string; month: string; busy: number }>(USAGE_SQL, [
-      userId,
-      utcDay(now),
-      utcMonthStart(now),
-    ]);
+  /** `except`: a conversation whose hold is left out of `reserved` (the one about to replace it). */
+  async function usage(userId: string, now: Date, client?: PoolClient, except = '', sql = USAGE_SQL): Promise<UsageFigures> {
+    const { rows } = await (client ?? pool).query<{
+      limits: LimitsRow | null;
+      today: string;
+      month: string;
+      busy: number;
+      reserved: string;
+      conversations: number;
+    }>(sql, [userId, utcDay(now), utcMonthStart(now), now, except]);
     const row = rows[0]!;
     const stored = row.limits;
     const set: LimitField[] = [];
@@ -178,8 +245,41 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       monthlyBudgetMicros: value('monthlyBudgetMicros'),
       maxBusyConversations: value('maxBusyConversations'),
       messagesPerMinute: value('messagesPerMinute'),
+      maxConversations: value('maxConversations'),
     };
-    return { userId, limits, set, spentToday: Number(row.today), spentThisMonth: Number(row.month), busy: row.busy, at: now };
+    return {
+      userId,
+      limits,
+      set,
+      spentToday: Number(row.today),
+      spentThisMonth: Number(row.month),
+      busy: row.busy,
+      reserved: Number(row.reserved),
+      conversations: row.conversations,
+      at: now,
+    };
+  }
+
+  /** What is left of the tightest budget after `extra` more spend and the holds; null: no budget. */
+  function left(u: UsageFigures, extra: number): number | null {
+    const each: number[] = [];
+    if (u.limits.dailyBudgetMicros > 0) each.push(u.limits.dailyBudgetMicros - u.spentToday - extra);
+    if (u.limits.monthlyBudgetMicros > 0) each.push(u.limits.monthlyBudgetMicros - u.spentThisMonth - extra);
+    return each.length > 0 ? Math.min(...each) - u.reserved : null;
+  }
+
+  async function reserveOn(client: PoolClient, r: ReservationRequest, now: Date): Promise<number | null> {
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RESERVE_LOCK_SPACE, r.userId]);
+    const remaining = left(await usage(r.userId, now, client, r.conversationId, BUDGET_SQL), r.pendingCostMicros);
+    if (remaining !== null && remaining > 0) {
+      await client.query(
+        `INSERT INTO budget_reservations (conversation_id, user_id, request_id, micros, expires_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (conversation_id) DO UPDATE
+           SET user_id = EXCLUDED.user_id, request_id = EXCLUDED.request_id, micros = EXCLUDED.micros, expires_at = EXCLUDED.expires_at`,
+        [r.conversationId, r.userId, r.requestId, r.micros, new Date(now.getTime() + RESERVATION_TTL_MS)],
+      );
+    }
+    return remaining;
   }
 
   /** Takes one message of the user's minute, or says the minute is full (one statement; replicas share the row). */
@@ -196,15 +296,66 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
     return rowCount === 1;
   }
 
+  /** Refuses a message when a budget is spent (until its reset) or held by requests in flight (until they finish). */
+  function checkBudgets(u: UsageFigures): void {
+    const { limits, at: now } = u;
+    if (limits.dailyBudgetMicros > 0 && u.spentToday >= limits.dailyBudgetMicros) {
+      const resets = nextUtcMidnight(now);
+      throw limitError(
+        'dailyBudgetMicros',
+        `daily budget reached: ${usd(u.spentToday)} of ${usd(limits.dailyBudgetMicros)} spent today; it resets at ${resets.toISOString()}`,
+        resets,
+      );
+    }
+    if (limits.monthlyBudgetMicros > 0 && u.spentThisMonth >= limits.monthlyBudgetMicros) {
+      const resets = nextUtcMonth(now);
+      throw limitError(
+        'monthlyBudgetMicros',
+        `monthly budget reached: ${usd(u.spentThisMonth)} of ${usd(limits.monthlyBudgetMicros)} spent this month; it resets at ${resets.toISOString()}`,
+        resets,
+      );
+    }
+    // Spent: refused until the period resets. Held for requests in flight: until they finish (no reset time).
+    const heldToday =
+      limits.dailyBudgetMicros > 0 && u.spentToday < limits.dailyBudgetMicros && u.spentToday + u.reserved >= limits.dailyBudgetMicros;
+    const heldMonth =
+      limits.monthlyBudgetMicros > 0 &&
+      u.spentThisMonth < limits.monthlyBudgetMicros &&
+      u.spentThisMonth + u.reserved >= limits.monthlyBudgetMicros;
+    if (heldToday || heldMonth) {
+      const field = heldToday ? 'dailyBudgetMicros' : 'monthlyBudgetMicros';
+      const spent = heldToday ? u.spentToday : u.spentThisMonth;
+      throw limitError(
+        field,
+        `${heldToday ? 'daily' : 'monthly'} budget in use: ${usd(spent)} of ${usd(limits[field])} spent and the rest held for your LLM requests in flight (${usd(u.reserved)} at most); send again when one of your conversations comes to rest`,
+        null,
+      );
+    }
+  }
+
   return {
     usage: (userId, now) => usage(userId, now),
 
     async remainingBudget(userId, now, client) {
-      const u = await usage(userId, now, client);
-      const left: number[] = [];
-      if (u.limits.dailyBudgetMicros > 0) left.push(u.limits.dailyBudgetMicros - u.spentToday);
-      if (u.limits.monthlyBudgetMicros > 0) left.push(u.limits.monthlyBudgetMicros - u.spentThisMonth);
-      return left.length > 0 ? Math.min(...left) : null;
+      return left(await usage(userId, now, client), 0);
+    },
+
+    async reserve(request, now, client) {
+      // No budget (most users): nothing to hold, one query and no lock, as before reservations.
+      if (left(await usage(request.userId, now, client, request.conversationId, BUDGET_SQL), 0) === null) return null;
+      if (client) return reserveOn(client, request, now);
+      const own = await pool.connect();
+      try {
+        await own.query('BEGIN');
+        const remaining = await reserveOn(own, request, now);
+        await own.query('COMMIT');
+        return remaining;
+      } catch (err) {
+        await own.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        own.release();
+      }
     },
 
     async set(userId, change, by, now) {
@@ -219,15 +370,17 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
         const after = { ...before.limits, ...change };
         await pool.query(
           `WITH u AS (
-             INSERT INTO user_limits (user_id, daily_budget_micros, monthly_budget_micros, max_busy_conversations, messages_per_minute, updated_by)
-             VALUES ($1, $2, $3, $4, $5, $6)
+             INSERT INTO user_limits (user_id, daily_budget_micros, monthly_budget_micros, max_busy_conversations, messages_per_minute,
+                                      max_conversations, updated_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (user_id) DO UPDATE SET
                daily_budget_micros = COALESCE($2, user_limits.daily_budget_micros),
                monthly_budget_micros = COALESCE($3, user_limits.monthly_budget_micros),
                max_busy_conversations = COALESCE($4, user_limits.max_busy_conversations),
                messages_per_minute = COALESCE($5, user_limits.messages_per_minute),
-               updated_at = now(), updated_by = $6
-           ), a AS (${auditInsertSql(7)}) SELECT 1`,
+               max_conversations = COALESCE($6, user_limits.max_conversations),
+               updated_at = now(), updated_by = $7
+           ), a AS (${auditInsertSql(8)}) SELECT 1`,
           [
             userId,
             ...values,
@@ -246,22 +399,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
     async admitMessage(userId, startsTurn, now, apply) {
       const u = await usage(userId, now);
       const { limits } = u;
-      if (limits.dailyBudgetMicros > 0 && u.spentToday >= limits.dailyBudgetMicros) {
-        const resets = nextUtcMidnight(now);
-        throw limitError(
-          'dailyBudgetMicros',
-          `daily budget reached: ${usd(u.spentToday)} of ${usd(limits.dailyBudgetMicros)} spent today; it resets at ${resets.toISOString()}`,
-          resets,
-        );
-      }
-      if (limits.monthlyBudgetMicros > 0 && u.spentThisMonth >= limits.monthlyBudgetMicros) {
-        const resets = nextUtcMonth(now);
-        throw limitError(
-          'monthlyBudgetMicros',
-          `monthly budget reached: ${usd(u.spentThisMonth)} of ${usd(limits.monthlyBudgetMicros)} spent this month; it resets at ${resets.toISOString()}`,
-          resets,
-        );
-      }
+      checkBudgets(u);
       if (limits.messagesPerMinute > 0 && !(await takeMessage(userId, limits.messagesPerMinute, now))) {
         const resets = nextUtcMinute(now);
         throw limitError(
@@ -270,10 +408,14 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
           resets,
         );
       }
-      if (!startsTurn || limits.maxBusyConversations === 0) return apply();
+      const budgeted = limits.dailyBudgetMicros > 0 || limits.monthlyBudgetMicros > 0;
+      if (!startsTurn || (limits.maxBusyConversations === 0 && !budgeted)) return apply();
       const countThenApply = async () => {
-        const { busy } = await usage(userId, now);
-        if (busy >= limits.maxBusyConversations) {
+        const again = await usage(userId, now);
+        // Messages racing to start turns: each sees what the ones before it hold (their first request's reservation).
+        if (budgeted) checkBudgets(again);
+        const { busy } = again;
+        if (limits.maxBusyConversations > 0 && busy >= limits.maxBusyConversations) {
           throw limitError(
             'maxBusyConversations',
             `busy conversations limit reached: ${busy} of ${limits.maxBusyConversations} of your conversations are working; wait for one to finish or cancel one`,
@@ -283,9 +425,26 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
         return apply();
       };
       // The count and the message under the user's lock, so that of two messages racing for the
-      // last place the second counts the conversation the first made busy: within this replica
-      // an in-process lock; across replicas also a Postgres advisory lock.
+      // last place (or the last of a budget) the second counts what the first took: within this
+      // replica an in-process lock; across replicas also a Postgres advisory lock.
       return withUserLock(userId, () => (crossReplica ? withAdvisoryLock(userId, countThenApply) : countThenApply()));
+    },
+
+    async admitConversation(userId, now, create) {
+      const { limits } = await usage(userId, now);
+      if (limits.maxConversations === 0) return create();
+      const countThenCreate = async () => {
+        const { conversations } = await usage(userId, now);
+        if (conversations >= limits.maxConversations) {
+          throw limitError(
+            'maxConversations',
+            `conversations limit reached: you have ${conversations} of ${limits.maxConversations} conversations; delete one you no longer need (bedrock rm ID) to make room`,
+            null,
+          );
+        }
+        return create();
+      };
+      return withUserLock(userId, () => (crossReplica ? withAdvisoryLock(userId, countThenCreate) : countThenCreate()));
     },
   };
 }

@@ -223,6 +223,11 @@ export interface AppliedWrite {
    */
   readonly costMicros: number;
   readonly spendDay: string;
+  /**
+   * No LLM request of the new state can still be answered: the conversation's budget reservation
+   * (spend/limits.ts) is deleted in the same statement — settled by the cost above, or released.
+   */
+  readonly releaseReservation: boolean;
 }
 
 /** A title set by its owner, with the notification that tells watchers (written in one commit). */
@@ -272,6 +277,8 @@ const WRITE_APPLIED = `WITH c AS (
   INSERT INTO audit_events (user_id, action, conversation_id, details)
   SELECT r.user_id, r.action, r.conversation_id, r.details
     FROM c, jsonb_to_recordset($16::jsonb) AS r(user_id text, action text, conversation_id text, details jsonb)
+), b AS (
+  DELETE FROM budget_reservations USING c WHERE budget_reservations.conversation_id = $1 AND $19::boolean
 )
 SELECT c.revision, c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
 
@@ -751,6 +758,7 @@ export function createConversationStore(options: StoreOptions) {
           auditJson(write.audit),
           write.costMicros,
           write.spendDay,
+          write.releaseReservation,
         ],
       });
       const row = rows[0];

@@ -14,7 +14,7 @@ import { traceHeaders } from '../upstream/trace-headers.ts';
 import { mapUpstreamError } from '../upstream/upstream-errors.ts';
 import type { Fanout } from '../watch/fanout.ts';
 import { createSnapshotCache, type SnapshotCache } from '../watch/snapshot-cache.ts';
-import { serveWatch, type WatchCall, type WatchDeps } from '../watch/watcher.ts';
+import { serveWatch, WatchQuota, type WatchCall, type WatchDeps } from '../watch/watcher.ts';
 import { isJsonCodec } from '../watch/shared-response.ts';
 import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { StallWatchdog } from '../watch/stall-watchdog.ts';
@@ -35,6 +35,8 @@ export interface ConversationRoutesOptions {
   readonly snapshots?: SnapshotCache;
   /** Receives what serves watches, for the binary gRPC watch path outside connect (../watch/grpc-watch.ts). */
   readonly onWatchDeps?: (deps: WatchDeps) => void;
+  /** Watch streams one user may have open in this process (BEDROCK_WATCH_MAX_PER_USER; 0: no limit). Default 0. */
+  readonly maxWatchesPerUser?: number;
 }
 
 /** How long a watch snapshot is shared by watchers of the same user and conversation that attach after it arrived, ms. */
@@ -78,6 +80,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
     logger,
     heartbeatMs: options.heartbeatMs,
     maxLagMs: options.maxLagMs,
+    quota: new WatchQuota(options.maxWatchesPerUser ?? 0),
     ...(options.onWatchers ? { onWatchers: options.onWatchers } : {}),
     async fetchSnapshot(user, id, requestHeader) {
       // No caller signal: the answer may be shared by several watchers of this user (one leaving must not cancel it).

@@ -9,7 +9,8 @@
  *
  * The protocol is the gRPC one connect speaks, for this one method: response headers with
  * the first message (or trailers-only when the call fails first), length-prefixed messages,
- * then `grpc-status`, `grpc-message` (percent-encoded) and the error's metadata as trailers.
+ * then `grpc-status`, `grpc-message` (percent-encoded), `grpc-status-details-bin` (the error's
+ * details, e.g. a Rejection) and the error's metadata as trailers.
  * Everything else — other codecs (Connect, gRPC-Web, JSON), compressed requests, calls with a
  * deadline (`grpc-timeout`), HTTP/1.1 — goes to connect as before, as do calls that the API
  * guard in front did not authenticate. Metrics, the shutdown signal (UNAVAILABLE naming the
@@ -18,6 +19,7 @@
 import http2 from 'node:http2';
 import { fromBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { ConversationService, WatchConversationRequestSchema } from '@bedrock/contracts';
 import type { NodeHandler, NodeServerRequest, NodeServerResponse } from '../http/node-types.ts';
 import type { ShutdownSignal } from '../http/shutdown-signal.ts';
@@ -117,8 +119,9 @@ async function serve(
   if (!req.stream.destroyed && !res.writableEnded) {
     const trailers: Record<string, string> = { 'grpc-status': String(error ? error.code : 0) };
     if (error) {
-      trailers['grpc-message'] = encodeURIComponent(error.rawMessage);
       error.metadata.forEach((value, key) => (trailers[key] = value));
+      // grpc-status, grpc-message and the error's details (a Rejection) in grpc-status-details-bin, as connect writes them.
+      setTrailerStatus(new Headers(), error).forEach((value, key) => (trailers[key] = value));
     }
     if (headersSent) {
       res.addTrailers(trailers);

@@ -21,7 +21,7 @@
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
-import { ConversationEventSchema, type WatchConversationRequest } from '@bedrock/contracts';
+import { ConversationEventSchema, RejectionSchema, type WatchConversationRequest } from '@bedrock/contracts';
 import type { StreamPosition } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import type { WatchSnapshot } from '@bedrock/platform/watch';
@@ -44,6 +44,8 @@ export interface WatchDeps {
   readonly heartbeatMs: number;
   readonly maxLagMs: number;
   readonly onWatchers?: (delta: number) => void;
+  /** Watch streams one user may have open in this process at once (BEDROCK_WATCH_MAX_PER_USER). */
+  readonly quota: WatchQuota;
   /** GetConversation as `user` (remembering ownership), forwarding trace headers; errors as the conversation service gave them. */
   fetchSnapshot(user: string, conversationId: string, requestHeader: Headers): Promise<WatchSnapshot>;
   /** Maps a conversation-service error for the client. */
@@ -61,6 +63,44 @@ export interface WatchCall {
   requestHeader(): Headers;
   /** Ends the stream at the transport level (a client that stopped reading). */
   reset(): void;
+}
+
+/**
+ * Open watch streams per user in this process, at most `maxPerUser` each (0: no limit). Per
+ * replica: a watch holds this process's memory and sockets, which is what the limit protects,
+ * and counting here costs nothing and cannot leak across a crash (docs/web-bff.md, "Watch streams").
+ * A user's entry is deleted when their last watch ends, so the map holds only users watching now.
+ */
+export class WatchQuota {
+  private readonly open = new Map<string, number>();
+  constructor(readonly maxPerUser: number) {}
+
+  /** Counts one more watch of `user`, or throws RESOURCE_EXHAUSTED `limit_reached` when they have the most. */
+  take(user: string): void {
+    const n = this.open.get(user) ?? 0;
+    if (this.maxPerUser > 0 && n >= this.maxPerUser) {
+      const message = `watch streams limit reached: you have ${n} watch streams open on this server (at most ${this.maxPerUser} per user); close some (browser tabs, bedrock watch) and watch again`;
+      throw new ConnectError(message, Code.ResourceExhausted, undefined, [
+        { desc: RejectionSchema, value: create(RejectionSchema, { code: 'limit_reached', message, limit: 'max_watch_streams' }) },
+      ]);
+    }
+    this.open.set(user, n + 1);
+  }
+
+  give(user: string): void {
+    const n = (this.open.get(user) ?? 1) - 1;
+    if (n > 0) this.open.set(user, n);
+    else this.open.delete(user);
+  }
+
+  /** Users with a watch open (for tests and stats). */
+  get users(): number {
+    return this.open.size;
+  }
+
+  of(user: string): number {
+    return this.open.get(user) ?? 0;
+  }
 }
 
 /** Waits for the tail to grow, the heartbeat interval to pass, or the call to end. */
@@ -119,7 +159,8 @@ function heartbeat(conversationId: string, after: StreamPosition): SharedEvent {
 
 /**
  * The watch stream: yields `render(event)` for every response to send (the snapshot, events,
- * heartbeats); the caller writes it and asks for the next one once written.
+ * heartbeats); the caller writes it and asks for the next one once written. Counted against
+ * the user's watch streams in this process from before the snapshot until it ends.
  */
 export async function* serveWatch<T>(
   call: WatchCall,
@@ -127,9 +168,23 @@ export async function* serveWatch<T>(
   d: WatchDeps,
   render: (event: SharedEvent) => T,
 ): AsyncGenerator<T> {
+  if (!req.conversationId.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
+  d.quota.take(call.user);
+  try {
+    yield* watchStream(call, req, d, render);
+  } finally {
+    d.quota.give(call.user);
+  }
+}
+
+async function* watchStream<T>(
+  call: WatchCall,
+  req: WatchConversationRequest,
+  d: WatchDeps,
+  render: (event: SharedEvent) => T,
+): AsyncGenerator<T> {
   const { user, signal } = call;
   const id = req.conversationId;
-  if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
   const now = d.now ?? Date.now;
   const fresh = req.afterSequence === 0n && req.afterDeltaIndex === 0;
   const fetch = () => d.fetchSnapshot(user, id, call.requestHeader());

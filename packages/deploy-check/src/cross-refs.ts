@@ -274,8 +274,10 @@ export const BASELINE_CAPABILITIES = [
 export interface SecurityException {
   /** May run as uid 0 (runAsNonRoot false). */
   readonly runAsRoot?: boolean;
-  /** May add exactly these capabilities (after dropping ALL); each must be in the baseline set. */
+  /** May add exactly these capabilities (after dropping ALL); each must be in the baseline set or in `beyondBaseline`. */
   readonly addCapabilities?: readonly string[];
+  /** Of those, the ones reviewed although outside `baseline` (the namespace must then enforce `privileged`). */
+  readonly beyondBaseline?: readonly string[];
 }
 
 /**
@@ -283,7 +285,8 @@ export interface SecurityException {
  * privilege escalation or privileges, with every capability dropped, a read-only root
  * filesystem, RuntimeDefault seccomp and CPU and memory requests and limits. `exceptions`
  * (keyed `<workload name>/<container name>`) allow root and a fixed set of added capabilities,
- * never more than the baseline standard admits; the rest of the rules still hold.
+ * never more than the baseline standard admits but those listed as `beyondBaseline`; the rest
+ * of the rules still hold.
  */
 export function securityProblems(list: Workload[], exceptions: Record<string, SecurityException> = {}): string[] {
   const problems: string[] = [];
@@ -307,10 +310,11 @@ export function securityProblems(list: Workload[], exceptions: Record<string, Se
             : `${where}: capabilities are not all dropped`,
         );
       }
-      // (An excepted container may not go past baseline either: the namespaces would refuse it.)
+      // (An excepted container may not go past baseline either, unless that capability is
+      // itself reviewed: the namespaces would refuse it, or must enforce `privileged`.)
       if (mayAdd.length)
         for (const cap of added)
-          if (!BASELINE_CAPABILITIES.includes(cap))
+          if (!BASELINE_CAPABILITIES.includes(cap) && !(allowed.beyondBaseline ?? []).includes(cap))
             problems.push(`${where}: capability ${cap} is outside the baseline Pod Security Standard`);
       if (sc.readOnlyRootFilesystem !== true) problems.push(`${where}: root filesystem is writable`);
       if ((sc.seccompProfile ?? w.pod.securityContext?.seccompProfile)?.type !== 'RuntimeDefault')

@@ -36,11 +36,12 @@ export function durationMs(value: string): number {
 
 /**
  * The tool-runner's reviewed departures from the `restricted` rules (docs/deploy.md, "The
- * tool-runner's capabilities"): the runner starts as uid 0 with only what switching tools to
- * their own uid needs; its init container only chowns the workspace root.
+ * tool-runner's capabilities"): the runner starts as uid 0 with what switching tools to their
+ * owners' uids needs, plus SYS_ADMIN (outside `baseline`) for the tools' views, per-run tmpfs
+ * scratch and btrfs quotas; its init container only makes the workspace root root's, 0711.
  */
-export const TOOL_RUNNER_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'KILL', 'SETGID', 'SETPCAP', 'SETUID'];
+export const TOOL_RUNNER_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'KILL', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_ADMIN'];
 export const SECURITY_EXCEPTIONS: Record<string, SecurityException> = {
-  'tool-runner/tool-runner': { runAsRoot: true, addCapabilities: TOOL_RUNNER_CAPABILITIES },
-  'tool-runner/workspace-owner': { runAsRoot: true, addCapabilities: ['CHOWN'] },
+  'tool-runner/tool-runner': { runAsRoot: true, addCapabilities: TOOL_RUNNER_CAPABILITIES, beyondBaseline: ['SYS_ADMIN'] },
+  'tool-runner/workspace-root': { runAsRoot: true, addCapabilities: ['CHOWN'] },
 };

@@ -116,15 +116,23 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     ).toBe(true);
   });
 
-  it("conversation's gRPC port answers only web-bff and llm-gateway (histories); the tool-runner's nobody; metrics only Prometheus", () => {
+  it("conversation's gRPC port answers only web-bff and llm-gateway (histories); the tool-runner's only conversation (workspace storage); metrics only Prometheus", () => {
     for (const caller of ['web-bff', 'llm-gateway'])
       expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, true]);
     for (const caller of ['tool-runner', 'conversation'])
       expect([caller, connectionAllowed(objects, pod(caller), pod('conversation'), 50051)]).toEqual([caller, false]);
-    for (const caller of [...SERVICES, 'monitoring']) {
+    expect(connectionAllowed(objects, pod('conversation'), runner, 50053)).toBe(true);
+    for (const caller of [...SERVICES.filter((s) => s !== 'conversation'), 'monitoring']) {
       const from = caller === 'monitoring' ? prometheus : pod(caller);
       expect([caller, connectionAllowed(objects, from, runner, 50053)]).toEqual([caller, false]);
     }
+    // Nothing new: conversation reaches the runner's gRPC port only, not its metrics, and from
+    // outside the namespace (another namespace's pod labelled conversation) nothing.
+    expect(connectionAllowed(objects, pod('conversation'), runner, 9464)).toBe(false);
+    expect(
+      connectionAllowed(objects, { pod: { namespace: 'elsewhere', labels: { 'app.kubernetes.io/name': 'conversation' } } }, runner, 50053),
+    ).toBe(false);
+    expect(connectionAllowed(objects, { ips: ['203.0.113.7'] }, runner, 50053)).toBe(false);
     expect(connectionAllowed(objects, prometheus, runner, 9464)).toBe(true);
     expect(connectionAllowed(objects, prometheus, pod('conversation'), 9464)).toBe(true);
     expect(connectionAllowed(objects, { ips: ['203.0.113.7'] }, pod('conversation'), 50051)).toBe(false);
@@ -157,24 +165,25 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     }
   });
 
-  it('service tokens: web-bff and llm-gateway mount their own, read-only 0400; the conversation API gets a peers file; no one else mounts either', () => {
-    const callers = ['web-bff', 'llm-gateway'];
+  it('service tokens: web-bff, llm-gateway and conversation mount their own, read-only 0400; conversation and the tool-runner get a peers file; no one else mounts either', () => {
+    // Who calls an internal server (presents a token), who serves one to another service (peers).
+    const callers = ['web-bff', 'llm-gateway', 'conversation'];
+    const servers = ['conversation', 'tool-runner'];
     for (const name of SERVICES) {
       const w = workload(name);
       const c = w.pod.containers[0]!;
       const keys = secretKeysOf(overlay, objects, w);
       const token = env(c, 'BEDROCK_SERVICE_TOKEN_FILE');
       const peers = env(c, 'BEDROCK_SERVICE_PEERS_FILE');
-      // Only web-bff and llm-gateway call an internal server; only conversation serves one to another service.
       expect([name, keys.filter((k) => k.endsWith('/service-token'))]).toEqual([
         name,
         callers.includes(name) ? [`bedrock-${name}/service-token`] : [],
       ]);
       expect([name, keys.filter((k) => k.endsWith('/service-peers'))]).toEqual([
         name,
-        name === 'conversation' ? ['bedrock-conversation/service-peers'] : [],
+        servers.includes(name) ? [`bedrock-${name}/service-peers`] : [],
       ]);
-      expect([name, token !== undefined, peers !== undefined]).toEqual([name, callers.includes(name), name === 'conversation']);
+      expect([name, token !== undefined, peers !== undefined]).toEqual([name, callers.includes(name), servers.includes(name)]);
       for (const [file, key] of [
         [token, 'service-token'],
         [peers, 'service-peers'],
@@ -185,12 +194,15 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     }
     if (overlay === 'dev') {
       const token = (service: string) => secretData(objects, `bedrock-${service}`)['service-token']!;
-      const peers = secretData(objects, 'bedrock-conversation')['service-peers']!;
-      expect(peers.trim().split('\n')).toEqual(callers.map((c) => `${c}:${sha256(token(c))}`));
+      const peers = (service: string) => secretData(objects, `bedrock-${service}`)['service-peers']!.trim().split('\n');
+      expect(peers('conversation')).toEqual(['web-bff', 'llm-gateway'].map((c) => `${c}:${sha256(token(c))}`));
+      // The runners accept the conversation service alone (WorkspaceStorageService).
+      expect(peers('tool-runner')).toEqual([`conversation:${sha256(token('conversation'))}`]);
+      expect(new Set(callers.map(token)).size).toBe(callers.length);
     }
   });
 
-  it('the tool-runner runs tools as a non-root uid that owns the workspace root and can read no credential', () => {
+  it('the tool-runner runs tools as non-root uids, keeps the workspace root its own and can read no credential', () => {
     const w = workload('tool-runner');
     const c = w.pod.containers[0]!;
     const uid = Number(env(c, 'BEDROCK_TOOL_UID'));
@@ -203,20 +215,32 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     );
     expect(serviceIds.has(uid) || serviceIds.has(gid)).toBe(false);
     expect(w.pod.securityContext?.fsGroup).toBeUndefined();
-    // The runner switches with setresuid (no setuid binary): no_new_privs stays; no SYS_ADMIN.
+    // The runner switches with setresuid (no setuid binary): no_new_privs stays; SYS_ADMIN
+    // (views, scratch tmpfs, btrfs quotas) is spelled without the CAP_ prefix, never privileged.
     expect(c.securityContext!.allowPrivilegeEscalation).toBe(false);
+    expect(c.securityContext!.privileged).toBe(false);
     expect(c.securityContext!.readOnlyRootFilesystem).toBe(true);
-    expect(c.securityContext!.capabilities!.add).not.toContain('SYS_ADMIN');
+    expect(c.securityContext!.capabilities!.add).toContain('SYS_ADMIN');
+    expect(c.securityContext!.capabilities!.add!.filter((x) => x.startsWith('CAP_'))).toEqual([]);
+    expect((w.pod.securityContext?.seccompProfile ?? c.securityContext?.seccompProfile)?.type).toBe('RuntimeDefault');
+    // SYS_ADMIN is outside `baseline`: the namespace enforces `privileged` (else the API refuses the pod).
+    const ns = byKind(objects, 'Namespace', namespace).metadata.labels!;
+    expect(ns['pod-security.kubernetes.io/enforce']).toBe('privileged');
+    expect(ns['pod-security.kubernetes.io/audit']).toBe('restricted');
     // The scratch root is an emptyDir of its own, apart from the runner's /tmp.
     const scratch = env(c, 'BEDROCK_SANDBOX_SCRATCH_ROOT')!;
     const mount = c.volumeMounts!.find((m) => scratch === m.mountPath || scratch.startsWith(`${m.mountPath}/`))!;
     expect(mount.mountPath).not.toBe('/tmp');
     expect((w.pod.volumes ?? []).find((v) => v.name === mount.name)!.emptyDir).toBeDefined();
-    // The init container hands the workspace root to exactly that user.
-    const init = w.pod.initContainers!.find((x) => x.name === 'workspace-owner')!;
-    expect(init.command).toEqual(['chown', `${uid}:${gid}`, '/workspace']);
-    // Nothing secret is mounted into the runner: its only credential is REDIS_URL (env, read at start).
-    expect(secretKeysOf(overlay, objects, w)).toEqual(['bedrock-tool-runner/REDIS_URL']);
+    // The init container makes the workspace root root's and 0711 (never the tool user's: each
+    // workspace is its owner's, 0700), and is the only init container.
+    const root = env(c, 'BEDROCK_WORKSPACE_ROOT')!;
+    expect(w.pod.initContainers!.map((x) => [x.name, x.command])).toEqual([
+      ['workspace-root', ['install', '-d', '-o', '0', '-g', '0', '-m', '0711', root]],
+    ]);
+    expect(w.pod.initContainers![0]!.volumeMounts).toEqual([{ name: 'workspaces', mountPath: root }]);
+    // Its only credential is REDIS_URL (env, read at start); the peers file holds hashes.
+    expect(secretKeysOf(overlay, objects, w)).toEqual(['bedrock-tool-runner/REDIS_URL', 'bedrock-tool-runner/service-peers']);
   });
 
   it('each service connects to Redis as its own ACL user', () => {

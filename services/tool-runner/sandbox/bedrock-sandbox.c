@@ -620,13 +620,21 @@ static int private_mounts_work(void) {
 }
 
 /* Whether this process may build a view: a new pid namespace whose first process mounts a
- * fresh /proc in a private mount namespace, tried in a child and a grandchild. */
+ * fresh /proc in a private mount namespace and can pivot_root into a fresh tmpfs, tried in a
+ * child and a grandchild. pivot_root is tried too because a seccomp profile may allow mount
+ * and unshare but not it (containerd's RuntimeDefault with CAP_SYS_ADMIN): views would then
+ * fail at every run instead of falling back to Landlock's read rules. */
 static int views_work(void) {
   pid_t pid = fork();
   if (pid == 0) {
     if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) _exit(1);
     pid_t init = fork();
-    if (init == 0) _exit(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 && getpid() == 1 ? 0 : 1);
+    if (init == 0)
+      _exit(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 && getpid() == 1 &&
+                    mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0700") == 0 &&
+                    chdir("/proc") == 0 && syscall(SYS_pivot_root, ".", ".") == 0
+                ? 0
+                : 1);
     int st = 1;
     if (init < 0 || waitpid(init, &st, 0) < 0) _exit(1);
     _exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1);

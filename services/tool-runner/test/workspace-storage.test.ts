@@ -9,6 +9,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import {
   chmodSync,
+  chownSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -395,6 +396,39 @@ describeRoot('WorkspaceStorageService on plain directories (no quota)', () => {
     expect(readdirSync(root)).toEqual([]);
     // The symlink to / was removed, not followed.
     expect(existsSync('/etc/passwd')).toBe(true);
+  });
+
+  it('copies, clones and removes as the owner under a 0700 directory (the embedded data directory), which the owner cannot search', async () => {
+    const hidden = join(dir, 'data');
+    mkdirSync(hidden, { mode: 0o700 });
+    const below = await startTestRunner({ workspaces: { root: join(hidden, 'workspaces'), cloneTimeout: 60_000 } });
+    try {
+      const id = newId();
+      const { path } = await client(below).prepareWorkspace({ workspaceId: id, uid: UID, gid: UID });
+      mkdirSync(join(path, 'd'));
+      writeFileSync(join(path, 'd', 'f'), 'kept\n');
+      for (const p of [join(path, 'd'), join(path, 'd', 'f')]) chownSync(p, UID, UID);
+      const copy = newId();
+      const copied = await client(below).prepareWorkspace({
+        workspaceId: copy,
+        uid: UID,
+        gid: UID,
+        source: { case: 'copyFromId', value: id },
+      });
+      expect(readFileSync(join(copied.path, 'd', 'f'), 'utf8')).toBe('kept\n');
+      const cloned = newId();
+      const { path: clonePath } = await client(below).prepareWorkspace({
+        workspaceId: cloned,
+        uid: UID,
+        gid: UID,
+        source: { case: 'gitUrl', value: git.url('repo.git') },
+      });
+      expect(readFileSync(join(clonePath, 'README.md'), 'utf8')).toBe('hello from the repository\n');
+      for (const w of [id, copy, cloned]) expect((await client(below).removeWorkspace({ workspaceId: w })).removed).toBe(true);
+      expect(readdirSync(join(hidden, 'workspaces'))).toEqual([]);
+    } finally {
+      await below.stop();
+    }
   });
 
   it('never changes a root it did not make, and says what is wrong with it', async () => {

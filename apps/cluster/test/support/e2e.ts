@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import type { StateKind } from '@bedrock/contracts';
-import { ConversationService, type ConversationEvent } from '@bedrock/contracts';
+import { AdminService, ConversationService, WorkspaceService, type ConversationEvent } from '@bedrock/contracts';
 import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/offline-model';
 import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
 
@@ -16,6 +16,10 @@ export interface E2e {
   readonly cluster: Cluster;
   readonly llm: MessagesApiServer;
   readonly client: Client<typeof ConversationService>;
+  /** AdminService as the cluster's user, an admin (BEDROCK_ADMIN_USERS): adds users, issues their tokens. */
+  readonly admin: Client<typeof AdminService>;
+  /** The public API as the holder of `token` (a token the admin issued). */
+  as(token: string): { conversations: Client<typeof ConversationService>; workspaces: Client<typeof WorkspaceService> };
   /** Routes requests by the text of their first user message (sub-agents run in parallel). */
   route(firstUserText: string, ...responses: ScriptedResponse[]): void;
   /**
@@ -42,7 +46,15 @@ export function firstUserText(request: ReceivedRequest): string {
   return first.content.map((b) => (b.type === 'text' ? (b.text ?? '') : '')).join('');
 }
 
-export async function startE2e(label: string, options: Partial<ClusterOptions> = {}): Promise<E2e> {
+export interface E2eOptions extends Partial<ClusterOptions> {
+  /**
+   * `on` (default): these suites run their tools in host directories they make. `default`:
+   * BEDROCK_HOST_PATHS is left unset, as shipped (off: conversations in workspaces only).
+   */
+  readonly hostPaths?: 'on' | 'default';
+}
+
+export async function startE2e(label: string, options: E2eOptions = {}): Promise<E2e> {
   const routes = new Map<string, ScriptedResponse[]>();
   const functions = new Map<string, (request: ReceivedRequest) => ScriptedResponse>();
   const llm = await startMessagesApiServer({
@@ -63,13 +75,18 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
     },
   });
   const dir = mkdtempSync(join(tmpdir(), `bedrock-e2e-${label}-`));
-  const { env: extraEnv, ...clusterOptions } = options;
+  const { env: extraEnv, serviceEnv, hostPaths = 'on', ...clusterOptions } = options;
   const cluster = await startCluster({
     dir,
     databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_e2e_${label}_${process.pid}`,
     redisUrl: 'redis://127.0.0.1:6379',
     redisPrefix: `e2e-${label}-${process.pid}`,
     ...clusterOptions,
+    serviceEnv: {
+      ...serviceEnv,
+      // The cluster's one user is the bootstrap admin, who adds the users some suites need.
+      'web-bff': { BEDROCK_ADMIN_USERS: 'local', ...serviceEnv?.['web-bff'] },
+    },
     env: {
       ANTHROPIC_API_KEY: 'e2e-key',
       ANTHROPIC_BASE_URL: llm.url,
@@ -83,20 +100,22 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
       BEDROCK_SHUTDOWN_GRACE: '3s',
       // These suites run their tools in host directories they make; tenants.e2e.test.ts runs
       // on the default (workspaces only).
-      BEDROCK_HOST_PATHS: 'on',
+      ...(hostPaths === 'on' ? { BEDROCK_HOST_PATHS: 'on' } : {}),
       ...extraEnv,
     },
   });
-  const transport = createConnectTransport({
-    baseUrl: cluster.httpUrl,
-    httpVersion: '1.1',
-    interceptors: [
-      (next) => (req) => {
-        req.header.set('authorization', `Bearer ${cluster.token}`);
-        return next(req);
-      },
-    ],
-  });
+  const transportOf = (token: string) =>
+    createConnectTransport({
+      baseUrl: cluster.httpUrl,
+      httpVersion: '1.1',
+      interceptors: [
+        (next) => (req) => {
+          req.header.set('authorization', `Bearer ${token}`);
+          return next(req);
+        },
+      ],
+    });
+  const transport = transportOf(cluster.token);
   const client = createClient(ConversationService, transport);
   const watchers: AbortController[] = [];
 
@@ -114,6 +133,11 @@ export async function startE2e(label: string, options: Partial<ClusterOptions> =
     cluster,
     llm,
     client,
+    admin: createClient(AdminService, transport),
+    as(token) {
+      const t = transportOf(token);
+      return { conversations: createClient(ConversationService, t), workspaces: createClient(WorkspaceService, t) };
+    },
     route(key, ...responses) {
       routes.set(key, [...(routes.get(key) ?? []), ...responses]);
     },

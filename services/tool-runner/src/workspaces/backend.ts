@@ -3,6 +3,7 @@
  * with a qgroup byte limit, snapshots for copies) and `none` (plain directories, no quota).
  */
 import { mkdir, rmdir } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { lastLines, run } from './run.ts';
 
@@ -34,12 +35,18 @@ export interface StorageBackend {
  * symlink swapped in by a tool still running there can only lead to what that user may delete
  * anyway), making its own read-only directories writable first, then root removes the emptied
  * directory itself (its parent, the root, is not writable by the owner).
+ *
+ * The owner's commands start in the root (entered as root: the working directory is set before
+ * the user switch) and name the directory relative to it, so the owner needs no search
+ * permission on the directories above the root: the embedded product's data directory, which
+ * holds the root, is 0700.
  */
 export async function removeTree(path: string, owner: Owner): Promise<void> {
-  const asOwner = { uid: owner.uid, gid: owner.gid, timeoutMs: 10 * 60_000 };
+  const asOwner = { uid: owner.uid, gid: owner.gid, timeoutMs: 10 * 60_000, cwd: dirname(path) };
+  const name = basename(path);
   // --one-file-system: nothing mounted below is touched; chmod -R never follows symlinks.
-  await run(['chmod', '-R', 'u+rwX', '--', path], asOwner);
-  const rm = await run(['rm', '-rf', '--one-file-system', '--', path], asOwner);
+  await run(['chmod', '-R', 'u+rwX', '--', name], asOwner);
+  const rm = await run(['rm', '-rf', '--one-file-system', '--', name], asOwner);
   try {
     await rmdir(path);
   } catch (err) {

@@ -69,6 +69,10 @@ export async function cloneInto(settings: SandboxSettings, request: CloneRequest
       mode: 'unrestricted',
       argv: cloneArgv(request.url),
       cwd: request.dir,
+      // A workspace run: where the runner may mount, the new workspace in a view of its own (at
+      // its own path under a fresh root), so the owner needs no search permission on the
+      // directories above the workspace root (a 0700 data directory); Landlock's read rules always.
+      workspace: request.dir,
       timeoutMs: request.timeoutMs,
       ...(request.signal ? { signal: request.signal } : {}),
       capture: { headBytes: 4000, tailBytes: 8000 },

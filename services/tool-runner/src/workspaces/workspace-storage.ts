@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, lstat, mkdir, readdir, realpath, rename } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { WorkspacesConfig } from '../config.ts';
 import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
@@ -208,8 +208,14 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
         await cloneInto(options.sandbox, { url: request.source.url, dir: staging, owner, timeoutMs: config.cloneTimeout });
       }
       if (source && !snapshotted) {
-        // As the owner, so that it reads only what the owner may and writes under their quota.
-        const cp = await run(['cp', '-a', '--reflink=auto', '-T', '--', source, staging], { ...owner, timeoutMs: config.cloneTimeout });
+        // As the owner, so that it reads only what the owner may and writes under their quota;
+        // from inside the root (entered as root), naming both relative to it, so the owner needs
+        // no search permission on the directories above the root (removeTree does the same).
+        const cp = await run(['cp', '-a', '--reflink=auto', '-T', '--', basename(source), basename(staging)], {
+          ...owner,
+          cwd: root,
+          timeoutMs: config.cloneTimeout,
+        });
         if (cp.code !== 0)
           throw new ConnectError(
             `copying ${request.source.kind === 'copy' ? request.source.fromId : ''} failed: ${lastLines(cp.stderr, 4)}`,

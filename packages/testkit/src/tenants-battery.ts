@@ -387,10 +387,16 @@ export function defineTenantsBattery(layout: string, target: () => TenantsTarget
 
     it('a write past the workspace quota fails with "Disk quota exceeded" (btrfs storage only)', async () => {
       const quota = t().quotaBytes;
+      const listed = await alice.workspaces.listWorkspaces({});
       if (quota === undefined) {
         expect(execFileSync('stat', ['-f', '-c', '%T', t().workspaceRoot]).toString().trim()).not.toBe('btrfs');
+        // Shown as it is: no quota where none is enforced.
+        expect(listed.workspaces.every((w) => w.quotaBytes === 0n && w.quotaInodes === 0n)).toBe(true);
+        expect(listed.quota).toMatch(/no disk quota per workspace/);
         return;
       }
+      // The byte quota is shown (btrfs enforces it); no file quota (btrfs has none).
+      expect(listed.workspaces.every((w) => w.quotaBytes === BigInt(quota) && w.quotaInodes === 0n)).toBe(true);
       const MiB = 1024 ** 2;
       const [res, du] = await run(
         alice,

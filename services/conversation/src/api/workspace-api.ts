@@ -15,7 +15,7 @@ import {
   type Workspace,
 } from '@bedrock/contracts';
 import type { WorkspaceRow } from '../store/workspace-store.ts';
-import { DEFAULT_WORKSPACE, type WorkspaceSource, type Workspaces } from '../workspaces/workspaces.ts';
+import { DEFAULT_WORKSPACE, type Enforced, type WorkspaceSource, type Workspaces } from '../workspaces/workspaces.ts';
 
 export interface WorkspaceApiOptions {
   readonly workspaces: Workspaces;
@@ -25,15 +25,16 @@ export interface WorkspaceApiOptions {
   readonly deleteConversation: (ctx: HandlerContext, conversationId: string) => Promise<readonly string[]>;
 }
 
-function workspaceToProto(row: WorkspaceRow, usage?: { bytes: number; inodes: number }): Workspace {
+/** A workspace as the API shows it: a quota only where the storage enforces it (0 otherwise). */
+function workspaceToProto(row: WorkspaceRow, enforced: Enforced, usage?: { bytes: number; inodes: number }): Workspace {
   return create(WorkspaceSchema, {
     id: row.id,
     name: row.name,
     path: row.path,
     sizeBytes: BigInt(usage?.bytes ?? 0),
     inodes: BigInt(usage?.inodes ?? 0),
-    quotaBytes: BigInt(row.quotaBytes),
-    quotaInodes: BigInt(row.quotaInodes),
+    quotaBytes: BigInt(enforced.bytes ? row.quotaBytes : 0),
+    quotaInodes: BigInt(enforced.inodes ? row.quotaInodes : 0),
     createdAt: timestampFromDate(row.createdAt),
     lastUsedAt: timestampFromDate(row.lastUsedAt),
     isDefault: row.name === DEFAULT_WORKSPACE,
@@ -61,12 +62,12 @@ export function registerWorkspaceApi(router: ConnectRouter, options: WorkspaceAp
   router.service(WorkspaceService, {
     async createWorkspace(req, ctx) {
       const row = await workspaces.create(userOf(ctx), req.name.trim(), sourceOf(req), req.requestId || null);
-      return create(CreateWorkspaceResponseSchema, { workspace: workspaceToProto(row) });
+      return create(CreateWorkspaceResponseSchema, { workspace: workspaceToProto(row, await workspaces.enforced()) });
     },
 
     async listWorkspaces(_req, ctx) {
-      const { rows, usage, quota } = await workspaces.list(userOf(ctx));
-      return create(ListWorkspacesResponseSchema, { workspaces: rows.map((r) => workspaceToProto(r, usage.get(r.id))), quota });
+      const { rows, usage, quota, enforced } = await workspaces.list(userOf(ctx));
+      return create(ListWorkspacesResponseSchema, { workspaces: rows.map((r) => workspaceToProto(r, enforced, usage.get(r.id))), quota });
     },
 
     async deleteWorkspace(req, ctx) {

@@ -55,7 +55,6 @@ export interface WorkspaceStore {
   remove(id: string): Promise<boolean>;
   /** Ids of the user-initiated conversations created in it. */
   conversationIds(id: string): Promise<string[]>;
-  touch(id: string, at: Date): Promise<void>;
 }
 
 interface WorkspaceRowDb {
@@ -90,7 +89,13 @@ function toRow(row: WorkspaceRowDb): WorkspaceRow {
   };
 }
 
-const WITH_COUNT = `SELECT w.*, (SELECT count(*) FROM conversations c WHERE c.workspace_id = w.id AND c.parent_id IS NULL) AS conversations
+/**
+ * A workspace with its conversations' count, and its last use: its creation or the last change of
+ * a conversation in it (a tool's result is one), derived rather than written on the hot path.
+ */
+const WITH_COUNT = `SELECT w.id, w.owner_id, w.name, w.path, w.origin, w.state, w.quota_bytes, w.quota_inodes, w.request_id, w.created_at,
+    GREATEST(w.last_used_at, (SELECT max(c.updated_at) FROM conversations c WHERE c.workspace_id = w.id)) AS last_used_at,
+    (SELECT count(*) FROM conversations c WHERE c.workspace_id = w.id AND c.parent_id IS NULL) AS conversations
   FROM workspaces w`;
 
 export function createWorkspaceStore(pool: Pool): WorkspaceStore {
@@ -178,10 +183,6 @@ export function createWorkspaceStore(pool: Pool): WorkspaceStore {
         [id],
       );
       return rows.map((r) => r.id);
-    },
-
-    async touch(id, at) {
-      await pool.query('UPDATE workspaces SET last_used_at = GREATEST(last_used_at, $2) WHERE id = $1', [id, at]);
     },
   };
 }

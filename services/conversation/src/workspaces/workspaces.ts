@@ -47,10 +47,20 @@ export interface Placement {
   readonly workspace: ConversationWorkspace | null;
 }
 
+/** Which of a workspace's quotas the storage enforces (btrfs: bytes; none: neither). */
+export interface Enforced {
+  readonly bytes: boolean;
+  readonly inodes: boolean;
+}
+
 export interface Workspaces {
   readonly hostPaths: boolean;
   create(ownerId: string, name: string, source: WorkspaceSource, requestId: string | null): Promise<WorkspaceRow>;
-  list(ownerId: string): Promise<{ rows: WorkspaceRow[]; usage: Map<string, { bytes: number; inodes: number }>; quota: string }>;
+  list(
+    ownerId: string,
+  ): Promise<{ rows: WorkspaceRow[]; usage: Map<string, { bytes: number; inodes: number }>; quota: string; enforced: Enforced }>;
+  /** What the storage enforces now (nothing when it does not answer). */
+  enforced(): Promise<Enforced>;
   /** By name or id, of this owner; NOT_FOUND otherwise. */
   find(ownerId: string, nameOrId: string): Promise<WorkspaceRow>;
   /** Removes the record and the files; the caller deleted its conversations first. */
@@ -61,6 +71,13 @@ export interface Workspaces {
   conversationIds(workspaceId: string): Promise<string[]>;
   /** Where CreateConversation's `workspace` and `cwd` put a conversation. */
   place(ownerId: string, workspace: string, cwd: string): Promise<Placement>;
+}
+
+const NOTHING_ENFORCED: Enforced = { bytes: false, inodes: false };
+
+/** btrfs qgroups limit bytes (a file's metadata counts against them); no backend limits inodes yet. */
+function enforcedBy(mechanism: string): Enforced {
+  return { bytes: mechanism === 'btrfs', inodes: false };
 }
 
 export function newWorkspaceId(): string {
@@ -217,6 +234,7 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
       const rows = await store.list(ownerId);
       const usage = new Map<string, { bytes: number; inodes: number }>();
       let quota = 'no workspace storage on this deployment';
+      let enforced: Enforced = NOTHING_ENFORCED;
       if (options.storage) {
         try {
           const [measured, info] = await Promise.all([
@@ -225,12 +243,18 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
           ]);
           for (const u of measured) if (u.exists) usage.set(u.workspaceId, { bytes: Number(u.bytes), inodes: Number(u.inodes) });
           quota = info.description;
+          enforced = enforcedBy(info.quotaMechanism);
         } catch (err) {
           options.logger.warn({ err }, 'workspace usage unavailable');
           quota = 'the workspace storage did not answer: sizes unknown';
         }
       }
-      return { rows, usage, quota };
+      return { rows, usage, quota, enforced };
+    },
+
+    async enforced() {
+      const info = await options.storage?.info().catch(() => undefined);
+      return info ? enforcedBy(info.quotaMechanism) : NOTHING_ENFORCED;
     },
 
     async remove(row) {

@@ -118,10 +118,14 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
         );
       }
     }
-    // The owners reach ROOT/<id> through every directory above it.
+    // Without a view of their own (the runner cannot mount), the owners reach ROOT/<id> through
+    // every directory above it; in a view the workspace is mounted at its path and they need not.
     for (let up = dirname(root); ; up = dirname(up)) {
       if (((await lstat(up)).mode & 0o001) === 0) {
-        log('warn', `workspaces: ${up} is not searchable by other users (chmod o+x): tools cannot reach their workspaces under ${root}`);
+        log(
+          'warn',
+          `workspaces: ${up} is not searchable by other users (chmod o+x): where tools get no view of their own (the runner cannot mount), they cannot reach their workspaces under ${root}`,
+        );
       }
       if (up === dirname(up)) break;
     }

@@ -18,6 +18,7 @@ export const THINKING_CHOICES: readonly ThinkingLevel[] = [
   ThinkingLevel.LOW,
   ThinkingLevel.MEDIUM,
   ThinkingLevel.HIGH,
+  ThinkingLevel.XHIGH,
   ThinkingLevel.MAX,
 ];
 
@@ -27,6 +28,7 @@ const THINKING_NAMES: Record<ThinkingLevel, string> = {
   [ThinkingLevel.LOW]: 'low',
   [ThinkingLevel.MEDIUM]: 'medium',
   [ThinkingLevel.HIGH]: 'high',
+  [ThinkingLevel.XHIGH]: 'xhigh',
   [ThinkingLevel.MAX]: 'max',
 };
 

@@ -4,7 +4,7 @@ import { costOf, createModelRegistry, DEFAULT_MODELS, FREE, OFFLINE_MODEL_ID } f
 describe('model registry', () => {
   it('knows the offline model and current Claude models', () => {
     const r = createModelRegistry();
-    expect(r.lookup(OFFLINE_MODEL_ID)).toEqual({
+    expect(r.lookup(OFFLINE_MODEL_ID)).toMatchObject({
       contextWindow: 200_000,
       maxOutputTokens: 64_000,
       thinking: 'adaptive',
@@ -17,14 +17,14 @@ describe('model registry', () => {
 
   it('gives an unknown model the smallest known window and output limit (REQ-BED-022)', () => {
     const r = createModelRegistry({ 'tiny-model': { contextWindow: 8_000, maxOutputTokens: 1_024 } });
-    expect(r.lookup('nobody-knows')).toEqual({
+    expect(r.lookup('nobody-knows')).toMatchObject({
       contextWindow: 8_000,
       maxOutputTokens: 1_024,
       thinking: 'none',
       prices: FREE,
       known: false,
     });
-    expect(createModelRegistry().lookup('nobody-knows')).toEqual({
+    expect(createModelRegistry().lookup('nobody-knows')).toMatchObject({
       contextWindow: 200_000,
       maxOutputTokens: 64_000,
       thinking: 'none',
@@ -113,7 +113,7 @@ describe('model registry', () => {
       if (m.id === OFFLINE_MODEL_ID) expect(m.prices).toEqual(FREE);
       else expect(m.prices.input).toBeGreaterThan(0);
     }
-    expect(r.lookup('claude-sonnet-4-5').prices).toEqual({
+    expect(r.lookup('claude-sonnet-4-5').prices).toMatchObject({
       input: 3,
       output: 15,
       cacheWrite: 3.75,
@@ -121,7 +121,7 @@ describe('model registry', () => {
       webSearch: 0.01,
       webFetch: 0,
     });
-    expect(r.lookup('claude-opus-5-5').prices).toMatchObject({ input: 4, output: 20, cacheWrite: 5, cacheRead: 0.2 });
+    expect(r.lookup('claude-opus-5-5').prices).toMatchObject({ input: 4, output: 20, cacheWrite: 5, cacheRead: 0.4 });
   });
 
   it('reckons a cost in whole micro-dollars, exactly for fractional prices', () => {
@@ -155,5 +155,53 @@ describe('model registry', () => {
       /unknown price "tokens"/,
     );
     expect(() => createModelRegistry({ x: { contextWindow: 1, maxOutputTokens: 1, prices: 3 } })).toThrow(/prices must be an object/);
+  });
+});
+
+describe('prompt-cache prices', () => {
+  it('prices every entry’s cache at the provider’s multiples of input: 5m write 1.25x, 1h write 2x, read 0.1x', () => {
+    for (const [id, limits] of Object.entries(DEFAULT_MODELS)) {
+      const p = limits.prices;
+      expect([id, p.cacheWrite, p.cacheWrite1h, p.cacheRead]).toEqual([
+        id,
+        expect.closeTo(p.input * 1.25, 9),
+        expect.closeTo(p.input * 2, 9),
+        expect.closeTo(p.input * 0.1, 9),
+      ]);
+    }
+  });
+
+  it('costs every model to the micro-dollar with the 5-minute/1-hour split of cache writes', () => {
+    // 1,000 input, 2,000 output, 1,000,000 cache writes of which 400,000 for an hour, 2,000,000 reads.
+    const usage = {
+      inputTokens: 1_000,
+      outputTokens: 2_000,
+      cacheCreationInputTokens: 1_000_000,
+      cacheCreation1hInputTokens: 400_000,
+      cacheReadInputTokens: 2_000_000,
+    };
+    const expected: Record<string, number> = {
+      [OFFLINE_MODEL_ID]: 0,
+      'claude-fable-5-1': 17_610_000,
+      'claude-opus-5-5': 7_044_000,
+      'claude-sonnet-5-5': 3_522_000,
+      'claude-haiku-5-5': 176_100,
+      'claude-opus-5': 8_805_000,
+      'claude-sonnet-5': 3_522_000,
+      'claude-opus-4-6': 8_805_000,
+      'claude-sonnet-4-6': 5_283_000,
+      'claude-opus-4-5': 8_805_000,
+      'claude-opus-4-5-20251101': 8_805_000,
+      'claude-sonnet-4-5': 5_283_000,
+      'claude-sonnet-4-5-20250929': 5_283_000,
+      'claude-haiku-4-5': 1_761_000,
+      'claude-haiku-4-5-20251001': 1_761_000,
+    };
+    expect(Object.keys(expected).sort()).toEqual(Object.keys(DEFAULT_MODELS).sort());
+    for (const [id, limits] of Object.entries(DEFAULT_MODELS)) expect([id, costOf(usage, limits.prices)]).toEqual([id, expected[id]]);
+    // Without the split every write is a 5-minute one (responses stored before it existed).
+    const { cacheCreation1hInputTokens: _oneHour, ...noSplit } = usage;
+    void _oneHour;
+    expect(costOf(noSplit, DEFAULT_MODELS['claude-haiku-4-5']!.prices)).toBe(1_000 + 10_000 + 1_250_000 + 200_000);
   });
 });

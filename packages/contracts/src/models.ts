@@ -24,9 +24,30 @@ export interface ModelLimits {
   readonly maxOutputTokens: number;
   /** The form of extended thinking the model takes. */
   readonly thinking: ThinkingForm;
+  /**
+   * Effort levels (`output_config.effort`) an adaptive model takes; a level it does not take is
+   * sent as the nearest one below (`xhigh` as `high`). Empty for budget and non-thinking models.
+   */
+  readonly efforts: readonly Effort[];
+  /** Versions of the provider-run web tools the model takes. */
+  readonly webTools: WebToolVersions;
   /** What the provider charges for it; every price 0 when unknown. */
   readonly prices: ModelPrices;
 }
+
+export type Effort = 'low' | 'medium' | 'high' | 'xhigh' | 'max';
+export const EFFORTS: readonly Effort[] = ['low', 'medium', 'high', 'xhigh', 'max'];
+
+/** The `type` of the web search and web fetch tool definitions sent for a model. */
+export interface WebToolVersions {
+  readonly webSearch: string;
+  readonly webFetch: string;
+}
+
+/** The first versions, taken by every model with web tools. */
+export const BASIC_WEB_TOOLS: WebToolVersions = { webSearch: 'web_search_20250305', webFetch: 'web_fetch_20250910' };
+/** Versions with dynamic filtering (the provider: Claude 4.6 and later models). */
+export const FILTERING_WEB_TOOLS: WebToolVersions = { webSearch: 'web_search_20260209', webFetch: 'web_fetch_20260209' };
 
 /**
  * Prices of a model in USD: tokens per million tokens, server tools per use. Any number of
@@ -37,8 +58,10 @@ export interface ModelPrices {
   readonly input: number;
   /** Output tokens (thinking included). */
   readonly output: number;
-  /** Input tokens written to the prompt cache (the 5-minute cache). */
+  /** Input tokens written to the 5-minute prompt cache (1.25x input). */
   readonly cacheWrite: number;
+  /** Input tokens written to the 1-hour prompt cache (2x input). */
+  readonly cacheWrite1h: number;
   /** Input tokens read from the prompt cache. */
   readonly cacheRead: number;
   /** One web search (server tool). */
@@ -47,16 +70,19 @@ export interface ModelPrices {
   readonly webFetch: number;
 }
 
-export const PRICE_FIELDS = ['input', 'output', 'cacheWrite', 'cacheRead', 'webSearch', 'webFetch'] as const;
+export const PRICE_FIELDS = ['input', 'output', 'cacheWrite', 'cacheWrite1h', 'cacheRead', 'webSearch', 'webFetch'] as const;
 
 /** No charge: the offline model, and an unknown model (whose price Bedrock cannot know). */
-export const FREE: ModelPrices = { input: 0, output: 0, cacheWrite: 0, cacheRead: 0, webSearch: 0, webFetch: 0 };
+export const FREE: ModelPrices = { input: 0, output: 0, cacheWrite: 0, cacheWrite1h: 0, cacheRead: 0, webSearch: 0, webFetch: 0 };
 
 /** What one response used, as the provider reports it (the fields costOf reads). */
 export interface BilledUsage {
   readonly inputTokens: number;
   readonly outputTokens: number;
+  /** Every token written to the prompt cache, 5-minute and 1-hour. */
   readonly cacheCreationInputTokens: number;
+  /** Of cacheCreationInputTokens, those written to the 1-hour cache (0 or absent: all 5-minute). */
+  readonly cacheCreation1hInputTokens?: number;
   readonly cacheReadInputTokens: number;
   readonly webSearchRequests?: number;
   readonly webFetchRequests?: number;
@@ -70,10 +96,14 @@ export interface BilledUsage {
  */
 export function costOf(usage: BilledUsage, prices: ModelPrices): number {
   const milli = (usd: number) => Math.round(usd * 1000);
+  // The 1-hour share can never exceed the total (a provider that reported so is taken at the total).
+  const oneHour = Math.min(usage.cacheCreation1hInputTokens ?? 0, usage.cacheCreationInputTokens);
+  const fiveMinutes = usage.cacheCreationInputTokens - oneHour;
   const nano =
     usage.inputTokens * milli(prices.input) +
     usage.outputTokens * milli(prices.output) +
-    usage.cacheCreationInputTokens * milli(prices.cacheWrite) +
+    fiveMinutes * milli(prices.cacheWrite) +
+    oneHour * milli(prices.cacheWrite1h) +
     usage.cacheReadInputTokens * milli(prices.cacheRead) +
     (usage.webSearchRequests ?? 0) * milli(prices.webSearch * 1_000_000) +
     (usage.webFetchRequests ?? 0) * milli(prices.webFetch * 1_000_000);
@@ -94,46 +124,82 @@ const K200 = 200_000;
 /** Web search is billed at $10 per 1,000 searches; web fetch costs nothing beyond its tokens. */
 const SERVER_TOOLS = { webSearch: 0.01, webFetch: 0 } as const;
 
-/** Prices per million tokens: input, 5-minute cache write, cache read, output. */
-function priced(input: number, cacheWrite: number, cacheRead: number, output: number): ModelPrices {
-  return { input, output, cacheWrite, cacheRead, ...SERVER_TOOLS };
+/**
+ * Prices per million tokens from the input and output rates. The provider prices the prompt
+ * cache as multiples of the input rate, the same for every model: a 5-minute write 1.25x, a
+ * 1-hour write 2x, a read 0.1x (models.test.ts checks every entry).
+ */
+function priced(input: number, output: number): ModelPrices {
+  // To a millionth of a dollar, so 3 x 0.1 reads 0.3 (not 0.30000000000000004).
+  const times = (k: number) => Math.round(input * k * 1e6) / 1e6;
+  return { input, output, cacheWrite: times(1.25), cacheWrite1h: times(2), cacheRead: times(0.1), ...SERVER_TOOLS };
 }
 
 /**
  * Published Anthropic prices, as read on platform.claude.com (model overview and pricing
  * pages) on 2026-11-26. Standard rates only: no batch discount, and Haiku 5.5's higher rate for
- * prompts over 100,000 tokens is not applied (its base rate is used).
+ * prompts over 100,000 tokens is not applied (its base rate is used). Opus 5.5 and Fable 5.1
+ * had cache reads at 0.05x and 0.025x input here before: the provider's rate is 0.1x.
  */
-const FABLE_5_1 = priced(10, 12.5, 0.25, 50);
-const OPUS_5_5 = priced(4, 5, 0.2, 20);
-const SONNET_5_5 = priced(2, 2.5, 0.2, 10);
-const HAIKU_5_5 = priced(0.1, 0.125, 0.01, 0.5);
-const OPUS_5 = priced(5, 6.25, 0.5, 25);
-const SONNET_5 = priced(2, 2.5, 0.2, 10);
-const OPUS_4_5_AND_4_6 = priced(5, 6.25, 0.5, 25);
-const SONNET_4_5_AND_4_6 = priced(3, 3.75, 0.3, 15);
-const HAIKU_4_5 = priced(1, 1.25, 0.1, 5);
+const FABLE_5_1 = priced(10, 50);
+const OPUS_5_5 = priced(4, 20);
+const SONNET_5_5 = priced(2, 10);
+const HAIKU_5_5 = priced(0.1, 0.5);
+const OPUS_5 = priced(5, 25);
+const SONNET_5 = priced(2, 10);
+const OPUS_4_5_AND_4_6 = priced(5, 25);
+const SONNET_4_5_AND_4_6 = priced(3, 15);
+const HAIKU_4_5 = priced(1, 5);
+
+/** Effort levels: the provider's effort page lists `xhigh` for the Claude 5 models, `max` from 4.6 on. */
+const WITH_XHIGH: readonly Effort[] = EFFORTS;
+const UP_TO_MAX: readonly Effort[] = ['low', 'medium', 'high', 'max'];
+const NO_EFFORT: readonly Effort[] = [];
+
+const adaptive = (contextWindow: number, efforts: readonly Effort[], prices: ModelPrices): ModelLimits => ({
+  contextWindow,
+  maxOutputTokens: 128_000,
+  thinking: 'adaptive',
+  efforts,
+  webTools: FILTERING_WEB_TOOLS,
+  prices,
+});
+const budget = (prices: ModelPrices): ModelLimits => ({
+  contextWindow: K200,
+  maxOutputTokens: 64_000,
+  thinking: 'budget',
+  efforts: NO_EFFORT,
+  webTools: BASIC_WEB_TOOLS,
+  prices,
+});
 
 /**
  * Defaults, from the provider's published model pages (context window · max output · prices).
  * Dated ids and aliases are listed separately because the API accepts both.
  */
 export const DEFAULT_MODELS: Readonly<Record<string, ModelLimits>> = {
-  [OFFLINE_MODEL_ID]: { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'adaptive', prices: FREE },
-  'claude-fable-5-1': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: FABLE_5_1 },
-  'claude-opus-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_5_5 },
-  'claude-sonnet-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_5_5 },
-  'claude-haiku-5-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: HAIKU_5_5 },
-  'claude-opus-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_5 },
-  'claude-sonnet-5': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_5 },
-  'claude-opus-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: OPUS_4_5_AND_4_6 },
-  'claude-sonnet-4-6': { contextWindow: M, maxOutputTokens: 128_000, thinking: 'adaptive', prices: SONNET_4_5_AND_4_6 },
-  'claude-opus-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: OPUS_4_5_AND_4_6 },
-  'claude-opus-4-5-20251101': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: OPUS_4_5_AND_4_6 },
-  'claude-sonnet-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: SONNET_4_5_AND_4_6 },
-  'claude-sonnet-4-5-20250929': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: SONNET_4_5_AND_4_6 },
-  'claude-haiku-4-5': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: HAIKU_4_5 },
-  'claude-haiku-4-5-20251001': { contextWindow: K200, maxOutputTokens: 64_000, thinking: 'budget', prices: HAIKU_4_5 },
+  [OFFLINE_MODEL_ID]: {
+    contextWindow: K200,
+    maxOutputTokens: 64_000,
+    thinking: 'adaptive',
+    efforts: WITH_XHIGH,
+    webTools: FILTERING_WEB_TOOLS,
+    prices: FREE,
+  },
+  'claude-fable-5-1': adaptive(M, WITH_XHIGH, FABLE_5_1),
+  'claude-opus-5-5': adaptive(M, WITH_XHIGH, OPUS_5_5),
+  'claude-sonnet-5-5': adaptive(M, WITH_XHIGH, SONNET_5_5),
+  'claude-haiku-5-5': adaptive(M, UP_TO_MAX, HAIKU_5_5),
+  'claude-opus-5': adaptive(M, WITH_XHIGH, OPUS_5),
+  'claude-sonnet-5': adaptive(M, WITH_XHIGH, SONNET_5),
+  'claude-opus-4-6': adaptive(M, UP_TO_MAX, OPUS_4_5_AND_4_6),
+  'claude-sonnet-4-6': adaptive(M, UP_TO_MAX, SONNET_4_5_AND_4_6),
+  'claude-opus-4-5': budget(OPUS_4_5_AND_4_6),
+  'claude-opus-4-5-20251101': budget(OPUS_4_5_AND_4_6),
+  'claude-sonnet-4-5': budget(SONNET_4_5_AND_4_6),
+  'claude-sonnet-4-5-20250929': budget(SONNET_4_5_AND_4_6),
+  'claude-haiku-4-5': budget(HAIKU_4_5),
+  'claude-haiku-4-5-20251001': budget(HAIKU_4_5),
 };
 
 export interface ModelRegistry {
@@ -149,7 +215,7 @@ export interface ModelRegistry {
 }
 
 /** Fields an override entry may set. */
-const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'prices'] as const;
+const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'efforts', 'webTools', 'prices'] as const;
 
 /**
  * A registry from the defaults plus an operator override: a JSON object (or its text)
@@ -171,7 +237,14 @@ export function createModelRegistry(override?: string | Readonly<Record<string, 
     maxOutputTokens = Math.min(maxOutputTokens, limits.maxOutputTokens);
   }
   // The table is never empty: the override can change entries but not remove them.
-  const smallest: ModelLimits = { contextWindow, maxOutputTokens, thinking: 'none', prices: FREE };
+  const smallest: ModelLimits = {
+    contextWindow,
+    maxOutputTokens,
+    thinking: 'none',
+    efforts: NO_EFFORT,
+    webTools: BASIC_WEB_TOOLS,
+    prices: FREE,
+  };
   return {
     fallback: smallest,
     lookup(model) {
@@ -227,10 +300,25 @@ function mergeLimits(id: string, base: ModelLimits | undefined, raw: unknown): M
       `model registry override for "${id}": thinking must be one of ${THINKING_FORMS.join(', ')}, got ${JSON.stringify(thinking)}`,
     );
   }
+  const efforts = entry.efforts ?? base?.efforts ?? (thinking === 'adaptive' ? UP_TO_MAX : NO_EFFORT);
+  if (!Array.isArray(efforts) || efforts.some((e) => !(EFFORTS as readonly unknown[]).includes(e))) {
+    throw new Error(
+      `model registry override for "${id}": efforts must be an array of ${EFFORTS.join(', ')}, got ${JSON.stringify(efforts)}`,
+    );
+  }
+  const webTools = entry.webTools ?? base?.webTools ?? BASIC_WEB_TOOLS;
+  const w = webTools as Partial<Record<string, unknown>>;
+  if (typeof webTools !== 'object' || webTools === null || typeof w.webSearch !== 'string' || typeof w.webFetch !== 'string') {
+    throw new Error(
+      `model registry override for "${id}": webTools must be {"webSearch": type, "webFetch": type}, got ${JSON.stringify(webTools)}`,
+    );
+  }
   return {
     contextWindow: pick('contextWindow'),
     maxOutputTokens: pick('maxOutputTokens'),
     thinking: thinking as ThinkingForm,
+    efforts: efforts as Effort[],
+    webTools: { webSearch: w.webSearch, webFetch: w.webFetch },
     prices: mergePrices(id, base?.prices ?? FREE, entry.prices),
   };
 }

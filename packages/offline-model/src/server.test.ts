@@ -332,11 +332,9 @@ describe('local Messages API server: thinking, refusals, server tools through th
       messages: history([thinking, { type: 'redacted_thinking', data: 'aW52ZW50ZWQ=' }, first.content[2]]),
     });
     expect(invented.message).toBe('messages.1.content.1: Invalid `data` in `redacted_thinking` block');
-    const dropped = await badRequest({ tools, thinking: { type: 'adaptive' }, messages: history([first.content[2]]) });
-    expect(dropped.message).toMatch(/^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`/);
-    expect(server.violations.slice(before)).toEqual(
-      [tampered, invented, dropped].map((r) => ({ requestId: r.requestId, message: r.message })),
-    );
+    // A turn without its thinking is accepted under adaptive thinking (the model may skip it);
+    // the manual-thinking rule is checked in validate-request.test.ts.
+    expect(server.violations.slice(before)).toEqual([tampered, invented].map((r) => ({ requestId: r.requestId, message: r.message })));
   });
 
   it('signs the thinking blocks of non-streaming answers too', async () => {

@@ -339,8 +339,8 @@ describe('request validator: thinking blocks', () => {
     );
   });
 
-  it('with thinking on, needs the assistant turn before final tool results to start with thinking', () => {
-    const on = { tools: TOOLS, thinking: { type: 'adaptive' } };
+  it('with manual thinking on, needs the assistant turn before final tool results to start with thinking', () => {
+    const on = { tools: TOOLS, model: 'claude-sonnet-4-5', max_tokens: 4000, thinking: { type: 'enabled', budget_tokens: 1024 } };
     expect(check(req(loop([toolUse('toolu_1')]), on))).toBe(
       'messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking',
     );
@@ -360,11 +360,19 @@ describe('request validator: thinking blocks', () => {
     expect(check(req(loop([toolUse('toolu_1')]), { tools: TOOLS }))).toBeUndefined();
     expect(check(req(loop([toolUse('toolu_1')]), { tools: TOOLS, thinking: { type: 'disabled' } }))).toBeUndefined();
     expect(check(req([...loop([toolUse('toolu_1')]), a('Done.'), u('thanks')], on))).toBeUndefined();
+    // Adaptive thinking: the model may choose not to think on a turn, so no such requirement.
+    expect(check(req(loop([toolUse('toolu_1')]), { tools: TOOLS, thinking: { type: 'adaptive' } }))).toBeUndefined();
   });
 
-  it('with thinking on, needs a final paused turn to start with thinking too', () => {
+  it('with manual thinking on, needs a final paused turn to start with thinking too', () => {
     const search = { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'q' } };
-    const paused = (blocks: unknown[]) => req([u('Search.'), a(blocks)], { tools: [WEB_SEARCH], thinking: { type: 'adaptive' } });
+    const paused = (blocks: unknown[]) =>
+      req([u('Search.'), a(blocks)], {
+        tools: [WEB_SEARCH],
+        model: 'claude-sonnet-4-5',
+        max_tokens: 4000,
+        thinking: { type: 'enabled', budget_tokens: 1024 },
+      });
     expect(check(paused([text('Searching.'), search]))).toMatch(
       /^messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\./,
     );

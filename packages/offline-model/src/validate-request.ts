@@ -159,6 +159,10 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
 
   // Thinking configuration.
   let thinkingOn = false;
+  // Manual (budget) thinking: the model thinks on every turn, so the tool-loop rule below holds.
+  // Adaptive thinking is optional for the model on each turn (the provider's adaptive-thinking
+  // page), so a tool loop's turn without a thinking block is accepted there.
+  let manualThinking = false;
   if (body.thinking !== undefined) {
     const thinking = body.thinking;
     if (!isObject(thinking)) return 'thinking: Input should be an object';
@@ -177,6 +181,7 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
         return `\`max_tokens\` must be greater than \`thinking.budget_tokens\`. ${THINKING_DOCS}#max-tokens-and-context-window-size`;
       }
       thinkingOn = true;
+      manualThinking = true;
     } else if (type === 'adaptive') {
       if (!model.adaptiveThinking) {
         return model.budgetThinking
@@ -369,7 +374,7 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
   const last = messages[messages.length - 1] as Json;
   const lastBlocks = blocksOf(last.content);
   const finalAssistant = last.role === 'assistant' ? messages.length - 1 : lastBlocks[0]?.type === 'tool_result' ? messages.length - 2 : -1;
-  if (thinkingOn && finalAssistant >= 0) {
+  if (manualThinking && finalAssistant >= 0) {
     const i = finalAssistant;
     const first = blocksOf((messages[i] as Json).content)[0];
     if (first && first.type !== 'thinking' && first.type !== 'redacted_thinking') {

@@ -75,7 +75,7 @@ describe('conversation config', () => {
     const config = readConversationConfig({ BEDROCK_DEFAULT_THINKING: 'off', BEDROCK_SERVER_TOOLS: ' web_fetch , web_search,web_fetch ' });
     expect([config.conversations.defaultThinking, config.conversations.serverTools]).toEqual(['off', ['web_search', 'web_fetch']]);
     expect(problems({ BEDROCK_DEFAULT_THINKING: 'huge' })).toEqual([
-      'BEDROCK_DEFAULT_THINKING="huge" is invalid: expected one of off, low, medium, high, max',
+      'BEDROCK_DEFAULT_THINKING="huge" is invalid: expected one of off, low, medium, high, xhigh, max',
     ]);
     expect(problems({ BEDROCK_SERVER_TOOLS: 'web_search,code_execution' })).toEqual([
       'BEDROCK_SERVER_TOOLS="web_search,code_execution" is invalid: expected a comma-separated list of web_search, web_fetch (unknown: code_execution)',

@@ -9,6 +9,7 @@ import {
   bool,
   configMarkdownTable,
   duration,
+  filePath,
   int,
   list,
   loadConfig,
@@ -103,6 +104,10 @@ export const conversationConfigSchema = section({
     migrate: setting('BEDROCK_MIGRATE', bool(), { default: true, doc: 'Run database migrations at start-up.' }),
   }),
   models: section({
+    /** File holding the secret of the owner reference (metadata.user_id); read at start. */
+    ownerRefSecretFile: optionalSetting('BEDROCK_OWNER_REF_SECRET_FILE', filePath(), {
+      doc: 'File holding a deployment secret (one line): each request tells the provider its conversation owner as metadata.user_id = HMAC-SHA256(secret, user id), a stable opaque id (never a name or email). Unset: no id is sent.',
+    }),
     default: setting('BEDROCK_DEFAULT_MODEL', str(), {
       default: 'claude-sonnet-5-5',
       doc: 'Model of conversations created without one.',

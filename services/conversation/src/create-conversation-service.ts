@@ -4,6 +4,7 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
+import { readFileSync } from 'node:fs';
 import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { createTransport, type Consumer, type Transport } from '@bedrock/platform';
@@ -164,6 +165,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       models,
       policy,
       maxOutputTokens: config.models.maxOutputTokens,
+      ...(config.models.ownerRefSecretFile ? { ownerRefSecret: readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() } : {}),
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),

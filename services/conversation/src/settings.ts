@@ -5,7 +5,7 @@
  */
 import { ServerTool as PServerTool, ThinkingLevel as PThinkingLevel } from '@bedrock/contracts';
 
-export const THINKING_LEVELS = ['off', 'low', 'medium', 'high', 'max'] as const;
+export const THINKING_LEVELS = ['off', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ThinkingSetting = (typeof THINKING_LEVELS)[number];
 
 export const SERVER_TOOLS = ['web_search', 'web_fetch'] as const;
@@ -16,6 +16,7 @@ const THINKING_TO_PROTO: Record<ThinkingSetting, PThinkingLevel> = {
   low: PThinkingLevel.LOW,
   medium: PThinkingLevel.MEDIUM,
   high: PThinkingLevel.HIGH,
+  xhigh: PThinkingLevel.XHIGH,
   max: PThinkingLevel.MAX,
 };
 

@@ -104,7 +104,7 @@ describe('the prices in the docs', () => {
       .list()
       .map((m) => {
         const p = m.prices;
-        return `| \`${m.id}\` | ${p.input} | ${p.output} | ${p.cacheWrite} | ${p.cacheRead} | ${p.webSearch} | ${p.webFetch} |`;
+        return `| \`${m.id}\` | ${p.input} | ${p.output} | ${p.cacheWrite} | ${p.cacheWrite1h} | ${p.cacheRead} | ${p.webSearch} | ${p.webFetch} |`;
       });
     expect(table.split('\n').slice(2)).toEqual(rows);
   });

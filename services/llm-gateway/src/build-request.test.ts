@@ -38,12 +38,19 @@ describe('buildMessagesRequest', () => {
     const params = await buildMessagesRequest(makeJob({ toolNames: ['bash', 'spawn_agents'] }), options);
     expect(params.stream).toBe(true);
     expect(params.model).toBe('claude-haiku-4-5');
-    expect(params.system).toEqual([{ type: 'text', text: 'You are a test.', cache_control: { type: 'ephemeral' } }]);
+    expect(params.system).toEqual([{ type: 'text', text: 'You are a test.', cache_control: { type: 'ephemeral', ttl: '1h' } }]);
     expect(params.tools).toEqual([
       { name: 'bash', description: TOOLS.bash.description, input_schema: TOOLS.bash.inputSchema },
-      { name: 'spawn_agents', description: TOOLS.spawn_agents.description, input_schema: TOOLS.spawn_agents.inputSchema },
+      {
+        name: 'spawn_agents',
+        description: TOOLS.spawn_agents.description,
+        input_schema: TOOLS.spawn_agents.inputSchema,
+        cache_control: { type: 'ephemeral', ttl: '1h' },
+      },
     ]);
-    expect(params.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hello', cache_control: { type: 'ephemeral' } }] }]);
+    expect(params.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'hello', cache_control: { type: 'ephemeral', ttl: '1h' } }] },
+    ]);
   });
 
   it('offers the tools to a continuation summary with tool_choice none, so tool blocks in its history stay valid', async () => {
@@ -105,7 +112,7 @@ describe('buildMessagesRequest', () => {
     );
     expect(params.tools?.slice(1)).toEqual([
       { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
-      { type: 'web_search_20250305', name: 'web_search', max_uses: 5 },
+      { type: 'web_search_20250305', name: 'web_search', max_uses: 5, cache_control: { type: 'ephemeral', ttl: '1h' } },
     ]);
     expect(SERVER_TOOL_DEFINITIONS.web_search).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
     expect(params.tool_choice).toBeUndefined();
@@ -121,7 +128,7 @@ describe('buildMessagesRequest', () => {
       type: 'web_search_20250305',
       name: 'web_search',
       max_uses: 5,
-      cache_control: { type: 'ephemeral' },
+      cache_control: { type: 'ephemeral', ttl: '1h' },
     });
     // Not asked for: none.
     expect(toolNames(await buildMessagesRequest(makeJob(), options))).toEqual(['bash', 'think']);
@@ -169,7 +176,7 @@ describe('buildMessagesRequest', () => {
     expect(params.messages[2]!.content).toEqual([
       { type: 'tool_result', tool_use_id: 'toolu_1', content: EMPTY_TOOL_RESULT, is_error: true },
       { type: 'tool_result', tool_use_id: 'toolu_x', content: 'late', is_error: false },
-      { type: 'text', text: 'Mode changed.', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'Mode changed.', cache_control: { type: 'ephemeral', ttl: '1h' } },
     ]);
   });
 
@@ -190,7 +197,7 @@ describe('buildMessagesRequest', () => {
     expect(marked).toEqual(['2.1', '4.0']);
     const noSystem = await buildMessagesRequest(makeJob({ systemPrompt: '' }), options);
     expect(noSystem.system).toBeUndefined();
-    expect(noSystem.tools?.at(-1)?.cache_control).toEqual({ type: 'ephemeral' });
+    expect(noSystem.tools?.at(-1)?.cache_control).toEqual({ type: 'ephemeral', ttl: '1h' });
   });
 
   it('encodes images as base64 sources; one that cannot be sent becomes a note naming it, so the turn goes on', async () => {
@@ -206,7 +213,7 @@ describe('buildMessagesRequest', () => {
       {
         type: 'image',
         source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') },
-        cache_control: { type: 'ephemeral' },
+        cache_control: { type: 'ephemeral', ttl: '1h' },
       },
     ]);
     const bad = makeJob({
@@ -248,7 +255,7 @@ describe('buildMessagesRequest', () => {
       {
         type: 'image',
         source: { type: 'base64', media_type: 'image/png', data: other.toString('base64') },
-        cache_control: { type: 'ephemeral' },
+        cache_control: { type: 'ephemeral', ttl: '1h' },
       },
     ]);
     // Not named: every image goes, and none is remembered.
@@ -258,7 +265,7 @@ describe('buildMessagesRequest', () => {
     expect(again.messages[0]!.content.at(-1)).toEqual({
       type: 'text',
       text: '[image removed: the model provider refused it: Could not process image]',
-      cache_control: { type: 'ephemeral' },
+      cache_control: { type: 'ephemeral', ttl: '1h' },
     });
     expect(refusedImages.get(other.toString('base64'))).toBeUndefined();
   });
@@ -437,7 +444,7 @@ describe("buildMessagesRequest: the model's own blocks", () => {
       { type: 'text', text: 'Searching. ' },
       searchUse,
       searchResult,
-      { type: 'text', text: 'Found one; checking more', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'Found one; checking more', cache_control: { type: 'ephemeral', ttl: '1h' } },
     ]);
     // Ending with the provider's result block: nothing to trim, and the breakpoint goes to the nearest earlier text.
     const atResult = await buildMessagesRequest(
@@ -451,7 +458,7 @@ describe("buildMessagesRequest: the model's own blocks", () => {
       options,
     );
     expect(atResult.messages[1]!.content).toEqual([
-      { type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'Searching.', cache_control: { type: 'ephemeral', ttl: '1h' } },
       searchUse,
       searchResult,
     ]);
@@ -472,7 +479,7 @@ describe("buildMessagesRequest: the model's own blocks", () => {
     });
     const params = await buildMessagesRequest(job, options);
     // System, the previous user turn, and — the paused turn having nothing cacheable — the user turn before it.
-    expect(breakpoints(params)).toEqual(['system.0', '0.0', '2.0']);
+    expect(breakpoints(params)).toEqual(['system.0', 'tools.2', '0.0', '2.0']);
     for (const m of params.messages)
       for (const b of m.content as Array<{ type: string }>)
         if (b.type !== 'text' && b.type !== 'tool_result') expect(cache(b)).toBeUndefined();
@@ -577,7 +584,7 @@ describe('buildMessagesRequest: thinking', () => {
   it('leaves thinking out of a tool loop whose assistant turn does not start with thinking (it was off), until a plain user turn', async () => {
     const loop = (assistant: ReturnType<typeof text>[], last = [toolResult('toolu_1', 'done')]) =>
       makeJob({
-        model: 'claude-opus-5',
+        model: 'claude-sonnet-4-5',
         thinking: ThinkingLevel.MEDIUM,
         messages: [
           { role: Role.USER, content: [text('do it')] },
@@ -599,14 +606,14 @@ describe('buildMessagesRequest: thinking', () => {
     // The turn started with thinking (or redacted thinking): on.
     expect(
       (await buildMessagesRequest(loop([thinking('plan', 'sig'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking,
-    ).toEqual({ type: 'adaptive', display: 'summarized' });
+    ).toEqual({ type: 'enabled', budget_tokens: 10_000 });
     expect(
       (await buildMessagesRequest(loop([redactedThinking('r'), toolUse('toolu_1', 'bash', { command: 'ls' })]), options)).thinking,
-    ).toEqual({ type: 'adaptive', display: 'summarized' });
+    ).toEqual({ type: 'enabled', budget_tokens: 10_000 });
     // A new user message after a turn without thinking: on again.
     expect((await buildMessagesRequest(loop([text('Hello.')], [text('next question')]), options)).thinking).toEqual({
-      type: 'adaptive',
-      display: 'summarized',
+      type: 'enabled',
+      budget_tokens: 10_000,
     });
     // The same rule for budget models.
     const budget = await buildMessagesRequest(
@@ -619,7 +626,7 @@ describe('buildMessagesRequest: thinking', () => {
   it('leaves thinking out when resuming a paused turn that does not start with thinking', async () => {
     const paused = (first: ReturnType<typeof text>[]) =>
       makeJob({
-        model: 'claude-opus-5',
+        model: 'claude-sonnet-4-5',
         thinking: ThinkingLevel.HIGH,
         serverTools: [ServerTool.WEB_SEARCH],
         messages: [
@@ -629,8 +636,108 @@ describe('buildMessagesRequest: thinking', () => {
       });
     expect((await buildMessagesRequest(paused([]), options)).thinking).toBeUndefined();
     expect((await buildMessagesRequest(paused([thinking('t', 's')]), options)).thinking).toEqual({
-      type: 'adaptive',
-      display: 'summarized',
+      type: 'enabled',
+      budget_tokens: 24_000,
     });
+  });
+});
+
+describe('the model, round two', () => {
+  const loop = (model: string, level: ThinkingLevel) =>
+    makeJob({
+      model,
+      thinking: level,
+      messages: [
+        { role: Role.USER, content: [text('do it')] },
+        // An adaptive model may choose not to think: the turn has no thinking block.
+        { role: Role.ASSISTANT, content: [text('Running.'), toolUse('toolu_1', 'bash', { command: 'ls' })] },
+        { role: Role.USER, content: [toolResult('toolu_1', 'done')] },
+      ],
+    });
+
+  it('keeps an adaptive model’s thinking and effort on a tool-loop turn that carries no thinking block', async () => {
+    const omitted: string[] = [];
+    const params = await buildMessagesRequest(loop('claude-opus-5', ThinkingLevel.LOW), options, {
+      onThinkingOmitted: (r) => omitted.push(r),
+    });
+    expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect(params.output_config).toEqual({ effort: 'low' });
+    expect(omitted).toEqual([]);
+  });
+
+  it('still leaves a budget model’s thinking out where the API rejects it, flagging only the first request of the loop', async () => {
+    const seen: Array<[string, boolean]> = [];
+    const params = await buildMessagesRequest(loop('claude-sonnet-4-5', ThinkingLevel.HIGH), options, {
+      onThinkingOmitted: (r, first) => seen.push([r, first]),
+    });
+    expect(params.thinking).toBeUndefined();
+    expect(seen).toEqual([['the tool calls it answers were made in a turn without thinking', true]]);
+    const later = makeJob({
+      model: 'claude-sonnet-4-5',
+      thinking: ThinkingLevel.HIGH,
+      messages: [
+        { role: Role.USER, content: [text('do it')] },
+        { role: Role.ASSISTANT, content: [toolUse('toolu_1', 'bash', { command: 'ls' })] },
+        { role: Role.USER, content: [toolResult('toolu_1', 'done')] },
+        { role: Role.ASSISTANT, content: [toolUse('toolu_2', 'bash', { command: 'pwd' })] },
+        { role: Role.USER, content: [toolResult('toolu_2', 'done')] },
+      ],
+    });
+    seen.length = 0;
+    await buildMessagesRequest(later, options, { onThinkingOmitted: (r, first) => seen.push([r, first]) });
+    expect(seen.map(([, first]) => first)).toEqual([false]);
+  });
+
+  it('sends xhigh to models that take it and the nearest effort below to those that do not', async () => {
+    const effort = async (model: string) =>
+      (await buildMessagesRequest(makeJob({ model, thinking: ThinkingLevel.XHIGH }), options)).output_config;
+    expect(await effort('claude-opus-5')).toEqual({ effort: 'xhigh' });
+    expect(await effort('claude-opus-4-6')).toEqual({ effort: 'high' });
+  });
+
+  it('places four breakpoints — tools, system, previous user turn, end — each with its TTL, longer ones first', async () => {
+    const job = makeJob({
+      model: 'claude-opus-5',
+      messages: [
+        { role: Role.USER, content: [text('first')] },
+        { role: Role.ASSISTANT, content: [text('answer')] },
+        { role: Role.USER, content: [text('second')] },
+      ],
+    });
+    const marks = (p: Anthropic.MessageCreateParamsStreaming) => [
+      ...(p.tools ?? []).flatMap((t, i) => (cache(t) ? [[`tools.${i}`, cache(t)]] : [])),
+      ...((p.system as Anthropic.TextBlockParam[]) ?? []).flatMap((b, i) => (cache(b) ? [[`system.${i}`, cache(b)]] : [])),
+      ...p.messages.flatMap((m, i) => (m.content as unknown[]).flatMap((b, j) => (cache(b) ? [[`messages.${i}.${j}`, cache(b)]] : []))),
+    ];
+    const h1 = { type: 'ephemeral', ttl: '1h' };
+    const m5 = { type: 'ephemeral', ttl: '5m' };
+    const params = await buildMessagesRequest(job, options);
+    expect(marks(params)).toEqual([
+      ['tools.1', h1],
+      ['system.0', h1],
+      ['messages.0.0', h1],
+      ['messages.2.0', h1],
+    ]);
+    expect(marks(params).length).toBeLessThanOrEqual(MAX_CACHE_BREAKPOINTS);
+    const mixed = await buildMessagesRequest(job, { ...options, cacheTtls: { tools: '1h', system: '5m', messages: '5m' } });
+    expect(marks(mixed).map(([, c]) => c)).toEqual([h1, m5, m5, m5]);
+    // A 1h breakpoint after a 5m one would break the provider's order: the earlier one is sent as 1h.
+    const upgraded = await buildMessagesRequest(job, { ...options, cacheTtls: { tools: '5m', system: '5m', messages: '1h' } });
+    expect(marks(upgraded).map(([, c]) => c)).toEqual([h1, h1, h1, h1]);
+  });
+
+  it('sends the job’s owner reference as metadata.user_id, and none without one', async () => {
+    const ref = 'a3f1'.repeat(16);
+    expect((await buildMessagesRequest(makeJob({ ownerRef: ref }), options)).metadata).toEqual({ user_id: ref });
+    expect((await buildMessagesRequest(makeJob(), options)).metadata).toBeUndefined();
+  });
+
+  it('defines the web tools in the version the model takes', async () => {
+    const types = async (model: string) =>
+      (await buildMessagesRequest(makeJob({ model, serverTools: [ServerTool.WEB_SEARCH, ServerTool.WEB_FETCH] }), options)).tools
+        ?.slice(-2)
+        .map((t) => (t as { type: string }).type);
+    expect(await types('claude-opus-5')).toEqual(['web_search_20260209', 'web_fetch_20260209']);
+    expect(await types('claude-haiku-4-5')).toEqual(['web_search_20250305', 'web_fetch_20250910']);
   });
 });

@@ -7,7 +7,7 @@
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import { isToolName, TOOLS, type ToolName } from '@bedrock/contracts/tools';
-import type { ModelRegistry, ThinkingForm } from '@bedrock/contracts/models';
+import type { Effort, ModelLimits, ModelRegistry } from '@bedrock/contracts/models';
 import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
 import {
   ImageRejectedError,
@@ -20,6 +20,9 @@ import {
   type RefusedImages,
 } from './images.ts';
 import { isServerToolBlockType } from './stream-accumulator.ts';
+import { DEFAULT_CACHE_TTLS, placeCacheBreakpoints, type CacheTtls } from './cache-breakpoints.ts';
+
+export { MAX_CACHE_BREAKPOINTS } from './cache-breakpoints.ts';
 
 type MessageParam = Anthropic.MessageParam;
 type BlockParam = Anthropic.ContentBlockParam;
@@ -34,6 +37,8 @@ export interface BuildOptions {
   readonly imageCache?: ImageCache;
   /** Images the provider refused before: sent as a note instead (a conversation never sticks on one image). */
   readonly refusedImages?: RefusedImages;
+  /** TTL of each prompt-caching breakpoint; default one hour everywhere (cache-breakpoints.ts). */
+  readonly cacheTtls?: CacheTtls;
 }
 
 /** An image sent as a text note instead: one the gateway could not prepare, or the provider refused. */
@@ -48,8 +53,11 @@ export interface RemovedImage {
 export interface BuildHooks {
   /** Each image left out of the request, with the note in its place. */
   readonly onImageRemoved?: (removed: RemovedImage) => void;
-  /** The job asked for thinking but this request goes without it, and why. */
-  readonly onThinkingOmitted?: (reason: string) => void;
+  /**
+   * The job asked for thinking but this request goes without it, and why; `firstInLoop` is true
+   * for the first request of the tool loop it happens in (the one to tell the user about).
+   */
+  readonly onThinkingOmitted?: (reason: string, firstInLoop: boolean) => void;
   /** A text block's stored citations could not be read: the text is sent without them. */
   readonly onCitationsDropped?: (label: string) => void;
 }
@@ -61,11 +69,6 @@ export class InvalidJobError extends Error {
     this.name = 'InvalidJobError';
   }
 }
-
-const EPHEMERAL = { type: 'ephemeral' } as const;
-
-/** The API accepts at most this many cache_control breakpoints in one request. */
-export const MAX_CACHE_BREAKPOINTS = 4;
 
 /** The user turn that asks the model to go on after a response it could not finish. */
 export const CONTINUE_AFTER_CUT =
@@ -79,6 +82,7 @@ export const THINKING_BUDGETS: Readonly<Partial<Record<ThinkingLevel, number>>> 
   [ThinkingLevel.LOW]: 4_000,
   [ThinkingLevel.MEDIUM]: 10_000,
   [ThinkingLevel.HIGH]: 24_000,
+  [ThinkingLevel.XHIGH]: 32_000,
   [ThinkingLevel.MAX]: 48_000,
 };
 /** The API's smallest thinking budget. */
@@ -87,12 +91,22 @@ export const MIN_THINKING_BUDGET = 1_024;
 export const ANSWER_HEADROOM = 4_096;
 
 /** Effort levels of adaptive-form models, by level. */
-const EFFORTS: Readonly<Partial<Record<ThinkingLevel, 'low' | 'medium' | 'high' | 'max'>>> = {
+const EFFORTS: Readonly<Partial<Record<ThinkingLevel, Effort>>> = {
   [ThinkingLevel.LOW]: 'low',
   [ThinkingLevel.MEDIUM]: 'medium',
   [ThinkingLevel.HIGH]: 'high',
+  [ThinkingLevel.XHIGH]: 'xhigh',
   [ThinkingLevel.MAX]: 'max',
 };
+const EFFORT_ORDER: readonly Effort[] = ['low', 'medium', 'high', 'xhigh', 'max'];
+
+/** The level's effort, or the nearest one below that the model takes (`xhigh` → `high`). */
+export function effortFor(level: ThinkingLevel, efforts: readonly Effort[]): Effort {
+  const wanted = EFFORTS[level] ?? 'high';
+  if (efforts.length === 0 || efforts.includes(wanted)) return wanted;
+  for (let i = EFFORT_ORDER.indexOf(wanted) - 1; i >= 0; i--) if (efforts.includes(EFFORT_ORDER[i]!)) return EFFORT_ORDER[i]!;
+  return wanted;
+}
 
 /** Provider-run tools as the request defines them. */
 export const SERVER_TOOL_DEFINITIONS = {
@@ -168,40 +182,47 @@ export async function buildMessagesRequest(
       description: TOOLS[name].description,
       input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema,
     })),
-    ...serverTools.map((name) => ({ ...SERVER_TOOL_DEFINITIONS[name] })),
+    // The newest version the model takes (registry `webTools`).
+    ...serverTools.map(
+      (name) =>
+        ({
+          ...SERVER_TOOL_DEFINITIONS[name],
+          type: name === 'web_search' ? spec.webTools.webSearch : spec.webTools.webFetch,
+        }) as Anthropic.ToolUnion,
+    ),
   ];
 
   const params: Anthropic.MessageCreateParamsStreaming = { model, max_tokens: maxTokens, messages, stream: true };
   if (job.systemPrompt) params.system = [{ type: 'text', text: job.systemPrompt }];
   if (tools.length > 0) params.tools = tools;
   if (toolChoiceNone && tools.length > 0) params.tool_choice = { type: 'none' };
-  applyThinking(params, job.thinking, spec.thinking, spec.maxOutputTokens, hooks);
-  placeCacheBreakpoints(params);
+  // A stable opaque id of the conversation's owner (never a name or an email).
+  if (job.ownerRef) params.metadata = { user_id: job.ownerRef };
+  applyThinking(params, job.thinking, spec, hooks);
+  placeCacheBreakpoints(params, options.cacheTtls ?? DEFAULT_CACHE_TTLS);
   return params;
 }
 
 /**
  * Thinking in the form the model takes (docs/llm-gateway.md, "Thinking"): adaptive models get
  * an effort level, budget models a token budget (max_tokens raised to fit it, within the
- * model's limit). Left out when the level is OFF, the model cannot think, or the history does
- * not allow it (see {@link thinkingBlocker}).
+ * model's limit). The configuration is the same on every request of a conversation: adaptive
+ * models may choose not to think, so a turn without a thinking block never changes it. Left out
+ * only when the level is OFF, the model cannot think, or — budget models — the history does not
+ * allow it (see {@link thinkingBlocker}).
  */
-function applyThinking(
-  params: Anthropic.MessageCreateParamsStreaming,
-  level: ThinkingLevel,
-  form: ThinkingForm,
-  modelLimit: number,
-  hooks: BuildHooks,
-): void {
+function applyThinking(params: Anthropic.MessageCreateParamsStreaming, level: ThinkingLevel, spec: ModelLimits, hooks: BuildHooks): void {
+  const form = spec.thinking;
+  const modelLimit = spec.maxOutputTokens;
   if (form === 'none' || level === ThinkingLevel.OFF || level === ThinkingLevel.UNSPECIFIED) return;
-  const blocker = thinkingBlocker(params.messages);
-  if (blocker) {
-    hooks.onThinkingOmitted?.(blocker);
-    return;
-  }
   if (form === 'adaptive') {
     params.thinking = { type: 'adaptive', display: 'summarized' };
-    params.output_config = { effort: EFFORTS[level] ?? 'high' };
+    params.output_config = { effort: effortFor(level, spec.efforts) };
+    return;
+  }
+  const blocker = thinkingBlocker(params.messages);
+  if (blocker) {
+    hooks.onThinkingOmitted?.(blocker, firstRequestOfLoop(params.messages));
     return;
   }
   const wanted = THINKING_BUDGETS[level] ?? THINKING_BUDGETS[ThinkingLevel.HIGH]!;
@@ -211,6 +232,7 @@ function applyThinking(
   if (budget >= maxTokens) {
     hooks.onThinkingOmitted?.(
       `the model's output limit (${modelLimit} tokens) leaves no room for a thinking budget of at least ${MIN_THINKING_BUDGET} tokens`,
+      false,
     );
     return;
   }
@@ -219,7 +241,19 @@ function applyThinking(
 }
 
 /**
- * The API's rule for thinking across tool turns: with thinking on, the final assistant turn
+ * Whether the request is the first of its tool loop to go without thinking: the assistant turn
+ * it answers (or resumes) comes straight after a plain user turn, so no earlier request of the
+ * loop was blocked. Deterministic for a history, so a retried job says the same.
+ */
+function firstRequestOfLoop(messages: readonly MessageParam[]): boolean {
+  let i = messages.length - 1;
+  if (messages[i]?.role === 'user') i--;
+  const before = messages[i - 1];
+  return !before || (before.content as BlockParam[])[0]?.type !== 'tool_result';
+}
+
+/**
+ * The API's rule for manual (budget) thinking across tool turns: with thinking on, the final assistant turn
  * (the one before the last user turn when that turn answers tool calls, or the request's own
  * last turn when it ends in a paused assistant turn) must start with a thinking or redacted
  * thinking block. A turn produced while thinking was off does not, so the request goes
@@ -239,51 +273,6 @@ export function thinkingBlocker(messages: readonly MessageParam[]): string | und
   if (first?.type !== 'tool_result') return undefined;
   const assistant = messages[lastIndex - 1];
   return startsWithThinking(assistant) ? undefined : 'the tool calls it answers were made in a turn without thinking';
-}
-
-/**
- * Prompt-caching breakpoints (at most {@link MAX_CACHE_BREAKPOINTS}): the end of the system
- * prompt (caching tools + system; the last tool when there is no system prompt), the end of the
- * previous user turn (so this request reads what the last one wrote, even when more than the
- * API's ~20-block look-back lies between), and the end of this request (written for the next
- * turn). Never on thinking, redacted thinking or server-tool blocks: the nearest earlier block
- * that can carry one gets it.
- */
-function placeCacheBreakpoints(params: Anthropic.MessageCreateParamsStreaming): void {
-  let count = 0;
-  const system = params.system as Anthropic.TextBlockParam[] | undefined;
-  const tools = params.tools;
-  if (system && system.length > 0) {
-    system[system.length - 1] = { ...system[system.length - 1]!, cache_control: EPHEMERAL };
-    count++;
-  } else if (tools && tools.length > 0) {
-    tools[tools.length - 1] = { ...tools[tools.length - 1]!, cache_control: EPHEMERAL } as Anthropic.ToolUnion;
-    count++;
-  }
-  const { messages } = params;
-  const userTurns = messages.flatMap((m, i) => (m.role === 'user' ? [i] : []));
-  const previousUser = userTurns.length >= 2 ? userTurns[userTurns.length - 2] : undefined;
-  for (const end of [previousUser, messages.length - 1]) {
-    if (end === undefined || count >= MAX_CACHE_BREAKPOINTS) continue;
-    if (markNearest(messages, end)) count++;
-  }
-}
-
-const CACHEABLE = new Set(['text', 'image', 'tool_use', 'tool_result']);
-
-/** Marks the last cacheable block at or before the end of `messages[end]`; false when it was marked already or none exists. */
-function markNearest(messages: MessageParam[], end: number): boolean {
-  for (let mi = end; mi >= 0; mi--) {
-    const content = messages[mi]!.content as BlockParam[];
-    for (let bi = content.length - 1; bi >= 0; bi--) {
-      const block = content[bi]!;
-      if (!CACHEABLE.has(block.type)) continue;
-      if ((block as { cache_control?: unknown }).cache_control) return false;
-      content[bi] = { ...block, cache_control: EPHEMERAL } as BlockParam;
-      return true;
-    }
-  }
-  return false;
 }
 
 /** A paused turn is sent back as it is, but the API rejects final assistant content ending in whitespace. */

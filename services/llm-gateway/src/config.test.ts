@@ -92,7 +92,7 @@ describe('gateway config', () => {
     });
     const registry = modelRegistryOf(config.provider);
     // A model given without prices costs nothing (prices are the conversation service's concern: spend).
-    expect(registry.lookup('my-model')).toEqual({
+    expect(registry.lookup('my-model')).toMatchObject({
       contextWindow: 32000,
       maxOutputTokens: 4096,
       thinking: 'none',

@@ -10,6 +10,7 @@ import {
   duration,
   int,
   list,
+  oneOf,
   loadConfig,
   logLevelSetting,
   optionalSetting,
@@ -28,6 +29,7 @@ import { createModelRegistry, OFFLINE_MODEL_ID } from '@bedrock/contracts/models
 import type { ModelRegistry } from '@bedrock/contracts/models';
 import { DEFAULT_IMAGE_LIMITS } from './images.ts';
 import type { ImageLimits } from './images.ts';
+import { CACHE_TTLS, DEFAULT_CACHE_TTLS } from './cache-breakpoints.ts';
 
 /** The model used when a job names none and the config names none either (with a key). */
 export const DEFAULT_PROVIDER_MODEL = 'claude-sonnet-5-5';
@@ -108,6 +110,21 @@ export const llmGatewayConfigSchema = section({
     eventDelay: setting('BEDROCK_OFFLINE_EVENT_DELAY', duration(), {
       default: 15,
       doc: 'Offline model: delay between streamed events.',
+    }),
+  }),
+  /** Prompt caching: the TTL of each breakpoint (cache-breakpoints.ts). */
+  cache: section({
+    tools: setting('BEDROCK_CACHE_TTL_TOOLS', oneOf(CACHE_TTLS), {
+      default: DEFAULT_CACHE_TTLS.tools,
+      doc: 'Prompt cache lifetime of the breakpoint after the tool definitions: 5m (writes 1.25x input) or 1h (writes 2x).',
+    }),
+    system: setting('BEDROCK_CACHE_TTL_SYSTEM', oneOf(CACHE_TTLS), {
+      default: DEFAULT_CACHE_TTLS.system,
+      doc: 'Prompt cache lifetime of the breakpoint after the system prompt: 5m or 1h (never shorter than a later breakpoint: sent as 1h then).',
+    }),
+    messages: setting('BEDROCK_CACHE_TTL_MESSAGES', oneOf(CACHE_TTLS), {
+      default: DEFAULT_CACHE_TTLS.messages,
+      doc: 'Prompt cache lifetime of the breakpoints in the history (previous user turn, end of the request): 5m or 1h; 1h by default because users often pause longer than 5 minutes between turns.',
     }),
   }),
   /** Images sent to the provider. */

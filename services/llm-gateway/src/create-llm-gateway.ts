@@ -155,6 +155,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
           defaultModel,
           defaultMaxTokens: provider.defaultMaxTokens,
           imageLimits: imageLimitsOf(config.images),
+          cacheTtls: config.cache,
           imageCache: new ImageCache(),
           refusedImages: new RefusedImages(),
           requestTimeoutMs: provider.requestTimeout,

@@ -178,6 +178,8 @@ export async function startLlmWorker(options: LlmWorkerOptions): Promise<LlmWork
           metrics?.llmTokensTotal.inc({ model, kind: 'output' }, Number(u.outputTokens));
           metrics?.llmTokensTotal.inc({ model, kind: 'cache_read' }, Number(u.cacheReadInputTokens));
           metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation' }, Number(u.cacheCreationInputTokens));
+          // Of cache_creation, the 1-hour writes (priced 2x input; the rest 1.25x).
+          metrics?.llmTokensTotal.inc({ model, kind: 'cache_creation_1h' }, Number(u.cacheCreation1hInputTokens));
         }
         const r = outcome.value;
         log.info(

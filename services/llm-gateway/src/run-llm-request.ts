@@ -118,6 +118,8 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   if (signal?.aborted) return cancelled();
 
   let params: Anthropic.MessageCreateParamsStreaming;
+  // For the user, once per tool loop (not a log line per request).
+  const notices: string[] = [];
   try {
     params = await buildMessagesRequest(job, options, {
       onImageRemoved: (r) =>
@@ -125,7 +127,9 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
           r.by === 'provider' ? 'image the provider refused before: sent as a note' : 'image that cannot be sent: sent as a note',
           { image: r.label, reason: r.reason },
         ),
-      onThinkingOmitted: (reason) => deps.onWarning?.('thinking left out of this request', { reason }),
+      onThinkingOmitted: (reason, firstInLoop) => {
+        if (firstInLoop) notices.push(thinkingOmittedNotice(reason));
+      },
       onCitationsDropped: (label) => deps.onWarning?.('stored citations could not be read: text sent without them', { block: label }),
     });
   } catch (err) {
@@ -247,6 +251,7 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
         inputTokens: BigInt(u.inputTokens),
         outputTokens: BigInt(u.outputTokens),
         cacheCreationInputTokens: BigInt(u.cacheCreationInputTokens),
+        cacheCreation1hInputTokens: BigInt(Math.min(u.cacheCreation1hInputTokens, u.cacheCreationInputTokens)),
         cacheReadInputTokens: BigInt(u.cacheReadInputTokens),
         thinkingTokens: BigInt(u.thinkingTokens),
         webSearchRequests: BigInt(u.webSearchRequests),
@@ -255,8 +260,14 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
       maxTokens: params.max_tokens,
       cutToolNames: result.cutToolNames,
       stopExplanation: result.stopExplanation,
+      notices,
     }),
   };
+}
+
+/** What the user is told when thinking cannot be sent for the rest of a tool loop. */
+export function thinkingOmittedNotice(reason: string): string {
+  return `Thinking is off until your next message: ${reason}, and the API accepts thinking in a tool loop only when the loop's turns started with it.`;
 }
 
 function toContentBlock(b: AccumulatedBlock): ContentBlock {

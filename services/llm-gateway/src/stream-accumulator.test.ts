@@ -269,13 +269,15 @@ describe('StreamAccumulator', () => {
     expect(r.stopReason).toBe(StopReason.MAX_TOKENS);
   });
 
-  it('reads thinking tokens and server tool counts from usage; message_delta counts win', () => {
+  it('reads thinking tokens, the 1-hour share of cache writes and server tool counts from usage; message_delta counts win', () => {
     const r = ok(
       fold([
         messageStart({
           input_tokens: 500,
           output_tokens: 1,
           cache_read_input_tokens: 7,
+          cache_creation_input_tokens: 50,
+          cache_creation: { ephemeral_5m_input_tokens: 20, ephemeral_1h_input_tokens: 30 },
           output_tokens_details: { thinking_tokens: 0 },
           server_tool_use: { web_search_requests: 0 },
         }),
@@ -291,7 +293,8 @@ describe('StreamAccumulator', () => {
     expect(r.usage).toEqual({
       inputTokens: 500,
       outputTokens: 900,
-      cacheCreationInputTokens: 0,
+      cacheCreationInputTokens: 50,
+      cacheCreation1hInputTokens: 30,
       cacheReadInputTokens: 7,
       thinkingTokens: 600,
       webSearchRequests: 2,

@@ -19,6 +19,8 @@ export interface AccumulatedUsage {
   inputTokens: number;
   outputTokens: number;
   cacheCreationInputTokens: number;
+  /** Of cacheCreationInputTokens, those written to the 1-hour cache (`cache_creation.ephemeral_1h_input_tokens`). */
+  cacheCreation1hInputTokens: number;
   cacheReadInputTokens: number;
   /** Of outputTokens, those spent thinking (`output_tokens_details.thinking_tokens`). */
   thinkingTokens: number;
@@ -74,6 +76,7 @@ const emptyUsage = (): AccumulatedUsage => ({
   inputTokens: 0,
   outputTokens: 0,
   cacheCreationInputTokens: 0,
+  cacheCreation1hInputTokens: 0,
   cacheReadInputTokens: 0,
   thinkingTokens: 0,
   webSearchRequests: 0,
@@ -335,6 +338,9 @@ export class StreamAccumulator {
     u.outputTokens = take(usage, 'output_tokens') ?? u.outputTokens;
     u.cacheCreationInputTokens = take(usage, 'cache_creation_input_tokens') ?? u.cacheCreationInputTokens;
     u.cacheReadInputTokens = take(usage, 'cache_read_input_tokens') ?? u.cacheReadInputTokens;
+    // The 5-minute/1-hour split of the writes; the 5-minute part is the rest of the total.
+    const creation = objectOrUndefined(usage.cache_creation);
+    u.cacheCreation1hInputTokens = take(creation, 'ephemeral_1h_input_tokens') ?? u.cacheCreation1hInputTokens;
     const details = objectOrUndefined(usage.output_tokens_details);
     u.thinkingTokens = take(details, 'thinking_tokens') ?? u.thinkingTokens;
     const server = objectOrUndefined(usage.server_tool_use);

@@ -14,7 +14,7 @@ import {
 } from '@bedrock/contracts';
 import { CONTINUE_AFTER_CUT } from '../src/build-request.ts';
 import { RefusedImages } from '../src/images.ts';
-import { runLlmRequest, type LlmOutcome, type LlmRequest } from '../src/run-llm-request.ts';
+import { runLlmRequest, thinkingOmittedNotice, type LlmOutcome, type LlmRequest } from '../src/run-llm-request.ts';
 import { STOP_REASONS } from '../src/stop-reason.ts';
 import { image, makeJob, runOptions, sdkClient, text, toolResult, toolUse } from './helpers.ts';
 
@@ -326,16 +326,34 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
     ]);
     expect(second.sent?.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
 
-    // The same loop from a turn made without thinking: this request goes without it.
+    // The same loop from a turn without thinking (an adaptive model may choose not to think):
+    // the configuration stays, with no warning and no notice.
     const warnings: string[] = [];
     const plain = await runJob(
       { ...loop, messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!] } as LlmRequest,
       { kind: 'message', content: [{ type: 'text', text: 'ok' }] },
       { onWarning: (m) => warnings.push(m) },
     );
-    response(plain.outcome);
-    expect([plain.sent?.thinking, plain.sent?.output_config]).toEqual([undefined, undefined]);
-    expect(warnings).toContain('thinking left out of this request');
+    expect(response(plain.outcome).notices).toEqual([]);
+    expect(plain.sent?.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
+    expect(plain.sent?.output_config).toEqual(second.sent?.output_config);
+    expect(warnings).toEqual([]);
+
+    // A budget model cannot take it: one notice for the user, no log line.
+    const budget = await runJob(
+      {
+        ...loop,
+        model: 'claude-haiku-4-5',
+        messages: [loop.messages[0]!, { ...loop.messages[1]!, content: r.content.slice(1) }, loop.messages[2]!],
+      } as LlmRequest,
+      { kind: 'message', content: [{ type: 'text', text: 'ok' }] },
+      { onWarning: (m) => warnings.push(m) },
+    );
+    expect(budget.sent?.thinking).toBeUndefined();
+    expect(response(budget.outcome).notices).toEqual([
+      thinkingOmittedNotice('the tool calls it answers were made in a turn without thinking'),
+    ]);
+    expect(warnings).toEqual([]);
   });
 
   it('gives budget models a thinking budget and reports the raised max_tokens it sent', async () => {
@@ -416,7 +434,7 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
         },
       ],
     });
-    expect(first.sent?.tools?.at(-1)).toEqual({ type: 'web_search_20250305', name: 'web_search', max_uses: 5 });
+    expect(first.sent?.tools?.at(-1)).toMatchObject({ name: 'web_search', max_uses: 5 });
     const r = response(first.outcome);
     expect(r.stopReason).toBe(StopReason.PAUSE_TURN);
     const filledUse = { ...use, input: { query: 'bedrock release' } };

@@ -70,6 +70,8 @@ export interface ApplierOptions {
   readonly policy?: Partial<Policy>;
   /** Output limit asked for each response, capped by the model's own limit. Default 16384 tokens. */
   readonly maxOutputTokens?: number;
+  /** Secret of the owner reference sent as the provider's metadata.user_id (owner-ref.ts); none: not sent. */
+  readonly ownerRefSecret?: string;
   readonly logger: Logger;
   /** The clock that dates spend (the UTC day a response's cost counts on). Default: the system clock. */
   readonly now?: () => Date;
@@ -148,6 +150,7 @@ export function createApplier(options: ApplierOptions): Applier {
       inputTokens: after.inputTokens - before.inputTokens,
       outputTokens: after.outputTokens - before.outputTokens,
       cacheCreationInputTokens: after.cacheCreationInputTokens - before.cacheCreationInputTokens,
+      cacheCreation1hInputTokens: (after.cacheCreation1hInputTokens ?? 0) - (before.cacheCreation1hInputTokens ?? 0),
       cacheReadInputTokens: after.cacheReadInputTokens - before.cacheReadInputTokens,
       webSearchRequests: (after.webSearchRequests ?? 0) - (before.webSearchRequests ?? 0),
       webFetchRequests: (after.webFetchRequests ?? 0) - (before.webFetchRequests ?? 0),
@@ -257,6 +260,7 @@ export function createApplier(options: ApplierOptions): Applier {
       maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
       traceContext,
       title,
+      ...(options.ownerRefSecret ? { ownerRefSecret: options.ownerRefSecret } : {}),
     });
     const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
     return {

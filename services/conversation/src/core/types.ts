@@ -35,6 +35,8 @@ export interface Usage {
   /** Thinking tokens included. */
   readonly outputTokens: number;
   readonly cacheCreationInputTokens: number;
+  /** Of `cacheCreationInputTokens`, the 1-hour cache writes (2x input; the rest 5-minute, 1.25x). Absent: 0. */
+  readonly cacheCreation1hInputTokens?: number;
   readonly cacheReadInputTokens: number;
   /** Of `outputTokens`, those spent thinking (0 when the provider does not say). */
   readonly thinkingTokens?: number;

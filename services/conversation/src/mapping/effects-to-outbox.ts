@@ -37,6 +37,7 @@ import {
 import { errorKindToProto, messageToProto, modeToProto, stateToProto } from './proto.ts';
 import type { MessageRow } from '../store/conversation-store.ts';
 import { buildLlmRequestJob } from './llm-request.ts';
+import { ownerRefOf } from './owner-ref.ts';
 import type { ServerToolName, ThinkingSetting } from '../settings.ts';
 import type { JobSchemaName, OutboxRow } from '../store/outbox-row.ts';
 import type { ConversationWorkspace } from '../store/conversation-store.ts';
@@ -67,6 +68,8 @@ export interface OutboxInput {
   readonly traceContext: Record<string, string>;
   /** The title this transition gives the conversation (its first user message), announced after the messages. */
   readonly title?: string | null;
+  /** Deployment secret of the owner reference sent as the provider's metadata.user_id; none: no id is sent. */
+  readonly ownerRefSecret?: string;
 }
 
 type EventKind = MessageInitShape<typeof ConversationEventSchema>['kind'];
@@ -195,6 +198,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
             // The history is every message committed so far, this transition's included.
             historyThrough: BigInt(record.messageSeq + input.persisted.length),
             traceContext: input.traceContext,
+            ownerRef: ownerRefOf(record.ownerId, input.ownerRefSecret),
           },
         );
         job(effect.id, id, QUEUE_LLM_REQUESTS, 'LlmRequestJob', llmRequestJobId(effect.requestId), toJson(LlmRequestJobSchema, request));

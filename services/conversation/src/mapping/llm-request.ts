@@ -88,6 +88,8 @@ export interface LlmRequestJobOptions {
   /** The last message sequence of the request's history: the conversation's message_seq once this transition's messages are in. */
   readonly historyThrough: bigint;
   readonly traceContext?: Record<string, string>;
+  /** The owner's opaque reference (owner-ref.ts), '' for none. */
+  readonly ownerRef?: string;
 }
 
 export function buildLlmRequestJob(facts: ConversationFacts, effect: RequestLlm, options: LlmRequestJobOptions): LlmRequestJob {
@@ -109,5 +111,6 @@ export function buildLlmRequestJob(facts: ConversationFacts, effect: RequestLlm,
     historyThrough: options.historyThrough,
     // REQ-BED-020: a tool-less request whose prompt names the tools that did not run.
     continuationPrompt: effect.purpose === 'continuation' ? buildContinuationPrompt(effect.rejectedToolCalls) : '',
+    ownerRef: options.ownerRef ?? '',
   });
 }

@@ -53,6 +53,7 @@ const THINKING: Record<string, ThinkingLevel> = {
   low: ThinkingLevel.LOW,
   medium: ThinkingLevel.MEDIUM,
   high: ThinkingLevel.HIGH,
+  xhigh: ThinkingLevel.XHIGH,
   max: ThinkingLevel.MAX,
 };
 const thinking = THINKING[values.thinking];

@@ -9,9 +9,14 @@ describe('model registry', () => {
       maxOutputTokens: 64_000,
       thinking: 'adaptive',
       prices: FREE,
+      compaction: true,
       known: true,
     });
     expect(r.lookup('claude-sonnet-4-5')).toMatchObject({ contextWindow: 200_000, known: true });
+    expect(r.lookup('claude-sonnet-4-5').compaction).toBeUndefined();
+    expect(createModelRegistry({ 'claude-sonnet-5-5': { compaction: true } }).lookup('claude-sonnet-5-5').compaction).toBe(true);
+    expect(createModelRegistry({ 'claude-sonnet-4-6': { compaction: false } }).lookup('claude-sonnet-4-6').compaction).toBeUndefined();
+    expect(() => createModelRegistry({ 'claude-sonnet-4-6': { compaction: 'yes' } })).toThrow(/compaction must be true or false/);
     expect(r.lookup('claude-opus-4-6')).toMatchObject({ contextWindow: 1_000_000, maxOutputTokens: 128_000, known: true });
   });
 

@@ -33,6 +33,11 @@ export interface ModelLimits {
   readonly webTools: WebToolVersions;
   /** What the provider charges for it; every price 0 when unknown. */
   readonly prices: ModelPrices;
+  /**
+   * Takes server-side compaction (beta `compact-2026-01-12`): the gateway lets the provider
+   * summarise the context instead of the continuation summary. Absent: false.
+   */
+  readonly compaction?: boolean;
 }
 
 export type Effort = 'low' | 'medium' | 'high' | 'xhigh' | 'max';
@@ -202,6 +207,14 @@ export const DEFAULT_MODELS: Readonly<Record<string, ModelLimits>> = {
   'claude-haiku-4-5-20251001': budget(HAIKU_4_5),
 };
 
+/**
+ * Models that take server-side compaction, as the provider lists them (Opus 4.6, Sonnet 4.6;
+ * also Opus 4.7 and Mythos Preview, not in this registry), and the offline model. Claude 5
+ * models are not listed in the compaction documentation we could read: `BEDROCK_MODELS` can
+ * turn it on (`"compaction": true`).
+ */
+export const COMPACTION_MODELS: ReadonlySet<string> = new Set([OFFLINE_MODEL_ID, 'claude-opus-4-6', 'claude-sonnet-4-6']);
+
 export interface ModelRegistry {
   /**
    * Limits of `model`; an unknown model gets the smallest known limits (REQ-BED-022) and no
@@ -215,7 +228,7 @@ export interface ModelRegistry {
 }
 
 /** Fields an override entry may set. */
-const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'efforts', 'webTools', 'prices'] as const;
+const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'efforts', 'webTools', 'prices', 'compaction'] as const;
 
 /**
  * A registry from the defaults plus an operator override: a JSON object (or its text)
@@ -226,7 +239,9 @@ const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'efforts', 'webT
  * naming the bad entry when the override is malformed.
  */
 export function createModelRegistry(override?: string | Readonly<Record<string, unknown>> | null): ModelRegistry {
-  const table = new Map<string, ModelLimits>(Object.entries(DEFAULT_MODELS));
+  const table = new Map<string, ModelLimits>(
+    Object.entries(DEFAULT_MODELS).map(([id, limits]) => [id, COMPACTION_MODELS.has(id) ? { ...limits, compaction: true } : limits]),
+  );
   for (const [id, limits] of Object.entries(parseOverride(override))) {
     table.set(id, mergeLimits(id, table.get(id), limits));
   }
@@ -313,6 +328,10 @@ function mergeLimits(id: string, base: ModelLimits | undefined, raw: unknown): M
       `model registry override for "${id}": webTools must be {"webSearch": type, "webFetch": type}, got ${JSON.stringify(webTools)}`,
     );
   }
+  const compaction = entry.compaction ?? base?.compaction ?? false;
+  if (typeof compaction !== 'boolean') {
+    throw new Error(`model registry override for "${id}": compaction must be true or false, got ${JSON.stringify(compaction)}`);
+  }
   return {
     contextWindow: pick('contextWindow'),
     maxOutputTokens: pick('maxOutputTokens'),
@@ -320,6 +339,7 @@ function mergeLimits(id: string, base: ModelLimits | undefined, raw: unknown): M
     efforts: efforts as Effort[],
     webTools: { webSearch: w.webSearch, webFetch: w.webFetch },
     prices: mergePrices(id, base?.prices ?? FREE, entry.prices),
+    ...(compaction ? { compaction } : {}),
   };
 }
 

@@ -2,6 +2,8 @@
 export * from './script.ts';
 export { startMessagesApiServer, type MessagesApiServer, type MessagesApiServerOptions, type RequestViolation } from './server.ts';
 export { validateRequest, fakeModel, OFFLINE_MAX_OUTPUT_TOKENS, type FakeModel } from './validate-request.ts';
+export { PromptCache, prefixUnits, minCacheableTokens, CACHE_LOOKBACK_BLOCKS, type PromptCacheUsage } from './prompt-cache.ts';
+export { COMPACTION_BETA, COMPACT_EDIT_TYPE, DEFAULT_COMPACTION_TRIGGER, MIN_COMPACTION_TRIGGER, compactionModel } from './compaction.ts';
 export { createBlockSigner, OFFLINE_SIGNING_KEY, type BlockSigner } from './signing.ts';
 export {
   offlineModelResponder,

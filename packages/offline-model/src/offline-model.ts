@@ -21,8 +21,9 @@
  *                       `[System notice]` in a later user turn) it answers that it will split the work
  *   anything else       a reply that explains these commands
  *
- * A request with `tool_choice: {type: 'none'}` is a continuation-summary request: it answers
- * with a summary of the session.
+ * A continuation-summary request — its last user turn ends with the REQ-BED-020 prompt
+ * ("The conversation context is nearly full. ..."), or, from older gateways, `tool_choice:
+ * {type: 'none'}` — is answered with a summary of the session, and no tool call.
  */
 import type { ApiContentBlock, MessagesRequestBody, ReceivedRequest, Responder, ScriptBlock, ScriptedMessage } from './script.ts';
 import { OFFLINE_MAX_OUTPUT_TOKENS } from './validate-request.ts';
@@ -119,6 +120,16 @@ export function parseOfflineCommand(text: string): Parsed {
 type Msg = MessagesRequestBody['messages'][number];
 
 const blocksOf = (m: Msg): readonly ApiContentBlock[] => (typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content);
+
+/** The opening of the continuation-summary prompt (REQ-BED-020) the conversation service appends to the last user turn. */
+export const CONTINUATION_PROMPT_OPENING = 'The conversation context is nearly full.';
+
+function isContinuationRequest(messages: readonly Msg[]): boolean {
+  const last = messages[messages.length - 1];
+  if (!last || last.role !== 'user') return false;
+  const tail = blocksOf(last).at(-1);
+  return tail?.type === 'text' && typeof tail.text === 'string' && tail.text.startsWith(CONTINUATION_PROMPT_OPENING);
+}
 /** Synthetic notices to the agent (mode changes) start so; they are not the user's words. */
 const NOTICE_PREFIX = '[System notice]';
 /**
@@ -157,7 +168,7 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
 
   // A continuation-summary request (REQ-BED-020) offers the conversation's tools but forbids
   // using them: the API rejects a history with tool blocks and no tools.
-  if (body.tool_choice?.type === 'none') {
+  if (body.tool_choice?.type === 'none' || isContinuationRequest(messages)) {
     const asked = messages.filter(isInstruction).map((m) => clip(instructionText(m), 80));
     const toolCalls = messages.flatMap((m) =>
       blocksOf(m)

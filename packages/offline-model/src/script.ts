@@ -17,6 +17,10 @@ export interface ApiUsage {
   output_tokens_details?: { thinking_tokens: number };
   /** Server tool calls made. Default: counted from the `server_tool_use` blocks when there are any, else left out. */
   server_tool_use?: { web_search_requests: number; web_fetch_requests: number };
+  /** The cache creation split by TTL (the server's prompt cache fills it in). */
+  cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
+  /** Per sampling iteration, when the request was compacted: the `compaction` one, then the `message` one. */
+  iterations?: Array<Record<string, unknown>>;
 }
 
 /** One content block of a scripted message. */
@@ -51,6 +55,17 @@ export type ScriptBlock =
       readonly signature?: false | string;
       /** Cut before its signature, as `max_tokens` does: no signature_delta and no content_block_stop. */
       readonly cut?: boolean;
+    }
+  /**
+   * A server-side compaction block: content_block_start with the block's other fields (its
+   * signature), one `compaction_delta` with the final `content` and `encrypted_content`, then
+   * content_block_stop. The server adds one itself when a request crosses its compaction trigger.
+   */
+  | {
+      readonly type: 'compaction';
+      readonly content: string | null;
+      readonly encrypted_content?: string | null;
+      readonly signature?: string;
     }
   /** Its `data` (default: issued by the server) comes whole in content_block_start. */
   | { readonly type: 'redacted_thinking'; readonly data?: string }

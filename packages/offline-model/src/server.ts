@@ -33,6 +33,9 @@ import type {
 } from './script.ts';
 import { createBlockSigner } from './signing.ts';
 import { validateRequest } from './validate-request.ts';
+import { PromptCache, prefixUnits } from './prompt-cache.ts';
+import { betasOf, compactEditOf, fakeSummary, issueCompaction } from './compaction.ts';
+import type { InputUsage } from './sse-encoder.ts';
 
 export interface MessagesApiServerOptions {
   /** Default 127.0.0.1. */
@@ -58,6 +61,8 @@ export interface MessagesApiServerOptions {
    * so their blocks stay valid across gateway restarts and replicas.
    */
   readonly signingKey?: string | Uint8Array;
+  /** The clock of the prompt cache's TTLs (ms). Default Date.now. */
+  readonly now?: () => number;
 }
 
 /** A request the validator refused (answered with HTTP 400 invalid_request_error). */
@@ -91,6 +96,8 @@ export interface MessagesApiServer {
   redactedThinkingData(): string;
   /** Scripted responses not yet used. */
   pending(): number;
+  /** The server's prompt cache (prompt-cache.ts): every valid request reads and writes it. */
+  readonly promptCache: PromptCache;
   close(): Promise<void>;
 }
 
@@ -113,6 +120,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
   let fallback = options.fallback ?? notScripted;
   const imageRules: ImageRefusalRule[] = [...(options.refuseImages ?? [])];
   const sockets = new Set<Socket>();
+  const promptCache = new PromptCache(options.now);
 
   const server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -168,7 +176,8 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     if (options.apiKeys && !options.apiKeys.includes(key)) {
       return sendError(res, requestId, { kind: 'error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' });
     }
-    const invalid = body === null ? 'There was an error parsing the body: it is not valid JSON.' : validateRequest(body, signer);
+    const betas = betasOf(req.headers);
+    const invalid = body === null ? 'There was an error parsing the body: it is not valid JSON.' : validateRequest(body, signer, betas);
     if (invalid !== undefined || !body) {
       const message = invalid ?? 'There was an error parsing the body.';
       violations.push({ requestId, message });
@@ -189,15 +198,57 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
       case 'error':
         if (scripted.delayMs) await sleep(scripted.delayMs);
         return sendError(res, requestId, scripted);
-      case 'message':
+      case 'message': {
         if (scripted.delayMs) await sleep(scripted.delayMs);
-        if (body.stream === true) return sendStream(res, requestId, scripted, body, raw);
-        return sendJson(res, requestId, scripted, body, raw);
+        const answer = compactIfTriggered(scripted, body);
+        if (body.stream === true) return sendStream(res, requestId, answer.scripted, body, answer);
+        return sendJson(res, requestId, answer.scripted, body, answer);
+      }
     }
   }
 
-  function sendJson(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, raw: string): void {
-    const message = resolveMessage(scripted, body.model, estimateTokens(raw), signer);
+  interface Answer {
+    readonly scripted: ScriptedMessage;
+    readonly input: InputUsage;
+    /** The compaction iteration's usage, when the request was compacted. */
+    readonly compaction?: InputUsage & { output_tokens: number };
+  }
+
+  /**
+   * The prompt cache's counts for the request; with a compact edit whose trigger the input
+   * crosses, a compaction block first (alone, with stop reason `compaction`, when asked to
+   * pause) and the answer's input counted on the compacted context (tools, system, the block).
+   */
+  function compactIfTriggered(scripted: ScriptedMessage, body: MessagesRequestBody): Answer {
+    const edit = compactEditOf(body);
+    const total = prefixUnits(body).reduce((n, u) => n + u.tokens, 0);
+    if (!edit || total <= edit.trigger) return { scripted, input: promptCache.apply(body) };
+    const issued = issueCompaction(fakeSummary(body, edit.instructions), signer);
+    const compaction = { ...promptCache.apply(body), output_tokens: estimateTokens(issued.content) };
+    const block = { type: 'compaction' as const, ...issued };
+    const compacted: MessagesRequestBody = { ...body, messages: [{ role: 'assistant', content: [block] }] };
+    const input = promptCache.apply(compacted);
+    const content = edit.pauseAfterCompaction ? [block] : [block, ...scripted.content];
+    return {
+      scripted: { ...scripted, content, ...(edit.pauseAfterCompaction ? { stopReason: 'compaction' } : {}) },
+      input,
+      compaction,
+    };
+  }
+
+  function withIterations(message: ReturnType<typeof resolveMessage>, answer: Answer): ReturnType<typeof resolveMessage> {
+    if (!answer.compaction) return message;
+    const { cache_creation: c1, ...compaction } = answer.compaction;
+    const { output_tokens, input_tokens, cache_creation_input_tokens, cache_read_input_tokens } = message.usage;
+    const iterations = [
+      { type: 'compaction', ...compaction, cache_creation: c1 ?? null },
+      { type: 'message', input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens },
+    ];
+    return { ...message, usage: { ...message.usage, iterations } };
+  }
+
+  function sendJson(res: ServerResponse, requestId: string, scripted: ScriptedMessage, body: MessagesRequestBody, answer: Answer): void {
+    const message = withIterations(resolveMessage(scripted, body.model, answer.input, signer), answer);
     const text = JSON.stringify(messageBody(message));
     res.writeHead(200, { 'content-type': 'application/json', 'request-id': requestId, 'content-length': Buffer.byteLength(text) });
     res.end(text);
@@ -208,9 +259,9 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     requestId: string,
     scripted: ScriptedMessage,
     body: MessagesRequestBody,
-    raw: string,
+    answer: Answer,
   ): Promise<void> {
-    const message = resolveMessage(scripted, body.model, estimateTokens(raw), signer);
+    const message = withIterations(resolveMessage(scripted, body.model, answer.input, signer), answer);
     let events: SseEvent[] = streamEvents(message, scripted.chunkChars ?? 12);
     if (scripted.usageInDelta) events = withCumulativeDeltaUsage(events, message.usage);
     res.writeHead(200, {
@@ -278,6 +329,7 @@ export async function startMessagesApiServer(options: MessagesApiServerOptions =
     refuseImages: (...rules) => void imageRules.push(...rules),
     clearImageRefusals: () => void imageRules.splice(0),
     pending: () => queue.length,
+    promptCache,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -56,6 +56,9 @@ export interface ResolvedMessage {
   readonly usage: ApiUsage;
 }
 
+/** The input side of a response's usage (the server's prompt cache computes it). */
+export type InputUsage = Pick<ApiUsage, 'input_tokens' | 'cache_creation_input_tokens' | 'cache_read_input_tokens' | 'cache_creation'>;
+
 /** Blocks whose content_block_stop is never sent (cut by max_tokens). */
 function isCut(b: ScriptBlock): boolean {
   return (
@@ -69,7 +72,14 @@ function isCut(b: ScriptBlock): boolean {
  * estimates the request; `signer` signs thinking blocks (the server's, so it can verify them
  * when they come back).
  */
-export function resolveMessage(message: ScriptedMessage, requestModel: string, inputTokens: number, signer: BlockSigner): ResolvedMessage {
+export function resolveMessage(
+  message: ScriptedMessage,
+  requestModel: string,
+  input: number | InputUsage,
+  signer: BlockSigner,
+): ResolvedMessage {
+  const inputUsage: InputUsage =
+    typeof input === 'number' ? { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } : input;
   let lastServerToolId: string | undefined;
   const blocks: ResolvedBlock[] = message.content.map((b): ResolvedBlock => {
     switch (b.type) {
@@ -112,11 +122,14 @@ export function resolveMessage(message: ScriptedMessage, requestModel: string, i
     .join('');
   const thinking = message.content.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking');
   const serverCalls = message.content.filter((b): b is Extract<ScriptBlock, { type: 'server_tool_use' }> => b.type === 'server_tool_use');
+  // A script that sets the input count alone (e.g. `/usage N`) reports no cache counts beside it.
+  const scriptedInputOnly =
+    message.usage?.input_tokens !== undefined &&
+    message.usage.cache_read_input_tokens === undefined &&
+    message.usage.cache_creation_input_tokens === undefined;
   const usage: ApiUsage = {
-    input_tokens: inputTokens,
+    ...(scriptedInputOnly ? { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } : inputUsage),
     output_tokens: estimateTokens(outputText),
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
     ...(thinking.length > 0
       ? {
           output_tokens_details: {
@@ -166,6 +179,7 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
           input_tokens: message.usage.input_tokens,
           cache_creation_input_tokens: message.usage.cache_creation_input_tokens,
           cache_read_input_tokens: message.usage.cache_read_input_tokens,
+          ...(message.usage.cache_creation ? { cache_creation: message.usage.cache_creation } : {}),
           output_tokens: 1,
         },
       },
@@ -202,6 +216,13 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
       case 'web_fetch_tool_result':
         start({ type: block.type, tool_use_id: block.resolvedToolUseId, content: block.content });
         break;
+      case 'compaction': {
+        const { type: _t, content, encrypted_content, ...rest } = block;
+        void _t;
+        start({ type: 'compaction', content: null, encrypted_content: null, ...rest });
+        delta({ type: 'compaction_delta', content, encrypted_content: encrypted_content ?? null });
+        break;
+      }
       case 'raw':
         start(block.start);
         for (const d of block.deltas ?? []) delta(d);
@@ -227,6 +248,7 @@ function deltaUsage(usage: ApiUsage): Record<string, unknown> {
   const out: Record<string, unknown> = { output_tokens: usage.output_tokens };
   if (usage.output_tokens_details) out.output_tokens_details = usage.output_tokens_details;
   if (usage.server_tool_use) out.server_tool_use = usage.server_tool_use;
+  if (usage.iterations) out.iterations = usage.iterations;
   return out;
 }
 
@@ -260,6 +282,8 @@ export function messageBody(message: ResolvedMessage): unknown {
         case 'web_search_tool_result':
         case 'web_fetch_tool_result':
           return { type: b.type, tool_use_id: b.resolvedToolUseId, content: b.content };
+        case 'compaction':
+          return { ...b, encrypted_content: b.encrypted_content ?? null };
         case 'raw':
           return b.start;
       }

@@ -19,6 +19,11 @@
  *   except a paused turn (one holding a `server_tool_use` block); a final assistant turn never
  *   ends with trailing whitespace;
  * - at most 4 blocks with `cache_control` (tools, system, messages), none on thinking blocks;
+ *   `cache_control` is `{type: 'ephemeral'}` with an optional `ttl` of `5m` or `1h`, and a `1h`
+ *   breakpoint never comes after a `5m` one (in the order tools → system → messages);
+ * - compaction (beta `compact-2026-01-12`, compaction.ts): `context_management` edits need the
+ *   beta header and a model that takes compaction, a trigger of at least 50 000 input tokens;
+ *   `compaction` blocks only in assistant turns, with the header, sent back as issued;
  * - thinking: `enabled` needs 1024 ≤ budget_tokens < max_tokens; each model accepts only the
  *   thinking types of its family (see {@link fakeModel}); `output_config.effort` one of
  *   low/medium/high/xhigh/max; thinking blocks only in assistant turns, each signed by this
@@ -32,6 +37,7 @@
  * The model table here is the fake API's own, independent of the product's registry.
  */
 import type { BlockSigner } from './signing.ts';
+import { compactionBlockProblem, contextManagementProblem } from './compaction.ts';
 
 /** What the fake API knows about a model. */
 export interface FakeModel {
@@ -117,8 +123,12 @@ function blocksOf(content: unknown): Json[] {
  * `invalid_request_error`), or undefined when the request is valid. `signer` is the server's:
  * thinking blocks must carry its signatures.
  */
-export function validateRequest(body: unknown, signer: BlockSigner): string | undefined {
+export function validateRequest(body: unknown, signer: BlockSigner, betas: readonly string[] = []): string | undefined {
   if (!isObject(body)) return 'There was an error parsing the body: the request body must be a JSON object.';
+  const cacheProblem = cacheControlProblem(body);
+  if (cacheProblem) return cacheProblem;
+  const cmProblem = contextManagementProblem(body, betas);
+  if (cmProblem) return cmProblem;
 
   // Required fields and their shapes.
   if (typeof body.model !== 'string' || body.model === '') return 'model: Field required';
@@ -318,6 +328,11 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
             return `${at}.tool_result.content: Input should be a valid string or a list of content blocks`;
           break;
         }
+        case 'compaction': {
+          const bad = compactionBlockProblem(block, at, role, betas, signer);
+          if (bad) return bad;
+          break;
+        }
         default:
           if (SERVER_RESULT_TYPES.has(type)) {
             if (role !== 'assistant') return `${at}: \`${type}\` blocks are only allowed in \`assistant\` messages`;
@@ -376,7 +391,8 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
   const finalAssistant = last.role === 'assistant' ? messages.length - 1 : lastBlocks[0]?.type === 'tool_result' ? messages.length - 2 : -1;
   if (manualThinking && finalAssistant >= 0) {
     const i = finalAssistant;
-    const first = blocksOf((messages[i] as Json).content)[0];
+    // A compaction block the API put first in the turn is not part of the turn's thinking rule (assumed: not documented).
+    const first = blocksOf((messages[i] as Json).content).find((b) => b.type !== 'compaction');
     if (first && first.type !== 'thinking' && first.type !== 'redacted_thinking') {
       return (
         `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first.type)}\`. ` +
@@ -398,6 +414,40 @@ export function validateRequest(body: unknown, signer: BlockSigner): string | un
   }
 
   if (cacheControls > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${cacheControls}.`;
+  return undefined;
+}
+
+/**
+ * Every `cache_control` of the request, in prefix order (tools → system → messages, nested tool
+ * result blocks in place): each `{type: 'ephemeral'}` with `ttl` absent, `5m` or `1h`, and no
+ * `1h` after a `5m` (a longer-lived entry cannot extend a shorter-lived prefix).
+ */
+function cacheControlProblem(body: Json): string | undefined {
+  const found: Array<{ at: string; cc: unknown }> = [];
+  const visit = (block: unknown, at: string) => {
+    if (isObject(block) && block.cache_control !== undefined && block.cache_control !== null) found.push({ at, cc: block.cache_control });
+  };
+  if (Array.isArray(body.tools)) body.tools.forEach((t, i) => visit(t, `tools.${i}`));
+  if (Array.isArray(body.system)) body.system.forEach((b, i) => visit(b, `system.${i}`));
+  if (Array.isArray(body.messages)) {
+    body.messages.forEach((m, i) => {
+      if (!isObject(m) || !Array.isArray(m.content)) return;
+      m.content.forEach((b, j) => {
+        visit(b, `messages.${i}.content.${j}`);
+        if (isObject(b) && Array.isArray(b.content))
+          b.content.forEach((inner, k) => visit(inner, `messages.${i}.content.${j}.content.${k}`));
+      });
+    });
+  }
+  let fiveMinutesAt: string | undefined;
+  for (const { at, cc } of found) {
+    if (!isObject(cc) || cc.type !== 'ephemeral') return `${at}.cache_control.type: Input should be 'ephemeral'`;
+    const ttl = cc.ttl ?? '5m';
+    if (ttl !== '5m' && ttl !== '1h') return `${at}.cache_control.ttl: Input should be '5m' or '1h'`;
+    if (ttl === '5m') fiveMinutesAt ??= at;
+    else if (fiveMinutesAt !== undefined)
+      return `${at}.cache_control: a cache_control with ttl='1h' cannot come after one with ttl='5m' (${fiveMinutesAt}): longer TTLs must come first`;
+  }
   return undefined;
 }
 

@@ -1,7 +1,9 @@
 import { describe, it, expect } from '@jest/globals';
 import sharp from 'sharp';
 import type Anthropic from '@anthropic-ai/sdk';
-import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel } from '@bedrock/contracts';
+import { create } from '@bufbuild/protobuf';
+import { ContentBlockSchema, LlmRequestPurpose, Role, ServerTool, ThinkingLevel } from '@bedrock/contracts';
+import { compactionHeaders } from './compaction.ts';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { TOOLS } from '@bedrock/contracts/tools';
 import {
@@ -53,12 +55,18 @@ describe('buildMessagesRequest', () => {
     ]);
   });
 
-  it('offers the tools to a continuation summary with tool_choice none, so tool blocks in its history stay valid', async () => {
-    const params = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, toolNames: ['bash'] }), options);
+  it('sends a continuation summary exactly as a turn (same tools, no tool_choice, same thinking), so it reads the cached prefix', async () => {
+    const job = { toolNames: ['bash'], thinking: ThinkingLevel.HIGH };
+    const params = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, ...job }), options);
+    const turn = await buildMessagesRequest(makeJob(job), options);
     expect(toolNames(params)).toEqual(['bash']);
-    expect(params.tool_choice).toEqual({ type: 'none' });
-    // A plain turn: no tool_choice at all (the API's default, auto).
-    expect((await buildMessagesRequest(makeJob(), options)).tool_choice).toBeUndefined();
+    expect(params.tool_choice).toBeUndefined();
+    expect([params.tools, params.system, params.thinking, params.output_config]).toEqual([
+      turn.tools,
+      turn.system,
+      turn.thinking,
+      turn.output_config,
+    ]);
   });
 
   it('never sends tool blocks without tools: a job that lists none defines those its history used, with tool_choice none', async () => {
@@ -121,7 +129,7 @@ describe('buildMessagesRequest', () => {
       options,
     );
     expect(toolNames(continuation)).toEqual(['bash', 'web_search']);
-    expect(continuation.tool_choice).toEqual({ type: 'none' });
+    expect(continuation.tool_choice).toBeUndefined();
     // Without a system prompt the last tool (a server tool here) carries the prefix breakpoint.
     const noSystem = await buildMessagesRequest(makeJob({ systemPrompt: '', serverTools: [ServerTool.WEB_SEARCH] }), options);
     expect(noSystem.tools?.at(-1)).toEqual({
@@ -364,7 +372,7 @@ describe("buildMessagesRequest: the model's own blocks", () => {
     expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
   });
 
-  it('turns the blocks of a server tool turned off since into text notes, and drops the citations into them; a continuation keeps them', async () => {
+  it('turns the blocks of a server tool turned off since into text notes, and drops the citations into them, in a continuation too', async () => {
     const history = [
       { role: Role.USER, content: [text('when was it released?')] },
       {
@@ -380,9 +388,10 @@ describe("buildMessagesRequest: the model's own blocks", () => {
       { type: 'text', text: '[Its result: Release (https://example.com/r)]' },
       { type: 'text', text: 'It was released in May.' },
     ]);
+    // A continuation summary is sent as a turn is (the same prefix, read from the cache): the same notes.
     const summary = await buildMessagesRequest(makeJob({ purpose: LlmRequestPurpose.CONTINUATION, messages: history }), options);
-    expect(toolNames(summary)).toContain('web_search');
-    expect((summary.messages[1]!.content as unknown[])[0]).toEqual(searchUse);
+    expect(toolNames(summary)).not.toContain('web_search');
+    expect(summary.messages).toEqual((await buildMessagesRequest(makeJob({ messages: history }), options)).messages);
   });
 
   it('rejects a stored server tool block that is not a JSON object, in a sentence', async () => {
@@ -739,5 +748,54 @@ describe('the model, round two', () => {
         .map((t) => (t as { type: string }).type);
     expect(await types('claude-opus-5')).toEqual(['web_search_20260209', 'web_fetch_20260209']);
     expect(await types('claude-haiku-4-5')).toEqual(['web_search_20250305', 'web_fetch_20250910']);
+  });
+});
+
+describe('buildMessagesRequest: server-side compaction', () => {
+  const registry = createModelRegistry({
+    small: { contextWindow: 200_000, maxOutputTokens: 8_192, thinking: 'adaptive', compaction: true },
+  });
+  const opts = runOptions({ registry });
+
+  it('asks for compaction at 80% of the window (at least 50 000 tokens) only for models whose registry entry says so', async () => {
+    const params = await buildMessagesRequest(makeJob({ model: 'small' }), opts);
+    expect((params as unknown as { context_management: unknown }).context_management).toEqual({
+      edits: [{ type: 'compact_20260112', trigger: { type: 'input_tokens', value: 160_000 } }],
+    });
+    expect(compactionHeaders(params)).toEqual({ 'anthropic-beta': 'compact-2026-01-12' });
+    // A continuation summary of the same model carries it too: the request's form never changes.
+    const summary = await buildMessagesRequest(makeJob({ model: 'small', purpose: LlmRequestPurpose.CONTINUATION }), opts);
+    expect((summary as unknown as { context_management: unknown }).context_management).toBeDefined();
+    expect(createModelRegistry().lookup('claude-sonnet-4-5').compaction).toBeUndefined();
+    expect(createModelRegistry().lookup('claude-sonnet-4-6').compaction).toBe(true);
+    const plain = await buildMessagesRequest(makeJob({ model: 'claude-sonnet-4-5' }), opts);
+    expect('context_management' in plain).toBe(false);
+    expect(compactionHeaders(plain)).toBeUndefined();
+  });
+
+  it('sends a stored compaction block back verbatim, and keeps thinking on when the turn starts with it', async () => {
+    const block = { type: 'compaction', content: 'summary', encrypted_content: 'opaque', signature: 'sig' };
+    const compaction = create(ContentBlockSchema, {
+      block: { case: 'compaction', value: { content: 'summary', blockJson: JSON.stringify(block) } },
+    });
+    const history = [
+      { role: Role.USER, content: [text('go')] },
+      {
+        role: Role.ASSISTANT,
+        content: [
+          compaction,
+          create(ContentBlockSchema, { block: { case: 'thinking', value: { thinking: 't', signature: 's' } } }),
+          toolUse('toolu_1', 'bash', { command: 'ls' }),
+        ],
+      },
+      { role: Role.USER, content: [toolResult('toolu_1', 'ok')] },
+    ];
+    const omitted: string[] = [];
+    const params = await buildMessagesRequest(makeJob({ model: 'small', thinking: ThinkingLevel.HIGH, messages: history }), opts, {
+      onThinkingOmitted: (r) => omitted.push(r),
+    });
+    expect((params.messages[1]!.content as unknown[])[0]).toEqual(block);
+    expect(omitted).toEqual([]);
+    expect(params.thinking).toEqual({ type: 'adaptive', display: 'summarized' });
   });
 });

@@ -8,7 +8,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { isToolName, TOOLS, type ToolName } from '@bedrock/contracts/tools';
 import type { Effort, ModelLimits, ModelRegistry } from '@bedrock/contracts/models';
-import { LlmRequestPurpose, Role, ServerTool, ThinkingLevel, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
+import { Role, ServerTool, ThinkingLevel, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
 import {
   ImageRejectedError,
   prepareImage,
@@ -23,6 +23,7 @@ import { isServerToolBlockType } from './stream-accumulator.ts';
 import { DEFAULT_CACHE_TTLS, placeCacheBreakpoints, type CacheTtls } from './cache-breakpoints.ts';
 
 export { MAX_CACHE_BREAKPOINTS } from './cache-breakpoints.ts';
+import { applyCompaction, compactionParam } from './compaction.ts';
 
 type MessageParam = Anthropic.MessageParam;
 type BlockParam = Anthropic.ContentBlockParam;
@@ -148,9 +149,8 @@ export async function buildMessagesRequest(
   // A server tool the conversation has turned off since it was used: its blocks become text
   // notes (a normal turn never defines a tool the user turned off, and the API rejects a
   // server_tool_use naming a tool the request does not define). A request that can call
-  // nothing (a continuation summary, a job with no tools) keeps them and defines the tool (below).
-  if (job.purpose !== LlmRequestPurpose.CONTINUATION && (clientTools.length > 0 || serverTools.length > 0))
-    describeServerToolsTurnedOff(messages, serverTools);
+  // nothing (a job with no tools) keeps them and defines the tool (below).
+  if (clientTools.length > 0 || serverTools.length > 0) describeServerToolsTurnedOff(messages, serverTools);
   if (messages.length === 0) throw new InvalidJobError('The request has no messages to send.');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('The history must start with a user message.');
   // Current models reject an assistant prefill (a request ending in an assistant turn), with
@@ -164,13 +164,13 @@ export async function buildMessagesRequest(
     else messages.push({ role: 'user', content: [{ type: 'text', text: CONTINUE_AFTER_CUT }] });
   }
 
-  // A continuation summary offers the conversation's tools but lets the model call none: the
-  // API rejects a history with tool blocks in a request that defines no tools. Whenever
-  // tool_choice is none, every tool the history used is defined as well, so its blocks stay
-  // valid (a tool turned off since, a job that lists none).
+  // A continuation summary is sent exactly like a turn (same tools, tool_choice, thinking), its
+  // prompt being the last user block, so it reads the turn's cached prefix instead of writing
+  // it again; the prompt asks for text only (docs/llm-gateway.md, "Continuation summaries").
+  // A job that lists no tools but whose history holds tool blocks defines the history's tools
+  // under tool_choice none (the API rejects tool blocks in a request without tools).
   const used = toolsUsedIn(messages);
-  const toolChoiceNone =
-    job.purpose === LlmRequestPurpose.CONTINUATION || (clientTools.length === 0 && serverTools.length === 0 && used.any);
+  const toolChoiceNone = clientTools.length === 0 && serverTools.length === 0 && used.any;
   if (toolChoiceNone) {
     for (const name of used.client) if (!clientTools.includes(name)) clientTools.push(name);
     for (const name of used.server) if (!serverTools.includes(name)) serverTools.push(name);
@@ -200,6 +200,7 @@ export async function buildMessagesRequest(
   if (job.ownerRef) params.metadata = { user_id: job.ownerRef };
   applyThinking(params, job.thinking, spec, hooks);
   placeCacheBreakpoints(params, options.cacheTtls ?? DEFAULT_CACHE_TTLS);
+  applyCompaction(params, spec);
   return params;
 }
 
@@ -261,7 +262,7 @@ function firstRequestOfLoop(messages: readonly MessageParam[]): boolean {
  */
 export function thinkingBlocker(messages: readonly MessageParam[]): string | undefined {
   const startsWithThinking = (m: MessageParam | undefined) => {
-    const first = (m?.content as BlockParam[] | undefined)?.[0];
+    const first = (m?.content as BlockParam[] | undefined)?.find((b) => (b.type as string) !== 'compaction');
     return first?.type === 'thinking' || first?.type === 'redacted_thinking';
   };
   const lastIndex = messages.length - 1;
@@ -414,6 +415,9 @@ async function convertMessages(job: LlmRequest, options: BuildOptions, hooks: Bu
           break;
         case 'redactedThinking':
           blocks.push({ type: 'redacted_thinking', data: b.value.data });
+          break;
+        case 'compaction':
+          blocks.push(compactionParam(b.value));
           break;
         case 'serverTool': {
           const value = parseJson(b.value.blockJson);

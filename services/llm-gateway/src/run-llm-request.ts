@@ -25,6 +25,7 @@ import {
   type LlmResponseEvent,
   type TokenDeltaKind,
 } from '@bedrock/contracts';
+import { compactionHeaders } from './compaction.ts';
 import {
   buildMessagesRequest,
   countImages,
@@ -170,7 +171,12 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
     for (;;) {
       try {
         const { data: stream, response } = await client.messages
-          .create(params, { signal: controller.signal, timeout: options.requestTimeoutMs, maxRetries: 0 })
+          .create(params, {
+            signal: controller.signal,
+            timeout: options.requestTimeoutMs,
+            maxRetries: 0,
+            headers: compactionHeaders(params),
+          })
           .withResponse();
         providerRequestId = response.headers.get('request-id') ?? '';
         live = response;
@@ -282,6 +288,8 @@ function toContentBlock(b: AccumulatedBlock): ContentBlock {
       return create(ContentBlockSchema, { block: { case: 'redactedThinking', value: { data: b.data } } });
     case 'server_tool':
       return create(ContentBlockSchema, { block: { case: 'serverTool', value: { blockType: b.blockType, blockJson: b.json } } });
+    case 'compaction':
+      return create(ContentBlockSchema, { block: { case: 'compaction', value: { content: b.content, blockJson: b.json } } });
   }
 }
 

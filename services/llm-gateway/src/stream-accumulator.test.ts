@@ -354,3 +354,27 @@ describe('StreamAccumulator', () => {
     expect(deltas).toEqual([[1, 'after', TokenDeltaKind.TEXT]]);
   });
 });
+
+describe('StreamAccumulator: compaction', () => {
+  it('keeps a compaction block whole (content and encrypted_content from compaction_delta), streams its summary as COMPACTION', () => {
+    const { result, deltas } = fold([
+      messageStart(),
+      start(0, { type: 'compaction', content: null, encrypted_content: null, signature: 'sig' }),
+      { type: 'content_block_delta', index: 0, delta: { type: 'compaction_delta', content: 'the summary', encrypted_content: 'opaque' } },
+      stop(0),
+      start(1, { type: 'text', text: '' }),
+      { type: 'content_block_delta', index: 1, delta: { type: 'text_delta', text: 'answer' } },
+      stop(1),
+      messageDelta('end_turn'),
+      { type: 'message_stop' },
+    ]);
+    const r = ok(result);
+    expect(r.content[0]).toEqual({
+      type: 'compaction',
+      content: 'the summary',
+      json: JSON.stringify({ type: 'compaction', content: 'the summary', encrypted_content: 'opaque', signature: 'sig' }),
+    });
+    expect(r.unknownBlockTypes).toEqual([]);
+    expect(deltas[0]).toEqual([0, 'the summary', TokenDeltaKind.COMPACTION]);
+  });
+});

@@ -36,7 +36,9 @@ export type AccumulatedBlock =
   | { type: 'thinking'; thinking: string; signature: string }
   | { type: 'redacted_thinking'; data: string }
   /** `json`: the block exactly as the provider sent it (a server_tool_use with its input filled in). */
-  | { type: 'server_tool'; blockType: string; json: string };
+  | { type: 'server_tool'; blockType: string; json: string }
+  /** Server-side compaction: `content` the summary ("" when none), `json` the whole block as returned (sent back verbatim). */
+  | { type: 'compaction'; content: string; json: string };
 
 export type AccumulatorResult =
   | {
@@ -65,6 +67,8 @@ type Slot =
   | { kind: 'redacted_thinking'; data: string; stopped: boolean }
   /** `json`: streamed input (server_tool_use); `block`: the start object, everything else verbatim. */
   | { kind: 'server_tool'; block: Record<string, unknown>; streamsInput: boolean; json: string; stopped: boolean }
+  /** The start object, with `content` and `encrypted_content` assigned from `compaction_delta` (it carries their final value). */
+  | { kind: 'compaction'; block: Record<string, unknown>; stopped: boolean }
   | { kind: 'other'; type: string; stopped: boolean };
 
 /** Blocks of tools the provider runs itself: the call, and results of any such tool. */
@@ -189,6 +193,9 @@ export class StreamAccumulator {
       }
       case 'redacted_thinking':
         return { kind: 'redacted_thinking', data: typeof block.data === 'string' ? block.data : '', stopped: false };
+      case 'compaction':
+        if (typeof block.content === 'string' && block.content) this.onDelta(index, block.content, TokenDeltaKind.COMPACTION);
+        return { kind: 'compaction', block: { ...block }, stopped: false };
       default:
         if (isServerToolBlockType(type)) {
           // A call's input streams as input_json_delta, as a tool_use's does; results arrive whole.
@@ -228,6 +235,13 @@ export class StreamAccumulator {
           if (delta.thinking) this.onDelta(index, delta.thinking, TokenDeltaKind.THINKING);
         } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
           slot.signature += delta.signature;
+        }
+        break;
+      case 'compaction':
+        if (delta.type === 'compaction_delta') {
+          slot.block.content = delta.content ?? null;
+          if ('encrypted_content' in delta) slot.block.encrypted_content = delta.encrypted_content;
+          if (typeof delta.content === 'string' && delta.content) this.onDelta(index, delta.content, TokenDeltaKind.COMPACTION);
         }
         break;
       case 'redacted_thinking':
@@ -295,6 +309,15 @@ export class StreamAccumulator {
           content.push({ type: 'server_tool', blockType, json: JSON.stringify(block) });
           break;
         }
+        case 'compaction':
+          if (!slot.stopped) cutBlockTypes.push('compaction');
+          else
+            content.push({
+              type: 'compaction',
+              content: typeof slot.block.content === 'string' ? slot.block.content : '',
+              json: JSON.stringify(slot.block),
+            });
+          break;
         case 'other':
           unknownBlockTypes.push(slot.type);
           break;

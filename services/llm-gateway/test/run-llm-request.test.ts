@@ -502,7 +502,7 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
     expect([silent.stopReason, silent.stopExplanation, silent.content]).toEqual([StopReason.REFUSAL, '', []]);
   });
 
-  it('sends a continuation summary the tools with tool_choice none, and a cut response is continued from a user turn', async () => {
+  it('sends a continuation summary the tools as a turn does (no tool_choice: the cached prefix holds), and a cut response is continued from a user turn', async () => {
     const history = [
       { role: Role.USER, content: [text('run it')] },
       { role: Role.ASSISTANT, content: [toolUse('toolu_c1', 'bash', { command: 'ls' })] },
@@ -515,7 +515,7 @@ describe('runLlmRequest: thinking, server tools and citations, kept and sent bac
     );
     response(outcome);
     expect(sent?.tools?.map((t) => t.name)).toEqual(['bash', 'think']);
-    expect(sent?.tool_choice).toEqual({ type: 'none' });
+    expect(sent?.tool_choice).toBeUndefined();
     expect(blocksOf(sent, 4)).toEqual([expect.objectContaining({ type: 'text', text: CONTINUE_AFTER_CUT })]);
   });
 });

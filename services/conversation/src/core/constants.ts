@@ -48,7 +48,9 @@ export function rejection(code: RejectionCode): Rejection {
 /** The continuation prompt of spec 000 (REQ-BED-020). */
 export const CONTINUATION_PROMPT =
   'The conversation context is nearly full. Please provide a brief continuation summary that could seed a new conversation.\n\n' +
-  'Include:\n1. Current task status (if any)\n2. Key files or concepts discussed\n3. Suggested next steps\n\nKeep your response concise.';
+  'Include:\n1. Current task status (if any)\n2. Key files or concepts discussed\n3. Suggested next steps\n\nKeep your response concise.\n\n' +
+  // The request keeps the turn's tools and tool_choice (so it reads the cached prefix): the model is told, not forced.
+  'Answer with text only: do not call any tool.';
 
 /** The error a turn stops with when its owner's budget is spent (docs/state-machine.md, "Budget"). */
 export const BUDGET_EXHAUSTED_MESSAGE =

@@ -30,6 +30,7 @@ function isModelBlock(block: ContentBlock): boolean {
     case 'tool_use':
     case 'redacted_thinking':
     case 'server_tool':
+    case 'compaction':
       return true;
     case 'thinking':
       return block.signature !== '';

@@ -76,6 +76,8 @@ export type ContentBlock =
   | { readonly type: 'redacted_thinking'; readonly data: string }
   /** A block of a tool the provider ran (server_tool_use, web_search_tool_result, ...): `json` is the whole block. */
   | { readonly type: 'server_tool'; readonly blockType: string; readonly json: string }
+  /** The provider's summary of the conversation before it (server-side compaction): `json` is the whole block, sent back verbatim. */
+  | { readonly type: 'compaction'; readonly content: string; readonly json: string }
   /** Image bytes, base64. */
   | { readonly type: 'image'; readonly mediaType: string; readonly data: string }
   | { readonly type: 'tool_use'; readonly id: string; readonly name: string; readonly input: Readonly<Record<string, unknown>> }

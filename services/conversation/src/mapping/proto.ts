@@ -234,6 +234,8 @@ export function blockToProto(block: ContentBlock): PContentBlock {
       return create(ContentBlockSchema, { block: { case: 'redactedThinking', value: { data: block.data } } });
     case 'server_tool':
       return create(ContentBlockSchema, { block: { case: 'serverTool', value: { blockType: block.blockType, blockJson: block.json } } });
+    case 'compaction':
+      return create(ContentBlockSchema, { block: { case: 'compaction', value: { content: block.content, blockJson: block.json } } });
     case 'image':
       return create(ContentBlockSchema, {
         block: { case: 'image', value: { mediaType: block.mediaType, data: Buffer.from(block.data, 'base64') } },
@@ -280,6 +282,8 @@ export function blockFromProto(block: PContentBlock): ContentBlock | null {
       return { type: 'redacted_thinking', data: block.block.value.data };
     case 'serverTool':
       return { type: 'server_tool', blockType: block.block.value.blockType, json: block.block.value.blockJson };
+    case 'compaction':
+      return { type: 'compaction', content: block.block.value.content, json: block.block.value.blockJson };
     case 'image':
       return { type: 'image', mediaType: block.block.value.mediaType, data: Buffer.from(block.block.value.data).toString('base64') };
     case 'toolUse':

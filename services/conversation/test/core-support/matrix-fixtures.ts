@@ -58,6 +58,8 @@ export function usage(tokens: number, server: { searches?: number; fetches?: num
     inputTokens: input,
     cacheReadInputTokens: cacheRead,
     cacheCreationInputTokens: cacheCreation,
+    // Every write at the 5-minute lifetime (a response's usage always carries the 1h part, 0 here).
+    cacheCreation1hInputTokens: 0,
     outputTokens: output,
     thinkingTokens: Math.floor(output / 3),
     webSearchRequests: server.searches ?? 0,

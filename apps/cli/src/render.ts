@@ -545,6 +545,11 @@ export function createEventRenderer(given: Output, options: RenderOptions = {}):
         endStream();
         note('context exhausted: continue with `bedrock new --from ID`');
         break;
+      case 'notice':
+        // For the user only (the model never sees it), e.g. thinking left out of a tool loop.
+        endStream();
+        note(k.value.text);
+        break;
       case 'subAgentProgress':
         note(`sub-agent ${k.value.subAgentId} ${stateName(k.value.state)} (${k.value.finishedCount}/${k.value.totalCount} done)`);
         break;

@@ -201,6 +201,15 @@ describe('how an answer ended', () => {
   });
 });
 
+describe('notices for the user', () => {
+  it('prints a notice as a status line on stderr (not part of the answer)', () => {
+    const notice = 'Thinking was left out of this request: the API takes no thinking here.';
+    const { out, err } = rendered([textDelta('Working'), { case: 'notice', value: { text: notice } }]);
+    expect(out).toBe('Working\n');
+    expect(err).toBe(`· ${notice}\n`);
+  });
+});
+
 describe('show', () => {
   const messages = [
     message({ id: 'u1', type: MessageType.USER, content: [text('What is bedrock?')] }),

@@ -1550,6 +1550,26 @@ const DOC_TOOL_START: Row[] = [
 // Responses (docs/state-machine.md, "Responses").
 const DOC_RESPONSES: Row[] = [
   {
+    label: "response carrying the gateway's notices → notify notice each (first), nothing persisted for them",
+    setup: (c) => c.toLlm(),
+    event: (c) => ({ ...response(c.requestId, { text: 'x' }), notices: ['Thinking left out', ''] }) as ConversationEvent,
+    expect: {
+      phase: 'idle',
+      effects: ['notify', 'persist_message'],
+      check: (r) => {
+        expect(notes(r)).toEqual([{ kind: 'notice', text: 'Thinking left out' }]);
+        // The model never sees it: only the agent message is persisted.
+        expect(effectsOf(r, 'persist_message').map((e) => e.message.type)).toEqual(['agent']);
+      },
+    },
+  },
+  {
+    label: 'stale response carrying notices → no-op (no notice)',
+    setup: (c) => c.toLlm(),
+    event: () => ({ ...response('not-the-request', { text: 'x' }), notices: ['n'] }) as ConversationEvent,
+    expect: { noop: true },
+  },
+  {
     label: 'response: usage >= 80% → notify context_warning once',
     setup: (c) => c.toLlm(),
     event: (c) => response(c.requestId, { text: 'x', tokens: 800 }),

@@ -500,6 +500,9 @@ function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   if (!inFlight(phase, event.requestId)) return NOOP;
   d.lastUsage = event.usage;
   d.totalUsage = addUsage(d.totalUsage, event.usage);
+  // The gateway's notices are for the user: a notification each, no message (the model never
+  // sees them).
+  if (event.notices) for (const text of event.notices) if (text) d.notify({ kind: 'notice', text });
 
   if (phase.kind === 'awaiting_continuation') {
     const summary = textOf(event.content).trim() || CONTINUATION_FALLBACK_SUMMARY;

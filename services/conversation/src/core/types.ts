@@ -310,6 +310,8 @@ export type ConversationEvent =
       readonly cutToolNames?: readonly string[];
       /** refusal: the provider's explanation, when it gave one. */
       readonly stopExplanation?: string;
+      /** For the user, not the model: how the request was sent (the gateway's notices). */
+      readonly notices?: readonly string[];
     }
   | {
       readonly type: 'llm_error';
@@ -364,7 +366,9 @@ export type Notification =
       readonly finishedCount: number;
       readonly totalCount: number;
     }
-  | { readonly kind: 'error'; readonly message: string; readonly errorKind: ErrorKind };
+  | { readonly kind: 'error'; readonly message: string; readonly errorKind: ErrorKind }
+  /** A notice for the user only (never persisted, never sent to the model). */
+  | { readonly kind: 'notice'; readonly text: string };
 
 export type TimerPurpose = 'retry' | 'cancel_timeout' | 'sub_agent_timeout';
 

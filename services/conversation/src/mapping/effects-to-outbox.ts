@@ -327,5 +327,7 @@ function notificationKind(n: Notification, state: ConversationState, contextWind
     case 'error':
       // The state_changed notification carries the error (message and kind).
       return null;
+    case 'notice':
+      return { case: 'notice', value: { text: n.text } };
   }
 }

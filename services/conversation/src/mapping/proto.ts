@@ -345,6 +345,7 @@ export function decodeEventJob(job: ConversationEventJob): DecodedJob {
           maxTokens: e.value.maxTokens,
           cutToolNames: [...e.value.cutToolNames],
           stopExplanation: e.value.stopExplanation,
+          notices: [...e.value.notices],
         },
       };
     case 'llmError':

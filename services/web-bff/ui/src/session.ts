@@ -427,6 +427,10 @@ export class Session {
         );
         break;
       }
+      case 'notice':
+        // The gateway's word on how the model was asked (for the user; the model never sees it).
+        this.transcript.notice(e.kind.value.text, 'info', 'other');
+        break;
       case 'contextExhausted':
         if (this.state) this.state = { ...this.state, kind: StateKind.CONTEXT_EXHAUSTED, summary: e.kind.value.summary };
         break;

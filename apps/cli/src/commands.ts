@@ -23,7 +23,7 @@ import {
   type ImageAttachment,
 } from '@bedrock/contracts';
 import { parseThinking } from '@bedrock/agent-view/agent-content';
-import { formatUsd } from '@bedrock/agent-view/money';
+import { cacheReadPhrase, formatUsd } from '@bedrock/agent-view/money';
 import type { ApiClient, WorkspacesClient } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Retry } from './retry.ts';
@@ -292,7 +292,8 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
-  ctx.output.out(`cost: ${formatUsd(c.costMicros)}\n`);
+  const cache = cacheReadPhrase(c.totalUsage);
+  ctx.output.out(`cost: ${formatUsd(c.costMicros)}${cache ? ` · ${cache}` : ''}\n`);
   if (c.parentId) ctx.output.out(`sub-agent of ${c.parentId} (bedrock show ${c.parentId})\n`);
   if (c.forkedFrom)
     ctx.output.out(

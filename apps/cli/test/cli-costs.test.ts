@@ -40,11 +40,13 @@ async function bedrock(args: string[], user: 'alice' | 'bob' = 'alice') {
 }
 
 /** Sends `text` and answers it with `usage`, waiting until the conversation rests. */
-async function turn(id: string, text: string, usage: { inputTokens: bigint; outputTokens: bigint }) {
+type TurnUsage = { inputTokens: bigint; outputTokens: bigint; cacheReadInputTokens?: bigint; cacheCreationInputTokens?: bigint };
+
+async function turn(id: string, text: string, usage: TurnUsage) {
   return turnAs('alice', id, text, usage);
 }
 
-async function turnAs(user: 'alice' | 'bob', id: string, text: string, usage: { inputTokens: bigint; outputTokens: bigint }) {
+async function turnAs(user: 'alice' | 'bob', id: string, text: string, usage: TurnUsage) {
   const before = s.llmJobs.filter((j) => j.conversationId === id).length;
   expect((await bedrock(['send', id, text], user)).code).toBe(0);
   const job = await s.waitFor('the LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before]);
@@ -72,6 +74,13 @@ describe('costs in the CLI', () => {
     expect((await bedrock(['show', id])).stdout).toContain('cost: $0.45\n');
     const doc = JSON.parse((await bedrock(['show', id, '--json'])).stdout);
     expect(doc.conversation.costMicros).toBe('456000');
+  });
+
+  it('show says how much of the input was read from the prompt cache', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    await turn(id, 'hello', { inputTokens: 50n, outputTokens: 10n, cacheReadInputTokens: 920n, cacheCreationInputTokens: 30n });
+    // 920 / (50 + 920 + 30) of the input came from the cache.
+    expect((await bedrock(['show', id])).stdout).toMatch(/^cost: \$\d+\.\d+ · cache 92% read$/m);
   });
 });
 

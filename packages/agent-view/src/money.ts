@@ -51,3 +51,32 @@ export function spendSummary(
     BigInt(budget) > 0n ? `${formatUsd(spent)} of ${formatUsd(budget)}` : formatUsd(spent);
   return `Spent today ${part(todayMicros, dailyBudgetMicros)} · this month ${part(monthMicros, monthlyBudgetMicros)}`;
 }
+
+/** The token counts of a Usage the cache-read share needs (Conversation.total_usage has them). */
+export interface CacheCounts {
+  readonly inputTokens: number | bigint;
+  readonly cacheReadInputTokens: number | bigint;
+  readonly cacheCreationInputTokens: number | bigint;
+}
+
+/**
+ * Of all the input the model was sent, the part read from the prompt cache (billed at 0.1x):
+ * cache_read / (input + cache_read + cache_creation), 0..1. Undefined when nothing was sent.
+ */
+export function cacheReadShare(u: CacheCounts): number | undefined {
+  const read = Number(u.cacheReadInputTokens);
+  const all = Number(u.inputTokens) + read + Number(u.cacheCreationInputTokens);
+  return all > 0 ? read / all : undefined;
+}
+
+/**
+ * "cache 92% read" (rounded down, so 99.9% is not called 100%); "" when the cache was never used
+ * (nothing read or written: a model or deployment without prompt caching says nothing).
+ */
+export function cacheReadPhrase(u: CacheCounts | undefined): string {
+  if (!u || Number(u.cacheReadInputTokens) + Number(u.cacheCreationInputTokens) === 0) return '';
+  const read = Number(u.cacheReadInputTokens);
+  const all = Number(u.inputTokens) + read + Number(u.cacheCreationInputTokens);
+  // Whole percent from integers (share * 100 in floating point gives 28.999… for 29%).
+  return `cache ${Math.floor((read * 100) / all)}% read`;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { formatUsd, parseUsd, spendAgainst, spendSummary } from '../src/money.ts';
+import { cacheReadPhrase, cacheReadShare, formatUsd, parseUsd, spendAgainst, spendSummary } from '../src/money.ts';
 
 describe('money', () => {
   it('formats micro-dollars: cents from a cent up (rounded down), four decimals below, thousands grouped', () => {
@@ -31,5 +31,28 @@ describe('money', () => {
   it('sums up the day and the month in one line for the web UI', () => {
     expect(spendSummary(120_000, 5_000_000, 1_200_000n, 50_000_000n)).toBe('Spent today $0.12 of $5.00 · this month $1.20 of $50.00');
     expect(spendSummary(120_000, 0, 1_200_000, 0)).toBe('Spent today $0.12 · this month $1.20');
+  });
+});
+
+describe('cache-read share', () => {
+  const usage = (input: number | bigint, read: number | bigint, creation: number | bigint) => ({
+    inputTokens: input,
+    cacheReadInputTokens: read,
+    cacheCreationInputTokens: creation,
+  });
+
+  it('is cache_read / (input + cache_read + cache_creation)', () => {
+    expect(cacheReadShare(usage(50, 920, 30))).toBe(0.92);
+    expect(cacheReadShare(usage(100n, 0n, 0n))).toBe(0);
+    expect(cacheReadShare(usage(0, 0, 0))).toBeUndefined();
+  });
+
+  it('says it in one short phrase, rounded down, and nothing when the cache was never used', () => {
+    expect(cacheReadPhrase(usage(50n, 920n, 30n))).toBe('cache 92% read');
+    expect(cacheReadPhrase(usage(71, 29, 0))).toBe('cache 29% read');
+    expect(cacheReadPhrase(usage(1, 999, 0))).toBe('cache 99% read');
+    expect(cacheReadPhrase(usage(0, 0, 500))).toBe('cache 0% read');
+    expect(cacheReadPhrase(usage(1000, 0, 0))).toBe('');
+    expect(cacheReadPhrase(undefined)).toBe('');
   });
 });

@@ -106,7 +106,7 @@ export const conversationConfigSchema = section({
   models: section({
     /** File holding the secret of the owner reference (metadata.user_id); read at start. */
     ownerRefSecretFile: optionalSetting('BEDROCK_OWNER_REF_SECRET_FILE', filePath(), {
-      doc: 'File holding a deployment secret (one line): each request tells the provider its conversation owner as metadata.user_id = HMAC-SHA256(secret, user id), a stable opaque id (never a name or email). Unset: no id is sent.',
+      doc: 'File holding a deployment secret (one line): each request tells the provider its conversation owner as metadata.user_id = HMAC-SHA256(secret, user id), a stable opaque id (never a name or email). Unset: a secret this deployment makes once and keeps in Postgres (service_secrets).',
     }),
     default: setting('BEDROCK_DEFAULT_MODEL', str(), {
       default: 'claude-sonnet-5-5',

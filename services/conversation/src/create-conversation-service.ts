@@ -4,6 +4,7 @@
  * `stop()` run it; main.ts only reads the environment.
  */
 import pg from 'pg';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
 import { createModelRegistry } from '@bedrock/contracts/models';
@@ -112,6 +113,16 @@ interface Running {
   readonly storage: WorkspaceStorage | undefined;
 }
 
+/** A secret of this deployment, made by the first replica that asks (migration 015). */
+async function deploymentSecret(pool: pg.Pool, name: string): Promise<string> {
+  await pool.query('INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+    name,
+    randomBytes(32).toString('hex'),
+  ]);
+  const { rows } = await pool.query<{ value: string }>('SELECT value FROM service_secrets WHERE name = $1', [name]);
+  return rows[0]!.value;
+}
+
 export function createConversationService(config: ConversationConfig, deps: ConversationServiceDeps = {}): ConversationServiceInstance {
   const logger = deps.logger ?? createLogger({ service: SERVICE_NAME, level: config.log.level });
   const metrics = createMetrics(SERVICE_NAME);
@@ -159,13 +170,16 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         maxConversations: config.limits.maxConversations,
       },
     });
+    // The owner reference's key: the operator's file, else the deployment's own (made once, after
+    // the migrations, shared by every replica through Postgres).
+    let ownerRefSecret = config.models.ownerRefSecretFile ? readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() : undefined;
     const applier = createApplier({
       store,
       publisher,
       models,
       policy,
       maxOutputTokens: config.models.maxOutputTokens,
-      ...(config.models.ownerRefSecretFile ? { ownerRefSecret: readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() } : {}),
+      ownerRefSecret: () => ownerRefSecret,
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),
@@ -218,6 +232,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         const applied = await migrate(pool);
         if (applied.length) logger.info({ applied }, 'database migrated');
       }
+      ownerRefSecret ??= await deploymentSecret(pool, 'owner-ref');
       relay.start();
       consumer = startEventConsumer({
         transport,

@@ -70,8 +70,8 @@ export interface ApplierOptions {
   readonly policy?: Partial<Policy>;
   /** Output limit asked for each response, capped by the model's own limit. Default 16384 tokens. */
   readonly maxOutputTokens?: number;
-  /** Secret of the owner reference sent as the provider's metadata.user_id (owner-ref.ts); none: not sent. */
-  readonly ownerRefSecret?: string;
+  /** Secret of the owner reference sent as the provider's metadata.user_id (owner-ref.ts), once known; none: not sent. */
+  readonly ownerRefSecret?: () => string | undefined;
   readonly logger: Logger;
   /** The clock that dates spend (the UTC day a response's cost counts on). Default: the system clock. */
   readonly now?: () => Date;
@@ -250,6 +250,7 @@ export function createApplier(options: ApplierOptions): Applier {
     // The first user message with words names a conversation that has no title yet (a rename
     // since the row was read bumped its revision: this write would miss and be decided again).
     const title = record.title === null ? autoTitle(persisted) : null;
+    const ownerRefSecret = options.ownerRefSecret?.();
     const { rows, notifySeq } = effectsToOutbox({
       record,
       context,
@@ -260,7 +261,7 @@ export function createApplier(options: ApplierOptions): Applier {
       maxTokens: Math.min(maxOutputTokens, models.lookup(record.model).maxOutputTokens),
       traceContext,
       title,
-      ...(options.ownerRefSecret ? { ownerRefSecret: options.ownerRefSecret } : {}),
+      ...(ownerRefSecret ? { ownerRefSecret } : {}),
     });
     const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
     return {

@@ -2,6 +2,8 @@
  * Human-readable output: the agent's text and tool activity on stdout, state lines on stderr.
  * The model's thinking is printed under a `thinking:` label, dimmed on a terminal (or left out
  * with --hide-thinking); the provider's own tools (web search, web fetch) one line each; the
+ * provider's compaction of the context one marked line (its summary left out; while it streams,
+ * a progress note on stderr); the
  * sources an answer cites as footnotes; an answer cut by the output limit, paused by the
  * provider or declined by the model with a one-line marker.
  */
@@ -21,6 +23,8 @@ import {
 } from '@bedrock/contracts';
 import {
   citationSources,
+  COMPACTING,
+  compactionSummary,
   isRefusalError,
   refusalText,
   refusalWithError,
@@ -261,6 +265,12 @@ function footnotes(numbers: SourceNumbers): string[] {
   return numbers.sources.map((s, i) => `  [${i + 1}] ${s.title}${s.url && s.url !== s.title ? ` ${s.url}` : ''}`);
 }
 
+/** A compaction block's marked line, dimmed: "⏺ context compacted by the provider (summary: 120 words)". */
+export function compactionLine(content: string, options: RenderOptions): string {
+  const text = compactionSummary(content);
+  return dim(`⏺ ${text.charAt(0).toLowerCase()}${text.slice(1)}`, options);
+}
+
 /** The thinking of a block as lines under the label (undefined when hidden or not a thinking block). */
 function thinkingLines(block: ContentBlock, options: RenderOptions): string[] | undefined {
   if (options.hideThinking) return undefined;
@@ -309,8 +319,18 @@ export function renderMessage(raw: Message, options: RenderOptions = {}, context
       case 'serverTool':
         lines.push(serverToolText(serverToolView(block.block.value.blockType, block.block.value.blockJson)));
         break;
-      default:
+      case 'compaction':
+        lines.push(compactionLine(block.block.value.content, options));
         break;
+      case 'thinking':
+      case 'redactedThinking':
+      case undefined:
+        // Thinking is said above (or hidden).
+        break;
+      default: {
+        const unknown: never = block.block;
+        void unknown;
+      }
     }
   }
   lines.push(...footnotes(numbers));
@@ -404,6 +424,8 @@ export function createEventRenderer(given: Output, options: RenderOptions = {}):
   let streamBlock = -1;
   /** What the current response streamed (its persisted message need not print it again). */
   let streamed = { text: false, thinking: false };
+  /** The compaction block whose progress note was said (`requestId/blockIndex`): said once. */
+  let compacting = '';
   /** A refused agent message whose marker waits for the error message that says why (said once). */
   let refused: Message | undefined;
   const endStream = () => {
@@ -420,6 +442,16 @@ export function createEventRenderer(given: Output, options: RenderOptions = {}):
     if (refused && !(k.case === 'messagePersisted' && k.value.message?.type === MessageType.ERROR)) flushRefusal();
     switch (k.case) {
       case 'tokenDelta': {
+        if (k.value.kind === TokenDeltaKind.COMPACTION) {
+          // The provider's summary of the context: progress, not answer text (its persisted block gets a line).
+          const key = `${k.value.requestId}/${k.value.blockIndex}`;
+          if (compacting !== key) {
+            endStream();
+            note(COMPACTING);
+          }
+          compacting = key;
+          break;
+        }
         const thinking = k.value.kind === TokenDeltaKind.THINKING;
         if (thinking) {
           streamed.thinking = true;
@@ -464,6 +496,7 @@ export function createEventRenderer(given: Output, options: RenderOptions = {}):
               output.out(
                 `${paint(options.color, 'cyan', '⏺')} ${paint(options.color, 'bold', b.block.value.name)} ${short(b.block.value.inputJson)}\n`,
               );
+            else if (b.block.case === 'compaction') output.out(`${compactionLine(b.block.value.content, options)}\n`);
             else if (b.block.case === 'serverTool')
               output.out(`${serverToolText(serverToolView(b.block.value.blockType, b.block.value.blockJson))}\n`);
             else if (b.block.case === 'text') {

@@ -1,7 +1,8 @@
 /**
  * The CLI's output for people (src/cli/render.ts) and its settings flags, without a server:
  * thinking under its label (dimmed only on a terminal, or left out), the provider's tools one
- * line each, cited sources as footnotes, and the one-line markers of cut, paused and declined
+ * line each, the provider's compaction one marked line (its summary left out, progress on
+ * stderr while it streams), cited sources as footnotes, and the one-line markers of cut, paused and declined
  * answers (a refusal and the error message after it said once).
  */
 import { describe, expect, it } from '@jest/globals';
@@ -152,6 +153,43 @@ describe('web tools and citations', () => {
         `  [1] Bedrock - Wikipedia ${SOURCE.url}`,
         '',
       ].join('\n'),
+    );
+  });
+});
+
+describe('compaction', () => {
+  const SUMMARY = 'The user asked to fix the parser; tests pass.';
+  const compaction = (content: string) => ({
+    block: {
+      case: 'compaction' as const,
+      value: { content, blockJson: JSON.stringify({ type: 'compaction', content, encrypted_content: 'ZQ==' }) },
+    },
+  });
+  const compactionDelta = (t: string, blockIndex = 0): EventKind => ({
+    case: 'tokenDelta',
+    value: { requestId: 'r', text: t, blockIndex, kind: TokenDeltaKind.COMPACTION },
+  });
+
+  it('streams as progress on stderr, never as answer text; the persisted block is one marked line', () => {
+    const { out, err } = rendered([
+      compactionDelta(SUMMARY.slice(0, 10)),
+      compactionDelta(SUMMARY.slice(10)),
+      textDelta('Fixed.'),
+      persisted({ id: 'a', type: MessageType.AGENT, content: [compaction(SUMMARY), text('Fixed.')], stopReason: StopReason.END_TURN }),
+    ]);
+    expect(out).toBe('Fixed.\n⏺ context compacted by the provider (summary: 9 words)\n');
+    expect(out).not.toContain('parser');
+    expect(err).toBe('· Compacting the context…\n');
+  });
+
+  it('show: a marked line (dimmed on a terminal), the summary left out; an empty summary is named', () => {
+    const messages = [
+      message({ id: 'a', type: MessageType.AGENT, content: [compaction(SUMMARY), text('Fixed.')], stopReason: StopReason.END_TURN }),
+    ];
+    expect(renderMessages(messages)).toBe('⏺ context compacted by the provider (summary: 9 words)\nagent: Fixed.\n');
+    expect(renderMessages(messages, { color: true })).toContain('\x1b[2m⏺ context compacted by the provider (summary: 9 words)\x1b[22m');
+    expect(renderMessages([message({ id: 'b', type: MessageType.AGENT, content: [compaction('')] })])).toBe(
+      '⏺ context compacted by the provider (no summary returned)\n',
     );
   });
 });

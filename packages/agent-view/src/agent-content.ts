@@ -1,6 +1,6 @@
 /**
- * What the model's own blocks say, in words (no DOM): thinking, provider-run tools (web search,
- * web fetch) and the citations of text, why a response stopped, the conversation's thinking
+ * What the model's own blocks say, in words (no DOM): thinking, the provider's compaction of the
+ * context, provider-run tools (web search, web fetch) and the citations of text, why a response stopped, the conversation's thinking
  * level and server tools, and the usage worth naming. Shared by the web UI and the `bedrock`
  * CLI; tested in Node by test/agent-content.test.ts.
  *
@@ -81,6 +81,21 @@ export function thoughtSummary(text: string): string {
 }
 
 export const THINKING_NOT_SHOWN = '(thinking not shown)';
+
+/**
+ * Server-side compaction: the provider summarised the conversation before the answer (a
+ * `compaction` block in the agent message; docs/llm-gateway.md, "Compaction"). Shown as one
+ * marked item, its summary collapsed (web) or left out (terminal); never as answer text.
+ */
+export const COMPACTION_LABEL = 'Context compacted by the provider';
+/** What a client says while a `COMPACTION` token delta streams in (progress, not answer text). */
+export const COMPACTING = 'Compacting the context…';
+
+/** The marked line of a compaction block: "Context compacted by the provider (summary: 120 words)". */
+export function compactionSummary(content: string): string {
+  const n = wordCount(content);
+  return n ? `${COMPACTION_LABEL} (summary: ${n} word${n === 1 ? '' : 's'})` : `${COMPACTION_LABEL} (no summary returned)`;
+}
 export const THINKING_REDACTED = '(thinking redacted by the provider)';
 
 /** A link target the UI may open: only http and https (a provider's JSON could hold anything). */

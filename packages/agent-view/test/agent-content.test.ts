@@ -15,6 +15,8 @@ import {
   stopMarker,
   thinkingLabel,
   thoughtSummary,
+  compactionSummary,
+  COMPACTING,
   usageExtras,
 } from '../src/agent-content.ts';
 import { formatTokens } from '../src/format.ts';
@@ -44,6 +46,18 @@ describe('thinking', () => {
       'Thinking: high · Web search, Web fetch',
     );
     expect(settingsSummary(ThinkingLevel.OFF, [])).toBe('Thinking: off · no web tools');
+  });
+});
+
+describe('compaction blocks', () => {
+  it("marks a compaction block by its summary's words, and one without a summary", () => {
+    expect(compactionSummary('  The user asked for\na fix. ')).toBe('Context compacted by the provider (summary: 6 words)');
+    expect(compactionSummary('Done.')).toBe('Context compacted by the provider (summary: 1 word)');
+    expect(compactionSummary('  ')).toBe('Context compacted by the provider (no summary returned)');
+  });
+
+  it('says compaction in progress apart from the answer', () => {
+    expect(COMPACTING).toBe('Compacting the context…');
   });
 });
 

@@ -258,6 +258,7 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
         outputTokens: BigInt(u.outputTokens),
         cacheCreationInputTokens: BigInt(u.cacheCreationInputTokens),
         cacheCreation1hInputTokens: BigInt(Math.min(u.cacheCreation1hInputTokens, u.cacheCreationInputTokens)),
+        compactionTokens: BigInt(u.compactionTokens),
         cacheReadInputTokens: BigInt(u.cacheReadInputTokens),
         thinkingTokens: BigInt(u.thinkingTokens),
         webSearchRequests: BigInt(u.webSearchRequests),

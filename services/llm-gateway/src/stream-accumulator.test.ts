@@ -299,6 +299,7 @@ describe('StreamAccumulator', () => {
       thinkingTokens: 600,
       webSearchRequests: 2,
       webFetchRequests: 3,
+      compactionTokens: 0,
     });
     const none = ok(
       fold([
@@ -376,5 +377,52 @@ describe('StreamAccumulator: compaction', () => {
     });
     expect(r.unknownBlockTypes).toEqual([]);
     expect(deltas[0]).toEqual([0, 'the summary', TokenDeltaKind.COMPACTION]);
+  });
+
+  it('adds the compaction iterations (usage.iterations, as the strict fake reports them) to the counts, and says their total', () => {
+    // The shape of packages/offline-model's withIterations: a compaction iteration, then the
+    // message iteration (equal to the top-level counts), in message_delta's usage.
+    const iterations = [
+      {
+        type: 'compaction',
+        input_tokens: 1000,
+        output_tokens: 300,
+        cache_creation_input_tokens: 200,
+        cache_read_input_tokens: 50000,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 200 },
+      },
+      { type: 'message', input_tokens: 10, output_tokens: 20, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    ];
+    const { result } = fold([
+      messageStart({ input_tokens: 10, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }),
+      start(0, { type: 'text', text: '' }),
+      delta(0, { type: 'text_delta', text: 'answer' }),
+      stop(0),
+      messageDelta('end_turn', { output_tokens: 20, iterations }),
+      { type: 'message_stop' },
+    ]);
+    expect(ok(result).usage).toEqual({
+      inputTokens: 1010,
+      outputTokens: 320,
+      cacheCreationInputTokens: 200,
+      cacheCreation1hInputTokens: 200,
+      cacheReadInputTokens: 50000,
+      thinkingTokens: 0,
+      webSearchRequests: 0,
+      webFetchRequests: 0,
+      compactionTokens: 1000 + 300 + 200 + 50000,
+    });
+  });
+
+  it('reports no compaction tokens without iterations', () => {
+    const { result } = fold([
+      messageStart(),
+      start(0, { type: 'text', text: '' }),
+      stop(0),
+      messageDelta('end_turn'),
+      { type: 'message_stop' },
+    ]);
+    expect(ok(result).usage.compactionTokens).toBe(0);
+    expect(ok(result).usage.inputTokens).toBe(10);
   });
 });

@@ -27,6 +27,12 @@ export interface AccumulatedUsage {
   /** `server_tool_use.web_search_requests` / `web_fetch_requests`. */
   webSearchRequests: number;
   webFetchRequests: number;
+  /**
+   * Of the counts above, the total (input, cache writes and reads, output) of the compaction
+   * iterations: `usage.iterations` entries of type `compaction`, which the provider leaves out
+   * of its top-level counts; the gateway adds them to those counts so that they are billed.
+   */
+  compactionTokens: number;
 }
 
 export type AccumulatedBlock =
@@ -85,6 +91,7 @@ const emptyUsage = (): AccumulatedUsage => ({
   thinkingTokens: 0,
   webSearchRequests: 0,
   webFetchRequests: 0,
+  compactionTokens: 0,
 });
 
 export type DeltaCallback = (blockIndex: number, text: string, kind: TokenDeltaKind) => void;
@@ -92,6 +99,8 @@ export type DeltaCallback = (blockIndex: number, text: string, kind: TokenDeltaK
 export class StreamAccumulator {
   readonly #slots = new Map<number, Slot>();
   readonly #usage: AccumulatedUsage = emptyUsage();
+  /** The compaction iterations' counts (`usage.iterations`, the latest report wins: it is cumulative). */
+  #compaction: AccumulatedUsage = emptyUsage();
   #model = '';
   #stopReason: string | null = null;
   #stopExplanation = '';
@@ -334,7 +343,7 @@ export class StreamAccumulator {
       rawStopReason: this.#stopReason,
       stopReasonInferred: inferred,
       stopExplanation: this.#stopExplanation,
-      usage: { ...this.#usage },
+      usage: withCompaction(this.#usage, this.#compaction),
       model: this.#model,
       cutToolNames,
       cutBlockTypes,
@@ -369,7 +378,33 @@ export class StreamAccumulator {
     const server = objectOrUndefined(usage.server_tool_use);
     u.webSearchRequests = take(server, 'web_search_requests') ?? u.webSearchRequests;
     u.webFetchRequests = take(server, 'web_fetch_requests') ?? u.webFetchRequests;
+    if (Array.isArray(usage.iterations)) {
+      const c = emptyUsage();
+      for (const it of usage.iterations) {
+        const i = objectOrUndefined(it);
+        if (!i || i.type !== 'compaction') continue;
+        c.inputTokens += take(i, 'input_tokens') ?? 0;
+        c.outputTokens += take(i, 'output_tokens') ?? 0;
+        c.cacheCreationInputTokens += take(i, 'cache_creation_input_tokens') ?? 0;
+        c.cacheCreation1hInputTokens += take(objectOrUndefined(i.cache_creation), 'ephemeral_1h_input_tokens') ?? 0;
+        c.cacheReadInputTokens += take(i, 'cache_read_input_tokens') ?? 0;
+      }
+      this.#compaction = c;
+    }
   }
+}
+
+/** The top-level counts plus the compaction iterations' (what the provider bills in all). */
+function withCompaction(u: AccumulatedUsage, c: AccumulatedUsage): AccumulatedUsage {
+  return {
+    ...u,
+    inputTokens: u.inputTokens + c.inputTokens,
+    outputTokens: u.outputTokens + c.outputTokens,
+    cacheCreationInputTokens: u.cacheCreationInputTokens + c.cacheCreationInputTokens,
+    cacheCreation1hInputTokens: u.cacheCreation1hInputTokens + c.cacheCreation1hInputTokens,
+    cacheReadInputTokens: u.cacheReadInputTokens + c.cacheReadInputTokens,
+    compactionTokens: c.inputTokens + c.outputTokens + c.cacheCreationInputTokens + c.cacheReadInputTokens,
+  };
 }
 
 function objectOrUndefined(v: unknown): Record<string, unknown> | undefined {

@@ -9,6 +9,9 @@
  *                               its output as it streams, completed / failed with its result;
  *                               the patch tool's diff as ACP `diff` content per hunk
  *   web searches and fetches,   one line of agent text each (the wording of `bedrock show`)
+ *   the provider's compaction   while it streams, one agent_thought_chunk ("Compacting the
+ *                               context…"), never answer text; its persisted block one line of
+ *                               agent text (the summary left out)
  *   stop markers, errors
  *   user messages               user_message_chunk (replayed by session/load only: live, the
  *                               editor shows what it sent)
@@ -27,7 +30,15 @@ import {
   type ToolResultBlock,
   type ToolUseBlock,
 } from '@bedrock/contracts';
-import { isRefusalError, refusalText, serverToolLine, serverToolView, stopMarker } from '@bedrock/agent-view/agent-content';
+import {
+  COMPACTING,
+  compactionSummary,
+  isRefusalError,
+  refusalText,
+  serverToolLine,
+  serverToolView,
+  stopMarker,
+} from '@bedrock/agent-view/agent-content';
 import { parseJsonObject, patchDisplay, patchHunks, toolSummary } from '@bedrock/agent-view/format';
 
 export type SessionUpdate = acp.SessionUpdate;
@@ -81,6 +92,8 @@ export function fenced(body: string): string {
 export class UpdateTranslator {
   private readonly tools = new Map<string, { name: string; input: Record<string, unknown> }>();
   private streamed = { text: false, thinking: false };
+  /** The compaction block whose progress was said (`requestId/blockIndex`): said once. */
+  private compacting = '';
   /** Live output of the tools running now (ACP replaces a tool call's content: it is sent whole). */
   private readonly output = new Map<string, string>();
   /** The last tool call that asked for write access (what a permission request refers to). */
@@ -156,8 +169,17 @@ export class UpdateTranslator {
             content: text(`\n${serverToolLine(serverToolView(b.block.value.blockType, b.block.value.blockJson))}\n`),
           });
           break;
-        default:
+        case 'compaction':
+          updates.push({ sessionUpdate: 'agent_message_chunk', content: text(`\n⏺ ${compactionSummary(b.block.value.content)}\n`) });
           break;
+        case 'image':
+        case 'toolResult':
+        case undefined:
+          break;
+        default: {
+          const unknown: never = b.block;
+          void unknown;
+        }
       }
     }
     this.lastStop = m.stopReason;
@@ -205,6 +227,13 @@ export class UpdateTranslator {
     const k = e.kind;
     switch (k.case) {
       case 'tokenDelta': {
+        if (k.value.kind === TokenDeltaKind.COMPACTION) {
+          // The provider's summary of the context: progress (the persisted block gets its line).
+          const key = `${k.value.requestId}/${k.value.blockIndex}`;
+          if (this.compacting === key) return [];
+          this.compacting = key;
+          return [{ sessionUpdate: 'agent_thought_chunk', content: text(`${COMPACTING}\n`) }];
+        }
         const thinking = k.value.kind === TokenDeltaKind.THINKING;
         if (thinking) this.streamed.thinking = true;
         else this.streamed.text = true;

@@ -151,6 +151,7 @@ export function createApplier(options: ApplierOptions): Applier {
       outputTokens: after.outputTokens - before.outputTokens,
       cacheCreationInputTokens: after.cacheCreationInputTokens - before.cacheCreationInputTokens,
       cacheCreation1hInputTokens: (after.cacheCreation1hInputTokens ?? 0) - (before.cacheCreation1hInputTokens ?? 0),
+      compactionTokens: (after.compactionTokens ?? 0) - (before.compactionTokens ?? 0),
       cacheReadInputTokens: after.cacheReadInputTokens - before.cacheReadInputTokens,
       webSearchRequests: (after.webSearchRequests ?? 0) - (before.webSearchRequests ?? 0),
       webFetchRequests: (after.webFetchRequests ?? 0) - (before.webFetchRequests ?? 0),

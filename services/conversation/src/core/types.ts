@@ -37,6 +37,8 @@ export interface Usage {
   readonly cacheCreationInputTokens: number;
   /** Of `cacheCreationInputTokens`, the 1-hour cache writes (2x input; the rest 5-minute, 1.25x). Absent: 0. */
   readonly cacheCreation1hInputTokens?: number;
+  /** Of the counts, the provider's compaction iterations' total: billed, not in the context window. */
+  readonly compactionTokens?: number;
   readonly cacheReadInputTokens: number;
   /** Of `outputTokens`, those spent thinking (0 when the provider does not say). */
   readonly thinkingTokens?: number;

@@ -9,6 +9,7 @@ export const ZERO_USAGE: Usage = {
   thinkingTokens: 0,
   webSearchRequests: 0,
   webFetchRequests: 0,
+  compactionTokens: 0,
 };
 
 /** The sum; a count absent from one side (stored before it existed) counts as 0. */
@@ -22,6 +23,7 @@ export function addUsage(a: Usage, b: Usage): Usage {
     thinkingTokens: (a.thinkingTokens ?? 0) + (b.thinkingTokens ?? 0),
     webSearchRequests: (a.webSearchRequests ?? 0) + (b.webSearchRequests ?? 0),
     webFetchRequests: (a.webFetchRequests ?? 0) + (b.webFetchRequests ?? 0),
+    compactionTokens: (a.compactionTokens ?? 0) + (b.compactionTokens ?? 0),
   };
 }
 
@@ -29,8 +31,11 @@ export function addUsage(a: Usage, b: Usage): Usage {
  * Tokens a response occupies in the context window (REQ-BED-019: "total tokens from LLM
  * response usage data"). With prompt caching the provider splits the input into uncached,
  * cache-read and cache-creation counts; the window holds all of them plus the output
- * (thinking tokens are part of the output count, so they are not added again).
+ * (thinking tokens are part of the output count, so they are not added again). The provider's
+ * compaction iterations (counted in, for billing) are left out: the compacted context replaced
+ * what they read.
  */
 export function contextTokens(usage: Usage): number {
-  return usage.inputTokens + usage.cacheReadInputTokens + usage.cacheCreationInputTokens + usage.outputTokens;
+  const all = usage.inputTokens + usage.cacheReadInputTokens + usage.cacheCreationInputTokens + usage.outputTokens;
+  return Math.max(0, all - (usage.compactionTokens ?? 0));
 }

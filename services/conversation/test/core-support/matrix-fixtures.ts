@@ -64,6 +64,8 @@ export function usage(tokens: number, server: { searches?: number; fetches?: num
     thinkingTokens: Math.floor(output / 3),
     webSearchRequests: server.searches ?? 0,
     webFetchRequests: server.fetches ?? 0,
+    // No compaction iterations (a response's usage always carries their total, 0 here).
+    compactionTokens: 0,
   };
 }
 

@@ -40,6 +40,7 @@ import {
   safeUrl,
   serverToolLine,
   serverToolView,
+  compactionSummary,
   SourceNumbers,
   stopMarker,
   THINKING_NOT_SHOWN,
@@ -79,10 +80,12 @@ export interface ServerToolCard {
   rev: number;
 }
 
-/** A response streaming in: its thinking and its answer text, by block index. */
+/** A response streaming in: its thinking, the provider's compaction summary and its answer text, by block index. */
 export interface Live {
   readonly requestId: string;
   readonly thinking: Map<number, string>;
+  /** `COMPACTION` deltas: shown as progress, collapsed, never as answer text. */
+  readonly compaction: Map<number, string>;
   readonly text: Map<number, string>;
   rev: number;
 }
@@ -94,6 +97,8 @@ export type Part =
   | { readonly kind: 'cited'; readonly key: string; readonly pieces: readonly CitedPiece[] }
   | { readonly kind: 'thinking'; readonly key: string; readonly summary: string; readonly text: string }
   | { readonly kind: 'thinking-note'; readonly key: string; readonly text: string }
+  /** The provider's compaction of the context: a marked line, its summary collapsed under it. */
+  | { readonly kind: 'compaction'; readonly key: string; readonly summary: string; readonly text: string }
   | { readonly kind: 'tool'; readonly key: string; readonly card: ToolCard }
   | { readonly kind: 'server-tool'; readonly key: string; readonly card: ServerToolCard }
   | { readonly kind: 'live'; readonly key: string; readonly live: Live };
@@ -212,7 +217,7 @@ export class TranscriptModel {
   tokenDelta(delta: TokenDelta): void {
     let entry = this.live.get(delta.requestId);
     if (!entry) {
-      const live: Live = { requestId: delta.requestId, thinking: new Map(), text: new Map(), rev: 0 };
+      const live: Live = { requestId: delta.requestId, thinking: new Map(), compaction: new Map(), text: new Map(), rev: 0 };
       // The continuation of a paused answer streams into that answer.
       const paused = this.pausedAnswer();
       if (paused) {
@@ -225,11 +230,30 @@ export class TranscriptModel {
       }
       this.live.set(delta.requestId, entry);
     }
-    const blocks = delta.kind === TokenDeltaKind.THINKING ? entry.live.thinking : entry.live.text;
+    const blocks = this.liveBlocks(entry.live, delta.kind);
     blocks.set(delta.blockIndex, (blocks.get(delta.blockIndex) ?? '') + delta.text);
     entry.live.rev++;
     entry.owner.rev++;
     this.changed();
+  }
+
+  /** Where a delta of this kind streams: thinking and compaction apart from the answer. */
+  private liveBlocks(live: Live, kind: TokenDeltaKind): Map<number, string> {
+    switch (kind) {
+      case TokenDeltaKind.THINKING:
+        return live.thinking;
+      case TokenDeltaKind.COMPACTION:
+        return live.compaction;
+      case TokenDeltaKind.TEXT:
+      case TokenDeltaKind.UNSPECIFIED:
+        return live.text;
+      default: {
+        // A kind newer than this UI: kept out of the answer text.
+        const unknown: never = kind;
+        void unknown;
+        return new Map();
+      }
+    }
   }
 
   toolOutput(toolUseId: string, text: string): void {
@@ -384,8 +408,19 @@ export class TranscriptModel {
           if (card) parts.push({ kind: 'server-tool', key: nextKey('server'), card });
           break;
         }
-        default:
+        case 'compaction': {
+          const t = b.block.value.content;
+          parts.push({ kind: 'compaction', key: nextKey('compaction'), summary: compactionSummary(t), text: t });
           break;
+        }
+        case 'image':
+        case 'toolResult':
+        case undefined:
+          break;
+        default: {
+          const unknown: never = b.block;
+          void unknown;
+        }
       }
     }
     flush();

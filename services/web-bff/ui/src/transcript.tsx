@@ -8,7 +8,7 @@
 import type { ComponentChildren } from 'preact';
 import type { ContentBlock } from '@bedrock/contracts';
 import { StateKind } from '@bedrock/contracts';
-import type { Source } from '@bedrock/agent-view/agent-content';
+import { COMPACTING, type Source } from '@bedrock/agent-view/agent-content';
 import { diffLines } from '@bedrock/agent-view/format';
 import { createContext } from 'preact';
 import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
@@ -333,6 +333,15 @@ const PartView = memo(
         );
       case 'thinking-note':
         return <p class="thinking-note">{part.text}</p>;
+      case 'compaction':
+        return part.text.trim() ? (
+          <details class="thinking compaction">
+            <summary>{part.summary}</summary>
+            <div class="thinking-text">{part.text}</div>
+          </details>
+        ) : (
+          <p class="thinking-note compaction">{part.summary}</p>
+        );
       case 'tool':
         return <ToolCardView card={part.card} />;
       case 'server-tool':
@@ -354,12 +363,22 @@ function AgentText({ text }: { text: string }) {
   return <Markdown text={withSubAgentTitles(text, names.parentId, names.titles)} />;
 }
 
-/** A response streaming in: its thinking collapsed (left open or closed as the user chose), then the text. */
+/**
+ * A response streaming in: the provider's compaction and the thinking collapsed (left open or
+ * closed as the user chose), then the text.
+ */
 function LiveParts({ live }: { live: Live }) {
+  const compaction = joinBlocks(live.compaction);
   const thinking = joinBlocks(live.thinking);
   const text = joinBlocks(live.text);
   return (
     <>
+      {live.compaction.size ? (
+        <details class="thinking compaction thinking-live">
+          <summary>{COMPACTING}</summary>
+          <div class="thinking-text">{compaction}</div>
+        </details>
+      ) : null}
       {live.thinking.size ? (
         <details class="thinking thinking-live">
           <summary>Thinking…</summary>

@@ -10,7 +10,7 @@
  * (`"service":"cluster-supervisor"`) and in the supervisor's logger.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, openSync, closeSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { appendFileSync, openSync, closeSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '@bedrock/platform/server';
 
@@ -252,7 +252,7 @@ export function serviceProcess(spec: ProcessSpec, options: ProcessOptions): Serv
       let exited = false;
       void run.then(() => (exited = true));
       while (Date.now() < deadline) {
-        if (exited) throw new Error(`${spec.name} exited before it was ready; see ${logFile}`);
+        if (exited) throw new Error(`${spec.name} exited before it was ready; see ${logFile}; it ended with:\n${logTail(logFile)}`);
         if (await probeReady()) return;
         await new Promise((r) => setTimeout(r, READY_POLL_MS));
       }
@@ -260,4 +260,13 @@ export function serviceProcess(spec: ProcessSpec, options: ProcessOptions): Serv
     },
   };
   return self;
+}
+
+/** The last lines of a log, so an error names the cause even after the directory is gone (CI). */
+function logTail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch (err) {
+    return `(could not read the log: ${(err as Error).message})`;
+  }
 }

@@ -1,3 +1,4 @@
+import { describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { freePort } from './free-port.ts';

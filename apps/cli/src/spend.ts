@@ -8,7 +8,7 @@ import { toJson } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { createClient } from '@connectrpc/connect';
 import { AdminService, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
-import { formatUsd, parseUsd, spendAgainst } from '@bedrock/agent-view/money';
+import { cacheReadPercent, formatUsd, parseUsd, spendAgainst } from '@bedrock/agent-view/money';
 import { apiTransport, connect } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
@@ -31,10 +31,19 @@ export function renderUsage(u: UserUsage): string {
     `busy conversations: ${u.busyConversations} of ${count(l.maxBusyConversations)}${own('max_busy_conversations')}`,
     `messages per minute: ${count(l.messagesPerMinute)}${own('messages_per_minute')}`,
     `conversations: ${u.conversations} of ${count(l.maxConversations)}${own('max_conversations')}`,
+    ...cacheLine(u),
     // Budget held for requests in flight (each one's worst case until its response is priced).
     ...(u.reservedMicros > 0n ? [`held for requests in flight: ${formatUsd(u.reservedMicros)}`] : []),
     '',
   ].join('\n');
+}
+
+/** "prompt cache: 92% read today, 88% this month": of the input the model was sent, the part read from the cache (billed at 0.1x). */
+function cacheLine(u: UserUsage): string[] {
+  const today = cacheReadPercent(u.tokensToday);
+  const month = cacheReadPercent(u.tokensThisMonth);
+  if (month === undefined) return [];
+  return [`prompt cache: ${today === undefined ? 'not used today' : `${today}% read today`}, ${month}% this month`];
 }
 
 function print(output: Output, json: boolean, u: UserUsage): number {

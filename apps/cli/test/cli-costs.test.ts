@@ -129,4 +129,14 @@ describe('spend and limits in the CLI', () => {
     expect((await bedrock(['send', id, 'more'], 'bob')).code).toBe(0);
     expect((await bedrock(['admin', 'limits', 'bob', '--reset'])).stdout).toContain('today: $0.00 (no budget) (default)');
   });
+
+  it('bedrock usage says how much of the input was read from the prompt cache, today and this month', async () => {
+    now = new Date('2026-10-20T12:00:00Z'); // a month of its own
+    const id = (await bedrock(['new', '--cwd', '/tmp'], 'alice')).stdout.trim();
+    // 100 uncached + 100 written + 800 read: 80% of the input read from the cache.
+    await turnAs('alice', id, 'hello', { inputTokens: 100n, outputTokens: 5n, cacheCreationInputTokens: 100n, cacheReadInputTokens: 800n });
+    expect((await bedrock(['usage'], 'alice')).stdout).toContain('prompt cache: 80% read today, 80% this month\n');
+    now = new Date('2026-10-21T12:00:00Z');
+    expect((await bedrock(['usage'], 'alice')).stdout).toContain('prompt cache: not used today, 80% this month\n');
+  });
 });

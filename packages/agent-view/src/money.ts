@@ -70,13 +70,20 @@ export function cacheReadShare(u: CacheCounts): number | undefined {
 }
 
 /**
- * "cache 92% read" (rounded down, so 99.9% is not called 100%); "" when the cache was never used
- * (nothing read or written: a model or deployment without prompt caching says nothing).
+ * The whole percent of the input read from the cache, rounded down (so 99.9% is not called 100%);
+ * undefined when the cache was never used (nothing read or written: a model or deployment without
+ * prompt caching says nothing).
  */
-export function cacheReadPhrase(u: CacheCounts | undefined): string {
-  if (!u || Number(u.cacheReadInputTokens) + Number(u.cacheCreationInputTokens) === 0) return '';
+export function cacheReadPercent(u: CacheCounts | undefined): number | undefined {
+  if (!u || Number(u.cacheReadInputTokens) + Number(u.cacheCreationInputTokens) === 0) return undefined;
   const read = Number(u.cacheReadInputTokens);
   const all = Number(u.inputTokens) + read + Number(u.cacheCreationInputTokens);
   // Whole percent from integers (share * 100 in floating point gives 28.999… for 29%).
-  return `cache ${Math.floor((read * 100) / all)}% read`;
+  return Math.floor((read * 100) / all);
+}
+
+/** "cache 92% read" (see cacheReadPercent); "" when the cache was never used. */
+export function cacheReadPhrase(u: CacheCounts | undefined): string {
+  const percent = cacheReadPercent(u);
+  return percent === undefined ? '' : `cache ${percent}% read`;
 }

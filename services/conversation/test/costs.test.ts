@@ -96,6 +96,45 @@ describe('costs', () => {
   });
 });
 
+describe('token totals', () => {
+  it("GetUsage sums the tokens of the user's responses for the day and the month, each response once", async () => {
+    now = new Date('2026-05-20T10:00:00Z');
+    const a = await h.createConversation('erin');
+    const b = await h.createConversation('erin');
+    await h.client('erin').sendMessage({ conversationId: a, text: 'go' });
+    const first = await h.llmJob(a);
+    await h.respond(first, { usage: ONE, content: [text('one')] });
+    await h.processed(`r/${first.requestId}`);
+    // Delivered again: counted once.
+    await h.respond(first, { usage: ONE, content: [text('one')] }, 'erin-again');
+    await h.processed('erin-again');
+    await h.client('erin').sendMessage({ conversationId: b, text: 'go' });
+    const second = await h.llmJob(b);
+    await h.respond(second, { usage: usage(500, 40), content: [text('two')] });
+    await h.processed(`r/${second.requestId}`);
+
+    const today = (await h.client('erin').getUsage({})).usage!;
+    const expected = { inputTokens: 1_500n, outputTokens: 2_040n, cacheCreationInputTokens: 10_000n, cacheReadInputTokens: 100_000n };
+    expect(today.tokensToday).toMatchObject(expected);
+    expect(today.tokensThisMonth).toMatchObject(expected);
+
+    // The next day: today starts from nothing, the month keeps both days.
+    now = new Date('2026-05-21T08:00:00Z');
+    await h.client('erin').sendMessage({ conversationId: b, text: 'again' });
+    const third = await h.llmJob(b, 1);
+    await h.respond(third, { usage: usage(100, 10), content: [text('three')] });
+    await h.processed(`r/${third.requestId}`);
+    const next = (await h.client('erin').getUsage({})).usage!;
+    expect(next.tokensToday).toMatchObject({
+      inputTokens: 100n,
+      outputTokens: 10n,
+      cacheCreationInputTokens: 0n,
+      cacheReadInputTokens: 0n,
+    });
+    expect(next.tokensThisMonth).toMatchObject({ inputTokens: 1_600n, outputTokens: 2_050n, cacheReadInputTokens: 100_000n });
+  });
+});
+
 describe('the prices in the docs', () => {
   it('docs/conversation.md lists every default model with its prices', () => {
     const doc = readFileSync(new URL('../../../docs/conversation.md', import.meta.url), 'utf8');

@@ -2,7 +2,8 @@
  * The web UI's spend line in a real browser against the embedded product (the offline demo model
  * answers, priced here through BEDROCK_MODELS at $3/$15 per million tokens):
  * under the conversation list, today's and this month's spend against the budget
- * (BEDROCK_DAILY_BUDGET), from $0.00 to what a turn cost once the list loads again.
+ * (BEDROCK_DAILY_BUDGET), from $0.00 to what a turn cost once the list loads again, and the share
+ * of this month's input read from the prompt cache.
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
@@ -74,6 +75,15 @@ describe('the spend line', () => {
     await page.reload();
     const text = await line.filter({ hasText: /Spent today \$0\.0\d{3} of \$5\.00/ }).innerText();
     expect(text).not.toContain('$0.0000 of');
-    expect(text).toMatch(/· this month \$0\.0\d{3}$/);
+    // The first turn wrote the prompt cache and read none of it.
+    expect(text).toMatch(/· this month \$0\.0\d{3} · cache 0% read this month$/);
+
+    // The next turn reads the prefix the first one wrote: the share of this month's input read from the cache grows.
+    await page.getByLabel('Message', { exact: true }).fill('and again');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
+    await page.reload();
+    const after = await line.filter({ hasText: /cache [1-9]\d?% read this month$/ }).innerText();
+    expect(after).toMatch(/^Spent today \$0\.0\d{3} of \$5\.00 · this month \$0\.0\d{3} · cache [1-9]\d?% read this month$/);
   }, 120_000);
 });

@@ -46,7 +46,9 @@ import type {
   MessageRow,
   NewConversation,
   Replayed,
+  TokenCounts,
 } from '../store/conversation-store.ts';
+import { NO_TOKENS } from '../store/conversation-store.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -141,12 +143,12 @@ export function createApplier(options: ApplierOptions): Applier {
     if (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
   }
 
-  /** What the responses applied by this transition cost: the usage it added to the total, at the model's prices. */
-  function costOfTransition(record: ConversationRecord, next: ConversationState): number {
+  /** The usage the responses applied by this transition added to the total; null when none. */
+  function usageAdded(record: ConversationRecord, next: ConversationState) {
     const before = record.state.totalUsage;
     const after = next.totalUsage;
-    if (after === before) return 0;
-    const added = {
+    if (after === before) return null;
+    return {
       inputTokens: after.inputTokens - before.inputTokens,
       outputTokens: after.outputTokens - before.outputTokens,
       cacheCreationInputTokens: after.cacheCreationInputTokens - before.cacheCreationInputTokens,
@@ -156,7 +158,21 @@ export function createApplier(options: ApplierOptions): Applier {
       webSearchRequests: (after.webSearchRequests ?? 0) - (before.webSearchRequests ?? 0),
       webFetchRequests: (after.webFetchRequests ?? 0) - (before.webFetchRequests ?? 0),
     };
-    return costOf(added, models.lookup(record.model).prices);
+  }
+
+  /** What the responses applied by this transition cost (at the model's prices) and the tokens they counted. */
+  function spendOfTransition(record: ConversationRecord, next: ConversationState): { costMicros: number; tokens: TokenCounts } {
+    const added = usageAdded(record, next);
+    if (!added) return { costMicros: 0, tokens: NO_TOKENS };
+    return {
+      costMicros: costOf(added, models.lookup(record.model).prices),
+      tokens: {
+        input: added.inputTokens,
+        output: added.outputTokens,
+        cacheCreation: added.cacheCreationInputTokens,
+        cacheRead: added.cacheReadInputTokens,
+      },
+    };
   }
 
   function contextFor(record: ConversationRecord, remainingBudgetMicros: number | null = null): ConversationContext {
@@ -277,7 +293,7 @@ export function createApplier(options: ApplierOptions): Applier {
         messages: persisted,
         outbox: rows,
         title,
-        costMicros: costOfTransition(record, result.state),
+        ...spendOfTransition(record, result.state),
         spendDay: utcDay(now()),
         releaseReservation: !llmRequestInFlight(result.state),
         audit: auditRowsOf({

@@ -14,7 +14,8 @@ import type { Pool, PoolClient } from 'pg';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { RejectionSchema, UserLimitsSchema, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
+import { RejectionSchema, TokenTotalsSchema, UserLimitsSchema, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
+import { NO_TOKENS, type TokenCounts } from '../store/conversation-store.ts';
 import { BUSY_STATE_SQL } from '../store/conversation-store.ts';
 import { auditJson, auditInsertSql } from '../store/audit-store.ts';
 import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
@@ -61,7 +62,36 @@ export interface UsageFigures {
   readonly reserved: number;
   /** Top-level conversations the user owns. */
   readonly conversations: number;
+  /** Tokens of the user's responses in the UTC day and month (zeros where not read: the budget check). */
+  readonly tokensToday: TokenCounts;
+  readonly tokensThisMonth: TokenCounts;
   readonly at: Date;
+}
+
+interface TokenTotalsRow {
+  readonly input: string;
+  readonly output: string;
+  readonly cacheCreation: string;
+  readonly cacheRead: string;
+}
+
+function tokenTotals(row: TokenTotalsRow | undefined): TokenCounts {
+  if (!row) return NO_TOKENS;
+  return {
+    input: Number(row.input),
+    output: Number(row.output),
+    cacheCreation: Number(row.cacheCreation),
+    cacheRead: Number(row.cacheRead),
+  };
+}
+
+function tokenTotalsToProto(t: TokenCounts) {
+  return create(TokenTotalsSchema, {
+    inputTokens: BigInt(t.input),
+    outputTokens: BigInt(t.output),
+    cacheCreationInputTokens: BigInt(t.cacheCreation),
+    cacheReadInputTokens: BigInt(t.cacheRead),
+  });
 }
 
 /** How long a reservation counts at most: a crash between reserving and settling cannot hold budget for longer. */
@@ -130,6 +160,8 @@ export function usageToProto(u: UsageFigures): UserUsage {
     busyConversations: u.busy,
     reservedMicros: BigInt(u.reserved),
     conversations: u.conversations,
+    tokensToday: tokenTotalsToProto(u.tokensToday),
+    tokensThisMonth: tokenTotalsToProto(u.tokensThisMonth),
     dayResetsAt: timestampFromDate(nextUtcMidnight(u.at)),
     monthResetsAt: timestampFromDate(nextUtcMonth(u.at)),
   });
@@ -165,7 +197,17 @@ const USAGE_SQL = `SELECT
   (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
   (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL AND ${BUSY_STATE_SQL})::int AS busy,
   (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
-  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL)::int AS conversations`;
+  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL)::int AS conversations,
+  (SELECT json_build_object(
+     'today', json_build_object('input', COALESCE(sum(input_tokens) FILTER (WHERE day = $2::date), 0)::text,
+                                'output', COALESCE(sum(output_tokens) FILTER (WHERE day = $2::date), 0)::text,
+                                'cacheCreation', COALESCE(sum(cache_creation_tokens) FILTER (WHERE day = $2::date), 0)::text,
+                                'cacheRead', COALESCE(sum(cache_read_tokens) FILTER (WHERE day = $2::date), 0)::text),
+     'month', json_build_object('input', COALESCE(sum(input_tokens), 0)::text,
+                                'output', COALESCE(sum(output_tokens), 0)::text,
+                                'cacheCreation', COALESCE(sum(cache_creation_tokens), 0)::text,
+                                'cacheRead', COALESCE(sum(cache_read_tokens), 0)::text))
+     FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date) AS tokens`;
 
 /** What a reservation needs (no counts of conversations): read before every LLM request. */
 const BUDGET_SQL = `SELECT
@@ -174,7 +216,8 @@ const BUDGET_SQL = `SELECT
   (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
   0 AS busy,
   (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
-  0 AS conversations`;
+  0 AS conversations,
+  NULL AS tokens`;
 
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
@@ -230,6 +273,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       busy: number;
       reserved: string;
       conversations: number;
+      tokens: { today: TokenTotalsRow; month: TokenTotalsRow } | null;
     }>(sql, [userId, utcDay(now), utcMonthStart(now), now, except]);
     const row = rows[0]!;
     const stored = row.limits;
@@ -256,6 +300,8 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       busy: row.busy,
       reserved: Number(row.reserved),
       conversations: row.conversations,
+      tokensToday: tokenTotals(row.tokens?.today),
+      tokensThisMonth: tokenTotals(row.tokens?.month),
       at: now,
     };
   }

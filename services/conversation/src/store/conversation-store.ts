@@ -187,6 +187,16 @@ export interface DeletedUserRow {
  */
 const USER_TABLES = ['user_daily_spend', 'user_limits', 'user_message_rate'] as const;
 
+/** Token counts of applied responses (each kind once: cache writes and reads are not in `input`). */
+export interface TokenCounts {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheCreation: number;
+  readonly cacheRead: number;
+}
+
+export const NO_TOKENS: TokenCounts = { input: 0, output: 0, cacheCreation: 0, cacheRead: 0 };
+
 /** A request id used before: nothing was applied; the first outcome (or a mismatch) is in `prior`. */
 export interface Replayed {
   readonly kind: 'replayed';
@@ -223,6 +233,8 @@ export interface AppliedWrite {
    */
   readonly costMicros: number;
   readonly spendDay: string;
+  /** The tokens the same responses counted, added to the owner's day beside the spend (zeros for most events). */
+  readonly tokens: TokenCounts;
   /**
    * No LLM request of the new state can still be answered: the conversation's budget reservation
    * (spend/limits.ts) is deleted in the same statement — settled by the cost above, or released.
@@ -255,9 +267,14 @@ const WRITE_APPLIED = `WITH c AS (
    WHERE id = $1 AND revision = $2
    RETURNING revision, updated_at, state_updated_at, owner_id
 ), s AS (
-  INSERT INTO user_daily_spend (user_id, day, cost_micros)
-  SELECT c.owner_id, $18::date, $17 FROM c WHERE $17::bigint > 0
-  ON CONFLICT (user_id, day) DO UPDATE SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros
+  INSERT INTO user_daily_spend (user_id, day, cost_micros, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
+  SELECT c.owner_id, $18::date, $17, ($20::bigint[])[1], ($20::bigint[])[2], ($20::bigint[])[3], ($20::bigint[])[4] FROM c WHERE $17::bigint > 0 OR ($20::bigint[])[1] + ($20::bigint[])[2] + ($20::bigint[])[3] + ($20::bigint[])[4] > 0
+  ON CONFLICT (user_id, day) DO UPDATE
+    SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros,
+        input_tokens = user_daily_spend.input_tokens + EXCLUDED.input_tokens,
+        output_tokens = user_daily_spend.output_tokens + EXCLUDED.output_tokens,
+        cache_creation_tokens = user_daily_spend.cache_creation_tokens + EXCLUDED.cache_creation_tokens,
+        cache_read_tokens = user_daily_spend.cache_read_tokens + EXCLUDED.cache_read_tokens
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)
@@ -759,6 +776,7 @@ export function createConversationStore(options: StoreOptions) {
           write.costMicros,
           write.spendDay,
           write.releaseReservation,
+          [write.tokens.input, write.tokens.output, write.tokens.cacheCreation, write.tokens.cacheRead],
         ],
       });
       const row = rows[0];

@@ -4,7 +4,7 @@
  * minute; a failed load keeps the last figures (the line is information, not a control).
  */
 import type { UserUsage } from '@bedrock/contracts';
-import { spendSummary } from '@bedrock/agent-view/money';
+import { cacheReadPhrase, spendSummary } from '@bedrock/agent-view/money';
 import { useEffect, useState } from 'preact/hooks';
 import type { Api } from './api.ts';
 
@@ -31,8 +31,13 @@ export function SpendLine(props: { readonly api: Api; readonly refresh: number }
   if (!usage) return null;
   const l = usage.limits;
   return (
-    <p class="list-status spend-line" title="Spend at the model's prices; budgets reset at midnight UTC and on the first of the month">
+    <p
+      class="list-status spend-line"
+      title="Spend at the model's prices; budgets reset at midnight UTC and on the first of the month; the cache share is the part of the input read from the prompt cache"
+    >
       {spendSummary(usage.spentTodayMicros, l?.dailyBudgetMicros ?? 0n, usage.spentThisMonthMicros, l?.monthlyBudgetMicros ?? 0n)}
+      {/* Of this month's input, the part read from the prompt cache (billed at 0.1x). */}
+      {cacheReadPhrase(usage.tokensThisMonth) ? ` · ${cacheReadPhrase(usage.tokensThisMonth)} this month` : ''}
     </p>
   );
 }

@@ -16,9 +16,11 @@ export const DEFAULT_STREAM_MAX_LEN = 10_000;
 export const DEFAULT_STREAM_TTL_MS = 24 * 60 * 60 * 1000;
 /**
  * Lock a consumer holds on a running job (BullMQ `lockDuration`), renewed every quarter of it:
- * a consumer that died (kill -9, lost node) loses its jobs once the lock expires. 4 s.
+ * a consumer that died (kill -9, lost node) loses its jobs once the lock expires. 2 s: a dead
+ * consumer's work is back within 2 to 3 s, so every conversation rests within 5 s of a kill
+ * (docs/transports.md, "Finding dead consumers").
  */
-export const DEFAULT_JOB_LOCK_MS = 4000;
+export const DEFAULT_JOB_LOCK_MS = 2000;
 /** How often consumers look for jobs whose lock expired (BullMQ `stalledInterval`): 1 s. */
 export const DEFAULT_JOB_STALLED_INTERVAL_MS = 1000;
 /** Locks are renewed this often, as a fraction of the lock (BullMQ's default is 1/2). */

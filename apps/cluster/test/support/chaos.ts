@@ -221,9 +221,11 @@ export async function startChaos(label: string, options: { conversations?: numbe
           at = Date.now();
           victim.kill('SIGKILL');
           held = `${slowInFlight} requests in flight on 2 gateways`;
+          // Only the answers in flight at the kill are slow: one asked for later (a turn that was
+          // between requests) would add its own 2.5 s to the time measured, which is not recovery.
+          slowEnds = false;
           await victim.exited();
           const rest = await untilRest(at);
-          slowEnds = false;
           await backBySupervisor(victim, restartsBefore);
           return { fault: kind, restMs: rest, held };
         }

@@ -1,5 +1,5 @@
 /**
- * At-least-once delivery (DESIGN.md, "the life of an event"): a replica that dies between
+ * At-least-once delivery (docs/design.md, "the life of an event"): a replica that dies between
  * commit and publish loses nothing (another relay publishes its rows), re-published rows
  * double nothing, and every event delivered twice leaves the same final state as once.
  *

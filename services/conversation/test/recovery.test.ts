@@ -1,5 +1,5 @@
 /**
- * Recovery (REQ-BED-007, DESIGN.md resolution 3): a conversation whose work is lost — here the
+ * Recovery (REQ-BED-007, docs/design.md resolution 3): a conversation whose work is lost — here the
  * "worker" takes the job and dies without answering — comes back to rest with synthetic
  * results and a valid chain; one waiting for the user's approval is left alone. Real results
  * are never replaced: an answer still queued, work whose owner still beats in the run ledger,

@@ -1,6 +1,6 @@
 /**
  * Property-based tests of the conversation state machine (spec 000 "Property-Based Tests",
- * spec 002 "Property Invariants" as resolved by DESIGN.md, REQ-BED-001..024), written against
+ * spec 002 "Property Invariants" as resolved by docs/design.md, REQ-BED-001..024), written against
  * docs/state-machine.md. Scenarios are random but realistic event sequences produced by the
  * driver in test/core-support/arbitraries.ts; counterexamples print as event traces.
  */
@@ -400,7 +400,7 @@ describe('conversation state machine properties', () => {
     expect(checked).toBeGreaterThan(3);
   });
 
-  describe('mode invariants (spec 002, as resolved by DESIGN.md)', () => {
+  describe('mode invariants (spec 002, as resolved by docs/design.md)', () => {
     it('(1) once awaiting_mode_approval, only approve, deny (or cancel, or an interrupting message) leave it', () => {
       let checked = 0;
       fc.assert(
@@ -1024,7 +1024,7 @@ describe('conversation state machine properties', () => {
               for (const id of p.pending) if (!agents.has(id)) stuck(`sub-agent ${id}`);
               break;
             case 'cancelling':
-              // The acknowledgement may be lost; the timer must not be (DESIGN.md resolution 2).
+              // The acknowledgement may be lost; the timer must not be (docs/design.md resolution 2).
               if (!timers.has(p.timerId)) stuck(`timer ${p.timerId}`);
               break;
             default:

@@ -8,7 +8,7 @@
  * Spec effects map to ours as docs/state-machine.md says: PersistState = the state changed
  * (seq increases, a new object); NotifyClient = a state change or a `notify` effect;
  * AwaitingLlm rows use `step`; "Idle + SpawnSubAgents" is the spawn_agents tool call
- * (DESIGN.md resolution 4); "LlmRequesting + UserCancel → Cancelling" then
+ * (docs/design.md resolution 4); "LlmRequesting + UserCancel → Cancelling" then
  * "Cancelling + LlmResponse → Idle".
  */
 import { describe, it, expect } from '@jest/globals';

@@ -90,7 +90,7 @@ const _awaitingSubAgentsCopied: Copies<
 const NOOP = Symbol('noop');
 type Outcome = typeof NOOP | Rejection | void;
 
-/** The initial state (REQ-BED-014, REQ-BED-018 as resolved in DESIGN.md). */
+/** The initial state (REQ-BED-014, REQ-BED-018 as resolved in docs/design.md). */
 export function initialState(ctx: ConversationContext): ConversationState {
   return {
     phase: { kind: 'idle' },
@@ -676,7 +676,7 @@ function onTimer(d: Draft, timerId: string): Outcome {
       return;
     case 'cancelling':
       if (phase.timerId !== timerId) return NOOP;
-      // The abort acknowledgement was lost: do not stay busy (DESIGN.md, resolution 2).
+      // The abort acknowledgement was lost: do not stay busy (docs/design.md, resolution 2).
       d.emit({ type: 'abort_llm', requestId: phase.requestId });
       d.phase = { kind: 'idle' };
       return;
@@ -793,7 +793,7 @@ function spawnAgents(
 ): ToolResult | null {
   const tasks = parseTasks(call.input.tasks);
   if (typeof tasks === 'string') return errorResult(call.id, tasks);
-  // REQ-BED-018 (DESIGN.md resolution 1): Restricted whenever the sandbox exists.
+  // REQ-BED-018 (docs/design.md resolution 1): Restricted whenever the sandbox exists.
   const mode: Mode = d.ctx.sandboxAvailable ? 'restricted' : 'unrestricted';
   const agents = tasks.map((task, index) => ({ agentId: `${d.ctx.conversationId}--${call.id}--${index}`, task }));
   agents.forEach((agent, index) =>

@@ -118,7 +118,7 @@ export interface PendingRetry {
 /**
  * The conversation's phase (spec "ConvState"). Each busy phase names exactly what it waits
  * for (a request id, a tool_use id, sub-agent ids, a timer id); an event that answers
- * something else is a no-op (DESIGN.md, "the life of an event", rule 4).
+ * something else is a no-op (docs/design.md, "the life of an event", rule 4).
  */
 export type Phase =
   | { readonly kind: 'idle' }

@@ -5,7 +5,7 @@ const CACHE_MS = 2000;
 
 /**
  * Whether Restricted mode exists for a new conversation: some tool-runner reported a working
- * sandbox (REQ-BED-014, DESIGN.md). `available`/`unavailable` let an operator force it.
+ * sandbox (REQ-BED-014, docs/design.md). `available`/`unavailable` let an operator force it.
  */
 export function createSandboxProbe(mode: 'auto' | 'available' | 'unavailable', runners: RunnerRegistry): () => Promise<boolean> {
   if (mode !== 'auto') return async () => mode === 'available';

@@ -1,5 +1,5 @@
 /**
- * Recovery (REQ-BED-007, DESIGN.md resolution 3 and "Side effects after a crash"): no
+ * Recovery (REQ-BED-007, docs/design.md resolution 3 and "Side effects after a crash"): no
  * conversation stays busy forever when the work it waits on is lost — a worker that crashed
  * after taking a job it can no longer hand back, or a Redis restart that dropped jobs — and no
  * real result is replaced by a synthetic one.

@@ -2,7 +2,7 @@
  * Postgres state of conversations: plain data access, no decisions. Applying an event
  * (apply/applier.ts) reads a conversation with `readForApply` and writes what the transition
  * decided with `writeApplied`: one statement that checks the version it read, updates the
- * state and inserts the new messages and outbox rows, committed at once (DESIGN.md, "the
+ * state and inserts the new messages and outbox rows, committed at once (docs/design.md, "the
  * life of an event"). State is always written before its effects are published (REQ-BED-007).
  */
 import type { Pool, PoolClient } from 'pg';

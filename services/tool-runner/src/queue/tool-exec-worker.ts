@@ -4,7 +4,7 @@
  * `conversation-events` under a deterministic event id, so a redelivered job produces a
  * duplicate the queue drops rather than a second event. Cancel signals kill the tool.
  *
- * A tool's side effect happens at most once (DESIGN.md, "Side effects after a crash"): the
+ * A tool's side effect happens at most once (docs/design.md, "Side effects after a crash"): the
  * runner claims the call in the run ledger before starting it and records its result after.
  * A redelivered job whose call was claimed elsewhere is not run again: it gets the recorded
  * result, waits for the run when its owner is alive, or — the owner died — is answered with

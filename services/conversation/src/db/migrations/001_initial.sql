@@ -1,4 +1,4 @@
--- Conversations, their messages, and the transactional outbox (DESIGN.md "the life of an event").
+-- Conversations, their messages, and the transactional outbox (docs/design.md "the life of an event").
 
 CREATE TABLE conversations (
   id                 TEXT PRIMARY KEY,

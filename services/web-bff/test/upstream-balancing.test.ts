@@ -10,7 +10,8 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ConversationService, ThinkingLevel } from '@bedrock/contracts';
+import { AdminService, ConversationService, ThinkingLevel, WorkspaceService } from '@bedrock/contracts';
+import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import {
   createLogger,
   createTokenStore,
@@ -188,5 +189,16 @@ describe('which calls may be sent twice', () => {
     expect(retrySafe(m.cancel, { conversationId: 'c' })).toBe(false);
     // Settings are set, not added to: a repeat changes nothing more.
     expect(retrySafe(m.updateConversationSettings, { conversationId: 'c', thinking: ThinkingLevel.LOW })).toBe(true);
+    expect(retrySafe(m.renameConversation, { conversationId: 'c', title: 't' })).toBe(true);
+    expect(retrySafe(m.getUsage, {})).toBe(true);
+  });
+
+  it('is said by the proto alone: every Get and List method of the public services is declared free of side effects', () => {
+    const undeclared = [ConversationService, WorkspaceService, AdminService]
+      .flatMap((s) => s.methods)
+      .filter((m) => /^(Get|List)/.test(m.name) && m.methodKind === 'unary')
+      .filter((m) => m.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS)
+      .map((m) => m.name);
+    expect(undeclared).toEqual([]);
   });
 });

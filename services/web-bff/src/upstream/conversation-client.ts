@@ -57,26 +57,15 @@ export interface Upstream {
   close(): void;
 }
 
-/** Calls that change nothing: safe to send again to another replica when a connection broke mid-call. */
-const READS = new Set(['GetConversation', 'ListConversations']);
-
 /**
- * Changes that set absolute values (UpdateConversationSettings: "thinking is HIGH, the server
- * tools are exactly these"; RenameConversation: "the title is this"): a repeat leaves the
- * conversation as the first attempt did.
- */
-const SETS = new Set(['UpdateConversationSettings', 'RenameConversation']);
-
-/**
- * Reads, changes that set absolute values, any method the proto declares idempotent
- * (`option idempotency_level`), and a request carrying a `request_id`: the conversation
- * service answers a repeat of it with the first outcome and applies nothing twice.
+ * Safe to send again to another replica after a connection broke mid-call: what the proto
+ * declares (`option idempotency_level`: NO_SIDE_EFFECTS for reads, IDEMPOTENT for changes that set
+ * absolute values), and a request carrying a `request_id`, which the conversation service answers
+ * with the first outcome, applying nothing twice. The proto is the one place this is said.
  */
 export function retrySafe(method: DescMethod, input: unknown): boolean {
   const requestId = typeof input === 'object' && input !== null ? (input as { requestId?: unknown }).requestId : undefined;
   return (
-    READS.has(method.name) ||
-    SETS.has(method.name) ||
     method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
     method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT ||
     (typeof requestId === 'string' && requestId !== '')

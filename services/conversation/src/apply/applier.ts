@@ -245,7 +245,7 @@ export function createApplier(options: ApplierOptions): Applier {
     if (result.state === record.state) return { kind: 'settled', result: { kind: 'noop', from, record } };
 
     // Messages first: their sequence numbers and ids go into notifications and jobs.
-    const createdAt = new Date();
+    const createdAt = now();
     let messageSeq = record.messageSeq;
     const persisted: MessageRow[] = [];
     for (const effect of result.effects) {

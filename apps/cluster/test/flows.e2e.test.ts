@@ -307,6 +307,8 @@ describe('end to end through the public API', () => {
     anyHas('tool-runner', /^bedrock_jobs_total\{(?=[^}]*queue="tool-exec")(?=[^}]*outcome="completed")/m);
     anyHas('web-bff', /^bedrock_active_streams\{(?=[^}]*kind="watch")/m);
     allHave('conversation', /^bedrock_queue_depth\{(?=[^}]*queue="conversation-events")(?=[^}]*state="waiting")/m);
+    anyHas('conversation', /^bedrock_jobs_total\{(?=[^}]*queue="conversation-events")(?=[^}]*outcome="completed")/m);
+    anyHas('conversation', /^bedrock_job_latency_seconds_bucket\{(?=[^}]*queue="conversation-events")(?=[^}]*le="0\.001")/m);
     // Every turn has a trace (the caller's or a new one): the gateways' and runners' job log lines carry its id.
     for (const service of ['llm-gateway', 'tool-runner']) {
       const lines = e.cluster.processes.filter((p) => p.service === service).flatMap((p) => readFileSync(p.logFile, 'utf8').split('\n'));

@@ -239,6 +239,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
         store,
         applier,
         logger,
+        metrics,
         concurrency: config.events.concurrency,
         onApplied: recordTransition,
       });

@@ -16,6 +16,11 @@ export const METRIC = {
   jobsTotal: 'bedrock_jobs_total',
   /** Histogram `{queue, outcome}`: seconds a worker spent on one job. */
   jobDurationSeconds: 'bedrock_job_duration_seconds',
+  /**
+   * Histogram `{queue}`: seconds from a job being ready to its handler finishing (wait + work), in
+   * fine buckets: on `conversation-events`, an event's arrival → its effects published.
+   */
+  jobLatencySeconds: 'bedrock_job_latency_seconds',
   /** Gauge `{queue}`: jobs a worker is running now (recorded by `instrumentJob`). */
   jobsInFlight: 'bedrock_jobs_in_flight',
   /** Counter `{state, event, result}`: state-machine transitions, by {@link TransitionResult}. */

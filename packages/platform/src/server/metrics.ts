@@ -8,6 +8,8 @@ import { METRIC } from './metric-names.ts';
  * histograms hold a 5 ms `think` and a 10-minute `npm test`.
  */
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Finer buckets for the milliseconds of the hot path (an event's arrival → its effects), 1 ms … 10 s. */
+export const LATENCY_BUCKETS = [0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2.5, 10];
 
 /** A service's registry and the shared metric families (names in {@link METRIC}). */
 export interface Metrics {
@@ -19,6 +21,7 @@ export interface Metrics {
   /** Label `outcome` takes a {@link JobOutcome}. */
   readonly jobsTotal: Counter<'queue' | 'outcome'>;
   readonly jobDurationSeconds: Histogram<'queue' | 'outcome'>;
+  readonly jobLatencySeconds: Histogram<'queue'>;
   readonly jobsInFlight: Gauge<'queue'>;
   /** Label `result` takes a {@link TransitionResult}. */
   readonly transitionsTotal: Counter<'state' | 'event' | 'result'>;
@@ -71,6 +74,13 @@ export function createMetrics(service: string): Metrics {
       help: 'Seconds a worker spent on one job.',
       labelNames: ['queue', 'outcome'],
       buckets: DURATION_BUCKETS,
+      registers,
+    }),
+    jobLatencySeconds: new Histogram({
+      name: METRIC.jobLatencySeconds,
+      help: 'Seconds from a job being ready to its handler finishing (wait + work).',
+      labelNames: ['queue'],
+      buckets: LATENCY_BUCKETS,
       registers,
     }),
     jobsInFlight: new Gauge({ name: METRIC.jobsInFlight, help: 'Jobs a worker is running now.', labelNames: ['queue'], registers }),

@@ -6,7 +6,7 @@
 import { titleFromMessage } from '../titles.ts';
 import { ConversationEventJobSchema, Mode as PMode, QUEUE_CONVERSATION_EVENTS } from '@bedrock/contracts';
 import type { Consumer, Transport } from '@bedrock/platform';
-import { traceCarrier } from '@bedrock/platform/server';
+import { instrumentJob, traceCarrier, type Metrics } from '@bedrock/platform/server';
 import type { Logger } from '@bedrock/platform/server';
 import { decodeEventJob } from '../mapping/proto.ts';
 import type { ConversationStore } from '../store/conversation-store.ts';
@@ -21,6 +21,8 @@ export interface EventConsumerOptions {
   readonly store: ConversationStore;
   readonly applier: Applier;
   readonly logger: Logger;
+  /** Job metrics of `conversation-events` (wait, duration, and arrival → effects published); none: unmeasured. */
+  readonly metrics?: Metrics;
   /** Events applied at once by this replica (different conversations run in parallel). Default 16. */
   readonly concurrency?: number;
   /** Called after each event with the phase it found, the event type and the outcome (metrics). */
@@ -36,7 +38,7 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
     QUEUE_CONVERSATION_EVENTS,
     ConversationEventJobSchema,
     // The jobs an event causes are children of this job's consumer span (the job's own context with tracing off).
-    async (job) => {
+    instrumentJob(options.metrics, QUEUE_CONVERSATION_EVENTS, async (job) => {
       const data = job.data;
       const id = data.conversationId;
       const decoded = decodeEventJob(data);
@@ -88,7 +90,7 @@ export function startEventConsumer(options: EventConsumerOptions): Consumer {
           logger.debug({ conversation_id: id, event: eventType }, 'event answered nothing pending; ignored');
           return;
       }
-    },
+    }),
     { concurrency: options.concurrency ?? 16 },
   );
 }

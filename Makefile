@@ -45,6 +45,9 @@ bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=na
 cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs)
 	npx tsx scripts/cluster.ts up
 
+loadtest: setup services ## Ramp synthetic conversations through a local cluster until an objective breaks (ARGS="--max N --step 30s --report FILE"; docs/capacity.md)
+	npx tsx scripts/loadtest.ts $(ARGS)
+
 cluster-down: ## Stop the local cluster
 	npx tsx scripts/cluster.ts down
 

@@ -73,7 +73,6 @@ export interface LoadtestReport {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const percentile = (sorted: number[], q: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : 0;
-const LOAD = 'load ';
 
 /** One tool per turn, then the answer; each after `modelMs`. Scripted by the history, so a repeated request gets the same answer. */
 function script(modelMs: number) {

@@ -29,15 +29,13 @@ import { EXIT, UsageError } from './exit-codes.ts';
 import { isStdio, type Output } from './output.ts';
 import { paint, wantsColor } from './render.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
-import { USAGE, type OptionValues } from './usage.ts';
+import type { OptionValues } from './usage.ts';
 
 const SETTINGS_FLAGS = ['thinking', 'web-search', 'web-fetch', 'no-web-search', 'no-web-fetch'] as const;
 const DELIVERY_FLAGS = ['queue', 'steer', 'interrupt'] as const;
 
-function need(positionals: string[], count: number, what: string): string[] {
-  if (positionals.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
-  return positionals;
-}
+/** "; bedrock help send shows its usage" after a usage error: one line, not the whole usage. */
+const seeHelp = (command: string) => `; bedrock help ${command} shows its usage`;
 
 export async function dispatch(
   command: string,
@@ -63,8 +61,8 @@ export async function dispatch(
   try {
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
     if (given.length && !['chat', 'new', 'settings'].includes(command))
-      throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
-    if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
+      throw new UsageError(`--${given[0]} applies to chat, new and settings${seeHelp(command)}`);
+    if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls${seeHelp(command)}`);
     const adminFlag = (
       [
         'admin',
@@ -83,27 +81,27 @@ export async function dispatch(
         'reset',
       ] as const
     ).find((f) => values[f] !== undefined);
-    if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
-    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
+    if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin${seeHelp(command)}`);
+    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork${seeHelp(command)}`);
     if (
       values.yes &&
       command !== 'rm' &&
       !(command === 'ws' && rest[0] === 'rm') &&
       !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete')
     )
-      throw new UsageError(`--yes applies to rm, ws rm and admin users delete\n\n${USAGE}`);
+      throw new UsageError(`--yes applies to rm, ws rm and admin users delete${seeHelp(command)}`);
     const wsFlag = (['git', 'copy', 'with-conversations'] as const).find((f) => values[f] !== undefined && values[f] !== false);
-    if (wsFlag && command !== 'ws') throw new UsageError(`--${wsFlag} applies to ws\n\n${USAGE}`);
+    if (wsFlag && command !== 'ws') throw new UsageError(`--${wsFlag} applies to ws${seeHelp(command)}`);
     if (values.workspace !== undefined && !(command === 'new' || (command === 'chat' && !rest[0])))
-      throw new UsageError(`--workspace applies to new and chat without an id (a conversation keeps its workspace)\n\n${USAGE}`);
+      throw new UsageError(`--workspace applies to new and chat without an id (a conversation keeps its workspace)${seeHelp(command)}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
-    if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
-    if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
+    if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send${seeHelp(command)}`);
+    if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt${seeHelp(command)}`);
     const settingsFlags = parseSettingsFlags(values);
     const creating = command === 'new' || (command === 'chat' && !rest[0]);
     if (creating && settingsFlags.disable.length)
       throw new UsageError(
-        `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`,
+        `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings${seeHelp(command)}`,
       );
     const policy = retryPolicyFromEnv(env);
     const ctx: Ctx = {
@@ -128,10 +126,14 @@ export async function dispatch(
       },
       following,
     };
+    const need = (positionals: string[], count: number, what: string): string[] => {
+      if (positionals.length !== count) throw new UsageError(`expected ${what}${seeHelp(command)}`);
+      return positionals;
+    };
     const code = await (async (): Promise<number> => {
       switch (command) {
         case 'chat':
-          if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
+          if (rest.length > 1) throw new UsageError(`expected at most one conversation id${seeHelp(command)}`);
           // Where it works is checked before anything is asked of the server.
           if (!rest[0]) placementOf(values);
           return await (
@@ -187,13 +189,13 @@ export async function dispatch(
         case 'usage':
           return await (await import('./spend.ts')).usage(rest, values, env, output);
         default:
-          throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
+          throw new UsageError(`unknown command "${command}"${seeHelp(command)}`);
       }
     })();
     return abort.signal.aborted ? EXIT.interrupted : code;
   } catch (err) {
     if (abort.signal.aborted) return EXIT.interrupted;
-    output.err(`${paint(errColor, 'red', 'bedrock:')} ${describeError(err)}\n`);
+    output.err(`${paint(errColor, 'red', 'bedrock:')} ${describeError(err, env)}\n`);
     return exitCodeOf(err);
   } finally {
     process.off('SIGINT', onSigint);

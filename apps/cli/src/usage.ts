@@ -47,6 +47,7 @@ export const USAGE = `usage: bedrock <command> [options]
   watch ID                            stream the conversation's events
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
+  help [COMMAND]                      all commands, or one with its options
   acp                                 be an agent for an editor: ACP on stdin and stdout
                                       (Zed, JetBrains; docs/cli.md)
   admin users add ID [--admin] [--display-name NAME] | admin users list | admin users disable ID
@@ -73,7 +74,8 @@ export const USAGE = `usage: bedrock <command> [options]
   --full        every line of tool output (default: the first 10, a count, the last 5)
   --hide-thinking  leave the model's thinking out of the output
   --json        machine output (NDJSON events; JSON objects)
-  --help        this text
+  --help        this text (bedrock help COMMAND, bedrock COMMAND --help: that command's)
+  --version     the CLI's version
 
 environment: BEDROCK_URL (default http://127.0.0.1:8080), BEDROCK_TOKEN (default: the
 embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token), BEDROCK_RETRY_FOR
@@ -86,6 +88,7 @@ exit codes: 0 ok, 1 turn ended in error, 2 usage, 3 rejected, 4 server error,
 export const OPTIONS = {
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
+  version: { type: 'boolean', default: false },
   cwd: { type: 'string' },
   model: { type: 'string' },
   from: { type: 'string' },

@@ -232,6 +232,8 @@ describe('bedrock CLI', () => {
     const busy = await bedrock(['send', id, 'again']);
     expect(busy.code).toBe(3);
     expect(busy.stderr).toMatch(/FailedPrecondition: .*busy/i);
+    // What to do about it: the delivery modes.
+    expect(busy.stderr).toMatch(/--queue .*--steer .*--interrupt/);
     const cancelled = await bedrock(['cancel', id]);
     expect(cancelled.code).toBe(0);
     expect(cancelled.stdout).toMatch(/cancelling|idle/);
@@ -348,9 +350,16 @@ describe('bedrock CLI', () => {
     expect(missing.stderr).toMatch(/NotFound/);
     const wrongToken = await bedrock(['ls'], { BEDROCK_TOKEN: 'nope' });
     expect(wrongToken.code).toBe(3);
-    expect(wrongToken.stderr).toMatch(/Unauthenticated/);
+    expect(wrongToken.stderr).toMatch(/Unauthenticated: .*the token in BEDROCK_TOKEN was refused/);
+    // No token at all: the line says where it looked.
+    const noToken = await bedrock(['ls'], { BEDROCK_TOKEN: undefined, BEDROCK_DATA_DIR: '/nonexistent/data' });
+    expect(noToken.code).toBe(3);
+    expect(noToken.stderr).toContain('no token: BEDROCK_TOKEN is not set and /nonexistent/data/token does not exist');
     const down = await bedrockBin(['ls'], { BEDROCK_URL: 'http://127.0.0.1:9' });
     expect(down.code).toBe(4);
+    // In the user's words, naming the address (not a service's internal name).
+    expect(down.stderr).toContain('cannot reach the Bedrock server at http://127.0.0.1:9');
+    expect(down.stderr).not.toContain('web-bff');
   }, 60_000);
 
   it('chat streams turns, asks y/n on an upgrade request and quits on end of input', async () => {

@@ -203,6 +203,20 @@ describe('bedrock CLI', () => {
     );
   }, 60_000);
 
+  it('send --wait right after another send prints only its own turn', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    for (let i = 0; i < 3; i++) {
+      const hello = await bedrockBin(['send', id, 'hello', '--wait']);
+      expect(hello.code).toBe(0);
+      const tool = await bedrockBin(['send', id, 'run ls', '--wait']);
+      expect(tool.code).toBe(0);
+      // The previous turn's answer is not printed again before this one's.
+      expect(tool.stdout).not.toContain('Hello!');
+      expect(tool.stdout.match(/⏺ bash/g)).toHaveLength(1);
+      expect(tool.stdout).toMatch(/^⏺ bash/);
+    }
+  }, 90_000);
+
   it('send --wait --json prints NDJSON events; watch --json streams them', async () => {
     const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
     const watcher = spawn(BIN, ['watch', id, '--json'], {

@@ -13,6 +13,7 @@ import {
   parseSettingsFlags,
   placementOf,
   remove,
+  resolveId,
   rename,
   send,
   settings,
@@ -125,7 +126,11 @@ export async function dispatch(
           ),
       },
       following,
+      width: isStdio(output) && process.stdout.isTTY ? process.stdout.columns : undefined,
     };
+    /** A conversation id, whole or a short unique prefix (resolveId). */
+    const idOf = (given: string) => resolveId(ctx, given);
+    const optionalId = async (given: string | undefined) => (given === undefined ? undefined : idOf(given));
     const need = (positionals: string[], count: number, what: string): string[] => {
       if (positionals.length !== count) throw new UsageError(`expected ${what}${seeHelp(command)}`);
       return positionals;
@@ -138,7 +143,13 @@ export async function dispatch(
           if (!rest[0]) placementOf(values);
           return await (
             await import('./chat.ts')
-          ).chat(ctx, { id: rest[0], cwd: values.cwd, workspace: values.workspace, model: values.model, settings: settingsFlags });
+          ).chat(ctx, {
+            id: await optionalId(rest[0]),
+            cwd: values.cwd,
+            workspace: values.workspace,
+            model: values.model,
+            settings: settingsFlags,
+          });
         case 'new':
           need(rest, 0, 'no arguments (use --workspace, --cwd, --model, --from)');
           if (values.cwd !== undefined || values.workspace !== undefined) placementOf(values);
@@ -146,42 +157,47 @@ export async function dispatch(
             cwd: values.cwd,
             workspace: values.workspace,
             model: values.model,
-            from: values.from,
+            from: await optionalId(values.from),
             settings: settingsFlags,
           });
         case 'ws':
           return await (await import('./workspaces.ts')).ws(ctx, rest, values);
         case 'settings':
-          return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
+          return await settings(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), settingsFlags);
         case 'ls':
           need(rest, 0, 'no arguments');
-          return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived, search: values.search });
+          return await list(ctx, {
+            all: values.all,
+            parent: await optionalId(values.parent),
+            archived: values.archived,
+            search: values.search,
+          });
         case 'show':
-          return await show(ctx, need(rest, 1, 'a conversation id')[0]!);
+          return await show(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'rename': {
           const [id, title] = need(rest, 2, 'a conversation id and the title (quote it)');
-          return await rename(ctx, id!, title!);
+          return await rename(ctx, await idOf(id!), title!);
         }
         case 'rm':
-          return await remove(ctx, need(rest, 1, 'a conversation id')[0]!, values.yes);
+          return await remove(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), values.yes);
         case 'fork':
-          return await fork(ctx, need(rest, 1, 'a conversation id')[0]!, forkPoint(values.at));
+          return await fork(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), forkPoint(values.at));
         case 'send': {
           const [id, given] =
             values.file !== undefined
               ? need(rest, 1, 'a conversation id (the text comes from --file)')
               : need(rest, 2, 'a conversation id and the text (quote it; - reads it from stdin)');
           const text = await messageText(given, values.file);
-          return await send(ctx, id!, text, { images: values.image ?? [], wait: values.wait, delivery: delivery[0] });
+          return await send(ctx, await idOf(id!), text, { images: values.image ?? [], wait: values.wait, delivery: delivery[0] });
         }
         case 'watch':
-          return await watch(ctx, need(rest, 1, 'a conversation id')[0]!);
+          return await watch(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'cancel':
         case 'approve':
         case 'deny':
         case 'downgrade':
         case 'continue':
-          return await action(ctx, command, need(rest, 1, 'a conversation id')[0]!);
+          return await action(ctx, command, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'token':
           return (await import('./token.ts')).token(rest, output);
         case 'admin':

@@ -46,7 +46,7 @@ export function didYouMean(given: string, known: readonly string[]): string | un
 /** USAGE's command entries: a line at two spaces' indent and the deeper lines under it. */
 function entries(): string[][] {
   const body = USAGE.split('\n');
-  const end = body.findIndex((l) => l.startsWith('  SETTINGS:'));
+  const end = body.findIndex((l) => l.startsWith('  ID:'));
   const out: string[][] = [];
   for (const line of body.slice(2, end)) {
     if (/^ {2}\S/.test(line)) out.push([line]);
@@ -56,6 +56,7 @@ function entries(): string[][] {
 }
 
 const NOTES: Record<string, string> = {
+  id: "  ID: a conversation's id, or its first characters when no other of yours starts so (b8ac)",
   settings: `  SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch`,
   full: '  --full        every line of tool output (default: the first 10, a count, the last 5)',
@@ -83,6 +84,7 @@ export function commandHelp(command: string): string | undefined {
       .some((part) => part === command || part.startsWith(`${command} `)),
   );
   const notes: string[] = [];
+  if (mine.some((e) => / ID\b/.test(e[0]!))) notes.push(NOTES.id!);
   if (['chat', 'new', 'settings'].includes(command)) notes.push(NOTES.settings!);
   if (command === 'chat') notes.push(NOTES.chat!);
   if (['chat', 'show', 'send', 'watch'].includes(command)) notes.push(NOTES.full!, NOTES.thinking!);

@@ -25,16 +25,18 @@ export const USAGE = `usage: bedrock <command> [options]
                                       asks on a terminal
   settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived] [--search TEXT]
-                                      list conversations with their titles (sub-agents
-                                      with --parent; --search: titles containing TEXT)
-  show ID [--full]                    the conversation, its sub-agents and its messages
-                                      (--json: everything)
+                                      your conversations as a table: id, state, mode, last
+                                      change, title, directory (sub-agents with --parent;
+                                      --search: titles containing TEXT)
+  show ID [--full]                    the conversation, its sub-agents and its messages,
+                                      numbered (#SEQ; --json: everything)
   rename ID TITLE                     give the conversation a title of your own
   rm ID [--yes]                       delete the conversation with its sub-agents and
                                       messages (refused while it works: cancel first); asks
                                       on a terminal, --yes deletes without asking
   fork ID [--at SEQ]                  a new conversation with a copy of the history up to
-                                      message SEQ (default: all of it), in the same
+                                      message SEQ (the #SEQ before each message in
+                                      bedrock show ID; default: all of it), in the same
                                       directory, Restricted; prints its id
   send ID TEXT|- [--image FILE]... [--wait] [--queue|--steer|--interrupt]
   send ID --file PATH [--image FILE]... [--wait] [--queue|--steer|--interrupt]
@@ -65,6 +67,8 @@ export const USAGE = `usage: bedrock <command> [options]
   admin audit [--user U] [--since 2h|ISO] [--until 2h|ISO] [--action A]
                                       the audit log, newest first: who approved, denied,
                                       cancelled, deleted, changed users and tokens, and when
+
+  ID: a conversation's id, or its first characters when no other of yours starts so (b8ac)
 
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch

@@ -217,6 +217,36 @@ describe('bedrock CLI', () => {
     }
   }, 90_000);
 
+  it('takes a short unique prefix wherever an id goes; an ambiguous one lists the matches; show numbers the messages', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    expect((await bedrock(['send', id.slice(0, 8), 'run ls', '--wait'])).code).toBe(0);
+    const shown = await bedrock(['show', id.slice(0, 6)]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout.split('\n')[1]).toBe(`${id}  /tmp  model ${shown.stdout.split('model ')[1]!.split('\n')[0]}`);
+    // Only what `show` takes: no slug beside the id.
+    expect(shown.stdout).not.toMatch(new RegExp(`${id} \\(`));
+    expect(shown.stdout).toMatch(/^#1 user: run ls$/m);
+    expect(shown.stdout).toMatch(/^#2 tool bash \{"command":"ls"\}\n {4}a\.txt\n {4}b\.txt\n {2}→ ok$/m);
+    expect(shown.stdout).toMatch(/^#4 agent: listed$/m);
+    const fork = await bedrock(['fork', id.slice(0, 8), '--at', '3']);
+    expect(fork.code).toBe(0);
+    // Every conversation id starts with one of 16 hex digits: with enough of them, a one-digit prefix fits several.
+    const all = (await bedrock(['ls', '--all', '--archived', '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).id as string);
+    const digit = [...'0123456789abcdef'].find((d) => all.filter((i) => i.startsWith(d)).length > 1);
+    if (digit) {
+      const ambiguous = await bedrock(['show', digit]);
+      expect(ambiguous.code).toBe(2);
+      expect(ambiguous.stderr).toMatch(new RegExp(`^bedrock: "${digit}" fits more than one conversation: ${digit}[0-9a-f-]{35} `));
+      expect(ambiguous.stderr).toContain('give more of the id');
+    }
+    const none = await bedrock(['watch', 'fffffffff']);
+    expect(none.code).toBe(3);
+    expect(none.stderr).toContain('no conversation of yours has an id starting with "fffffffff"');
+  }, 60_000);
+
   it('send --wait --json prints NDJSON events; watch --json streams them', async () => {
     const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
     const watcher = spawn(BIN, ['watch', id, '--json'], {

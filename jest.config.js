@@ -2,7 +2,8 @@
 const swc = [
   '@swc/jest',
   {
-    jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+    // keepImportAttributes: `import … with { type: 'json' }` reaches Node as written.
+    jsc: { parser: { syntax: 'typescript' }, target: 'es2022', experimental: { keepImportAttributes: true } },
     module: { type: 'es6' },
   },
 ];

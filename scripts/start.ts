@@ -15,10 +15,15 @@ const BIN = fileURLToPath(new URL('../apps/cli/bin/bedrock.js', import.meta.url)
 /** A word for the shell: as it is when safe, else in single quotes. */
 const shellWord = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
-/** `bedrock` when the one on the PATH is this checkout's (npm install -g ./apps/cli), else the bin's path, which runs from any directory. */
+/**
+ * `bedrock` when the one on the user's PATH is this checkout's (npm install -g ./apps/cli), else
+ * the bin's path, which runs from any directory. The `node_modules/.bin` directories npm puts on
+ * the PATH of `npm start` are not the user's: a shell they paste the line into lacks them.
+ */
 function cliCommand(): { command: string; onPath: boolean } {
   const bin = realpathSync(BIN);
-  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+  const userPath = (process.env.PATH ?? '').split(delimiter).filter((dir) => dir && !/[\\/]node_modules[\\/]\.bin[\\/]?$/.test(dir));
+  for (const dir of userPath) {
     try {
       if (realpathSync(join(dir, 'bedrock')) === bin) return { command: 'bedrock', onPath: true };
     } catch {
@@ -28,7 +33,24 @@ function cliCommand(): { command: string; onPath: boolean } {
   return { command: shellWord(BIN), onPath: false };
 }
 
-const bedrock = await startEmbedded();
+/** The public ports and the settings that move them; an internal port is ephemeral and never busy. */
+function portSetting(port: number): string {
+  const http = Number(process.env.BEDROCK_PORT || 8080);
+  return port === http ? 'BEDROCK_PORT' : 'BEDROCK_GRPC_PORT';
+}
+
+const bedrock = await startEmbedded().catch((err: unknown) => {
+  const e = err as NodeJS.ErrnoException & { port?: number };
+  // A busy port is the likeliest failure: one line naming it and the setting that moves it, no stack.
+  if (e?.code === 'EADDRINUSE' && typeof e.port === 'number') {
+    const setting = portSetting(e.port);
+    console.error(
+      `bedrock: port ${e.port} is already in use (another program, or another npm start, listens on it); set ${setting} to a free port, e.g. ${setting}=${e.port + 10} npm start`,
+    );
+    process.exit(1);
+  }
+  throw err;
+});
 // What the CLI needs to find this product: its address unless the default, and the data
 // directory (where the token is) unless the default; printed so that the line works as is.
 const needs = [

@@ -26,7 +26,7 @@ import { adminLimits } from './spend.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
-import { USAGE, type OptionValues } from './usage.ts';
+import type { OptionValues } from './usage.ts';
 
 /** Options that only `admin` takes. */
 export const ADMIN_FLAGS = [
@@ -52,7 +52,9 @@ const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_
 export function parseExpires(text: string): bigint {
   const m = /^(\d{1,9})([smhdw])$/.exec(text.trim());
   if (!m || Number(m[1]) === 0)
-    throw new UsageError(`--expires takes a positive number and a unit (s, m, h, d, w), such as 30d; not "${text}"\n\n${USAGE}`);
+    throw new UsageError(
+      `--expires takes a positive number and a unit (s, m, h, d, w), such as 30d; not "${text}"; bedrock help admin shows its usage`,
+    );
   return BigInt(Number(m[1]) * UNITS[m[2]!]!);
 }
 
@@ -64,7 +66,7 @@ export function parseTime(text: string, flag: string, now = Date.now()): Date {
   const at = /^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?)?$/.test(text.trim()) ? new Date(text.trim()) : null;
   if (!at || Number.isNaN(at.getTime()))
     throw new UsageError(
-      `--${flag} takes a time ago (such as 2h, 30m, 7d) or an ISO 8601 time (such as 2026-01-31T12:00Z); not "${text}"\n\n${USAGE}`,
+      `--${flag} takes a time ago (such as 2h, 30m, 7d) or an ISO 8601 time (such as 2026-01-31T12:00Z); not "${text}"; bedrock help admin shows its usage`,
     );
   return at;
 }
@@ -102,7 +104,7 @@ function tokenLine(t: UserToken): string {
 const line = (value: unknown) => `${JSON.stringify(value)}\n`;
 
 function need(rest: string[], count: number, what: string): string[] {
-  if (rest.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
+  if (rest.length !== count) throw new UsageError(`expected ${what}; bedrock help admin shows its usage`);
   return rest;
 }
 
@@ -112,7 +114,7 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
   const json = values.json;
   const only = (allowed: readonly (typeof ADMIN_FLAGS)[number][]) => {
     const extra = ADMIN_FLAGS.find((f) => values[f] !== undefined && values[f] !== false && !allowed.includes(f));
-    if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}\n\n${USAGE}`);
+    if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}; bedrock help admin shows its usage`);
   };
   if (area === 'limits') {
     only(['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset']);
@@ -120,7 +122,8 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
   }
   if (area === 'audit') {
     only(['user', 'since', 'until', 'action']);
-    if (rest.length !== 1) throw new UsageError(`expected no arguments after admin audit (filters are options)\n\n${USAGE}`);
+    if (rest.length !== 1)
+      throw new UsageError(`expected no arguments after admin audit (filters are options); bedrock help admin shows its usage`);
     const filter = {
       userId: values.user ?? '',
       action: values.action ?? '',
@@ -216,7 +219,7 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
     }
     case 'tokens list': {
       only([]);
-      if (args.length > 1) throw new UsageError(`expected at most a user id\n\n${USAGE}`);
+      if (args.length > 1) throw new UsageError(`expected at most a user id; bedrock help admin shows its usage`);
       const { tokens } = await client.listTokens({ userId: args[0] ?? '' });
       for (const t of tokens) output.out(json ? line(toJson(UserTokenSchema, t)) : tokenLine(t));
       return EXIT.ok;
@@ -229,6 +232,8 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
       return EXIT.ok;
     }
     default:
-      throw new UsageError(`expected admin users add|list|disable|delete, admin tokens issue|list|revoke or admin audit\n\n${USAGE}`);
+      throw new UsageError(
+        `expected admin users add|list|disable|delete, admin tokens issue|list|revoke or admin audit; bedrock help admin shows its usage`,
+      );
   }
 }

@@ -18,6 +18,7 @@ import {
   StateKind,
   ThinkingLevel,
   TriggerContinuationResponseSchema,
+  type Conversation,
   type ConversationEvent,
   type ConversationState,
   type ImageAttachment,
@@ -31,7 +32,7 @@ import {
   createEventRenderer,
   describeState,
   ndjson,
-  renderConversationLine,
+  renderConversationTable,
   renderMessages,
   renderMode,
   renderSettings,
@@ -56,6 +57,8 @@ export interface Ctx {
   readonly render?: RenderOptions;
   /** How watches resume after a disconnect (BEDROCK_RETRY_FOR), and how that is announced. */
   readonly resume?: ResumeOptions;
+  /** The terminal's width in columns (undefined: not a terminal), which `ls` fits its table to. */
+  readonly width?: number | undefined;
   /** What the command follows now, so that Ctrl-C can say what is still running (dispatch.ts). */
   readonly following: Following;
 }
@@ -266,6 +269,7 @@ async function sourceOf(ctx: Ctx, id: string) {
 
 export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; archived: boolean; search?: string }): Promise<number> {
   let pageToken = '';
+  const rows: Conversation[] = [];
   do {
     const page = await ctx.client.listConversations({
       pageToken,
@@ -274,10 +278,42 @@ export async function list(ctx: Ctx, opts: { all: boolean; parent?: string; arch
       pageSize: 200,
       query: opts.search ?? '',
     });
-    for (const c of page.conversations) ctx.output.out(ctx.json ? json(toJson(ConversationSchema, c)) : renderConversationLine(c));
+    if (ctx.json) for (const c of page.conversations) ctx.output.out(json(toJson(ConversationSchema, c)));
+    else rows.push(...page.conversations);
     pageToken = opts.all ? page.nextPageToken : '';
   } while (pageToken);
+  if (!ctx.json) ctx.output.out(renderConversationTable(rows, { width: ctx.width, now: Date.now() }));
   return EXIT.ok;
+}
+
+const FULL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Most conversations looked through for a prefix (pages of 200). */
+const PREFIX_SEARCH_PAGES = 50;
+
+/**
+ * A conversation id as given: whole, or a short prefix of one of the caller's conversations
+ * (`show b8ac`), found through ListConversations (archived ones too). A prefix that fits none
+ * is NotFound; one that fits several lists them.
+ */
+export async function resolveId(ctx: Pick<Ctx, 'client'>, given: string): Promise<string> {
+  const prefix = given.trim().toLowerCase();
+  if (FULL_ID.test(prefix) || !/^[0-9a-f-]+$/.test(prefix)) return given;
+  const found: Conversation[] = [];
+  let pageToken = '';
+  for (let page = 0; page < PREFIX_SEARCH_PAGES; page++) {
+    const res = await ctx.client.listConversations({ pageToken, includeArchived: true, pageSize: 200 });
+    found.push(...res.conversations.filter((c) => c.id.startsWith(prefix)));
+    pageToken = res.nextPageToken;
+    if (!pageToken || found.length > 1) break;
+  }
+  if (found.length === 1) return found[0]!.id;
+  if (found.length === 0)
+    throw new ConnectError(`no conversation of yours has an id starting with "${given}" (bedrock ls lists them)`, Code.NotFound);
+  const listed = found
+    .slice(0, 10)
+    .map((c) => `${c.id} ${stripControls(c.title) || '(no title yet)'}`)
+    .join('; ');
+  throw new UsageError(`"${given}" fits more than one conversation: ${listed}${found.length > 10 ? '; …' : ''}; give more of the id`);
 }
 
 export async function show(ctx: Ctx, id: string): Promise<number> {
@@ -288,7 +324,7 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   }
   const c = res.conversation!;
   ctx.output.out(
-    `${c.title || '(no title yet)'}\n${c.id} (${c.slug})  ${c.cwd}  model ${c.model}\n${c.workspaceName ? `workspace: ${c.workspaceName}` : 'workspace: none (a host directory)'}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
+    `${c.title || '(no title yet)'}\n${c.id}  ${c.cwd}  model ${c.model}\n${c.workspaceName ? `workspace: ${c.workspaceName}` : 'workspace: none (a host directory)'}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
   );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
@@ -302,8 +338,8 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
         : `forked from ${c.forkedFrom.conversationId} at message ${c.forkedFrom.messageSequence} (bedrock show ${c.forkedFrom.conversationId})\n`,
     );
   ctx.output.out(renderSubAgents(c.id, res.subAgents, res.moreSubAgents));
-  ctx.output.out('\n');
-  ctx.output.out(renderMessages(res.messages, ctx.render));
+  if (res.messages.length) ctx.output.out(`\nmessages (#N: the number fork --at takes):\n`);
+  ctx.output.out(renderMessages(res.messages, { ...ctx.render, numbered: true }));
   return EXIT.ok;
 }
 
@@ -344,7 +380,8 @@ export async function remove(ctx: Ctx, id: string, yes: boolean): Promise<number
 /** `--at SEQ`: a message sequence from 1 (absent: 0, the whole history). */
 export function forkPoint(at: string | undefined): bigint {
   if (at === undefined) return 0n;
-  if (!/^[1-9][0-9]{0,15}$/.test(at)) throw new UsageError(`--at ${at}: give the sequence number of a message (1, 2, …; see bedrock show)`);
+  if (!/^[1-9][0-9]{0,15}$/.test(at))
+    throw new UsageError(`--at ${at}: give the sequence number of a message (1, 2, …: the #SEQ before each message in bedrock show ID)`);
   return BigInt(at);
 }
 

@@ -13,6 +13,7 @@ import {
   parseSettingsFlags,
   placementOf,
   remove,
+  resolveId,
   rename,
   send,
   settings,
@@ -29,15 +30,13 @@ import { EXIT, UsageError } from './exit-codes.ts';
 import { isStdio, type Output } from './output.ts';
 import { paint, wantsColor } from './render.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
-import { USAGE, type OptionValues } from './usage.ts';
+import type { OptionValues } from './usage.ts';
 
 const SETTINGS_FLAGS = ['thinking', 'web-search', 'web-fetch', 'no-web-search', 'no-web-fetch'] as const;
 const DELIVERY_FLAGS = ['queue', 'steer', 'interrupt'] as const;
 
-function need(positionals: string[], count: number, what: string): string[] {
-  if (positionals.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
-  return positionals;
-}
+/** "; bedrock help send shows its usage" after a usage error: one line, not the whole usage. */
+const seeHelp = (command: string) => `; bedrock help ${command} shows its usage`;
 
 export async function dispatch(
   command: string,
@@ -63,8 +62,8 @@ export async function dispatch(
   try {
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
     if (given.length && !['chat', 'new', 'settings'].includes(command))
-      throw new UsageError(`--${given[0]} applies to chat, new and settings\n\n${USAGE}`);
-    if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls\n\n${USAGE}`);
+      throw new UsageError(`--${given[0]} applies to chat, new and settings${seeHelp(command)}`);
+    if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls${seeHelp(command)}`);
     const adminFlag = (
       [
         'admin',
@@ -83,27 +82,27 @@ export async function dispatch(
         'reset',
       ] as const
     ).find((f) => values[f] !== undefined);
-    if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin\n\n${USAGE}`);
-    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork\n\n${USAGE}`);
+    if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin${seeHelp(command)}`);
+    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork${seeHelp(command)}`);
     if (
       values.yes &&
       command !== 'rm' &&
       !(command === 'ws' && rest[0] === 'rm') &&
       !(command === 'admin' && rest[0] === 'users' && rest[1] === 'delete')
     )
-      throw new UsageError(`--yes applies to rm, ws rm and admin users delete\n\n${USAGE}`);
+      throw new UsageError(`--yes applies to rm, ws rm and admin users delete${seeHelp(command)}`);
     const wsFlag = (['git', 'copy', 'with-conversations'] as const).find((f) => values[f] !== undefined && values[f] !== false);
-    if (wsFlag && command !== 'ws') throw new UsageError(`--${wsFlag} applies to ws\n\n${USAGE}`);
+    if (wsFlag && command !== 'ws') throw new UsageError(`--${wsFlag} applies to ws${seeHelp(command)}`);
     if (values.workspace !== undefined && !(command === 'new' || (command === 'chat' && !rest[0])))
-      throw new UsageError(`--workspace applies to new and chat without an id (a conversation keeps its workspace)\n\n${USAGE}`);
+      throw new UsageError(`--workspace applies to new and chat without an id (a conversation keeps its workspace)${seeHelp(command)}`);
     const delivery = DELIVERY_FLAGS.filter((f) => values[f]);
-    if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send\n\n${USAGE}`);
-    if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt\n\n${USAGE}`);
+    if (delivery.length && command !== 'send') throw new UsageError(`--${delivery[0]} applies to send${seeHelp(command)}`);
+    if (delivery.length > 1) throw new UsageError(`choose one of --queue, --steer and --interrupt${seeHelp(command)}`);
     const settingsFlags = parseSettingsFlags(values);
     const creating = command === 'new' || (command === 'chat' && !rest[0]);
     if (creating && settingsFlags.disable.length)
       throw new UsageError(
-        `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings\n\n${USAGE}`,
+        `a new conversation has no web tools unless asked for: --no-web-search and --no-web-fetch apply to chat ID and settings${seeHelp(command)}`,
       );
     const policy = retryPolicyFromEnv(env);
     const ctx: Ctx = {
@@ -127,16 +126,30 @@ export async function dispatch(
           ),
       },
       following,
+      width: isStdio(output) && process.stdout.isTTY ? process.stdout.columns : undefined,
+    };
+    /** A conversation id, whole or a short unique prefix (resolveId). */
+    const idOf = (given: string) => resolveId(ctx, given);
+    const optionalId = async (given: string | undefined) => (given === undefined ? undefined : idOf(given));
+    const need = (positionals: string[], count: number, what: string): string[] => {
+      if (positionals.length !== count) throw new UsageError(`expected ${what}${seeHelp(command)}`);
+      return positionals;
     };
     const code = await (async (): Promise<number> => {
       switch (command) {
         case 'chat':
-          if (rest.length > 1) throw new UsageError(`expected at most one conversation id\n\n${USAGE}`);
+          if (rest.length > 1) throw new UsageError(`expected at most one conversation id${seeHelp(command)}`);
           // Where it works is checked before anything is asked of the server.
           if (!rest[0]) placementOf(values);
           return await (
             await import('./chat.ts')
-          ).chat(ctx, { id: rest[0], cwd: values.cwd, workspace: values.workspace, model: values.model, settings: settingsFlags });
+          ).chat(ctx, {
+            id: await optionalId(rest[0]),
+            cwd: values.cwd,
+            workspace: values.workspace,
+            model: values.model,
+            settings: settingsFlags,
+          });
         case 'new':
           need(rest, 0, 'no arguments (use --workspace, --cwd, --model, --from)');
           if (values.cwd !== undefined || values.workspace !== undefined) placementOf(values);
@@ -144,42 +157,47 @@ export async function dispatch(
             cwd: values.cwd,
             workspace: values.workspace,
             model: values.model,
-            from: values.from,
+            from: await optionalId(values.from),
             settings: settingsFlags,
           });
         case 'ws':
           return await (await import('./workspaces.ts')).ws(ctx, rest, values);
         case 'settings':
-          return await settings(ctx, need(rest, 1, 'a conversation id')[0]!, settingsFlags);
+          return await settings(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), settingsFlags);
         case 'ls':
           need(rest, 0, 'no arguments');
-          return await list(ctx, { all: values.all, parent: values.parent, archived: values.archived, search: values.search });
+          return await list(ctx, {
+            all: values.all,
+            parent: await optionalId(values.parent),
+            archived: values.archived,
+            search: values.search,
+          });
         case 'show':
-          return await show(ctx, need(rest, 1, 'a conversation id')[0]!);
+          return await show(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'rename': {
           const [id, title] = need(rest, 2, 'a conversation id and the title (quote it)');
-          return await rename(ctx, id!, title!);
+          return await rename(ctx, await idOf(id!), title!);
         }
         case 'rm':
-          return await remove(ctx, need(rest, 1, 'a conversation id')[0]!, values.yes);
+          return await remove(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), values.yes);
         case 'fork':
-          return await fork(ctx, need(rest, 1, 'a conversation id')[0]!, forkPoint(values.at));
+          return await fork(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), forkPoint(values.at));
         case 'send': {
           const [id, given] =
             values.file !== undefined
               ? need(rest, 1, 'a conversation id (the text comes from --file)')
               : need(rest, 2, 'a conversation id and the text (quote it; - reads it from stdin)');
           const text = await messageText(given, values.file);
-          return await send(ctx, id!, text, { images: values.image ?? [], wait: values.wait, delivery: delivery[0] });
+          return await send(ctx, await idOf(id!), text, { images: values.image ?? [], wait: values.wait, delivery: delivery[0] });
         }
         case 'watch':
-          return await watch(ctx, need(rest, 1, 'a conversation id')[0]!);
+          return await watch(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'cancel':
         case 'approve':
         case 'deny':
         case 'downgrade':
         case 'continue':
-          return await action(ctx, command, need(rest, 1, 'a conversation id')[0]!);
+          return await action(ctx, command, await idOf(need(rest, 1, 'a conversation id')[0]!));
         case 'token':
           return (await import('./token.ts')).token(rest, output);
         case 'admin':
@@ -187,13 +205,13 @@ export async function dispatch(
         case 'usage':
           return await (await import('./spend.ts')).usage(rest, values, env, output);
         default:
-          throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
+          throw new UsageError(`unknown command "${command}"${seeHelp(command)}`);
       }
     })();
     return abort.signal.aborted ? EXIT.interrupted : code;
   } catch (err) {
     if (abort.signal.aborted) return EXIT.interrupted;
-    output.err(`${paint(errColor, 'red', 'bedrock:')} ${describeError(err)}\n`);
+    output.err(`${paint(errColor, 'red', 'bedrock:')} ${describeError(err, env)}\n`);
     return exitCodeOf(err);
   } finally {
     process.off('SIGINT', onSigint);

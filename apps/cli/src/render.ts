@@ -37,7 +37,7 @@ import {
   usageExtras,
   type ServerToolView,
 } from '@bedrock/agent-view/agent-content';
-import { formatTokens, modeLine } from '@bedrock/agent-view/format';
+import { formatTokens, modeLine, relativeTime } from '@bedrock/agent-view/format';
 import { safeOutput, type Output } from './output.ts';
 import { cleanStrings, stripControls } from './terminal-text.ts';
 
@@ -45,6 +45,8 @@ export { stdio, type Output } from './output.ts';
 
 /** How people's output looks. */
 export interface RenderOptions {
+  /** `show`: each message starts with its sequence number (`#12`), which `fork --at` takes. */
+  readonly numbered?: boolean;
   /** Leave the model's thinking out (--hide-thinking). */
   readonly hideThinking?: boolean;
   /** ANSI styles on stdout: only when it is a terminal and NO_COLOR is not set (wantsColor). */
@@ -287,7 +289,17 @@ function thinkingLines(block: ContentBlock, options: RenderOptions): string[] | 
  * One message as transcript lines. `next` is the message after it: the error message that
  * follows a refusal is said in the refusal's marker (and returns nothing itself).
  */
-export function renderMessage(raw: Message, options: RenderOptions = {}, context: { previous?: Message; next?: Message } = {}): string {
+/** Tool results by their call's id, to print each under its call; the ids printed so are added to `shown`. */
+interface PairedResults {
+  readonly byCall: ReadonlyMap<string, { content: string; cancelled: boolean; isError: boolean }>;
+  readonly shown: Set<string>;
+}
+
+export function renderMessage(
+  raw: Message,
+  options: RenderOptions = {},
+  context: { previous?: Message; next?: Message; results?: PairedResults } = {},
+): string {
   // The model's and tools' text without terminal controls (terminal-text.ts).
   const m = cleanStrings(raw);
   const lines: string[] = [];
@@ -310,10 +322,17 @@ export function renderMessage(raw: Message, options: RenderOptions = {}, context
       case 'image':
         lines.push(`${who}: [image ${block.block.value.mediaType}, ${block.block.value.data.length} bytes]`);
         break;
-      case 'toolUse':
+      case 'toolUse': {
         lines.push(`tool ${paint(options.color, 'bold', block.block.value.name)} ${short(block.block.value.inputJson)}`);
+        const result = context.results?.byCall.get(block.block.value.id);
+        if (result) {
+          lines.push(...toolResultLines(cleanStrings(result), options));
+          context.results!.shown.add(block.block.value.id);
+        }
         break;
+      }
       case 'toolResult':
+        if (context.results?.shown.has(block.block.value.toolUseId)) break;
         lines.push(...toolResultLines(block.block.value, options));
         break;
       case 'serverTool':
@@ -350,7 +369,22 @@ export function renderMessage(raw: Message, options: RenderOptions = {}, context
 
 /** Messages as transcript lines (a refusal and the error message after it said once). */
 export function renderMessages(messages: readonly Message[], options: RenderOptions = {}): string {
-  return messages.map((m, i) => renderMessage(m, options, { previous: messages[i - 1], next: messages[i + 1] })).join('');
+  // Each tool's result under its own call (a turn of several calls: call, result, call, result).
+  const byCall = new Map<string, { content: string; cancelled: boolean; isError: boolean }>();
+  for (const m of messages)
+    if (m.type === MessageType.TOOL)
+      for (const b of m.content) if (b.block.case === 'toolResult') byCall.set(b.block.value.toolUseId, b.block.value);
+  const results: PairedResults = { byCall, shown: new Set() };
+  return messages
+    .map((m, i) => {
+      let text = renderMessage(m, options, { previous: messages[i - 1], next: messages[i + 1], results });
+      if (!options.numbered) return text;
+      // A results message said under its calls still shows its number: `fork --at` may name it.
+      if (!text && m.type === MessageType.TOOL) text = dim('(tool results: under their calls above)\n', options);
+      // The number on the message's first line; the lines under it as they are (tool output stays aligned).
+      return text ? `#${m.sequence} ${text}` : '';
+    })
+    .join('');
 }
 
 /** "restricted (read-only, sandboxed)", "unrestricted (full access: files and network)", "unrestricted only (no sandbox here)". */
@@ -380,19 +414,54 @@ function textOf(m: Message): string {
   return m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join('\n');
 }
 
-/** Titles in listings: cut to this many characters (with "…"), padded so that the directories line up. */
-const LIST_TITLE_CHARS = 48;
+/** Titles in listings: at most this many characters (with "…"), fewer when the terminal is narrow. */
+const LIST_TITLE_CHARS = 60;
 
-function listTitle(c: Conversation): string {
-  const chars = Array.from(c.title || '(no title yet)');
-  const title = chars.length > LIST_TITLE_CHARS ? `${chars.slice(0, LIST_TITLE_CHARS - 1).join('')}…` : chars.join('');
-  return title + ' '.repeat(LIST_TITLE_CHARS - Array.from(title).length);
+const chars = (s: string) => Array.from(s).length;
+/** `s` in at most `n` characters: cut at the end ("Speed up th…"), or for a directory at the start ("…/src/app"). */
+function fit(s: string, n: number, from: 'end' | 'start' = 'end'): string {
+  const a = Array.from(s);
+  if (a.length <= n) return s;
+  if (n <= 1) return '…'.slice(0, n);
+  return from === 'end' ? `${a.slice(0, n - 1).join('')}…` : `…${a.slice(a.length - n + 1).join('')}`;
 }
+const pad = (s: string, n: number) => s + ' '.repeat(Math.max(0, n - chars(s)));
 
-export function renderConversationLine(raw: Conversation): string {
-  const c = cleanStrings(raw);
-  const updated = c.updatedAt ? new Date(Number(c.updatedAt.seconds) * 1000).toISOString().replace('.000Z', 'Z') : '';
-  return `${c.id}  ${stateName(c.state?.kind).padEnd(22)} ${modeName(c.mode).padEnd(12)} ${updated}  ${listTitle(c)}  ${c.cwd}\n`;
+/**
+ * `ls` as a table with a header: id, state, mode, when it last changed ("3 min ago"), title and
+ * directory, within `width` columns (the terminal's; none given: titles cut at 60 characters,
+ * directories whole). Titles, then directories, give way to a narrow terminal.
+ */
+export function renderConversationTable(raw: readonly Conversation[], layout: { width?: number; now: number }): string {
+  if (raw.length === 0) return '';
+  const rows = raw.map((r) => {
+    const c = cleanStrings(r);
+    return [
+      c.id,
+      stateName(c.state?.kind),
+      modeName(c.mode),
+      c.updatedAt ? relativeTime(Number(c.updatedAt.seconds) * 1000, layout.now) : '',
+      c.title || '(no title yet)',
+      c.cwd,
+    ];
+  });
+  const header = ['ID', 'STATE', 'MODE', 'CHANGED', 'TITLE', 'DIRECTORY'];
+  const widths = header.map((h, i) => Math.max(chars(h), ...rows.map((r) => chars(r[i]!))));
+  widths[4] = Math.min(widths[4]!, LIST_TITLE_CHARS);
+  if (layout.width !== undefined) {
+    // What the first four columns leave (two spaces between columns), shared by title and directory.
+    const room = layout.width - 1 - (widths[0]! + widths[1]! + widths[2]! + widths[3]! + 5 * 2);
+    if (widths[4]! + widths[5]! > room) {
+      widths[5] = Math.max(chars('DIRECTORY'), Math.min(widths[5]!, Math.floor(room * 0.4)));
+      widths[4] = Math.max(chars('TITLE'), room - widths[5]!);
+    }
+  }
+  const line = (cells: string[]) =>
+    `${cells
+      .map((cell, i) => (i === 5 ? fit(cell, widths[5]!, 'start') : pad(fit(cell, widths[i]!), widths[i]!)))
+      .join('  ')
+      .trimEnd()}\n`;
+  return line(header) + rows.map(line).join('');
 }
 
 /** `show`'s list of a conversation's sub-agents: each one's id (to open it), state in words and title. */

@@ -12,7 +12,7 @@ import { cacheReadPercent, formatUsd, parseUsd, spendAgainst } from '@bedrock/ag
 import { apiTransport, connect } from './connection.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
-import { USAGE, type OptionValues } from './usage.ts';
+import type { OptionValues } from './usage.ts';
 
 /** The options of `admin limits`. */
 export const LIMIT_FLAGS = ['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset'] as const;
@@ -53,26 +53,29 @@ function print(output: Output, json: boolean, u: UserUsage): number {
 
 /** `bedrock usage`: the caller's own figures. */
 export async function usage(rest: string[], values: OptionValues, env: NodeJS.ProcessEnv, output: Output): Promise<number> {
-  if (rest.length > 0) throw new UsageError(`expected no arguments after usage\n\n${USAGE}`);
+  if (rest.length > 0) throw new UsageError(`expected no arguments after usage; bedrock help usage shows its usage`);
   const res = await connect(env).getUsage({});
   return print(output, values.json, res.usage!);
 }
 
 function whole(text: string, flag: string): number {
-  if (!/^\d{1,9}$/.test(text)) throw new UsageError(`--${flag} takes a whole number (0: no limit), not "${text}"\n\n${USAGE}`);
+  if (!/^\d{1,9}$/.test(text))
+    throw new UsageError(`--${flag} takes a whole number (0: no limit), not "${text}"; bedrock help admin shows its usage`);
   return Number(text);
 }
 
 function dollars(text: string, flag: string): bigint {
   const micros = parseUsd(text);
   if (micros === undefined)
-    throw new UsageError(`--${flag} takes an amount in USD such as 5 or 2.50 (0: no budget), not "${text}"\n\n${USAGE}`);
+    throw new UsageError(
+      `--${flag} takes an amount in USD such as 5 or 2.50 (0: no budget), not "${text}"; bedrock help admin shows its usage`,
+    );
   return BigInt(micros);
 }
 
 /** `bedrock admin limits USER [...]`: without a limit flag shows the user's figures, else sets what is given. */
 export async function adminLimits(args: string[], values: OptionValues, env: NodeJS.ProcessEnv, output: Output): Promise<number> {
-  if (args.length !== 1) throw new UsageError(`expected the user id after admin limits\n\n${USAGE}`);
+  if (args.length !== 1) throw new UsageError(`expected the user id after admin limits; bedrock help admin shows its usage`);
   const userId = args[0]!;
   const client = createClient(AdminService, apiTransport(env));
   const change = {
@@ -83,7 +86,7 @@ export async function adminLimits(args: string[], values: OptionValues, env: Nod
     ...(values.conversations !== undefined ? { maxConversations: whole(values.conversations, 'conversations') } : {}),
   };
   if (values.reset && Object.keys(change).length > 0)
-    throw new UsageError(`--reset returns every limit to the defaults: give no other limit with it\n\n${USAGE}`);
+    throw new UsageError(`--reset returns every limit to the defaults: give no other limit with it; bedrock help admin shows its usage`);
   if (!values.reset && Object.keys(change).length === 0) {
     const res = await client.getUserLimits({ userId });
     return print(output, values.json, res.usage!);

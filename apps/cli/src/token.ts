@@ -2,7 +2,6 @@
 import { generateToken, hashToken } from '@bedrock/platform/server';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
-import { USAGE } from './usage.ts';
 
 export function token(rest: string[], output: Output): number {
   const [sub, token] = rest;
@@ -15,5 +14,5 @@ export function token(rest: string[], output: Output): number {
     output.out(`${hashToken(token)}\n`);
     return EXIT.ok;
   }
-  throw new UsageError(`expected "token new" or "token hash TOKEN"\n\n${USAGE}`);
+  throw new UsageError(`expected "token new" or "token hash TOKEN"; bedrock help token shows its usage`);
 }

@@ -124,6 +124,8 @@ export async function followTurn(options: TurnOptions): Promise<ConversationStat
   let startedState = false;
   /** Persisted user message ids seen, and whether a rest state followed each. */
   let lastUser: string | undefined;
+  /** The sent message has been seen: from here on the events are this turn's. */
+  let ownTurn = false;
   try {
     if (options.after !== undefined && options.after > 0n) {
       started = options.start();
@@ -139,9 +141,15 @@ export async function followTurn(options: TurnOptions): Promise<ConversationStat
         }
         continue;
       }
-      options.onEvent(event);
       if (event.kind.case === 'messagePersisted' && event.kind.value.message?.type === MessageType.USER)
         lastUser = event.kind.value.message.id;
+      // The watch's snapshot may be older than the send (web-bff shares snapshots among
+      // watchers): what follows it until the sent message is the turn before, already said.
+      if (sentId !== undefined && !ownTurn) {
+        if (lastUser !== sentId) continue;
+        ownTurn = true;
+      }
+      options.onEvent(event);
       if (event.kind.case !== 'stateChanged') continue;
       const state = event.kind.value.state;
       if (!state || !waitsForUser(state.kind) || !startedState) continue;

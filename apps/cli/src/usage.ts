@@ -25,16 +25,18 @@ export const USAGE = `usage: bedrock <command> [options]
                                       asks on a terminal
   settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived] [--search TEXT]
-                                      list conversations with their titles (sub-agents
-                                      with --parent; --search: titles containing TEXT)
-  show ID [--full]                    the conversation, its sub-agents and its messages
-                                      (--json: everything)
+                                      your conversations as a table: id, state, mode, last
+                                      change, title, directory (sub-agents with --parent;
+                                      --search: titles containing TEXT)
+  show ID [--full]                    the conversation, its sub-agents and its messages,
+                                      numbered (#SEQ; --json: everything)
   rename ID TITLE                     give the conversation a title of your own
   rm ID [--yes]                       delete the conversation with its sub-agents and
                                       messages (refused while it works: cancel first); asks
                                       on a terminal, --yes deletes without asking
   fork ID [--at SEQ]                  a new conversation with a copy of the history up to
-                                      message SEQ (default: all of it), in the same
+                                      message SEQ (the #SEQ before each message in
+                                      bedrock show ID; default: all of it), in the same
                                       directory, Restricted; prints its id
   send ID TEXT|- [--image FILE]... [--wait] [--queue|--steer|--interrupt]
   send ID --file PATH [--image FILE]... [--wait] [--queue|--steer|--interrupt]
@@ -47,6 +49,7 @@ export const USAGE = `usage: bedrock <command> [options]
   watch ID                            stream the conversation's events
   cancel ID | approve ID | deny ID | downgrade ID | continue ID
   token new | token hash TOKEN        make a bearer token / the line for BEDROCK_TOKENS_FILE
+  help [COMMAND]                      all commands, or one with its options
   acp                                 be an agent for an editor: ACP on stdin and stdout
                                       (Zed, JetBrains; docs/cli.md)
   admin users add ID [--admin] [--display-name NAME] | admin users list | admin users disable ID
@@ -65,6 +68,8 @@ export const USAGE = `usage: bedrock <command> [options]
                                       the audit log, newest first: who approved, denied,
                                       cancelled, deleted, changed users and tokens, and when
 
+  ID: a conversation's id, or its first characters when no other of yours starts so (b8ac)
+
   SETTINGS: --thinking off|low|medium|high|max (default: the server's), --web-search,
   --web-fetch (turn on; the server must allow them), --no-web-search, --no-web-fetch
 
@@ -73,7 +78,8 @@ export const USAGE = `usage: bedrock <command> [options]
   --full        every line of tool output (default: the first 10, a count, the last 5)
   --hide-thinking  leave the model's thinking out of the output
   --json        machine output (NDJSON events; JSON objects)
-  --help        this text
+  --help        this text (bedrock help COMMAND, bedrock COMMAND --help: that command's)
+  --version     the CLI's version
 
 environment: BEDROCK_URL (default http://127.0.0.1:8080), BEDROCK_TOKEN (default: the
 embedded default's token in $BEDROCK_DATA_DIR/token, ~/.bedrock/token), BEDROCK_RETRY_FOR
@@ -86,6 +92,7 @@ exit codes: 0 ok, 1 turn ended in error, 2 usage, 3 rejected, 4 server error,
 export const OPTIONS = {
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
+  version: { type: 'boolean', default: false },
   cwd: { type: 'string' },
   model: { type: 'string' },
   from: { type: 'string' },

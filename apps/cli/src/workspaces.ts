@@ -16,7 +16,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { CreateWorkspaceRequestSchema } from '@bedrock/contracts';
 import type { Ctx } from './commands.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
-import { USAGE, type OptionValues } from './usage.ts';
+import type { OptionValues } from './usage.ts';
 
 /** Options that only `ws` takes. */
 export const WS_FLAGS = ['git', 'copy', 'with-conversations'] as const;
@@ -56,7 +56,7 @@ export function renderWorkspaces(workspaces: readonly Workspace[], now = Date.no
 }
 
 function need(args: string[], count: number, what: string): string[] {
-  if (args.length !== count) throw new UsageError(`expected ${what}\n\n${USAGE}`);
+  if (args.length !== count) throw new UsageError(`expected ${what}; bedrock help ws shows its usage`);
   return args;
 }
 
@@ -70,7 +70,7 @@ export async function ws(ctx: Ctx, rest: string[], values: OptionValues): Promis
   const [sub, ...args] = rest;
   const only = (allowed: readonly (typeof WS_FLAGS)[number][]) => {
     const extra = WS_FLAGS.find((f) => values[f] !== undefined && values[f] !== false && !allowed.includes(f));
-    if (extra) throw new UsageError(`--${extra} does not apply to ws ${sub}\n\n${USAGE}`);
+    if (extra) throw new UsageError(`--${extra} does not apply to ws ${sub}; bedrock help ws shows its usage`);
   };
   const line = (value: unknown) => `${JSON.stringify(value)}\n`;
   switch (sub) {
@@ -78,7 +78,7 @@ export async function ws(ctx: Ctx, rest: string[], values: OptionValues): Promis
       only(['git', 'copy']);
       const [name] = need(args, 1, 'the new workspace\'s name (a-z, 0-9, ".", "_", "-")');
       if (values.git !== undefined && values.copy !== undefined)
-        throw new UsageError(`a workspace is a clone (--git URL) or a copy (--copy NAME), not both\n\n${USAGE}`);
+        throw new UsageError(`a workspace is a clone (--git URL) or a copy (--copy NAME), not both; bedrock help ws shows its usage`);
       const source: MessageInitShape<typeof CreateWorkspaceRequestSchema>['source'] =
         values.git !== undefined
           ? { case: 'gitUrl', value: values.git }
@@ -138,6 +138,6 @@ export async function ws(ctx: Ctx, rest: string[], values: OptionValues): Promis
       return EXIT.ok;
     }
     default:
-      throw new UsageError(`expected ws new NAME, ws ls or ws rm NAME\n\n${USAGE}`);
+      throw new UsageError(`expected ws new NAME, ws ls or ws rm NAME; bedrock help ws shows its usage`);
   }
 }

@@ -9,15 +9,18 @@ import { describe, expect, it } from '@jest/globals';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   ConversationEventSchema,
+  ConversationSchema,
   MessageSchema,
   MessageType,
+  Mode,
   ServerTool,
+  StateKind,
   StopReason,
   ThinkingLevel,
   TokenDeltaKind,
 } from '@bedrock/contracts';
 import { parseSettingsFlags } from '../src/commands.ts';
-import { createEventRenderer, renderMessages, renderSettings, type RenderOptions } from '../src/render.ts';
+import { createEventRenderer, renderConversationTable, renderMessages, renderSettings, type RenderOptions } from '../src/render.ts';
 import { run } from '../src/run.ts';
 
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
@@ -320,10 +323,13 @@ describe('settings flags', () => {
       code: 2,
       err: 'bedrock: --thinking extreme: use off, low, medium, high or max',
     });
-    expect(await attempt(['ls', '--thinking', 'low'])).toEqual({ code: 2, err: 'bedrock: --thinking applies to chat, new and settings' });
+    expect(await attempt(['ls', '--thinking', 'low'])).toEqual({
+      code: 2,
+      err: 'bedrock: --thinking applies to chat, new and settings; bedrock help ls shows its usage',
+    });
     expect(await attempt(['send', 'id', 'hi', '--web-search'])).toEqual({
       code: 2,
-      err: 'bedrock: --web-search applies to chat, new and settings',
+      err: 'bedrock: --web-search applies to chat, new and settings; bedrock help send shows its usage',
     });
     expect((await attempt(['new', '--no-web-search'])).code).toBe(2);
     expect((await attempt(['chat', '--no-web-fetch'])).code).toBe(2);
@@ -331,5 +337,90 @@ describe('settings flags', () => {
     expect((await attempt(['settings', 'id', '--web-search', '--no-web-search'])).code).toBe(2);
     // Valid flags get as far as the (absent) server: exit 4, not a usage error.
     expect((await attempt(['settings', 'id', '--thinking', 'low'])).code).toBe(4);
+  });
+});
+
+describe('show: numbers and tool results', () => {
+  const call = (id: string, command: string) => ({
+    block: { case: 'toolUse' as const, value: { id, name: 'bash', inputJson: JSON.stringify({ command }) } },
+  });
+  const result = (toolUseId: string, content: string, isError = false) => ({
+    block: { case: 'toolResult' as const, value: { toolUseId, content, isError } },
+  });
+  const turn = [
+    message({ id: 'u', sequence: 1n, type: MessageType.USER, content: [text('list and count')] }),
+    message({
+      id: 'a',
+      sequence: 2n,
+      type: MessageType.AGENT,
+      content: [call('t1', 'ls'), call('t2', 'wc -l x')],
+      stopReason: StopReason.TOOL_USE,
+    }),
+    message({ id: 't', sequence: 3n, type: MessageType.TOOL, content: [result('t1', 'a.txt\nb.txt'), result('t2', 'no such file', true)] }),
+    message({ id: 'b', sequence: 4n, type: MessageType.AGENT, content: [text('Done.')], stopReason: StopReason.END_TURN }),
+  ];
+
+  it("prints each tool's output under its own call", () => {
+    expect(renderMessages(turn)).toBe(
+      [
+        'user: list and count',
+        'tool bash {"command":"ls"}',
+        '    a.txt',
+        '    b.txt',
+        '  → ok',
+        'tool bash {"command":"wc -l x"}',
+        '  → error: no such file',
+        'agent: Done.',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('numbers each message with the sequence fork --at takes', () => {
+    expect(renderMessages(turn, { numbered: true })).toBe(
+      [
+        '#1 user: list and count',
+        '#2 tool bash {"command":"ls"}',
+        '    a.txt',
+        '    b.txt',
+        '  → ok',
+        'tool bash {"command":"wc -l x"}',
+        '  → error: no such file',
+        '#3 (tool results: under their calls above)',
+        '#4 agent: Done.',
+        '',
+      ].join('\n'),
+    );
+  });
+});
+
+describe('ls', () => {
+  const now = Date.UTC(2026, 10, 27, 12, 0, 0);
+  const conv = (id: string, title: string, minutesAgo: number, cwd = '/home/me/projects/bedrock/services/web') =>
+    create(ConversationSchema, {
+      id,
+      title,
+      cwd,
+      mode: Mode.RESTRICTED,
+      state: { kind: StateKind.IDLE },
+      updatedAt: { seconds: BigInt(Math.floor((now - minutesAgo * 60_000) / 1000)) },
+    });
+  const rows = [
+    conv('b8ac0000-0000-4000-8000-000000000001', 'Speed up the CI pipeline, which takes twenty minutes on every push to main', 3),
+    conv('0e1f0000-0000-4000-8000-000000000002', '', 130),
+  ];
+
+  it('is a table with a header and relative times, within the terminal width', () => {
+    const table = renderConversationTable(rows, { width: 100, now });
+    const lines = table.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^ID {36}STATE {2}MODE {8}CHANGED {4}TITLE +DIRECTORY$/);
+    expect(lines[1]).toMatch(/^b8ac0000-0000-4000-8000-000000000001 {2}idle {3}restricted {2}3 min ago {2}Speed up.*… {2}….*\/web$/);
+    expect(lines[2]).toMatch(/^0e1f0000-0000-4000-8000-000000000002 {2}idle {3}restricted {2}2 h ago {4}\(no title yet\) +….*\/web$/);
+    for (const l of lines) expect(Array.from(l).length).toBeLessThan(100);
+    // Not a terminal: titles cut at 60 characters, directories whole.
+    const wide = renderConversationTable(rows, { now });
+    expect(wide).toContain('/home/me/projects/bedrock/services/web');
+    expect(wide).toContain('Speed up the CI pipeline, which takes twenty minutes on eve…');
+    expect(renderConversationTable([], { now })).toBe('');
   });
 });

@@ -81,10 +81,12 @@ describe('titles in the CLI', () => {
       found.stdout
         .trim()
         .split('\n')
+        .slice(1)
         .map((l) => l.split('  ')[0]),
     ).toEqual([second, first]);
     expect(found.stdout).toContain('Flaky test hunt (CI)');
-    expect((await bedrock(['ls', '--search', 'PIPELINE'])).stdout.trim().split('\n')).toHaveLength(1);
+    // The header and one conversation.
+    expect((await bedrock(['ls', '--search', 'PIPELINE'])).stdout.trim().split('\n')).toHaveLength(2);
     expect((await bedrock(['ls', '--search', 'nothing of the sort'])).stdout).toBe('');
     // Another user finds none of it.
     expect((await bedrock(['ls', '--search', 'ci'], 'bob')).stdout).toBe('');

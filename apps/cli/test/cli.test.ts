@@ -203,6 +203,50 @@ describe('bedrock CLI', () => {
     );
   }, 60_000);
 
+  it('send --wait right after another send prints only its own turn', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    for (let i = 0; i < 3; i++) {
+      const hello = await bedrockBin(['send', id, 'hello', '--wait']);
+      expect(hello.code).toBe(0);
+      const tool = await bedrockBin(['send', id, 'run ls', '--wait']);
+      expect(tool.code).toBe(0);
+      // The previous turn's answer is not printed again before this one's.
+      expect(tool.stdout).not.toContain('Hello!');
+      expect(tool.stdout.match(/⏺ bash/g)).toHaveLength(1);
+      expect(tool.stdout).toMatch(/^⏺ bash/);
+    }
+  }, 90_000);
+
+  it('takes a short unique prefix wherever an id goes; an ambiguous one lists the matches; show numbers the messages', async () => {
+    const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
+    expect((await bedrock(['send', id.slice(0, 8), 'run ls', '--wait'])).code).toBe(0);
+    const shown = await bedrock(['show', id.slice(0, 6)]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout.split('\n')[1]).toBe(`${id}  /tmp  model ${shown.stdout.split('model ')[1]!.split('\n')[0]}`);
+    // Only what `show` takes: no slug beside the id.
+    expect(shown.stdout).not.toMatch(new RegExp(`${id} \\(`));
+    expect(shown.stdout).toMatch(/^#1 user: run ls$/m);
+    expect(shown.stdout).toMatch(/^#2 tool bash \{"command":"ls"\}\n {4}a\.txt\n {4}b\.txt\n {2}→ ok$/m);
+    expect(shown.stdout).toMatch(/^#4 agent: listed$/m);
+    const fork = await bedrock(['fork', id.slice(0, 8), '--at', '3']);
+    expect(fork.code).toBe(0);
+    // Every conversation id starts with one of 16 hex digits: with enough of them, a one-digit prefix fits several.
+    const all = (await bedrock(['ls', '--all', '--archived', '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).id as string);
+    const digit = [...'0123456789abcdef'].find((d) => all.filter((i) => i.startsWith(d)).length > 1);
+    if (digit) {
+      const ambiguous = await bedrock(['show', digit]);
+      expect(ambiguous.code).toBe(2);
+      expect(ambiguous.stderr).toMatch(new RegExp(`^bedrock: "${digit}" fits more than one conversation: ${digit}[0-9a-f-]{35} `));
+      expect(ambiguous.stderr).toContain('give more of the id');
+    }
+    const none = await bedrock(['watch', 'fffffffff']);
+    expect(none.code).toBe(3);
+    expect(none.stderr).toContain('no conversation of yours has an id starting with "fffffffff"');
+  }, 60_000);
+
   it('send --wait --json prints NDJSON events; watch --json streams them', async () => {
     const id = (await bedrock(['new', '--cwd', '/tmp'])).stdout.trim();
     const watcher = spawn(BIN, ['watch', id, '--json'], {
@@ -232,6 +276,8 @@ describe('bedrock CLI', () => {
     const busy = await bedrock(['send', id, 'again']);
     expect(busy.code).toBe(3);
     expect(busy.stderr).toMatch(/FailedPrecondition: .*busy/i);
+    // What to do about it: the delivery modes.
+    expect(busy.stderr).toMatch(/--queue .*--steer .*--interrupt/);
     const cancelled = await bedrock(['cancel', id]);
     expect(cancelled.code).toBe(0);
     expect(cancelled.stdout).toMatch(/cancelling|idle/);
@@ -348,9 +394,16 @@ describe('bedrock CLI', () => {
     expect(missing.stderr).toMatch(/NotFound/);
     const wrongToken = await bedrock(['ls'], { BEDROCK_TOKEN: 'nope' });
     expect(wrongToken.code).toBe(3);
-    expect(wrongToken.stderr).toMatch(/Unauthenticated/);
+    expect(wrongToken.stderr).toMatch(/Unauthenticated: .*the token in BEDROCK_TOKEN was refused/);
+    // No token at all: the line says where it looked.
+    const noToken = await bedrock(['ls'], { BEDROCK_TOKEN: undefined, BEDROCK_DATA_DIR: '/nonexistent/data' });
+    expect(noToken.code).toBe(3);
+    expect(noToken.stderr).toContain('no token: BEDROCK_TOKEN is not set and /nonexistent/data/token does not exist');
     const down = await bedrockBin(['ls'], { BEDROCK_URL: 'http://127.0.0.1:9' });
     expect(down.code).toBe(4);
+    // In the user's words, naming the address (not a service's internal name).
+    expect(down.stderr).toContain('cannot reach the Bedrock server at http://127.0.0.1:9');
+    expect(down.stderr).not.toContain('web-bff');
   }, 60_000);
 
   it('chat streams turns, asks y/n on an upgrade request and quits on end of input', async () => {

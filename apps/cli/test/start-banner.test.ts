@@ -1,9 +1,12 @@
 /**
  * `npm start`'s banner prints a `bedrock` command to try (scripts/start.ts): it must work as
- * printed, pasted into a shell in another directory, with a data directory other than the
- * default (the CLI finds the token through BEDROCK_DATA_DIR) and the CLI not installed.
+ * printed, pasted into a bare shell in another directory, with a data directory other than the
+ * default (the CLI finds the token through BEDROCK_DATA_DIR) and the CLI not installed (npm's
+ * `node_modules/.bin` is on the PATH of `npm start`, not on the user's). SIGTERM stops it in
+ * under 2 s while a watch is open; a busy port is one line naming the setting that moves it.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -31,11 +34,12 @@ it("the banner's Try line runs as printed, with a custom BEDROCK_DATA_DIR, from 
   const dataDir = mkdir('bedrock-banner-data-');
   const home = mkdir('bedrock-banner-home-');
   const elsewhere = mkdir('bedrock-banner-cwd-');
-  // Node on the PATH, not the workspace's node_modules/.bin: `bedrock` is not installed.
+  // The user's PATH has Node, not the workspace's node_modules/.bin: `bedrock` is not installed.
   const path = `${dirname(process.execPath)}:/usr/bin:/bin`;
   product = spawn(process.execPath, ['--import', 'tsx', resolve('scripts/start.ts')], {
     env: {
-      PATH: path,
+      // As `npm start` runs it: npm's node_modules/.bin (with this checkout's `bedrock`) first.
+      PATH: `${resolve('node_modules/.bin')}:${path}`,
       HOME: home,
       BEDROCK_DATA_DIR: dataDir,
       BEDROCK_PORT: '0',
@@ -55,13 +59,76 @@ it("the banner's Try line runs as printed, with a custom BEDROCK_DATA_DIR, from 
   }
   const tryLine = /^ {2}Try: {6}(.*)$/m.exec(banner)?.[1];
   expect(tryLine).toContain(`BEDROCK_DATA_DIR=${dataDir}`);
+  expect(tryLine).not.toMatch(/(^|[ (])bedrock /);
   expect(banner).toContain('npm install -g ./apps/cli');
-  // Pasted into a shell whose environment knows nothing of the product.
-  const ran = await new Promise<{ code: number; stdout: string; stderr: string }>((done) =>
-    execFile('bash', ['-c', tryLine!], { env: { PATH: path, HOME: home }, cwd: elsewhere, timeout: 60_000 }, (err, stdout, stderr) =>
-      done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
-    ),
-  );
-  expect(ran.stderr).not.toMatch(/Unauthenticated/);
+  // Pasted into a bare shell (no profile, no rc) whose environment knows nothing of the product.
+  const shell = (line: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((done) =>
+      execFile(
+        'bash',
+        ['--noprofile', '--norc', '-c', line],
+        { env: { PATH: path, HOME: home }, cwd: elsewhere, timeout: 60_000 },
+        (err, stdout, stderr) => done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+      ),
+    );
+  const ran = await shell(tryLine!);
+  expect(ran.stderr).not.toMatch(/Unauthenticated|command not found/);
   expect(ran).toMatchObject({ code: 0, stdout: expect.stringContaining('⏺ bash {"command":"ls"}') });
+
+  // A watch stays open (as a browser's would); SIGTERM still ends the product in under 2 s.
+  const cli = tryLine!.slice(tryLine!.indexOf('$(') + 2, tryLine!.indexOf(' new '));
+  const id = (await shell(`${cli} ls --json | head -1`)).stdout;
+  const conversationId = (JSON.parse(id) as { id: string }).id;
+  // BEDROCK_RETRY_FOR=0: the watch ends (rather than resumes) once the product is gone.
+  const watcher = spawn('bash', ['--noprofile', '--norc', '-c', `${cli} watch ${conversationId}`], {
+    env: { PATH: path, HOME: home, BEDROCK_RETRY_FOR: '0' },
+    cwd: elsewhere,
+  });
+  let watching = '';
+  watcher.stderr.on('data', (d: Buffer) => (watching += d.toString()));
+  watcher.stdout.resume();
+  while (!watching.includes('watching')) {
+    if (Date.now() > until) throw new Error(`no watch: ${watching}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const exited = new Promise((r) => product!.once('exit', r));
+  const watchEnded = new Promise((r) => watcher.once('exit', r));
+  const stopping = Date.now();
+  product.kill('SIGTERM');
+  await exited;
+  expect(Date.now() - stopping).toBeLessThan(2000);
+  await watchEnded;
+}, 120_000);
+
+it('a busy port is one line naming it and the setting that moves it, exit 1', async () => {
+  const dataDir = mkdir('bedrock-busy-data-');
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  const port = (busy.address() as AddressInfo).port;
+  try {
+    const ran = await new Promise<{ code: number | null; stderr: string }>((done) => {
+      const p = spawn(process.execPath, ['--import', 'tsx', resolve('scripts/start.ts')], {
+        env: {
+          PATH: process.env.PATH,
+          HOME: dataDir,
+          BEDROCK_DATA_DIR: dataDir,
+          BEDROCK_PORT: String(port),
+          BEDROCK_GRPC_PORT: '0',
+          ANTHROPIC_API_KEY: '',
+          LOG_LEVEL: 'error',
+        },
+        cwd: resolve('.'),
+      });
+      let stderr = '';
+      p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      p.stdout.resume();
+      p.on('exit', (code) => done({ code, stderr }));
+    });
+    expect(ran.code).toBe(1);
+    expect(ran.stderr.trim()).toBe(
+      `bedrock: port ${port} is already in use (another program, or another npm start, listens on it); set BEDROCK_PORT to a free port, e.g. BEDROCK_PORT=${port + 10} npm start`,
+    );
+  } finally {
+    busy.close();
+  }
 }, 120_000);

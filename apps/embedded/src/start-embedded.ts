@@ -26,6 +26,9 @@ export function defaultDataDir(env: Record<string, string | undefined> = process
   return env.BEDROCK_DATA_DIR || join(homedir(), '.bedrock');
 }
 
+/** How long web-bff's listeners drain at a stop before open watches end (BEDROCK_SHUTDOWN_GRACE unset). */
+export const EMBEDDED_SHUTDOWN_GRACE_MS = 500;
+
 /** The local user of the embedded default. */
 export const LOCAL_USER = 'local';
 
@@ -155,7 +158,13 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     // The public ports (BEDROCK_PORT, BEDROCK_GRPC_PORT) bind where BEDROCK_HOST says, by default on this machine only.
     const bff = createWebBff(
       readWebBffConfig(env, {
-        server: { host: env.BEDROCK_HOST || '127.0.0.1', metricsPort: 0 },
+        // No load balancer drains this process: open watches (a browser's, a CLI's) end after a
+        // short grace on Ctrl-C or SIGTERM, not the services' 10 s (BEDROCK_SHUTDOWN_GRACE sets it).
+        server: {
+          host: env.BEDROCK_HOST || '127.0.0.1',
+          metricsPort: 0,
+          ...(env.BEDROCK_SHUTDOWN_GRACE ? {} : { shutdownGrace: EMBEDDED_SHUTDOWN_GRACE_MS }),
+        },
         transport: { kind: 'memory' },
         upstream: { conversationUrls: [conversation.grpcUrl] },
         // The local user administers this installation (bedrock admin users|tokens).

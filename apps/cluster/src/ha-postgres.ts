@@ -199,26 +199,21 @@ export async function startHaPostgres(options: HaPostgresOptions): Promise<HaPos
     },
     async waitHealthy(timeoutMs = 90_000) {
       let leader: HaNode | undefined;
-      await waitFor('a primary with every standby streaming synchronously', timeoutMs, async () => {
+      await waitFor('a primary with a synchronous standby and every standby streaming', timeoutMs, async () => {
         leader = await ha.primary();
         if (!leader) return false;
-        const client = new pg.Client({ host: '127.0.0.1', port: leader.port, user: 'postgres', database: 'postgres' });
-        client.on('error', () => undefined);
-        try {
-          await client.connect();
-          const { rows } = await client.query<{ n: string }>(
-            "SELECT count(*) AS n FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')",
-          );
-          // Patroni names one synchronous standby (synchronous_node_count 1); the others are potential.
-          const { rows: all } = await client.query<{ n: string }>(
-            "SELECT count(*) AS n FROM pg_stat_replication WHERE state = 'streaming'",
-          );
-          return Number(rows[0]!.n) >= 1 && Number(all[0]!.n) === nodes.length - 1;
-        } catch {
-          return false;
-        } finally {
-          await client.end().catch(() => undefined);
-        }
+        // Patroni's view (the /sync key in etcd), not only pg_stat_replication: a failover
+        // after a crash goes only to a member Patroni has recorded as synchronous.
+        const res = await fetch(`http://127.0.0.1:${leader.restPort}/cluster`).catch(() => undefined);
+        if (!res?.ok) return false;
+        const { members = [] } = (await res.json()) as { members?: Array<{ name: string; role: string; state: string }> };
+        const standbys = members.filter((m) => m.name !== leader!.name);
+        return (
+          members.some((m) => m.name === leader!.name && m.role === 'leader') &&
+          standbys.length === nodes.length - 1 &&
+          standbys.some((m) => m.role === 'sync_standby') &&
+          standbys.every((m) => m.state === 'streaming' || m.state === 'running')
+        );
       });
       return leader!;
     },

@@ -22,7 +22,8 @@ import type { ServiceProcess } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
 import { OwnRedis } from './own-redis.ts';
 
-export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis';
+/** `postgres`: kill -9 of the primary's postmaster (startChaos's `killPostgresPrimary`; pg-failover.e2e.test.ts). */
+export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis' | 'postgres';
 export const FAULT_KINDS: readonly FaultKind[] = ['tool-runner', 'llm-gateway', 'conversation', 'redis'];
 
 export interface FaultOutcome {
@@ -61,7 +62,16 @@ function textsOf(message: MessagesRequestBody['messages'][number]): string[] {
   return message.content.flatMap((b) => (b.type === 'text' && b.text !== undefined ? [b.text] : []));
 }
 
-export async function startChaos(label: string, options: { conversations?: number; log?: (line: string) => void } = {}): Promise<Chaos> {
+export interface ChaosOptions {
+  readonly conversations?: number;
+  readonly log?: (line: string) => void;
+  /** The cluster's database (default: a new database on the local PostgreSQL). */
+  readonly databaseUrl?: string;
+  /** The `postgres` fault: kills the primary, says what it killed. */
+  readonly killPostgresPrimary?: () => Promise<string>;
+}
+
+export async function startChaos(label: string, options: ChaosOptions = {}): Promise<Chaos> {
   const count = options.conversations ?? 20;
   const log = options.log ?? ((line: string) => console.log(line));
   const redis = new OwnRedis(await freePort());
@@ -73,7 +83,7 @@ export async function startChaos(label: string, options: { conversations?: numbe
 
   let e: E2e;
   try {
-    e = await startE2e(label, { redisUrl: redis.url });
+    e = await startE2e(label, { redisUrl: redis.url, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) });
   } catch (err) {
     await redis.kill();
     throw err;
@@ -249,6 +259,16 @@ export async function startChaos(label: string, options: { conversations?: numbe
           at = Date.now();
           await redis.kill();
           await redis.start();
+          const rest = await untilRest(at);
+          return { fault: kind, restMs: rest, held };
+        }
+        case 'postgres': {
+          if (!options.killPostgresPrimary) throw new Error('the postgres fault needs startChaos({ killPostgresPrimary })');
+          // Mid-turn: tools running, their results and LLM answers being applied and committed.
+          await mid('half the first tools started', () => firstToolsStarted() >= count / 2);
+          held = `${await busyCount()} busy conversations`;
+          at = Date.now();
+          held += `; killed ${await options.killPostgresPrimary()}`;
           const rest = await untilRest(at);
           return { fault: kind, restMs: rest, held };
         }

@@ -78,6 +78,8 @@ const GONE = new Set(['25006', '57P01', '57P02', '57P03']);
 /** Finds the read-write host of a list; shared by the connections of one pool. */
 export class PrimaryLocator {
   private current: PgHost | undefined;
+  /** The last host found read-write, kept when forgotten: to tell a move from the first find. */
+  private last: PgHost | undefined;
   private finding: Promise<PgHost> | undefined;
 
   constructor(
@@ -110,8 +112,8 @@ export class PrimaryLocator {
       for (const host of order) {
         const verdict = await this.probe(host);
         if (verdict === 'read-write') {
-          const previous = this.current;
-          this.current = host;
+          const previous = this.last;
+          this.current = this.last = host;
           if (previous !== host) this.options.onPrimary?.({ host: label(host), previous: previous && label(previous) });
           return host;
         }

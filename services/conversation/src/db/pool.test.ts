@@ -63,6 +63,49 @@ describe('createPool with several hosts', () => {
     }
   });
 
+  const twoHosts = () => {
+    const admin = new URL(ADMIN_URL);
+    return `postgres://${admin.username}@127.0.0.1:${deadPort},${admin.hostname}:${admin.port || 5432}${admin.pathname}`;
+  };
+
+  it('drops a connection whose server turned read-only (25006) and looks for the primary again', async () => {
+    const pool = createPool({ connectionString: twoHosts(), max: 2 });
+    try {
+      const client = await pool.connect();
+      expect(pool.locator?.primary).toBeDefined();
+      // As a demoted primary answers: every write refused as read-only.
+      await client.query('SET default_transaction_read_only = on');
+      await expect(client.query('CREATE TEMP TABLE t (x int)')).rejects.toMatchObject({ code: '25006' });
+      expect(pool.locator?.primary).toBeUndefined();
+      client.release();
+      // Discarded, not reused: the next query gets a new read-write connection.
+      expect(pool.totalCount).toBe(0);
+      const { rows } = await pool.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro");
+      expect(rows[0]!.ro).toBe('off');
+      expect(pool.locator?.primary).toBeDefined();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('drops a connection the server ended (57P01, as on a demotion) and forgets its host', async () => {
+    const pool = createPool({ connectionString: twoHosts(), max: 2 });
+    pool.on('error', () => undefined);
+    try {
+      const client = await pool.connect();
+      client.on('error', () => undefined);
+      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+      await expect(client.query('SELECT 1')).rejects.toThrow();
+      expect(pool.locator?.primary).toBeUndefined();
+      client.release();
+      expect(pool.totalCount).toBe(1);
+      expect((await pool.query<{ n: number }>('SELECT 1 AS n')).rows[0]!.n).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('fails after failoverWaitMs, naming every host, when none is read-write', async () => {
     const pool = createPool({ connectionString: `postgres://u@127.0.0.1:${deadPort},127.0.0.1:${deadPort}/db`, failoverWaitMs: 300 });
     try {

@@ -4,9 +4,11 @@
  * file) on a Patroni cluster of 2 nodes with synchronous replication (src/ha-postgres.ts), the
  * services given the multi-host DATABASE_URL. In the middle of a turn the primary's postmaster
  * is killed with SIGKILL; Patroni promotes the synchronous standby and the old primary comes back
- * as a standby (pg_rewind); then the same again the other way. After each failover every
- * conversation is at rest within 15 s; at the end no tool ran twice, every tool_use is answered
- * exactly once and every acknowledged user message is in its history, once.
+ * as a standby (pg_rewind); then the same again the other way. Then, all at rest, the primary is
+ * killed and every conversation is sent its next message at once, each retried with its
+ * request id until acknowledged. After each failover every conversation is at rest within 15 s;
+ * at the end no tool ran twice, every tool_use is answered exactly once and every acknowledged
+ * user message is in its history, once.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,25 +23,27 @@ let chaos: Chaos;
 const outcomes: Array<FaultOutcome & { promotedMs: number }> = [];
 let promotedMs = 0;
 
+/** kill -9 of the primary's postmaster; Patroni's part (until another node answers read-write) is measured alongside. */
+async function killPrimary(): Promise<string> {
+  const primary = (await ha.primary())!;
+  const at = Date.now();
+  process.kill(ha.postmasterPid(primary), 'SIGKILL');
+  void (async () => {
+    for (;;) {
+      const now = await ha.primary();
+      if (now && now !== primary) return (promotedMs = Date.now() - at);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return `the postmaster of ${primary.name}, the primary`;
+}
+
 beforeAll(async () => {
   haDir = mkdtempSync(join(tmpdir(), 'bedrock-pg-failover-'));
   ha = await startHaPostgres({ dir: haDir, scope: `pg-failover-${process.pid}` });
   chaos = await startChaos('pgfail', {
     databaseUrl: ha.url(`bedrock_e2e_pgfail_${process.pid}`),
-    async killPostgresPrimary() {
-      const primary = (await ha.primary())!;
-      const at = Date.now();
-      process.kill(ha.postmasterPid(primary), 'SIGKILL');
-      // Patroni's part, measured alongside: until another node answers read-write.
-      void (async () => {
-        for (;;) {
-          const now = await ha.primary();
-          if (now && now !== primary) return (promotedMs = Date.now() - at);
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      })();
-      return `the postmaster of ${primary.name}, the primary`;
-    },
+    killPostgresPrimary: killPrimary,
   });
 }, 300_000);
 
@@ -75,11 +79,21 @@ describe('Postgres failover with 20 live conversations', () => {
     240_000,
   );
 
+  it('acknowledges every message sent through a failover (retried with its request id), and its turn runs', async () => {
+    const before = await ha.waitHealthy(120_000);
+    promotedMs = 0;
+    const outcome = await chaos.sendThrough(killPrimary);
+    outcomes.push({ ...outcome, promotedMs });
+    console.log(`sends through the failover: ${outcome.retries} retried`);
+    expect((await ha.primary())!.name).not.toBe(before.name);
+    expect(outcome.restMs).toBeLessThanOrEqual(15_000);
+  }, 240_000);
+
   it('ran no tool twice, answered every tool_use exactly once, and kept every acknowledged user message once', async () => {
     const { problems, toolCalls, interrupted, lost, ledgerLines } = await chaos.check();
     console.log(`${toolCalls} tool calls, ${ledgerLines} ledger lines, ${interrupted} answered interrupted, ${lost} answered lost`);
     expect(problems).toEqual([]);
-    // Tools did run, during both turns.
-    expect(ledgerLines).toBeGreaterThan(20 * 2);
+    // Tools did run, during all three turns.
+    expect(ledgerLines).toBeGreaterThan(20 * 3);
   }, 60_000);
 });

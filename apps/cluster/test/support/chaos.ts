@@ -40,6 +40,12 @@ export interface Chaos {
   /** Runs one turn on every conversation and injects `fault` in the middle of it. */
   fault(kind: FaultKind): Promise<FaultOutcome>;
   /**
+   * With every conversation at rest: `kill()`, then at once the next turn's message to every
+   * conversation, each retried with the same request id until acknowledged (a retry after a
+   * lost answer is applied once). Waits until every conversation is at rest again.
+   */
+  sendThrough(kill: () => Promise<string>): Promise<FaultOutcome & { retries: number }>;
+  /**
    * Redis commands per second of the whole cluster over `ms`: idle, or with every conversation
    * running a long tool (`busy`). Each command name with its rate, highest first.
    */
@@ -273,6 +279,32 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           return { fault: kind, restMs: rest, held };
         }
       }
+    },
+
+    async sendThrough(kill) {
+      await untilRest(Date.now());
+      turn++;
+      const at = Date.now();
+      const killed = await kill();
+      let retries = 0;
+      await Promise.all(
+        ids.map(async (id) => {
+          const requestId = `chaos-${label}-turn-${turn}-${id}`;
+          for (;;) {
+            try {
+              await e.client.sendMessage({ conversationId: id, text: `turn ${turn}`, requestId });
+              break;
+            } catch (err) {
+              retries++;
+              if (Date.now() - at > 60_000) throw err;
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+          sent.get(id)!.push(`turn ${turn}`);
+        }),
+      );
+      const rest = await untilRest(at);
+      return { fault: 'postgres', restMs: rest, held: `killed ${killed}, then sent turn ${turn} to ${count} conversations`, retries };
     },
 
     async redisLoad(ms, busy) {

@@ -8,7 +8,7 @@
  * in place). scripts/ensure-patroni.sh installs Patroni and etcd (Debian packages). Postgres
  * refuses to run as root, so as root everything runs as the `postgres` user.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -99,6 +99,8 @@ export async function startHaPostgres(options: HaPostgresOptions): Promise<HaPos
   };
   own(dir);
   own(join(dir, 'logs'));
+  if (user && spawnSync('test', ['-w', dir, '-a', '-x', dir], { uid: user.uid, gid: user.gid }).status !== 0)
+    throw new Error(`${dir} is out of reach of the postgres user (a parent folder is closed to it): choose a folder it can reach`);
 
   const children: ChildProcess[] = [];
   const nodes: HaNode[] = [];

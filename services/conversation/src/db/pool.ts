@@ -14,8 +14,8 @@
  *
  * Connections to a primary that went away are dropped: the server ends them (kill, demotion
  * and restart as a standby: 57P01), node-postgres marks such a client unusable and the pool
- * discards it, idle or not. A connection still open to a server that became read-only (25006)
- * is ended here, so the pool discards it too. Either way the host is forgotten and the next
+ * discards it, idle or not. A statement failing with 57P0x, or with 25006 (a server that
+ * became read-only), ends its connection here at once, so the pool discards it on release. Either way the host is forgotten and the next
  * connection looks again. The failed statement is not retried here: only the caller knows
  * whether it is safe (an event's job is redelivered by the queue; the applier is guarded by
  * the conversation's revision).
@@ -196,8 +196,9 @@ export function createPool(options: PoolOptions): FollowingPool {
       const code = (err as { code?: unknown } | null)?.code;
       if (typeof code !== 'string' || !GONE.has(code) || !this.target) return;
       locator.forget(this.target);
-      // Ended, the client is discarded by the pool on release instead of being reused.
-      if (code === '25006') void this.end().catch(() => undefined);
+      // Ended, the client is discarded by the pool on release instead of being reused (for
+      // 57P0x the server closes it too, but the error can reach the caller before the close).
+      void this.end().catch(() => undefined);
     }
 
     override query(...args: unknown[]): never {

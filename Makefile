@@ -17,8 +17,9 @@ setup: $(NODE_MODULES_STAMP) ## Install dependencies (npm ci), generate the prot
 gen: ## Generate TypeScript from proto/ with buf (local protoc-gen-es)
 	npm run gen
 
-services: ## Start PostgreSQL and Redis, install Chromium for the UI tests, kubectl for the manifests and btrfs-progs for the workspaces (each only if missing)
+services: ## Start PostgreSQL and Redis, install Chromium for the UI tests, kubectl for the manifests, btrfs-progs for the workspaces and Patroni and etcd for the failover tests (each only if missing)
 	bash scripts/ensure-services.sh
+	bash scripts/ensure-patroni.sh
 	bash scripts/ensure-btrfs.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-kubectl.sh
@@ -42,8 +43,8 @@ test: setup services lint ## Every suite; ends with "N passed, N failed"
 bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=name to pick some)
 	npx tsx bench/run.ts $(BENCH)
 
-cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs)
-	npx tsx scripts/cluster.ts up
+cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs); PG=ha: on a Patroni cluster of 2 synchronous nodes
+	BEDROCK_CLUSTER_PG=$(or $(PG),single) npx tsx scripts/cluster.ts up
 
 loadtest: setup services ## Ramp synthetic conversations through a local cluster until an objective breaks (ARGS="--max N --step 30s --report FILE"; docs/capacity.md)
 	npx tsx scripts/loadtest.ts $(ARGS)

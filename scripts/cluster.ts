@@ -1,7 +1,9 @@
 /**
  * `make cluster` / `make cluster-down`: the services as separate processes on this machine —
  * 2 conversation, 2 llm-gateway, 3 tool-runner, 1 web-bff — against the local PostgreSQL and
- * Redis (make starts them first). Logs in .bedrock/cluster/logs/, one file per process.
+ * Redis (make starts them first). `make cluster PG=ha` (BEDROCK_CLUSTER_PG=ha): against a
+ * Patroni cluster of its own instead (etcd + 2 nodes, synchronous replication; ha-postgres.ts),
+ * started and stopped by the supervisor. Logs in .bedrock/cluster/logs/, one file per process.
  *
  * `up` starts a small supervisor in the background (`supervise`, this script again) and
  * returns once the cluster is ready. The supervisor owns the processes: one that dies is
@@ -12,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startCluster, ROOT } from '@bedrock/cluster';
+import { startCluster, startHaPostgres, ROOT, type HaPostgres } from '@bedrock/cluster';
 import { createLogger } from '@bedrock/platform/server';
 
 const dir = process.env.BEDROCK_CLUSTER_DIR ?? join(ROOT, '.bedrock', 'cluster');
@@ -26,7 +28,12 @@ interface Ready {
   readonly processes: string[];
   readonly httpUrl: string;
   readonly grpcUrl: string;
+  /** PG=ha: the multi-host URL of the Patroni cluster the supervisor started. */
+  readonly databaseUrl?: string;
 }
+
+/** `make cluster PG=ha`: a Patroni cluster of our own (etcd + 2 synchronous nodes) instead of the local PostgreSQL. */
+const haPostgres = process.env.BEDROCK_CLUSTER_PG === 'ha';
 
 function alive(pid: number): boolean {
   try {
@@ -127,6 +134,8 @@ async function up(): Promise<void> {
   console.log(`Bedrock cluster is up: ${ready.processes.join(', ')}`);
   console.log(`  web UI and Connect API: ${ready.httpUrl}`);
   console.log(`  gRPC (h2c):             ${ready.grpcUrl}`);
+  if (ready.databaseUrl)
+    console.log(`  Postgres (Patroni, synchronous standby; logs in ${join(dir, 'postgres-ha', 'logs')}): ${ready.databaseUrl}`);
   console.log(`  logs:                   ${logDir} (supervisor.log: restarts)`);
   console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
   console.log(`  try: BEDROCK_URL=${ready.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
@@ -138,21 +147,40 @@ async function supervise(): Promise<void> {
   const logger = createLogger({ service: 'cluster-supervisor' });
   writeFileSync(supervisorPidFile, String(process.pid));
   let stopping: Promise<void> | undefined;
-  const starting = startCluster({
-    dir,
-    databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster',
-    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
-    ports: 'fixed',
-    supervise: true,
-    logger,
-  });
+  let ha: HaPostgres | undefined;
+  const starting = (async () => {
+    let databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster';
+    if (haPostgres) {
+      // A new Patroni cluster at every `up`: its data does not outlive `make cluster-down`.
+      const haDir = join(dir, 'postgres-ha');
+      rmSync(haDir, { recursive: true, force: true });
+      mkdirSync(pidDir, { recursive: true });
+      ha = await startHaPostgres({ dir: haDir, pidDir, scope: 'bedrock-cluster' });
+      databaseUrl = ha.url('bedrock_cluster');
+      logger.info({ databaseUrl, nodes: ha.nodes.map((n) => `${n.name}:${n.port}`) }, 'Patroni cluster is up');
+    }
+    try {
+      return await startCluster({
+        dir,
+        databaseUrl,
+        redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+        redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
+        ports: 'fixed',
+        supervise: true,
+        logger,
+      });
+    } catch (err) {
+      await ha?.stop();
+      throw err;
+    }
+  })();
   const stop = (signal: string) => {
     stopping ??= (async () => {
       logger.info({ signal }, 'stopping the cluster');
       // A signal while starting: stop what started (a failed start has stopped itself).
       const cluster = await starting.catch(() => undefined);
       await cluster?.stop();
+      await ha?.stop();
       rmSync(readyFile, { force: true });
       rmSync(supervisorPidFile, { force: true });
       logger.info('cluster stopped');
@@ -164,7 +192,12 @@ async function supervise(): Promise<void> {
   try {
     const cluster = await starting;
     if (stopping) return;
-    const ready: Ready = { processes: cluster.processes.map((p) => p.name), httpUrl: cluster.httpUrl, grpcUrl: cluster.grpcUrl };
+    const ready: Ready = {
+      processes: cluster.processes.map((p) => p.name),
+      httpUrl: cluster.httpUrl,
+      grpcUrl: cluster.grpcUrl,
+      ...(ha ? { databaseUrl: ha.url('bedrock_cluster') } : {}),
+    };
     writeFileSync(readyFile, JSON.stringify(ready));
     logger.info({ processes: ready.processes }, 'cluster is up; supervising');
   } catch (err) {

@@ -11,7 +11,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
+import { createPool, parsePostgresUrl } from '@bedrock/conversation/db-pool';
 import { generateServiceCredentials, type Logger } from '@bedrock/platform/server';
 import { freePort } from '@bedrock/platform/server';
 import { createRedisAclUsers, type RedisAclUsers } from '@bedrock/platform';
@@ -113,17 +113,18 @@ function writeServiceSecrets(dir: string): Cluster['secrets'] {
 }
 
 async function ensureDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
+  // Not `new URL()`: the URL may name several hosts (a Patroni cluster, ha-postgres.ts), and
+  // the pool of the conversation service (db/pool.ts) finds the read-write one.
+  const m = /^(postgres(?:ql)?:\/\/[^/?#]*)\/([^?#]*)(.*)$/i.exec(url);
+  if (!m) throw new Error(`not a postgres URL with a database: ${url}`);
+  const name = decodeURIComponent(m[2]!);
+  const pool = createPool({ connectionString: `${m[1]}/postgres${m[3]}`, max: 1 });
+  pool.on('error', () => undefined);
   try {
-    const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (rows.length === 0) await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+    const { rows } = await pool.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rows.length === 0) await pool.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
   } finally {
-    await client.end();
+    await pool.end();
   }
 }
 
@@ -204,7 +205,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   for (let i = 1; i <= replicas.gateway; i++) await add('llm-gateway', i, { BEDROCK_CONVERSATION_URL: conversationUrls }, 9480 + i);
   // Tools never reach the system's own endpoints: Postgres, Redis, every internal gRPC port.
   const denyPorts = [
-    Number(new URL(options.databaseUrl).port || 5432),
+    ...parsePostgresUrl(options.databaseUrl).hosts.map((h) => h.port),
     Number(new URL(options.redisUrl).port || 6379),
     ...conversationPorts,
     ...runnerPorts,

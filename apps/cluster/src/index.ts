@@ -1,2 +1,3 @@
 export * from './cluster.ts';
 export * from './service-process.ts';
+export * from './ha-postgres.ts';

@@ -12,7 +12,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import { createPool } from '@bedrock/conversation/db-pool';
 import { createMemoryTransport } from '@bedrock/platform';
 import { createLogger, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
 import { createConversationService, readConversationConfig } from '@bedrock/conversation';
@@ -87,7 +87,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   stops.push(() => tracing.shutdown());
   try {
     const postgres = env.DATABASE_URL
-      ? { pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 10 }), stop: async () => undefined }
+      ? // One host: a plain pg.Pool; several: it follows the read-write one (conversation.md, "Postgres failover").
+        { pool: createPool({ connectionString: env.DATABASE_URL, max: 10 }), stop: async () => undefined }
       : await startEmbeddedPostgres(join(dataDir, 'postgres'));
     stops.push(async () => {
       await postgres.stop();

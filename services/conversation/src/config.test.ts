@@ -97,8 +97,16 @@ describe('conversation config', () => {
     ).toEqual([
       'BEDROCK_GRPC_PORT="x" is invalid: expected a port 0..65535 (not an integer)',
       'BEDROCK_TRANSPORT="kafka" is invalid: expected one of redis, memory',
-      'DATABASE_URL="mysql://db/bedrock" is invalid: expected a postgres/postgresql URL (scheme mysql: not allowed)',
+      'DATABASE_URL="mysql://db/bedrock" is invalid: expected a postgres/postgresql URL (several hosts: h1:port,h2:port) (scheme mysql: not allowed)',
       'BEDROCK_DB_POOL_SIZE="0" is invalid: expected an integer 1..200 (out of range)',
+    ]);
+  });
+
+  it('takes a DATABASE_URL with several hosts (db/pool.ts follows the read-write one) and names a bad one', () => {
+    const url = 'postgres://bedrock@pg-0:5432,pg-1:5432/bedrock?target_session_attrs=read-write';
+    expect(readConversationConfig({ DATABASE_URL: url }).database.url).toBe(url);
+    expect(problems({ DATABASE_URL: 'postgres://pg-0,pg-1:99999/bedrock' })).toEqual([
+      'DATABASE_URL="postgres://pg-0,pg-1:99999/bedrock" is invalid: expected a postgres/postgresql URL (several hosts: h1:port,h2:port) (bad port in "pg-1:99999")',
     ]);
   });
 

@@ -31,6 +31,31 @@ import {
   type SettingType,
 } from '@bedrock/platform/config';
 import { SERVER_TOOLS, THINKING_LEVELS, isServerToolName, type ServerToolName } from './settings.ts';
+import { parsePostgresUrl } from './db/pool.ts';
+
+/**
+ * A postgres URL as `url()` checks it, or one naming several hosts as libpq allows
+ * (`postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write`, db/pool.ts).
+ */
+function postgresUrl(): SettingType<string> {
+  const single = url({ protocols: ['postgres', 'postgresql'] });
+  return {
+    expected: 'a postgres/postgresql URL (several hosts: h1:port,h2:port)',
+    schema: z.string().superRefine((raw, ctx) => {
+      if (!/^postgres(ql)?:\/\/([^@/?#]*@)?[^/?#]*,/i.test(raw)) {
+        const checked = single.schema.safeParse(raw);
+        if (!checked.success) for (const issue of checked.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
+        return;
+      }
+      try {
+        parsePostgresUrl(raw);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+    format: (value) => value.replace(/^(postgres(?:ql)?:\/\/[^:@/]*:)[^@/]*@/i, '$1***@'),
+  };
+}
 
 /** A comma-separated list of server tool names (blanks around commas ignored), each once, in SERVER_TOOLS order. */
 function serverToolList(): SettingType<readonly ServerToolName[]> {
@@ -93,9 +118,9 @@ export const conversationConfigSchema = section({
   }),
   transport: transportSection,
   database: section({
-    url: setting('DATABASE_URL', url({ protocols: ['postgres', 'postgresql'] }), {
+    url: setting('DATABASE_URL', postgresUrl(), {
       default: 'postgres://postgres@127.0.0.1:5432/bedrock',
-      doc: 'PostgreSQL connection string; migrations run at start-up (safe with several replicas).',
+      doc: 'PostgreSQL connection string; migrations run at start-up (safe with several replicas). Several hosts (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): every connection goes to the one that is read-write, and follows it after a failover (see "Postgres failover").',
     }),
     poolSize: setting('BEDROCK_DB_POOL_SIZE', int({ min: 1, max: 200 }), {
       default: 10,

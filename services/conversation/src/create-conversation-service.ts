@@ -3,7 +3,7 @@
  * and serves the internal API. `createConversationService(config, deps)` builds it; `start()` and
  * `stop()` run it; main.ts only reads the environment.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { QUEUE_CONVERSATION_EVENTS, health as healthPb } from '@bedrock/contracts';
@@ -31,6 +31,7 @@ import {
   type TokenEntry,
 } from '@bedrock/platform/server';
 import { registerConversationApi } from './api/conversation-api.ts';
+import { createPool } from './db/pool.ts';
 import { registerHistoryApi } from './api/history-api.ts';
 import { registerAdminApi } from './api/admin-api.ts';
 import { registerIdentityApi } from './api/identity-api.ts';
@@ -144,7 +145,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     started = true;
     // Read first: a missing or malformed peers file stops the service before it touches anything.
     const servicePeers = deps.servicePeers ?? (config.server.servicePeersFile ? readServicePeersFile(config.server.servicePeersFile) : []);
-    const pool = deps.pool ?? new pg.Pool({ connectionString: config.database.url, max: config.database.poolSize });
+    // One host: a plain pg.Pool. Several: every connection goes to the read-write one (db/pool.ts).
+    const pool =
+      deps.pool ??
+      createPool({
+        connectionString: config.database.url,
+        max: config.database.poolSize,
+        onPrimary: ({ host, previous }) =>
+          previous ? logger.warn({ host, previous }, 'Postgres primary moved') : logger.info({ host }, 'Postgres primary found'),
+      });
     pool.on('error', (err) => logger.error({ err }, 'idle Postgres connection failed'));
     const transport = deps.transport ?? createTransport(config.transport, logger);
 

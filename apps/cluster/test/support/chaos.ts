@@ -22,7 +22,8 @@ import type { ServiceProcess } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
 import { OwnRedis } from './own-redis.ts';
 
-export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis';
+/** `postgres`: kill -9 of the primary's postmaster (startChaos's `killPostgresPrimary`; pg-failover.e2e.test.ts). */
+export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis' | 'postgres';
 export const FAULT_KINDS: readonly FaultKind[] = ['tool-runner', 'llm-gateway', 'conversation', 'redis'];
 
 export interface FaultOutcome {
@@ -38,6 +39,12 @@ export interface Chaos {
   readonly ids: readonly string[];
   /** Runs one turn on every conversation and injects `fault` in the middle of it. */
   fault(kind: FaultKind): Promise<FaultOutcome>;
+  /**
+   * With every conversation at rest: `kill()`, then at once the next turn's message to every
+   * conversation, each retried with the same request id until acknowledged (a retry after a
+   * lost answer is applied once). Waits until every conversation is at rest again.
+   */
+  sendThrough(kill: () => Promise<string>): Promise<FaultOutcome & { retries: number }>;
   /**
    * Redis commands per second of the whole cluster over `ms`: idle, or with every conversation
    * running a long tool (`busy`). Each command name with its rate, highest first.
@@ -61,7 +68,16 @@ function textsOf(message: MessagesRequestBody['messages'][number]): string[] {
   return message.content.flatMap((b) => (b.type === 'text' && b.text !== undefined ? [b.text] : []));
 }
 
-export async function startChaos(label: string, options: { conversations?: number; log?: (line: string) => void } = {}): Promise<Chaos> {
+export interface ChaosOptions {
+  readonly conversations?: number;
+  readonly log?: (line: string) => void;
+  /** The cluster's database (default: a new database on the local PostgreSQL). */
+  readonly databaseUrl?: string;
+  /** The `postgres` fault: kills the primary, says what it killed. */
+  readonly killPostgresPrimary?: () => Promise<string>;
+}
+
+export async function startChaos(label: string, options: ChaosOptions = {}): Promise<Chaos> {
   const count = options.conversations ?? 20;
   const log = options.log ?? ((line: string) => console.log(line));
   const redis = new OwnRedis(await freePort());
@@ -73,7 +89,7 @@ export async function startChaos(label: string, options: { conversations?: numbe
 
   let e: E2e;
   try {
-    e = await startE2e(label, { redisUrl: redis.url });
+    e = await startE2e(label, { redisUrl: redis.url, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) });
   } catch (err) {
     await redis.kill();
     throw err;
@@ -252,7 +268,43 @@ export async function startChaos(label: string, options: { conversations?: numbe
           const rest = await untilRest(at);
           return { fault: kind, restMs: rest, held };
         }
+        case 'postgres': {
+          if (!options.killPostgresPrimary) throw new Error('the postgres fault needs startChaos({ killPostgresPrimary })');
+          // Mid-turn: tools running, their results and LLM answers being applied and committed.
+          await mid('half the first tools started', () => firstToolsStarted() >= count / 2);
+          held = `${await busyCount()} busy conversations`;
+          at = Date.now();
+          held += `; killed ${await options.killPostgresPrimary()}`;
+          const rest = await untilRest(at);
+          return { fault: kind, restMs: rest, held };
+        }
       }
+    },
+
+    async sendThrough(kill) {
+      await untilRest(Date.now());
+      turn++;
+      const at = Date.now();
+      const killed = await kill();
+      let retries = 0;
+      await Promise.all(
+        ids.map(async (id) => {
+          const requestId = `chaos-${label}-turn-${turn}-${id}`;
+          for (;;) {
+            try {
+              await e.client.sendMessage({ conversationId: id, text: `turn ${turn}`, requestId });
+              break;
+            } catch (err) {
+              retries++;
+              if (Date.now() - at > 60_000) throw err;
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+          sent.get(id)!.push(`turn ${turn}`);
+        }),
+      );
+      const rest = await untilRest(at);
+      return { fault: 'postgres', restMs: rest, held: `killed ${killed}, then sent turn ${turn} to ${count} conversations`, retries };
     },
 
     async redisLoad(ms, busy) {

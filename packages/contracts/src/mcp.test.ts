@@ -42,12 +42,16 @@ describe('the Restricted rule', () => {
   });
   it('runs a read-only tool of a sandboxed or trusted server in Restricted mode', () => {
     expect(mcpRestrictedRefusal({ name: 't', hints: { readOnlyHint: true } }, sandboxed, 'restricted')).toBeUndefined();
-    expect(mcpRestrictedRefusal({ name: 't', hints: { readOnlyHint: true } }, { ...unsandboxed, trusted: true }, 'restricted')).toBeUndefined();
+    expect(
+      mcpRestrictedRefusal({ name: 't', hints: { readOnlyHint: true } }, { ...unsandboxed, trusted: true }, 'restricted'),
+    ).toBeUndefined();
   });
   it('refuses an untrusted claim, a declared write and an unannotated tool, saying why', () => {
     expect(mcpRestrictedRefusal({ name: 't', hints: { readOnlyHint: true } }, unsandboxed, 'restricted')).toContain('not believed');
     expect(mcpRestrictedRefusal({ name: 't', hints: { readOnlyHint: false } }, sandboxed, 'restricted')).toContain('readOnlyHint: false');
     expect(mcpRestrictedRefusal({ name: 't' }, sandboxed, 'restricted')).toContain('counts as one that writes');
-    expect(mcpRestrictedRefusal({ name: 't', hints: { destructiveHint: false } }, sandboxed, 'restricted')).toContain('request_mode_upgrade');
+    expect(mcpRestrictedRefusal({ name: 't', hints: { destructiveHint: false } }, sandboxed, 'restricted')).toContain(
+      'request_mode_upgrade',
+    );
   });
 });

@@ -121,13 +121,8 @@ describe('server-everything', () => {
     const p = place('unrestricted');
     const progress: string[] = [];
     const short = spec('everything', [everything], { timeoutMs: 1500n });
-    const r = await host.call(
-      p,
-      short,
-      'mcp__everything__trigger-long-running-operation',
-      { duration: 3, steps: 6 },
-      ac().signal,
-      (t) => progress.push(t),
+    const r = await host.call(p, short, 'mcp__everything__trigger-long-running-operation', { duration: 3, steps: 6 }, ac().signal, (t) =>
+      progress.push(t),
     );
     expect(r.isError).toBe(false);
     expect(progress.length).toBeGreaterThanOrEqual(3);
@@ -238,7 +233,13 @@ describe('server-filesystem in a workspace (the view)', () => {
     expect(outside.isError).toBe(true);
     expect(outside.content).not.toContain('outside');
     // The same file through the same server outside a workspace (host-path, Restricted): readable.
-    const hostPath = await host.call(place('restricted'), fs, 'mcp__fs__read_text_file', { path: join(dir.path, 'secret.txt') }, ac().signal);
+    const hostPath = await host.call(
+      place('restricted'),
+      fs,
+      'mcp__fs__read_text_file',
+      { path: join(dir.path, 'secret.txt') },
+      ac().signal,
+    );
     expect(hostPath).toMatchObject({ isError: false, content: 'outside\n' });
     const write = await host.call(p, fs, 'mcp__fs__write_file', { path: join(ws.path, 'new.txt'), content: 'x' }, ac().signal);
     expect(write.content).toContain('not available in Restricted mode');

@@ -32,7 +32,8 @@ export async function runMcpTool(
   } catch (err) {
     return errorOutcome(`Invalid input for ${name}: not valid JSON (${(err as Error).message}).`);
   }
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) return errorOutcome(`Invalid input for ${name}: not a JSON object.`);
+  if (input === null || typeof input !== 'object' || Array.isArray(input))
+    return errorOutcome(`Invalid input for ${name}: not a JSON object.`);
   const tenancy = await tenancyOf(job, ctx);
   if ('error' in tenancy) return errorOutcome(tenancy.error);
   const outcome = await ctx.mcp.call(

@@ -31,6 +31,7 @@ export function mcpServerProblem(s: Pick<McpServerConfig, 'name' | 'command' | '
   }
   if (s.command.trim() === '') return 'the command is empty: give the program that starts the server';
   if (s.command.length > MCP_LIMITS.maxArgChars || s.command.includes('\0')) return 'the command is too long or holds a NUL';
+  if (s.command.includes('=')) return 'the command cannot contain "=" (put the program first; environment variables go in env)';
   if (s.args.length > MCP_LIMITS.maxArgs) return `at most ${MCP_LIMITS.maxArgs} arguments`;
   if (s.args.some((a) => a.length > MCP_LIMITS.maxArgChars || a.includes('\0'))) return 'an argument is too long or holds a NUL';
   const env = Object.entries(s.env);

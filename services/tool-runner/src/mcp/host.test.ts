@@ -277,3 +277,18 @@ describe('executeTool with an MCP job', () => {
     expect(other.content).toContain('Unknown tool');
   }, 60_000);
 });
+
+describe("a server's environment", () => {
+  it('reaches the server, never the root helper', async () => {
+    const p = place('unrestricted');
+    const withEnv = spec('everything', [everything], {});
+    withEnv.env = { BEDROCK_MCP_TEST_VAR: 'set-for-the-server', LD_PRELOAD: '/nonexistent/preload.so' };
+    const r = await host.call(p, withEnv, 'mcp__everything__get-env', {}, ac().signal);
+    expect(r.content).toContain('set-for-the-server');
+    const helperPid = host.pidOf(p.conversationId, 'everything')!;
+    expect(helperPid).toBeGreaterThan(0);
+    const helperEnv = readFileSync(`/proc/${helperPid}/environ`, 'utf8');
+    expect(helperEnv).not.toContain('BEDROCK_MCP_TEST_VAR');
+    expect(helperEnv).not.toContain('LD_PRELOAD');
+  }, 60_000);
+});

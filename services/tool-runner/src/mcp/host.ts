@@ -95,6 +95,7 @@ interface Session {
 }
 
 const STDERR_TAIL = 2000;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** A failure to start or talk to a server: the model reads `message`. */
 class ServerDown extends Error {}
@@ -160,15 +161,24 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       if (cgroupDir && sandbox.cgroups) sandbox.cgroups.release(cgroupDir);
     };
     const netRuleset = place.mode === 'restricted' ? undefined : await sandbox.netRuleset?.spec(sandbox.denyPorts);
+    // The server's own variables are set by `env` inside the sandbox, never given to the helper:
+    // it runs as root until it confines itself, and a variable such as LD_PRELOAD must not reach it.
+    const extra = Object.entries(spec.env);
+    if (extra.some(([k]) => !ENV_NAME.test(k))) throw new ServerDown('its environment has an invalid variable name');
+    if (extra.length > 0 && spec.command.includes('=')) throw new ServerDown('a command containing "=" cannot be given an environment');
+    const argv =
+      extra.length > 0
+        ? ['/usr/bin/env', '--', ...extra.map(([k, v]) => `${k}=${v}`), spec.command, ...spec.args]
+        : [spec.command, ...spec.args];
     const args = serverHelperArgs(sandbox, {
       mode: place.mode,
-      argv: [spec.command, ...spec.args],
+      argv,
       ...(user ? { user } : {}),
       ...(place.workspace ? { workspace: place.workspace } : {}),
       ...(cgroupDir && sandbox.cgroups ? { cgroupDirs: sandbox.cgroups.dirs(cgroupDir) } : {}),
       ...(netRuleset ? { netRuleset } : {}),
     });
-    const env = commandEnv(sandbox.baseEnv, { ...spec.env });
+    const env = commandEnv(sandbox.baseEnv);
     const transport = new StdioClientTransport({
       command: sandbox.helperPath,
       args,

@@ -278,6 +278,23 @@ describe('executeTool with an MCP job', () => {
   }, 60_000);
 });
 
+describe('the cap on servers', () => {
+  it('stops the least recently used idle server to start another', async () => {
+    const small = createMcpHost({ sandbox, capture: {}, ...MCP_HOST_DEFAULTS, maxServers: 1 });
+    try {
+      const fixtureSpec = spec('fixture', [join(fixtures, 'mcp-fixture-server.mjs')]);
+      const [a, b] = [place('unrestricted'), place('unrestricted')];
+      expect((await small.call(a, fixtureSpec, 'mcp__fixture__unannotated', {}, ac().signal)).isError).toBe(false);
+      expect((await small.call(b, fixtureSpec, 'mcp__fixture__unannotated', {}, ac().signal)).isError).toBe(false);
+      expect(small.size).toBe(1);
+      expect(small.pidOf(a.conversationId, 'fixture')).toBeUndefined();
+      expect(small.pidOf(b.conversationId, 'fixture')).toBeGreaterThan(0);
+    } finally {
+      await small.close();
+    }
+  }, 60_000);
+});
+
 describe("a server's environment", () => {
   it('reaches the server, never the root helper', async () => {
     const p = place('unrestricted');

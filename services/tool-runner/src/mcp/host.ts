@@ -33,6 +33,8 @@ export interface McpHostOptions {
   readonly idleMs: number;
   /** After a cancel, the server must answer a ping within this, ms, or it is killed. */
   readonly cancelGraceMs: number;
+  /** Servers running at once on this runner; starting one more stops the least recently used idle one. */
+  readonly maxServers: number;
 }
 
 export const MCP_HOST_DEFAULTS = {
@@ -40,6 +42,7 @@ export const MCP_HOST_DEFAULTS = {
   startTimeoutMs: 30_000,
   idleMs: 10 * 60_000,
   cancelGraceMs: 2_000,
+  maxServers: 256,
 } as const;
 
 /** Where and as whom a conversation's servers run. */
@@ -243,6 +246,7 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       if (existing && !existing.closed && existing.fingerprint === fingerprint) return [key, existing];
       // Dead, or started for another mode or configuration: replace it.
       if (existing) await stop(key, existing);
+      await makeRoom();
       const started = start(place, spec, fingerprint);
       starting.set(key, started);
       try {
@@ -253,6 +257,15 @@ export function createMcpHost(options: McpHostOptions): McpHost {
         starting.delete(key);
       }
     }
+  }
+
+  /** At the cap: stops the least recently used idle server, or refuses when every one is busy. */
+  async function makeRoom(): Promise<void> {
+    if (sessions.size + starting.size < options.maxServers) return;
+    let oldest: [string, Session] | undefined;
+    for (const entry of sessions) if (entry[1].busy === 0 && (!oldest || entry[1].lastUsed < oldest[1].lastUsed)) oldest = entry;
+    if (!oldest) throw new ServerDown(`this tool-runner already runs ${options.maxServers} MCP servers, all busy; try again later`);
+    await stop(...oldest);
   }
 
   async function toolsOf(s: Session): Promise<Tool[]> {

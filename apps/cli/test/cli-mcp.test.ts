@@ -42,14 +42,14 @@ describe('bedrock mcp', () => {
 
   it('reports bad names, duplicates and unknown servers', async () => {
     const bad = await bedrock(['mcp', 'add', 'Bad_Name', '--', 'x']);
-    expect(bad.code).not.toBe(0);
+    expect(bad.code).toBe(3);
     expect(bad.stderr).toContain('not valid');
     await bedrock(['mcp', 'add', 'dup', '--', 'x']);
     const dup = await bedrock(['mcp', 'add', 'dup', '--', 'x']);
-    expect(dup.code).not.toBe(0);
+    expect(dup.code).toBe(3);
     expect(dup.stderr).toContain('already have');
     const missing = await bedrock(['mcp', 'rm', 'nope']);
-    expect(missing.code).not.toBe(0);
+    expect(missing.code).toBe(3);
     expect(missing.stderr).toContain('no MCP server named "nope"');
     expect((await bedrock(['mcp', 'add'])).code).toBe(2);
   }, 60_000);

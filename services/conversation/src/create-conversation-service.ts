@@ -190,7 +190,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       logger,
     });
     const applier = createApplier({
-      mcpServers: (ownerId) => mcp.specsFor(ownerId),
+      mcpServers: (ownerId, conversationId) => mcp.specsFor(ownerId, conversationId),
       store,
       publisher,
       models,
@@ -308,7 +308,11 @@ export function createConversationService(config: ConversationConfig, deps: Conv
               });
             },
           });
-          registerMcpApi(router, { registry: mcp, userOf });
+          registerMcpApi(router, {
+            registry: mcp,
+            userOf,
+            ownsConversation: async (user, id) => (await store.get(id))?.ownerId === user,
+          });
           // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls (the audit log's reads too).
           const identities = createIdentityStore(pool);
           registerIdentityApi(router, { identities, oneUser: config.workspaces.hostPaths === 'on' && (deps.hostPathsOneUser ?? false) });

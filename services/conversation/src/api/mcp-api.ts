@@ -11,14 +11,27 @@ import { MCP_LIMITS, mcpServerProblem, toProto, type McpServerConfig } from '../
 export interface McpApiOptions {
   readonly registry: McpRegistry;
   readonly userOf: (ctx: HandlerContext) => string;
+  /** Whether the conversation is the user's own (another user's, or none: NOT_FOUND). */
+  readonly ownsConversation: (userId: string, conversationId: string) => Promise<boolean>;
 }
 
 export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): void {
   const { registry, userOf } = options;
+  /** The request's conversation, checked to be the caller's; '' for none. */
+  async function conversationOf(user: string, id: string): Promise<string> {
+    const conversationId = id.trim();
+    if (conversationId === '') return '';
+    if (conversationId.length > 512 || !(await options.ownsConversation(user, conversationId))) {
+      throw new ConnectError(`conversation ${conversationId} not found`, Code.NotFound);
+    }
+    return conversationId;
+  }
   router.service(McpService, {
     async addMcpServer(req, ctx) {
       const user = userOf(ctx);
+      const conversationId = await conversationOf(user, req.conversationId);
       const server: McpServerConfig = {
+        conversationId,
         name: req.name.trim(),
         command: req.command.trim(),
         args: req.args,
@@ -36,12 +49,17 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
         throw new ConnectError(`at most ${MCP_LIMITS.maxPerUser} MCP servers per user: remove one first`, Code.ResourceExhausted);
       }
       if (!(await registry.store.add(user, server))) {
-        throw new ConnectError(`you already have an MCP server named "${server.name}"`, Code.AlreadyExists);
+        throw new ConnectError(
+          `you already have an MCP server named "${server.name}"${conversationId ? ' for this conversation' : ''}`,
+          Code.AlreadyExists,
+        );
       }
       return create(AddMcpServerResponseSchema, { server: toProto(server) });
     },
-    async listMcpServers(_req, ctx) {
-      return create(ListMcpServersResponseSchema, { servers: (await registry.serversFor(userOf(ctx))).map(toProto) });
+    async listMcpServers(req, ctx) {
+      const user = userOf(ctx);
+      const conversationId = await conversationOf(user, req.conversationId);
+      return create(ListMcpServersResponseSchema, { servers: (await registry.serversFor(user, conversationId)).map(toProto) });
     },
     async removeMcpServer(req, ctx) {
       const name = req.name.trim();
@@ -51,8 +69,11 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
           Code.FailedPrecondition,
         );
       }
-      if (!(await registry.store.remove(userOf(ctx), name)))
-        throw new ConnectError(`you have no MCP server named "${name}"`, Code.NotFound);
+      const user = userOf(ctx);
+      const conversationId = await conversationOf(user, req.conversationId);
+      if (!(await registry.store.remove(user, name, conversationId))) {
+        throw new ConnectError(`you have no MCP server named "${name}"${conversationId ? ' for this conversation' : ''}`, Code.NotFound);
+      }
       return create(RemoveMcpServerResponseSchema, {});
     },
   });

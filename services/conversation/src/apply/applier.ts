@@ -84,7 +84,7 @@ export interface ApplierOptions {
    */
   readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
   /** The owner's MCP servers (mcp/registry.ts), read when a transition runs an MCP tool. Absent: none. */
-  readonly mcpServers?: (ownerId: string) => Promise<readonly McpServerSpec[]>;
+  readonly mcpServers?: (ownerId: string, conversationId: string) => Promise<readonly McpServerSpec[]>;
 }
 
 export interface Applier {
@@ -202,7 +202,7 @@ export function createApplier(options: ApplierOptions): Applier {
       first.kind === 'write' &&
       first.result.effects.some((e) => e.type === 'execute_tool' && isMcpToolName(e.name))
     ) {
-      mcp = await options.mcpServers(record.ownerId);
+      mcp = await options.mcpServers(record.ownerId, record.id);
       first = decide(record, event, traceContext, actor, null, mcp);
     }
     if (!options.reserve || first.kind !== 'write') return first;

@@ -20,9 +20,12 @@ export interface McpConversation {
 }
 
 export interface McpRegistry {
-  /** The operator's servers, then the owner's (a name the operator uses hides the owner's). */
-  serversFor(ownerId: string): Promise<McpServerConfig[]>;
-  specsFor(ownerId: string): Promise<McpServerSpec[]>;
+  /**
+   * The operator's servers, then the owner's for all conversations, then (given one) that
+   * conversation's own; a name already taken hides a later server of that name.
+   */
+  serversFor(ownerId: string, conversationId?: string): Promise<McpServerConfig[]>;
+  specsFor(ownerId: string, conversationId?: string): Promise<McpServerSpec[]>;
   /** The conversation's MCP tools; empty when it has no servers or no runner answers (logged). */
   toolsFor(conversation: McpConversation): Promise<McpToolDefinition[]>;
   readonly operator: readonly McpServerConfig[];
@@ -50,21 +53,26 @@ export function createMcpRegistry(options: McpRegistryOptions): McpRegistry {
   const client = transport ? createClient(McpHostService, transport) : undefined;
   const headers = options.serviceToken ? serviceCredentialHeaders(options.serviceToken) : {};
 
-  async function serversFor(ownerId: string): Promise<McpServerConfig[]> {
-    const own = await store.list(ownerId);
-    const taken = new Set(operator.map((s) => s.name));
-    return [...operator, ...own.filter((s) => !taken.has(s.name))];
+  async function serversFor(ownerId: string, conversationId = ''): Promise<McpServerConfig[]> {
+    const taken = new Set<string>();
+    const servers: McpServerConfig[] = [];
+    for (const s of [...operator, ...(await store.list(ownerId, conversationId))]) {
+      if (taken.has(s.name)) continue;
+      taken.add(s.name);
+      servers.push(s);
+    }
+    return servers;
   }
 
   return {
     operator,
     store,
     serversFor,
-    async specsFor(ownerId) {
-      return (await serversFor(ownerId)).map((s) => toSpec(s, options.defaultTimeoutMs));
+    async specsFor(ownerId, conversationId) {
+      return (await serversFor(ownerId, conversationId)).map((s) => toSpec(s, options.defaultTimeoutMs));
     },
     async toolsFor(c) {
-      const servers = (await serversFor(c.ownerId)).map((s) => toSpec(s, options.defaultTimeoutMs));
+      const servers = (await serversFor(c.ownerId, c.id)).map((s) => toSpec(s, options.defaultTimeoutMs));
       if (servers.length === 0 || !client) return [];
       try {
         const res = await client.listMcpTools(

@@ -17,6 +17,8 @@ export interface McpServerConfig {
   /** Per-call timeout, ms; 0: the service's default. */
   readonly timeoutMs: number;
   readonly source: 'operator' | 'user';
+  /** A user's server for one conversation only; '' for all of theirs (and for the operator's). */
+  readonly conversationId?: string;
 }
 
 /** Bounds of a server's definition (a row, a request). */
@@ -111,5 +113,6 @@ export function toProto(s: McpServerConfig): McpServer {
     source: s.source,
     trusted: s.trusted,
     timeoutMs: BigInt(s.timeoutMs),
+    conversationId: s.conversationId ?? '',
   });
 }

@@ -3,11 +3,13 @@
 -- its owner's tool user, so a row names a program and nothing more trusted than that.
 CREATE TABLE mcp_servers (
   owner_id    TEXT NOT NULL,
+  -- '' for all of the owner's conversations; else the one conversation it belongs to.
+  conversation_id TEXT NOT NULL DEFAULT '',
   name        TEXT NOT NULL,
   command     TEXT NOT NULL,
   args        JSONB NOT NULL DEFAULT '[]',
   env         JSONB NOT NULL DEFAULT '{}',
   timeout_ms  BIGINT NOT NULL DEFAULT 0,
   created_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
-  PRIMARY KEY (owner_id, name)
+  PRIMARY KEY (owner_id, conversation_id, name)
 );

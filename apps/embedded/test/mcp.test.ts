@@ -182,4 +182,23 @@ describe('MCP through the public API', () => {
     await mcp.removeMcpServer({ name: 'mine' });
     expect((await mcp.listMcpServers({})).servers.map((s) => s.name)).toEqual(['everything', 'fs']);
   }, 180_000);
+
+  it("limits a user's servers, counting a conversation's own apart", async () => {
+    const fail = async (p: Promise<unknown>) =>
+      ConnectError.from(
+        await p.then(
+          () => new Error('no error'),
+          (e: unknown) => e,
+        ),
+      ).code;
+    const names = Array.from({ length: 20 }, (_, i) => `s${i}`);
+    for (const name of names) await mcp.addMcpServer({ name, command: 'true' });
+    expect(await fail(mcp.addMcpServer({ name: 's20', command: 'true' }))).toBe(Code.ResourceExhausted);
+    await mcp.addMcpServer({ name: 'own', command: 'true', conversationId: id });
+    expect((await mcp.listMcpServers({ conversationId: id })).servers.map((s) => s.name)).toContain('own');
+    expect((await mcp.listMcpServers({})).servers.map((s) => s.name)).not.toContain('own');
+    expect(await fail(mcp.addMcpServer({ name: 'x', command: 'true', conversationId: 'not-a-conversation' }))).toBe(Code.NotFound);
+    for (const name of names) await mcp.removeMcpServer({ name });
+    await mcp.removeMcpServer({ name: 'own', conversationId: id });
+  }, 60_000);
 });

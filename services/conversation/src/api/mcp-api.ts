@@ -45,8 +45,11 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
       if (registry.operator.some((s) => s.name === server.name)) {
         throw new ConnectError(`the operator already provides a server named "${server.name}": choose another name`, Code.AlreadyExists);
       }
-      if ((await registry.store.count(user)) >= MCP_LIMITS.maxPerUser) {
-        throw new ConnectError(`at most ${MCP_LIMITS.maxPerUser} MCP servers per user: remove one first`, Code.ResourceExhausted);
+      if ((await registry.store.count(user, conversationId)) >= MCP_LIMITS.maxPerUser) {
+        throw new ConnectError(
+          `at most ${MCP_LIMITS.maxPerUser} MCP servers per user (and per conversation): remove one first`,
+          Code.ResourceExhausted,
+        );
       }
       if (!(await registry.store.add(user, server))) {
         throw new ConnectError(

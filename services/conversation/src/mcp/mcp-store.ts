@@ -9,7 +9,8 @@ export interface McpStore {
   add(ownerId: string, server: McpServerConfig): Promise<boolean>;
   /** False when there was none of that name there. */
   remove(ownerId: string, name: string, conversationId?: string): Promise<boolean>;
-  count(ownerId: string): Promise<number>;
+  /** The owner's servers for all conversations, or (given one) of that conversation. */
+  count(ownerId: string, conversationId?: string): Promise<number>;
 }
 
 interface Row {
@@ -56,8 +57,11 @@ export function createMcpStore(pool: pg.Pool): McpStore {
       ]);
       return rowCount === 1;
     },
-    async count(ownerId) {
-      const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM mcp_servers WHERE owner_id = $1', [ownerId]);
+    async count(ownerId, conversationId = '') {
+      const { rows } = await pool.query<{ n: string }>(
+        'SELECT count(*) AS n FROM mcp_servers WHERE owner_id = $1 AND conversation_id = $2',
+        [ownerId, conversationId],
+      );
       return Number(rows[0]?.n ?? 0);
     },
   };

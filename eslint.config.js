@@ -17,8 +17,9 @@ const pureCore = {
       {
         patterns: [
           {
-            regex: '^(?!\\.{1,2}/|@bedrock/contracts/tools$)',
-            message: 'The state machine is pure: import only sibling core files (and @bedrock/contracts/tools). I/O belongs in the shell.',
+            regex: '^(?!\\.{1,2}/|@bedrock/contracts/(?:tools|mcp)$)',
+            message:
+              'The state machine is pure: import only sibling core files (and @bedrock/contracts/tools and /mcp). I/O belongs in the shell.',
           },
         ],
       },

@@ -204,6 +204,8 @@ export async function dispatch(
           return await (await import('./admin.ts')).admin(rest, values, env, output);
         case 'usage':
           return await (await import('./spend.ts')).usage(rest, values, env, output);
+        case 'mcp':
+          return await (await import('./mcp.ts')).mcp(rest, values.json === true, env, output);
         default:
           throw new UsageError(`unknown command "${command}"${seeHelp(command)}`);
       }

@@ -23,6 +23,9 @@ export const USAGE = `usage: bedrock <command> [options]
                                       delete a workspace and its files (refused while
                                       conversations use it unless --with-conversations);
                                       asks on a terminal
+  mcp add NAME -- COMMAND [ARGS...]   add one of your MCP servers (stdio, run in the tool
+                                      sandbox); its tools are mcp__NAME__TOOL (docs/mcp.md)
+  mcp ls | mcp rm NAME                your MCP servers and the operator's / remove one of yours
   settings ID [SETTINGS]              show or change thinking and web tools
   ls [--all] [--parent ID] [--archived] [--search TEXT]
                                       your conversations as a table: id, state, mode, last

@@ -8,6 +8,8 @@
  * to any of them):
  *   `$ cmd` lines       one bash call per line, in order, then a reply summarising outputs
  *   `/write PATH` + text  patch overwrite of PATH with the following lines
+ *   `$mcp SERVER TOOL {json}` lines  one call per line of the MCP tool TOOL of server SERVER
+ *                       (as offered: `mcp__SERVER__TOOL`), input the JSON object (default {}), then a summary
  *   `/think TEXT`       a think call
  *   `/upgrade REASON`   request_mode_upgrade
  *   `/agents T1 | T2`   spawn_agents; as a sub-agent it runs each task's `$ ` lines and calls submit_result
@@ -55,6 +57,7 @@ export interface OfflineModelOptions {
 
 type Command =
   | { kind: 'bash'; commands: string[] }
+  | { kind: 'mcp'; calls: { server: string; tool: string; input: Record<string, unknown> | string }[] }
   | { kind: 'write'; path: string; text: string }
   | { kind: 'think'; thoughts: string }
   | { kind: 'upgrade'; reason: string }
@@ -87,6 +90,20 @@ export function parseOfflineCommand(text: string): Parsed {
   const after = at >= 0 ? lines.slice(at + 1) : [];
   const rest = (prefix: string) => first.slice(prefix.length).trim();
   let command: Command = { kind: 'help' };
+  const mcp = lines.flatMap((l) => {
+    const m = /^\$mcp\s+(\S+)\s+(\S+)\s*(.*)$/.exec(l.trim());
+    if (!m) return [];
+    let input: Record<string, unknown> | string = {};
+    if (m[3]!.trim() !== '') {
+      try {
+        const parsed: unknown = JSON.parse(m[3]!);
+        input = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : 'not a JSON object';
+      } catch (err) {
+        input = (err as Error).message;
+      }
+    }
+    return [{ server: m[1]!, tool: m[2]!, input }];
+  });
   const bash = lines
     .filter((l) => l.startsWith('$ '))
     .map((l) => l.slice(2).trim())
@@ -109,6 +126,8 @@ export function parseOfflineCommand(text: string): Parsed {
       .map((t) => t.trim())
       .filter(Boolean);
     if (tasks.length) command = { kind: 'agents', tasks };
+  } else if (mcp.length > 0) {
+    command = { kind: 'mcp', calls: mcp };
   } else if (bash.length > 0) {
     command = { kind: 'bash', commands: bash };
   } else if (inputTokens !== undefined && lines.every((l) => l.trim() === '')) {
@@ -156,6 +175,7 @@ function clip(text: string, max = 300): string {
 /** What the offline model answers to one request. */
 export function offlineReply(body: MessagesRequestBody, options: OfflineModelOptions = {}): ScriptedMessage {
   const tools = new Set((body.tools ?? []).map((t) => t.name));
+  const toolDefs = (body.tools ?? []) as readonly { name?: string; description?: string }[];
   const messages = body.messages;
   const base = {
     kind: 'message' as const,
@@ -223,6 +243,18 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
 
   const c = parsed.command;
   switch (c.kind) {
+    case 'mcp': {
+      const blocks: ScriptBlock[] = [];
+      for (const call of c.calls) {
+        const name = mcpToolOffered(toolDefs, call.server, call.tool);
+        if (!name) return unavailable(`MCP ${call.server} ${call.tool}`);
+        if (typeof call.input === 'string') {
+          return reply([{ type: 'text', text: `The input for ${call.server} ${call.tool} is not a JSON object (${call.input}).` }], usage);
+        }
+        blocks.push({ type: 'tool_use', name, input: call.input });
+      }
+      return reply([{ type: 'text', text: `Calling ${blocks.length} MCP tool(s).` }, ...blocks], usage);
+    }
     case 'bash':
       if (!tools.has('bash')) return unavailable('bash');
       return reply([{ type: 'text', text: `Running ${c.commands.length} command(s).` }, ...c.commands.map(bashCall)], usage);
@@ -377,4 +409,15 @@ export function offlineModelResponder(options: OfflineModelOptions = {}): Respon
     if (!request.body) return { kind: 'error', status: 400, errorType: 'invalid_request_error', message: 'invalid JSON body' };
     return offlineReply(request.body, options);
   };
+}
+
+/**
+ * The offered name of tool `tool` of MCP server `server`: `mcp__SERVER__TOOL`, or (a tool name
+ * the API does not allow, offered under a changed name) the server's tool whose description
+ * names it (`tool "TOOL"`, as the tool-runner describes MCP tools); undefined when not offered.
+ */
+function mcpToolOffered(tools: readonly { name?: string; description?: string }[], server: string, tool: string): string | undefined {
+  const exact = `mcp__${server}__${tool}`;
+  if (tools.some((t) => t.name === exact)) return exact;
+  return tools.find((t) => t.name?.startsWith(`mcp__${server}__`) && t.description?.includes(`tool "${tool}"`))?.name;
 }

@@ -32,6 +32,7 @@ import {
 } from '@bedrock/platform/config';
 import { SERVER_TOOLS, THINKING_LEVELS, isServerToolName, type ServerToolName } from './settings.ts';
 import { parsePostgresUrl } from './db/pool.ts';
+import { parseOperatorServers } from './mcp/servers.ts';
 
 /**
  * A postgres URL as `url()` checks it, or one naming several hosts as libpq allows
@@ -54,6 +55,20 @@ function postgresUrl(): SettingType<string> {
       }
     }),
     format: (value) => value.replace(/^(postgres(?:ql)?:\/\/[^:@/]*:)[^@/]*@/i, '$1***@'),
+  };
+}
+
+/** BEDROCK_MCP_SERVERS, kept as its text; refused at start-up when it does not parse. */
+function mcpServersJson(): SettingType<string> {
+  return {
+    expected: 'a JSON object of MCP servers by name',
+    schema: str().schema.superRefine((raw, ctx) => {
+      try {
+        parseOperatorServers(raw);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
   };
 }
 
@@ -162,6 +177,20 @@ export const conversationConfigSchema = section({
     checkCwd: setting('BEDROCK_CHECK_CWD', bool(), {
       default: true,
       doc: "With host paths on: CreateConversation refuses a working directory that is not an existing directory on this host; turn off only where this service cannot see the tool-runners' paths.",
+    }),
+  }),
+  /** MCP servers (docs/mcp.md). */
+  mcp: section({
+    servers: optionalSetting('BEDROCK_MCP_SERVERS', mcpServersJson(), {
+      doc: 'The operator\'s MCP servers, offered to every conversation: {"NAME": {"command": "...", "args": ["..."], "env": {"K": "V"}, "trusted": false, "timeoutMs": 300000}}. Each stdio server runs in the tool sandbox as the user\'s tool user, in the conversation\'s workspace and mode; `trusted` believes its readOnlyHint whatever the sandbox. Users add their own with McpService (`bedrock mcp add`).',
+    }),
+    timeout: setting('BEDROCK_MCP_TIMEOUT', duration({ min: 1000 }), {
+      default: 300_000,
+      doc: 'Timeout of one MCP tool call when its server sets none; each progress notification starts it again.',
+    }),
+    listTimeout: setting('BEDROCK_MCP_LIST_TIMEOUT', duration({ min: 1000 }), {
+      default: 60_000,
+      doc: "How long a request's MCP tool listing may take (servers are started for it); past it, the request goes without MCP tools.",
     }),
   }),
   /** Where conversations run (docs/workspaces.md). */

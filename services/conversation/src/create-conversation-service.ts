@@ -30,7 +30,7 @@ import {
   type MetricsServer,
   type TokenEntry,
 } from '@bedrock/platform/server';
-import { registerConversationApi } from './api/conversation-api.ts';
+import { registerConversationApi, userOf } from './api/conversation-api.ts';
 import { createPool } from './db/pool.ts';
 import { registerHistoryApi } from './api/history-api.ts';
 import { registerAdminApi } from './api/admin-api.ts';
@@ -54,6 +54,10 @@ import { createAuditStore } from './store/audit-store.ts';
 import { createLimitsStore } from './spend/limits.ts';
 import { createWorkspaceStore } from './store/workspace-store.ts';
 import { createWorkspaceStorageClient, type WorkspaceStorage } from './workspaces/storage-client.ts';
+import { createMcpRegistry } from './mcp/registry.ts';
+import { createMcpStore } from './mcp/mcp-store.ts';
+import { parseOperatorServers } from './mcp/servers.ts';
+import { registerMcpApi } from './api/mcp-api.ts';
 import { createWorkspaces } from './workspaces/workspaces.ts';
 
 export const SERVICE_NAME = 'conversation';
@@ -112,6 +116,7 @@ interface Running {
   readonly metricsServer: MetricsServer;
   readonly pruner: { stop(): Promise<void> };
   readonly storage: WorkspaceStorage | undefined;
+  readonly mcp: { close(): void };
 }
 
 /** A secret of this deployment, made by the first replica that asks (migration 015). */
@@ -182,7 +187,19 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     // The owner reference's key: the operator's file, else the deployment's own (made once, after
     // the migrations, shared by every replica through Postgres).
     let ownerRefSecret = config.models.ownerRefSecretFile ? readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() : undefined;
+    // MCP servers: the operator's and each user's; their tools are listed by a tool-runner.
+    const mcp = createMcpRegistry({
+      operator: config.mcp.servers ? parseOperatorServers(config.mcp.servers) : [],
+      store: createMcpStore(pool),
+      defaultTimeoutMs: config.mcp.timeout,
+      ...(config.workspaces.storageUrls ? { runnerUrls: config.workspaces.storageUrls } : {}),
+      serviceToken:
+        deps.serviceToken ?? (config.server.serviceTokenFile ? readServiceTokenFile(config.server.serviceTokenFile) : undefined),
+      listTimeoutMs: config.mcp.listTimeout,
+      logger,
+    });
     const applier = createApplier({
+      mcpServers: (ownerId, conversationId) => mcp.specsFor(ownerId, conversationId),
       store,
       publisher,
       models,
@@ -286,7 +303,26 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             ...(deps.clock ? { now: deps.clock } : {}),
           });
           // The llm-gateway fetches each request's history here (claim-check jobs).
-          registerHistoryApi(router, { reads: createHistoryReads(pool), logger });
+          registerHistoryApi(router, {
+            reads: createHistoryReads(pool),
+            logger,
+            async mcpTools(id) {
+              const record = await store.get(id);
+              if (!record) return null;
+              return mcp.toolsFor({
+                id,
+                ownerId: record.ownerId,
+                cwd: record.cwd,
+                mode: record.state.mode,
+                workspace: record.workspace,
+              });
+            },
+          });
+          registerMcpApi(router, {
+            registry: mcp,
+            userOf,
+            ownsConversation: async (user, id) => (await store.get(id))?.ownerId === user,
+          });
           // Users and tokens: web-bff verifies bearer tokens here, and forwards admins' calls (the audit log's reads too).
           const identities = createIdentityStore(pool);
           registerIdentityApi(router, { identities, oneUser: config.workspaces.hostPaths === 'on' && (deps.hostPathsOneUser ?? false) });
@@ -346,6 +382,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       metricsServer,
       pruner,
       storage,
+      mcp,
     };
     health.set('', 'SERVING');
     health.set('bedrock.v1.ConversationService', 'SERVING');
@@ -365,6 +402,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     await r.relay.stop();
     await r.metricsServer.close();
     r.storage?.close();
+    r.mcp.close();
     if (ownsTransport) await r.transport.close();
     if (ownsPool) await r.pool.end();
     logger.info('conversation service stopped');

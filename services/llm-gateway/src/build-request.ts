@@ -5,6 +5,7 @@
  * server tools, citations) sent back verbatim, and prompt-caching breakpoints so a long
  * conversation re-reads its cached prefix. docs/llm-gateway.md describes every rule.
  */
+import type { McpToolDefinition } from '@bedrock/contracts';
 import type Anthropic from '@anthropic-ai/sdk';
 import { isToolName, TOOLS, type ToolName } from '@bedrock/contracts/tools';
 import type { Effort, ModelLimits, ModelRegistry } from '@bedrock/contracts/models';
@@ -123,7 +124,11 @@ const isServerToolName = (name: unknown): name is ServerToolName =>
   typeof name === 'string' && Object.hasOwn(SERVER_TOOL_DEFINITIONS, name);
 
 /** A job with the history it names, fetched from the conversation service: what is sent to the model. */
-export type LlmRequest = LlmRequestJob & { readonly messages: readonly LlmMessage[] };
+export type LlmRequest = LlmRequestJob & {
+  readonly messages: readonly LlmMessage[];
+  /** The conversation's MCP tools, defined after the built-in ones (docs/mcp.md). */
+  readonly mcpTools?: readonly McpToolDefinition[];
+};
 
 export async function buildMessagesRequest(
   job: LlmRequest,
@@ -182,6 +187,9 @@ export async function buildMessagesRequest(
       description: TOOLS[name].description,
       input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema,
     })),
+    // MCP tools, their schemas as the server gave them (a request that may call no tool keeps them
+    // defined too: its history's tool blocks may name them).
+    ...(clientTools.length > 0 || toolChoiceNone ? mcpToolsOf(job) : []),
     // The newest version the model takes (registry `webTools`).
     ...serverTools.map(
       (name) =>
@@ -534,3 +542,20 @@ function parseToolInput(json: string): Record<string, unknown> {
 }
 
 export { ImageRejectedError };
+
+/** The request's MCP tools as API tools; one with a schema that is not a JSON object is left out. */
+function mcpToolsOf(job: LlmRequest): Anthropic.Tool[] {
+  const tools: Anthropic.Tool[] = [];
+  for (const t of job.mcpTools ?? []) {
+    let schema: unknown;
+    try {
+      schema = JSON.parse(t.inputSchemaJson);
+    } catch {
+      continue;
+    }
+    if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) continue;
+    if (!('type' in schema)) schema = { ...schema, type: 'object' };
+    tools.push({ name: t.name, description: t.description, input_schema: schema as Anthropic.Tool.InputSchema });
+  }
+  return tools;
+}

@@ -5,6 +5,7 @@
  * which answers only the service peer `llm-gateway`) when it runs the job. Injected into the
  * worker, so tests and benchmarks pass an in-memory source. Docs: docs/llm-gateway.md.
  */
+import type { McpToolDefinition } from '@bedrock/contracts';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { ConversationHistoryService, ErrorKind, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
 import {
@@ -26,6 +27,8 @@ export interface HistorySource {
    * Throws a ConnectError (or a network error) when it cannot; see {@link classifyHistoryError}.
    */
   fetch(claim: HistoryClaim, signal?: AbortSignal): Promise<LlmMessage[]>;
+  /** The conversation's MCP tools (docs/mcp.md); absent: none. */
+  mcpTools?(conversationId: string, signal?: AbortSignal): Promise<McpToolDefinition[]>;
   /** Readiness: resolves while the source can answer (the conversation service's gRPC health); absent when it always can. */
   readonly ready?: DependencyCheck['check'];
   close(): void;
@@ -66,6 +69,20 @@ export function createConversationHistorySource(options: ConversationHistorySour
         { headers: { ...headers, ...traceCarrier() }, timeoutMs: options.timeoutMs, ...(signal ? { signal } : {}) },
       );
       return res.messages;
+    },
+    async mcpTools(conversationId, signal) {
+      try {
+        const res = await client.getMcpTools(
+          { conversationId },
+          // Servers may be started for the listing: the conversation service bounds it (BEDROCK_MCP_LIST_TIMEOUT).
+          { headers: { ...headers, ...traceCarrier() }, timeoutMs: options.timeoutMs + 90_000, ...(signal ? { signal } : {}) },
+        );
+        return res.tools;
+      } catch (err) {
+        // A conversation service from before MCP: no MCP tools.
+        if (err instanceof ConnectError && err.code === Code.Unimplemented) return [];
+        throw err;
+      }
     },
     ready: grpcHealthCheck('conversation', transport).check,
     close: () => transport.close(),

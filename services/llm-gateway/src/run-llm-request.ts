@@ -9,6 +9,7 @@
  * image, when none is named) and the request is sent again, within the same job; the image
  * is remembered so later turns send the note at once (docs/llm-gateway.md).
  */
+import type { McpToolDefinition } from '@bedrock/contracts';
 import { APIError } from '@anthropic-ai/sdk';
 import type Anthropic from '@anthropic-ai/sdk';
 import { create } from '@bufbuild/protobuf';
@@ -100,14 +101,19 @@ export async function runLlmJob(
   const cancelled = () => failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE), true);
   if (deps.signal?.aborted) return cancelled();
   let messages: LlmMessage[];
+  let mcpTools: McpToolDefinition[] = [];
   try {
-    messages = await deps.history.fetch(job, deps.signal);
+    // The conversation's MCP tools (listed by a tool-runner) are read beside the history.
+    [messages, mcpTools] = await Promise.all([
+      deps.history.fetch(job, deps.signal),
+      deps.history.mcpTools ? deps.history.mcpTools(job.conversationId, deps.signal) : Promise.resolve([]),
+    ]);
   } catch (err) {
     if (deps.signal?.aborted) return cancelled();
     deps.onHistoryError?.(err);
     return failure(job.requestId, classifyHistoryError(err));
   }
-  return runLlmRequest({ ...job, messages }, deps);
+  return runLlmRequest({ ...job, messages, mcpTools }, deps);
 }
 
 /** One model call for a job whose history is at hand. */

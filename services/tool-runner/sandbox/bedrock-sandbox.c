@@ -26,6 +26,8 @@
  *       --view            (with --workspace and --private-tmp; needs CAP_SYS_ADMIN) a new pid
  *                         namespace whose first process builds the tool's view and pivots into it:
  *                         see build_view()
+ *       --separate-stderr keep the command's stderr apart from its stdout (a long-lived server
+ *                         speaking a protocol on stdin/stdout, e.g. an MCP stdio server)
  *       --hide PATH       (repeatable, needs the mount namespace) an empty read-only tmpfs over PATH
  *       --uid N --gid N   run the command as this user and group (never 0), with no
  *                         supplementary groups; needs CAP_SETUID/CAP_SETGID. Capabilities are
@@ -176,6 +178,9 @@ struct br_net_port_attr {
 #define MAX_CGROUPS 4
 
 /* The system directories a workspace run sees (--view) and may read (Landlock), unless given. */
+/* --separate-stderr: the command keeps its own stderr (a protocol server speaks on stdout). */
+static int separate_stderr = 0;
+
 static const char *const DEFAULT_SYSTEM_DIRS[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"};
 /* The device nodes of a view's /dev (bind-mounted from the host's), readable in every workspace run. */
 static const char *const VIEW_DEVICES[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -1047,7 +1052,7 @@ static void run_tool(char **argv, const struct policy *policy, long uid, long gi
     setenv("TMPDIR", scratch, 1);
   }
   close(REPORT_FD);
-  if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(fail("dup2 failed"));
+  if (!separate_stderr && dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(fail("dup2 failed"));
   execvp(argv[0], argv);
   /* stderr is stdout now: the message lands in the tool's output, where it belongs. */
   fprintf(stderr, "bedrock-sandbox: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -1089,6 +1094,8 @@ int main(int argc, char **argv) {
       restricted = 1;
     } else if (strcmp(a, "--view") == 0) {
       view = 1;
+    } else if (strcmp(a, "--separate-stderr") == 0) {
+      separate_stderr = 1;
     } else if (i + 1 < argc && strcmp(a, "--workspace") == 0) {
       workspace = argv[++i];
     } else if (i + 1 < argc && strcmp(a, "--system-dir") == 0) {

@@ -41,6 +41,9 @@ import type { ToolRunnerConfig } from './config.ts';
 import { runnerCapabilities } from './capabilities.ts';
 import { registerToolRunnerService } from './grpc/tool-runner-routes.ts';
 import { registerWorkspaceStorageService } from './grpc/workspace-storage-routes.ts';
+import { registerMcpHostService } from './grpc/mcp-host-routes.ts';
+import { createMcpHost, MCP_HOST_DEFAULTS } from './mcp/host.ts';
+import type { McpHost } from './mcp/host.ts';
 import { openWorkspaceStorage } from './workspaces/workspace-storage.ts';
 import type { WorkspaceStorage } from './workspaces/workspace-storage.ts';
 import { startToolExecWorker } from './queue/tool-exec-worker.ts';
@@ -91,6 +94,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
   const metrics = createMetrics('tool-runner');
   const health = createHealth({ overall: 'NOT_SERVING' });
   let executor: ToolExecutor | undefined;
+  let mcpHost: McpHost | undefined;
   let probe: SandboxProbe | undefined;
   let queues: string[] = [];
   let server: GrpcServer | undefined;
@@ -194,9 +198,12 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       denyPorts = sandbox.settings.denyPorts;
       const redisPort = Number(new URL(config.transport.redis.url).port || 6379);
       if (config.transport.kind === 'redis') denyPorts.add(redisPort);
+      const capture = { headBytes: config.output.head, tailBytes: config.output.tail };
+      mcpHost = createMcpHost({ sandbox: sandbox.settings, capture, ...MCP_HOST_DEFAULTS });
+      const mcp = mcpHost;
       executor = createToolExecutor({
         runnerId: config.runner.id,
-        context: { sandbox: sandbox.settings, capture: { headBytes: config.output.head, tailBytes: config.output.tail } },
+        context: { sandbox: sandbox.settings, capture, mcp },
         onComplete: (job, outcome, ms) =>
           metrics.toolDurationSeconds.observe({ tool: job.toolName, outcome: outcomeLabel(outcome) }, ms / 1000),
       });
@@ -220,6 +227,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         routes: (router) => {
           registerToolRunnerService(router, { executor: exec, capabilities });
           registerWorkspaceStorageService(router, storage);
+          registerMcpHostService(router, mcp, { sandbox: sandbox.settings });
           registerHealth(router, health);
           // An internal port: reflection lists health and itself only, never ToolRunnerService
           // (docs/security.md, boundary 2).
@@ -280,6 +288,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       depthSampler?.stop();
       await worker?.close(config.server.shutdownGrace);
       await executor?.abortAll();
+      await mcpHost?.close();
       if (transport) {
         await transport.runners.remove(config.runner.id).catch((err: unknown) => logger.warn({ err }, 'runner deregistration failed'));
         if (ownsTransport) await transport.close();

@@ -1,6 +1,6 @@
 /**
  * What server reflection reveals, asked with a raw reflection client and no credentials: web-bff's
- * public ports list the public API (ConversationService, WorkspaceService, AdminService), health and reflection;
+ * public ports list the public API (ConversationService, WorkspaceService, McpService, AdminService), health and reflection;
  * the conversation service's internal port lists only health and reflection, and answers
  * NOT_FOUND for the internal services' symbols and files (docs/security.md, boundary 2). The
  * tool-runner's port is checked in services/tool-runner/test/grpc-service.test.ts.
@@ -33,7 +33,13 @@ describe('server reflection', () => {
       );
       expect(status).toBe(0);
       expect(answers[0]!.services).toEqual(
-        ['bedrock.v1.AdminService', 'bedrock.v1.ConversationService', 'bedrock.v1.WorkspaceService', ...OPEN].sort(),
+        [
+          'bedrock.v1.AdminService',
+          'bedrock.v1.ConversationService',
+          'bedrock.v1.McpService',
+          'bedrock.v1.WorkspaceService',
+          ...OPEN,
+        ].sort(),
       );
       expect(answers[1]!.files?.[0]).toBe('bedrock/v1/conversation_service.proto');
     }

@@ -12,7 +12,10 @@ import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { DeliveryMode, MessageType, StateKind, StopReason, rejectionOf, type ConversationState, type Message } from '@bedrock/contracts';
-import { connect, type ApiClient } from '../connection.ts';
+import { createClient } from '@connectrpc/connect';
+import { ConversationService, McpService } from '@bedrock/contracts';
+import { apiTransport, type ApiClient } from '../connection.ts';
+import { attachEditorServers, type McpClient } from './mcp-servers.ts';
 import { describeError } from '../errors.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { Output } from '../output.ts';
@@ -72,7 +75,9 @@ export interface AcpOptions {
 /** Serves ACP on stdin/stdout until the editor closes stdin; the exit code. */
 export async function serveAcp(options: AcpOptions): Promise<number> {
   const { env, output } = options;
-  const api = connect(env, 'acp');
+  const transport = apiTransport(env, 'acp');
+  const api = createClient(ConversationService, transport);
+  const mcp = createClient(McpService, transport);
   const policy = retryPolicyFromEnv(env);
   const closing = new AbortController();
   const retry = createRetry({ policy, output, signal: closing.signal });
@@ -83,7 +88,7 @@ export async function serveAcp(options: AcpOptions): Promise<number> {
         `bedrock acp: watch disconnected (${Code[error.code]}: ${error.rawMessage}); resuming in ${delayMs} ms (attempt ${attempt})\n`,
       ),
   };
-  const agent = createAgent({ api, retry, resume, signal: closing.signal, note: (text) => output.err(`bedrock acp: ${text}\n`) });
+  const agent = createAgent({ api, mcp, retry, resume, signal: closing.signal, note: (text) => output.err(`bedrock acp: ${text}\n`) });
   const input = options.input ?? process.stdin;
   const stdout = options.stdout ?? process.stdout;
   const stream = acp.ndJsonStream(
@@ -98,6 +103,8 @@ export async function serveAcp(options: AcpOptions): Promise<number> {
 
 interface AgentDeps {
   readonly api: ApiClient;
+  /** McpService: the editor's stdio MCP servers become the session's (absent: they are ignored). */
+  readonly mcp?: McpClient;
   readonly retry: Retry;
   readonly resume: ResumeOptions;
   /** Aborted when the connection closes: the watches end. */
@@ -128,7 +135,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
         loadSession: true,
         // SendMessage takes text and images; resources are folded into the text.
         promptCapabilities: { image: true, audio: false, embeddedContext: true },
-        // Bedrock's tools are its own: MCP servers the editor offers are not connected.
+        // The editor's stdio MCP servers run on the server's tool-runners, in the sandbox (docs/mcp.md).
         mcpCapabilities: { http: false, sse: false },
         sessionCapabilities: { list: {} },
       },
@@ -152,6 +159,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       }
       const c = res.conversation!;
       sessions.set(c.id, { id: c.id, cwd: c.cwd, ...(notice ? { notice } : {}) });
+      if (deps.mcp) await attachEditorServers(deps.mcp, c.id, params.mcpServers, deps.note);
       return { sessionId: c.id };
     })
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
@@ -159,6 +167,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       const c = res.conversation!;
       const session = sessions.get(c.id) ?? { id: c.id, cwd: c.cwd };
       sessions.set(c.id, session);
+      if (deps.mcp) await attachEditorServers(deps.mcp, c.id, params.mcpServers, deps.note);
       // The whole history, as it would have streamed; the answer comes after the last update.
       const translator = new UpdateTranslator(c.cwd);
       for (const m of res.messages) await send(client, c.id, translator.message(m, false));

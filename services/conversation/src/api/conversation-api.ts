@@ -114,7 +114,7 @@ export interface ConversationApiOptions {
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
 
 /** The user web-bff acts for. The header is believed only alongside web-bff's own service credential. */
-function userOf(ctx: HandlerContext): string {
+export function userOf(ctx: HandlerContext): string {
   const peer = servicePeer(ctx);
   if (peer !== USER_IDENTITY_PEER) {
     throw new ConnectError(

@@ -8,7 +8,8 @@
 import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
-import { ConversationHistoryService, GetLlmHistoryResponseSchema } from '@bedrock/contracts';
+import { ConversationHistoryService, GetLlmHistoryResponseSchema, GetMcpToolsResponseSchema } from '@bedrock/contracts';
+import type { McpToolDefinition } from '@bedrock/contracts';
 import { servicePeer, type Logger } from '@bedrock/platform/server';
 import { buildLlmMessages } from '../mapping/llm-request.ts';
 import type { HistoryReads } from '../store/history-reads.ts';
@@ -22,6 +23,8 @@ const MAX_PROMPT_CHARS = 1_000_000;
 export interface HistoryApiOptions {
   readonly reads: HistoryReads;
   readonly logger: Logger;
+  /** The MCP tools of a conversation (mcp/registry.ts); null: no such conversation. Absent: none. */
+  readonly mcpTools?: (conversationId: string) => Promise<McpToolDefinition[] | null>;
 }
 
 function requireGateway(ctx: HandlerContext): void {
@@ -68,6 +71,15 @@ export function registerHistoryApi(router: ConnectRouter, options: HistoryApiOpt
         );
       }
       return create(GetLlmHistoryResponseSchema, { messages: buildLlmMessages(read.messages, req.continuationPrompt) });
+    },
+    async getMcpTools(req, ctx) {
+      requireGateway(ctx);
+      const id = req.conversationId;
+      if (!id.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
+      if (id.length > 512) throw new ConnectError('conversation_id is too long (at most 512 characters)', Code.InvalidArgument);
+      const tools = options.mcpTools ? await options.mcpTools(id) : [];
+      if (tools === null) throw new ConnectError(`conversation ${id} not found`, Code.NotFound);
+      return create(GetMcpToolsResponseSchema, { tools });
     },
   });
 }

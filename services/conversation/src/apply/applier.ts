@@ -15,6 +15,8 @@
  * runs in a transaction holding the row lock instead, so its id is claimed and its outcome
  * stored in the same commit (store/request-outcomes.ts).
  */
+import { isMcpToolName } from '@bedrock/contracts/mcp';
+import type { McpServerSpec } from '@bedrock/contracts';
 import { costOf, type ModelRegistry } from '@bedrock/contracts/models';
 import type { Logger } from '@bedrock/platform/server';
 import type { PoolClient } from 'pg';
@@ -83,6 +85,8 @@ export interface ApplierOptions {
    * an LLM request (spend/limits.ts `reserve`). Absent: no budgets.
    */
   readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
+  /** The owner's MCP servers (mcp/registry.ts), read when a transition runs an MCP tool. Absent: none. */
+  readonly mcpServers?: (ownerId: string, conversationId: string) => Promise<readonly McpServerSpec[]>;
 }
 
 export interface Applier {
@@ -205,7 +209,18 @@ export function createApplier(options: ApplierOptions): Applier {
     /** The connection of the caller's transaction, when it holds one (the embedded mode's pool has one connection). */
     client?: PoolClient,
   ): Promise<Decision> {
-    const first = decide(record, event, traceContext, actor, null);
+    let first = decide(record, event, traceContext, actor, null);
+    // A transition that runs an MCP tool is decided again with the owner's servers (its job
+    // names the server): one read of them per MCP call, none for other events.
+    let mcp: readonly McpServerSpec[] | undefined;
+    if (
+      options.mcpServers &&
+      first.kind === 'write' &&
+      first.result.effects.some((e) => e.type === 'execute_tool' && isMcpToolName(e.name))
+    ) {
+      mcp = await options.mcpServers(record.ownerId, record.id);
+      first = decide(record, event, traceContext, actor, null, mcp);
+    }
     if (!options.reserve || first.kind !== 'write') return first;
     const request = first.result.effects.find((e) => e.type === 'request_llm');
     if (!request) return first;
@@ -228,7 +243,7 @@ export function createApplier(options: ApplierOptions): Applier {
       now(),
       client,
     );
-    return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining) : first;
+    return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining, mcp) : first;
   }
 
   function decide(
@@ -237,6 +252,7 @@ export function createApplier(options: ApplierOptions): Applier {
     traceContext: Record<string, string>,
     actor: AuditActor | undefined,
     remainingBudgetMicros: number | null,
+    mcpServers?: readonly McpServerSpec[],
   ): Decision {
     const context = contextFor(record, remainingBudgetMicros);
     const result = transition(record.state, context, event);
@@ -279,6 +295,7 @@ export function createApplier(options: ApplierOptions): Applier {
       traceContext,
       title,
       ...(ownerRefSecret ? { ownerRefSecret } : {}),
+      ...(mcpServers ? { mcpServers } : {}),
     });
     const phaseChanged = result.state.phase.kind !== record.state.phase.kind || result.state.mode !== record.state.mode;
     return {

@@ -3,6 +3,7 @@
  * each handler below names the rows it implements.
  */
 import { PATCH_RESTRICTED_ERROR, TOOLS, isToolName, toolSetFor, type ToolName } from '@bedrock/contracts/tools';
+import { isMcpToolName, mcpServerOf } from '@bedrock/contracts/mcp';
 import {
   ALREADY_UNRESTRICTED,
   CANCELLED_CURRENT,
@@ -741,6 +742,13 @@ function startTool(
   total: number,
 ): ToolResult | null {
   const available = toolNames(d);
+  // An MCP tool (`mcp__<server>__<tool>`) runs on a tool-runner, which knows the server's tools
+  // and decides, from their annotations and the mode, whether it may run (docs/mcp.md).
+  if (isMcpToolName(call.name) && mcpServerOf(call.name) !== undefined) {
+    d.emit({ type: 'execute_tool', toolUseId: call.id, name: call.name, input: call.input, mode: d.mode });
+    d.phase = { kind: 'tool_executing', current: call, remaining, completed, total };
+    return null;
+  }
   if (!isToolName(call.name) || !available.includes(call.name)) {
     return errorResult(call.id, `Unknown tool: ${call.name}. Available tools: ${toolList(available)}.`);
   }

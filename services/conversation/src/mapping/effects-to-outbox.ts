@@ -4,6 +4,8 @@
  * writes the rows with the new state in one commit.
  */
 import { create, equals, toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import { isMcpToolName, mcpServerOf } from '@bedrock/contracts/mcp';
+import type { McpServerSpec } from '@bedrock/contracts';
 import {
   CancelSignalSchema,
   ContextUsageSchema,
@@ -70,6 +72,8 @@ export interface OutboxInput {
   readonly title?: string | null;
   /** Deployment secret of the owner reference sent as the provider's metadata.user_id; none: no id is sent. */
   readonly ownerRefSecret?: string;
+  /** The owner's MCP servers, when this transition runs an MCP tool (its job names its server). */
+  readonly mcpServers?: readonly McpServerSpec[];
 }
 
 type EventKind = MessageInitShape<typeof ConversationEventSchema>['kind'];
@@ -220,6 +224,8 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
           ...(record.workspace
             ? { toolUid: record.workspace.toolUid, toolGid: record.workspace.toolUid, workspacePath: record.workspace.path }
             : {}),
+          // An MCP tool's server, as resolved for the owner now (none: the runner answers "unknown").
+          ...(isMcpToolName(effect.name) ? { mcpServer: input.mcpServers?.find((s) => s.name === mcpServerOf(effect.name)) } : {}),
         });
         job(effect.id, id, queue, 'ToolExecJob', toolExecJobId(id, effect.toolUseId), toJson(ToolExecJobSchema, message));
         break;

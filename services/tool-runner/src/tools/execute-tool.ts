@@ -7,7 +7,9 @@
 import { realpath } from 'node:fs/promises';
 import { dirname, isAbsolute, relative } from 'node:path';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
-import { TOOLS, isToolName, Mode } from '@bedrock/contracts';
+import { TOOLS, isMcpToolName, isToolName, Mode } from '@bedrock/contracts';
+import type { McpHost } from '../mcp/host.ts';
+import { runMcpTool } from '../mcp/run-mcp-tool.ts';
 import type { ToolExecJob } from '@bedrock/contracts';
 import { runBash } from './bash.ts';
 import type { BashInput } from './bash.ts';
@@ -27,7 +29,11 @@ export function runModeOf(mode: Mode): RunMode {
   return mode === Mode.UNRESTRICTED ? 'unrestricted' : 'restricted';
 }
 
-export type ExecuteContext = Omit<ToolContext, 'mode' | 'cwd'> & { readonly searchLimits?: KeywordSearchLimits };
+export type ExecuteContext = Omit<ToolContext, 'mode' | 'cwd'> & {
+  readonly searchLimits?: KeywordSearchLimits;
+  /** The MCP servers of this runner; without it, MCP tools are refused. */
+  readonly mcp?: McpHost;
+};
 
 type Tenancy = { readonly user?: { uid: number; gid: number }; readonly workspace?: string } | { readonly error: string };
 
@@ -39,7 +45,7 @@ const inside = (path: string, dir: string): boolean => path === dir || path.star
  * in it (its cwd inside it, compared as real paths) and must carry its owner's uid. A job with
  * neither (a host-path conversation) runs as the runner's configured tool user.
  */
-async function tenancyOf(
+export async function tenancyOf(
   job: Pick<ToolExecJob, 'cwd'> & Partial<Pick<ToolExecJob, 'toolUid' | 'toolGid' | 'workspacePath'>>,
   ctx: ExecuteContext,
 ): Promise<Tenancy> {
@@ -96,10 +102,12 @@ async function tenancyOf(
 }
 
 export async function executeTool(
-  job: Pick<ToolExecJob, 'toolName' | 'inputJson' | 'cwd' | 'mode'> & Partial<Pick<ToolExecJob, 'toolUid' | 'toolGid' | 'workspacePath'>>,
+  job: Pick<ToolExecJob, 'toolName' | 'inputJson' | 'cwd' | 'mode'> &
+    Partial<Pick<ToolExecJob, 'toolUid' | 'toolGid' | 'workspacePath' | 'conversationId' | 'mcpServer'>>,
   ctx: ExecuteContext,
 ): Promise<ToolOutcome> {
   const name = job.toolName;
+  if (isMcpToolName(name)) return runMcpTool(job, ctx);
   if (!isToolName(name)) return errorOutcome(`Unknown tool "${name}".`);
   const tool = TOOLS[name];
   if (tool.executor !== 'tool-runner') return errorOutcome(`The tool "${name}" is not run by the tool-runner.`);

@@ -13,7 +13,15 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { AdminService, ConversationService, IdentityService, ROLE_HEADER, USER_HEADER, WorkspaceService } from '@bedrock/contracts';
+import {
+  AdminService,
+  ConversationService,
+  IdentityService,
+  McpService,
+  ROLE_HEADER,
+  USER_HEADER,
+  WorkspaceService,
+} from '@bedrock/contracts';
 import {
   createBalancedTransport,
   serviceCredentialHeaders,
@@ -44,6 +52,8 @@ export interface Upstream {
   readonly admin: Client<typeof AdminService>;
   /** WorkspaceService, forwarded as the user. */
   readonly workspaces: Client<typeof WorkspaceService>;
+  /** McpService, forwarded as the user. */
+  readonly mcp: Client<typeof McpService>;
   /** IdentityService: who a token or a user is (options without a user: `serviceOptions()`). */
   readonly identity: Client<typeof IdentityService>;
   /** Options for a call as web-bff itself (its service credential, no user). */
@@ -93,6 +103,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     client: createClient(ConversationService, transport),
     admin: createClient(AdminService, transport),
     workspaces: createClient(WorkspaceService, transport),
+    mcp: createClient(McpService, transport),
     identity: createClient(IdentityService, transport),
     transport,
     options(user, signal, role) {

@@ -1,0 +1,118 @@
+/**
+ * MCP servers as this service knows them: the operator's (BEDROCK_MCP_SERVERS, everyone's) and
+ * each user's own (rows of mcp_servers), their validation, and the spec a tool-runner starts.
+ * See docs/mcp.md.
+ */
+import { create } from '@bufbuild/protobuf';
+import { MCP_SERVER_NAME, McpServerSchema, McpServerSpecSchema } from '@bedrock/contracts';
+import type { McpServer, McpServerSpec } from '@bedrock/contracts';
+
+export interface McpServerConfig {
+  readonly name: string;
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  /** Operator servers only: their readOnlyHint is believed whatever the sandbox. */
+  readonly trusted: boolean;
+  /** Per-call timeout, ms; 0: the service's default. */
+  readonly timeoutMs: number;
+  readonly source: 'operator' | 'user';
+  /** A user's server for one conversation only; '' for all of theirs (and for the operator's). */
+  readonly conversationId?: string;
+}
+
+/** Bounds of a server's definition (a row, a request). */
+export const MCP_LIMITS = { maxArgs: 64, maxArgChars: 4096, maxEnv: 64, maxEnvChars: 4096, maxPerUser: 20, maxTimeoutMs: 60 * 60_000 };
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** What is wrong with a server's definition, or undefined. */
+export function mcpServerProblem(s: Pick<McpServerConfig, 'name' | 'command' | 'args' | 'env' | 'timeoutMs'>): string | undefined {
+  if (!MCP_SERVER_NAME.test(s.name)) {
+    return `the server name "${s.name}" is not valid: 1 to 32 characters of a-z, 0-9 and "-", starting and ending with a letter or digit`;
+  }
+  if (s.command.trim() === '') return 'the command is empty: give the program that starts the server';
+  if (s.command.length > MCP_LIMITS.maxArgChars || s.command.includes('\0')) return 'the command is too long or holds a NUL';
+  if (s.command.includes('=')) return 'the command cannot contain "=" (put the program first; environment variables go in env)';
+  if (s.args.length > MCP_LIMITS.maxArgs) return `at most ${MCP_LIMITS.maxArgs} arguments`;
+  if (s.args.some((a) => a.length > MCP_LIMITS.maxArgChars || a.includes('\0'))) return 'an argument is too long or holds a NUL';
+  const env = Object.entries(s.env);
+  if (env.length > MCP_LIMITS.maxEnv) return `at most ${MCP_LIMITS.maxEnv} environment variables`;
+  for (const [k, v] of env) {
+    if (!ENV_NAME.test(k)) return `"${k}" is not a valid environment variable name`;
+    if (v.length > MCP_LIMITS.maxEnvChars || v.includes('\0')) return `the value of ${k} is too long or holds a NUL`;
+  }
+  if (!Number.isInteger(s.timeoutMs) || s.timeoutMs < 0 || s.timeoutMs > MCP_LIMITS.maxTimeoutMs) {
+    return `the timeout must be 0 (the default) to ${MCP_LIMITS.maxTimeoutMs} ms`;
+  }
+  return undefined;
+}
+
+/**
+ * BEDROCK_MCP_SERVERS: `{"NAME": {"command": "...", "args": [...], "env": {...}, "trusted": false,
+ * "timeoutMs": 300000}, ...}`. Throws with what is wrong.
+ */
+export function parseOperatorServers(json: string): McpServerConfig[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch (err) {
+    throw new Error(`not JSON (${(err as Error).message})`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('expected a JSON object of servers by name');
+  const servers: McpServerConfig[] = [];
+  for (const [name, value] of Object.entries(raw as Record<string, unknown>)) {
+    const v = (value ?? {}) as Record<string, unknown>;
+    const known = new Set(['command', 'args', 'env', 'trusted', 'timeoutMs']);
+    const unknown = Object.keys(v).filter((k) => !known.has(k));
+    if (unknown.length > 0) throw new Error(`server "${name}": unknown field(s) ${unknown.join(', ')}`);
+    const args = v.args ?? [];
+    const env = v.env ?? {};
+    if (typeof v.command !== 'string') throw new Error(`server "${name}": "command" must be a string`);
+    if (!Array.isArray(args) || args.some((a) => typeof a !== 'string'))
+      throw new Error(`server "${name}": "args" must be a list of strings`);
+    if (typeof env !== 'object' || Array.isArray(env) || Object.values(env as object).some((x) => typeof x !== 'string')) {
+      throw new Error(`server "${name}": "env" must be an object of strings`);
+    }
+    if (v.trusted !== undefined && typeof v.trusted !== 'boolean') throw new Error(`server "${name}": "trusted" must be true or false`);
+    const config: McpServerConfig = {
+      name,
+      command: v.command,
+      args: args as string[],
+      env: env as Record<string, string>,
+      trusted: v.trusted === true,
+      timeoutMs: typeof v.timeoutMs === 'number' ? v.timeoutMs : 0,
+      source: 'operator',
+    };
+    const problem = mcpServerProblem(config);
+    if (problem) throw new Error(`server "${name}": ${problem}`);
+    servers.push(config);
+  }
+  return servers;
+}
+
+/** What a tool-runner starts; `defaultTimeoutMs` fills a server's unset timeout. */
+export function toSpec(s: McpServerConfig, defaultTimeoutMs: number): McpServerSpec {
+  return create(McpServerSpecSchema, {
+    name: s.name,
+    command: s.command,
+    args: [...s.args],
+    env: { ...s.env },
+    trusted: s.source === 'operator' && s.trusted,
+    timeoutMs: BigInt(s.timeoutMs || defaultTimeoutMs),
+  });
+}
+
+/** As the public API shows it. */
+export function toProto(s: McpServerConfig): McpServer {
+  return create(McpServerSchema, {
+    name: s.name,
+    command: s.command,
+    args: [...s.args],
+    env: { ...s.env },
+    source: s.source,
+    trusted: s.trusted,
+    timeoutMs: BigInt(s.timeoutMs),
+    conversationId: s.conversationId ?? '',
+  });
+}

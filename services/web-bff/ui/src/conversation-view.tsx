@@ -20,6 +20,7 @@ import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
 import { Composer, PendingList } from './composer.tsx';
+import { perFrame } from './frame.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
@@ -29,9 +30,13 @@ export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }
   const [, setVersion] = useState(0);
   const focusComposer = useRef<() => void>(() => {});
   useEffect(() => {
-    session.changed = () => setVersion((v) => v + 1);
+    const draw = perFrame(() => setVersion((v) => v + 1));
+    session.changed = draw.request;
     session.start();
-    return () => session.dispose();
+    return () => {
+      draw.cancel();
+      session.dispose();
+    };
   }, [session]);
 
   useEffect(() => {
@@ -221,7 +226,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
       <UpgradeDialog session={session} awaiting={awaiting} />
       <SubAgentNamesContext.Provider value={names}>
         <ForkContext.Provider value={fork}>
-          <Transcript model={session.transcript} version={session.transcript.version} />
+          <Transcript model={session.transcript} version={session.transcript.version} pin={session.sent} />
         </ForkContext.Provider>
       </SubAgentNamesContext.Provider>
       {session.alert ? (

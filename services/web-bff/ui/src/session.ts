@@ -81,6 +81,8 @@ export class Session {
   upgradeReason = '';
   connected = true;
   alert = '';
+  /** Messages sent from this page: the transcript follows the newest again after each. */
+  sent = 0;
   readonly transcript = new TranscriptModel();
   /** This conversation's sub-agents (spawn order), and their titles by id (a new map when one changes). */
   subAgents: readonly SubAgentView[] = [];
@@ -203,6 +205,9 @@ export class Session {
    * which is what the view shows — so a reload, or a message queued from the CLI, shows the same.
    */
   submit(text: string, images: Attachment[], delivery: Delivery = 'queue'): Promise<boolean> {
+    // The transcript goes to the bottom (where the message appears) and follows again.
+    this.sent++;
+    this.changed();
     return this.act((requestId) =>
       this.deps.api.sendMessage({ conversationId: this.id, text, images, requestId, delivery: DELIVERY[delivery] }),
     );
@@ -388,12 +393,14 @@ export class Session {
         }
         break;
       }
+      // Text and output as they stream change the transcript alone, which draws itself: the rest of
+      // the view is not drawn again for each of hundreds of deltas a second.
       case 'tokenDelta':
         this.transcript.tokenDelta(e.kind.value);
-        break;
+        return;
       case 'toolOutput':
         this.transcript.toolOutput(e.kind.value.toolUseId, e.kind.value.text);
-        break;
+        return;
       case 'retryScheduled': {
         const v = e.kind.value;
         this.retry = {

@@ -174,4 +174,35 @@ describe('a long answer streamed fast', () => {
     expect(longTasks.filter((d) => d > 50)).toEqual([]);
     expect(uiTime).toBeLessThanOrEqual(apiTime * 1.5);
   }, 180_000);
+
+  it('keeps what streamed when the turn is cancelled, marked cancelled, also after a reload', async () => {
+    // A new conversation: the first one's 2,000 lines are not in the way.
+    await page.goto(`${system.httpUrl}/`);
+    await page.getByLabel('Host directory (single-user installs)').fill(workDir);
+    await page.getByRole('button', { name: 'Start' }).click();
+    await page.waitForURL((u) => /\/c\/[^/]+$/.test(u.pathname));
+    await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
+    const words = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');
+    api.enqueue({ kind: 'message', content: [{ type: 'text', text: `The streamed part comes first. ${words}` }], chunkChars: 8, eventDelayMs: 30 });
+    await page.getByLabel('Message', { exact: true }).fill('Say a lot.');
+    await page.keyboard.press('Enter');
+    const live = page.locator('li.msg-streaming');
+    await live.getByText('The streamed part comes first.').waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
+
+    const answer = page.locator('li.msg-agent').last();
+    await expect(answer.locator('.stop-marker').innerText()).resolves.toBe('Cancelled by user — the answer stopped here.');
+    await expect(answer.getAttribute('data-stop')).resolves.toBe('cancelled');
+    const shown = await answer.locator('.msg-body').innerText();
+    expect(shown).toMatch(/^The streamed part comes first\./);
+    // Cut where it was cancelled: not the whole answer.
+    expect(shown).not.toContain('word399');
+
+    // It is the conversation's, not the page's: a reload shows the same.
+    await page.reload();
+    const again = page.locator('li.msg-agent').last();
+    await again.locator('.stop-marker', { hasText: 'Cancelled by user' }).waitFor();
+    await expect(again.locator('.msg-body').innerText()).resolves.toBe(shown);
+  }, 120_000);
 });

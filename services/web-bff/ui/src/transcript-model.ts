@@ -105,7 +105,7 @@ export type Part =
 
 export interface Marker {
   readonly text: string;
-  readonly stop: 'max-tokens' | 'refusal' | '';
+  readonly stop: 'max-tokens' | 'refusal' | 'cancelled' | '';
   readonly role?: 'note' | 'alert';
   /** The refusal's marker also says the error message that followed it. */
   readonly error: boolean;
@@ -285,7 +285,13 @@ export class TranscriptModel {
         this.touchCard(card, owner);
       }
     }
-    if (kind !== StateKind.LLM_REQUESTING && kind !== StateKind.AWAITING_LLM && kind !== StateKind.AWAITING_CONTINUATION)
+    // Cancelling keeps it: the text that streamed comes back as the cancelled answer, in its place.
+    if (
+      kind !== StateKind.LLM_REQUESTING &&
+      kind !== StateKind.AWAITING_LLM &&
+      kind !== StateKind.AWAITING_CONTINUATION &&
+      kind !== StateKind.CANCELLING
+    )
       if (this.clearStreamedText()) this.changed();
   }
 
@@ -371,7 +377,14 @@ export class TranscriptModel {
     answer.marker = text
       ? {
           text,
-          stop: m.stopReason === StopReason.MAX_TOKENS ? 'max-tokens' : m.stopReason === StopReason.REFUSAL ? 'refusal' : '',
+          stop:
+            m.stopReason === StopReason.MAX_TOKENS
+              ? 'max-tokens'
+              : m.stopReason === StopReason.REFUSAL
+                ? 'refusal'
+                : m.stopReason === StopReason.CANCELLED
+                  ? 'cancelled'
+                  : '',
           role: m.stopReason === StopReason.REFUSAL ? 'note' : undefined,
           error: false,
         }

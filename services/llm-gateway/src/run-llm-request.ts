@@ -138,8 +138,7 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   const fail = (c: Classified, aborted = false): LlmOutcome => failure(job.requestId, c, aborted);
   let providerRequestId = '';
   const streamed = new StreamedText();
-  const cancelled = () =>
-    failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true, streamed.text);
+  const cancelled = () => failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true, streamed.text);
   const onDelta = (blockIndex: number, text: string, kind: TokenDeltaKind) => {
     streamed.add(blockIndex, text, kind);
     deps.onDelta?.(blockIndex, text, kind);

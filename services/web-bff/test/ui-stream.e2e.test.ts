@@ -104,7 +104,10 @@ describe('a long answer streamed fast', () => {
     await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
     const conversationId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
 
-    const text = Array.from({ length: LINES }, (_, i) => `${i + 1}. Line ${i + 1} of the answer, with a few words to make it wrap a little.`).join('\n');
+    const text = Array.from(
+      { length: LINES },
+      (_, i) => `${i + 1}. Line ${i + 1} of the answer, with a few words to make it wrap a little.`,
+    ).join('\n');
     api.enqueue({ kind: 'message', content: [{ type: 'text', text }], chunkChars: 40 });
 
     // Long tasks from now on; the page says when the last line is on screen.
@@ -148,7 +151,9 @@ describe('a long answer streamed fast', () => {
     )) as { longTasks: number[]; longAt: number[]; shownAt: number; shownPerf: number };
     const apiTime = persisted - sentAt;
     const uiTime = shownAt - sentAt;
-    console.log(`events over the API: ${apiTime} ms (first delta at ${firstDelta - sentAt} ms); on screen: ${uiTime} ms; long tasks: ${JSON.stringify(longTasks)} at ${JSON.stringify(longAt)}, shown at ${shownPerf}`);
+    console.log(
+      `events over the API: ${apiTime} ms (first delta at ${firstDelta - sentAt} ms); on screen: ${uiTime} ms; long tasks: ${JSON.stringify(longTasks)} at ${JSON.stringify(longAt)}, shown at ${shownPerf}`,
+    );
 
     // Every line is there once, and four-digit numbers stay inside the card.
     await expect(page.locator('.transcript .msg-agent li').count()).resolves.toBe(LINES);
@@ -183,7 +188,12 @@ describe('a long answer streamed fast', () => {
     await page.waitForURL((u) => /\/c\/[^/]+$/.test(u.pathname));
     await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
     const words = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');
-    api.enqueue({ kind: 'message', content: [{ type: 'text', text: `The streamed part comes first. ${words}` }], chunkChars: 8, eventDelayMs: 30 });
+    api.enqueue({
+      kind: 'message',
+      content: [{ type: 'text', text: `The streamed part comes first. ${words}` }],
+      chunkChars: 8,
+      eventDelayMs: 30,
+    });
     await page.getByLabel('Message', { exact: true }).fill('Say a lot.');
     await page.keyboard.press('Enter');
     const live = page.locator('li.msg-streaming');

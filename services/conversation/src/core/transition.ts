@@ -500,7 +500,8 @@ function onCancelledAnswer(d: Draft, phase: Extract<Phase, { kind: 'cancelling' 
       : event.aborted
         ? (event.partialText ?? '')
         : '';
-  if (seen.trim()) d.emit({ type: 'persist_message', message: { type: 'agent', content: [{ type: 'text', text: seen }], stopReason: 'cancelled' } });
+  if (seen.trim())
+    d.emit({ type: 'persist_message', message: { type: 'agent', content: [{ type: 'text', text: seen }], stopReason: 'cancelled' } });
   d.phase = { kind: 'idle' };
   return;
 }

@@ -162,7 +162,14 @@ export function response(requestId: string, opts: ResponseOptions = {}): Convers
 
 export function llmError(
   requestId: string,
-  opts: { retryable?: boolean; errorKind?: ErrorKind; message?: string; retryAfterMs?: number; aborted?: boolean; partialText?: string } = {},
+  opts: {
+    retryable?: boolean;
+    errorKind?: ErrorKind;
+    message?: string;
+    retryAfterMs?: number;
+    aborted?: boolean;
+    partialText?: string;
+  } = {},
 ): ConversationEvent {
   const retryable = opts.retryable ?? true;
   return {

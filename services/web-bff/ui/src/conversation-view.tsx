@@ -123,7 +123,8 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   const sandbox = c.sandboxAvailable;
   const m = modeLine(session.mode, sandbox);
   const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
-  const line = stateLine(session.state, session.retry, now);
+  // The state line says what is known: while the watch reconnects, the last state may be stale.
+  const line = session.connected ? stateLine(session.state, session.retry, now) : { text: 'Reconnecting…', tone: 'attention' as const };
   const u = usageView(session.contextUsage);
   const offerContinuation = u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR);
   const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
@@ -189,8 +190,8 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             <span class={`mode-badge mode-${m.tone}`}>{m.label}</span>
             <span class="mode-detail">{m.detail}</span>
             {canDowngrade ? (
-              <button type="button" class="small" onClick={() => session.downgrade()}>
-                Switch to Restricted
+              <button type="button" class="small" onClick={() => session.downgrade()} aria-label="Switch to Restricted">
+                <span class="wide-only">Switch to </span>Restricted
               </button>
             ) : null}
           </div>
@@ -216,6 +217,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             </span>
           </div>
           <Usage view={u} offerContinuation={offerContinuation} onContinue={() => session.summariseAndContinue()} />
+          {c.parentId ? null : <DeleteConversation session={session} />}
         </div>
       </header>
       {session.connected ? null : (
@@ -370,6 +372,48 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
         <span aria-hidden="true">✎</span>
       </button>
     </div>
+  );
+}
+
+/**
+ * Deletes the conversation (DeleteConversation: its messages and its sub-agents, for good) after
+ * a question; Keep is the default (and Esc). A busy conversation is refused by the service, which
+ * says to cancel first: its words are shown in the alert.
+ */
+function DeleteConversation({ session }: { session: Session }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [deleting, setDeleting] = useState(false);
+  const remove = async () => {
+    dialog.current?.close();
+    setDeleting(true);
+    const ok = await session.deleteConversation();
+    if (!ok) setDeleting(false);
+  };
+  return (
+    <>
+      <button
+        type="button"
+        class="small delete-button"
+        disabled={deleting}
+        aria-label="Delete this conversation"
+        title="Delete this conversation"
+        onClick={() => dialog.current?.showModal()}
+      >
+        {deleting ? 'Deleting…' : 'Delete'}
+      </button>
+      <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>
+        <h2 id="delete-title">Delete this conversation?</h2>
+        <p id="delete-desc">Its messages and its sub-agents are deleted for good; this cannot be undone.</p>
+        <div class="dialog-buttons">
+          <button type="button" class="secondary" autofocus onClick={() => dialog.current?.close()}>
+            Keep it
+          </button>
+          <button type="button" class="danger" onClick={() => void remove()}>
+            Delete
+          </button>
+        </div>
+      </dialog>
+    </>
   );
 }
 

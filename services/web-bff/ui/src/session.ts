@@ -253,6 +253,17 @@ export class Session {
     }
   }
 
+  /** Deletes the conversation (and its sub-agents); then back to the start page. False when the service refused. */
+  async deleteConversation(): Promise<boolean> {
+    const ok = await this.act((requestId) => this.deps.api.deleteConversation({ conversationId: this.id, requestId }));
+    if (ok) {
+      this.dispose();
+      this.deps.listChanged();
+      this.deps.navigate('/');
+    }
+    return ok;
+  }
+
   async respond(approve: boolean): Promise<void> {
     await this.act((requestId) => this.deps.api.respondToModeUpgrade({ conversationId: this.id, approve, requestId }));
   }

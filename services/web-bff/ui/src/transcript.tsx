@@ -18,6 +18,7 @@ import { perFrame } from './frame.ts';
 import { memo } from './memo.ts';
 import type { ForkOutcome } from './session.ts';
 import { RelativeTime } from './time.tsx';
+import { lineCount } from './text.ts';
 import { subAgentPieces, withSubAgentTitles } from './titles.ts';
 import {
   joinBlocks,
@@ -464,7 +465,8 @@ function ToolCardView({ card }: { card: ToolCard }) {
 
 function Output({ text, error }: { text: string; error: boolean }) {
   const names = useContext(SubAgentNamesContext);
-  const lines = text.split('\n').length;
+  // Lines as a person counts them: a trailing newline ends the last line, it does not start one.
+  const lines = lineCount(text);
   const body = (
     <div class="output-wrap">
       <pre class={error ? 'tool-output output-error' : 'tool-output'}>

@@ -102,9 +102,13 @@ describe('web UI details', () => {
     expect(await res.text()).toContain('<svg');
   });
 
-  it('puts the focus in the message box after Start', async () => {
+  it('puts the focus in the message box after Start; the mode line says where tools write', async () => {
     await start();
     await expect(page.evaluate(`document.activeElement?.id`)).resolves.toBe('message-input');
+    const mode = await page.getByTestId('mode-line').innerText();
+    // Restricted is read-only; otherwise the line names the directory (not "full access").
+    if (/Restricted/.test(mode) && !/Unrestricted|unavailable/.test(mode)) expect(mode).toContain('read-only');
+    else expect(mode).toContain(`writes files in ${workDir} (as its tool user may) and uses the network`);
   });
 
   it('counts output lines as a person does, keeps Copy off the output, and honours table alignment', async () => {

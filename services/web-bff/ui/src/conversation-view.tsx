@@ -15,7 +15,7 @@ import {
   THINKING_CHOICES,
   thinkingLabel,
 } from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, stateShort, usageView } from '@bedrock/agent-view/format';
+import { modeLine, stateLine, stateShort, usageView, writePlace } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
@@ -121,7 +121,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   }, [title]);
 
   const sandbox = c.sandboxAvailable;
-  const m = modeLine(session.mode, sandbox);
+  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd });
   const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
   // The state line says what is known: while the watch reconnects, the last state may be stale.
   const line = session.connected ? stateLine(session.state, session.retry, now) : { text: 'Reconnecting…', tone: 'attention' as const };
@@ -485,6 +485,7 @@ function Usage({
 
 /** The upgrade question: a modal dialog once per request; after Escape a banner reopens it. */
 function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: boolean }) {
+  const c = session.conversation!;
   const dialog = useRef<HTMLDialogElement>(null);
   const asked = useRef(false);
   const [open, setOpen] = useState(false);
@@ -531,7 +532,10 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
         onClose={() => setOpen(false)}
       >
         <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
-        <p id="upgrade-desc">The agent asks to leave the read-only sandbox so it can change files and use the network. Its reason:</p>
+        <p id="upgrade-desc">
+          The agent asks to leave the read-only sandbox so it can write files in{' '}
+          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd })} (as its tool user may) and use the network. Its reason:
+        </p>
         <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
         <div class="dialog-buttons">
           <button type="button" class="secondary" autofocus onClick={() => respond(false)}>

@@ -399,7 +399,8 @@ function DeleteConversation({ session }: { session: Session }) {
         title="Delete this conversation"
         onClick={() => dialog.current?.showModal()}
       >
-        {deleting ? 'Deleting…' : 'Delete'}
+        {deleting ? '…' : <span aria-hidden="true">🗑</span>}
+        <span class="delete-word">{deleting ? ' Deleting' : ' Delete'}</span>
       </button>
       <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>
         <h2 id="delete-title">Delete this conversation?</h2>

@@ -125,6 +125,9 @@ describe('a long answer streamed fast', () => {
       }).observe({ type: 'longtask' });
       // Cheap to look at every frame: the last Markdown block of the last item.
       const watch = () => {
+        // The first block drawn while it streams is marked: the stored answer must keep that very element.
+        const first = document.querySelector('li.msg-streaming .md');
+        if (first && !first.dataset.mark) first.dataset.mark = 'first';
         const blocks = document.querySelector('.transcript-list')?.lastElementChild?.getElementsByClassName('md');
         const last = blocks?.[blocks.length - 1];
         if (last?.textContent?.includes(lastLine)) {
@@ -155,6 +158,8 @@ describe('a long answer streamed fast', () => {
       `events over the API: ${apiTime} ms (first delta at ${firstDelta - sentAt} ms); on screen: ${uiTime} ms; long tasks: ${JSON.stringify(longTasks)} at ${JSON.stringify(longAt)}, shown at ${shownPerf}`,
     );
 
+    // The stored answer is the streamed one, in place: the first block's element is still there.
+    await expect(page.locator('li.msg-agent:not(.msg-streaming) .md[data-mark="first"]').count()).resolves.toBe(1);
     // Every line is there once, and four-digit numbers stay inside the card.
     await expect(page.locator('.transcript .msg-agent li').count()).resolves.toBe(LINES);
     const fit = (await page.evaluate(`(() => {

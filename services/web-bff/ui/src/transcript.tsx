@@ -328,14 +328,8 @@ const PartView = memo(
   function PartView({ part }: { part: Part; rev: number }) {
     switch (part.kind) {
       case 'text':
-        // Keyed as the live part is (below), so the text that streamed stays as drawn.
-        return (
-          <>
-            <div class="msg-body" key="body">
-              <AgentText text={part.text} />
-            </div>
-          </>
-        );
+        // The same component as the live part it replaces (and under its key): what streamed stays as drawn.
+        return <AgentBody text={part.text} />;
       case 'cited':
         return (
           <div class="msg-body">
@@ -381,42 +375,37 @@ const PartView = memo(
       case 'server-tool':
         return <ServerTool card={part.card} />;
       case 'live':
-        return <LiveParts live={part.live} />;
+        return <AgentBody live={part.live} />;
     }
   },
   (a, b) => a.part === b.part && a.rev === b.rev,
 );
 
-/** The agent's Markdown, with a sub-agent it names by id named by its title. */
-function AgentText({ text }: { text: string }) {
-  const names = useContext(SubAgentNamesContext);
-  return <BlockMarkdown text={withSubAgentTitles(text, names.parentId, names.titles)} done />;
-}
-
 /**
- * A response streaming in: the provider's compaction and the thinking collapsed (left open or
- * closed as the user chose), then the text.
+ * The agent's text: streaming (`live`: the provider's compaction and the thinking collapsed, left
+ * open or closed as the user chose, then the text) or stored (`text`, with a sub-agent it names
+ * by id named by its title). One component for both, so when the stored answer replaces the
+ * stream the same elements stay: only the last block is drawn again.
  */
-function LiveParts({ live }: { live: Live }) {
-  const compaction = joinBlocks(live.compaction);
-  const thinking = joinBlocks(live.thinking);
-  const text = joinBlocks(live.text);
+function AgentBody({ live, text = '' }: { live?: Live; text?: string }) {
+  const names = useContext(SubAgentNamesContext);
+  const shown = live ? joinBlocks(live.text) : withSubAgentTitles(text, names.parentId, names.titles);
   return (
     <>
-      {live.compaction.size ? (
+      {live?.compaction.size ? (
         <details class="thinking compaction thinking-live" key="compaction">
           <summary>{COMPACTING}</summary>
-          <div class="thinking-text">{compaction}</div>
+          <div class="thinking-text">{joinBlocks(live.compaction)}</div>
         </details>
       ) : null}
-      {live.thinking.size ? (
+      {live?.thinking.size ? (
         <details class="thinking thinking-live" key="thinking">
           <summary>Thinking…</summary>
-          <div class="thinking-text">{thinking}</div>
+          <div class="thinking-text">{joinBlocks(live.thinking)}</div>
         </details>
       ) : null}
       <div class="msg-body" key="body">
-        <BlockMarkdown text={text} done={false} />
+        <BlockMarkdown text={shown} done={!live} />
       </div>
     </>
   );

@@ -387,9 +387,14 @@ export function renderMessages(messages: readonly Message[], options: RenderOpti
     .join('');
 }
 
-/** "restricted (read-only, sandboxed)", "unrestricted (full access: files and network)", "unrestricted only (no sandbox here)". */
-export function renderMode(c: Pick<Conversation, 'mode' | 'sandboxAvailable'>): string {
-  const line = modeLine(c.mode, c.sandboxAvailable);
+/**
+ * "restricted (read-only, sandboxed)", "unrestricted (writes files in the workspace api (as its
+ * tool user may) and uses the network)", "unrestricted only (no tool runner has the kernel sandbox)".
+ */
+export function renderMode(
+  c: Pick<Conversation, 'mode' | 'sandboxAvailable'> & Partial<Pick<Conversation, 'workspaceName' | 'cwd'>>,
+): string {
+  const line = modeLine(c.mode, c.sandboxAvailable, { workspaceName: c.workspaceName, cwd: c.cwd });
   return line.tone === 'unavailable'
     ? 'unrestricted only (no tool runner has the kernel sandbox)'
     : `${line.label.toLowerCase()} (${line.detail})`;

@@ -20,7 +20,7 @@ import {
   TokenDeltaKind,
 } from '@bedrock/contracts';
 import { parseSettingsFlags } from '../src/commands.ts';
-import { createEventRenderer, renderConversationTable, renderMessages, renderSettings, type RenderOptions } from '../src/render.ts';
+import { createEventRenderer, renderConversationTable, renderMessages, renderMode, renderSettings, type RenderOptions } from '../src/render.ts';
 import { run } from '../src/run.ts';
 
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;
@@ -65,6 +65,18 @@ const searchBlocks = [
   }),
   text('Bedrock is solid rock.', [cite]),
 ];
+
+describe('the mode in show', () => {
+  it('says where Unrestricted tools write, not "full access"', () => {
+    expect(renderMode({ mode: Mode.UNRESTRICTED, sandboxAvailable: true, workspaceName: 'api', cwd: '/w/api' })).toBe(
+      'unrestricted (writes files in the workspace api (as its tool user may) and uses the network)',
+    );
+    expect(renderMode({ mode: Mode.UNRESTRICTED, sandboxAvailable: true, workspaceName: '', cwd: '/srv/project' })).toBe(
+      'unrestricted (writes files in /srv/project (as its tool user may) and uses the network)',
+    );
+    expect(renderMode({ mode: Mode.RESTRICTED, sandboxAvailable: true })).toBe('restricted (read-only, sandboxed)');
+  });
+});
 
 describe('thinking in the live output', () => {
   const turn = [

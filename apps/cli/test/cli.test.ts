@@ -160,7 +160,7 @@ function bedrockBin(args: string[], env: Record<string, string | undefined> = {}
 
 describe('bedrock CLI', () => {
   it('new prints the id alone; ls lists it; show prints it', async () => {
-    const created = await bedrockBin(['new', '--cwd', '/tmp', '--model', 'test-model']);
+    const created = await bedrockBin(['new', '--cwd', '/tmp', '--model', 'claude-haiku-4-5']);
     expect(created.code).toBe(0);
     expect(created.stdout).toMatch(/^[0-9a-f-]{36}\n$/);
     const id = created.stdout.trim();
@@ -172,7 +172,7 @@ describe('bedrock CLI', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
-    expect(rows.find((r: { id: string }) => r.id === id)).toMatchObject({ cwd: '/tmp', model: 'test-model' });
+    expect(rows.find((r: { id: string }) => r.id === id)).toMatchObject({ cwd: '/tmp', model: 'claude-haiku-4-5' });
     const shown = await bedrock(['show', id]);
     expect(shown.stdout).toContain('state: idle');
   });

@@ -243,6 +243,9 @@ export class SourceNumbers {
   }
 }
 
+/** The marker under an answer the user cancelled while it streamed (the text above it is what had arrived). */
+export const CANCELLED_ANSWER = 'Cancelled by user — the answer stopped here.';
+
 /** The marker an agent message shows for how its response ended, if it says something. */
 export function stopMarker(reason: StopReason, explanation: string): string | undefined {
   switch (reason) {
@@ -252,6 +255,8 @@ export function stopMarker(reason: StopReason, explanation: string): string | un
       return 'Paused by the provider — continued below.';
     case StopReason.REFUSAL:
       return refusalText(explanation);
+    case StopReason.CANCELLED:
+      return CANCELLED_ANSWER;
     default:
       return undefined;
   }

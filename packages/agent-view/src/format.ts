@@ -147,11 +147,29 @@ function shorten(text: string, max: number): string {
 export type ModeTone = 'restricted' | 'unrestricted' | 'unavailable';
 
 /** The mode line (REQ-BED-014): what the agent may do right now. */
-export function modeLine(mode: Mode, sandboxAvailable: boolean): { label: string; detail: string; tone: ModeTone } {
+/**
+ * Where Unrestricted tools write: "the workspace api" or the host directory. They run as their
+ * tool user, so they can change only what that user may — said rather than "full access".
+ */
+export function writePlace(where: { workspaceName?: string; cwd?: string }): string {
+  if (where.workspaceName) return `the workspace ${where.workspaceName}`;
+  return where.cwd ? where.cwd : 'the working directory';
+}
+
+export function modeLine(
+  mode: Mode,
+  sandboxAvailable: boolean,
+  where: { workspaceName?: string; cwd?: string } = {},
+): { label: string; detail: string; tone: ModeTone } {
+  const writes = `writes files in ${writePlace(where)} (as its tool user may) and uses the network`;
   if (!sandboxAvailable) {
-    return { label: 'Sandbox unavailable', detail: 'Unrestricted only: no tool runner has the kernel sandbox', tone: 'unavailable' };
+    return {
+      label: 'Sandbox unavailable',
+      detail: `Unrestricted only (no tool runner has the kernel sandbox): ${writes}`,
+      tone: 'unavailable',
+    };
   }
-  if (mode === Mode.UNRESTRICTED) return { label: 'Unrestricted', detail: 'full access: files and network', tone: 'unrestricted' };
+  if (mode === Mode.UNRESTRICTED) return { label: 'Unrestricted', detail: writes, tone: 'unrestricted' };
   return { label: 'Restricted', detail: 'read-only, sandboxed', tone: 'restricted' };
 }
 

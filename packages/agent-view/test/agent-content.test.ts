@@ -187,6 +187,7 @@ describe('how a response ended', () => {
     expect(stopMarker(StopReason.PAUSE_TURN, '')).toBe('Paused by the provider — continued below.');
     expect(stopMarker(StopReason.REFUSAL, '')).toBe('The model declined to answer.');
     expect(stopMarker(StopReason.REFUSAL, 'It is harmful')).toBe('The model declined to answer: It is harmful.');
+    expect(stopMarker(StopReason.CANCELLED, '')).toBe('Cancelled by user — the answer stopped here.');
     expect(stopMarker(StopReason.END_TURN, '')).toBeUndefined();
     expect(stopMarker(StopReason.TOOL_USE, '')).toBeUndefined();
   });

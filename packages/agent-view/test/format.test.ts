@@ -75,6 +75,14 @@ describe('the mode line', () => {
     expect(modeLine(Mode.RESTRICTED, true)).toMatchObject({ label: 'Restricted', detail: 'read-only, sandboxed' });
     expect(modeLine(Mode.UNRESTRICTED, true).label).toBe('Unrestricted');
     expect(modeLine(Mode.UNRESTRICTED, false)).toMatchObject({ label: 'Sandbox unavailable', tone: 'unavailable' });
+    // Where Unrestricted tools write, not "full access".
+    expect(modeLine(Mode.UNRESTRICTED, true, { workspaceName: 'api', cwd: '/w/api' }).detail).toBe(
+      'writes files in the workspace api (as its tool user may) and uses the network',
+    );
+    expect(modeLine(Mode.UNRESTRICTED, true, { cwd: '/srv/project' }).detail).toBe(
+      'writes files in /srv/project (as its tool user may) and uses the network',
+    );
+    expect(modeLine(Mode.UNRESTRICTED, false, { cwd: '/srv/project' }).detail).toMatch(/writes files in \/srv\/project/);
   });
 });
 

@@ -292,6 +292,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             logger,
             policy,
             defaultModel: config.models.default,
+            models,
             defaultThinking: config.conversations.defaultThinking,
             allowedServerTools: config.conversations.serverTools ?? [],
             checkCwd: config.conversations.checkCwd,

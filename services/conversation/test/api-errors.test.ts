@@ -127,6 +127,10 @@ describe('invalid input', () => {
     expectInvalid(await rpcError(c.createConversation({ cwd: 'relative/../../dir' })), /leaves the workspace/);
     expectInvalid(await rpcError(c.createConversation({ cwd: `/${'a'.repeat(LIMITS.maxCwdChars)}` })), /at most 4096/);
     expectInvalid(await rpcError(c.createConversation({ cwd: '/tmp', model: 'bad model!' })), /not a valid model id/);
+    // A well-formed id this service does not know is refused too, naming the ones it does.
+    const unknown = await rpcError(c.createConversation({ cwd: '/tmp', model: 'gpt-4o' }));
+    expectInvalid(unknown, /model "gpt-4o" is not one this service knows: use one of .*claude-haiku-4-5.*claude-sonnet-4-6/);
+    expect((await c.createConversation({ cwd: '/tmp', model: 'claude-haiku-4-5' })).conversation!.model).toBe('claude-haiku-4-5');
     expectInvalid(await rpcError(c.listConversations({ pageToken: 'not-a-token' })), /page_token/);
 
     expect(await stored(id)).toEqual(before);

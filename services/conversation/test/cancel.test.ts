@@ -92,6 +92,25 @@ describe('cancel during an LLM request', () => {
     expect(next.messages[0]!.content.map((b) => (b.block.case === 'text' ? b.block.value.text : ''))).toEqual(['go', 'again']);
   });
 
+  it('keeps the text that streamed before the cancel: an agent message of that text, stop reason CANCELLED, in the next history too', async () => {
+    const { id, job } = await started();
+    await h.client().cancel({ conversationId: id });
+    await h.waitFor('abort signal', () => abortsOf(job.requestId).length === 1);
+    // The gateway's acknowledgement carries what had streamed (the user saw it).
+    await h.fail(job, { kind: ErrorKind.CANCELLED, aborted: true, message: 'Request aborted', partialText: 'Partial ans' });
+    await h.waitState(id, StateKind.IDLE);
+    const { messages } = await h.get(id);
+    expect(messages.map((m) => MessageType[m.type])).toEqual(['USER', 'AGENT']);
+    expect(messages[1]!.stopReason).toBe(StopReason.CANCELLED);
+    expect(textOf(messages[1]!.content)).toBe('Partial ans');
+
+    // The model is told what it had said before the user stopped it.
+    await h.client().sendMessage({ conversationId: id, text: 'again' });
+    const next = await h.llmJob(id, 1);
+    expect(next.messages.map((m) => Role[m.role])).toEqual(['USER', 'ASSISTANT', 'USER']);
+    expect(next.messages[1]!.content.map((b) => (b.block.case === 'text' ? b.block.value.text : ''))).toEqual(['Partial ans']);
+  });
+
   it('goes idle when the acknowledgement is lost, repeating the abort', async () => {
     const { id, job } = await started();
     await h.client().cancel({ conversationId: id });

@@ -38,7 +38,7 @@ const essence = (m: Message) => ({
  */
 async function richSource(): Promise<string> {
   const c = h.client();
-  const id = (await c.createConversation({ cwd: '/tmp', model: 'claude-fork-test', thinking: ThinkingLevel.LOW })).conversation!.id;
+  const id = (await c.createConversation({ cwd: '/tmp', model: 'claude-haiku-4-5', thinking: ThinkingLevel.LOW })).conversation!.id;
   await c.sendMessage({ conversationId: id, text: 'Look at the repository' });
   await h.respond(await h.llmJob(id, 0), {
     stopReason: StopReason.TOOL_USE,
@@ -128,7 +128,7 @@ describe('ForkConversation', () => {
     expect(fork.mode).toBe(Mode.RESTRICTED);
     expect([fork.cwd, fork.model, fork.thinking, fork.userInitiated, fork.parentId]).toEqual([
       '/tmp',
-      'claude-fork-test',
+      'claude-haiku-4-5',
       ThinkingLevel.LOW,
       true,
       '',
@@ -146,7 +146,7 @@ describe('ForkConversation', () => {
 
     const job = await nextTurn(fork.id);
     expect(job.purpose).toBe(LlmRequestPurpose.TURN);
-    expect(job.model).toBe('claude-fork-test');
+    expect(job.model).toBe('claude-haiku-4-5');
     if (turns) expect(shape(job)).toEqual(turns);
     if (at === 4 || at === 5) {
       const signatures = job.messages.flatMap((m) =>

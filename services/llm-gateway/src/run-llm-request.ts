@@ -24,7 +24,7 @@ import {
   type LlmMessage,
   type LlmRequestJob,
   type LlmResponseEvent,
-  type TokenDeltaKind,
+  TokenDeltaKind,
 } from '@bedrock/contracts';
 import { compactionHeaders } from './compaction.ts';
 import {
@@ -73,7 +73,7 @@ export interface RunDeps {
 
 const ABORTED_MESSAGE = 'The request was cancelled.';
 
-function failure(requestId: string, c: Classified, aborted = false): LlmOutcome {
+function failure(requestId: string, c: Classified, aborted = false, partialText = ''): LlmOutcome {
   return {
     case: 'llmError',
     value: create(LlmErrorEventSchema, {
@@ -85,8 +85,30 @@ function failure(requestId: string, c: Classified, aborted = false): LlmOutcome 
       httpStatus: c.httpStatus,
       providerRequestId: c.providerRequestId,
       aborted,
+      partialText: aborted ? partialText : '',
     }),
   };
+}
+
+/**
+ * The answer text streamed so far (TEXT deltas; blocks a paragraph apart), which an abort
+ * acknowledgement carries: the user saw it, and the conversation keeps it marked cancelled.
+ */
+class StreamedText {
+  private readonly blocks = new Map<number, string>();
+  add(blockIndex: number, text: string, kind: TokenDeltaKind): void {
+    if (kind === TokenDeltaKind.TEXT) this.blocks.set(blockIndex, (this.blocks.get(blockIndex) ?? '') + text);
+  }
+  clear(): void {
+    this.blocks.clear();
+  }
+  get text(): string {
+    return [...this.blocks.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, t]) => t)
+      .filter((t) => t.trim())
+      .join('\n\n');
+  }
 }
 
 /**
@@ -121,7 +143,12 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
   const { client, options, signal } = deps;
   const fail = (c: Classified, aborted = false): LlmOutcome => failure(job.requestId, c, aborted);
   let providerRequestId = '';
-  const cancelled = () => fail(base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true);
+  const streamed = new StreamedText();
+  const cancelled = () => failure(job.requestId, base(ErrorKind.CANCELLED, false, ABORTED_MESSAGE, providerRequestId), true, streamed.text);
+  const onDelta = (blockIndex: number, text: string, kind: TokenDeltaKind) => {
+    streamed.add(blockIndex, text, kind);
+    deps.onDelta?.(blockIndex, text, kind);
+  };
   if (signal?.aborted) return cancelled();
 
   let params: Anthropic.MessageCreateParamsStreaming;
@@ -168,7 +195,7 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
       abortQuietly(controller);
     }, ms);
   };
-  let accumulator = new StreamAccumulator(deps.onDelta);
+  let accumulator = new StreamAccumulator(onDelta);
   let first = true;
   // Image refusals retried so far: the first replaces what the provider named (or every
   // image), a second one every image left; then the error goes to the state machine as is.
@@ -211,7 +238,8 @@ export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<Llm
               images: removed.map((r) => r.label),
               reason: refusal.reason,
             });
-            accumulator = new StreamAccumulator(deps.onDelta);
+            streamed.clear();
+            accumulator = new StreamAccumulator(onDelta);
             continue;
           }
         }

@@ -568,7 +568,7 @@ describe('runLlmRequest: HTTP errors', () => {
 });
 
 describe('runLlmRequest: cancel', () => {
-  it('aborts the HTTP stream at once and reports nothing partial', async () => {
+  it('aborts the HTTP stream at once; the acknowledgement carries the text streamed so far (nothing else partial)', async () => {
     server.enqueue({ kind: 'message', content: [{ type: 'text', text: 'x'.repeat(400) }], chunkChars: 4, eventDelayMs: 20 });
     const controller = new AbortController();
     let abortedAt = 0;
@@ -588,6 +588,9 @@ describe('runLlmRequest: cancel', () => {
     const e = error(await pending);
     const took = performance.now() - abortedAt;
     expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true, retryable: false });
+    // What the user saw stream is kept (the conversation persists it, marked cancelled).
+    expect(e.partialText).toBe(deltas.join(''));
+    expect(e.partialText.length).toBeGreaterThanOrEqual(12);
     // The rest of the stream would take ~1.9 s (97 events 20 ms apart): ending long before it
     // means the stream was aborted, not read out. (How fast, in ms, is the cancel benchmark's
     // business: a timed bound here fails on a busy machine.)
@@ -602,7 +605,7 @@ describe('runLlmRequest: cancel', () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 30);
     const e = error(await runLlmRequest(makeJob(), { client: sdkClient(server.url), options: runOptions(), signal: controller.signal }));
-    expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true });
+    expect(e).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true, partialText: '' });
   });
 
   it('does not call the provider when already cancelled', async () => {

@@ -11,6 +11,7 @@ const dist = join(here, 'dist');
 await rm(dist, { recursive: true, force: true });
 await mkdir(dist, { recursive: true });
 await copyFile(join(here, 'index.html'), join(dist, 'index.html'));
+await copyFile(join(here, 'favicon.svg'), join(dist, 'favicon.svg'));
 await copyFile(join(here, 'src', 'app.css'), join(dist, 'app.css'));
 
 const options = {

@@ -65,6 +65,7 @@ import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
 import { checkImageDecodes, checkImageHeaders } from './images.ts';
 import type { ImageSize } from '@bedrock/contracts/image-size';
+import type { ModelRegistry } from '@bedrock/contracts/models';
 import { LIMITS } from './limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
@@ -82,6 +83,11 @@ export interface ConversationApiOptions {
   readonly policy: Policy;
   /** Model for conversations created without one. */
   readonly defaultModel: string;
+  /**
+   * The models this deployment knows (BEDROCK_MODELS over the built-in table): a conversation is
+   * created only with one of them or the default model. Unset: any well-formed id is taken.
+   */
+  readonly models?: ModelRegistry;
   /** Thinking level of conversations created without one (BEDROCK_DEFAULT_THINKING). Default high. */
   readonly defaultThinking?: ThinkingSetting;
   /** Server tools conversations may turn on (BEDROCK_SERVER_TOOLS). Default none. */
@@ -465,6 +471,18 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const model = req.model.trim() || options.defaultModel;
       if (!MODEL_PATTERN.test(model))
         throw new ConnectError(`model ${JSON.stringify(model)} is not a valid model id`, Code.InvalidArgument);
+      // An unknown model would be shown while another one answers (or every request fail): refused
+      // here, naming the ones that work. A continuation may keep its source's model.
+      if (options.models && model !== options.defaultModel && !options.models.lookup(model).known) {
+        const source = req.continueFromId ? await store.get(req.continueFromId) : null;
+        if (!source || source.ownerId !== user || source.model !== model) {
+          const known = [...new Set([options.defaultModel, ...options.models.list().map((m) => m.id)])].sort();
+          throw new ConnectError(
+            `model ${JSON.stringify(model)} is not one this service knows: use one of ${known.join(', ')} (or leave it out for ${options.defaultModel})`,
+            Code.InvalidArgument,
+          );
+        }
+      }
       const thinking = thinkingOf(req.thinking) ?? options.defaultThinking ?? 'high';
       const serverTools = serverToolsOf(req.serverTools);
       let seed: { summary: string } | undefined;

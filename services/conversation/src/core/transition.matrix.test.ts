@@ -462,13 +462,21 @@ const SPEC_000: Row[] = [
     expect: { reject: 'agent_busy' },
   },
   {
-    label: '000 #15 Cancelling + LlmResponse → Idle | NotifyClient (nothing persisted)',
+    // Amended (issue 28): the text the user saw stream is kept, marked cancelled; its tool calls are not.
+    label: '000 #15 Cancelling + LlmResponse → Idle | NotifyClient (its text kept as a cancelled answer, no tool call)',
     setup: (c) => c.toCancelling(),
     event: (c) => response(c.requestId, { text: 'partial answer', calls: [bash('t9')] }),
     expect: {
       phase: 'idle',
-      effects: ['cancel_timer'],
-      check: (r, c) => expect(effectsOf(r, 'cancel_timer')[0]!.timerId).toBe(c.timer('cancel_timeout')),
+      effects: ['cancel_timer', 'persist_message'],
+      check: (r, c) => {
+        expect(effectsOf(r, 'cancel_timer')[0]!.timerId).toBe(c.timer('cancel_timeout'));
+        expect(effectsOf(r, 'persist_message')[0]!.message).toEqual({
+          type: 'agent',
+          content: [{ type: 'text', text: 'partial answer' }],
+          stopReason: 'cancelled',
+        });
+      },
     },
   },
   {
@@ -1118,6 +1126,21 @@ const DOC_TRANSITIONS: Row[] = [
     setup: (c) => c.toCancelling(),
     event: (c) => llmError(c.requestId, { retryable: false, errorKind: 'cancelled', aborted: true }),
     expect: { phase: 'idle', effects: ['cancel_timer'] },
+  },
+  {
+    label: 'doc: cancelling + llm_error (abort acknowledgement with the streamed text) → idle | cancel_timer, persist agent (cancelled)',
+    setup: (c) => c.toCancelling(),
+    event: (c) => llmError(c.requestId, { retryable: false, errorKind: 'cancelled', aborted: true, partialText: 'What the user saw' }),
+    expect: {
+      phase: 'idle',
+      effects: ['cancel_timer', 'persist_message'],
+      check: (r) =>
+        expect(effectsOf(r, 'persist_message')[0]!.message).toEqual({
+          type: 'agent',
+          content: [{ type: 'text', text: 'What the user saw' }],
+          stopReason: 'cancelled',
+        }),
+    },
   },
   {
     label: 'doc: S llm_requesting{3} + llm_error retryable → failed | persist error, notify error, notify_parent',

@@ -486,18 +486,30 @@ function inFlight(phase: Phase, requestId: string): boolean {
 
 /**
  * Any answer to the request being cancelled (response, error or the abort acknowledgement)
- * ends Cancelling; REQ-BED-005: the answer is dropped, nothing partial is persisted.
+ * ends Cancelling. REQ-BED-005: no tool it asked for runs and nothing the model would take for
+ * a whole answer is kept — but the text the user already saw stream is: it is persisted as an
+ * agent message of its text alone, stop reason `cancelled`, so every client shows it (marked
+ * cancelled) rather than losing it. The abort acknowledgement carries that text; a response
+ * that completed before the abort took effect gives its text blocks.
  */
-function onCancelledAnswer(d: Draft, phase: Extract<Phase, { kind: 'cancelling' }>, requestId: string): Outcome {
-  if (phase.requestId !== requestId) return NOOP;
+function onCancelledAnswer(d: Draft, phase: Extract<Phase, { kind: 'cancelling' }>, event: LlmResponseEvent | LlmErrorEvent): Outcome {
+  if (phase.requestId !== event.requestId) return NOOP;
   d.emit({ type: 'cancel_timer', timerId: phase.timerId });
+  const seen =
+    event.type === 'llm_response'
+      ? event.content.flatMap((b) => (b.type === 'text' && b.text.trim() ? [b.text] : [])).join('\n\n')
+      : event.aborted
+        ? (event.partialText ?? '')
+        : '';
+  if (seen.trim())
+    d.emit({ type: 'persist_message', message: { type: 'agent', content: [{ type: 'text', text: seen }], stopReason: 'cancelled' } });
   d.phase = { kind: 'idle' };
   return;
 }
 
 function onLlmResponse(d: Draft, event: LlmResponseEvent): Outcome {
   const phase = d.phase;
-  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event.requestId);
+  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event);
   if (!inFlight(phase, event.requestId)) return NOOP;
   d.lastUsage = event.usage;
   d.totalUsage = addUsage(d.totalUsage, event.usage);
@@ -605,7 +617,7 @@ function endTurn(d: Draft, event: LlmResponseEvent): void {
 
 function onLlmError(d: Draft, event: LlmErrorEvent): Outcome {
   const phase = d.phase;
-  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event.requestId);
+  if (phase.kind === 'cancelling') return onCancelledAnswer(d, phase, event);
   if (!inFlight(phase, event.requestId)) return NOOP;
   if (phase.kind !== 'llm_requesting' && phase.kind !== 'awaiting_continuation') return NOOP;
   const max = d.ctx.policy.maxLlmAttempts;

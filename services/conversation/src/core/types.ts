@@ -285,7 +285,16 @@ export interface ImageInput {
 
 /** Stop reasons of the Messages API; 'unspecified' means the stream ended without one. */
 export type StopReason =
-  'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'pause_turn' | 'refusal' | 'model_context_window_exceeded' | 'unspecified';
+  | 'end_turn'
+  | 'tool_use'
+  | 'max_tokens'
+  | 'stop_sequence'
+  | 'pause_turn'
+  | 'refusal'
+  | 'model_context_window_exceeded'
+  /** Bedrock's own: the user cancelled while the answer streamed (the message keeps what had streamed). */
+  | 'cancelled'
+  | 'unspecified';
 
 export type ConversationEvent =
   // From users (through the API).
@@ -325,6 +334,8 @@ export type ConversationEvent =
       readonly retryAfterMs: number;
       /** This is the acknowledgement of an abort. */
       readonly aborted: boolean;
+      /** With `aborted`: the answer text that had streamed (what the user saw), if any. */
+      readonly partialText?: string;
     }
   // From tool-runners.
   | { readonly type: 'tool_complete'; readonly result: ToolResult }

@@ -93,6 +93,7 @@ const STOP_REASONS: Record<PStopReason, StopReason> = {
   [PStopReason.PAUSE_TURN]: 'pause_turn',
   [PStopReason.REFUSAL]: 'refusal',
   [PStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED]: 'model_context_window_exceeded',
+  [PStopReason.CANCELLED]: 'cancelled',
 };
 
 const STOP_REASONS_TO_PROTO = Object.fromEntries(Object.entries(STOP_REASONS).map(([k, v]) => [v, Number(k)])) as Record<
@@ -361,6 +362,7 @@ export function decodeEventJob(job: ConversationEventJob): DecodedJob {
           message: e.value.message,
           retryAfterMs: Number(e.value.retryAfterMs),
           aborted: e.value.aborted,
+          ...(e.value.aborted && e.value.partialText ? { partialText: e.value.partialText } : {}),
         },
       };
     case 'toolComplete': {

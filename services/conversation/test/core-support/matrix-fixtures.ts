@@ -162,7 +162,14 @@ export function response(requestId: string, opts: ResponseOptions = {}): Convers
 
 export function llmError(
   requestId: string,
-  opts: { retryable?: boolean; errorKind?: ErrorKind; message?: string; retryAfterMs?: number; aborted?: boolean } = {},
+  opts: {
+    retryable?: boolean;
+    errorKind?: ErrorKind;
+    message?: string;
+    retryAfterMs?: number;
+    aborted?: boolean;
+    partialText?: string;
+  } = {},
 ): ConversationEvent {
   const retryable = opts.retryable ?? true;
   return {
@@ -173,6 +180,7 @@ export function llmError(
     message: opts.message ?? (retryable ? 'overloaded' : 'invalid api key'),
     retryAfterMs: opts.retryAfterMs ?? 0,
     aborted: opts.aborted ?? false,
+    ...(opts.partialText !== undefined ? { partialText: opts.partialText } : {}),
   };
 }
 

@@ -547,6 +547,8 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
     case 'llm_response': {
       if (p.kind === 'cancelling' && event.requestId === p.requestId) {
         const x = d().emit('cancel_timer');
+        // Issue 28: the text the user saw stream is kept, as a cancelled answer.
+        if (event.content.some((b) => b.type === 'text' && b.text.trim())) x.emit('persist:agent');
         x.phase = { kind: 'idle' };
         return [x.done()];
       }
@@ -562,6 +564,7 @@ export function modelStep(ctx: ConversationContext, s: ModelState, event: Conver
     case 'llm_error': {
       if (p.kind === 'cancelling' && event.requestId === p.requestId) {
         const x = d().emit('cancel_timer');
+        if (event.aborted && event.partialText?.trim()) x.emit('persist:agent');
         x.phase = { kind: 'idle' };
         return [x.done()];
       }

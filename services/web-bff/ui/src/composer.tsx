@@ -36,6 +36,12 @@ interface Pending {
   readonly url: string;
 }
 
+let focusOnOpen = false;
+/** The next message box to open takes the focus (after Start in the new-conversation form). */
+export function focusComposerOnOpen(): void {
+  focusOnOpen = true;
+}
+
 export function Composer(props: ComposerProps) {
   const [pending, setPending] = useState<Pending[]>([]);
   /** Sends on their way (they go one after the other, in order). */
@@ -49,6 +55,11 @@ export function Composer(props: ComposerProps) {
 
   useEffect(() => {
     props.focusRef?.(() => input.current?.focus());
+    // A conversation just started here: the next thing is its first message.
+    if (focusOnOpen) {
+      focusOnOpen = false;
+      input.current?.focus();
+    }
     return () => pendingRef.current.forEach((p) => URL.revokeObjectURL(p.url));
   }, []);
 

@@ -15,11 +15,12 @@ import {
   THINKING_CHOICES,
   thinkingLabel,
 } from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, stateShort, usageView } from '@bedrock/agent-view/format';
+import { modeLine, stateLine, stateShort, usageView, writePlace } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
 import { Composer, PendingList } from './composer.tsx';
+import { perFrame } from './frame.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
@@ -29,9 +30,13 @@ export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }
   const [, setVersion] = useState(0);
   const focusComposer = useRef<() => void>(() => {});
   useEffect(() => {
-    session.changed = () => setVersion((v) => v + 1);
+    const draw = perFrame(() => setVersion((v) => v + 1));
+    session.changed = draw.request;
     session.start();
-    return () => session.dispose();
+    return () => {
+      draw.cancel();
+      session.dispose();
+    };
   }, [session]);
 
   useEffect(() => {
@@ -116,9 +121,10 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   }, [title]);
 
   const sandbox = c.sandboxAvailable;
-  const m = modeLine(session.mode, sandbox);
+  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd });
   const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
-  const line = stateLine(session.state, session.retry, now);
+  // The state line says what is known: while the watch reconnects, the last state may be stale.
+  const line = session.connected ? stateLine(session.state, session.retry, now) : { text: 'Reconnecting…', tone: 'attention' as const };
   const u = usageView(session.contextUsage);
   const offerContinuation = u.warning && (kind === StateKind.IDLE || kind === StateKind.ERROR);
   const exhausted = kind === StateKind.CONTEXT_EXHAUSTED;
@@ -184,8 +190,8 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             <span class={`mode-badge mode-${m.tone}`}>{m.label}</span>
             <span class="mode-detail">{m.detail}</span>
             {canDowngrade ? (
-              <button type="button" class="small" onClick={() => session.downgrade()}>
-                Switch to Restricted
+              <button type="button" class="small" onClick={() => session.downgrade()} aria-label="Switch to Restricted">
+                <span class="wide-only">Switch to </span>Restricted
               </button>
             ) : null}
           </div>
@@ -211,6 +217,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             </span>
           </div>
           <Usage view={u} offerContinuation={offerContinuation} onContinue={() => session.summariseAndContinue()} />
+          {c.parentId ? null : <DeleteConversation session={session} />}
         </div>
       </header>
       {session.connected ? null : (
@@ -221,7 +228,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
       <UpgradeDialog session={session} awaiting={awaiting} />
       <SubAgentNamesContext.Provider value={names}>
         <ForkContext.Provider value={fork}>
-          <Transcript model={session.transcript} version={session.transcript.version} />
+          <Transcript model={session.transcript} version={session.transcript.version} pin={session.sent} />
         </ForkContext.Provider>
       </SubAgentNamesContext.Provider>
       {session.alert ? (
@@ -368,6 +375,49 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
   );
 }
 
+/**
+ * Deletes the conversation (DeleteConversation: its messages and its sub-agents, for good) after
+ * a question; Keep is the default (and Esc). A busy conversation is refused by the service, which
+ * says to cancel first: its words are shown in the alert.
+ */
+function DeleteConversation({ session }: { session: Session }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [deleting, setDeleting] = useState(false);
+  const remove = async () => {
+    dialog.current?.close();
+    setDeleting(true);
+    const ok = await session.deleteConversation();
+    if (!ok) setDeleting(false);
+  };
+  return (
+    <>
+      <button
+        type="button"
+        class="small delete-button"
+        disabled={deleting}
+        aria-label="Delete this conversation"
+        title="Delete this conversation"
+        onClick={() => dialog.current?.showModal()}
+      >
+        {deleting ? '…' : <span aria-hidden="true">🗑</span>}
+        <span class="delete-word">{deleting ? ' Deleting' : ' Delete'}</span>
+      </button>
+      <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>
+        <h2 id="delete-title">Delete this conversation?</h2>
+        <p id="delete-desc">Its messages and its sub-agents are deleted for good; this cannot be undone.</p>
+        <div class="dialog-buttons">
+          <button type="button" class="secondary" autofocus onClick={() => dialog.current?.close()}>
+            Keep it
+          </button>
+          <button type="button" class="danger" onClick={() => void remove()}>
+            Delete
+          </button>
+        </div>
+      </dialog>
+    </>
+  );
+}
+
 /** The conversation's sub-agents: a menu of links to their transcripts, with their states. */
 function SubAgents({ session }: { session: Session }) {
   const agents = session.subAgents;
@@ -436,6 +486,7 @@ function Usage({
 
 /** The upgrade question: a modal dialog once per request; after Escape a banner reopens it. */
 function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: boolean }) {
+  const c = session.conversation!;
   const dialog = useRef<HTMLDialogElement>(null);
   const asked = useRef(false);
   const [open, setOpen] = useState(false);
@@ -482,7 +533,10 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
         onClose={() => setOpen(false)}
       >
         <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
-        <p id="upgrade-desc">The agent asks to leave the read-only sandbox so it can change files and use the network. Its reason:</p>
+        <p id="upgrade-desc">
+          The agent asks to leave the read-only sandbox so it can write files in{' '}
+          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd })} (as its tool user may) and use the network. Its reason:
+        </p>
         <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
         <div class="dialog-buttons">
           <button type="button" class="secondary" autofocus onClick={() => respond(false)}>

@@ -145,7 +145,7 @@ function SignIn({ message, done }: { message: string; done(token: string): void 
           Paste your access token. <code>npm start</code> prints a link that includes it.
         </p>
         {message ? (
-          <p class="form-error" role="alert">
+          <p class="sign-in-note" role="status">
             {message}
           </p>
         ) : null}

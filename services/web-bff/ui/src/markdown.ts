@@ -5,8 +5,8 @@
  * http(s) and mailto addresses stay links. Code blocks are highlighted by highlight.js (the
  * core and a handful of common languages, to keep the bundle small) and get a copy button.
  *
- * Streaming: {@link stableSplit} cuts a growing text into blocks that can no longer change and
- * the tail still being written, so a streamed answer re-renders only its last block.
+ * Streaming: `stableSplit` (markdown-split.ts) cuts a growing text into blocks that can no
+ * longer change and the tail still being written, so a streamed answer re-renders only its last block.
  */
 import DOMPurify from 'dompurify';
 import hljs from 'highlight.js/lib/core';
@@ -98,10 +98,20 @@ const ALLOWED_TAGS = [
 const ALLOWED_ATTR = ['href', 'title', 'class', 'align', 'start', 'type', 'checked', 'disabled', 'data-lang'];
 const SAFE_HREF = /^(https?:|mailto:|#)/i;
 
+let configured: ReturnType<typeof DOMPurify> | undefined;
+/** A sanitiser of its own with the allow-lists set once (not parsed again on every call: a stream renders many times a second). */
+function purifier(): ReturnType<typeof DOMPurify> {
+  if (!configured) {
+    configured = DOMPurify(window);
+    configured.setConfig({ ALLOWED_TAGS, ALLOWED_ATTR, RETURN_DOM_FRAGMENT: true });
+  }
+  return configured;
+}
+
 /** The sanitised DOM of a Markdown text, with safe links and copyable code blocks. */
 export function markdownFragment(text: string): DocumentFragment {
   const html = marked.parse(text, { async: false });
-  const fragment = DOMPurify.sanitize(html, { ALLOWED_TAGS, ALLOWED_ATTR, RETURN_DOM_FRAGMENT: true });
+  const fragment = purifier().sanitize(html) as unknown as DocumentFragment;
   for (const a of fragment.querySelectorAll('a')) {
     const href = a.getAttribute('href') ?? '';
     if (!SAFE_HREF.test(href)) {
@@ -117,6 +127,11 @@ export function markdownFragment(text: string): DocumentFragment {
   for (const input of fragment.querySelectorAll('input')) {
     if (input.type !== 'checkbox') input.remove();
     else input.disabled = true;
+  }
+  // Room for the widest number of an ordered list (app.css: digits-3 and up).
+  for (const ol of fragment.querySelectorAll('ol')) {
+    const widest = String(Math.max(1, Number(ol.getAttribute('start') ?? '1') || 1) + ol.children.length - 1).length;
+    if (widest >= 3) ol.classList.add(`digits-${Math.min(widest, 6)}`);
   }
   for (const pre of fragment.querySelectorAll('pre')) {
     const code = pre.querySelector('code');
@@ -136,43 +151,4 @@ export function markdownFragment(text: string): DocumentFragment {
     block.append(head, pre);
   }
   return fragment;
-}
-
-/** Which tokens of a lexed text are final: every one before the last that is not blank space. */
-interface Lexed {
-  readonly raw: string;
-  readonly type: string;
-}
-
-/**
- * Splits a streamed text at block boundaries: `blocks` are complete (a later delta cannot
- * change how they render), `tail` is the block still growing. `from` carries the blocks found
- * in an earlier, shorter version of the same text, so each call lexes only the tail.
- */
-export function stableSplit(
-  text: string,
-  from: { blocks: string[]; offset: number } = { blocks: [], offset: 0 },
-): {
-  blocks: string[];
-  offset: number;
-  tail: string;
-} {
-  let { blocks, offset } = from;
-  if (offset > text.length || !text.startsWith(blocks.join(''))) {
-    blocks = [];
-    offset = 0;
-  }
-  blocks = [...blocks];
-  const rest = text.slice(offset);
-  const tokens = marked.lexer(rest) as unknown as Lexed[];
-  let last = tokens.length - 1;
-  while (last >= 0 && tokens[last]!.type === 'space') last--;
-  let consumed = '';
-  for (let i = 0; i < last; i++) consumed += tokens[i]!.raw;
-  // The lexer normalises some input (e.g. carriage returns): then it is safer not to split.
-  if (consumed && rest.startsWith(consumed)) {
-    for (let i = 0; i < last; i++) blocks.push(tokens[i]!.raw);
-    offset += consumed.length;
-  }
-  return { blocks, offset, tail: text.slice(offset) };
 }

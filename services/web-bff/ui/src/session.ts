@@ -81,6 +81,8 @@ export class Session {
   upgradeReason = '';
   connected = true;
   alert = '';
+  /** Messages sent from this page: the transcript follows the newest again after each. */
+  sent = 0;
   readonly transcript = new TranscriptModel();
   /** This conversation's sub-agents (spawn order), and their titles by id (a new map when one changes). */
   subAgents: readonly SubAgentView[] = [];
@@ -203,6 +205,9 @@ export class Session {
    * which is what the view shows — so a reload, or a message queued from the CLI, shows the same.
    */
   submit(text: string, images: Attachment[], delivery: Delivery = 'queue'): Promise<boolean> {
+    // The transcript goes to the bottom (where the message appears) and follows again.
+    this.sent++;
+    this.changed();
     return this.act((requestId) =>
       this.deps.api.sendMessage({ conversationId: this.id, text, images, requestId, delivery: DELIVERY[delivery] }),
     );
@@ -246,6 +251,17 @@ export class Session {
       if (isUnauthenticated(err)) this.deps.authFailed(errorText(err));
       return { ok: false, message: errorText(err) };
     }
+  }
+
+  /** Deletes the conversation (and its sub-agents); then back to the start page. False when the service refused. */
+  async deleteConversation(): Promise<boolean> {
+    const ok = await this.act((requestId) => this.deps.api.deleteConversation({ conversationId: this.id, requestId }));
+    if (ok) {
+      this.dispose();
+      this.deps.listChanged();
+      this.deps.navigate('/');
+    }
+    return ok;
   }
 
   async respond(approve: boolean): Promise<void> {
@@ -388,12 +404,14 @@ export class Session {
         }
         break;
       }
+      // Text and output as they stream change the transcript alone, which draws itself: the rest of
+      // the view is not drawn again for each of hundreds of deltas a second.
       case 'tokenDelta':
         this.transcript.tokenDelta(e.kind.value);
-        break;
+        return;
       case 'toolOutput':
         this.transcript.toolOutput(e.kind.value.toolUseId, e.kind.value.text);
-        break;
+        return;
       case 'retryScheduled': {
         const v = e.kind.value;
         this.retry = {

@@ -14,6 +14,7 @@ import { DEFAULT_WORKSPACE, type Place } from './workspaces.ts';
 import { RelativeTime } from './time.tsx';
 import { SpendLine } from './spend-line.tsx';
 import { conversationTitle, SEARCH_DELAY_MS, SEARCH_MAX, searchQuery } from './titles.ts';
+import { focusComposerOnOpen } from './composer.tsx';
 
 export interface SidebarProps {
   readonly api: Api;
@@ -250,7 +251,10 @@ function NewConversation({ api, workspaces, authFailed, navigate }: Pick<Sidebar
       const host = !place.workspace && place.cwd.startsWith('/');
       if (!host) localStorage.setItem(LAST_WORKSPACE, place.workspace || DEFAULT_WORKSPACE);
       localStorage.setItem(LAST_CWD, host ? place.cwd : '');
-      if (res.conversation) navigate(`/c/${res.conversation.id}`);
+      if (res.conversation) {
+        focusComposerOnOpen();
+        navigate(`/c/${res.conversation.id}`);
+      }
     } catch (err) {
       if (isUnauthenticated(err)) return authFailed(errorText(err));
       setError(errorText(err));

@@ -105,7 +105,7 @@ export type Part =
 
 export interface Marker {
   readonly text: string;
-  readonly stop: 'max-tokens' | 'refusal' | '';
+  readonly stop: 'max-tokens' | 'refusal' | 'cancelled' | '';
   readonly role?: 'note' | 'alert';
   /** The refusal's marker also says the error message that followed it. */
   readonly error: boolean;
@@ -124,6 +124,12 @@ export interface AgentItem {
   at?: number;
   /** Where a fork from this answer ends its copy (see above); unset while it is not at rest. */
   forkAt?: bigint;
+  /**
+   * Still streaming: its one part is the live response. The persisted message turns the same
+   * item (same key, and its text part the live part's key) into the answer, so what streamed is
+   * kept on screen as it is rather than drawn again.
+   */
+  streaming?: boolean;
   rev: number;
 }
 
@@ -138,7 +144,6 @@ export type Item =
       rev: number;
     }
   | AgentItem
-  | { readonly kind: 'streaming'; readonly key: string; readonly live: Live; rev: number }
   | {
       readonly kind: 'notice';
       readonly key: string;
@@ -187,10 +192,12 @@ export class TranscriptModel {
     this.seen.add(message.id);
     const at = message.createdAt ? timestampMs(message.createdAt) : undefined;
     switch (message.type) {
-      case MessageType.AGENT:
-        this.clearStreamedText();
-        this.addAgent(message, at);
+      case MessageType.AGENT: {
+        const streamed = this.streamedAnswer();
+        this.clearStreamedText(streamed);
+        this.addAgent(message, at, streamed);
         break;
+      }
       case MessageType.TOOL:
         for (const block of message.content) if (block.block.case === 'toolResult') this.attachResult(block.block.value, message.sequence);
         break;
@@ -224,7 +231,11 @@ export class TranscriptModel {
         paused.parts = [...paused.parts, { kind: 'live', key: nextKey('live'), live }];
         entry = { live, owner: paused };
       } else {
-        const item: Item = { kind: 'streaming', key: nextKey('streaming'), live, rev: 0 };
+        const item: AgentItem = {
+          ...emptyAnswer(nextKey('streaming')),
+          parts: [{ kind: 'live', key: nextKey('live'), live }],
+          streaming: true,
+        };
         this.push(item);
         entry = { live, owner: item };
       }
@@ -274,7 +285,13 @@ export class TranscriptModel {
         this.touchCard(card, owner);
       }
     }
-    if (kind !== StateKind.LLM_REQUESTING && kind !== StateKind.AWAITING_LLM && kind !== StateKind.AWAITING_CONTINUATION)
+    // Cancelling keeps it: the text that streamed comes back as the cancelled answer, in its place.
+    if (
+      kind !== StateKind.LLM_REQUESTING &&
+      kind !== StateKind.AWAITING_LLM &&
+      kind !== StateKind.AWAITING_CONTINUATION &&
+      kind !== StateKind.CANCELLING
+    )
       if (this.clearStreamedText()) this.changed();
   }
 
@@ -298,7 +315,11 @@ export class TranscriptModel {
 
   private changed(): void {
     this.version++;
+    this.onChange();
   }
+
+  /** Called on every change (the transcript view draws it on the next frame). */
+  onChange: () => void = () => {};
 
   private touchCard(card: ToolCard, owner: AgentItem): void {
     card.rev++;
@@ -320,21 +341,28 @@ export class TranscriptModel {
     return last && last.stop === StopReason.PAUSE_TURN && this.lastItem() === last ? last : undefined;
   }
 
-  private addAgent(m: Message, at: number | undefined): void {
+  /** The item of the answer streaming now, if one is (the message that ends the stream becomes it). */
+  private streamedAnswer(): { answer: AgentItem; liveKey: string } | undefined {
+    for (const { owner } of this.live.values()) {
+      if (owner.kind !== 'agent' || !owner.streaming || !this.items.includes(owner)) continue;
+      const live = owner.parts.find((p) => p.kind === 'live');
+      return { answer: owner, liveKey: live?.key ?? '' };
+    }
+    return undefined;
+  }
+
+  private addAgent(m: Message, at: number | undefined, streamed?: { answer: AgentItem; liveKey: string }): void {
     const paused = this.pausedAnswer();
-    const answer: AgentItem = paused ?? {
-      kind: 'agent',
-      key: m.id,
-      parts: [],
-      sources: new SourceNumbers(),
-      stop: StopReason.UNSPECIFIED,
-      explanation: '',
-      usageText: '',
-      usage: { thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n },
-      at,
-      rev: 0,
-    };
-    const parts = this.agentParts(m, answer);
+    const existing = paused ?? streamed?.answer;
+    const answer: AgentItem = existing ?? { ...emptyAnswer(m.id), at };
+    if (streamed && answer === streamed.answer) {
+      answer.streaming = false;
+      answer.at = at;
+    }
+    let parts = this.agentParts(m, answer);
+    // The answer's text takes the place (the key) of the text that streamed: it stays as drawn.
+    const first = parts.findIndex((p) => p.kind === 'text' || p.kind === 'cited');
+    if (streamed && first >= 0) parts = parts.map((p, i) => (i === first ? { ...p, key: streamed.liveKey } : p));
     answer.parts = [...answer.parts.filter((p) => p.kind !== 'live'), ...parts];
     answer.stop = m.stopReason;
     answer.explanation = m.stopExplanation;
@@ -349,7 +377,14 @@ export class TranscriptModel {
     answer.marker = text
       ? {
           text,
-          stop: m.stopReason === StopReason.MAX_TOKENS ? 'max-tokens' : m.stopReason === StopReason.REFUSAL ? 'refusal' : '',
+          stop:
+            m.stopReason === StopReason.MAX_TOKENS
+              ? 'max-tokens'
+              : m.stopReason === StopReason.REFUSAL
+                ? 'refusal'
+                : m.stopReason === StopReason.CANCELLED
+                  ? 'cancelled'
+                  : '',
           role: m.stopReason === StopReason.REFUSAL ? 'note' : undefined,
           error: false,
         }
@@ -359,9 +394,12 @@ export class TranscriptModel {
     answer.rev++;
     if (paused) return;
     // An answer with nothing to show (an empty response that ended normally) takes no room.
-    if (parts.length === 0 && !text && !answer.usageText) return;
+    if (parts.length === 0 && !text && !answer.usageText) {
+      if (existing) this.items = this.items.filter((i) => i !== existing);
+      return;
+    }
     this.lastAgent = answer;
-    this.push(answer);
+    if (!existing) this.push(answer);
   }
 
   /** The error message that follows a refused answer becomes that answer's marker text; false if `text` is not that. */
@@ -487,10 +525,11 @@ export class TranscriptModel {
   }
 
   /** Removes streamed text that a persisted message replaces (or that will never be persisted); true if there was any. */
-  private clearStreamedText(): boolean {
+  private clearStreamedText(keep?: { answer: AgentItem }): boolean {
     if (this.live.size === 0) return false;
     for (const { live, owner } of this.live.values()) {
-      if (owner.kind === 'streaming') this.items = this.items.filter((i) => i !== owner);
+      if (owner === keep?.answer) continue;
+      if (owner.kind === 'agent' && owner.streaming) this.items = this.items.filter((i) => i !== owner);
       else if (owner.kind === 'agent') {
         owner.parts = owner.parts.filter((p) => p.kind !== 'live' || p.live !== live);
         owner.rev++;
@@ -570,4 +609,19 @@ export function joinBlocks(blocks: Map<number, string>): string {
 
 export function textOf(m: Message): string {
   return m.content.flatMap((b) => (b.block.case === 'text' ? [b.block.value.text] : [])).join('\n\n');
+}
+
+/** An answer with nothing in it yet. */
+function emptyAnswer(key: string): AgentItem {
+  return {
+    kind: 'agent',
+    key,
+    parts: [],
+    sources: new SourceNumbers(),
+    stop: StopReason.UNSPECIFIED,
+    explanation: '',
+    usageText: '',
+    usage: { thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n },
+    rev: 0,
+  };
 }

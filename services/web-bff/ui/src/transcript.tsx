@@ -13,10 +13,12 @@ import { diffLines } from '@bedrock/agent-view/format';
 import { createContext } from 'preact';
 import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { CopyButton } from './copy.tsx';
-import { Markdown, StreamingMarkdown } from './markdown-view.tsx';
+import { BlockMarkdown, Markdown } from './markdown-view.tsx';
+import { perFrame } from './frame.ts';
 import { memo } from './memo.ts';
 import type { ForkOutcome } from './session.ts';
 import { RelativeTime } from './time.tsx';
+import { lineCount } from './text.ts';
 import { subAgentPieces, withSubAgentTitles } from './titles.ts';
 import {
   joinBlocks,
@@ -49,22 +51,53 @@ const FOLD_LINES = 24;
 /** Within this many pixels of the bottom the view follows new content. */
 const FOLLOW_SLACK = 120;
 
-export function Transcript({ model, version }: { model: TranscriptModel; version: number }) {
+/**
+ * The transcript. `version` is the model's (a change to draw); `pin` moves when the user sends a
+ * message: the view then goes to the bottom and follows again, however far they had scrolled.
+ * Whether the reader is following is decided when they scroll, not on every render, so a render
+ * reads the layout only to follow (once per drawn frame while an answer streams).
+ */
+export function Transcript({ model, version, pin = 0 }: { model: TranscriptModel; version: number; pin?: number }) {
   const ref = useRef<HTMLElement>(null);
   const follow = useRef(true);
+  /** Where the view last put the scroll position: a scroll event above it is the reader's. */
+  const placed = useRef(0);
+  const pinned = useRef(pin);
   const [behind, setBehind] = useState(false);
-  // Read before the DOM changes: was the reader at the bottom?
-  const el = ref.current;
-  if (el) follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < FOLLOW_SLACK;
+  // Streamed text changes the model alone: the transcript draws it, once per frame.
+  const [drawn, setDrawn] = useState(0);
+  useEffect(() => {
+    const draw = perFrame(() => setDrawn(model.version));
+    model.onChange = draw.request;
+    return () => {
+      draw.cancel();
+      model.onChange = () => {};
+    };
+  }, [model]);
+  const toBottom = (el: HTMLElement) => {
+    el.scrollTop = el.scrollHeight;
+    placed.current = el.scrollTop;
+  };
   useLayoutEffect(() => {
     const el = ref.current;
     if (!el) return;
-    if (follow.current) el.scrollTop = el.scrollHeight;
-    else setBehind(true);
-  }, [version]);
+    if (pin !== pinned.current) {
+      pinned.current = pin;
+      follow.current = true;
+    }
+    if (follow.current) {
+      toBottom(el);
+      setBehind(false);
+    } else setBehind(true);
+  }, [version, drawn, pin]);
   const onScroll = () => {
     const el = ref.current;
-    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < FOLLOW_SLACK) setBehind(false);
+    if (!el) return;
+    if (el.scrollHeight - el.scrollTop - el.clientHeight < FOLLOW_SLACK) {
+      follow.current = true;
+      placed.current = el.scrollTop;
+      setBehind(false);
+    } else if (el.scrollTop < placed.current - 2) follow.current = false;
   };
   const items = model.items;
   return (
@@ -77,13 +110,15 @@ export function Transcript({ model, version }: { model: TranscriptModel; version
           ))}
         </ol>
       </section>
+      {/* Below the transcript, not over it: the transcript gives up a line while it shows. */}
       {behind ? (
         <button
           type="button"
           class="jump small"
           onClick={() => {
             const el = ref.current;
-            if (el) el.scrollTop = el.scrollHeight;
+            follow.current = true;
+            if (el) toBottom(el);
             setBehind(false);
           }}
         >
@@ -101,16 +136,6 @@ const ItemView = memo(
         return <UserMessage item={item} />;
       case 'agent':
         return <Answer answer={item} />;
-      case 'streaming':
-        return (
-          <li class="msg msg-agent msg-streaming" aria-busy="true">
-            <div class="msg-who">
-              <span>Agent</span>
-              <span class="typing" aria-hidden="true" />
-            </div>
-            <LiveParts live={item.live} />
-          </li>
-        );
       case 'notice':
         return (
           <li
@@ -255,9 +280,15 @@ function Answer({ answer }: { answer: AgentItem }) {
   const sources = answer.sources.sources;
   const fork = useForkAction(answer.forkAt);
   return (
-    <li class="msg msg-agent" data-stop={answer.marker?.stop || undefined} data-sequence={answer.forkAt?.toString()}>
+    <li
+      class={answer.streaming ? 'msg msg-agent msg-streaming' : 'msg msg-agent'}
+      aria-busy={answer.streaming ? 'true' : undefined}
+      data-stop={answer.marker?.stop || undefined}
+      data-sequence={answer.forkAt?.toString()}
+    >
       <div class="msg-who">
         <span>Agent</span>
+        {answer.streaming ? <span class="typing" aria-hidden="true" /> : null}
         <RelativeTime at={answer.at} />
         {fork.button}
       </div>
@@ -297,11 +328,8 @@ const PartView = memo(
   function PartView({ part }: { part: Part; rev: number }) {
     switch (part.kind) {
       case 'text':
-        return (
-          <div class="msg-body">
-            <AgentText text={part.text} />
-          </div>
-        );
+        // The same component as the live part it replaces (and under its key): what streamed stays as drawn.
+        return <AgentBody text={part.text} />;
       case 'cited':
         return (
           <div class="msg-body">
@@ -347,46 +375,37 @@ const PartView = memo(
       case 'server-tool':
         return <ServerTool card={part.card} />;
       case 'live':
-        return (
-          <div class="msg-streaming-part" aria-busy="true">
-            <LiveParts live={part.live} />
-          </div>
-        );
+        return <AgentBody live={part.live} />;
     }
   },
   (a, b) => a.part === b.part && a.rev === b.rev,
 );
 
-/** The agent's Markdown, with a sub-agent it names by id named by its title. */
-function AgentText({ text }: { text: string }) {
-  const names = useContext(SubAgentNamesContext);
-  return <Markdown text={withSubAgentTitles(text, names.parentId, names.titles)} />;
-}
-
 /**
- * A response streaming in: the provider's compaction and the thinking collapsed (left open or
- * closed as the user chose), then the text.
+ * The agent's text: streaming (`live`: the provider's compaction and the thinking collapsed, left
+ * open or closed as the user chose, then the text) or stored (`text`, with a sub-agent it names
+ * by id named by its title). One component for both, so when the stored answer replaces the
+ * stream the same elements stay: only the last block is drawn again.
  */
-function LiveParts({ live }: { live: Live }) {
-  const compaction = joinBlocks(live.compaction);
-  const thinking = joinBlocks(live.thinking);
-  const text = joinBlocks(live.text);
+function AgentBody({ live, text = '' }: { live?: Live; text?: string }) {
+  const names = useContext(SubAgentNamesContext);
+  const shown = live ? joinBlocks(live.text) : withSubAgentTitles(text, names.parentId, names.titles);
   return (
     <>
-      {live.compaction.size ? (
-        <details class="thinking compaction thinking-live">
+      {live?.compaction.size ? (
+        <details class="thinking compaction thinking-live" key="compaction">
           <summary>{COMPACTING}</summary>
-          <div class="thinking-text">{compaction}</div>
+          <div class="thinking-text">{joinBlocks(live.compaction)}</div>
         </details>
       ) : null}
-      {live.thinking.size ? (
-        <details class="thinking thinking-live">
+      {live?.thinking.size ? (
+        <details class="thinking thinking-live" key="thinking">
           <summary>Thinking…</summary>
-          <div class="thinking-text">{thinking}</div>
+          <div class="thinking-text">{joinBlocks(live.thinking)}</div>
         </details>
       ) : null}
-      <div class="msg-body">
-        <StreamingMarkdown text={text} />
+      <div class="msg-body" key="body">
+        <BlockMarkdown text={shown} done={!live} />
       </div>
     </>
   );
@@ -435,7 +454,8 @@ function ToolCardView({ card }: { card: ToolCard }) {
 
 function Output({ text, error }: { text: string; error: boolean }) {
   const names = useContext(SubAgentNamesContext);
-  const lines = text.split('\n').length;
+  // Lines as a person counts them: a trailing newline ends the last line, it does not start one.
+  const lines = lineCount(text);
   const body = (
     <div class="output-wrap">
       <pre class={error ? 'tool-output output-error' : 'tool-output'}>

@@ -68,7 +68,7 @@ describe('bedrock admin', () => {
     const refused = await bedrock(['ls'], token);
     expect([refused.code, refused.stderr]).toEqual([
       3,
-      'bedrock: Unauthenticated: bearer token revoked (set BEDROCK_TOKEN, or run the embedded default so its local token exists)\n',
+      'bedrock: Unauthenticated: bearer token revoked (the token in BEDROCK_TOKEN was refused: check it, or unset it to use the local token)\n',
     ]);
     expect(await bedrock(['admin', 'users', 'disable', 'carol'], alice)).toMatchObject({ code: 0 });
     expect((await bedrock(['admin', 'users', 'list', '--json'], alice)).stdout).toMatch(/"id":"carol".*"disabledAt":/);

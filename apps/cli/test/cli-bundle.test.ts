@@ -112,7 +112,7 @@ describe('the bedrock bin', () => {
     });
     const down = await bin(installedBin, ['ls'], { PATH: path });
     expect(down.code).toBe(4);
-    expect(down.stderr).toMatch(/^bedrock: Unavailable: .*cannot reach the Bedrock server at http:\/\/127\.0\.0\.1:8080: is it running/);
+    expect(down.stderr).toMatch(/^bedrock: Unavailable: .*cannot reach the Bedrock server at http:\/\/127\.0\.0\.1:9: is it running/);
     // `bedrock acp` and its own bundle (the ACP SDK, zod): an editor's initialize is answered.
     const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } };
     const acp = spawnSync(installedBin, ['acp'], {

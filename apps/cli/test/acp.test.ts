@@ -71,6 +71,7 @@ const RESULTS: Record<string, string> = {
   'session/new': 'zNewSessionResponse',
   'session/load': 'zLoadSessionResponse',
   'session/list': 'zListSessionsResponse',
+  'session/set_mode': 'zSetSessionModeResponse',
   'session/prompt': 'zPromptResponse',
 };
 /** The params type of each request or notification the agent sends. */
@@ -370,7 +371,9 @@ describe('bedrock acp', () => {
     const ask = a.asked[0]!;
     const call = updatesOf(a, sessionId, 'tool_call').find((u) => u.kind === 'switch_mode')!;
     expect(ask).toMatchObject({ sessionId, toolCall: { toolCallId: call.toolCallId, kind: 'switch_mode' } });
-    expect(ask.toolCall.title).toContain('to write the notes');
+    expect(ask.toolCall.title).toBe('The agent asks for write access (Unrestricted mode): to write the notes. Allow it?');
+    // The session's mode follows: Unrestricted now, as a session mode.
+    expect(updatesOf(a, sessionId, 'current_mode_update').at(-1)).toMatchObject({ currentModeId: 'unrestricted' });
     expect(ask.options.map((o) => o.kind).sort()).toEqual(['allow_once', 'reject_once']);
     expect(
       updatesOf(a, sessionId, 'tool_call_update').find((u) => u.toolCallId === call.toolCallId && u.status === 'completed'),
@@ -407,8 +410,10 @@ describe('bedrock acp', () => {
     const result = updatesOf(a, sessionId, 'tool_call_update')
       .filter((u) => u.toolCallId === call.toolCallId)
       .at(-1)!;
-    expect(result.status).toBe('completed');
+    // Refused, not done: the editor shows the request failed.
+    expect(result.status).toBe('failed');
     expect(contentText(result)).toContain('The user denied the upgrade');
+    expect(a.asked[0]!.toolCall.title).toBe('The agent asks for write access (Unrestricted mode): to write. Allow it?');
     // Still read-only: an edit is refused.
     const from = a.updates.length;
     expect((await prompt(a, sessionId, '/write notes.txt\nno')).stopReason).toBe('end_turn');
@@ -448,6 +453,29 @@ describe('bedrock acp', () => {
     const from = a.updates.length;
     expect((await prompt(a, sessionId, '$ echo continued')).stopReason).toBe('end_turn');
     expect(textOf(a, sessionId, 'agent_message_chunk', from)).toContain('continued');
+  }, 60_000);
+
+  it('takes a session/new without mcpServers; offers Restricted and Unrestricted as session modes; says usage and the title', async () => {
+    const a = await initialized();
+    // Some editors leave mcpServers out: taken as none, not a validation dump.
+    const created = await a.agent.request(acp.methods.agent.session.new, { cwd: work } as acp.NewSessionRequest);
+    expect(created.modes).toMatchObject({
+      currentModeId: 'restricted',
+      availableModes: [{ id: 'restricted' }, { id: 'unrestricted' }],
+    });
+    const { sessionId } = created;
+    expect((await prompt(a, sessionId, '$ echo usage')).stopReason).toBe('end_turn');
+    const usage = updatesOf(a, sessionId, 'usage_update').at(-1)!;
+    expect(usage.size).toBeGreaterThan(0);
+    expect(usage.cost).toMatchObject({ currency: 'USD' });
+    expect(updatesOf(a, sessionId, 'session_info_update').at(-1)).toMatchObject({ title: '$ echo usage' });
+    // Unrestricted is the agent's to ask for; Restricted can always be chosen.
+    await expect(a.agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: 'unrestricted' })).rejects.toMatchObject({
+      code: -32602,
+    });
+    await a.agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: 'restricted' });
+    const loaded = await a.agent.request(acp.methods.agent.session.load, { sessionId, cwd: work } as acp.LoadSessionRequest);
+    expect(loaded.modes).toMatchObject({ currentModeId: 'restricted' });
   }, 60_000);
 
   it('answers errors as JSON-RPC errors: an unknown session, content it cannot send', async () => {

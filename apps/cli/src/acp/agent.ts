@@ -8,7 +8,8 @@
  * stdout carries the protocol only; notes (retries, a watch resuming) go to stderr, which
  * editors keep as the agent's log.
  */
-import { Readable, Writable } from 'node:stream';
+import { Readable, Transform, Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import * as acp from '@agentclientprotocol/sdk';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { DeliveryMode, MessageType, StateKind, StopReason, rejectionOf, type ConversationState, type Message } from '@bedrock/contracts';
@@ -21,7 +22,17 @@ import { EXIT } from '../exit-codes.ts';
 import type { Output } from '../output.ts';
 import { createRetry, retryPolicyFromEnv, type Retry } from '../retry.ts';
 import { resumingWatch, waitsForUser, type ResumeOptions } from '../turn.ts';
-import { PromptRefused, TurnFailed, UpdateTranslator, promptMessage, stopReasonOf, type SessionUpdate } from './updates.ts';
+import {
+  PromptRefused,
+  RESTRICTED,
+  TurnFailed,
+  UpdateTranslator,
+  promptMessage,
+  sessionModes,
+  stopReasonOf,
+  upgradeTitle,
+  type SessionUpdate,
+} from './updates.ts';
 
 /** The package's version, for `agentInfo` (kept in step by hand with package.json: the bundle reads no file). */
 const VERSION = '0.1.0';
@@ -93,7 +104,7 @@ export async function serveAcp(options: AcpOptions): Promise<number> {
   const stdout = options.stdout ?? process.stdout;
   const stream = acp.ndJsonStream(
     Writable.toWeb(stdout as Writable) as WritableStream<Uint8Array>,
-    Readable.toWeb(input as Readable) as ReadableStream<Uint8Array>,
+    Readable.toWeb((input as Readable).pipe(fillMcpServers())) as ReadableStream<Uint8Array>,
   );
   const connection = agent.connect(stream);
   await connection.closed;
@@ -116,6 +127,14 @@ interface AgentDeps {
 export function createAgent(deps: AgentDeps): acp.AgentApp {
   const { api, retry } = deps;
   const sessions = new Map<string, Session>();
+
+  /** Each session's translation, kept across its turns (what it said of usage, the calls it announced). */
+  const translators = new Map<string, UpdateTranslator>();
+  const translator = (session: Session): UpdateTranslator => {
+    let t = translators.get(session.id);
+    if (!t) translators.set(session.id, (t = new UpdateTranslator(session.cwd)));
+    return t;
+  };
 
   /** A session this connection knows, or a conversation of the user's that it opens on first use. */
   async function sessionOf(id: string): Promise<Session> {
@@ -160,7 +179,22 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       const c = res.conversation!;
       sessions.set(c.id, { id: c.id, cwd: c.cwd, ...(notice ? { notice } : {}) });
       if (deps.mcp) await attachEditorServers(deps.mcp, c.id, params.mcpServers, deps.note);
-      return { sessionId: c.id };
+      return { sessionId: c.id, modes: sessionModes(c.mode) };
+    })
+    .onRequest(acp.methods.agent.session.setMode, async ({ params }) => {
+      // Back to Restricted at any time; Unrestricted only through the agent's request (the permission request).
+      if (params.modeId !== RESTRICTED)
+        throw acp.RequestError.invalidParams(
+          { modeId: params.modeId },
+          'Unrestricted mode is granted when the agent asks for write access and you allow it; only Restricted can be chosen here',
+        );
+      try {
+        await retry((requestId) => api.downgradeMode({ conversationId: params.sessionId, requestId }));
+      } catch (err) {
+        // Restricted already: the editor's choice holds.
+        if (rejectionOf(ConnectError.from(err))?.code !== 'already_restricted') throw toRequestError(err, params.sessionId);
+      }
+      return {};
     })
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
       const res = await call(() => api.getConversation({ conversationId: params.sessionId }), params.sessionId);
@@ -171,7 +205,8 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       // The whole history, as it would have streamed; the answer comes after the last update.
       const translator = new UpdateTranslator(c.cwd);
       for (const m of res.messages) await send(client, c.id, translator.message(m, false));
-      return {};
+      if (c.title) await send(client, c.id, [{ sessionUpdate: 'session_info_update', title: c.title }]);
+      return { modes: sessionModes(c.mode) };
     })
     .onRequest(acp.methods.agent.session.list, async ({ params }) => {
       // Newest first; `cwd` keeps the conversations of that directory (the API has no such filter:
@@ -227,7 +262,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       let markStarted: () => void = () => undefined;
       const started = new Promise<void>((resolve) => (markStarted = resolve));
       const turn: Turn = { started, cancelled: false, queued: [], done: Promise.resolve('end_turn') };
-      turn.done = followTurn(session, client, async () => {
+      turn.done = followTurn(session, client, translator(session), async () => {
         try {
           return await sendIt(turn);
         } finally {
@@ -236,7 +271,14 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       });
       session.turn = turn;
       try {
-        return { stopReason: await turn.done };
+        const stopReason = await turn.done;
+        // What the session holds and cost now, once its turn rests.
+        const c = (await api.getConversation({ conversationId: session.id }).catch(() => undefined))?.conversation;
+        const u = c?.contextUsage;
+        if (c && u && u.contextWindow > 0n)
+          await send(client, session.id, translator(session).usageUpdate(Number(u.usedTokens), Number(u.contextWindow), c.costMicros));
+        if (c) await send(client, session.id, translator(session).titleUpdate(c.title));
+        return { stopReason };
       } finally {
         if (session.turn === turn) session.turn = undefined;
       }
@@ -270,11 +312,15 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
    * older one would replay the previous turn), asks the editor when the agent wants write
    * access, and returns the stop reason once the conversation rests with nothing waiting.
    */
-  async function followTurn(session: Session, client: acp.AgentContext, start: () => Promise<{ message?: Message }>) {
+  async function followTurn(
+    session: Session,
+    client: acp.AgentContext,
+    translator: UpdateTranslator,
+    start: () => Promise<{ message?: Message }>,
+  ) {
     const local = new AbortController();
     const stop = () => local.abort();
     deps.signal.addEventListener('abort', stop, { once: true });
-    const translator = new UpdateTranslator(session.cwd);
     /** The turn's message (or, when it waited, any user message) was persisted: a rest counts after it. */
     let delivered = false;
     /** The approval request last answered, so that a repeated state does not ask again. */
@@ -282,7 +328,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
     const ask = async (state: ConversationState) => {
       if (answered) return;
       answered = true;
-      await askForWriteAccess(client, session, translator.upgradeToolCallId, state.upgradeReason);
+      await askForWriteAccess(client, session, translator, state.upgradeReason);
     };
     try {
       const seen = await call(() => api.getConversation({ conversationId: session.id }), session.id);
@@ -340,12 +386,13 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
   }
 
   /** The mode upgrade as a permission request; the editor's answer goes to RespondToModeUpgrade. */
-  async function askForWriteAccess(client: acp.AgentContext, session: Session, toolCallId: string | undefined, reason: string) {
+  async function askForWriteAccess(client: acp.AgentContext, session: Session, translator: UpdateTranslator, reason: string) {
+    const toolCallId = translator.upgradeToolCallId;
     const res = await client.request(acp.methods.client.session.requestPermission, {
       sessionId: session.id,
       toolCall: {
         toolCallId: toolCallId ?? `mode-upgrade-${session.id}`,
-        title: `Allow write access (Unrestricted mode)? ${reason}`.trim(),
+        title: upgradeTitle(reason),
         kind: 'switch_mode',
         status: 'pending',
       },
@@ -357,6 +404,7 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
     // Cancelled: the editor cancels the turn (session/cancel), which answers for it.
     if (res.outcome.outcome !== 'selected') return;
     const approve = res.outcome.optionId === ALLOW_WRITE;
+    if (!approve && toolCallId) translator.denied.add(toolCallId);
     try {
       await retry((requestId) => api.respondToModeUpgrade({ conversationId: session.id, approve, requestId }));
     } catch (err) {
@@ -365,6 +413,41 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
       deps.note(`answering the upgrade request: ${describeError(err)}`);
     }
   }
+}
+
+/**
+ * The editor's lines with a `mcpServers` that session/new or session/load left out (some
+ * editors send none) filled in as an empty list, rather than failing the schema's validation
+ * with its dump: Bedrock connects no MCP server of the editor's either way. Other lines pass
+ * unchanged.
+ */
+export function fillMcpServers(): Transform {
+  let partial = '';
+  // A character split between two chunks is decoded whole.
+  const decoder = new StringDecoder('utf8');
+  const fix = (line: string): string => {
+    if (!line.includes('"session/new"') && !line.includes('"session/load"')) return line;
+    try {
+      const msg = JSON.parse(line) as { method?: unknown; params?: unknown };
+      const params = msg.params;
+      if ((msg.method !== 'session/new' && msg.method !== 'session/load') || !params || typeof params !== 'object') return line;
+      if ('mcpServers' in params && (params as { mcpServers?: unknown }).mcpServers != null) return line;
+      return JSON.stringify({ ...msg, params: { ...params, mcpServers: [] } });
+    } catch {
+      return line;
+    }
+  };
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      const lines = (partial + decoder.write(chunk)).split('\n');
+      partial = lines.pop() ?? '';
+      done(null, lines.map((l) => `${fix(l)}\n`).join(''));
+    },
+    flush(done) {
+      const rest = partial + decoder.end();
+      done(null, rest ? fix(rest) : '');
+    },
+  });
 }
 
 /** Sends session updates in order. */

@@ -15,12 +15,18 @@
  *   stop markers, errors
  *   user messages               user_message_chunk (replayed by session/load only: live, the
  *                               editor shows what it sent)
+ *   the service's notices       agent text ("Note: …")
+ *   mode, title, context usage  current_mode_update (Restricted / Unrestricted as session
+ *                               modes), session_info_update, usage_update (and its cost
+ *                               when a turn rests)
+ *   a denied upgrade request    its tool call ends failed
  */
 import { posix } from 'node:path';
 import type * as acp from '@agentclientprotocol/sdk';
 import {
   ErrorKind,
   MessageType,
+  Mode,
   StateKind,
   StopReason,
   TokenDeltaKind,
@@ -100,6 +106,12 @@ export class UpdateTranslator {
   upgradeToolCallId: string | undefined;
   /** How the last agent message of the turn ended. */
   lastStop: StopReason = StopReason.UNSPECIFIED;
+  /** Upgrade requests the editor denied (their tool calls end failed). */
+  readonly denied = new Set<string>();
+  /** The context usage last said (usage_update only when it changes). */
+  private usage = '';
+  /** The title last said. */
+  private title = '';
   /** The last message was a refusal: the error message after it is said in the refusal's line. */
   private refused = false;
 
@@ -209,7 +221,10 @@ export class UpdateTranslator {
   private toolResult(r: ToolResultBlock): SessionUpdate {
     this.output.delete(r.toolUseId);
     const tool = this.tools.get(r.toolUseId);
-    const failed = r.isError || r.cancelled;
+    // A denied upgrade is an answer to the agent (not an error to it), but the editor shows the
+    // request as refused, not as done.
+    const denied = this.denied.has(r.toolUseId) || (tool?.name === 'request_mode_upgrade' && UPGRADE_DENIED.test(r.content));
+    const failed = r.isError || r.cancelled || denied;
     const content: acp.ToolCallContent[] = [];
     const display = !failed && tool?.name === 'patch' ? patchDisplay(r.displayJson) : undefined;
     if (display) {
@@ -244,10 +259,20 @@ export class UpdateTranslator {
         return k.value.message ? this.message(k.value.message, true) : [];
       case 'stateChanged': {
         const s = k.value.state;
+        const updates: SessionUpdate[] = [];
         if (s?.kind === StateKind.TOOL_EXECUTING && s.currentToolUseId)
-          return [{ sessionUpdate: 'tool_call_update', toolCallId: s.currentToolUseId, status: 'in_progress' }];
-        return [];
+          updates.push({ sessionUpdate: 'tool_call_update', toolCallId: s.currentToolUseId, status: 'in_progress' });
+        const u = k.value.contextUsage;
+        if (u && u.contextWindow > 0n) updates.push(...this.usageUpdate(Number(u.usedTokens), Number(u.contextWindow)));
+        return updates;
       }
+      case 'modeChanged':
+        return [{ sessionUpdate: 'current_mode_update', currentModeId: modeId(k.value.mode) }];
+      case 'titleChanged':
+        return this.titleUpdate(k.value.title);
+      case 'notice':
+        // The service's word to the user (thinking left out, a limit): said as the agent's text.
+        return k.value.text ? [{ sessionUpdate: 'agent_message_chunk', content: text(`\n\nNote: ${k.value.text}\n\n`) }] : [];
       case 'toolOutput': {
         // The tail of what it printed so far (the result, when it comes, is the truth).
         const all = (this.output.get(k.value.toolUseId) ?? '') + k.value.text;
@@ -277,9 +302,67 @@ export class UpdateTranslator {
     }
   }
 
+  /** The session's title for the editor; nothing when it is the one last said (or none yet). */
+  titleUpdate(title: string): SessionUpdate[] {
+    if (!title || title === this.title) return [];
+    this.title = title;
+    return [{ sessionUpdate: 'session_info_update', title }];
+  }
+
+  /** How full the context is (and, when known, what the session cost so far); nothing when unchanged. */
+  usageUpdate(used: number, size: number, costMicros?: bigint): SessionUpdate[] {
+    const key = `${used}/${size}/${costMicros ?? ''}`;
+    if (key === this.usage) return [];
+    this.usage = key;
+    return [
+      {
+        sessionUpdate: 'usage_update',
+        used,
+        size,
+        ...(costMicros !== undefined ? { cost: { amount: Number(costMicros) / 1e6, currency: 'USD' } } : {}),
+      },
+    ];
+  }
+
   private absolute(path: string): string {
     return posix.isAbsolute(path) ? path : posix.join(this.cwd, path);
   }
+}
+
+/** The conversation service's answer to a denied upgrade (UPGRADE_DENIED). */
+const UPGRADE_DENIED = /^The user denied the upgrade\b/;
+
+/** Bedrock's modes as ACP session modes: Restricted (read-only, sandboxed) and Unrestricted. */
+export const RESTRICTED = 'restricted';
+export const UNRESTRICTED = 'unrestricted';
+
+export function modeId(mode: Mode): string {
+  return mode === Mode.UNRESTRICTED ? UNRESTRICTED : RESTRICTED;
+}
+
+/** The session's modes for session/new and session/load: the editor shows them and may switch back to Restricted. */
+export function sessionModes(mode: Mode): acp.SessionModeState {
+  return {
+    currentModeId: modeId(mode),
+    availableModes: [
+      {
+        id: RESTRICTED,
+        name: 'Restricted',
+        description: 'Read-only: the files cannot be changed, bash runs in a kernel sandbox with no network',
+      },
+      {
+        id: UNRESTRICTED,
+        name: 'Unrestricted',
+        description: 'Full access: files and network. Granted when the agent asks for it and you allow it',
+      },
+    ],
+  };
+}
+
+/** The permission request's title: one sentence, with the agent's reason when it gave one. */
+export function upgradeTitle(reason: string): string {
+  const why = reason.trim().replace(/[.!?\s]+$/, '');
+  return `The agent asks for write access (Unrestricted mode)${why ? `: ${why}` : ''}. Allow it?`;
 }
 
 /** How much of a running tool's output an editor is sent, from the end. */

@@ -54,6 +54,7 @@ import { createLimitsStore } from './spend/limits.ts';
 import { createWorkspaceStore } from './store/workspace-store.ts';
 import { createWorkspaceStorageClient, type WorkspaceStorage } from './workspaces/storage-client.ts';
 import { createWorkspaces } from './workspaces/workspaces.ts';
+import { createCheckpoints, type Checkpoints } from './checkpoints/checkpoints.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -173,6 +174,8 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     // The owner reference's key: the operator's file, else the deployment's own (made once, after
     // the migrations, shared by every replica through Postgres).
     let ownerRefSecret = config.models.ownerRefSecretFile ? readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() : undefined;
+    // Made below with the workspace storage; the applier asks it before a turn's first tool.
+    const late: { checkpoints?: Checkpoints } = {};
     const applier = createApplier({
       store,
       publisher,
@@ -183,6 +186,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),
+      beforeTools: (record) => late.checkpoints?.beforeTools(record) ?? Promise.resolve(),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const ws = config.workspaces;
@@ -206,6 +210,17 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       hostPaths: ws.hostPaths === 'on',
       logger,
     });
+    const checkpoints = storage
+      ? createCheckpoints({
+          pool,
+          store,
+          storage,
+          workspaces,
+          settings: { maxCount: ws.checkpointMaxCount, maxBytes: ws.checkpointMaxBytes },
+          logger,
+        })
+      : undefined;
+    if (checkpoints) late.checkpoints = checkpoints;
     logger.info(
       { host_paths: ws.hostPaths, workspace_storage: ws.storageUrls ?? null },
       ws.hostPaths === 'on'
@@ -270,6 +285,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             checkCwd: config.conversations.checkCwd,
             imagePixelsPerMessage: config.limits.imagePixelsPerMessage,
             workspaces,
+            ...(checkpoints ? { checkpoints } : {}),
             sandboxAvailable,
             onApplied: recordTransition,
             limits,

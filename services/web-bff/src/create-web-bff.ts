@@ -6,7 +6,7 @@
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { AdminService, ConversationService, WorkspaceService, health as healthPb } from '@bedrock/contracts';
+import { AdminService, CheckpointService, ConversationService, WorkspaceService, health as healthPb } from '@bedrock/contracts';
 import { createTransport, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
   connectHandler,
@@ -31,6 +31,7 @@ import {
 import { registerConversationRoutes } from './api/conversation-routes.ts';
 import { registerAdminRoutes } from './api/admin-routes.ts';
 import { registerWorkspaceRoutes } from './api/workspace-routes.ts';
+import { registerCheckpointRoutes } from './api/checkpoint-routes.ts';
 import { authInterceptor, PROTECTED_SERVICES } from './auth/auth-interceptor.ts';
 import { createAuthenticator } from './auth/authenticator.ts';
 import { createOidcVerifier } from './auth/oidc.ts';
@@ -232,11 +233,13 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
       });
       registerAdminRoutes(router, { upstream, logger, tokens: () => tokens });
       registerWorkspaceRoutes(router, { upstream, logger });
+      registerCheckpointRoutes(router, { upstream, logger });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
       registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [
         ConversationService,
         WorkspaceService,
+        CheckpointService,
         AdminService,
         healthPb.Health,
       ]);
@@ -301,6 +304,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
   health.set(ConversationService.typeName, 'SERVING');
   health.set(AdminService.typeName, 'SERVING');
   health.set(WorkspaceService.typeName, 'SERVING');
+  health.set(CheckpointService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Served, Served];
   logger.info(
     {

@@ -81,6 +81,11 @@ export interface ApplierOptions {
    * an LLM request (spend/limits.ts `reserve`). Absent: no budgets.
    */
   readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
+  /**
+   * Awaited before a transition that runs tools is written (checkpoints/checkpoints.ts: the
+   * turn's checkpoint of the workspace is taken before its first tool). Never throws.
+   */
+  readonly beforeTools?: (record: ConversationRecord) => Promise<void>;
 }
 
 export interface Applier {
@@ -190,6 +195,8 @@ export function createApplier(options: ApplierOptions): Applier {
     client?: PoolClient,
   ): Promise<Decision> {
     const first = decide(record, event, traceContext, actor, null);
+    if (options.beforeTools && first.kind === 'write' && first.result.effects.some((e) => e.type === 'execute_tool'))
+      await options.beforeTools(record);
     if (!options.reserve || first.kind !== 'write') return first;
     const request = first.result.effects.find((e) => e.type === 'request_llm');
     if (!request) return first;

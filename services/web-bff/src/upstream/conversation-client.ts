@@ -13,7 +13,15 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
-import { AdminService, ConversationService, IdentityService, ROLE_HEADER, USER_HEADER, WorkspaceService } from '@bedrock/contracts';
+import {
+  AdminService,
+  CheckpointService,
+  ConversationService,
+  IdentityService,
+  ROLE_HEADER,
+  USER_HEADER,
+  WorkspaceService,
+} from '@bedrock/contracts';
 import {
   createBalancedTransport,
   serviceCredentialHeaders,
@@ -44,6 +52,8 @@ export interface Upstream {
   readonly admin: Client<typeof AdminService>;
   /** WorkspaceService, forwarded as the user. */
   readonly workspaces: Client<typeof WorkspaceService>;
+  /** CheckpointService, forwarded as the user. */
+  readonly checkpoints: Client<typeof CheckpointService>;
   /** IdentityService: who a token or a user is (options without a user: `serviceOptions()`). */
   readonly identity: Client<typeof IdentityService>;
   /** Options for a call as web-bff itself (its service credential, no user). */
@@ -104,6 +114,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     client: createClient(ConversationService, transport),
     admin: createClient(AdminService, transport),
     workspaces: createClient(WorkspaceService, transport),
+    checkpoints: createClient(CheckpointService, transport),
     identity: createClient(IdentityService, transport),
     transport,
     options(user, signal, role) {

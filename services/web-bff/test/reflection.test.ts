@@ -33,7 +33,13 @@ describe('server reflection', () => {
       );
       expect(status).toBe(0);
       expect(answers[0]!.services).toEqual(
-        ['bedrock.v1.AdminService', 'bedrock.v1.ConversationService', 'bedrock.v1.WorkspaceService', ...OPEN].sort(),
+        [
+          'bedrock.v1.AdminService',
+          'bedrock.v1.CheckpointService',
+          'bedrock.v1.ConversationService',
+          'bedrock.v1.WorkspaceService',
+          ...OPEN,
+        ].sort(),
       );
       expect(answers[1]!.files?.[0]).toBe('bedrock/v1/conversation_service.proto');
     }

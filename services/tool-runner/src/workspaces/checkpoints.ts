@@ -226,6 +226,8 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     options.btrfs === true
       ? undefined
       : `checkpoints need the workspace root on btrfs (copy-on-write snapshots; files are never copied): ${options.btrfs}. Put BEDROCK_WORKSPACE_ROOT on btrfs with quotas, or set BEDROCK_WORKSPACE_IMAGE to have the runner loop-mount a btrfs image there`;
+  /** The limit this process last set on each family qgroup. */
+  const limits = new Map<string, number>();
   /** One operation per workspace at a time on this runner. */
   const locks = new Map<string, Promise<unknown>>();
   function locked<T>(workspaceId: string, fn: () => Promise<T>): Promise<T> {
@@ -281,7 +283,11 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       await writeFile(`${file}.tmp`, qgroup);
       await rename(`${file}.tmp`, file);
     }
-    if (quotaBytes > 0) await btrfs(['qgroup', 'limit', String(quotaBytes), qgroup, root], `limiting ${qgroup}`);
+    // Set when it changes (this process remembers what it set): one command less per checkpoint.
+    if (quotaBytes > 0 && limits.get(qgroup) !== quotaBytes) {
+      await btrfs(['qgroup', 'limit', String(quotaBytes), qgroup, root], `limiting ${qgroup}`);
+      limits.set(qgroup, quotaBytes);
+    }
     return qgroup;
   }
 
@@ -302,17 +308,27 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     return bytes;
   }
 
-  async function list(workspaceId: string): Promise<CheckpointInfo[]> {
+  /** Subvolume ids of the checkpoints of a workspace, by checkpoint id (one `btrfs subvolume list`). */
+  async function subvolumeIds(workspaceId: string): Promise<Map<string, number>> {
+    const out = await btrfs(['subvolume', 'list', '-o', join(base, workspaceId)], 'listing checkpoints', 60_000);
+    const ids = new Map<string, number>();
+    for (const m of out.matchAll(/^ID (\d+) .* path (.+)$/gm)) ids.set(m[2]!.split('/').at(-1)!, Number(m[1]));
+    return ids;
+  }
+
+  /** The checkpoints, oldest first; with `bytes`, each one's exclusive bytes (two btrfs commands), else 0. */
+  async function list(workspaceId: string, bytes = true): Promise<CheckpointInfo[]> {
     const ids = await existingIds(workspaceId);
     if (ids.length === 0) return [];
-    const excl = await exclusiveBytes();
+    const [excl, subs] = bytes
+      ? [await exclusiveBytes(), await subvolumeIds(workspaceId)]
+      : [new Map<number, number>(), new Map<string, number>()];
     const infos: CheckpointInfo[] = [];
     for (const id of ids) {
-      const path = join(base, workspaceId, id);
-      const st = await lstatOrUndefined(path);
+      const st = await lstatOrUndefined(join(base, workspaceId, id));
       if (!st) continue;
-      const sub = Number((await btrfs(['inspect-internal', 'rootid', path], `reading the subvolume id of ${path}`)).trim());
-      infos.push({ id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes: excl.get(sub) ?? 0 });
+      const sub = subs.get(id);
+      infos.push({ id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes: sub === undefined ? 0 : (excl.get(sub) ?? 0) });
     }
     return infos.sort((a, b) => a.createdMs - b.createdMs || (a.id < b.id ? -1 : 1));
   }
@@ -462,7 +478,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         }
         const removed: string[] = [];
         if (retention.maxCount > 0 || retention.maxBytes > 0) {
-          const all = await list(workspaceId);
+          const all = await list(workspaceId, retention.maxBytes > 0);
           let total = all.reduce((s, c) => s + c.exclusiveBytes, 0);
           for (const [i, c] of all.entries()) {
             const left = all.length - i;

@@ -594,7 +594,9 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       }
       for (const workspaceId of await readdir(base).catch(() => [] as string[])) {
         for (const name of await readdir(join(base, workspaceId)).catch(() => [] as string[]))
-          if (name.startsWith('.tmp-')) await options.deleteSubvolume(join(base, workspaceId, name)).catch(() => undefined);
+          // A diff's transient snapshot: old enough not to be another runner's diff in progress.
+          if (name.startsWith('.tmp-') && parseInt(name.slice(5).split('-')[0]!, 36) <= Date.now() - minAgeMs)
+            await options.deleteSubvolume(join(base, workspaceId, name)).catch(() => undefined);
       }
     },
   };

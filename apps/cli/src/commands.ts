@@ -385,10 +385,10 @@ export function forkPoint(at: string | undefined): bigint {
   return BigInt(at);
 }
 
-/** `bedrock fork ID [--at SEQ]`: prints the new conversation's id; --json the conversation. */
-export async function fork(ctx: Ctx, id: string, atMessage: bigint): Promise<number> {
+/** `bedrock fork ID [--at SEQ] [--files]`: prints the new conversation's id; --json the conversation. */
+export async function fork(ctx: Ctx, id: string, atMessage: bigint, withFiles = false): Promise<number> {
   // A retry after a lost answer carries the same request id: it gets the same fork, not a second one.
-  const res = await ctx.retry((requestId) => ctx.client.forkConversation({ conversationId: id, atMessage, requestId }));
+  const res = await ctx.retry((requestId) => ctx.client.forkConversation({ conversationId: id, atMessage, requestId, withFiles }));
   ctx.output.out(ctx.json ? json(toJson(ForkConversationResponseSchema, res)) : `${res.conversation!.id}\n`);
   return EXIT.ok;
 }

@@ -83,7 +83,11 @@ export async function dispatch(
       ] as const
     ).find((f) => values[f] !== undefined);
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin${seeHelp(command)}`);
-    if (values.at !== undefined && command !== 'fork') throw new UsageError(`--at applies to fork${seeHelp(command)}`);
+    if (values.at !== undefined && !['fork', 'rewind', 'diff'].includes(command))
+      throw new UsageError(`--at applies to fork, rewind and diff${seeHelp(command)}`);
+    const rewindFlag = (['files', 'chat'] as const).find((f) => values[f]);
+    if (rewindFlag && command !== 'rewind' && !(rewindFlag === 'files' && command === 'fork'))
+      throw new UsageError(`--${rewindFlag} applies to rewind${rewindFlag === 'files' ? ' and fork' : ''}${seeHelp(command)}`);
     if (
       values.yes &&
       command !== 'rm' &&
@@ -181,7 +185,10 @@ export async function dispatch(
         case 'rm':
           return await remove(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), values.yes);
         case 'fork':
-          return await fork(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), forkPoint(values.at));
+          return await fork(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), forkPoint(values.at), values.files);
+        case 'rewind':
+        case 'diff':
+          return await (await import('./checkpoints.ts')).checkpointCommand(ctx, command, rest, values, env);
         case 'send': {
           const [id, given] =
             values.file !== undefined

@@ -37,10 +37,17 @@ export const USAGE = `usage: bedrock <command> [options]
   rm ID [--yes]                       delete the conversation with its sub-agents and
                                       messages (refused while it works: cancel first); asks
                                       on a terminal, --yes deletes without asking
-  fork ID [--at SEQ]                  a new conversation with a copy of the history up to
+  fork ID [--at SEQ] [--files]        a new conversation with a copy of the history up to
                                       message SEQ (the #SEQ before each message in
                                       bedrock show ID; default: all of it), in the same
-                                      directory, Restricted; prints its id
+                                      directory, Restricted; prints its id. --files: in a
+                                      workspace of its own, the files as at message SEQ
+  rewind ID --at SEQ [--files | --chat]
+                                      put the conversation back to just after message SEQ:
+                                      its files (from the checkpoint taken before the next
+                                      turn's tools) and its history; --files or --chat only
+  diff ID [--at SEQ]                  what changed in the conversation's workspace since
+                                      message SEQ (default: since the latest checkpoint)
   send ID TEXT|- [--image FILE]... [--wait] [--queue|--steer|--interrupt]
   send ID --file PATH [--image FILE]... [--wait] [--queue|--steer|--interrupt]
                                       send a message (- reads it from stdin, --file from a
@@ -117,6 +124,8 @@ export const OPTIONS = {
   steer: { type: 'boolean', default: false },
   interrupt: { type: 'boolean', default: false },
   at: { type: 'string' },
+  files: { type: 'boolean', default: false },
+  chat: { type: 'boolean', default: false },
   workspace: { type: 'string' },
   git: { type: 'string' },
   copy: { type: 'string' },

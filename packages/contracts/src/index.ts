@@ -8,6 +8,7 @@ export * from './gen/bedrock/v1/events_pb.ts';
 export * from './gen/bedrock/v1/conversation_service_pb.ts';
 export * from './gen/bedrock/v1/admin_service_pb.ts';
 export * from './gen/bedrock/v1/workspace_service_pb.ts';
+export * from './gen/bedrock/v1/checkpoint_service_pb.ts';
 export * from './gen/bedrock/internal/v1/jobs_pb.ts';
 export * from './gen/bedrock/internal/v1/tool_runner_service_pb.ts';
 export * from './gen/bedrock/internal/v1/workspace_storage_service_pb.ts';

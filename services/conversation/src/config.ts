@@ -215,6 +215,14 @@ export const conversationConfigSchema = section({
       default: 20,
       doc: 'Workspaces one user may have; 0: no limit.',
     }),
+    checkpointMaxCount: setting('BEDROCK_CHECKPOINT_MAX_COUNT', int({ min: 0 }), {
+      default: 50,
+      doc: 'Checkpoints kept per workspace (one per user turn that ran tools, docs/workspaces.md "Checkpoints"); the oldest are removed first; 0: no limit.',
+    }),
+    checkpointMaxBytes: setting('BEDROCK_CHECKPOINT_MAX_BYTES', size({ min: 0 }), {
+      default: 2 * 1024 ** 3,
+      doc: "Bytes a workspace's checkpoints may hold that the workspace itself no longer does (files since changed or deleted); the oldest are removed first, the newest always kept; 0: no limit (they still count toward the workspace quota).",
+    }),
     prepareTimeout: setting('BEDROCK_WORKSPACE_PREPARE_TIMEOUT', duration({ min: 1000 }), {
       default: 600_000,
       doc: 'How long CreateWorkspace waits for the storage to make a workspace (a git clone included).',

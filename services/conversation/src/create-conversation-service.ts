@@ -59,6 +59,7 @@ import { createMcpStore } from './mcp/mcp-store.ts';
 import { parseOperatorServers } from './mcp/servers.ts';
 import { registerMcpApi } from './api/mcp-api.ts';
 import { createWorkspaces } from './workspaces/workspaces.ts';
+import { createCheckpoints, type Checkpoints } from './checkpoints/checkpoints.ts';
 
 export const SERVICE_NAME = 'conversation';
 
@@ -198,6 +199,8 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       listTimeoutMs: config.mcp.listTimeout,
       logger,
     });
+    // Made below with the workspace storage; the applier asks it before a turn's first tool.
+    const late: { checkpoints?: Checkpoints } = {};
     const applier = createApplier({
       mcpServers: (ownerId, conversationId) => mcp.specsFor(ownerId, conversationId),
       store,
@@ -209,6 +212,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),
+      beforeTools: (record) => late.checkpoints?.beforeTools(record) ?? Promise.resolve(),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);
     const ws = config.workspaces;
@@ -232,6 +236,17 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       hostPaths: ws.hostPaths === 'on',
       logger,
     });
+    const checkpoints = storage
+      ? createCheckpoints({
+          pool,
+          store,
+          storage,
+          workspaces,
+          settings: { maxCount: ws.checkpointMaxCount, maxBytes: ws.checkpointMaxBytes },
+          logger,
+        })
+      : undefined;
+    if (checkpoints) late.checkpoints = checkpoints;
     logger.info(
       { host_paths: ws.hostPaths, workspace_storage: ws.storageUrls ?? null },
       ws.hostPaths === 'on'
@@ -298,6 +313,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             checkCwd: config.conversations.checkCwd,
             imagePixelsPerMessage: config.limits.imagePixelsPerMessage,
             workspaces,
+            ...(checkpoints ? { checkpoints } : {}),
             sandboxAvailable,
             onApplied: recordTransition,
             limits,

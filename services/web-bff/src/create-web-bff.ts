@@ -6,7 +6,7 @@
  * serves watch streams itself from a per-process fan-out of the notification streams.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
-import { AdminService, ConversationService, McpService, WorkspaceService, health as healthPb } from '@bedrock/contracts';
+import { AdminService, CheckpointService, ConversationService, McpService, WorkspaceService, health as healthPb } from '@bedrock/contracts';
 import { createTransport, type NotificationStreams, type Transport } from '@bedrock/platform';
 import {
   connectHandler,
@@ -32,6 +32,7 @@ import { registerConversationRoutes } from './api/conversation-routes.ts';
 import { registerAdminRoutes } from './api/admin-routes.ts';
 import { registerWorkspaceRoutes } from './api/workspace-routes.ts';
 import { registerMcpRoutes } from './api/mcp-routes.ts';
+import { registerCheckpointRoutes } from './api/checkpoint-routes.ts';
 import { authInterceptor, PROTECTED_SERVICES } from './auth/auth-interceptor.ts';
 import { createAuthenticator } from './auth/authenticator.ts';
 import { createOidcVerifier } from './auth/oidc.ts';
@@ -234,12 +235,14 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
       registerAdminRoutes(router, { upstream, logger, tokens: () => tokens });
       registerWorkspaceRoutes(router, { upstream, logger });
       registerMcpRoutes(router, { upstream, logger });
+      registerCheckpointRoutes(router, { upstream, logger });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
       registerReflection(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), [
         ConversationService,
         WorkspaceService,
         McpService,
+        CheckpointService,
         AdminService,
         healthPb.Health,
       ]);
@@ -305,6 +308,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
   health.set(AdminService.typeName, 'SERVING');
   health.set(WorkspaceService.typeName, 'SERVING');
   health.set(McpService.typeName, 'SERVING');
+  health.set(CheckpointService.typeName, 'SERVING');
   const [http1, h2c] = listeners as [Served, Served];
   logger.info(
     {

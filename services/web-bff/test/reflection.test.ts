@@ -37,6 +37,7 @@ describe('server reflection', () => {
           'bedrock.v1.AdminService',
           'bedrock.v1.ConversationService',
           'bedrock.v1.McpService',
+          'bedrock.v1.CheckpointService',
           'bedrock.v1.WorkspaceService',
           ...OPEN,
         ].sort(),

@@ -42,6 +42,8 @@ import {
   cleanClient,
   rejectionError,
   GetUsageResponseSchema,
+  RewindConversationRequestSchema,
+  RewindConversationResponseSchema,
   isResting,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
@@ -62,6 +64,8 @@ import {
 } from '../store/request-outcomes.ts';
 import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
+import type { Checkpoints } from '../checkpoints/checkpoints.ts';
+import { registerCheckpointApi } from './checkpoint-api.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
 import { checkImageDecodes, checkImageHeaders } from './images.ts';
 import type { ImageSize } from '@bedrock/contracts/image-size';
@@ -115,6 +119,8 @@ export interface ConversationApiOptions {
   readonly checkCwd?: boolean;
   /** Users' workspaces (WorkspaceService), and whether host paths are allowed. */
   readonly workspaces: Workspaces;
+  /** Checkpoints of conversations' workspaces (CheckpointService, forks with files); absent: none. */
+  readonly checkpoints?: Checkpoints;
 }
 
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
@@ -315,6 +321,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       }
       case 'deleted':
         await endStreams(result.ids, result.notifySeqs);
+        await options.checkpoints?.forget(result.ids);
         options.logger.info({ conversation_id: id, deleted: result.ids.length }, 'conversation deleted');
         return { ids: result.ids };
     }
@@ -334,6 +341,17 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     const record = await store.get(requireId(id));
     if (!record || record.ownerId !== user) throw notFound(id);
     return record;
+  }
+
+  if (options.checkpoints) {
+    registerCheckpointApi(router, {
+      checkpoints: options.checkpoints,
+      owned,
+      actorOf,
+      requestKeyOf: (user, scope, req) => requestKeyOf(user, scope, 'RewindConversation', RewindConversationRequestSchema, req),
+      findRequest: (key) => store.findRequest(key),
+      replay: (prior, key) => replay(prior, key, RewindConversationResponseSchema),
+    });
   }
 
   /**
@@ -633,13 +651,26 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
             );
         }
       }
+      // With files: a workspace of its own, the source's files as at the fork point (checkpoints.ts).
+      let workspace = source.workspace;
+      if (req.withFiles) {
+        if (!options.checkpoints || !source.workspace)
+          throw new ConnectError(
+            source.workspace
+              ? 'this deployment keeps no checkpoints (no workspace storage): fork without files'
+              : `conversation ${source.id} runs in a host directory, not a workspace: only conversations in workspaces can be forked with their files`,
+            Code.FailedPrecondition,
+          );
+        const made = await options.checkpoints.forkFiles(source, point.through);
+        workspace = { ...source.workspace, id: made.id, name: made.name, path: made.path };
+      }
       const id = randomUUID();
       const input = applier.newConversation({
         id,
         ownerId: source.ownerId,
         slug: `c-${id.slice(0, 8)}`,
-        cwd: source.cwd,
-        workspace: source.workspace,
+        cwd: workspace && source.workspace ? workspace.path + source.cwd.slice(source.workspace.path.length) : source.cwd,
+        workspace,
         model: source.model,
         sandboxAvailable: await options.sandboxAvailable(),
         thinking: source.thinking,

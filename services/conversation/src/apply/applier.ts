@@ -87,6 +87,11 @@ export interface ApplierOptions {
   readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
   /** The owner's MCP servers (mcp/registry.ts), read when a transition runs an MCP tool. Absent: none. */
   readonly mcpServers?: (ownerId: string, conversationId: string) => Promise<readonly McpServerSpec[]>;
+  /**
+   * Awaited before a transition that runs tools is written (checkpoints/checkpoints.ts: the
+   * turn's checkpoint of the workspace is taken before its first tool). Never throws.
+   */
+  readonly beforeTools?: (record: ConversationRecord) => Promise<void>;
 }
 
 export interface Applier {
@@ -221,6 +226,8 @@ export function createApplier(options: ApplierOptions): Applier {
       mcp = await options.mcpServers(record.ownerId, record.id);
       first = decide(record, event, traceContext, actor, null, mcp);
     }
+    if (options.beforeTools && first.kind === 'write' && first.result.effects.some((e) => e.type === 'execute_tool'))
+      await options.beforeTools(record);
     if (!options.reserve || first.kind !== 'write') return first;
     const request = first.result.effects.find((e) => e.type === 'request_llm');
     if (!request) return first;

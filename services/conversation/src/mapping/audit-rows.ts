@@ -25,6 +25,7 @@ export const AUDIT_ACTIONS = [
   'token_issued',
   'token_revoked',
   'limit_changed',
+  'conversation_rewound',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

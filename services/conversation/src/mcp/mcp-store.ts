@@ -1,4 +1,4 @@
-/** Each user's own MCP servers (table mcp_servers, migration 020), for all their conversations or one. */
+/** Each user's own MCP servers (table mcp_servers, migration 017), for all their conversations or one. */
 import type pg from 'pg';
 import type { McpServerConfig } from './servers.ts';
 

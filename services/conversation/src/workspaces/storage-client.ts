@@ -6,7 +6,15 @@
  */
 import { createClient } from '@connectrpc/connect';
 import { WorkspaceStorageService } from '@bedrock/contracts';
-import type { GetStorageInfoResponse, PrepareWorkspaceRequest, WorkspaceUsage } from '@bedrock/contracts';
+import type {
+  CreateCheckpointRequest,
+  CreateCheckpointResponse,
+  GetCheckpointDiffResponse,
+  GetStorageInfoResponse,
+  PrepareWorkspaceRequest,
+  WorkspaceCheckpoint,
+  WorkspaceUsage,
+} from '@bedrock/contracts';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { PrepareWorkspaceRequestSchema } from '@bedrock/contracts';
 import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
@@ -18,6 +26,15 @@ export interface WorkspaceStorage {
   remove(workspaceId: string): Promise<void>;
   usage(workspaceIds: readonly string[]): Promise<WorkspaceUsage[]>;
   info(): Promise<GetStorageInfoResponse>;
+  /** Checkpoints (docs/workspaces.md, "Checkpoints"); FAILED_PRECONDITION where the storage is not btrfs. */
+  createCheckpoint(
+    request: Pick<CreateCheckpointRequest, 'workspaceId' | 'checkpointId' | 'quotaBytes' | 'maxCount' | 'maxBytes'>,
+  ): Promise<CreateCheckpointResponse>;
+  listCheckpoints(workspaceId: string): Promise<WorkspaceCheckpoint[]>;
+  restoreCheckpoint(workspaceId: string, checkpointId: string, quotaBytes: bigint): Promise<void>;
+  /** Removes the checkpoints named, or every one whose id starts with `prefix`. */
+  removeCheckpoints(workspaceId: string, ids: readonly string[], prefix?: string): Promise<string[]>;
+  checkpointDiff(workspaceId: string, from: string, to: string): Promise<GetCheckpointDiffResponse>;
   close(): void;
 }
 
@@ -56,6 +73,22 @@ export function createWorkspaceStorageClient(options: WorkspaceStorageClientOpti
       return (await client.getWorkspaceUsage({ workspaceIds: [...workspaceIds] }, call)).usage;
     },
     info: () => client.getStorageInfo({}, call),
+    createCheckpoint: (request) => client.createCheckpoint(request, call),
+    async listCheckpoints(workspaceId) {
+      return (await client.listWorkspaceCheckpoints({ workspaceId }, call)).checkpoints;
+    },
+    async restoreCheckpoint(workspaceId, checkpointId, quotaBytes) {
+      await client.restoreCheckpoint({ workspaceId, checkpointId, quotaBytes }, { headers, timeoutMs: options.prepareTimeoutMs });
+    },
+    async removeCheckpoints(workspaceId, ids, prefix) {
+      const answer = await client.removeCheckpoints(
+        { workspaceId, checkpointIds: [...ids], ...(prefix !== undefined ? { prefix, byPrefix: true } : {}) },
+        call,
+      );
+      return answer.removedIds;
+    },
+    checkpointDiff: (workspaceId, from, to) =>
+      client.getCheckpointDiff({ workspaceId, from, to }, { headers, timeoutMs: options.prepareTimeoutMs }),
     close: () => transport.close(),
   };
 }

@@ -25,7 +25,11 @@ export const HOST_PATHS_OFF =
   'host paths are off on this deployment: create the conversation in one of your workspaces (leave the directory out for your default workspace, or name a workspace; bedrock ws ls lists them)';
 
 export type WorkspaceSource =
-  { readonly kind: 'empty' } | { readonly kind: 'git'; readonly url: string } | { readonly kind: 'copy'; readonly of: string };
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'git'; readonly url: string }
+  | { readonly kind: 'copy'; readonly of: string }
+  /** A checkpoint of one of the owner's workspaces (a fork with files): its files as they were then. */
+  | { readonly kind: 'checkpoint'; readonly of: string; readonly checkpointId: string };
 
 export interface WorkspacesOptions {
   readonly store: WorkspaceStore;
@@ -133,6 +137,8 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
         return `git ${source.url}`;
       case 'copy':
         return `copy of ${copied?.name ?? source.of}`;
+      case 'checkpoint':
+        return `checkpoint of ${copied?.name ?? source.of}`;
     }
   }
 
@@ -157,9 +163,11 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
         source:
           source.kind === 'git'
             ? { case: 'gitUrl', value: source.url }
-            : copyFrom
-              ? { case: 'copyFromId', value: copyFrom.id }
-              : { case: undefined },
+            : copyFrom && source.kind === 'checkpoint'
+              ? { case: 'copyFromCheckpoint', value: { workspaceId: copyFrom.id, checkpointId: source.checkpointId } }
+              : copyFrom
+                ? { case: 'copyFromId', value: copyFrom.id }
+                : { case: undefined },
       });
     } catch (err) {
       // Nothing half made stays: the storage removed what it started, and the row goes too.
@@ -181,12 +189,17 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
     if (existing) {
       // A retry of the same request answers what the first made (finishing it after a crash).
       if (requestId && existing.requestId === requestId) {
-        return existing.state === 'ready' ? existing : prepare(existing, source);
+        if (existing.state === 'ready') return existing;
+        return prepare(
+          existing,
+          source,
+          source.kind === 'copy' || source.kind === 'checkpoint' ? await find(ownerId, source.of) : undefined,
+        );
       }
       throw new ConnectError(`you already have a workspace named ${name}: choose another name`, Code.AlreadyExists);
     }
     let copyFrom: WorkspaceRow | undefined;
-    if (source.kind === 'copy') {
+    if (source.kind === 'copy' || source.kind === 'checkpoint') {
       copyFrom = await find(ownerId, source.of);
       if (copyFrom.state !== 'ready') throw new ConnectError(`workspace ${copyFrom.name} is still being made`, Code.FailedPrecondition);
     }

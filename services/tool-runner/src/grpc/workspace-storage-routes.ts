@@ -7,6 +7,13 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter } from '@connectrpc/connect';
 import {
+  CreateCheckpointResponseSchema,
+  GetCheckpointDiffResponseSchema,
+  ListWorkspaceCheckpointsResponseSchema,
+  RemoveCheckpointsResponseSchema,
+  RestoreCheckpointResponseSchema,
+  WorkspaceCheckpointSchema,
+  WorkspaceFileChangeSchema,
   GetStorageInfoResponseSchema,
   GetWorkspaceUsageResponseSchema,
   PrepareWorkspaceResponseSchema,
@@ -23,9 +30,16 @@ function source(req: PrepareWorkspaceRequest): WorkspaceSource {
       return { kind: 'git', url: req.source.value };
     case 'copyFromId':
       return { kind: 'copy', fromId: req.source.value };
+    case 'copyFromCheckpoint':
+      return { kind: 'checkpoint', fromId: req.source.value.workspaceId, checkpointId: req.source.value.checkpointId };
     default:
       return { kind: 'empty' };
   }
+}
+
+function bytes(value: bigint, field: string): number {
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw new ConnectError(`${field} is too large`, Code.InvalidArgument);
+  return Number(value);
 }
 
 export function registerWorkspaceStorageService(router: ConnectRouter, storage: () => WorkspaceStorage): void {
@@ -50,6 +64,40 @@ export function registerWorkspaceStorageService(router: ConnectRouter, storage: 
         usage: usage.map((u) =>
           create(WorkspaceUsageSchema, { workspaceId: u.workspaceId, exists: u.exists, bytes: BigInt(u.bytes), inodes: BigInt(u.inodes) }),
         ),
+      });
+    },
+    async createCheckpoint(req) {
+      const made = await storage().checkpoints.create(req.workspaceId, req.checkpointId, bytes(req.quotaBytes, 'quota_bytes'), {
+        maxCount: req.maxCount,
+        maxBytes: bytes(req.maxBytes, 'max_bytes'),
+      });
+      return create(CreateCheckpointResponseSchema, { created: made.created, removedIds: made.removed });
+    },
+    async listWorkspaceCheckpoints(req) {
+      const list = await storage().checkpoints.list(req.workspaceId);
+      return create(ListWorkspaceCheckpointsResponseSchema, {
+        checkpoints: list.map((c) =>
+          create(WorkspaceCheckpointSchema, {
+            checkpointId: c.id,
+            createdAtMs: BigInt(Math.round(c.createdMs)),
+            exclusiveBytes: BigInt(c.exclusiveBytes),
+          }),
+        ),
+      });
+    },
+    async restoreCheckpoint(req) {
+      await storage().checkpoints.restore(req.workspaceId, req.checkpointId, bytes(req.quotaBytes, 'quota_bytes'));
+      return create(RestoreCheckpointResponseSchema, {});
+    },
+    async removeCheckpoints(req) {
+      const removed = await storage().checkpoints.remove(req.workspaceId, req.checkpointIds, req.byPrefix ? req.prefix : undefined);
+      return create(RemoveCheckpointsResponseSchema, { removedIds: removed });
+    },
+    async getCheckpointDiff(req) {
+      const diff = await storage().checkpoints.diff(req.workspaceId, req.from, req.to);
+      return create(GetCheckpointDiffResponseSchema, {
+        complete: diff.complete,
+        changes: diff.changes.map((c) => create(WorkspaceFileChangeSchema, c)),
       });
     },
     getStorageInfo() {

@@ -25,9 +25,16 @@ import { cloneInto } from './git-clone.ts';
 import { lastLines, run } from './run.ts';
 import { checkGitUrl, checkOwner, checkWorkspaceId } from './validate.ts';
 import { walk } from './walk.ts';
+import { openCheckpoints } from './checkpoints.ts';
+import type { Checkpoints } from './checkpoints.ts';
+import { checkCheckpointId } from './checkpoints.ts';
 
 export type WorkspaceSource =
-  { readonly kind: 'empty' } | { readonly kind: 'git'; readonly url: string } | { readonly kind: 'copy'; readonly fromId: string };
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'git'; readonly url: string }
+  | { readonly kind: 'copy'; readonly fromId: string }
+  /** A checkpoint of another workspace of the same uid (checkpoints.ts): a writable snapshot of it. */
+  | { readonly kind: 'checkpoint'; readonly fromId: string; readonly checkpointId: string };
 
 export interface PrepareRequest {
   readonly workspaceId: string;
@@ -60,6 +67,8 @@ export interface WorkspaceStorage {
   /** Removes it; false when there was nothing to remove. */
   remove(workspaceId: string): Promise<boolean>;
   usage(workspaceIds: readonly string[]): Promise<WorkspaceUsage[]>;
+  /** The workspaces' checkpoints (btrfs only; elsewhere every call says why not). */
+  readonly checkpoints: Checkpoints;
   close(): void;
 }
 
@@ -69,6 +78,8 @@ export interface WorkspaceStorageOptions {
   readonly sandbox?: SandboxSettings;
   /** Start-up lines (what the root is on, what is enforced). */
   readonly log?: (level: 'info' | 'warn', message: string) => void;
+  /** Leftovers of a killed rewind at least this old are recovered at start (default 60 s). */
+  readonly checkpointRecoveryAgeMs?: number;
 }
 
 /** At most this many workspaces per usage call, and this many entries or this long counting each. */
@@ -185,6 +196,14 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
     const found = await existing(path);
     if (found) return sameOwner(path, found, owner);
     let source: string | undefined;
+    if (request.source.kind === 'checkpoint') {
+      const st = await existing(join(root, request.source.fromId));
+      if (st && st.uid !== owner.uid)
+        throw new ConnectError(`the workspace to copy, ${request.source.fromId}, belongs to another uid`, Code.FailedPrecondition);
+      source = await checkpoints.path(request.source.fromId, request.source.checkpointId);
+      if ((await lstat(source)).uid !== owner.uid)
+        throw new ConnectError(`the checkpoint to copy belongs to another uid`, Code.FailedPrecondition);
+    }
     if (request.source.kind === 'copy') {
       source = join(root, request.source.fromId);
       const st = await existing(source);
@@ -194,7 +213,12 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
     }
     const staging = join(root, `.new-${request.workspaceId}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`);
     try {
-      const snapshotted = source ? await backend.snapshot(source, staging) : false;
+      // From a workspace with checkpoints (or one of them): inside its family qgroup (checkpoints.ts).
+      const familyOf = request.source.kind === 'copy' || request.source.kind === 'checkpoint' ? request.source.fromId : undefined;
+      const snapshotted = source
+        ? (familyOf !== undefined && (await checkpoints.snapshotIntoFamily(familyOf, source, staging, request.workspaceId))) ||
+          (await backend.snapshot(source, staging))
+        : false;
       if (!snapshotted) await backend.createEmpty(staging);
       try {
         await chown(staging, owner.uid, owner.gid);
@@ -222,7 +246,7 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
         });
         if (cp.code !== 0)
           throw new ConnectError(
-            `copying ${request.source.kind === 'copy' ? request.source.fromId : ''} failed: ${lastLines(cp.stderr, 4)}`,
+            `copying ${request.source.kind === 'copy' || request.source.kind === 'checkpoint' ? request.source.fromId : ''} failed: ${lastLines(cp.stderr, 4)}`,
             Code.FailedPrecondition,
           );
         await chmod(staging, 0o700);
@@ -258,7 +282,15 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       if (st?.isDirectory()) await discard(path, { uid: st.uid, gid: st.gid });
     }
   }
+  const checkpoints = openCheckpoints({
+    root,
+    btrfs: backend.mechanism === 'btrfs' && !problem ? true : backend.description,
+    deleteSubvolume: (path) => backend.remove(path, { uid: 0, gid: 0 }),
+    log,
+  });
   if (!problem) await sweep();
+  // A rewind a killed runner left is finished or undone (a minute old: not one another runner is doing now).
+  if (!problem) await checkpoints.recover(options.checkpointRecoveryAgeMs ?? 60_000);
   if (!problem && backend.mechanism === 'btrfs') await run(['btrfs', 'qgroup', 'clear-stale', root], { timeoutMs: 30_000 });
 
   return {
@@ -268,6 +300,12 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       checkWorkspaceId(request.workspaceId);
       checkOwner(request.uid, request.gid, config.toolUids);
       if (request.source.kind === 'git') checkGitUrl(request.source.url);
+      if (request.source.kind === 'checkpoint') {
+        checkWorkspaceId(request.source.fromId, 'copy_from_checkpoint.workspace_id');
+        checkCheckpointId(request.source.checkpointId, 'copy_from_checkpoint.checkpoint_id');
+        if (request.source.fromId === request.workspaceId)
+          throw new ConnectError('copy_from_checkpoint names the workspace itself', Code.InvalidArgument);
+      }
       if (request.source.kind === 'copy') {
         checkWorkspaceId(request.source.fromId, 'copy_from_id');
         if (request.source.fromId === request.workspaceId)
@@ -297,7 +335,10 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       usable();
       const path = join(root, workspaceId);
       const st = await existing(path);
-      if (!st) return false;
+      if (!st) {
+        await checkpoints.removeAll(workspaceId);
+        return false;
+      }
       // Out of the way first, atomically: a second remover (or a prepare) finds nothing.
       const doomed = join(root, `.del-${workspaceId}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`);
       try {
@@ -307,6 +348,7 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
         throw err;
       }
       await backend.remove(doomed, { uid: st.uid, gid: st.gid });
+      await checkpoints.removeAll(workspaceId);
       log('info', `workspaces: ${workspaceId} removed`);
       return true;
     },
@@ -339,6 +381,8 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       }
       return answers;
     },
+
+    checkpoints,
 
     close() {
       backend.close();

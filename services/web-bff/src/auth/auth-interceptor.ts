@@ -9,7 +9,7 @@
  * handlers rely on.
  */
 import { createContextKey, type Interceptor } from '@connectrpc/connect';
-import { AdminService, ConversationService, McpService, WorkspaceService } from '@bedrock/contracts';
+import { AdminService, CheckpointService, ConversationService, McpService, WorkspaceService } from '@bedrock/contracts';
 import { admittedIdentity } from '../http/api-guard.ts';
 import { RAW_EXCHANGE } from '../http/raw-request.ts';
 import type { Authenticator, Identity, Role } from './authenticator.ts';
@@ -20,7 +20,7 @@ export const USER_KEY = createContextKey<string>('', { description: 'authenticat
 export const ROLE_KEY = createContextKey<Role>('user', { description: "authenticated bedrock user's role" });
 
 /** Services whose every call needs an authenticated user. */
-export const PROTECTED_SERVICES = [ConversationService, AdminService, WorkspaceService, McpService] as const;
+export const PROTECTED_SERVICES = [ConversationService, AdminService, WorkspaceService, McpService, CheckpointService] as const;
 const PROTECTED = new Set<string>(PROTECTED_SERVICES.map((s) => s.typeName));
 
 export function authInterceptor(auth: Authenticator): Interceptor {

@@ -15,6 +15,7 @@ import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import {
   AdminService,
+  CheckpointService,
   ConversationService,
   IdentityService,
   McpService,
@@ -54,6 +55,8 @@ export interface Upstream {
   readonly workspaces: Client<typeof WorkspaceService>;
   /** McpService, forwarded as the user. */
   readonly mcp: Client<typeof McpService>;
+  /** CheckpointService, forwarded as the user. */
+  readonly checkpoints: Client<typeof CheckpointService>;
   /** IdentityService: who a token or a user is (options without a user: `serviceOptions()`). */
   readonly identity: Client<typeof IdentityService>;
   /** Options for a call as web-bff itself (its service credential, no user). */
@@ -104,6 +107,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     admin: createClient(AdminService, transport),
     workspaces: createClient(WorkspaceService, transport),
     mcp: createClient(McpService, transport),
+    checkpoints: createClient(CheckpointService, transport),
     identity: createClient(IdentityService, transport),
     transport,
     options(user, signal, role) {

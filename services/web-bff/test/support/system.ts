@@ -4,6 +4,7 @@
  * queues, as those services do (the pattern of services/conversation/test/support/harness.ts).
  * With `workspaceStorage`, a real tool-runner serves the workspaces (it takes no tool work).
  */
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,6 +107,8 @@ export interface SystemOptions {
    * runner can reach (startGitDaemon). Default: no workspace storage, host paths on.
    */
   readonly workspaceStorage?: boolean;
+  /** With workspaceStorage: the root on a btrfs image the runner loop-mounts (subvolumes, quotas, checkpoints). */
+  readonly workspaceImage?: boolean;
   /** The conversation service's clock (spend days, limit periods); default the system clock. */
   readonly clock?: () => Date;
 }
@@ -128,6 +131,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
         options.label,
         services.peers.filter((p) => p.name === 'conversation'),
         logger,
+        options.workspaceImage ?? false,
       )
     : undefined;
   const conversationConfig = readConversationConfig(
@@ -294,6 +298,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       await proxy?.close();
       if (storage) {
         await storage.runner.stop().catch(() => undefined);
+        // A loop-mounted image (workspaceImage) is unmounted first: its mount outlives the runner.
+        if (options.workspaceImage) await new Promise((r) => execFile('umount', [storage.root], r));
         rmSync(storage.dir, { recursive: true, force: true });
       }
       for (const t of transports) await t.close();
@@ -313,6 +319,7 @@ async function startStorage(
   label: string,
   peers: readonly TokenEntry[],
   logger: Logger,
+  image = false,
 ): Promise<SystemStorage & { readonly dir: string }> {
   if (process.getuid?.() !== 0)
     throw new Error('workspaceStorage needs root: the tool-runner gives each workspace to its owner (a tool uid, 200000 and up)');
@@ -324,7 +331,11 @@ async function startStorage(
     {
       runner: { id: `test-bff-${label}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`, consume: false },
       server: { host: '127.0.0.1', grpcPort: 0, metricsPort: 0, shutdownGrace: 1000 },
-      workspaces: { root: join(dir, 'root'), cloneTimeout: 60_000 },
+      workspaces: {
+        root: join(dir, 'root'),
+        cloneTimeout: 60_000,
+        ...(image ? { image: join(dir, 'image', 'workspaces.btrfs'), imageSize: 512 * 1024 ** 2 } : {}),
+      },
     },
   );
   const runner = createToolRunner(config, { logger, servicePeers: peers });

@@ -20,7 +20,14 @@ import {
   TokenDeltaKind,
 } from '@bedrock/contracts';
 import { parseSettingsFlags } from '../src/commands.ts';
-import { createEventRenderer, renderConversationTable, renderMessages, renderMode, renderSettings, type RenderOptions } from '../src/render.ts';
+import {
+  createEventRenderer,
+  renderConversationTable,
+  renderMessages,
+  renderMode,
+  renderSettings,
+  type RenderOptions,
+} from '../src/render.ts';
 import { run } from '../src/run.ts';
 
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;

@@ -47,7 +47,8 @@ export function instrumentJob<T>(metrics: Metrics | undefined, queue: string, ha
       metrics.jobsInFlight.dec({ queue });
       metrics.jobsTotal.inc({ queue, outcome });
       metrics.jobDurationSeconds.observe({ queue, outcome }, (performance.now() - started) / 1000);
-      if (outcome !== 'failed' && outcome !== 'retried') metrics.jobLatencySeconds.observe({ queue }, Math.max(0, Date.now() - job.readyAt) / 1000);
+      if (outcome !== 'failed' && outcome !== 'retried')
+        metrics.jobLatencySeconds.observe({ queue }, Math.max(0, Date.now() - job.readyAt) / 1000);
     }
   };
 }

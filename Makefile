@@ -42,8 +42,8 @@ test: setup services lint ## Every suite; ends with "N passed, N failed"
 bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=name to pick some)
 	npx tsx bench/run.ts $(BENCH)
 
-cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs)
-	npx tsx scripts/cluster.ts up
+cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs); REDIS=cluster: on a local Redis Cluster (3+3)
+	BEDROCK_CLUSTER_REDIS=$(or $(REDIS),single) npx tsx scripts/cluster.ts up
 
 cluster-down: ## Stop the local cluster
 	npx tsx scripts/cluster.ts down

@@ -8,12 +8,18 @@
  * started again with back-off, as Kubernetes would (docs/local-cluster.md); its log is
  * logs/supervisor.log. `down` stops the supervisor, which stops every process, and sweeps up
  * anything left if the supervisor itself was killed.
+ *
+ * `make cluster REDIS=cluster` (BEDROCK_CLUSTER_REDIS=cluster): the supervisor first starts a
+ * Redis Cluster of its own, 3 masters + 3 replicas on ports from 7000 up (data and logs in
+ * <dir>/redis-cluster/<port>/), and the services use it (BEDROCK_REDIS_CLUSTER=on); it stops it
+ * with them. Their pids are in pids/ too, so `down` sweeps them if the supervisor was killed.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startCluster, ROOT } from '@bedrock/cluster';
 import { createLogger } from '@bedrock/platform/server';
+import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 
 const dir = process.env.BEDROCK_CLUSTER_DIR ?? join(ROOT, '.bedrock', 'cluster');
 const pidDir = join(dir, 'pids');
@@ -26,6 +32,7 @@ interface Ready {
   readonly processes: string[];
   readonly httpUrl: string;
   readonly grpcUrl: string;
+  readonly redisUrl: string;
 }
 
 function alive(pid: number): boolean {
@@ -127,6 +134,7 @@ async function up(): Promise<void> {
   console.log(`Bedrock cluster is up: ${ready.processes.join(', ')}`);
   console.log(`  web UI and Connect API: ${ready.httpUrl}`);
   console.log(`  gRPC (h2c):             ${ready.grpcUrl}`);
+  console.log(`  Redis:                  ${ready.redisUrl}`);
   console.log(`  logs:                   ${logDir} (supervisor.log: restarts)`);
   console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
   console.log(`  try: BEDROCK_URL=${ready.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
@@ -138,21 +146,41 @@ async function supervise(): Promise<void> {
   const logger = createLogger({ service: 'cluster-supervisor' });
   writeFileSync(supervisorPidFile, String(process.pid));
   let stopping: Promise<void> | undefined;
-  const starting = startCluster({
-    dir,
-    databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster',
-    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
-    ports: 'fixed',
-    supervise: true,
-    logger,
-  });
+  let redisCluster: LocalRedisCluster | undefined;
+  const redisMode = process.env.BEDROCK_CLUSTER_REDIS || 'single';
+  if (redisMode !== 'single' && redisMode !== 'cluster') throw new Error(`REDIS=${redisMode}: use single or cluster`);
+  const starting = (async () => {
+    if (redisMode === 'cluster') {
+      const redisDir = join(dir, 'redis-cluster');
+      rmSync(redisDir, { recursive: true, force: true });
+      redisCluster = await startRedisCluster({ dir: redisDir, basePort: 7000, keepDir: true, detached: true });
+      mkdirSync(pidDir, { recursive: true });
+      for (const pid of redisCluster.pids()) writeFileSync(join(pidDir, `redis-${pid}.pid`), String(pid));
+      logger.info({ url: redisCluster.url, ports: redisCluster.ports }, 'Redis Cluster is up (3 masters + 3 replicas)');
+    }
+    try {
+      return await startCluster({
+        dir,
+        databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster',
+        redisUrl: redisCluster?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+        ...(redisCluster ? { redisCluster: { ports: redisCluster.ports } } : {}),
+        redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
+        ports: 'fixed',
+        supervise: true,
+        logger,
+      });
+    } catch (err) {
+      await redisCluster?.stop();
+      throw err;
+    }
+  })();
   const stop = (signal: string) => {
     stopping ??= (async () => {
       logger.info({ signal }, 'stopping the cluster');
       // A signal while starting: stop what started (a failed start has stopped itself).
       const cluster = await starting.catch(() => undefined);
       await cluster?.stop();
+      await redisCluster?.stop();
       rmSync(readyFile, { force: true });
       rmSync(supervisorPidFile, { force: true });
       logger.info('cluster stopped');
@@ -164,7 +192,14 @@ async function supervise(): Promise<void> {
   try {
     const cluster = await starting;
     if (stopping) return;
-    const ready: Ready = { processes: cluster.processes.map((p) => p.name), httpUrl: cluster.httpUrl, grpcUrl: cluster.grpcUrl };
+    const ready: Ready = {
+      processes: cluster.processes.map((p) => p.name),
+      httpUrl: cluster.httpUrl,
+      grpcUrl: cluster.grpcUrl,
+      redisUrl: redisCluster
+        ? `${redisCluster.url} (Redis Cluster: ports ${redisCluster.ports.join(', ')})`
+        : (process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'),
+    };
     writeFileSync(readyFile, JSON.stringify(ready));
     logger.info({ processes: ready.processes }, 'cluster is up; supervising');
   } catch (err) {

@@ -15,16 +15,13 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-export interface RedisClusterNode {
-  readonly port: number;
-  readonly pid: number | undefined;
-}
-
 export interface LocalRedisCluster {
   /** A seed node's URL (any node: clients find the others). */
   readonly url: string;
   readonly dir: string;
   readonly ports: readonly number[];
+  /** Process ids of the nodes still running. */
+  pids(): number[];
   /** Ports of the nodes that are masters now, by `CLUSTER NODES` of a live node. */
   masters(): Promise<number[]>;
   /** Kills (SIGKILL) the node on `port`. */
@@ -195,6 +192,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     url: `redis://127.0.0.1:${ports[0]}`,
     dir,
     ports,
+    pids: () => [...children.values()].flatMap((child) => (child.pid === undefined ? [] : [child.pid])),
     masters: masterPorts,
     kill,
     waitHealthy,

@@ -51,6 +51,9 @@ export function redisServiceUser(prefix: string, service: string): string {
  * - `+time`: the runner registry's script reads the server clock (TIME is only @fast).
  * - `+client|unblock`: an aborted blocking stream read is cut short on the server
  *   (blocking-pool.ts; @admin). It can only end another client's blocking call early.
+ * - `+cluster|slots +cluster|info`: on a Redis Cluster the client reads which node serves which
+ *   slots, and checks the cluster's state before it is ready (redis-connection.ts; @slow). They
+ *   show the nodes' addresses and the cluster's state, no key.
  */
 export function redisServiceAclRules(prefix: string): string[] {
   checkName('key prefix', prefix);
@@ -77,6 +80,8 @@ export function redisServiceAclRules(prefix: string): string[] {
     '+info',
     '+time',
     '+client|unblock',
+    '+cluster|slots',
+    '+cluster|info',
   ];
 }
 

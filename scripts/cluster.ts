@@ -180,7 +180,11 @@ async function supervise(): Promise<void> {
       // A signal while starting: stop what started (a failed start has stopped itself).
       const cluster = await starting.catch(() => undefined);
       await cluster?.stop();
-      await redisCluster?.stop();
+      if (redisCluster) {
+        await redisCluster.stop();
+        for (const file of readdirSync(pidDir).filter((f) => f.startsWith('redis-'))) rmSync(join(pidDir, file), { force: true });
+        logger.info('Redis Cluster stopped');
+      }
       rmSync(readyFile, { force: true });
       rmSync(supervisorPidFile, { force: true });
       logger.info('cluster stopped');

@@ -120,6 +120,8 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     const child = children.get(port);
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise((r) => child.once('exit', r));
+    // A detached node is unref'd: ref it again, or this process could end before its exit is seen.
+    child.ref();
     child.kill('SIGKILL');
     await gone;
   }

@@ -3,12 +3,13 @@
  * processes on free ports): the whole transport contract with `cluster: true`, then what only a
  * cluster shows: the keys of one conversation bucket share a slot and the buckets land on every
  * master; a follow of many conversations reads from every master; a master killed (its replica
- * promoted) loses no follow, no queue and no run record written before the kill was replicated.
+ * promoted) loses no follow, no consumer and no cancel subscription, and nothing written before the
+ * kill was replicated.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { Cluster } from 'ioredis';
-import { ConversationEventSchema, LlmRequestJobSchema, type ConversationEvent } from '@bedrock/contracts';
+import { CancelSignalSchema, ConversationEventSchema, LlmRequestJobSchema, type ConversationEvent } from '@bedrock/contracts';
 import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 import { STREAM_START, createRedisTransport, redisKeys } from '../src/index.ts';
 import type { Transport } from '../src/index.ts';
@@ -91,6 +92,8 @@ describe('on a Redis Cluster', () => {
     const worker = consumer.queues.consume('fo-jobs', LlmRequestJobSchema, async (job) => {
       handled.add(job.data.requestId);
     });
+    const cancels: string[] = [];
+    await consumer.cancels.subscribe((signal) => cancels.push(signal.conversationId));
     const jobs = producer.queues.producer('fo-jobs', LlmRequestJobSchema);
     let n = 0;
     const round = async () => {
@@ -112,6 +115,17 @@ describe('on a Redis Cluster', () => {
     await c.waitHealthy(20_000);
     await waitFor(async () => ids.every((id) => seen.get(id) === 6n) && handled.size === 6, 'after: all followed and handled', 20_000);
     expect(Date.now() - killedAt).toBeLessThan(20_000);
+    // The cancel subscription is back too (pub/sub is fire-and-forget: a signal sent while the
+    // subscriber reconnects is lost, so it is sent until one arrives).
+    await waitFor(
+      async () => {
+        await producer.cancels.publish(create(CancelSignalSchema, { conversationId: 'after-failover' }));
+        await new Promise((r) => setTimeout(r, 200));
+        return cancels.includes('after-failover');
+      },
+      'a cancel signal after the failover',
+      20_000,
+    );
     expect(await producer.streams.last(ids[0]!)).toEqual({ sequence: 6n, deltaIndex: 0 });
     for (const f of follows) f.stop();
     await worker.close();

@@ -43,8 +43,8 @@ test: setup services lint ## Every suite; ends with "N passed, N failed"
 bench: setup services ## Benchmarks: figures and ratios, no assertions (BENCH=name to pick some)
 	npx tsx bench/run.ts $(BENCH)
 
-cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs); PG=ha: on a Patroni cluster of 2 synchronous nodes
-	BEDROCK_CLUSTER_PG=$(or $(PG),single) npx tsx scripts/cluster.ts up
+cluster: setup services ## Start 2 conversation, 2 gateway, 3 tool-runner and 1 web-bff processes (logs in .bedrock/cluster/logs); PG=ha: on a Patroni cluster of 2 synchronous nodes; REDIS=cluster: on a local Redis Cluster (3+3)
+	BEDROCK_CLUSTER_PG=$(or $(PG),single) BEDROCK_CLUSTER_REDIS=$(or $(REDIS),single) npx tsx scripts/cluster.ts up
 
 loadtest: setup services ## Ramp synthetic conversations through a local cluster until an objective breaks (ARGS="--max N --step 30s --report FILE"; docs/capacity.md)
 	npx tsx scripts/loadtest.ts $(ARGS)

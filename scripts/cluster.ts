@@ -10,12 +10,18 @@
  * started again with back-off, as Kubernetes would (docs/local-cluster.md); its log is
  * logs/supervisor.log. `down` stops the supervisor, which stops every process, and sweeps up
  * anything left if the supervisor itself was killed.
+ *
+ * `make cluster REDIS=cluster` (BEDROCK_CLUSTER_REDIS=cluster): the supervisor first starts a
+ * Redis Cluster of its own, 3 masters + 3 replicas on ports from 7000 up (data and logs in
+ * <dir>/redis-cluster/<port>/), and the services use it (BEDROCK_REDIS_CLUSTER=on); it stops it
+ * with them. Their pids are in pids/ too, so `down` sweeps them if the supervisor was killed.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startCluster, startHaPostgres, ROOT, type HaPostgres } from '@bedrock/cluster';
 import { createLogger } from '@bedrock/platform/server';
+import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 
 const dir = process.env.BEDROCK_CLUSTER_DIR ?? join(ROOT, '.bedrock', 'cluster');
 const pidDir = join(dir, 'pids');
@@ -30,6 +36,7 @@ interface Ready {
   readonly grpcUrl: string;
   /** PG=ha: the multi-host URL of the Patroni cluster the supervisor started. */
   readonly databaseUrl?: string;
+  readonly redisUrl: string;
 }
 
 /** `make cluster PG=ha`: a Patroni cluster of our own (etcd + 2 synchronous nodes) instead of the local PostgreSQL. */
@@ -136,6 +143,7 @@ async function up(): Promise<void> {
   console.log(`  gRPC (h2c):             ${ready.grpcUrl}`);
   if (ready.databaseUrl)
     console.log(`  Postgres (Patroni, synchronous standby; logs in ${join(dir, 'postgres-ha', 'logs')}): ${ready.databaseUrl}`);
+  console.log(`  Redis:                  ${ready.redisUrl}`);
   console.log(`  logs:                   ${logDir} (supervisor.log: restarts)`);
   console.log(`  service tokens:         ${join(dir, 'secrets')} (<service>.token, peers)`);
   console.log(`  try: BEDROCK_URL=${ready.httpUrl} BEDROCK_TOKEN=$(cat ${join(dir, 'token')}) npx bedrock new --cwd $PWD`);
@@ -148,7 +156,18 @@ async function supervise(): Promise<void> {
   writeFileSync(supervisorPidFile, String(process.pid));
   let stopping: Promise<void> | undefined;
   let ha: HaPostgres | undefined;
+  let redisCluster: LocalRedisCluster | undefined;
+  const redisMode = process.env.BEDROCK_CLUSTER_REDIS || 'single';
+  if (redisMode !== 'single' && redisMode !== 'cluster') throw new Error(`REDIS=${redisMode}: use single or cluster`);
   const starting = (async () => {
+    if (redisMode === 'cluster') {
+      const redisDir = join(dir, 'redis-cluster');
+      rmSync(redisDir, { recursive: true, force: true });
+      redisCluster = await startRedisCluster({ dir: redisDir, basePort: 7000, keepDir: true, detached: true });
+      mkdirSync(pidDir, { recursive: true });
+      for (const pid of redisCluster.pids()) writeFileSync(join(pidDir, `redis-${pid}.pid`), String(pid));
+      logger.info({ url: redisCluster.url, ports: redisCluster.ports }, 'Redis Cluster is up (3 masters + 3 replicas)');
+    }
     let databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bedrock_cluster';
     if (haPostgres) {
       // A new Patroni cluster at every `up`: its data does not outlive `make cluster-down`.
@@ -163,7 +182,8 @@ async function supervise(): Promise<void> {
       return await startCluster({
         dir,
         databaseUrl,
-        redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+        redisUrl: redisCluster?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+        ...(redisCluster ? { redisCluster: { ports: redisCluster.ports } } : {}),
         redisPrefix: process.env.BEDROCK_REDIS_PREFIX ?? 'bedrock-cluster',
         ports: 'fixed',
         supervise: true,
@@ -171,6 +191,7 @@ async function supervise(): Promise<void> {
       });
     } catch (err) {
       await ha?.stop();
+      await redisCluster?.stop();
       throw err;
     }
   })();
@@ -181,6 +202,11 @@ async function supervise(): Promise<void> {
       const cluster = await starting.catch(() => undefined);
       await cluster?.stop();
       await ha?.stop();
+      if (redisCluster) {
+        await redisCluster.stop();
+        for (const file of readdirSync(pidDir).filter((f) => f.startsWith('redis-'))) rmSync(join(pidDir, file), { force: true });
+        logger.info('Redis Cluster stopped');
+      }
       rmSync(readyFile, { force: true });
       rmSync(supervisorPidFile, { force: true });
       logger.info('cluster stopped');
@@ -197,6 +223,9 @@ async function supervise(): Promise<void> {
       httpUrl: cluster.httpUrl,
       grpcUrl: cluster.grpcUrl,
       ...(ha ? { databaseUrl: ha.url('bedrock_cluster') } : {}),
+      redisUrl: redisCluster
+        ? `${redisCluster.url} (Redis Cluster: ports ${redisCluster.ports.join(', ')})`
+        : (process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'),
     };
     writeFileSync(readyFile, JSON.stringify(ready));
     logger.info({ processes: ready.processes }, 'cluster is up; supervising');

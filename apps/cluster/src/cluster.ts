@@ -31,6 +31,11 @@ export interface ClusterOptions {
   readonly databaseUrl: string;
   /** A Redis URL allowed to create ACL users: each service gets its own user (see packages/platform/src/redis/redis-acl.ts). */
   readonly redisUrl: string;
+  /**
+   * `redisUrl` is a node of a Redis Cluster with these nodes (every port: the tools are denied
+   * them all): the services run with BEDROCK_REDIS_CLUSTER=on, their ACL users on every node.
+   */
+  readonly redisCluster?: { readonly ports: readonly number[] };
   /** Key prefix in Redis, so several clusters (or test runs) can share one server. */
   readonly redisPrefix: string;
   readonly replicas?: { conversation?: number; gateway?: number; toolRunner?: number };
@@ -141,12 +146,17 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   writeFileSync(join(options.dir, 'token'), `${token}\n`, { mode: 0o600 });
   const secrets = writeServiceSecrets(options.dir);
   // One Redis user per service, limited to this cluster's prefix: no service uses the admin URL.
-  const redisUsers: RedisAclUsers = await createRedisAclUsers({ adminUrl: options.redisUrl, prefix: options.redisPrefix });
+  const redisUsers: RedisAclUsers = await createRedisAclUsers({
+    adminUrl: options.redisUrl,
+    prefix: options.redisPrefix,
+    cluster: options.redisCluster !== undefined,
+  });
 
   const common = {
     REDIS_URL: options.redisUrl,
     BEDROCK_REDIS_PREFIX: options.redisPrefix,
     BEDROCK_TRANSPORT: 'redis',
+    ...(options.redisCluster ? { BEDROCK_REDIS_CLUSTER: 'on' } : {}),
     BEDROCK_HOST: '127.0.0.1',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     ...options.env,
@@ -207,6 +217,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const denyPorts = [
     ...parsePostgresUrl(options.databaseUrl).hosts.map((h) => h.port),
     Number(new URL(options.redisUrl).port || 6379),
+    ...(options.redisCluster?.ports ?? []),
     ...conversationPorts,
     ...runnerPorts,
   ];

@@ -22,6 +22,7 @@ export function createTransport(config: TransportConfig, logger: TransportLogger
   const redis = config.redis;
   return createRedisTransport({
     redisUrl: redis.url,
+    cluster: redis.cluster,
     prefix: redis.prefix,
     completedRetentionMs: redis.completedJobRetention,
     failedRetentionMs: redis.failedJobRetention,

@@ -14,6 +14,8 @@ import { redisSection } from '../src/config/common.ts';
 import type { Transport } from '../src/index.ts';
 import { waitFor } from './transport-contract.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
+import { keySlot } from '../src/redis/cluster-slot.ts';
+import { STREAM_BUCKETS } from '../src/redis/redis-keys.ts';
 
 const prefix = uniquePrefix('redis');
 const keys = redisKeys(prefix);
@@ -35,20 +37,39 @@ describe('redis transport specifics', () => {
     await redis.quit();
   });
 
-  it('lays out every key under the prefix (the documented names with the default `bedrock`)', () => {
+  it('lays out every key under the prefix (the documented names with the default `bedrock`), hash-tagged', () => {
     const k = redisKeys('bedrock');
     expect(k).toMatchObject({
       bullPrefix: 'bedrock:q',
       cancelChannel: 'bedrock:cancel',
-      runners: 'bedrock:runners',
-      runnersExpiry: 'bedrock:runners:expiry',
+      runners: 'bedrock:{runners}',
+      runnersExpiry: 'bedrock:{runners}:expiry',
     });
+    const tag = /^bedrock:(\{c\d\d-\d+\}):/.exec(k.stream('c1'))![1]!;
     expect([k.stream('c1'), k.bullKey('llm-requests', 'wait'), k.runRecord('tool/c1/t1'), k.runAlive('llm/r1')]).toEqual([
-      'bedrock:conv:c1:events',
-      'bedrock:q:llm-requests:wait',
-      'bedrock:runs:tool/c1/t1',
-      'bedrock:runs:llm/r1:alive',
+      `bedrock:${tag}:conv:c1:events`,
+      'bedrock:q:{llm-requests}:wait',
+      `bedrock:${tag}:runs:tool/c1/t1`,
+      expect.stringMatching(/^bedrock:\{c\d\d-\d+\}:runs:llm\/r1:alive$/),
     ]);
+    expect(k.bullQueueName('llm-requests')).toBe('{llm-requests}');
+    // What one script or MULTI touches together is in one slot.
+    const slot = (key: string) => keySlot(key);
+    for (const [a, b] of [
+      [k.stream('c1'), k.conversationJobs('c1')],
+      [k.conversationRuns('c1'), k.runRecord('tool/c1/t9')],
+      [k.runRecord('tool/c1/t9'), k.runAlive('tool/c1/t9')],
+      [k.runRecord('llm/r1'), k.runAlive('llm/r1')],
+      [k.runners, k.runnersExpiry],
+      [k.bullKey('tool-exec', 'wait'), k.bullKey('tool-exec', 'x%3Ay')],
+    ]) {
+      expect([a, slot(a!)]).toEqual([a, slot(b!)]);
+    }
+    expect(k.runRecordPrefix('c1') + 'tool/c1/t9').toBe(k.runRecord('tool/c1/t9'));
+    // The buckets spread over the slot space: bucket i in the i-th sixteenth.
+    const slots = new Set<number>();
+    for (let i = 0; i < 2000; i++) slots.add(Math.floor(slot(k.stream(`conv-${i}`)) / (16384 / STREAM_BUCKETS)));
+    expect(slots.size).toBe(STREAM_BUCKETS);
     const s = redisKeys('staging');
     for (const key of [
       s.stream('c1'),

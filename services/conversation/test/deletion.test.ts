@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
+import { redisKeys } from '@bedrock/platform';
 import { StateKind, StopReason, rejectionOf, type ConversationEvent } from '@bedrock/contracts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, REDIS_URL, rpcError, startHarness, type Harness } from './support/harness.ts';
@@ -63,7 +64,7 @@ describe('DeleteConversation', () => {
     await withRunningTool(id);
     expect((await h.notifications(id)).length).toBeGreaterThan(0);
     // Its stream, and the list of its jobs (removed with it).
-    expect((await keysLeft([id])).sort()).toEqual([`${h.prefix}:conv:${id}:events`, `${h.prefix}:conv:${id}:jobs`]);
+    expect((await keysLeft([id])).sort()).toEqual([redisKeys(h.prefix).stream(id), redisKeys(h.prefix).conversationJobs(id)].sort());
 
     const busy = await rpcError(h.client().deleteConversation({ conversationId: id }));
     expect(busy.code).toBe(Code.FailedPrecondition);

@@ -156,10 +156,10 @@ describe('deleting leaves nothing of a conversation but its audit rows', () => {
     // Before: the text is in jobs of every queue it went through, the ledger and the stream.
     const before = await leftoversOf(mark);
     expect(before).toEqual(
-      expect.arrayContaining([expect.stringMatching(/^redis .*:q:conversation-events:/), expect.stringMatching(/^postgres messages$/)]),
+      expect.arrayContaining([expect.stringMatching(/^redis .*:q:{conversation-events}:/), expect.stringMatching(/^postgres messages$/)]),
     );
     expect(before.some((k) => k.includes(':runs:tool/'))).toBe(true);
-    expect(before.some((k) => k.includes(':q:test-failing:'))).toBe(true);
+    expect(before.some((k) => k.includes(':q:{test-failing}:'))).toBe(true);
 
     await s.client(s.tokens.alice).deleteConversation({ conversationId: id });
     expect(await leftoversOf(mark)).toEqual([]);

@@ -21,9 +21,13 @@ import { freePort } from '@bedrock/platform/server';
 import type { ServiceProcess } from '../../src/index.ts';
 import { startE2e, type E2e } from './e2e.ts';
 import { OwnRedis } from './own-redis.ts';
+import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 
-/** `postgres`: kill -9 of the primary's postmaster (startChaos's `killPostgresPrimary`; pg-failover.e2e.test.ts). */
-export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis' | 'postgres';
+/**
+ * `postgres`: kill -9 of the primary's postmaster (startChaos's `killPostgresPrimary`; pg-failover.e2e.test.ts).
+ * `redis-master`: on a Redis Cluster (`redis: 'cluster'`), kill -9 of a master; its replica takes over.
+ */
+export type FaultKind = 'tool-runner' | 'llm-gateway' | 'conversation' | 'redis' | 'postgres' | 'redis-master';
 export const FAULT_KINDS: readonly FaultKind[] = ['tool-runner', 'llm-gateway', 'conversation', 'redis'];
 
 export interface FaultOutcome {
@@ -75,13 +79,16 @@ export interface ChaosOptions {
   readonly databaseUrl?: string;
   /** The `postgres` fault: kills the primary, says what it killed. */
   readonly killPostgresPrimary?: () => Promise<string>;
+  /** `single` (default): a redis-server of its own. `cluster`: a Redis Cluster of its own, 3 masters + 3 replicas. */
+  readonly redis?: 'single' | 'cluster';
 }
 
 export async function startChaos(label: string, options: ChaosOptions = {}): Promise<Chaos> {
   const count = options.conversations ?? 20;
   const log = options.log ?? ((line: string) => console.log(line));
-  const redis = new OwnRedis(await freePort());
-  await redis.start();
+  const redisCluster: LocalRedisCluster | undefined = options.redis === 'cluster' ? await startRedisCluster() : undefined;
+  const redis = new OwnRedis(redisCluster ? 0 : await freePort());
+  if (!redisCluster) await redis.start();
   // The tools' working directory belongs to the tool user (tools run as uid 65534).
   const workdir = mkdtempSync(join(tmpdir(), `bedrock-chaos-${label}-`));
   chownSync(workdir, TOOL_UID, TOOL_UID);
@@ -89,12 +96,17 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
 
   let e: E2e;
   try {
-    e = await startE2e(label, { redisUrl: redis.url, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) });
+    e = await startE2e(label, {
+      ...(redisCluster ? { redisUrl: redisCluster.url, redisCluster: { ports: redisCluster.ports } } : { redisUrl: redis.url }),
+      ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}),
+    });
   } catch (err) {
     await redis.kill();
+    await redisCluster?.stop();
     throw err;
   }
-  const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  // On a cluster: a node (SCAN and INFO see its keys only; runnerHolding is for a single Redis).
+  const admin = new Redis(redisCluster?.url ?? redis.url, { maxRetriesPerRequest: 1 });
 
   /** The supervisor brings a killed replica back by itself, as Kubernetes would. */
   const backBySupervisor = async (victim: ServiceProcess, restartsBefore: number): Promise<void> => {
@@ -175,7 +187,8 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
     let n = 0;
     let cursor = '0';
     do {
-      const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}:runs:tool/*`, 'COUNT', 1000);
+      // Run records: `<prefix>:{<bucket>}:runs:tool/...` (redis-keys.ts).
+      const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}:{*}:runs:tool/*`, 'COUNT', 1000);
       cursor = next;
       for (const key of keys.filter((k) => !k.endsWith(':alive'))) {
         const [owner, state] = await admin.hmget(key, 'owner', 'state');
@@ -278,6 +291,18 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           const rest = await untilRest(at);
           return { fault: kind, restMs: rest, held };
         }
+        case 'redis-master': {
+          if (!redisCluster) throw new Error('redis-master needs a Redis Cluster (redis: cluster)');
+          await mid('half the first tools started', () => firstToolsStarted() >= count / 2);
+          const [victim] = await redisCluster.masters();
+          held = `${await busyCount()} busy conversations, a third of the slots (master on port ${victim})`;
+          at = Date.now();
+          await redisCluster.kill(victim!);
+          const rest = await untilRest(at);
+          await redisCluster.waitHealthy(30_000);
+          log(`redis-master: ${victim} killed, its replica promoted, the cluster healthy again`);
+          return { fault: kind, restMs: rest, held };
+        }
       }
     },
 
@@ -367,6 +392,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
       admin.disconnect();
       await e.close();
       await redis.kill();
+      await redisCluster?.stop();
       rmSync(workdir, { recursive: true, force: true });
     },
   };

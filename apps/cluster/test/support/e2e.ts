@@ -10,6 +10,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import type { StateKind } from '@bedrock/contracts';
 import { AdminService, ConversationService, WorkspaceService, type ConversationEvent } from '@bedrock/contracts';
 import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/offline-model';
+import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
 
 export interface E2e {
@@ -52,6 +53,11 @@ export interface E2eOptions extends Partial<ClusterOptions> {
    * BEDROCK_HOST_PATHS is left unset, as shipped (off: conversations in workspaces only).
    */
   readonly hostPaths?: 'on' | 'default';
+  /**
+   * `cluster`: on a Redis Cluster of its own (3 masters + 3 replicas, stopped with the e2e) unless
+   * `redisUrl` is given. Default: BEDROCK_E2E_REDIS, else `single` (the shared Redis).
+   */
+  readonly redis?: 'single' | 'cluster';
 }
 
 export async function startE2e(label: string, options: E2eOptions = {}): Promise<E2e> {
@@ -75,12 +81,15 @@ export async function startE2e(label: string, options: E2eOptions = {}): Promise
     },
   });
   const dir = mkdtempSync(join(tmpdir(), `bedrock-e2e-${label}-`));
-  const { env: extraEnv, serviceEnv, hostPaths = 'on', ...clusterOptions } = options;
+  const { env: extraEnv, serviceEnv, hostPaths = 'on', redis = process.env.BEDROCK_E2E_REDIS ?? 'single', ...clusterOptions } = options;
+  const redisCluster: LocalRedisCluster | undefined =
+    redis === 'cluster' && clusterOptions.redisUrl === undefined ? await startRedisCluster() : undefined;
   const cluster = await startCluster({
     dir,
     databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_e2e_${label}_${process.pid}`,
     redisUrl: 'redis://127.0.0.1:6379',
     redisPrefix: `e2e-${label}-${process.pid}`,
+    ...(redisCluster ? { redisUrl: redisCluster.url, redisCluster: { ports: redisCluster.ports } } : {}),
     ...clusterOptions,
     serviceEnv: {
       ...serviceEnv,
@@ -167,6 +176,7 @@ export async function startE2e(label: string, options: E2eOptions = {}): Promise
       for (const w of watchers) w.abort();
       await cluster.stop();
       await llm.close();
+      await redisCluster?.stop();
     },
   };
 }

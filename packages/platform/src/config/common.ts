@@ -15,7 +15,7 @@ import {
 import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_URL } from '../redis/redis-transport-options.ts';
 import { LOG_LEVELS } from '../server/logger.ts';
 import { optionalSetting, section, setting, type SettingType } from './config.ts';
-import { duration, filePath, int, oneOf, port, str, url } from './types.ts';
+import { bool, duration, filePath, int, oneOf, port, str, url } from './types.ts';
 
 export const logLevelSetting = setting('LOG_LEVEL', oneOf(LOG_LEVELS), {
   default: 'info',
@@ -56,6 +56,10 @@ export const redisSection = section({
   url: setting('REDIS_URL', url({ protocols: ['redis', 'rediss'] }), {
     default: DEFAULT_REDIS_URL,
     doc: "Redis: a `redis://` or `rediss://` URL, with the service's own ACL user and password in production.",
+  }),
+  cluster: setting('BEDROCK_REDIS_CLUSTER', bool(), {
+    default: false,
+    doc: 'Redis is a Redis Cluster: `REDIS_URL` is one of its nodes (a seed; the others are found from it). See docs/transports.md, "Redis Cluster".',
   }),
   prefix: setting('BEDROCK_REDIS_PREFIX', str('letters, digits, `.`, `_` or `-`'), {
     default: DEFAULT_REDIS_PREFIX,

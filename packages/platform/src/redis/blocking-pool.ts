@@ -1,41 +1,48 @@
 /**
  * Dedicated connections for blocking commands (XREAD BLOCK), so a blocked read never stalls
  * the shared connection. A connection is borrowed per call and returned afterwards; up to
- * `maxIdle` idle ones are kept, more are opened on demand (one per concurrent blocked read).
+ * `maxIdle` idle ones are kept (per node on a cluster: a blocking read goes to the node serving
+ * its key's slot), more are opened on demand (one per concurrent blocked read).
  *
  * Abort: the caller gets [] at once. The blocked command is cut short with CLIENT UNBLOCK
- * from the shared connection; if it was not blocked yet (still in flight), the connection
+ * sent to the same node; if it was not blocked yet (still in flight), the connection
  * cannot be trusted to come back soon and is closed instead of returned to the pool.
  */
 import type { Redis } from 'ioredis';
+import type { BlockingTargets } from './redis-connection.ts';
 
 export interface BlockingPool {
-  /** Runs `command` on a dedicated connection; resolves null on abort. */
-  block(command: (string | number)[], signal?: AbortSignal): Promise<unknown>;
+  /** Runs `command` (whose key is `key`) on a dedicated connection; resolves null on abort. */
+  block(key: string, command: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   close(): Promise<void>;
 }
 
 interface Lease {
+  readonly node: string;
   readonly redis: Redis;
   /** CLIENT ID, for CLIENT UNBLOCK. */
   readonly clientId: number;
 }
 
-export function createBlockingPool(shared: Redis, maxIdle: number, onError: (error: unknown) => void): BlockingPool {
-  const idle: Lease[] = [];
+export function createBlockingPool(targets: BlockingTargets, maxIdle: number, onError: (error: unknown) => void): BlockingPool {
+  const idle = new Map<string, Lease[]>();
   const all = new Set<Redis>();
+  let idleCount = 0;
   let closed = false;
 
-  async function acquire(): Promise<Lease> {
-    const reused = idle.pop();
-    if (reused) return reused;
-    const redis = shared.duplicate({ lazyConnect: true, connectionName: 'bedrock-blocking-read' });
+  async function acquire(node: string): Promise<Lease> {
+    const reused = idle.get(node)?.pop();
+    if (reused) {
+      idleCount--;
+      return reused;
+    }
+    const redis = targets.open(node, 'bedrock-blocking-read');
     redis.on('error', onError);
     all.add(redis);
     try {
       await redis.connect();
       const clientId = Number(await redis.call('CLIENT', 'ID'));
-      return { redis, clientId };
+      return { node, redis, clientId };
     } catch (error) {
       discard(redis);
       throw error;
@@ -44,8 +51,12 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
 
   function release(lease: Lease): void {
     if (!all.has(lease.redis)) return; // already discarded
-    if (!closed && idle.length < maxIdle && lease.redis.status === 'ready') idle.push(lease);
-    else discard(lease.redis);
+    if (!closed && idleCount < maxIdle && lease.redis.status === 'ready') {
+      let list = idle.get(lease.node);
+      if (!list) idle.set(lease.node, (list = []));
+      list.push(lease);
+      idleCount++;
+    } else discard(lease.redis);
   }
 
   function discard(redis: Redis): void {
@@ -53,10 +64,16 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
     redis.disconnect();
   }
 
+  function failed(lease: Lease): void {
+    discard(lease.redis);
+    // A node that fails may have lost its slots (failover): have the map refreshed.
+    if (lease.node !== '') targets.refresh();
+  }
+
   return {
-    async block(command, signal): Promise<unknown> {
+    async block(key, command, signal): Promise<unknown> {
       if (closed || signal?.aborted) return null;
-      const lease = await acquire();
+      const lease = await acquire(targets.nodeOf(key));
       if (signal?.aborted || closed) {
         release(lease);
         return null;
@@ -69,7 +86,7 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
           release(lease);
           return reply;
         } catch (error) {
-          discard(lease.redis);
+          failed(lease);
           if (closed) return null;
           throw error;
         }
@@ -86,7 +103,13 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
         const onAbort = () => {
           aborted = true;
           resolve(null);
-          shared.call('CLIENT', 'UNBLOCK', lease.clientId).then(
+          const control = targets.control(lease.node);
+          if (!control) {
+            unblock = 'discard';
+            afterAbort();
+            return;
+          }
+          control.call('CLIENT', 'UNBLOCK', lease.clientId).then(
             // 1: the blocked command returns (empty) now, and the connection is reusable.
             (unblocked) => {
               unblock = Number(unblocked) === 1 ? 'reusable' : 'discard';
@@ -111,7 +134,7 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
             settled = true;
             signal.removeEventListener('abort', onAbort);
             unblock = 'discard';
-            discard(lease.redis);
+            failed(lease);
             if (aborted || closed) resolve(null);
             else reject(error);
           },
@@ -121,7 +144,8 @@ export function createBlockingPool(shared: Redis, maxIdle: number, onError: (err
 
     async close(): Promise<void> {
       closed = true;
-      idle.length = 0;
+      idle.clear();
+      idleCount = 0;
       for (const redis of [...all]) discard(redis);
     },
   };

@@ -1,10 +1,10 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
 
 /**
  * QUIT waits for Redis to answer, which never happens while Redis is unreachable; closing a
  * transport must not hang on that, so after `timeoutMs` (default 2000 ms) the socket is just dropped.
  */
-export async function quitOrDisconnect(redis: Redis, timeoutMs = 2000): Promise<void> {
+export async function quitOrDisconnect(redis: RedisClient, timeoutMs = 2000): Promise<void> {
   if (redis.status === 'end') return;
   let timer: NodeJS.Timeout | undefined;
   try {

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createRedisTransport } from '@bedrock/platform';
+import { createRedisTransport, redisKeys } from '@bedrock/platform';
 import { transportContract, waitFor } from '../../test/transport-contract.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from '../../test/redis-helpers.ts';
 import { freePort } from '../server/free-port.ts';
@@ -212,6 +212,32 @@ describe('redis ACL users', () => {
     await sub.subscribe(`${prefix}:cancel:${service}`);
     expect(await c.publish(`${prefix}:cancel:${service}`, 'stop')).toBe(1);
     await waitFor(() => got.length === 1, 'the message');
+  });
+
+  it("the hash-tagged keys of the layout (`<prefix>:{tag}:...`, Redis Cluster) match the user pattern; another prefix's do not", async () => {
+    const admin = connect(REDIS_URL);
+    clients.push(admin);
+    const user = (await aclUsers()).users['conversation']!;
+    const layout = (p: string) => {
+      const k = redisKeys(p);
+      return [
+        k.stream('c1'),
+        k.conversationJobs('c1'),
+        k.conversationRuns('c1'),
+        k.runRecord('tool/c1/t1'),
+        k.runAlive('llm/r1'),
+        k.runners,
+        k.runnersExpiry,
+        k.bullKey('tool-exec', 'wait'),
+      ];
+    };
+    for (const key of layout(prefix)) {
+      expect(key).toMatch(/\{/);
+      expect([key, String(await admin.call('ACL', 'DRYRUN', user, 'EXISTS', key))]).toEqual([key, 'OK']);
+    }
+    for (const key of layout(other)) {
+      expect([key, String(await admin.call('ACL', 'DRYRUN', user, 'EXISTS', key))]).toEqual([key, expect.stringMatching(/no permissions/)]);
+    }
   });
 
   it.each(REDIS_ACL_SERVICES)(

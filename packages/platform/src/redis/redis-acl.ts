@@ -51,6 +51,9 @@ export function redisServiceUser(prefix: string, service: string): string {
  * - `+time`: the runner registry's script reads the server clock (TIME is only @fast).
  * - `+client|unblock`: an aborted blocking stream read is cut short on the server
  *   (blocking-pool.ts; @admin). It can only end another client's blocking call early.
+ * - `+cluster|slots +cluster|info`: on a Redis Cluster the client reads which node serves which
+ *   slots, and checks the cluster's state before it is ready (redis-connection.ts; @slow). They
+ *   show the nodes' addresses and the cluster's state, no key.
  */
 export function redisServiceAclRules(prefix: string): string[] {
   checkName('key prefix', prefix);
@@ -77,6 +80,8 @@ export function redisServiceAclRules(prefix: string): string[] {
     '+info',
     '+time',
     '+client|unblock',
+    '+cluster|slots',
+    '+cluster|info',
   ];
 }
 
@@ -121,6 +126,34 @@ export interface RedisAclUsersOptions {
   readonly prefix: string;
   /** One user per service name. Default `REDIS_ACL_SERVICES`. */
   readonly services?: readonly string[];
+  /**
+   * `adminUrl` is a node of a Redis Cluster: ACL users are per node, so they are created on every
+   * node `CLUSTER NODES` lists (masters and replicas: a promoted replica knows them). A node
+   * added later needs them too (ACL LOAD of the same file, or this again).
+   */
+  readonly cluster?: boolean;
+}
+
+/** The admin URL of every node of the cluster `adminUrl` is a node of (same credentials). */
+async function clusterNodeUrls(adminUrl: string): Promise<string[]> {
+  const admin = adminConnection(adminUrl);
+  try {
+    const nodes = String(await admin.call('CLUSTER', 'NODES'));
+    const urls: string[] = [];
+    for (const line of nodes.split('\n')) {
+      const fields = line.split(' ');
+      const flags = (fields[2] ?? '').split(',');
+      const address = /^(.+):(\d+)@/.exec(fields[1] ?? '');
+      if (!address || flags.includes('fail') || flags.includes('noaddr') || flags.includes('handshake')) continue;
+      const url = new URL(adminUrl);
+      url.hostname = address[1]!;
+      url.port = address[2]!;
+      urls.push(url.href);
+    }
+    return urls;
+  } finally {
+    await close(admin);
+  }
 }
 
 export interface RedisAclUsers {
@@ -144,37 +177,49 @@ export async function createRedisAclUsers(options: RedisAclUsersOptions): Promis
   const base = new URL(options.adminUrl);
   const urls: Record<string, string> = {};
   const created: string[] = [];
+  const nodes = options.cluster ? await clusterNodeUrls(options.adminUrl) : [options.adminUrl];
 
   const deleteUsers = async (names: string[]) => {
     if (names.length === 0) return;
-    const admin = adminConnection(options.adminUrl);
-    try {
-      await admin.call('ACL', 'DELUSER', ...names);
-      await persist(admin);
-    } finally {
-      await close(admin);
+    const errors: unknown[] = [];
+    for (const node of nodes) {
+      const admin = adminConnection(node);
+      try {
+        await admin.call('ACL', 'DELUSER', ...names);
+        await persist(admin);
+      } catch (error) {
+        errors.push(error);
+      } finally {
+        await close(admin);
+      }
     }
+    // On a cluster a node may be gone meanwhile (failover): the others are still cleaned.
+    if (errors.length === nodes.length) throw errors[0];
   };
 
-  const admin = adminConnection(options.adminUrl);
-  try {
-    for (const service of services) {
-      const user = users[service]!;
-      const password = randomBytes(24).toString('hex');
-      await admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${password}`, ...rules);
-      created.push(user);
-      const url = new URL(base.href);
-      url.username = encodeURIComponent(user);
-      url.password = password;
-      urls[service] = url.href;
+  const passwords = Object.fromEntries(services.map((s) => [s, randomBytes(24).toString('hex')]));
+  for (const node of nodes) {
+    const admin = adminConnection(node);
+    try {
+      for (const service of services) {
+        const user = users[service]!;
+        await admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${passwords[service]}`, ...rules);
+        if (!created.includes(user)) created.push(user);
+      }
+      await persist(admin);
+    } catch (error) {
+      await close(admin);
+      await deleteUsers(created).catch(() => undefined);
+      throw error;
     }
-    await persist(admin);
-  } catch (error) {
     await close(admin);
-    await deleteUsers(created).catch(() => undefined);
-    throw error;
   }
-  await close(admin);
+  for (const service of services) {
+    const url = new URL(base.href);
+    url.username = encodeURIComponent(users[service]!);
+    url.password = passwords[service]!;
+    urls[service] = url.href;
+  }
 
   let cleaned: Promise<void> | undefined;
   return {

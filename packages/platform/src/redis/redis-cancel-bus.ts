@@ -7,13 +7,14 @@
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import { CancelSignalSchema } from '@bedrock/contracts';
 import type { CancelSignal } from '@bedrock/contracts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
+import { duplicateClient } from './redis-connection.ts';
 import type { CancelBus } from '../interfaces.ts';
 import { quitOrDisconnect } from './quit.ts';
 
 export interface RedisCancelBusOptions {
   /** Shared connection used to publish; owned by the caller. */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   readonly channel: string;
   readonly onError: (error: unknown) => void;
 }
@@ -21,7 +22,7 @@ export interface RedisCancelBusOptions {
 export function createRedisCancelBus(options: RedisCancelBusOptions): CancelBus {
   const { connection, channel, onError } = options;
   const handlers = new Set<(signal: CancelSignal) => void>();
-  let subscriber: Redis | undefined;
+  let subscriber: RedisClient | undefined;
   let subscribed = false;
   let closed = false;
   // SUBSCRIBE/UNSUBSCRIBE run one at a time so concurrent calls cannot interleave.
@@ -63,7 +64,7 @@ export function createRedisCancelBus(options: RedisCancelBusOptions): CancelBus 
       const entry = (signal: CancelSignal) => handler(signal);
       await serial(async () => {
         if (!subscriber) {
-          subscriber = connection.duplicate({ connectionName: 'bedrock-cancel-subscriber' });
+          subscriber = duplicateClient(connection, 'bedrock-cancel-subscriber');
           subscriber.on('error', onError);
           subscriber.on('message', onMessage);
         }

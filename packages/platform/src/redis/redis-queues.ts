@@ -6,12 +6,18 @@
  * every job is added with a very high `attempts` and a custom backoff type, and each Worker's
  * `backoffStrategy` applies its own consumer's `attempts`/`backoffMs` (returning -1, "do not
  * retry", once they are used up).
+ *
+ * Redis Cluster: a BullMQ queue's keys must share a slot; the queue's BullMQ name is `{<queue>}`
+ * (redis-keys.ts), a hash tag. A job's conversation set is in another slot than the job, so the
+ * two are written by separate commands (never one MULTI or pipeline).
  */
 import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { Queue, WaitingError, Worker } from 'bullmq';
 import type { Job as BullJob } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
+import { createRedisClient } from './redis-connection.ts';
+import { quitOrDisconnect } from './quit.ts';
 import { fromJson, toJson } from '@bufbuild/protobuf';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import type { BulkJob, ConsumeOptions, Consumer, Job, JobHandler, JobStatus, Producer, QueueDepth, Queues } from '../interfaces.ts';
@@ -33,10 +39,12 @@ import type { RedisKeys } from './redis-keys.ts';
 
 export interface RedisQueuesOptions {
   readonly redisUrl: string;
+  /** `redisUrl` is a seed node of a Redis Cluster (each Worker opens an ioredis Cluster). */
+  readonly cluster?: boolean;
   /** The key layout: BullMQ's prefix (`<prefix>:q`) and its keys. */
   readonly keys: RedisKeys;
   /** Connection for producers and depth; owned by the caller (not closed here). */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   /** How long a completed job (and so its id) is kept, ms. Default 24 h. */
   readonly completedRetentionMs?: number;
   /** How long a job that used up its attempts is kept, ms. Default 7 days. */
@@ -95,13 +103,24 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
    */
   const indexTtlMs = (delayMs: number) => Math.max(completedAgeSec, failedAgeSec) * 1000 + delayMs + 60_000;
   const indexEntry = (queue: string, encodedId: string) => `${queue}:${encodedId}`;
+  /** Lists jobs in their conversation's set and renews its expiry (one slot: one MULTI). */
+  async function indexJobs(conversationId: string, entries: string[], delayMs: number): Promise<void> {
+    const index = keys.conversationJobs(conversationId);
+    const replies = await connection
+      .multi()
+      .sadd(index, ...entries)
+      .pexpire(index, indexTtlMs(delayMs))
+      .exec();
+    if (!replies) throw new Error('job index write was aborted');
+    for (const [err] of replies) if (err) throw err;
+  }
 
   function bullQueue(name: string): Queue {
     if (closed) throw new Error('queues are closed');
     assertQueueName(name);
     let queue = bullQueues.get(name);
     if (!queue) {
-      queue = new Queue(name, { connection, prefix: bullPrefix });
+      queue = new Queue(keys.bullQueueName(name), { connection, prefix: bullPrefix });
       queue.on('error', onError);
       bullQueues.set(name, queue);
     }
@@ -115,6 +134,8 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
   class RedisConsumer implements Consumer {
     readonly queue: string;
     private readonly worker: Worker;
+    /** The Worker's own cluster connection (closed with it); none on one Redis (BullMQ owns its connection). */
+    private readonly clusterConnection: RedisClient | undefined;
     /** Aborted when close() stops waiting: running jobs are handed back. */
     private readonly handBack = (() => {
       const controller = new AbortController();
@@ -138,8 +159,13 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
       // event-loop stall) keeps running its job while the job may be redelivered elsewhere.
       const processor = (job: BullJob, token?: string, signal?: AbortSignal) => this.process(job, token, signal);
       const lockDuration = options.lockDurationMs ?? DEFAULT_JOB_LOCK_MS;
-      this.worker = new Worker(queue, processor, {
-        connection: { url: options.redisUrl },
+      // BullMQ workers wait for Redis indefinitely (maxRetriesPerRequest null), as BullMQ requires.
+      this.clusterConnection = options.cluster
+        ? createRedisClient(options.redisUrl, true, { connectionName: 'bedrock-worker', maxRetriesPerRequest: null })
+        : undefined;
+      this.clusterConnection?.on('error', onError);
+      this.worker = new Worker(keys.bullQueueName(queue), processor, {
+        connection: this.clusterConnection ?? { url: options.redisUrl },
         prefix: bullPrefix,
         concurrency: consumeOptions.concurrency ?? 1,
         lockDuration,
@@ -197,6 +223,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
       clearTimeout(timer);
       if (!finished) this.handBack.abort(new Error(`consumer of ${this.queue} closed; job handed back`));
       await closed;
+      if (this.clusterConnection) await quitOrDisconnect(this.clusterConnection);
       consumers.delete(this);
     }
   }
@@ -217,15 +244,11 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
             ...jobOptions,
           });
           const owner = conversationOfPayload(payload);
-          const pipeline = connection.multi().hget(jobKey(queue, encoded), 'name');
-          if (owner !== null) {
-            const index = keys.conversationJobs(owner);
-            pipeline.sadd(index, indexEntry(queue, encoded)).pexpire(index, indexTtlMs(Math.max(0, addOptions.delayMs ?? 0)));
-          }
-          const replies = await pipeline.exec();
-          if (!replies) throw new Error('job add was aborted');
-          for (const [err] of replies) if (err) throw err;
-          const stored = replies[0]![1] as string | null;
+          // The job's hash and the conversation's set are in different slots: two commands.
+          const [stored] = await Promise.all([
+            connection.hget(jobKey(queue, encoded), 'name'),
+            owner === null ? undefined : indexJobs(owner, [indexEntry(queue, encoded)], Math.max(0, addOptions.delayMs ?? 0)),
+          ]);
           // null: the job is already gone (removed in between); it was ours to add, so true.
           return stored === null || stored === name;
         },
@@ -236,17 +259,18 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
             data: toJson(schema, job.payload),
             opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
           }));
-          // The conversations' sets first (in one round trip): a job is never queued unlisted.
-          const pipeline = connection.pipeline();
+          // The conversations' sets first (one MULTI per conversation, concurrently: each set is
+          // in its own slot on a cluster): a job is never queued unlisted.
+          const byOwner = new Map<string, { entries: string[]; delayMs: number }>();
           for (const job of jobs) {
             const owner = conversationOfPayload(job.payload);
             if (owner === null) continue;
-            const index = keys.conversationJobs(owner);
-            pipeline
-              .sadd(index, indexEntry(queue, encodeJobId(job.jobId)))
-              .pexpire(index, indexTtlMs(Math.max(0, job.options?.delayMs ?? 0)));
+            let entry = byOwner.get(owner);
+            if (!entry) byOwner.set(owner, (entry = { entries: [], delayMs: 0 }));
+            entry.entries.push(indexEntry(queue, encodeJobId(job.jobId)));
+            entry.delayMs = Math.max(entry.delayMs, job.options?.delayMs ?? 0);
           }
-          if (pipeline.length > 0) for (const [err] of (await pipeline.exec()) ?? []) if (err) throw err;
+          await Promise.all([...byOwner].map(([owner, { entries, delayMs }]) => indexJobs(owner, entries, delayMs)));
           // BullMQ keeps a job whose id exists as it is (no second add). One job: one script
           // call (addBulk would build an ioredis MULTI pipeline, which costs more than the call).
           if (bulk.length === 1) await bull.add(bulk[0]!.name, bulk[0]!.data, bulk[0]!.opts);

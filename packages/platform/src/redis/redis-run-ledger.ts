@@ -1,10 +1,11 @@
 /**
- * The run ledger on Redis: per piece of work a hash `<prefix>:runs:<key>` (`owner`, `state`,
- * `result`), kept for the completed-job retention, and a liveness key `<prefix>:runs:<key>:alive`
+ * The run ledger on Redis: per piece of work a hash `runRecord(key)` (`owner`, `state`,
+ * `result`), kept for the completed-job retention, and a liveness key `runAlive(key)`
  * (the owner) that expires `aliveTtlMs` after the owner's last heartbeat. Claims and results
- * are Lua scripts, atomic with their checks.
+ * are Lua scripts, atomic with their checks. A script's keys (record, liveness, the conversation's
+ * set) share one hash tag (redis-keys.ts), so they run on a Redis Cluster as on one Redis.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
 import { conversationOfRunKey } from '@bedrock/contracts';
 import type { RunLedger, RunRecord } from '../interfaces.ts';
 import { DEFAULT_COMPLETED_RETENTION_MS, DEFAULT_JOB_LOCK_MS } from '../defaults.ts';
@@ -12,7 +13,7 @@ import type { RedisKeys } from './redis-keys.ts';
 import { luaScript, runScript } from './redis-script.ts';
 
 export interface RedisRunLedgerOptions {
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   readonly keys: RedisKeys;
   /** How long a record is kept, ms (the completed-job retention: a job can be redelivered that long). */
   readonly retentionMs?: number;
@@ -81,7 +82,7 @@ local r = redis.call('HMGET', KEYS[1], 'owner', 'state', 'result')
 return {r[1], r[2], r[3]}
 `);
 
-/** KEYS index; ARGV the records' key prefix (`<prefix>:runs:`). Deletes every listed record, its liveness and the set; the count. */
+/** KEYS index; ARGV the records' key prefix (`runRecordPrefix`, in the index's slot). Deletes every listed record, its liveness and the set; the count. */
 const REMOVE = luaScript(`
 local keys = redis.call('SMEMBERS', KEYS[1])
 for _, key in ipairs(keys) do
@@ -149,7 +150,12 @@ export function createRedisRunLedger(options: RedisRunLedgerOptions): RunLedger 
     },
 
     async removeConversation(conversationId) {
-      return (await runScript(connection, REMOVE, [keys.conversationRuns(conversationId)], [keys.runRecord('')])) as number;
+      return (await runScript(
+        connection,
+        REMOVE,
+        [keys.conversationRuns(conversationId)],
+        [keys.runRecordPrefix(conversationId)],
+      )) as number;
     },
 
     async close() {

@@ -7,7 +7,7 @@
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import { RunnerCapabilitiesSchema } from '@bedrock/contracts';
 import type { RunnerCapabilities } from '@bedrock/contracts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
 import type { RunnerRegistry } from '../interfaces.ts';
 import type { RedisKeys } from './redis-keys.ts';
 import { luaScript, runScript } from './redis-script.ts';
@@ -38,7 +38,7 @@ end
 return redis.call('HGETALL', KEYS[1])
 `);
 
-export function createRedisRunnerRegistry(connection: Redis, keys: RedisKeys): RunnerRegistry {
+export function createRedisRunnerRegistry(connection: RedisClient, keys: RedisKeys): RunnerRegistry {
   return {
     async report(capabilities: RunnerCapabilities, ttlMs: number): Promise<void> {
       if (capabilities.runnerId === '') throw new Error('runner id must not be empty');

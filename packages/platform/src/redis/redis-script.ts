@@ -1,6 +1,6 @@
 /** Runs a Lua script by its SHA1, loading it on the first NOSCRIPT (after a restart or FLUSH). */
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
 
 export interface LuaScript {
   readonly lua: string;
@@ -11,7 +11,7 @@ export function luaScript(lua: string): LuaScript {
   return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }
 
-export async function runScript(redis: Redis, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+export async function runScript(redis: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
   try {
     return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
   } catch (error) {

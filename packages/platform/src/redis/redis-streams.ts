@@ -10,7 +10,9 @@
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
 import type { ConversationEvent } from '@bedrock/contracts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.ts';
+import { blockingTargets, isCluster } from './redis-connection.ts';
+import { keySlot } from './cluster-slot.ts';
 import { STREAM_START } from '../interfaces.ts';
 import type { EncodedEvent, NotificationStreams, StreamPosition } from '../interfaces.ts';
 import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
@@ -22,7 +24,7 @@ import { createStreamFollower } from './stream-follower.ts';
 
 export interface RedisStreamsOptions {
   /** Shared connection for non-blocking commands; owned by the caller. */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   readonly keys: RedisKeys;
   /** Approximate entries kept per stream (XADD MAXLEN ~). Default 10 000. */
   readonly maxLen?: number;
@@ -100,11 +102,14 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
   const { connection, keys } = options;
   const maxLen = Math.max(1, Math.floor(options.maxLen ?? DEFAULT_STREAM_MAX_LEN));
   const ttlMs = Math.max(1, Math.round(options.ttlMs ?? DEFAULT_STREAM_TTL_MS));
-  const pool = createBlockingPool(connection, options.maxIdleBlockingConnections ?? 4, options.onError);
+  const targets = blockingTargets(connection);
+  const pool = createBlockingPool(targets, options.maxIdleBlockingConnections ?? 4, options.onError);
   let closed = false;
   const follower = createStreamFollower({
-    shared: connection,
+    targets,
     connections: options.followConnections ?? DEFAULT_FOLLOW_CONNECTIONS,
+    // On a cluster a read names the streams of one slot only (one per conversation bucket).
+    groupOf: isCluster(connection) ? (key) => String(keySlot(key)) : undefined,
     count: DEFAULT_READ_LIMIT,
     blockMs: FOLLOW_BLOCK_MS,
     streamKey: (conversationId) => keys.stream(conversationId),
@@ -193,7 +198,7 @@ export function createRedisStreams(options: RedisStreamsOptions): NotificationSt
       if (found.length > 0 || blockMs <= 0) return decode(found);
       // Nothing yet: block on a dedicated connection. XREAD from an explicit id (not `$`)
       // also returns anything appended between the two reads, so no wake-up is lost.
-      const reply = await pool.block(['XREAD', 'COUNT', limit, 'BLOCK', blockMs, 'STREAMS', key, from], signal);
+      const reply = await pool.block(key, ['XREAD', 'COUNT', limit, 'BLOCK', blockMs, 'STREAMS', key, from], signal);
       return decode(entriesOf(reply));
     },
 

@@ -3,6 +3,8 @@
 export interface RedisTransportOptions {
   /** Default redis://127.0.0.1:6379. */
   readonly redisUrl: string;
+  /** Redis is a Redis Cluster and `redisUrl` one of its nodes (ioredis Cluster for every connection). Default false. */
+  readonly cluster?: boolean;
   /** Prefix of every key and channel; see docs/transports.md. Default `bedrock`. */
   readonly prefix?: string;
   /** Completed jobs (and so their ids, for de-duplication) are kept this long, ms. Default 24 h. */

@@ -4,7 +4,7 @@
  * cancel subscriptions (opened on first subscribe), two per consumer (BullMQ Worker), and one
  * per concurrent blocking stream read (pooled). The run ledger uses the shared connection.
  */
-import { Redis } from 'ioredis';
+import { createRedisClient } from './redis-connection.ts';
 import { logBackgroundErrors } from '../background-errors.ts';
 import type { Transport } from '../interfaces.ts';
 import { createRedisCancelBus } from './redis-cancel-bus.ts';
@@ -24,13 +24,16 @@ export function createRedisTransport(options: RedisTransportOptions): Transport 
   // ioredis' default retry policy here (a command fails after ~20 reconnect attempts) so that
   // request paths fail rather than hang while Redis is away. BullMQ workers open their own
   // connections, which wait indefinitely as BullMQ requires.
-  const connection = new Redis(options.redisUrl, { connectionName: 'bedrock-transport' });
+  // On a cluster (options.cluster) every connection is an ioredis Cluster, or one to a node
+  // (blocking reads); the key layout keeps every multi-key operation in one slot (redis-keys.ts).
+  const connection = createRedisClient(options.redisUrl, options.cluster ?? false, { connectionName: 'bedrock-transport' });
   connection.on('error', onError);
 
   // Every queue hop traced (a no-op while tracing is off).
   const queues = tracedQueues(
     createRedisQueues({
       redisUrl: options.redisUrl,
+      cluster: options.cluster ?? false,
       keys,
       connection,
       completedRetentionMs: options.completedRetentionMs,

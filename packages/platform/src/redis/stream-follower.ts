@@ -7,6 +7,12 @@
  * an XREAD still in flight) and re-issued with the new set; a stream removed is left out of the
  * next read. A new follow goes to the shard with the fewest streams.
  *
+ * On a Redis Cluster one XREAD may name only keys of one slot, so with `groupOf` (the key's
+ * slot) a shard holds the streams of one group only, and there is one shard per group followed
+ * (at most STREAM_BUCKETS: the streams' keys carry their conversation's bucket tag,
+ * redis-keys.ts), each reading from the node that serves its slot. After a failover the read
+ * fails (connection lost, or MOVED): the shard reconnects to the slot's new master.
+ *
  * Ordering: one loop owns a stream, so its batches are delivered in stream order. Several
  * follows of one stream in one shard are read once (from the earliest position among them) and
  * each gets only the events after its own position. Errors are reported and the loop retries
@@ -14,14 +20,17 @@
  */
 import type { ConversationEvent } from '@bedrock/contracts';
 import type { Redis } from 'ioredis';
+import type { BlockingTargets } from './redis-connection.ts';
 import type { StreamFollow, StreamPosition } from '../interfaces.ts';
 import { comparePositions, positionToStreamId } from '../stream-position.ts';
 
 export interface StreamFollowerOptions {
-  /** Shared connection for non-blocking commands (CLIENT UNBLOCK); owned by the caller. */
-  readonly shared: Redis;
-  /** Reader connections at most (one blocking read each). */
+  /** Where the reader connections go, and CLIENT UNBLOCK. */
+  readonly targets: BlockingTargets;
+  /** Reader connections at most (one blocking read each), when there is no `groupOf`. */
   readonly connections: number;
+  /** Streams that may be read together (a cluster: the slot of the key); none: any. */
+  readonly groupOf?: (key: string) => string;
   /** Entries read per stream per round. */
   readonly count: number;
   /** Longest block of one read, ms (re-issued after). */
@@ -42,6 +51,10 @@ interface Follow extends StreamFollow {
 
 interface Shard {
   readonly index: number;
+  /** Its streams' group (groupOf), if any. */
+  readonly group: string | undefined;
+  /** The node its connection goes to ('' on one Redis). */
+  node: string;
   /** Follows by stream key. */
   readonly follows: Map<string, Set<Follow>>;
   size: number;
@@ -68,17 +81,25 @@ export interface StreamFollower {
 }
 
 export function createStreamFollower(options: StreamFollowerOptions): StreamFollower {
-  const { shared, onError } = options;
+  const { targets, onError } = options;
   const shards: Shard[] = [];
   let closed = false;
 
-  function pickShard(): Shard {
-    const max = Math.max(1, Math.floor(options.connections));
+  function pickShard(key: string): Shard {
+    const group = options.groupOf?.(key);
     let best: Shard | undefined;
-    for (const shard of shards) if (!best || shard.size < best.size) best = shard;
-    if (best && (best.size === 0 || shards.length >= max)) return best;
+    if (group !== undefined) {
+      best = shards.find((shard) => shard.group === group);
+      if (best) return best;
+    } else {
+      const max = Math.max(1, Math.floor(options.connections));
+      for (const shard of shards) if (!best || shard.size < best.size) best = shard;
+      if (best && (best.size === 0 || shards.length >= max)) return best;
+    }
     const shard: Shard = {
       index: shards.length,
+      group,
+      node: '',
       follows: new Map(),
       size: 0,
       redis: undefined,
@@ -93,9 +114,10 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
     return shard;
   }
 
-  async function connect(shard: Shard): Promise<Redis> {
+  async function connect(shard: Shard, key: string): Promise<Redis> {
     if (shard.redis && shard.redis.status !== 'end') return shard.redis;
-    const redis = shared.duplicate({ lazyConnect: true, connectionName: 'bedrock-stream-follower' });
+    shard.node = targets.nodeOf(key);
+    const redis = targets.open(shard.node, 'bedrock-stream-follower');
     redis.on('error', onError);
     shard.redis = redis;
     await redis.connect();
@@ -107,13 +129,17 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
     shard.redis?.disconnect();
     shard.redis = undefined;
     shard.clientId = undefined;
+    // The node may have lost the slot (failover): have the slot map refreshed before reconnecting.
+    if (shard.node !== '') targets.refresh();
   }
 
   /** Cuts the shard's blocked read short so it is re-issued with the current set. */
   function interrupt(shard: Shard, attempt = 0): void {
     if (closed || !shard.reading || !shard.dirty || shard.clientId === undefined) return;
     const generation = shard.generation;
-    shared.call('CLIENT', 'UNBLOCK', shard.clientId).then(
+    const control = targets.control(shard.node);
+    if (!control) return;
+    control.call('CLIENT', 'UNBLOCK', shard.clientId).then(
       (unblocked) => {
         // 0: the read was not blocked (yet): it may still be on its way; try again shortly.
         if (Number(unblocked) !== 1 && shard.generation === generation) {
@@ -168,7 +194,9 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
         continue;
       }
       try {
-        const redis = await connect(shard);
+        const first = shard.follows.keys().next();
+        if (first.done) continue;
+        const redis = await connect(shard, first.value);
         // Built after the last await: a follow added meanwhile is in this read.
         const keys: string[] = [];
         const ids: string[] = [];
@@ -210,8 +238,8 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
   return {
     follow(conversationId, after, onEvents) {
       if (closed) throw new Error('notification streams are closed');
-      const shard = pickShard();
       const key = options.streamKey(conversationId);
+      const shard = pickShard(key);
       const follow: Follow = {
         conversationId,
         key,

@@ -13,19 +13,26 @@ import { bundleService, ROOT, SERVICES, type BundleResult, type Service } from '
 
 const OUT = join(ROOT, 'dist', `.check-${process.pid}`);
 const GRACE_MS = 2000;
-const DB = 'bedrock_bundle_check';
+// A database of this run's own, dropped after it: a database left by an older checkout would hold its migrations.
+const DB = `bedrock_bundle_check_${process.pid}`;
 const bundles = new Map<Service, BundleResult>();
 
 beforeAll(async () => {
   const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
   await admin.connect();
-  const { rows } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [DB]);
-  if (rows.length === 0) await admin.query(`CREATE DATABASE ${DB}`);
+  await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${DB}`);
   await admin.end();
   for (const r of await Promise.all(SERVICES.map((s) => bundleService(s, OUT)))) bundles.set(r.service, r);
 }, 120_000);
 
-afterAll(() => rmSync(OUT, { recursive: true, force: true }));
+afterAll(async () => {
+  rmSync(OUT, { recursive: true, force: true });
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+  await admin.end();
+});
 
 const ENV: Record<Service, Record<string, string>> = {
   conversation: { DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${DB}`, BEDROCK_GRPC_PORT: '0' },

@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
-import { AdminService, CheckpointService, RewindScope, StateKind, StopReason, type ConversationEvent } from '@bedrock/contracts';
+import { AdminService, CheckpointService, RewindScope, type ConversationEvent } from '@bedrock/contracts';
 import { startSystem, type System } from './support/system.ts';
+import { toolTurn } from './support/tool-turn.ts';
 
 const isRoot = process.getuid?.() === 0;
 const hasBtrfs = (() => {
@@ -55,44 +56,7 @@ describeBtrfs('a rewind reaches watchers; deleting a user deletes checkpoint rec
   }, 60_000);
 
   const bob = () => s.client(s.tokens.bob);
-  const ownerOf = (dir: string): string => execFileSync('stat', ['-c', '%u', dir]).toString().trim();
-  const asOwner = (dir: string, script: string): void => {
-    const uid = ownerOf(dir);
-    execFileSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sh', '-c', script], { cwd: dir });
-  };
-
-  /** One user turn running one bash tool (the test does its file change as the workspace's owner). */
-  async function turn(id: string, cwd: string, script: string, answer: string): Promise<void> {
-    const before = s.llmJobs.filter((j) => j.conversationId === id).length;
-    const toolsBefore = s.toolJobs.filter((j) => j.conversationId === id).length;
-    await bob().sendMessage({ conversationId: id, text: `please: ${script}` });
-    const first = await s.waitFor('the LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before]);
-    const toolUseId = `t${before}`;
-    await s.send(id, `llm-result/${first.requestId}`, {
-      case: 'llmResponse',
-      value: {
-        requestId: first.requestId,
-        stopReason: StopReason.TOOL_USE,
-        content: [{ block: { case: 'toolUse', value: { id: toolUseId, name: 'bash', inputJson: JSON.stringify({ command: script }) } } }],
-      },
-    });
-    await s.waitFor('the tool job', () => s.toolJobs.filter((j) => j.conversationId === id)[toolsBefore]);
-    asOwner(cwd, script);
-    await s.send(id, `tool-result/${id}/${toolUseId}`, { case: 'toolComplete', value: { toolUseId, content: 'done', exitCode: 0 } });
-    const second = await s.waitFor('the second LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before + 1]);
-    await s.send(id, `llm-result/${second.requestId}`, {
-      case: 'llmResponse',
-      value: {
-        requestId: second.requestId,
-        stopReason: StopReason.END_TURN,
-        content: [{ block: { case: 'text', value: { text: answer } } }],
-      },
-    });
-    await s.waitFor('the turn to end', async () => {
-      const c = (await bob().getConversation({ conversationId: id })).conversation!;
-      return c.state?.kind === StateKind.IDLE;
-    });
-  }
+  const turn = (id: string, cwd: string, script: string, answer: string) => toolTurn(s, s.tokens.bob!, id, cwd, script, answer);
 
   it('an open watch gets history_rewound at a history rewind and goes on; DeleteUser removes checkpoint rows', async () => {
     const created = (await bob().createConversation({})).conversation!;

@@ -79,6 +79,8 @@ describeBtrfs('Rewind to here', () => {
         `^Rewound\\. The files are back as they were at message ${endOfTurn1} .*\\d+ messages after this one removed from the chat\\.$`,
       ),
     );
+    // The panel reads the diff again: nothing is left to undo.
+    await panel.getByText('No file changed since this message: rewinding the files changes nothing.').waitFor();
     expect(readFileSync(join(cwd, 'a.txt'), 'utf8')).toBe('one\n');
     expect(existsSync(join(cwd, 'b.txt'))).toBe(false);
     // The second turn leaves the transcript without a reload (the watch stream's history_rewound).

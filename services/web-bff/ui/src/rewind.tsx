@@ -90,8 +90,7 @@ export function useRewindAction(at: bigint | undefined): { button: ComponentChil
   const update = (next: (p: Panel) => Panel) => {
     if (mounted.current) setPanel(next);
   };
-  const open = async () => {
-    setPanel({ kind: 'open', diff: { kind: 'loading' } });
+  const readDiff = async () => {
     let diff: DiffState;
     try {
       const res = await rewinder.diff(at);
@@ -104,11 +103,17 @@ export function useRewindAction(at: bigint | undefined): { button: ComponentChil
     }
     update((p) => (p.kind === 'open' ? { ...p, diff } : p));
   };
+  const open = async () => {
+    setPanel({ kind: 'open', diff: { kind: 'loading' } });
+    await readDiff();
+  };
   const run = async (scope: RewindScope) => {
     update((p) => (p.kind === 'open' ? { ...p, working: scope, result: undefined, error: undefined } : p));
     try {
       const res = await rewinder.rewind(at, scope);
       update((p) => (p.kind === 'open' ? { ...p, working: undefined, result: resultText(scope, at, res) } : p));
+      // The files moved: what a rewind would undo now (nothing, right after one).
+      if (scope !== RewindScope.HISTORY) await readDiff();
     } catch (err) {
       update((p) => (p.kind === 'open' ? { ...p, working: undefined, error: errorText(err) } : p));
     }

@@ -32,6 +32,7 @@ export const COMMANDS = [
   'acp',
   'admin',
   'usage',
+  'mcp',
   'help',
 ] as const;
 

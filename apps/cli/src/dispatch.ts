@@ -63,6 +63,8 @@ export async function dispatch(
     const given = SETTINGS_FLAGS.filter((f) => values[f] !== undefined);
     if (given.length && !['chat', 'new', 'settings'].includes(command))
       throw new UsageError(`--${given[0]} applies to chat, new and settings${seeHelp(command)}`);
+    const mcpFlag = (['mcp-on', 'mcp-off'] as const).find((f) => values[f] !== undefined);
+    if (mcpFlag && command !== 'settings') throw new UsageError(`--${mcpFlag} applies to settings${seeHelp(command)}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls${seeHelp(command)}`);
     const adminFlag = (
       [
@@ -166,8 +168,13 @@ export async function dispatch(
           });
         case 'ws':
           return await (await import('./workspaces.ts')).ws(ctx, rest, values);
-        case 'settings':
-          return await settings(ctx, await idOf(need(rest, 1, 'a conversation id')[0]!), settingsFlags);
+        case 'settings': {
+          const id = await idOf(need(rest, 1, 'a conversation id')[0]!);
+          const on = values['mcp-on'] ?? [];
+          const off = values['mcp-off'] ?? [];
+          if (on.length || off.length) await (await import('./mcp.ts')).setConversationMcp(id, on, off, ctx.json, env, output);
+          return await settings(ctx, id, settingsFlags);
+        }
         case 'ls':
           need(rest, 0, 'no arguments');
           return await list(ctx, {

@@ -21,6 +21,8 @@ export const COMMANDS = [
   'rename',
   'rm',
   'fork',
+  'rewind',
+  'diff',
   'send',
   'watch',
   'cancel',
@@ -32,6 +34,7 @@ export const COMMANDS = [
   'acp',
   'admin',
   'usage',
+  'mcp',
   'help',
 ] as const;
 

@@ -50,3 +50,26 @@ export async function mcp(rest: string[], json: boolean, env: NodeJS.ProcessEnv,
       throw new UsageError(`expected mcp add, mcp ls or mcp rm\n\n${USAGE}`);
   }
 }
+
+/**
+ * `bedrock settings ID --mcp-off NAME --mcp-on NAME`: turns the conversation's MCP servers off
+ * or on for it alone, then shows its servers and their state (not with --json: the settings
+ * command prints the conversation). A name both turned on and off is a usage error.
+ */
+export async function setConversationMcp(
+  conversationId: string,
+  on: readonly string[],
+  off: readonly string[],
+  json: boolean,
+  env: NodeJS.ProcessEnv,
+  output: Output,
+): Promise<void> {
+  const both = on.find((n) => off.includes(n));
+  if (both !== undefined) throw new UsageError(`--mcp-on ${both} and --mcp-off ${both} contradict each other`);
+  const client = createClient(McpService, apiTransport(env));
+  for (const name of off) await client.setMcpServerEnabled({ conversationId, name, enabled: false });
+  for (const name of on) await client.setMcpServerEnabled({ conversationId, name, enabled: true });
+  if (json) return;
+  const { servers } = await client.listMcpServers({ conversationId });
+  output.out(`MCP servers: ${servers.length ? servers.map((s) => (s.disabled ? `${s.name} (off)` : s.name)).join(', ') : 'none'}\n`);
+}

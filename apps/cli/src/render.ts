@@ -657,6 +657,11 @@ export function createEventRenderer(given: Output, options: RenderOptions = {}):
         endStream();
         note(k.value.text);
         break;
+      case 'historyRewound':
+        // RewindConversation cut the history: what was printed after the kept message is gone.
+        endStream();
+        note(`history rewound: messages after #${k.value.through} were removed; new ones are numbered from #${k.value.through + 1n}`);
+        break;
       case 'subAgentProgress':
         note(`sub-agent ${k.value.subAgentId} ${stateName(k.value.state)} (${k.value.finishedCount}/${k.value.totalCount} done)`);
         break;

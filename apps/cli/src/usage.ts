@@ -26,7 +26,9 @@ export const USAGE = `usage: bedrock <command> [options]
   mcp add NAME -- COMMAND [ARGS...]   add one of your MCP servers (stdio, run in the tool
                                       sandbox); its tools are mcp__NAME__TOOL (docs/mcp.md)
   mcp ls | mcp rm NAME                your MCP servers and the operator's / remove one of yours
-  settings ID [SETTINGS]              show or change thinking and web tools
+  settings ID [SETTINGS] [--mcp-off NAME] [--mcp-on NAME]
+                                      show or change thinking and web tools; turn an MCP
+                                      server off (or on again) for this conversation only
   ls [--all] [--parent ID] [--archived] [--search TEXT]
                                       your conversations as a table: id, state, mode, last
                                       change, title, directory (sub-agents with --parent;
@@ -116,6 +118,8 @@ export const OPTIONS = {
   'web-fetch': { type: 'boolean' },
   'no-web-search': { type: 'boolean' },
   'no-web-fetch': { type: 'boolean' },
+  'mcp-on': { type: 'string', multiple: true },
+  'mcp-off': { type: 'string', multiple: true },
   'hide-thinking': { type: 'boolean', default: false },
   full: { type: 'boolean', default: false },
   file: { type: 'string' },

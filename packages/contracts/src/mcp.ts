@@ -86,3 +86,8 @@ export function mcpRestrictedRefusal(
       : 'the server does not declare it read-only (an MCP tool without readOnlyHint: true counts as one that writes)';
   return `The MCP tool ${tool.name} is not available in Restricted mode: ${why}. Use request_mode_upgrade to ask the user for Unrestricted mode, then call it again.`;
 }
+
+/** What the model reads when it calls a tool of a server its user turned off for the conversation. */
+export function mcpServerOffMessage(toolName: string, server: string): string {
+  return `The MCP tool ${toolName} is not available: the user turned the MCP server "${server}" off for this conversation, so its tools are not offered. Do not call its tools; ask the user to turn it on again if you need it.`;
+}

@@ -9,7 +9,8 @@
  *   `$ cmd` lines       one bash call per line, in order, then a reply summarising outputs
  *   `/write PATH` + text  patch overwrite of PATH with the following lines
  *   `$mcp SERVER TOOL {json}` lines  one call per line of the MCP tool TOOL of server SERVER
- *                       (as offered: `mcp__SERVER__TOOL`), input the JSON object (default {}), then a summary
+ *                       (as offered: `mcp__SERVER__TOOL`), input the JSON object (default {}), then a summary;
+ *                       a deferred tool (defer_loading) is first found with the request's tool search tool
  *   `/think TEXT`       a think call
  *   `/upgrade REASON`   request_mode_upgrade
  *   `/agents T1 | T2`   spawn_agents; as a sub-agent it runs each task's `$ ` lines and calls submit_result
@@ -251,6 +252,17 @@ export function offlineReply(body: MessagesRequestBody, options: OfflineModelOpt
         if (typeof call.input === 'string') {
           return reply([{ type: 'text', text: `The input for ${call.server} ${call.tool} is not a JSON object (${call.input}).` }], usage);
         }
+        // A deferred tool is found first with the request's tool search tool, as a real model
+        // must (the provider runs the search in the same response).
+        const search = deferredSearchTool(body.tools ?? [], name);
+        if (search) {
+          // Fresh ids: the result takes the id of the server_tool_use just before it.
+          blocks.push({ type: 'server_tool_use', name: search, input: { query: `${call.server} ${call.tool}` } });
+          blocks.push({
+            type: 'tool_search_tool_result',
+            content: { type: 'tool_search_tool_search_result', tool_references: [{ type: 'tool_reference', tool_name: name }] },
+          });
+        }
         blocks.push({ type: 'tool_use', name, input: call.input });
       }
       return reply([{ type: 'text', text: `Calling ${blocks.length} MCP tool(s).` }, ...blocks], usage);
@@ -420,4 +432,12 @@ function mcpToolOffered(tools: readonly { name?: string; description?: string }[
   const exact = `mcp__${server}__${tool}`;
   if (tools.some((t) => t.name === exact)) return exact;
   return tools.find((t) => t.name?.startsWith(`mcp__${server}__`) && t.description?.includes(`tool "${tool}"`))?.name;
+}
+
+/** The request's tool search tool when tool `name` is deferred (defer_loading) behind one; else undefined. */
+function deferredSearchTool(tools: readonly unknown[], name: string): string | undefined {
+  const defs = tools.filter((t): t is Record<string, unknown> => typeof t === 'object' && t !== null);
+  if (defs.find((t) => t.name === name)?.defer_loading !== true) return undefined;
+  const search = defs.find((t) => t.name === 'tool_search_tool_bm25' || t.name === 'tool_search_tool_regex');
+  return typeof search?.name === 'string' ? search.name : undefined;
 }

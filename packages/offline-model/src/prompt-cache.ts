@@ -141,7 +141,8 @@ export function prefixUnits(body: MessagesRequestBody, tokensOf: (json: string) 
     const ttl = isObject(cc) ? (cc.ttl === '1h' ? '1h' : '5m') : undefined;
     units.push(ttl ? { hash, tokens: tokensOf(json), ttl } : { hash, tokens: tokensOf(json) });
   };
-  for (const tool of body.tools ?? []) push(tool);
+  // A deferred tool (defer_loading) is not in the prompt until a search returns it: not in the prefix.
+  for (const tool of body.tools ?? []) if (!(isObject(tool) && tool.defer_loading === true)) push(tool);
   // The system level.
   hash = createHash('sha256').update(hash).update('\0system').digest('hex');
   if (typeof body.system === 'string') {

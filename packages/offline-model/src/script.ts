@@ -81,7 +81,7 @@ export type ScriptBlock =
     }
   | {
       /** A server tool's result; content_block_start carries the whole block, as the API streams it. */
-      readonly type: 'web_search_tool_result' | 'web_fetch_tool_result';
+      readonly type: 'web_search_tool_result' | 'web_fetch_tool_result' | 'tool_search_tool_result';
       /** Default: the id of the last `server_tool_use` before it in this message. */
       readonly tool_use_id?: string;
       /** As the API sends it: web search, an array of `web_search_result` (or an error object); web fetch, a `web_fetch_result` object. */

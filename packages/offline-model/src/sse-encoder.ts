@@ -90,6 +90,7 @@ export function resolveMessage(
         return { ...b, resolvedId: lastServerToolId };
       case 'web_search_tool_result':
       case 'web_fetch_tool_result':
+      case 'tool_search_tool_result':
         return { ...b, resolvedToolUseId: b.tool_use_id ?? lastServerToolId ?? makeId('srvtoolu') };
       case 'thinking':
         return {
@@ -214,6 +215,7 @@ export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEven
         break;
       case 'web_search_tool_result':
       case 'web_fetch_tool_result':
+      case 'tool_search_tool_result':
         start({ type: block.type, tool_use_id: block.resolvedToolUseId, content: block.content });
         break;
       case 'compaction': {
@@ -281,6 +283,7 @@ export function messageBody(message: ResolvedMessage): unknown {
           return { type: 'redacted_thinking', data: b.resolvedData };
         case 'web_search_tool_result':
         case 'web_fetch_tool_result':
+        case 'tool_search_tool_result':
           return { type: b.type, tool_use_id: b.resolvedToolUseId, content: b.content };
         case 'compaction':
           return { ...b, encrypted_content: b.encrypted_content ?? null };

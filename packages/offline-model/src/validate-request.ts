@@ -15,6 +15,9 @@
  * - tools: custom tools named (unique names) with an input schema; server tools (`web_search_20250305`,
  *   `web_fetch_20250910`, ...) named with their tool's name; `tool_choice` one of auto/any/tool/none
  *   (a `tool` choice names its tool), and only auto or none when thinking is on;
+ * - deferred tools (`defer_loading: true`): a boolean, never on the tool search tool, only with a
+ *   tool search tool in `tools`, never on every tool; a tool search result references only
+ *   tools the request defines;
  * - no assistant prefill (a request ending in an assistant turn) for models that reject it,
  *   except a paused turn (one holding a `server_tool_use` block); a final assistant turn never
  *   ends with trailing whitespace;
@@ -166,6 +169,8 @@ export function validateRequest(body: unknown, signer: BlockSigner, betas: reado
     if (toolNames.has(tool.name as string)) return 'tools: Tool names must be unique.';
     toolNames.add(tool.name as string);
   }
+  const deferProblem = deferLoadingProblem(toolList);
+  if (deferProblem) return deferProblem;
 
   // Thinking configuration.
   let thinkingOn = false;
@@ -340,6 +345,10 @@ export function validateRequest(body: unknown, signer: BlockSigner, betas: reado
             if (typeof id !== 'string' || !serverToolUses.has(id)) {
               return `${at}: \`${type}\` block with tool_use_id ${String(id)} must follow the \`server_tool_use\` block with that id in the same message`;
             }
+            if (type === 'tool_search_tool_result') {
+              const unknown = toolReferences(block.content).find((n) => !toolNames.has(n));
+              if (unknown !== undefined) return `${at}: Tool reference '${unknown}' not found in available tools`;
+            }
           }
           break;
       }
@@ -457,4 +466,35 @@ function textProblem(text: unknown): string | undefined {
   if (text === '') return 'text content blocks must be non-empty';
   if (text.trim() === '') return 'text content blocks must contain non-whitespace text';
   return undefined;
+}
+
+const TOOL_SEARCH_NAMES = new Set(['tool_search_tool_regex', 'tool_search_tool_bm25']);
+
+/**
+ * Deferred tools (`defer_loading: true`, the provider's tool search page): a boolean; the
+ * search tool itself is never deferred; deferred tools need a search tool in the request; and
+ * at least one tool must be loaded.
+ */
+function deferLoadingProblem(tools: readonly Json[]): string | undefined {
+  let deferredCount = 0;
+  for (const [i, tool] of tools.entries()) {
+    if (tool.defer_loading === undefined || tool.defer_loading === null) continue;
+    if (typeof tool.defer_loading !== 'boolean') return `tools.${i}.defer_loading: Input should be a valid boolean`;
+    if (!tool.defer_loading) continue;
+    if (TOOL_SEARCH_NAMES.has(tool.name as string)) return `tools.${i}: The tool search tool cannot have defer_loading set to true`;
+    deferredCount++;
+  }
+  if (deferredCount === 0) return undefined;
+  if (deferredCount === tools.length)
+    return 'tools: All tools have defer_loading set to true. At least one tool must be loaded (not deferred).';
+  if (!tools.some((t) => TOOL_SEARCH_NAMES.has(t.name as string))) {
+    return 'tools: Tools with defer_loading set to true require a tool search tool (tool_search_tool_regex or tool_search_tool_bm25) in the request.';
+  }
+  return undefined;
+}
+
+/** The tool names a tool search result references. */
+function toolReferences(content: unknown): string[] {
+  if (!isObject(content) || !Array.isArray(content.tool_references)) return [];
+  return content.tool_references.flatMap((r) => (isObject(r) && typeof r.tool_name === 'string' ? [r.tool_name] : []));
 }

@@ -244,6 +244,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
           workspaces,
           settings: { maxCount: ws.checkpointMaxCount, maxBytes: ws.checkpointMaxBytes },
           logger,
+          publisher,
         })
       : undefined;
     if (checkpoints) late.checkpoints = checkpoints;

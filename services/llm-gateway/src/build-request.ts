@@ -25,6 +25,15 @@ import { DEFAULT_CACHE_TTLS, placeCacheBreakpoints, type CacheTtls } from './cac
 
 export { MAX_CACHE_BREAKPOINTS } from './cache-breakpoints.ts';
 import { applyCompaction, compactionParam } from './compaction.ts';
+import {
+  DEFAULT_MCP_DEFER_LIMITS,
+  deferred,
+  describeStaleToolSearches,
+  shouldDefer,
+  TOOL_SEARCH_TOOL,
+  TOOL_SEARCH_TOOL_NAMES,
+  type McpDeferLimits,
+} from './mcp-defer.ts';
 
 type MessageParam = Anthropic.MessageParam;
 type BlockParam = Anthropic.ContentBlockParam;
@@ -41,6 +50,8 @@ export interface BuildOptions {
   readonly refusedImages?: RefusedImages;
   /** TTL of each prompt-caching breakpoint; default one hour everywhere (cache-breakpoints.ts). */
   readonly cacheTtls?: CacheTtls;
+  /** When the MCP tools are deferred behind the tool search tool (mcp-defer.ts); default 30 tools or ~10k tokens. */
+  readonly mcpDefer?: McpDeferLimits;
 }
 
 /** An image sent as a text note instead: one the gateway could not prepare, or the provider refused. */
@@ -153,9 +164,10 @@ export async function buildMessagesRequest(
   const messages = await convertMessages(job, options, hooks);
   // A server tool the conversation has turned off since it was used: its blocks become text
   // notes (a normal turn never defines a tool the user turned off, and the API rejects a
-  // server_tool_use naming a tool the request does not define). A request that can call
+  // server_tool_use naming a tool the request does not define; tool searches are handled below,
+  // describeStaleToolSearches). A request that can call
   // nothing (a job with no tools) keeps them and defines the tool (below).
-  if (clientTools.length > 0 || serverTools.length > 0) describeServerToolsTurnedOff(messages, serverTools);
+  if (clientTools.length > 0 || serverTools.length > 0) describeServerToolsTurnedOff(messages, [...serverTools, ...TOOL_SEARCH_TOOL_NAMES]);
   if (messages.length === 0) throw new InvalidJobError('The request has no messages to send.');
   if (messages[0]?.role !== 'user') throw new InvalidJobError('The history must start with a user message.');
   // Current models reject an assistant prefill (a request ending in an assistant turn), with
@@ -181,6 +193,8 @@ export async function buildMessagesRequest(
     for (const name of used.server) if (!serverTools.includes(name)) serverTools.push(name);
     if (clientTools.length === 0 && serverTools.length === 0 && used.any) clientTools.push(...(Object.keys(TOOLS) as ToolName[]));
   }
+  const mcpTools = clientTools.length > 0 || toolChoiceNone ? mcpToolsOf(job) : [];
+  const deferMcp = shouldDefer(mcpTools, options.mcpDefer ?? DEFAULT_MCP_DEFER_LIMITS);
   const tools: Anthropic.ToolUnion[] = [
     ...clientTools.map((name): Anthropic.Tool => ({
       name,
@@ -188,8 +202,9 @@ export async function buildMessagesRequest(
       input_schema: TOOLS[name].inputSchema as Anthropic.Tool.InputSchema,
     })),
     // MCP tools, their schemas as the server gave them (a request that may call no tool keeps them
-    // defined too: its history's tool blocks may name them).
-    ...(clientTools.length > 0 || toolChoiceNone ? mcpToolsOf(job) : []),
+    // defined too: its history's tool blocks may name them). Deferred ones go last, after the
+    // search tool (below).
+    ...(deferMcp ? [] : mcpTools),
     // The newest version the model takes (registry `webTools`).
     ...serverTools.map(
       (name) =>
@@ -198,7 +213,11 @@ export async function buildMessagesRequest(
           type: name === 'web_search' ? spec.webTools.webSearch : spec.webTools.webFetch,
         }) as Anthropic.ToolUnion,
     ),
+    // Past the threshold: the provider's tool search tool, then every MCP tool deferred (not in
+    // the prompt, nor in the cached prefix, until a search returns it).
+    ...(deferMcp ? [TOOL_SEARCH_TOOL, ...deferred(mcpTools)] : []),
   ];
+  describeStaleToolSearches(messages, new Set(tools.flatMap((t) => ('name' in t ? [t.name] : []))));
 
   const params: Anthropic.MessageCreateParamsStreaming = { model, max_tokens: maxTokens, messages, stream: true };
   if (job.systemPrompt) params.system = [{ type: 'text', text: job.systemPrompt }];

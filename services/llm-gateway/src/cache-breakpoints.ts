@@ -35,9 +35,9 @@ type CacheControl = { type: 'ephemeral'; ttl: CacheTtl };
 const control = (ttl: CacheTtl): CacheControl => ({ type: 'ephemeral', ttl });
 
 /**
- * Places the breakpoints, in place. Positions, in prefix order: the last tool (caches the
- * tools alone, so a changed system prompt still reads them), the last system block (tools +
- * system), the last block of the previous user turn (this request reads what the last one
+ * Places the breakpoints, in place. Positions, in prefix order: the last tool that is not
+ * deferred (caches the tools alone, so a changed system prompt still reads them; deferred tools
+ * are not in the prefix), the last system block (tools + system), the last block of the previous user turn (this request reads what the last one
  * wrote even past the API's ~20-block look-back, e.g. after many tool calls) and the last block
  * of the request (written for the next one). Never on thinking, redacted thinking or server-tool
  * blocks: the nearest earlier block that can carry one gets it. The provider wants longer TTLs
@@ -53,8 +53,10 @@ export function placeCacheBreakpoints(params: Anthropic.MessageCreateParamsStrea
 
   // Where each breakpoint goes, in prefix order, before any is written.
   const marks: Array<{ ttl: CacheTtl; apply: (c: CacheControl) => void }> = [];
-  if (tools && tools.length > 0) {
-    const i = tools.length - 1;
+  // The last tool that is not deferred: deferred tools (defer_loading) are not in the prefix.
+  const lastLoaded = tools ? tools.findLastIndex((t) => (t as { defer_loading?: boolean }).defer_loading !== true) : -1;
+  if (tools && lastLoaded >= 0) {
+    const i = lastLoaded;
     marks.push({ ttl: ttls.tools, apply: (c) => (tools[i] = { ...tools[i]!, cache_control: c } as Anthropic.ToolUnion) });
   }
   if (system && system.length > 0) {

@@ -30,6 +30,7 @@ import type { ModelRegistry } from '@bedrock/contracts/models';
 import { DEFAULT_IMAGE_LIMITS } from './images.ts';
 import type { ImageLimits } from './images.ts';
 import { CACHE_TTLS, DEFAULT_CACHE_TTLS } from './cache-breakpoints.ts';
+import { DEFAULT_MCP_DEFER_LIMITS } from './mcp-defer.ts';
 
 /** The model used when a job names none and the config names none either (with a key). */
 export const DEFAULT_PROVIDER_MODEL = 'claude-sonnet-5-5';
@@ -125,6 +126,17 @@ export const llmGatewayConfigSchema = section({
     messages: setting('BEDROCK_CACHE_TTL_MESSAGES', oneOf(CACHE_TTLS), {
       default: DEFAULT_CACHE_TTLS.messages,
       doc: 'Prompt cache lifetime of the breakpoints in the history (previous user turn, end of the request): 5m or 1h; 1h by default because users often pause longer than 5 minutes between turns.',
+    }),
+  }),
+  /** MCP tools deferred behind the provider's tool search tool (mcp-defer.ts, docs/mcp.md). */
+  mcpDefer: section({
+    maxTools: setting('BEDROCK_MCP_DEFER_TOOLS', int({ min: 0 }), {
+      default: DEFAULT_MCP_DEFER_LIMITS.maxTools,
+      doc: 'MCP tools are deferred (defer_loading, found by the tool search tool) when a request has more than this many of them (0 = always).',
+    }),
+    maxTokens: setting('BEDROCK_MCP_DEFER_TOKENS', int({ min: 0 }), {
+      default: DEFAULT_MCP_DEFER_LIMITS.maxTokens,
+      doc: 'MCP tools are deferred when their definitions are estimated at more than this many tokens (about 4 characters a token).',
     }),
   }),
   /** Images sent to the provider. */

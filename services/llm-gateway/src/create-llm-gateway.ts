@@ -156,6 +156,7 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
           defaultMaxTokens: provider.defaultMaxTokens,
           imageLimits: imageLimitsOf(config.images),
           cacheTtls: config.cache,
+          mcpDefer: config.mcpDefer,
           imageCache: new ImageCache(),
           refusedImages: new RefusedImages(),
           requestTimeoutMs: provider.requestTimeout,

@@ -270,6 +270,14 @@ export class UpdateTranslator {
         return [{ sessionUpdate: 'current_mode_update', currentModeId: modeId(k.value.mode) }];
       case 'titleChanged':
         return this.titleUpdate(k.value.title);
+      case 'historyRewound':
+        // ACP cannot take shown messages back: the client is told in words.
+        return [
+          {
+            sessionUpdate: 'agent_message_chunk',
+            content: text(`\n\nNote: the history was rewound; the messages after #${k.value.through} were removed.\n\n`),
+          },
+        ];
       case 'notice':
         // The service's word to the user (thinking left out, a limit): said as the agent's text.
         return k.value.text ? [{ sessionUpdate: 'agent_message_chunk', content: text(`\n\nNote: ${k.value.text}\n\n`) }] : [];

@@ -4,7 +4,13 @@
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
-import { AddMcpServerResponseSchema, ListMcpServersResponseSchema, McpService, RemoveMcpServerResponseSchema } from '@bedrock/contracts';
+import {
+  AddMcpServerResponseSchema,
+  ListMcpServersResponseSchema,
+  McpService,
+  RemoveMcpServerResponseSchema,
+  SetMcpServerEnabledResponseSchema,
+} from '@bedrock/contracts';
 import type { McpRegistry } from '../mcp/registry.ts';
 import { MCP_LIMITS, mcpServerProblem, toProto, type McpServerConfig } from '../mcp/servers.ts';
 
@@ -78,6 +84,18 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
         throw new ConnectError(`you have no MCP server named "${name}"${conversationId ? ' for this conversation' : ''}`, Code.NotFound);
       }
       return create(RemoveMcpServerResponseSchema, {});
+    },
+    async setMcpServerEnabled(req, ctx) {
+      const user = userOf(ctx);
+      if (req.conversationId.trim() === '') {
+        throw new ConnectError('conversation_id is required: a server is turned off or on for one conversation', Code.InvalidArgument);
+      }
+      const conversationId = await conversationOf(user, req.conversationId);
+      const name = req.name.trim();
+      const server = (await registry.serversFor(user, conversationId)).find((s) => s.name === name);
+      if (!server) throw new ConnectError(`this conversation has no MCP server named "${name}"`, Code.NotFound);
+      await registry.store.setOff(user, conversationId, name, !req.enabled);
+      return create(SetMcpServerEnabledResponseSchema, { server: toProto({ ...server, disabled: !req.enabled }) });
     },
   });
 }

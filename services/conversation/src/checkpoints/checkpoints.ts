@@ -21,7 +21,10 @@ import type { Pool, PoolClient } from 'pg';
 import { chooseForkPoint } from '../forks.ts';
 import type { AuditActor } from '../mapping/audit-rows.ts';
 import { clientDetails } from '../mapping/audit-rows.ts';
+import { notificationRow } from '../mapping/effects-to-outbox.ts';
+import type { OutboxPublisher } from '../outbox/publisher.ts';
 import { insertAuditRows } from '../store/audit-store.ts';
+import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { ConversationRecord, ConversationStore, MessageRow } from '../store/conversation-store.ts';
 import type { WorkspaceStorage } from '../workspaces/storage-client.ts';
 import type { Workspaces } from '../workspaces/workspaces.ts';
@@ -75,6 +78,8 @@ export interface CheckpointsOptions {
   readonly workspaces: Workspaces;
   readonly settings: CheckpointSettings;
   readonly logger: Logger;
+  /** Publishes the durable `history_rewound` notification a history rewind writes (without it: the outbox relay does, later). */
+  readonly publisher?: Pick<OutboxPublisher, 'publishCommitted'>;
 }
 
 function storageProblem(err: unknown, what: string): ConnectError {
@@ -244,16 +249,28 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
       }
       // The history, the audit row and (the caller's) request outcome in one transaction, with the
       // row locked and checked again: a message sent meanwhile makes it busy.
+      let publish: (() => Promise<void>) | null = null;
       const removed = await options.store.withLocked(record.id, async (client, read) => {
         if (withHistory && !isResting(read.record.state.phase.kind)) throw busy(read.record, 'rewind it');
         let count = 0;
         if (withHistory) {
           count = (await client.query('DELETE FROM messages WHERE conversation_id = $1 AND sequence > $2', [record.id, at])).rowCount ?? 0;
+          // Watchers are told (a durable `history_rewound` notification, in order with the others):
+          // they drop the messages after `at` without reconnecting.
+          const notifySeq = read.record.notifySeq + 1;
+          const row = notificationRow(record.id, notifySeq, { case: 'historyRewound', value: { through: BigInt(at) } });
           // A newer revision: a replica's remembered copy of the row is read again before its next write.
-          await client.query('UPDATE conversations SET message_seq = $2, revision = revision + 1, updated_at = now() WHERE id = $1', [
-            record.id,
-            at,
-          ]);
+          await client.query(
+            'UPDATE conversations SET message_seq = $2, notify_seq = $3, revision = revision + 1, updated_at = now() WHERE id = $1',
+            [record.id, at, notifySeq],
+          );
+          const inserted = await client.query<{ id: string }>(
+            'INSERT INTO outbox (effect_id, conversation_id, kind, payload) VALUES ($1, $2, $3, $4) RETURNING id::text AS id',
+            [row.effectId, row.conversationId, row.kind, JSON.stringify(row.payload)],
+          );
+          const stored: StoredOutboxRow = { id: inserted.rows[0]!.id, createdAt: Date.now(), row };
+          const unsent = read.unsentOutbox;
+          publish = () => options.publisher?.publishCommitted(record.id, unsent, [stored]) ?? Promise.resolve();
           // Turns that no longer exist keep no checkpoint.
           await client.query('DELETE FROM conversation_checkpoints WHERE conversation_id = $1 AND turn_message > $2', [record.id, at]);
         }
@@ -269,6 +286,7 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
         return count;
       });
       if (removed === null) throw new ConnectError(`conversation ${record.id} not found`, Code.NotFound);
+      if (publish) await (publish as () => Promise<void>)();
       logger.info(
         { conversation_id: record.id, at_message: at, scope, files_from_turn: filesFromTurn, messages_removed: removed },
         'conversation rewound',

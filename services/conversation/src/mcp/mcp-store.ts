@@ -11,6 +11,10 @@ export interface McpStore {
   remove(ownerId: string, name: string, conversationId?: string): Promise<boolean>;
   /** The owner's servers for all conversations, or (given one) of that conversation. */
   count(ownerId: string, conversationId?: string): Promise<number>;
+  /** The names of the servers the owner turned off for this conversation (table mcp_servers_off). */
+  offIn(ownerId: string, conversationId: string): Promise<Set<string>>;
+  /** Turns a server off (or on again) for one conversation; idempotent. */
+  setOff(ownerId: string, conversationId: string, name: string, off: boolean): Promise<void>;
 }
 
 interface Row {
@@ -63,6 +67,28 @@ export function createMcpStore(pool: pg.Pool): McpStore {
         [ownerId, conversationId],
       );
       return Number(rows[0]?.n ?? 0);
+    },
+    async offIn(ownerId, conversationId) {
+      if (conversationId === '') return new Set();
+      const { rows } = await pool.query<{ name: string }>('SELECT name FROM mcp_servers_off WHERE owner_id = $1 AND conversation_id = $2', [
+        ownerId,
+        conversationId,
+      ]);
+      return new Set(rows.map((r) => r.name));
+    },
+    async setOff(ownerId, conversationId, name, off) {
+      if (off) {
+        await pool.query(
+          'INSERT INTO mcp_servers_off (owner_id, conversation_id, name) VALUES ($1, $2, $3) ON CONFLICT (owner_id, conversation_id, name) DO NOTHING',
+          [ownerId, conversationId, name],
+        );
+      } else {
+        await pool.query('DELETE FROM mcp_servers_off WHERE owner_id = $1 AND conversation_id = $2 AND name = $3', [
+          ownerId,
+          conversationId,
+          name,
+        ]);
+      }
     },
   };
 }

@@ -22,11 +22,12 @@ export interface McpConversation {
 export interface McpRegistry {
   /**
    * The operator's servers, then the owner's for all conversations, then (given one) that
-   * conversation's own; a name already taken hides a later server of that name.
+   * conversation's own; a name already taken hides a later server of that name. Given a
+   * conversation, the servers its owner turned off for it are marked `disabled`.
    */
   serversFor(ownerId: string, conversationId?: string): Promise<McpServerConfig[]>;
   specsFor(ownerId: string, conversationId?: string): Promise<McpServerSpec[]>;
-  /** The conversation's MCP tools; empty when it has no servers or no runner answers (logged). */
+  /** The conversation's MCP tools (not those of servers turned off); empty when it has no servers or no runner answers (logged). */
   toolsFor(conversation: McpConversation): Promise<McpToolDefinition[]>;
   readonly operator: readonly McpServerConfig[];
   readonly store: McpStore;
@@ -56,10 +57,11 @@ export function createMcpRegistry(options: McpRegistryOptions): McpRegistry {
   async function serversFor(ownerId: string, conversationId = ''): Promise<McpServerConfig[]> {
     const taken = new Set<string>();
     const servers: McpServerConfig[] = [];
+    const off = await store.offIn(ownerId, conversationId);
     for (const s of [...operator, ...(await store.list(ownerId, conversationId))]) {
       if (taken.has(s.name)) continue;
       taken.add(s.name);
-      servers.push(s);
+      servers.push(off.has(s.name) ? { ...s, disabled: true } : s);
     }
     return servers;
   }
@@ -72,7 +74,8 @@ export function createMcpRegistry(options: McpRegistryOptions): McpRegistry {
       return (await serversFor(ownerId, conversationId)).map((s) => toSpec(s, options.defaultTimeoutMs));
     },
     async toolsFor(c) {
-      const servers = (await serversFor(c.ownerId, c.id)).map((s) => toSpec(s, options.defaultTimeoutMs));
+      // A server turned off for the conversation is neither started nor listed.
+      const servers = (await serversFor(c.ownerId, c.id)).filter((s) => !s.disabled).map((s) => toSpec(s, options.defaultTimeoutMs));
       if (servers.length === 0 || !client) return [];
       try {
         const res = await client.listMcpTools(

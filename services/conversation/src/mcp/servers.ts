@@ -19,6 +19,8 @@ export interface McpServerConfig {
   readonly source: 'operator' | 'user';
   /** A user's server for one conversation only; '' for all of theirs (and for the operator's). */
   readonly conversationId?: string;
+  /** Turned off for the conversation it was resolved for (mcp_servers_off). */
+  readonly disabled?: boolean;
 }
 
 /** Bounds of a server's definition (a row, a request). */
@@ -100,6 +102,7 @@ export function toSpec(s: McpServerConfig, defaultTimeoutMs: number): McpServerS
     env: { ...s.env },
     trusted: s.source === 'operator' && s.trusted,
     timeoutMs: BigInt(s.timeoutMs || defaultTimeoutMs),
+    disabled: s.disabled === true,
   });
 }
 
@@ -114,5 +117,6 @@ export function toProto(s: McpServerConfig): McpServer {
     trusted: s.trusted,
     timeoutMs: BigInt(s.timeoutMs),
     conversationId: s.conversationId ?? '',
+    disabled: s.disabled === true,
   });
 }

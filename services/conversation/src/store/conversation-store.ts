@@ -1003,6 +1003,11 @@ export function createConversationStore(options: StoreOptions) {
         // Their workspaces' records; the caller removes the files after the commit.
         await client.query('DELETE FROM workspaces WHERE owner_id = $1', [userId]);
         const workspaceIds = owned.rows.map((r) => r.id);
+        // The records of their checkpoints (no foreign key): the snapshots go with the workspaces' files.
+        await client.query(
+          'DELETE FROM conversation_checkpoints WHERE conversation_id = ANY($1::text[]) OR workspace_id = ANY($2::text[])',
+          [ids, workspaceIds],
+        );
         const roots = rows.filter((r) => r.parent_id === null).length;
         await insertAuditRows(client, [
           {

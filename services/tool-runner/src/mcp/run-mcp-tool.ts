@@ -4,7 +4,7 @@
  * call on the conversation's server process (host.ts).
  */
 import type { ToolExecJob } from '@bedrock/contracts';
-import { mcpServerOf } from '@bedrock/contracts';
+import { mcpServerOf, mcpServerOffMessage } from '@bedrock/contracts';
 import { runModeOf, tenancyOf } from '../tools/execute-tool.ts';
 import type { ExecuteContext } from '../tools/execute-tool.ts';
 import { errorOutcome } from '../tools/tool-types.ts';
@@ -21,6 +21,7 @@ export async function runMcpTool(
   if (!server || server.name === '' || server.name !== mcpServerOf(name)) {
     return errorOutcome(`Unknown tool: ${name}. There is no MCP server "${mcpServerOf(name) ?? ''}" for this conversation.`);
   }
+  if (server.disabled) return errorOutcome(mcpServerOffMessage(name, server.name));
   const mode = runModeOf(job.mode);
   if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable) {
     return errorOutcome('This tool-runner has no working kernel sandbox (Landlock), so it cannot run Restricted-mode tools.');

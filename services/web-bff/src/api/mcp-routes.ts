@@ -20,5 +20,6 @@ export function registerMcpRoutes(router: ConnectRouter, options: McpRoutesOptio
     addMcpServer: (req, ctx) => forward('AddMcpServer', ctx, (o) => mcp.addMcpServer(req, o)),
     listMcpServers: (req, ctx) => forward('ListMcpServers', ctx, (o) => mcp.listMcpServers(req, o)),
     removeMcpServer: (req, ctx) => forward('RemoveMcpServer', ctx, (o) => mcp.removeMcpServer(req, o)),
+    setMcpServerEnabled: (req, ctx) => forward('SetMcpServerEnabled', ctx, (o) => mcp.setMcpServerEnabled(req, o)),
   });
 }

@@ -1,7 +1,7 @@
 /** The ConversationService and WorkspaceService clients over Connect (fetch; HTTP/1.1 is enough, streams included). */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
-import { CLIENT_HEADER, ConversationService, WorkspaceService, rejectionOf } from '@bedrock/contracts';
+import { CLIENT_HEADER, CheckpointService, ConversationService, WorkspaceService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
 import { retriesExhausted } from '@bedrock/agent-view/retry';
 
@@ -57,4 +57,11 @@ export function errorText(err: unknown): string {
   if (e.code === Code.Unavailable && /fetch|network/i.test(e.rawMessage)) return 'The server cannot be reached. Is Bedrock running?';
   // A refused action (busy, finished, ...) carries its user-facing words in a Rejection detail.
   return rejectionOf(e)?.message || e.rawMessage || `request failed (${Code[e.code] ?? e.code})`;
+}
+
+export type CheckpointApi = Client<typeof CheckpointService>;
+
+/** Checkpoints of a conversation's workspace: what a rewind undoes, and the rewind (docs/web-ui.md, "Rewind to here"). */
+export function createCheckpointApi(baseUrl: string = location.origin): CheckpointApi {
+  return createClient(CheckpointService, transportTo(baseUrl));
 }

@@ -24,6 +24,7 @@ import { perFrame } from './frame.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
+import { createRewinder, RewindContext } from './rewind.tsx';
 
 export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
   const session = useMemo(() => new Session(deps, id), [id]);
@@ -134,6 +135,8 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   const names = useMemo(() => ({ parentId: c.id, titles }), [c.id, titles]);
   // Sub-agents are driven by their parent: the service refuses to fork one, so they offer no fork.
   const fork = useMemo(() => (c.parentId ? undefined : (at: bigint) => session.fork(at)), [session, c.parentId]);
+  // Rewinding too: a sub-agent's history is its parent's to decide.
+  const rewinder = useMemo(() => (c.parentId ? undefined : createRewinder(c.id)), [c.id, c.parentId]);
   const forkedFrom = c.forkedFrom;
 
   return (
@@ -228,7 +231,9 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
       <UpgradeDialog session={session} awaiting={awaiting} />
       <SubAgentNamesContext.Provider value={names}>
         <ForkContext.Provider value={fork}>
-          <Transcript model={session.transcript} version={session.transcript.version} pin={session.sent} />
+          <RewindContext.Provider value={rewinder}>
+            <Transcript model={session.transcript} version={session.transcript.version} pin={session.sent} />
+          </RewindContext.Provider>
         </ForkContext.Provider>
       </SubAgentNamesContext.Provider>
       {session.alert ? (

@@ -466,6 +466,10 @@ export class Session {
       case 'titleChanged':
         this.titleIs(e.kind.value.title);
         return;
+      case 'historyRewound':
+        // RewindConversation cut the history: what came after the kept message goes.
+        this.transcript.cut(e.kind.value.through);
+        break;
       default:
         return;
     }

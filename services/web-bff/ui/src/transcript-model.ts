@@ -172,9 +172,12 @@ export class TranscriptModel {
   private lastAgent: AgentItem | undefined;
   private readonly subAgents = new Map<string, Item & { kind: 'subagent' }>();
   private runningToolId = '';
+  /** The persisted messages shown, in order (a history rewind keeps a prefix of them). */
+  private messages: Message[] = [];
 
   /** Starts over from a snapshot. */
   reset(messages: readonly Message[]): void {
+    this.messages = [];
     this.items = [];
     this.seen.clear();
     this.tools.clear();
@@ -186,10 +189,16 @@ export class TranscriptModel {
     this.changed();
   }
 
+  /** The history was rewound (`history_rewound`): only the messages through `through` stay. */
+  cut(through: bigint): void {
+    this.reset(this.messages.filter((m) => m.sequence <= through));
+  }
+
   /** Adds a persisted message (a message seen before is ignored). */
   add(message: Message): void {
     if (this.seen.has(message.id)) return;
     this.seen.add(message.id);
+    this.messages.push(message);
     const at = message.createdAt ? timestampMs(message.createdAt) : undefined;
     switch (message.type) {
       case MessageType.AGENT: {

@@ -17,6 +17,7 @@ import { BlockMarkdown, Markdown } from './markdown-view.tsx';
 import { perFrame } from './frame.ts';
 import { memo } from './memo.ts';
 import type { ForkOutcome } from './session.ts';
+import { useRewindAction } from './rewind.tsx';
 import { RelativeTime } from './time.tsx';
 import { lineCount } from './text.ts';
 import { subAgentPieces, withSubAgentTitles } from './titles.ts';
@@ -198,12 +199,14 @@ function SubAgentCard({ item }: { item: Item & { kind: 'subagent' } }) {
 
 function UserMessage({ item }: { item: Item & { kind: 'user' } }) {
   const fork = useForkAction(item.forkAt);
+  const rewind = useRewindAction(item.forkAt);
   return (
     <li class="msg msg-user" data-sequence={String(item.forkAt)}>
       <div class="msg-who">
         <span>You</span>
         <RelativeTime at={item.at} />
         {fork.button}
+        {rewind.button}
       </div>
       <div class="msg-body">
         {item.blocks.map((b, i) => (
@@ -211,6 +214,7 @@ function UserMessage({ item }: { item: Item & { kind: 'user' } }) {
         ))}
       </div>
       {fork.error}
+      {rewind.panel}
     </li>
   );
 }
@@ -279,6 +283,7 @@ function UserBlock({ block }: { block: ContentBlock }) {
 function Answer({ answer }: { answer: AgentItem }) {
   const sources = answer.sources.sources;
   const fork = useForkAction(answer.forkAt);
+  const rewind = useRewindAction(answer.forkAt);
   return (
     <li
       class={answer.streaming ? 'msg msg-agent msg-streaming' : 'msg msg-agent'}
@@ -291,6 +296,7 @@ function Answer({ answer }: { answer: AgentItem }) {
         {answer.streaming ? <span class="typing" aria-hidden="true" /> : null}
         <RelativeTime at={answer.at} />
         {fork.button}
+        {rewind.button}
       </div>
       {answer.parts.map((p) => (
         <PartView key={p.key} part={p} rev={partRev(p)} />
@@ -316,6 +322,7 @@ function Answer({ answer }: { answer: AgentItem }) {
       ) : null}
       {answer.usageText ? <p class="msg-usage">{answer.usageText}</p> : null}
       {fork.error}
+      {rewind.panel}
     </li>
   );
 }

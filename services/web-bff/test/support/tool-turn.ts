@@ -1,0 +1,47 @@
+/**
+ * One user turn whose model runs one bash tool, played by the test on a System with workspace
+ * storage: the test, as the llm-gateway, asks for the tool; as the tool-runner, makes the tool's
+ * file changes in the workspace as its owner; then ends the turn with `answer`.
+ */
+import { execFileSync } from 'node:child_process';
+import { StateKind, StopReason } from '@bedrock/contracts';
+import type { System } from './system.ts';
+
+/** Runs a shell script in `dir` as the directory's owner, as a tool would. */
+export function asOwner(dir: string, script: string): void {
+  const uid = execFileSync('stat', ['-c', '%u', dir]).toString().trim();
+  execFileSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sh', '-c', script], { cwd: dir });
+}
+
+export async function toolTurn(s: System, token: string, id: string, cwd: string, script: string, answer: string): Promise<void> {
+  const client = s.client(token);
+  const before = s.llmJobs.filter((j) => j.conversationId === id).length;
+  const toolsBefore = s.toolJobs.filter((j) => j.conversationId === id).length;
+  await client.sendMessage({ conversationId: id, text: `please: ${script}` });
+  const first = await s.waitFor('the LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before]);
+  const toolUseId = `t${before}`;
+  await s.send(id, `llm-result/${first.requestId}`, {
+    case: 'llmResponse',
+    value: {
+      requestId: first.requestId,
+      stopReason: StopReason.TOOL_USE,
+      content: [{ block: { case: 'toolUse', value: { id: toolUseId, name: 'bash', inputJson: JSON.stringify({ command: script }) } } }],
+    },
+  });
+  await s.waitFor('the tool job', () => s.toolJobs.filter((j) => j.conversationId === id)[toolsBefore]);
+  asOwner(cwd, script);
+  await s.send(id, `tool-result/${id}/${toolUseId}`, { case: 'toolComplete', value: { toolUseId, content: 'done', exitCode: 0 } });
+  const second = await s.waitFor('the second LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before + 1]);
+  await s.send(id, `llm-result/${second.requestId}`, {
+    case: 'llmResponse',
+    value: {
+      requestId: second.requestId,
+      stopReason: StopReason.END_TURN,
+      content: [{ block: { case: 'text', value: { text: answer } } }],
+    },
+  });
+  await s.waitFor('the turn to end', async () => {
+    const c = (await client.getConversation({ conversationId: id })).conversation!;
+    return c.state?.kind === StateKind.IDLE;
+  });
+}

@@ -946,6 +946,21 @@ static int build_view(const char *root, const struct policy *policy, long uid, l
     snprintf(err, errlen, "view: cannot mount its root on %.300s: %s", root, strerror(errno));
     return -1;
   }
+  /* The scratch first: a system directory or the workspace under /tmp then lands on it (made
+   * inside it), never in the way of its mount point. */
+  snprintf(dst, sizeof(dst), "%s/tmp", root);
+  char opts[256];
+  snprintf(opts, sizeof(opts), "mode=0700%s", scratch_opts);
+  if (uid >= 0) snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",uid=%ld,gid=%ld", uid, gid);
+  if (mkdir(dst, 0755) < 0 || mount("bedrock-scratch", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+    snprintf(err, errlen, "view: cannot mount the scratch on /tmp: %s", strerror(errno));
+    return -1;
+  }
+  snprintf(dst, sizeof(dst), "%s/tmp/home", root);
+  if (mkdir(dst, 0700) < 0 || (uid >= 0 && chown(dst, (uid_t)uid, (gid_t)gid) < 0)) {
+    snprintf(err, errlen, "view: cannot make the home directory: %s", strerror(errno));
+    return -1;
+  }
   for (int k = 0; k < policy->nsystem; k++) {
     const char *dir = policy->system_dirs[k];
     struct stat st;
@@ -997,19 +1012,6 @@ static int build_view(const char *root, const struct policy *policy, long uid, l
   snprintf(dst, sizeof(dst), "%s/proc", root);
   if (mkdir(dst, 0555) < 0 || mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
     snprintf(err, errlen, "view: cannot mount /proc of the run's pid namespace: %s", strerror(errno));
-    return -1;
-  }
-  snprintf(dst, sizeof(dst), "%s/tmp", root);
-  char opts[256];
-  snprintf(opts, sizeof(opts), "mode=0700%s", scratch_opts);
-  if (uid >= 0) snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",uid=%ld,gid=%ld", uid, gid);
-  if (mkdir(dst, 0755) < 0 || mount("bedrock-scratch", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-    snprintf(err, errlen, "view: cannot mount the scratch on /tmp: %s", strerror(errno));
-    return -1;
-  }
-  snprintf(dst, sizeof(dst), "%s/tmp/home", root);
-  if (mkdir(dst, 0700) < 0 || (uid >= 0 && chown(dst, (uid_t)uid, (gid_t)gid) < 0)) {
-    snprintf(err, errlen, "view: cannot make the home directory: %s", strerror(errno));
     return -1;
   }
   /* Last: a workspace under /tmp lands on the scratch, not under it. */

@@ -78,7 +78,13 @@ describe('a link with a token', () => {
     // Only agreeing replaces it.
     await page.goto(link);
     await dialog.getByRole('button', { name: "Use the link's token" }).click();
-    await page.waitForFunction(`localStorage.getItem('bedrock.token') === ${JSON.stringify(s.tokens.bob)}`);
+    // Polled with evaluate: waitForFunction's polling compiles its predicate in the page, which the UI's CSP refuses.
+    const stored = `localStorage.getItem('bedrock.token') === ${JSON.stringify(s.tokens.bob)}`;
+    const storedBy = Date.now() + 10_000;
+    while (!(await page.evaluate(stored))) {
+      if (Date.now() > storedBy) throw new Error("the link's token was not stored within 10 s");
+      await new Promise((r) => setTimeout(r, 50));
+    }
     expect(new URL(page.url()).pathname).toBe(`/c/${bobs}`);
   }, 60_000);
 });

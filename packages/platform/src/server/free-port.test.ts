@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { freePort } from './free-port.ts';
 
 describe('freePort', () => {
@@ -19,7 +20,7 @@ describe('freePort', () => {
     for (let i = 0; i < 20; i++) mine.push(await freePort());
     expect(new Set(mine).size).toBe(20);
     // Another process asks to claim exactly these ports, none of them bound yet: it is refused every one.
-    const script = `import('${require.resolve('./free-port.ts')}').then(({ reserve }) => {
+    const script = `import('${fileURLToPath(new URL('./free-port.ts', import.meta.url))}').then(({ reserve }) => {
       console.log(JSON.stringify(${JSON.stringify(mine)}.map((p) => reserve(p))));
     })`;
     const granted: boolean[] = JSON.parse(execFileSync('npx', ['tsx', '-e', script], { encoding: 'utf8' }).trim().split('\n').pop()!);

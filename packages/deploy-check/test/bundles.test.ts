@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort } from '@bedrock/platform/server';
 import { bundleService, ROOT, SERVICES, type BundleResult, type Service } from '../src/bundle.ts';
 
 const OUT = join(ROOT, 'dist', `.check-${process.pid}`);
@@ -40,14 +40,6 @@ const ENV: Record<Service, Record<string, string>> = {
   'tool-runner': { BEDROCK_GRPC_PORT: '0', BEDROCK_SANDBOX_HELPER: join(ROOT, 'services/tool-runner/bin/bedrock-sandbox') },
   'web-bff': { BEDROCK_PORT: '0', BEDROCK_GRPC_PORT: '0', BEDROCK_UI_DIR: join(OUT, 'web-bff', 'ui') },
 };
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Starts a bundle with its metrics on a free port. */
 async function startBundle(service: Service) {

@@ -18,6 +18,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import {
   AdminService,
   ConversationEventJobSchema,
+  McpService,
   QUEUE_CONVERSATION_EVENTS,
   StateKind,
   StopReason,
@@ -41,10 +42,17 @@ afterAll(async () => {
   await s?.close();
 });
 
+const mcpOf = (user: 'alice' | 'bob') =>
+  createClient(McpService, createGrpcTransport({ baseUrl: s.bff.grpcUrl, interceptors: [serviceTokenInterceptor(s.tokens[user]!)] }));
+
 /** One turn with a tool call, every text in it marked with `mark`; returns the conversation id. */
 async function turnWithTool(user: 'alice' | 'bob', mark: string): Promise<string> {
   const client = s.client(s.tokens[user]);
   const id = (await client.createConversation({ cwd: '/tmp' })).conversation!.id;
+  // The conversation's own MCP server (its env a secret of the user's) and an off-switch.
+  const mcp = mcpOf(user);
+  await mcp.addMcpServer({ conversationId: id, name: 'own', command: 'true', env: { TOKEN: `${mark}-mcp-secret` } });
+  await mcp.setMcpServerEnabled({ conversationId: id, name: 'own', enabled: false });
   await client.sendMessage({ conversationId: id, text: `${mark}-user-text` });
   const first = await s.waitFor('the LLM request', () => s.llmJobs.find((j) => j.conversationId === id));
   await s.delta(id, first.requestId, `${mark}-streamed`);
@@ -160,6 +168,7 @@ describe('deleting leaves nothing of a conversation but its audit rows', () => {
     );
     expect(before.some((k) => k.includes(':runs:tool/'))).toBe(true);
     expect(before.some((k) => k.includes(':q:{test-failing}:'))).toBe(true);
+    expect(before).toContain('postgres mcp_servers');
 
     await s.client(s.tokens.alice).deleteConversation({ conversationId: id });
     expect(await leftoversOf(mark)).toEqual([]);
@@ -181,7 +190,9 @@ describe('deleting leaves nothing of a conversation but its audit rows', () => {
   it('DeleteUser: the same for every conversation of the user', async () => {
     const mark = `zq${randomUUID().slice(0, 8)}`;
     const id = await turnWithTool('bob', mark);
-    expect((await leftoversOf(mark)).length).toBeGreaterThan(0);
+    // A server of bob's for all his conversations.
+    await mcpOf('bob').addMcpServer({ name: 'mine', command: 'true', env: { TOKEN: `${mark}-all-secret` } });
+    expect(await leftoversOf(`${mark}-all-secret`)).toEqual(['postgres mcp_servers']);
     const admin = createClient(
       AdminService,
       createGrpcTransport({ baseUrl: s.bff.grpcUrl, interceptors: [serviceTokenInterceptor(s.tokens.alice!)] }),

@@ -11,6 +11,7 @@ import type { StateKind } from '@bedrock/contracts';
 import { AdminService, ConversationService, WorkspaceService, type ConversationEvent } from '@bedrock/contracts';
 import { startMessagesApiServer, type MessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/offline-model';
 import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
+import pg from 'pg';
 import { startCluster, type Cluster, type ClusterOptions } from '../../src/index.ts';
 
 export interface E2e {
@@ -84,9 +85,11 @@ export async function startE2e(label: string, options: E2eOptions = {}): Promise
   const { env: extraEnv, serviceEnv, hostPaths = 'on', redis = process.env.BEDROCK_E2E_REDIS ?? 'single', ...clusterOptions } = options;
   const redisCluster: LocalRedisCluster | undefined =
     redis === 'cluster' && clusterOptions.redisUrl === undefined ? await startRedisCluster() : undefined;
+  // The suite's own database, dropped at close (unless the suite names its own).
+  const database = `bedrock_e2e_${label}_${process.pid}`;
   const cluster = await startCluster({
     dir,
-    databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_e2e_${label}_${process.pid}`,
+    databaseUrl: `postgres://postgres@127.0.0.1:5432/${database}`,
     redisUrl: 'redis://127.0.0.1:6379',
     redisPrefix: `e2e-${label}-${process.pid}`,
     ...(redisCluster ? { redisUrl: redisCluster.url, redisCluster: { ports: redisCluster.ports } } : {}),
@@ -177,6 +180,17 @@ export async function startE2e(label: string, options: E2eOptions = {}): Promise
       await cluster.stop();
       await llm.close();
       await redisCluster?.stop();
+      if (clusterOptions.databaseUrl === undefined) await dropDatabase(database);
     },
   };
+}
+
+async function dropDatabase(name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
 }

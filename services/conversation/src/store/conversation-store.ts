@@ -479,6 +479,10 @@ async function deleteLockedTree(
     [ids],
   );
   await client.query('DELETE FROM conversations WHERE id = $1', [root.id]);
+  // The conversations' own MCP servers and off-switches (keyed by id, no foreign key: '' means all).
+  for (const table of ['mcp_servers', 'mcp_servers_off']) {
+    await client.query(`DELETE FROM ${table} WHERE owner_id = $1 AND conversation_id = ANY($2::text[])`, [root.owner_id, ids]);
+  }
   // The audit row commits with the deletion (ids only: the deleted content stays deleted).
   await insertAuditRows(client, [
     {
@@ -998,6 +1002,8 @@ export function createConversationStore(options: StoreOptions) {
         // What is left of theirs: request outcomes of other scopes (e.g. a refused CreateConversation), spend, limits, tokens.
         await client.query('DELETE FROM request_outcomes WHERE owner_id = $1', [userId]);
         for (const table of USER_TABLES) await client.query(`DELETE FROM ${table} WHERE user_id = $1`, [userId]);
+        // Their MCP servers (whose env may hold their secrets) and off-switches.
+        for (const table of ['mcp_servers', 'mcp_servers_off']) await client.query(`DELETE FROM ${table} WHERE owner_id = $1`, [userId]);
         const tokens = await client.query('DELETE FROM user_tokens WHERE user_id = $1', [userId]);
         if (user) await client.query('DELETE FROM users WHERE id = $1', [userId]);
         // Their workspaces' records; the caller removes the files after the commit.

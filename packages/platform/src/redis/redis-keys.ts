@@ -27,9 +27,9 @@
  * (BullMQ's requirement); the runner registry's two keys share theirs.
  *
  * Queue partitions (BEDROCK_QUEUE_PARTITIONS = N): with N = 1 a queue is one BullMQ queue
- * `{<queue>}`. With N > 1 it is N BullMQ queues, partition i named `{<queue>.p<i>-<n>}` with the
- * first n whose slot is in the i-th 1/N of the slot space (as the buckets' tags), so the
- * partitions land on every master of a cluster whose masters own equal contiguous ranges. A job
+ * `{<queue>}`. With N > 1 it is N BullMQ queues, partition i named `{<queue>.p<i>-<k>}` with the
+ * first k whose slot is near the middle of the i-th 1/N of the slot space, so the partitions
+ * land on every master of a cluster of up to N masters owning equal contiguous ranges. A job
  * goes to the partition of its conversation (`partitionOf`), so a conversation's jobs of one
  * queue are in one partition.
  *
@@ -60,12 +60,20 @@ export function bucketOf(id: string): number {
 /** Most partitions a queue may be split into (BEDROCK_QUEUE_PARTITIONS). */
 export const MAX_QUEUE_PARTITIONS = 256;
 
-/** The hash tag of partition `i` of `n` of a queue (n > 1): its slot is in the i-th 1/n of the slots. */
+/** How far (in slots) a partition's slot may be from the middle of its share of the slots. */
+const PARTITION_SLOT_TOLERANCE = 8;
+
+/**
+ * The hash tag of partition `i` of `n` of a queue (n > 1): the first `<queue>.p<i>-<k>` whose
+ * slot is within a few slots of the middle of the i-th 1/n of the slot space. Middles, not just
+ * "inside": every master that owns a contiguous range at least 1/n of the slots wide then holds
+ * at least one partition (its range contains a middle), whatever the number of masters.
+ */
 function partitionTag(queue: string, i: number, n: number): string {
-  const width = CLUSTER_SLOTS / n;
+  const middle = (i + 0.5) * (CLUSTER_SLOTS / n);
   for (let k = 0; ; k++) {
     const tag = `${queue}.p${i}-${k}`;
-    if (Math.floor(keySlot(`{${tag}}`) / width) === i) return tag;
+    if (Math.abs(keySlot(`{${tag}}`) - middle) <= PARTITION_SLOT_TOLERANCE) return tag;
   }
 }
 

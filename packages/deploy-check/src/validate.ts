@@ -86,7 +86,10 @@ export async function validateObjects(objects: K8sObject[]): Promise<SchemaError
     if (crd) {
       if (!crd(o)) {
         const message = (crd.errors ?? [])
-          .map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}${e.keyword === 'additionalProperties' ? ` (${String(e.params.additionalProperty)})` : ''}`)
+          .map(
+            (e) =>
+              `${e.instancePath || '/'} ${e.message ?? 'is invalid'}${e.keyword === 'additionalProperties' ? ` (${String(e.params.additionalProperty)})` : ''}`,
+          )
           .join('; ');
         errors.push({ object: id, message });
       }

@@ -147,7 +147,12 @@ describe('prod scaling, network and placement', () => {
       const spec = scaled(name);
       expect(spec.triggers.map((t) => [t.type, t.metadata.listName])).toEqual(queues.flatMap(waits).map((list) => ['redis-cluster', list]));
       // The formula adds every trigger once.
-      expect(spec.advanced.scalingModifiers.formula.split('+').map((t) => t.trim()).sort()).toEqual(spec.triggers.map((t) => t.name).sort());
+      expect(
+        spec.advanced.scalingModifiers.formula
+          .split('+')
+          .map((t) => t.trim())
+          .sort(),
+      ).toEqual(spec.triggers.map((t) => t.name).sort());
     }
   });
 
@@ -160,7 +165,10 @@ describe('prod scaling, network and placement', () => {
     const env = conversation.pod.containers[0]!.env!.find((e) => e.name === 'DATABASE_URL')!;
     // The Secret CloudNativePG makes for the application user: its `uri` names `<cluster>-rw`.
     expect(env.valueFrom).toEqual({ secretKeyRef: { name: 'bedrock-pg-app', key: 'uri' } });
-    const redis = byKind(ha, 'StatefulSet', 'redis-cluster').spec as { replicas: number; template: { spec: { containers: { args: string[] }[] } } };
+    const redis = byKind(ha, 'StatefulSet', 'redis-cluster').spec as {
+      replicas: number;
+      template: { spec: { containers: { args: string[] }[] } };
+    };
     expect(redis.replicas).toBe(6);
     const args = redis.template.spec.containers[0]!.args.join(' ');
     expect(args).toContain('--cluster-enabled yes');

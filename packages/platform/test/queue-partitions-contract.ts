@@ -78,7 +78,8 @@ export function queuePartitionsContract(name: string, harness: PartitionHarness)
         used.add(home);
         for (const suffix of ['a', 'b', 'c']) {
           const where: number[] = [];
-          for (let p = 0; p < PARTITIONS; p++) if (await harness.exists(keys.bullKey(queue, encodeJobId(`${c}:${suffix}`), p))) where.push(p);
+          for (let p = 0; p < PARTITIONS; p++)
+            if (await harness.exists(keys.bullKey(queue, encodeJobId(`${c}:${suffix}`), p))) where.push(p);
           expect([c, suffix, where]).toEqual([c, suffix, [home]]);
         }
       }

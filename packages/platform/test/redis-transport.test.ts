@@ -87,7 +87,11 @@ describe('redis transport specifics', () => {
 
   it('splits queues into partitions with their own tags, placed over the slot space; one partition is the plain layout', () => {
     const one = redisKeys('bedrock');
-    expect([one.queuePartitions, one.partitionOf('conv-1'), one.bullKey('tool-exec', 'wait', 0)]).toEqual([1, 0, 'bedrock:q:{tool-exec}:wait']);
+    expect([one.queuePartitions, one.partitionOf('conv-1'), one.bullKey('tool-exec', 'wait', 0)]).toEqual([
+      1,
+      0,
+      'bedrock:q:{tool-exec}:wait',
+    ]);
     expect(() => one.bullQueueName('tool-exec', 1)).toThrow(/partition 1 out of 0..0/);
     const k = redisKeys('bedrock', { queuePartitions: 3 });
     // The names docs/deploy.md and the prod-ha overlay use.

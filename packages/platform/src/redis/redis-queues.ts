@@ -150,7 +150,9 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
    * payload the partition is unknown, so every partition is asked (N lookups at once).
    */
   async function findJob(queue: string, encodedId: string): Promise<{ job: BullJob; partition: number } | undefined> {
-    const found = await Promise.all(allPartitions.map(async (partition) => ({ job: await bullQueue(queue, partition).getJob(encodedId), partition })));
+    const found = await Promise.all(
+      allPartitions.map(async (partition) => ({ job: await bullQueue(queue, partition).getJob(encodedId), partition })),
+    );
     return found.find((f): f is { job: BullJob; partition: number } => f.job !== undefined);
   }
 
@@ -375,7 +377,9 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
     async depth(queue: string): Promise<QueueDepth> {
       // Summed over the partitions (each its own call: its own slot on a cluster).
-      const all = await Promise.all(allPartitions.map((p) => bullQueue(queue, p).getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed')));
+      const all = await Promise.all(
+        allPartitions.map((p) => bullQueue(queue, p).getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed')),
+      );
       const sum = (state: string) => all.reduce((total, counts) => total + (counts[state] ?? 0), 0);
       return { waiting: sum('waiting') + sum('prioritized'), active: sum('active'), delayed: sum('delayed'), failed: sum('failed') };
     },

@@ -155,6 +155,8 @@ export function crossReferenceProblems(objects: K8sObject[], external: ExternalS
     for (const p of spec.ports) {
       const target = p.targetPort ?? p.port;
       for (const w of selected) {
+        // An operator's pods: their ports are the operator's (not rendered).
+        if (!('pod' in w)) continue;
         if (!w.pod.containers.some((c) => hasPort(c, target)))
           problems.push(
             `Service/${svc.metadata.name}: targetPort ${target} is not a container port of ${w.object.kind}/${w.object.metadata.name}`,

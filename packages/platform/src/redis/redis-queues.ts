@@ -248,21 +248,19 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
     /** Runs the handler; true when it settled, false when the consumer handed the job back first. */
     private async run(bullJob: BullJob, handBack: AbortSignal, lockLost: AbortSignal | undefined): Promise<boolean> {
-      {
-        const job: Job<MessageShape<DescMessage>> = {
-          id: decodeJobId(bullJob.id ?? ''),
-          // Unknown fields are ignored so a newer producer does not break an older consumer mid-deploy.
-          data: fromJson(this.schema, bullJob.data, { ignoreUnknownFields: true }),
-          attemptsMade: bullJob.attemptsStarted,
-          readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
-        };
-        const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
-        const outcome = await raceAbort(
-          Promise.resolve().then(() => this.handler(job, signal)),
-          handBack,
-        );
-        return outcome === 'done';
-      }
+      const job: Job<MessageShape<DescMessage>> = {
+        id: decodeJobId(bullJob.id ?? ''),
+        // Unknown fields are ignored so a newer producer does not break an older consumer mid-deploy.
+        data: fromJson(this.schema, bullJob.data, { ignoreUnknownFields: true }),
+        attemptsMade: bullJob.attemptsStarted,
+        readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
+      };
+      const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
+      const outcome = await raceAbort(
+        Promise.resolve().then(() => this.handler(job, signal)),
+        handBack,
+      );
+      return outcome === 'done';
     }
 
     close(graceMs = DEFAULT_CLOSE_GRACE_MS): Promise<void> {

@@ -61,7 +61,7 @@ bundles: setup ## Production bundles dist/<service>/main.js (what the images run
 images: ## Build the four container images (needs a Docker engine; TAG=dev)
 	for s in conversation llm-gateway tool-runner web-bff; do docker build -f services/$$s/Dockerfile -t bedrock/$$s:$(or $(TAG),dev) . || exit 1; done
 
-k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an overlay (OVERLAY=dev|prod)
+k8s-render: setup ## Render (kubectl kustomize) and validate the manifests of an overlay (OVERLAY=dev|prod|prod-ha)
 	bash scripts/ensure-kubectl.sh
 	npm run render -w packages/deploy-check -- $(or $(OVERLAY),dev)
 

@@ -33,7 +33,8 @@ export interface ClusterOptions {
   readonly redisUrl: string;
   /**
    * `redisUrl` is a node of a Redis Cluster with these nodes (every port: the tools are denied
-   * them all): the services run with BEDROCK_REDIS_CLUSTER=on, their ACL users on every node.
+   * them all): the services run with BEDROCK_REDIS_CLUSTER=on and BEDROCK_QUEUE_PARTITIONS=3,
+   * their ACL users on every node.
    */
   readonly redisCluster?: { readonly ports: readonly number[] };
   /** Key prefix in Redis, so several clusters (or test runs) can share one server. */
@@ -156,7 +157,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     REDIS_URL: options.redisUrl,
     BEDROCK_REDIS_PREFIX: options.redisPrefix,
     BEDROCK_TRANSPORT: 'redis',
-    ...(options.redisCluster ? { BEDROCK_REDIS_CLUSTER: 'on' } : {}),
+    // On a cluster the queues are split in one partition per master (3 locally), so that their
+    // load spreads over the masters (docs/transports.md, "Queue partitions").
+    ...(options.redisCluster ? { BEDROCK_REDIS_CLUSTER: 'on', BEDROCK_QUEUE_PARTITIONS: '3' } : {}),
     BEDROCK_HOST: '127.0.0.1',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     ...options.env,

@@ -40,6 +40,21 @@ describe('rendering', () => {
       Service: 5,
       TriggerAuthentication: 1,
     });
+    expect(count(render('prod-ha'))).toEqual({
+      Cluster: 1,
+      ConfigMap: 2,
+      Deployment: 4,
+      HorizontalPodAutoscaler: 1,
+      Job: 1,
+      Namespace: 1,
+      NetworkPolicy: 4,
+      PersistentVolumeClaim: 1,
+      PodDisruptionBudget: 4,
+      ScaledObject: 2,
+      Service: 6,
+      StatefulSet: 1,
+      TriggerAuthentication: 1,
+    });
     for (const o of render('dev'))
       if (o.kind !== 'Namespace') expect([objectId(o), o.metadata.namespace]).toEqual([objectId(o), 'bedrock-dev']);
     for (const o of render('prod'))
@@ -91,7 +106,7 @@ describe('rendering', () => {
 });
 
 describe('schemas', () => {
-  it.each(OVERLAYS)('every object of %s is valid for Kubernetes v1.36 and KEDA v2.19', async (overlay) => {
+  it.each(OVERLAYS)('every object of %s is valid for Kubernetes v1.36, KEDA v2.19 and CloudNativePG 1.30', async (overlay) => {
     expect(await validateObjects(render(overlay))).toEqual([]);
   });
 
@@ -103,6 +118,22 @@ describe('schemas', () => {
     const errors = await validateObjects(objects);
     expect(errors.map((e) => e.object).sort()).toEqual(['ScaledObject/tool-runner', 'Service/web-bff', 'Widget/w']);
     expect(errors.find((e) => e.object === 'ScaledObject/tool-runner')!.message).toMatch(/minReplicaCount must be integer/);
+  });
+
+  it('checks a CloudNativePG Cluster against its vendored CRD schema: types, enums, unknown fields', async () => {
+    const objects = render('prod-ha');
+    const spec = byKind(objects, 'Cluster', 'bedrock-pg').spec as Record<string, unknown> & {
+      postgresql: { synchronous: Record<string, unknown> };
+    };
+    spec.instances = 'three';
+    spec.postgresql.synchronous.method = 'all';
+    spec.storage = { size: '100Gi', sise: '1Gi' };
+    const errors = await validateObjects(objects);
+    expect(errors.map((e) => e.object)).toEqual(['Cluster/bedrock-pg']);
+    const message = errors[0]!.message;
+    expect(message).toMatch(/\/spec\/instances must be integer/);
+    expect(message).toMatch(/\/spec\/postgresql\/synchronous\/method must be equal to one of the allowed values/);
+    expect(message).toMatch(/\/spec\/storage must NOT have additional properties \(sise\)/);
   });
 });
 

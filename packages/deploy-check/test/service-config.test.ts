@@ -36,6 +36,8 @@ function containerEnv(objects: K8sObject[], w: Workload): Record<string, string>
     DATABASE_URL: 'postgres://bedrock:secret@db.internal:5432/bedrock',
     REDIS_URL: 'rediss://:secret@redis.internal:6380',
     ANTHROPIC_API_KEY: 'sk-ant-sample',
+    // CloudNativePG's application Secret (prod-ha): its `uri` names the `-rw` Service.
+    uri: 'postgresql://bedrock:secret@bedrock-pg-rw.bedrock:5432/bedrock',
     BEDROCK_TOKENS: `ops:${'a'.repeat(64)}`,
   };
   const env: Record<string, string> = {};
@@ -125,6 +127,52 @@ describe('prod scaling, network and placement', () => {
     expect(
       (byKind(prod, 'HorizontalPodAutoscaler', 'web-bff').spec as { metrics: { resource: { name: string } }[] }).metrics[0]!.resource.name,
     ).toBe('cpu');
+  });
+
+  it('prod-ha: KEDA sums the wait lists of every partition of the queues, with the names the services use', () => {
+    const ha = render('prod-ha');
+    const config = byKind(ha, 'ConfigMap', 'bedrock-config').data as Record<string, string>;
+    expect([config.BEDROCK_REDIS_CLUSTER, config.BEDROCK_QUEUE_PARTITIONS]).toEqual(['on', '3']);
+    const keys = redisKeys(config.BEDROCK_REDIS_PREFIX!, { queuePartitions: Number(config.BEDROCK_QUEUE_PARTITIONS) });
+    const waits = (queue: string) => Array.from({ length: keys.queuePartitions }, (_, p) => keys.bullKey(queue, 'wait', p));
+    const scaled = (name: string) =>
+      byKind(ha, 'ScaledObject', name).spec as {
+        advanced: { scalingModifiers: { formula: string } };
+        triggers: { type: string; name: string; metadata: { listName: string } }[];
+      };
+    for (const [name, queues] of [
+      ['llm-gateway', [QUEUE_LLM_REQUESTS]],
+      ['tool-runner', [QUEUE_TOOL_EXEC, QUEUE_TOOL_EXEC_RESTRICTED]],
+    ] as const) {
+      const spec = scaled(name);
+      expect(spec.triggers.map((t) => [t.type, t.metadata.listName])).toEqual(queues.flatMap(waits).map((list) => ['redis-cluster', list]));
+      // The formula adds every trigger once.
+      expect(
+        spec.advanced.scalingModifiers.formula
+          .split('+')
+          .map((t) => t.trim())
+          .sort(),
+      ).toEqual(spec.triggers.map((t) => t.name).sort());
+    }
+  });
+
+  it('prod-ha: Postgres by CloudNativePG with a synchronous standby; the conversation service on its -rw Service', () => {
+    const ha = render('prod-ha');
+    const pg = byKind(ha, 'Cluster', 'bedrock-pg').spec as { instances: number; postgresql: { synchronous: Record<string, unknown> } };
+    expect(pg.instances).toBe(3);
+    expect(pg.postgresql.synchronous).toEqual({ method: 'any', number: 1, dataDurability: 'required' });
+    const conversation = workloads(ha).find((w) => w.object.metadata.name === 'conversation')!;
+    const env = conversation.pod.containers[0]!.env!.find((e) => e.name === 'DATABASE_URL')!;
+    // The Secret CloudNativePG makes for the application user: its `uri` names `<cluster>-rw`.
+    expect(env.valueFrom).toEqual({ secretKeyRef: { name: 'bedrock-pg-app', key: 'uri' } });
+    const redis = byKind(ha, 'StatefulSet', 'redis-cluster').spec as {
+      replicas: number;
+      template: { spec: { containers: { args: string[] }[] } };
+    };
+    expect(redis.replicas).toBe(6);
+    const args = redis.template.spec.containers[0]!.args.join(' ');
+    expect(args).toContain('--cluster-enabled yes');
+    expect(args).toContain('--maxmemory-policy noeviction');
   });
 
   it('tool-runners: Landlock nodes only, the reviewed capabilities, egress only to DNS, Redis and the internet', () => {

@@ -6,7 +6,7 @@ import { renderKustomization, type K8sObject } from '../src/kustomize.ts';
 import type { ExternalSecrets, SecurityException } from '../src/cross-refs.ts';
 
 export const K8S = join(ROOT, 'deploy', 'k8s');
-export const OVERLAYS = ['dev', 'prod'] as const;
+export const OVERLAYS = ['dev', 'prod', 'prod-ha'] as const;
 export type Overlay = (typeof OVERLAYS)[number];
 
 export function render(overlay: Overlay | 'base'): K8sObject[] {

@@ -73,9 +73,12 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
   const kubeDns: Endpoint = { pod: { namespace: 'kube-system', labels: { 'k8s-app': 'kube-dns' } } };
   const prometheus: Endpoint = { pod: { namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'prometheus' } } };
   const runner = pod('tool-runner');
-  // Where Postgres is: dev's pod; prod's managed server on a private address (VPC, peering).
+  // Where Postgres is: dev's pod; prod's managed server on a private address (VPC, peering);
+  // prod-ha's CloudNativePG instances.
+  const cnpg: Endpoint = { pod: { namespace, labels: { 'cnpg.io/cluster': 'bedrock-pg', 'cnpg.io/podRole': 'instance' } } };
   const postgres: Endpoint[] = [
     ...(overlay === 'dev' ? [pod('postgres')] : []),
+    ...(overlay === 'prod-ha' ? [cnpg] : []),
     { pod: { namespace, labels: { 'app.kubernetes.io/name': 'postgres' } } },
     { ips: ['10.20.0.5', '172.31.4.10', '192.168.1.20', '100.64.3.4', 'fd12:3456::5'] },
   ];
@@ -145,12 +148,22 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
       for (const s of SERVICES) expect([s, connectionAllowed(objects, pod(s), pod('redis'), 6379)]).toEqual([s, true]);
       expect(connectionAllowed(objects, prometheus, pod('redis'), 6379)).toBe(false);
     }
+    if (overlay === 'prod-ha') {
+      expect(connectionAllowed(objects, pod('conversation'), cnpg, 5432)).toBe(true);
+      for (const s of ['web-bff', 'llm-gateway', 'tool-runner'])
+        expect([s, connectionAllowed(objects, pod(s), cnpg, 5432)]).toEqual([s, false]);
+      for (const s of SERVICES) expect([s, connectionAllowed(objects, pod(s), pod('redis-cluster'), 6379)]).toEqual([s, true]);
+      // The cluster bus is the nodes' own.
+      for (const s of SERVICES) expect([s, connectionAllowed(objects, pod(s), pod('redis-cluster'), 16379)]).toEqual([s, false]);
+      expect(connectionAllowed(objects, pod('redis-cluster'), pod('redis-cluster'), 16379)).toBe(true);
+      expect(connectionAllowed(objects, prometheus, pod('redis-cluster'), 6379)).toBe(false);
+    }
   });
 
   it('DATABASE_URL goes to the conversation service only; each service reads only its own Secret', () => {
-    const readers = list
-      .filter((w) => secretKeysOf(overlay, objects, w).some((k) => k.endsWith('/DATABASE_URL')))
-      .map((w) => w.object.metadata.name);
+    // prod-ha: the database credentials are in the Secret CloudNativePG makes (`bedrock-pg-app`).
+    const isDatabase = (k: string) => k.endsWith('/DATABASE_URL') || k.startsWith('bedrock-pg-app/');
+    const readers = list.filter((w) => secretKeysOf(overlay, objects, w).some(isDatabase)).map((w) => w.object.metadata.name);
     expect(readers).toEqual(['conversation']);
     for (const w of list) {
       for (const c of w.pod.containers)
@@ -161,7 +174,8 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
     }
     for (const name of SERVICES) {
       const secrets = new Set(secretKeysOf(overlay, objects, workload(name)).map((k) => k.split('/')[0]));
-      expect([name, [...secrets]]).toEqual([name, [`bedrock-${name}`]]);
+      const own = overlay === 'prod-ha' && name === 'conversation' ? ['bedrock-conversation', 'bedrock-pg-app'] : [`bedrock-${name}`];
+      expect([name, [...secrets].sort()]).toEqual([name, own]);
     }
   });
 
@@ -249,11 +263,12 @@ describe.each(OVERLAYS)('%s: trust boundaries', (overlay) => {
       const ref = workload(name).pod.containers[0]!.env!.find((e) => e.name === 'REDIS_URL')!.valueFrom!.secretKeyRef!;
       expect([name, ref]).toEqual([name, { name: `bedrock-${name}`, key: 'REDIS_URL' }]);
     }
-    if (overlay === 'prod') {
+    if (overlay !== 'dev') {
       const keda = (
         byKind(objects, 'TriggerAuthentication', 'bedrock-redis').spec as { secretTargetRef: { parameter: string }[] }
       ).secretTargetRef.map((r) => r.parameter);
-      expect(keda.sort()).toEqual(['address', 'password', 'username']);
+      // prod-ha: the redis-cluster scaler takes the nodes' `addresses`.
+      expect(keda.sort()).toEqual([overlay === 'prod' ? 'address' : 'addresses', 'password', 'username']);
       return;
     }
     const urls = SERVICES.map((name) => new URL(secretData(objects, `bedrock-${name}`).REDIS_URL!));

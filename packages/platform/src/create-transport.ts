@@ -24,6 +24,7 @@ export function createTransport(config: TransportConfig, logger: TransportLogger
     redisUrl: redis.url,
     cluster: redis.cluster,
     prefix: redis.prefix,
+    queuePartitions: redis.queuePartitions,
     completedRetentionMs: redis.completedJobRetention,
     failedRetentionMs: redis.failedJobRetention,
     streamMaxLen: redis.streamMaxLen,

@@ -85,6 +85,42 @@ describe('redis transport specifics', () => {
     expect(() => redisKeys('')).toThrow();
   });
 
+  it('splits queues into partitions with their own tags, placed over the slot space; one partition is the plain layout', () => {
+    const one = redisKeys('bedrock');
+    expect([one.queuePartitions, one.partitionOf('conv-1'), one.bullKey('tool-exec', 'wait', 0)]).toEqual([
+      1,
+      0,
+      'bedrock:q:{tool-exec}:wait',
+    ]);
+    expect(() => one.bullQueueName('tool-exec', 1)).toThrow(/partition 1 out of 0..0/);
+    const k = redisKeys('bedrock', { queuePartitions: 3 });
+    // The names docs/deploy.md and the prod-ha overlay use.
+    expect([0, 1, 2].map((p) => k.bullKey('llm-requests', 'wait', p))).toEqual([
+      'bedrock:q:{llm-requests.p0-940}:wait',
+      'bedrock:q:{llm-requests.p1-526}:wait',
+      'bedrock:q:{llm-requests.p2-804}:wait',
+    ]);
+    for (const n of [2, 3, 4, 6, 12, 24]) {
+      const keys = redisKeys('bedrock', { queuePartitions: n });
+      for (let p = 0; p < n; p++) {
+        // Near the middle of its 1/n of the slots.
+        const slot = keySlot(keys.bullKey('conversation-events', 'wait', p));
+        expect([n, p, Math.abs(slot - (p + 0.5) * (16384 / n)) <= 8]).toEqual([n, p, true]);
+        // Every key of one partition in one slot.
+        expect(keySlot(keys.bullKey('conversation-events', 'x%3Ay', p))).toBe(slot);
+      }
+      // Stable, and every partition used.
+      const used = new Set(Array.from({ length: 50 * n }, (_, i) => keys.partitionOf(`conv-${i}`)));
+      expect(used.size).toBe(n);
+      expect(keys.partitionOf('conv-7')).toBe(redisKeys('other', { queuePartitions: n }).partitionOf('conv-7'));
+    }
+    expect(() => redisKeys('bedrock', { queuePartitions: 0 })).toThrow(/1..256/);
+    expect(() => redisKeys('bedrock', { queuePartitions: 257 })).toThrow(/1..256/);
+    expect(loadConfig(redisSection, {}).queuePartitions).toBe(1);
+    expect(loadConfig(redisSection, { BEDROCK_QUEUE_PARTITIONS: '12' }).queuePartitions).toBe(12);
+    expect(() => loadConfig(redisSection, { BEDROCK_QUEUE_PARTITIONS: '0' })).toThrow(/BEDROCK_QUEUE_PARTITIONS="0" is invalid/);
+  });
+
   it('BullMQ itself refuses ids with a colon, which is why ids are encoded', async () => {
     const queue = new Queue('raw-ids', { connection: { url: REDIS_URL }, prefix: keys.bullPrefix });
     try {

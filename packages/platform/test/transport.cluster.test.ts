@@ -15,6 +15,7 @@ import { STREAM_START, createRedisTransport, redisKeys } from '../src/index.ts';
 import type { Transport } from '../src/index.ts';
 import { keySlot } from '../src/redis/cluster-slot.ts';
 import { transportContract, waitFor } from './transport-contract.ts';
+import { queuePartitionsContract } from './queue-partitions-contract.ts';
 import { uniquePrefix } from './redis-helpers.ts';
 
 let started: Promise<LocalRedisCluster> | undefined;
@@ -23,10 +24,35 @@ afterAll(async () => {
   if (started) await (await started).stop();
 });
 
+// The contract with the queues in 3 partitions (one per master); one partition is the code path
+// of one Redis, which transport.contract.test.ts runs.
 const prefix = uniquePrefix('cluster-contract');
-transportContract('redis-cluster', {
+transportContract('redis-cluster with 3 queue partitions', {
   async make() {
-    return createRedisTransport({ redisUrl: (await redisCluster()).url, cluster: true, prefix });
+    return createRedisTransport({ redisUrl: (await redisCluster()).url, cluster: true, prefix, queuePartitions: 3 });
+  },
+});
+
+let admin: Cluster | undefined;
+const adminClient = async () => {
+  if (!admin) {
+    admin = new Cluster([{ host: '127.0.0.1', port: (await redisCluster()).ports[0]! }]);
+    await admin.ping();
+  }
+  return admin;
+};
+afterAll(() => admin?.disconnect());
+queuePartitionsContract('redis-cluster', {
+  masters: 3,
+  async make(p, queuePartitions) {
+    return createRedisTransport({ redisUrl: (await redisCluster()).url, cluster: true, prefix: p, queuePartitions });
+  },
+  async exists(key) {
+    return (await (await adminClient()).exists(key)) === 1;
+  },
+  async masterOfSlot(slot) {
+    const node = (await adminClient()).slots[slot]![0]!;
+    return Number(node.split(':')[1]);
   },
 });
 

@@ -14,6 +14,7 @@ import {
 } from '../defaults.ts';
 import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_URL } from '../redis/redis-transport-options.ts';
 import { LOG_LEVELS } from '../server/logger.ts';
+import { MAX_QUEUE_PARTITIONS } from '../redis/redis-keys.ts';
 import { optionalSetting, section, setting, type SettingType } from './config.ts';
 import { bool, duration, filePath, int, oneOf, port, str, url } from './types.ts';
 
@@ -60,6 +61,10 @@ export const redisSection = section({
   cluster: setting('BEDROCK_REDIS_CLUSTER', bool(), {
     default: false,
     doc: 'Redis is a Redis Cluster: `REDIS_URL` is one of its nodes (a seed; the others are found from it). See docs/transports.md, "Redis Cluster".',
+  }),
+  queuePartitions: setting('BEDROCK_QUEUE_PARTITIONS', int({ min: 1, max: MAX_QUEUE_PARTITIONS }), {
+    default: 1,
+    doc: 'Partitions of every queue, by conversation, each its own hash tag so a queue spreads over the masters of a Redis Cluster (1: one per queue, right for one Redis). Every process of a deployment must have the same value; change it only with the queues drained. See docs/transports.md, "Queue partitions".',
   }),
   prefix: setting('BEDROCK_REDIS_PREFIX', str('letters, digits, `.`, `_` or `-`'), {
     default: DEFAULT_REDIS_PREFIX,

@@ -14,6 +14,7 @@
  * | `bedrock:{runners}`                     | hash: runner id -> RunnerCapabilities (protobuf JSON)   |
  * | `bedrock:{runners}:expiry`              | sorted set: runner id scored by its expiry              |
  * | `bedrock:q:{<queue>}:<suffix>`          | BullMQ's keys of a queue (`wait`, `active`, job hashes) |
+ * | `bedrock:q:{<queue>.p<i>-<n>}:<suffix>` | the same, of partition i of a queue split in N > 1      |
  *
  * Hash tags (Redis Cluster hashes only the part between the first `{` and `}`): every key that a
  * Lua script or MULTI touches together with another shares its tag, so the same code runs on one
@@ -24,6 +25,13 @@
  * that their slots are spread evenly over the slot space (bucket i in the i-th sixteenth), so
  * they are spread over the masters of a cluster. A BullMQ queue's keys share the queue's tag
  * (BullMQ's requirement); the runner registry's two keys share theirs.
+ *
+ * Queue partitions (BEDROCK_QUEUE_PARTITIONS = N): with N = 1 a queue is one BullMQ queue
+ * `{<queue>}`. With N > 1 it is N BullMQ queues, partition i named `{<queue>.p<i>-<k>}` with the
+ * first k whose slot is near the middle of the i-th 1/N of the slot space, so the partitions
+ * land on every master of a cluster of up to N masters owning equal contiguous ranges. A job
+ * goes to the partition of its conversation (`partitionOf`), so a conversation's jobs of one
+ * queue are in one partition.
  *
  * No two prefixes share a key, and every key matches `<prefix>:*` (the Redis ACL users' pattern:
  * `{` is no glob character).
@@ -46,22 +54,55 @@ const BUCKET_TAGS: readonly string[] = Array.from({ length: STREAM_BUCKETS }, (_
 
 /** FNV-1a 32 of the string's UTF-16 code units, mod the buckets. */
 export function bucketOf(id: string): number {
+  return fnv1a(id) % STREAM_BUCKETS;
+}
+
+/** Most partitions a queue may be split into (BEDROCK_QUEUE_PARTITIONS). */
+export const MAX_QUEUE_PARTITIONS = 256;
+
+/** How far (in slots) a partition's slot may be from the middle of its share of the slots. */
+const PARTITION_SLOT_TOLERANCE = 8;
+
+/**
+ * The hash tag of partition `i` of `n` of a queue (n > 1): the first `<queue>.p<i>-<k>` whose
+ * slot is within a few slots of the middle of the i-th 1/n of the slot space. Middles, not just
+ * "inside": every master that owns a contiguous range at least 1/n of the slots wide then holds
+ * at least one partition (its range contains a middle), whatever the number of masters.
+ */
+function partitionTag(queue: string, i: number, n: number): string {
+  const middle = (i + 0.5) * (CLUSTER_SLOTS / n);
+  for (let k = 0; ; k++) {
+    const tag = `${queue}.p${i}-${k}`;
+    if (Math.abs(keySlot(`{${tag}}`) - middle) <= PARTITION_SLOT_TOLERANCE) return tag;
+  }
+}
+
+/** FNV-1a 32 of the string's UTF-16 code units. */
+function fnv1a(id: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) {
     h ^= id.charCodeAt(i);
     h = Math.imul(h, 0x01000193) >>> 0;
   }
-  return h % STREAM_BUCKETS;
+  return h;
 }
 
 export interface RedisKeys {
   readonly prefix: string;
   /** BullMQ's own `prefix` option: its keys are `<bullPrefix>:<bull queue name>:<suffix>`. */
   readonly bullPrefix: string;
-  /** BullMQ's name of one of our queues: `{<queue>}`, the hash tag of its keys. */
-  bullQueueName(queue: string): string;
-  /** One of BullMQ's keys of a queue: `wait` (the list KEDA scales on), `active`, or a job id (its hash). */
-  bullKey(queue: string, suffix: string): string;
+  /** Partitions of every queue (BEDROCK_QUEUE_PARTITIONS; 1: a queue is one BullMQ queue). */
+  readonly queuePartitions: number;
+  /**
+   * The partition (0..queuePartitions-1) of a job: by a stable hash of its conversation id, or
+   * of its job id when its payload names no conversation. The same on every process that has
+   * the same `queuePartitions`.
+   */
+  partitionOf(routingKey: string): number;
+  /** BullMQ's name of partition `partition` (default 0) of one of our queues: `{<queue>}` (N = 1) or `{<queue>.p<i>-<n>}`, the hash tag of its keys. */
+  bullQueueName(queue: string, partition?: number): string;
+  /** One of BullMQ's keys of a queue's partition: `wait` (the list KEDA scales on), `active`, or a job id (its hash). */
+  bullKey(queue: string, suffix: string, partition?: number): string;
   /** Stream: a conversation's notifications (ConversationEvent). */
   stream(conversationId: string): string;
   /** Set: `<queue>:<encoded job id>` of every job whose payload names the conversation (removed with it). */
@@ -82,9 +123,23 @@ export interface RedisKeys {
   runRecordPrefix(conversationId: string): string;
 }
 
-export function redisKeys(prefix: string): RedisKeys {
+export function redisKeys(prefix: string, options: { readonly queuePartitions?: number } = {}): RedisKeys {
   if (prefix === '') throw new Error('redis prefix must not be empty');
+  const partitions = options.queuePartitions ?? 1;
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_QUEUE_PARTITIONS) {
+    throw new Error(`queue partitions must be an integer 1..${MAX_QUEUE_PARTITIONS}, got ${partitions}`);
+  }
   const bullPrefix = `${prefix}:q`;
+  const tags = new Map<string, readonly string[]>();
+  const bullQueueName = (queue: string, partition = 0): string => {
+    if (!Number.isInteger(partition) || partition < 0 || partition >= partitions) {
+      throw new Error(`queue partition ${partition} out of 0..${partitions - 1}`);
+    }
+    if (partitions === 1) return `{${queue}}`;
+    let names = tags.get(queue);
+    if (!names) tags.set(queue, (names = Array.from({ length: partitions }, (_, i) => `{${partitionTag(queue, i, partitions)}}`)));
+    return names[partition]!;
+  };
   const runners = `${prefix}:{runners}`;
   const tagged = (id: string) => `${prefix}:{${BUCKET_TAGS[bucketOf(id)]}}`;
   const runRecordPrefix = (conversationId: string) => `${tagged(conversationId)}:runs:`;
@@ -95,8 +150,10 @@ export function redisKeys(prefix: string): RedisKeys {
   return {
     prefix,
     bullPrefix,
-    bullQueueName: (queue) => `{${queue}}`,
-    bullKey: (queue, suffix) => `${bullPrefix}:{${queue}}:${suffix}`,
+    queuePartitions: partitions,
+    partitionOf: (routingKey) => (partitions === 1 ? 0 : fnv1a(routingKey) % partitions),
+    bullQueueName,
+    bullKey: (queue, suffix, partition = 0) => `${bullPrefix}:${bullQueueName(queue, partition)}:${suffix}`,
     stream: (conversationId) => `${tagged(conversationId)}:conv:${conversationId}:events`,
     conversationJobs: (conversationId) => `${tagged(conversationId)}:conv:${conversationId}:jobs`,
     conversationRuns: (conversationId) => `${tagged(conversationId)}:conv:${conversationId}:runs`,

@@ -10,6 +10,14 @@
  * Redis Cluster: a BullMQ queue's keys must share a slot; the queue's BullMQ name is `{<queue>}`
  * (redis-keys.ts), a hash tag. A job's conversation set is in another slot than the job, so the
  * two are written by separate commands (never one MULTI or pipeline).
+ *
+ * Partitions (`keys.queuePartitions` = N > 1): each of our queues is N BullMQ queues, each with
+ * its own hash tag, so that a queue's load spreads over a cluster's masters. A job goes to the
+ * partition of its conversation (of its id when it names none), so one id is always in one
+ * partition (de-duplication holds) and a conversation's jobs of a queue are in one FIFO list.
+ * A consumer runs one BullMQ Worker per partition; a fair gate (FIFO) shares the consumer's
+ * `concurrency` between them, so no partition waits behind a flood in another, and one busy
+ * partition may still use all of it.
  */
 import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
@@ -115,27 +123,47 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
     for (const [err] of replies) if (err) throw err;
   }
 
-  function bullQueue(name: string): Queue {
+  const partitions = keys.queuePartitions;
+  const allPartitions = Array.from({ length: partitions }, (_, i) => i);
+  /** The partition of a job: its conversation's, or its id's when its payload names none. */
+  const partitionOfJob = (jobId: string, payload: object) => keys.partitionOf(conversationOfPayload(payload) ?? jobId);
+
+  function bullQueue(name: string, partition = 0): Queue {
     if (closed) throw new Error('queues are closed');
     assertQueueName(name);
-    let queue = bullQueues.get(name);
+    const bullName = keys.bullQueueName(name, partition);
+    let queue = bullQueues.get(bullName);
     if (!queue) {
-      queue = new Queue(keys.bullQueueName(name), { connection, prefix: bullPrefix });
+      queue = new Queue(bullName, { connection, prefix: bullPrefix });
       queue.on('error', onError);
-      bullQueues.set(name, queue);
+      bullQueues.set(bullName, queue);
     }
     return queue;
   }
 
-  function jobKey(queue: string, encodedId: string): string {
-    return keys.bullKey(queue, encodedId);
+  function jobKey(queue: string, encodedId: string, partition: number): string {
+    return keys.bullKey(queue, encodedId, partition);
+  }
+
+  /**
+   * A job by its id alone (jobStatus, remove): one id is in one partition, but without its
+   * payload the partition is unknown, so every partition is asked (N lookups at once).
+   */
+  async function findJob(queue: string, encodedId: string): Promise<{ job: BullJob; partition: number } | undefined> {
+    const found = await Promise.all(
+      allPartitions.map(async (partition) => ({ job: await bullQueue(queue, partition).getJob(encodedId), partition })),
+    );
+    return found.find((f): f is { job: BullJob; partition: number } => f.job !== undefined);
   }
 
   class RedisConsumer implements Consumer {
     readonly queue: string;
-    private readonly worker: Worker;
-    /** The Worker's own cluster connection (closed with it); none on one Redis (BullMQ owns its connection). */
+    /** One Worker per partition. */
+    private readonly workers: Worker[];
+    /** The Workers' cluster connection, shared by the partitions' Workers (each duplicates it for its blocking reads) and closed with them; none on one Redis (BullMQ owns its connections). */
     private readonly clusterConnection: RedisClient | undefined;
+    /** Shares `concurrency` between the partitions' Workers, first come first served (none with one partition). */
+    private readonly gate: FairGate | undefined;
     /** Aborted when close() stops waiting: running jobs are handed back. */
     private readonly handBack = (() => {
       const controller = new AbortController();
@@ -159,50 +187,80 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
       // event-loop stall) keeps running its job while the job may be redelivered elsewhere.
       const processor = (job: BullJob, token?: string, signal?: AbortSignal) => this.process(job, token, signal);
       const lockDuration = options.lockDurationMs ?? DEFAULT_JOB_LOCK_MS;
+      const concurrency = consumeOptions.concurrency ?? 1;
+      // With N partitions each Worker may take up to `concurrency` jobs (one busy partition gets
+      // all of it) and the gate lets `concurrency` run in all, first come first served. While
+      // the gate is full the Workers are throttled to 1 (BullMQ reads `concurrency` before each
+      // fetch), so what waits at the gate (held, its lock renewed) is about one job per
+      // partition: each partition's next turn, after at most one job of each other partition.
+      this.gate = partitions > 1 ? new FairGate(concurrency, (full) => this.throttle(full ? 1 : concurrency)) : undefined;
+      // The limiter is queue-wide in BullMQ, so per partition: the same `max` over N times the
+      // window, which adds up to the configured rate across the partitions.
+      const limiter = consumeOptions.limiter
+        ? { max: consumeOptions.limiter.max, duration: consumeOptions.limiter.durationMs * partitions }
+        : undefined;
       // BullMQ workers wait for Redis indefinitely (maxRetriesPerRequest null), as BullMQ requires.
       this.clusterConnection = options.cluster
         ? createRedisClient(options.redisUrl, true, { connectionName: 'bedrock-worker', maxRetriesPerRequest: null })
         : undefined;
       this.clusterConnection?.on('error', onError);
-      this.worker = new Worker(keys.bullQueueName(queue), processor, {
-        connection: this.clusterConnection ?? { url: options.redisUrl },
-        prefix: bullPrefix,
-        concurrency: consumeOptions.concurrency ?? 1,
-        lockDuration,
-        // Renewed every quarter of the lock (BullMQ: half), so an event loop may stall for about
-        // three quarters of it before the lock lapses.
-        lockRenewTime: Math.max(1, Math.round(lockDuration * JOB_LOCK_RENEW_FRACTION)),
-        stalledInterval: options.stalledIntervalMs ?? DEFAULT_JOB_STALLED_INTERVAL_MS,
-        limiter: consumeOptions.limiter ? { max: consumeOptions.limiter.max, duration: consumeOptions.limiter.durationMs } : undefined,
-        settings: {
-          // `failures` counts handler throws including this one.
-          backoffStrategy: (failures: number) => (failures >= attempts ? -1 : backoffDelay(backoffMs, failures)),
-        },
+      this.workers = allPartitions.map((partition) => {
+        const worker = new Worker(keys.bullQueueName(queue, partition), processor, {
+          connection: this.clusterConnection ?? { url: options.redisUrl },
+          prefix: bullPrefix,
+          concurrency,
+          lockDuration,
+          // Renewed every quarter of the lock (BullMQ: half), so an event loop may stall for about
+          // three quarters of it before the lock lapses.
+          lockRenewTime: Math.max(1, Math.round(lockDuration * JOB_LOCK_RENEW_FRACTION)),
+          stalledInterval: options.stalledIntervalMs ?? DEFAULT_JOB_STALLED_INTERVAL_MS,
+          limiter,
+          settings: {
+            // `failures` counts handler throws including this one.
+            backoffStrategy: (failures: number) => (failures >= attempts ? -1 : backoffDelay(backoffMs, failures)),
+          },
+        });
+        worker.on('error', onError);
+        return worker;
       });
-      this.worker.on('error', onError);
+    }
+
+    /** Sets every Worker's fetch limit (the gate's slots still bound what runs). */
+    private throttle(limit: number): void {
+      for (const worker of this.workers) worker.concurrency = limit;
     }
 
     private async process(bullJob: BullJob, token: string | undefined, lockLost: AbortSignal | undefined): Promise<void> {
       const handBack = this.handBack.signal;
-      if (!handBack.aborted) {
-        const job: Job<MessageShape<DescMessage>> = {
-          id: decodeJobId(bullJob.id ?? ''),
-          // Unknown fields are ignored so a newer producer does not break an older consumer mid-deploy.
-          data: fromJson(this.schema, bullJob.data, { ignoreUnknownFields: true }),
-          attemptsMade: bullJob.attemptsStarted,
-          readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
-        };
-        const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
-        const outcome = await raceAbort(
-          Promise.resolve().then(() => this.handler(job, signal)),
-          handBack,
-        );
-        if (outcome === 'done') return;
+      const admitted = this.gate ? await this.gate.enter(handBack) : !handBack.aborted;
+      if (admitted) {
+        try {
+          if (await this.run(bullJob, handBack, lockLost)) return;
+        } finally {
+          this.gate?.leave();
+        }
       }
       // Back to the front of the wait list for another consumer; WaitingError tells the Worker
       // the job was moved on purpose (neither completed nor failed).
       await bullJob.moveToWait(token);
       throw new WaitingError();
+    }
+
+    /** Runs the handler; true when it settled, false when the consumer handed the job back first. */
+    private async run(bullJob: BullJob, handBack: AbortSignal, lockLost: AbortSignal | undefined): Promise<boolean> {
+      const job: Job<MessageShape<DescMessage>> = {
+        id: decodeJobId(bullJob.id ?? ''),
+        // Unknown fields are ignored so a newer producer does not break an older consumer mid-deploy.
+        data: fromJson(this.schema, bullJob.data, { ignoreUnknownFields: true }),
+        attemptsMade: bullJob.attemptsStarted,
+        readyAt: bullJob.timestamp + (bullJob.opts.delay ?? 0),
+      };
+      const signal = lockLost ? AbortSignal.any([handBack, lockLost]) : handBack;
+      const outcome = await raceAbort(
+        Promise.resolve().then(() => this.handler(job, signal)),
+        handBack,
+      );
+      return outcome === 'done';
     }
 
     close(graceMs = DEFAULT_CLOSE_GRACE_MS): Promise<void> {
@@ -212,7 +270,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
     private async shutDown(graceMs: number): Promise<void> {
       // Worker.close() stops fetching at once and resolves when running jobs are done.
-      const closed = this.worker.close();
+      const closed = Promise.all(this.workers.map((worker) => worker.close()));
       let timer: NodeJS.Timeout | undefined;
       const finished = await Promise.race([
         closed.then(() => true),
@@ -230,7 +288,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
   return {
     producer<S extends DescMessage>(queue: string, schema: S): Producer<S> {
-      const bull = bullQueue(queue);
+      bullQueue(queue);
       return {
         queue,
         async add(jobId: string, payload: MessageShape<S>, addOptions = {}): Promise<boolean> {
@@ -238,7 +296,8 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
           // BullMQ returns the id whether it added the job or found it already there, so each
           // add carries a unique name and reading it back tells which happened.
           const name = `${schema.typeName}/${randomUUID()}`;
-          await bull.add(name, toJson(schema, payload), {
+          const partition = partitionOfJob(jobId, payload);
+          await bullQueue(queue, partition).add(name, toJson(schema, payload), {
             jobId: encoded,
             delay: Math.max(0, addOptions.delayMs ?? 0),
             ...jobOptions,
@@ -246,7 +305,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
           const owner = conversationOfPayload(payload);
           // The job's hash and the conversation's set are in different slots: two commands.
           const [stored] = await Promise.all([
-            connection.hget(jobKey(queue, encoded), 'name'),
+            connection.hget(jobKey(queue, encoded, partition), 'name'),
             owner === null ? undefined : indexJobs(owner, [indexEntry(queue, encoded)], Math.max(0, addOptions.delayMs ?? 0)),
           ]);
           // null: the job is already gone (removed in between); it was ours to add, so true.
@@ -255,6 +314,7 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
         async addBulk(jobs: readonly BulkJob<S>[]): Promise<void> {
           const bulk = jobs.map((job) => ({
+            partition: partitionOfJob(job.jobId, job.payload),
             name: schema.typeName,
             data: toJson(schema, job.payload),
             opts: { jobId: encodeJobId(job.jobId), delay: Math.max(0, job.options?.delayMs ?? 0), ...jobOptions },
@@ -273,17 +333,29 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
           await Promise.all([...byOwner].map(([owner, { entries, delayMs }]) => indexJobs(owner, entries, delayMs)));
           // BullMQ keeps a job whose id exists as it is (no second add). One job: one script
           // call (addBulk would build an ioredis MULTI pipeline, which costs more than the call).
-          if (bulk.length === 1) await bull.add(bulk[0]!.name, bulk[0]!.data, bulk[0]!.opts);
-          else if (bulk.length > 1) await bull.addBulk(bulk);
+          // Per partition (each its own slot on a cluster), in order within each.
+          const byPartition = new Map<number, typeof bulk>();
+          for (const job of bulk) {
+            let list = byPartition.get(job.partition);
+            if (!list) byPartition.set(job.partition, (list = []));
+            list.push(job);
+          }
+          await Promise.all(
+            [...byPartition].map(async ([partition, list]) => {
+              const bull = bullQueue(queue, partition);
+              if (list.length === 1) await bull.add(list[0]!.name, list[0]!.data, list[0]!.opts);
+              else await bull.addBulk(list.map(({ name, data, opts }) => ({ name, data, opts })));
+            }),
+          );
         },
 
         async remove(jobId: string): Promise<boolean> {
           const encoded = encodeJobId(jobId);
-          const job = await bull.getJob(encoded);
-          if (!job || !NOT_STARTED.has(await job.getState())) return false;
+          const found = await findJob(queue, encoded);
+          if (!found || !NOT_STARTED.has(await found.job.getState())) return false;
           // BullMQ refuses (0) to remove a job locked by a worker, so a job that started
           // between the state check and here is left alone.
-          return (await bull.remove(encoded)) === 1;
+          return (await bullQueue(queue, found.partition).remove(encoded)) === 1;
         },
       };
     },
@@ -302,17 +374,16 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
     },
 
     async depth(queue: string): Promise<QueueDepth> {
-      const counts = await bullQueue(queue).getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed');
-      return {
-        waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0),
-        active: counts.active ?? 0,
-        delayed: counts.delayed ?? 0,
-        failed: counts.failed ?? 0,
-      };
+      // Summed over the partitions (each its own call: its own slot on a cluster).
+      const all = await Promise.all(
+        allPartitions.map((p) => bullQueue(queue, p).getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed')),
+      );
+      const sum = (state: string) => all.reduce((total, counts) => total + (counts[state] ?? 0), 0);
+      return { waiting: sum('waiting') + sum('prioritized'), active: sum('active'), delayed: sum('delayed'), failed: sum('failed') };
     },
 
     async jobStatus(queue: string, jobId: string): Promise<JobStatus> {
-      const job = await bullQueue(queue).getJob(encodeJobId(jobId));
+      const job = (await findJob(queue, encodeJobId(jobId)))?.job;
       if (!job) return { state: 'unknown', finishedAt: null };
       const state = STATUS_OF[await job.getState()] ?? 'unknown';
       const finished = state === 'completed' || state === 'failed';
@@ -322,6 +393,8 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
     async removeConversation(conversationId: string): Promise<number> {
       const index = keys.conversationJobs(conversationId);
       const entries = await connection.smembers(index);
+      // Every job listed names this conversation, so all are in its partition.
+      const partition = keys.partitionOf(conversationId);
       let removed = 0;
       for (const entry of entries) {
         const at = entry.indexOf(':');
@@ -329,8 +402,8 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
         const encoded = entry.slice(at + 1);
         // BullMQ's remove deletes the job's hash (its payload), its logs and its place in every
         // state list; it refuses (0) a job a worker holds the lock of: that one stays listed.
-        const done = (await bullQueue(queue).remove(encoded)) === 1;
-        const gone = done || (await connection.exists(jobKey(queue, encoded))) === 0;
+        const done = (await bullQueue(queue, partition).remove(encoded)) === 1;
+        const gone = done || (await connection.exists(jobKey(queue, encoded, partition))) === 0;
         if (done) removed += 1;
         if (gone) await connection.srem(index, entry);
       }
@@ -359,5 +432,56 @@ async function raceAbort(work: Promise<void>, signal: AbortSignal): Promise<'don
     return await Promise.race([work.then(() => 'done' as const), aborted]);
   } finally {
     signal.removeEventListener('abort', onAbort!);
+  }
+}
+
+/**
+ * At most `slots` holders at once; waiters enter in arrival order (FIFO), so the Workers of the
+ * partitions take turns. Hand-written: p-limit and friends queue functions, not waiters that can
+ * give up (an aborted waiter here leaves the line without taking a slot).
+ */
+class FairGate {
+  private used = 0;
+  private readonly waiters: { resolve: (entered: boolean) => void; signal: AbortSignal; onAbort: () => void }[] = [];
+
+  /** `onFull(true)` when the last slot is taken, `onFull(false)` when one is free again. */
+  constructor(
+    private readonly slots: number,
+    private readonly onFull: (full: boolean) => void,
+  ) {}
+
+  /** Resolves true once a slot is taken, false if `signal` aborted first (no slot taken). */
+  enter(signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return Promise.resolve(false);
+    if (this.used < this.slots && this.waiters.length === 0) {
+      this.used += 1;
+      if (this.used === this.slots) this.onFull(true);
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const waiter = {
+        resolve,
+        signal,
+        onAbort: () => {
+          const at = this.waiters.indexOf(waiter);
+          if (at !== -1) this.waiters.splice(at, 1);
+          resolve(false);
+        },
+      };
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+      this.waiters.push(waiter);
+    });
+  }
+
+  leave(): void {
+    const next = this.waiters.shift();
+    if (next) {
+      // The slot passes straight to the next waiter.
+      next.signal.removeEventListener('abort', next.onAbort);
+      next.resolve(true);
+    } else {
+      this.used -= 1;
+      if (this.used === this.slots - 1) this.onFull(false);
+    }
   }
 }

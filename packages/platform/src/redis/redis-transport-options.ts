@@ -7,6 +7,11 @@ export interface RedisTransportOptions {
   readonly cluster?: boolean;
   /** Prefix of every key and channel; see docs/transports.md. Default `bedrock`. */
   readonly prefix?: string;
+  /**
+   * Partitions of every queue, by conversation (each its own hash tag: spread over a cluster's
+   * masters). Every producer and consumer of a deployment must use the same number. Default 1.
+   */
+  readonly queuePartitions?: number;
   /** Completed jobs (and so their ids, for de-duplication) are kept this long, ms. Default 24 h. */
   readonly completedRetentionMs?: number;
   /** Jobs that used up their attempts are kept this long, ms. Default 7 days. */

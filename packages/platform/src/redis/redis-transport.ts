@@ -20,7 +20,7 @@ import type { RedisTransportOptions } from './redis-transport-options.ts';
 
 export function createRedisTransport(options: RedisTransportOptions): Transport {
   const onError = options.onError ?? logBackgroundErrors('redis transport');
-  const keys = redisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
+  const keys = redisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX, { queuePartitions: options.queuePartitions ?? 1 });
   // ioredis' default retry policy here (a command fails after ~20 reconnect attempts) so that
   // request paths fail rather than hang while Redis is away. BullMQ workers open their own
   // connections, which wait indefinitely as BullMQ requires.

@@ -13,7 +13,6 @@
  * BENCH_CANCELS (default 20), BENCH_DISTRIBUTED=0 skips the distributed part.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,26 +39,50 @@ const DISTRIBUTED = process.env.BENCH_DISTRIBUTED !== '0';
 /** Goal per tool in one process, ms (issue 31). */
 const GOAL_PER_TOOL_MS = 6;
 
-const load = (): string => loadavg().map((l) => l.toFixed(1)).join(' ');
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
 
 interface Side {
   readonly name: string;
   readonly api: Client<typeof ConversationService>;
   readonly turns: number[];
-  /** The event loop's delay during this side's turns (the one process's loop: the runner's too). */
-  readonly delay: ReturnType<typeof monitorEventLoopDelay>;
+  /** The event loop's stalls during this side's turns, ms (the one process's loop: the runner's too). */
+  readonly stalls: number[];
+}
+
+/** Measures how late a 1 ms timer fires, attributed to the side whose turn runs. */
+function stallMeter(): { during<T>(side: Side, work: () => Promise<T>): Promise<T>; stop(): void } {
+  let current: Side | undefined;
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const at = performance.now();
+    current?.stalls.push(Math.max(0, at - last - 1));
+    last = at;
+  }, 1);
+  return {
+    async during(side, work) {
+      last = performance.now();
+      current = side;
+      try {
+        return await work();
+      } finally {
+        current = undefined;
+      }
+    },
+    stop: () => clearInterval(timer),
+  };
 }
 
 /** Runs the sides' turns in alternation (a warm-up turn each first), so that both see the same machine. */
 async function alternateTurns(sides: Side[], llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<void> {
   for (const side of sides) await timedTurn(side.api, llm);
+  const meter = stallMeter();
   for (let i = 0; i < TURNS; i++) {
-    for (const side of sides) {
-      side.delay.enable();
-      side.turns.push(await timedTurn(side.api, llm));
-      side.delay.disable();
-    }
+    for (const side of sides) side.turns.push(await meter.during(side, () => timedTurn(side.api, llm)));
   }
+  meter.stop();
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -184,7 +207,7 @@ async function main(): Promise<void> {
         BEDROCK_SANDBOX_SPAWNER: spawner,
       },
     });
-    sides.push({ name: spawner, api: client(embedded.httpUrl, embedded.token), turns: [], delay: monitorEventLoopDelay({ resolution: 1 }) });
+    sides.push({ name: spawner, api: client(embedded.httpUrl, embedded.token), turns: [], stalls: [] });
     stops.push(async () => {
       await embedded.stop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -194,14 +217,20 @@ async function main(): Promise<void> {
   await alternateTurns(sides, llm);
   const loadAfter = load();
   for (const stop of stops) await stop();
-  console.log(`${TOOLS} tool calls of \`true\` in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`);
+  console.log(
+    `${TOOLS} tool calls of \`true\` in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`,
+  );
   for (const side of sides) {
     const perTool = median(side.turns) / TOOLS;
     const range = `${(Math.min(...side.turns) / TOOLS).toFixed(1)}–${(Math.max(...side.turns) / TOOLS).toFixed(1)}`;
     console.log(
       `  helpers started by ${side.name === 'process' ? 'the spawner process' : "the runner's own loop"} (${side.name}): ` +
         `${perTool.toFixed(1)} ms per tool median (range ${range}), goal ≤ ${GOAL_PER_TOOL_MS} ms${perTool <= GOAL_PER_TOOL_MS ? ' — met' : ' — missed'}; ` +
-        `event loop delay p99 ${(side.delay.percentile(99) / 1e6).toFixed(1)} ms, max ${(side.delay.max / 1e6).toFixed(1)} ms`,
+        `event loop stalls: p99 ${percentile(
+          [...side.stalls].sort((a, b) => a - b),
+          99,
+        ).toFixed(1)} ms, ` +
+        `${(side.stalls.filter((x) => x >= 2).reduce((a, b) => a + b, 0) / (side.turns.length * TOOLS)).toFixed(2)} ms per tool in stalls ≥ 2 ms`,
     );
   }
   const inProcess = median(sides[0]!.turns);

@@ -84,7 +84,7 @@ describe('pushed deliveries', () => {
   it('reach every watcher of a conversation in order, exactly once', async () => {
     const alice = s.client(s.tokens.alice);
     const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;
-    const watchers = Array.from({ length: 20 }, () => rawWatch(s.bff.grpcUrl, s.tokens.alice, conv.id));
+    const watchers = Array.from({ length: 20 }, () => rawWatch(s.bff.grpcUrl, s.tokens.alice!, conv.id));
     try {
       await s.waitFor('snapshots', () => watchers.every((w) => w.events.length === 1), 10_000);
       const seq = watchers[0]!.events[0]!.sequence;
@@ -100,8 +100,8 @@ describe('pushed deliveries', () => {
   it('a watcher that stops reading gets a fresh snapshot once it drains, not the events it missed', async () => {
     const alice = s.client(s.tokens.alice);
     const conv = (await alice.createConversation({ cwd: '/tmp' })).conversation!;
-    const slow = rawWatch(s.bff.grpcUrl, s.tokens.alice, conv.id);
-    const steady = rawWatch(s.bff.grpcUrl, s.tokens.alice, conv.id);
+    const slow = rawWatch(s.bff.grpcUrl, s.tokens.alice!, conv.id);
+    const steady = rawWatch(s.bff.grpcUrl, s.tokens.alice!, conv.id);
     try {
       await s.waitFor('snapshots', () => slow.events.length === 1 && steady.events.length === 1, 10_000);
       expect(slow.events[0]!.kind.case).toBe('snapshot');

@@ -316,6 +316,11 @@ function messageValues(m: MessageRow) {
 
 export interface StoreOptions {
   readonly pool: Pool;
+  /**
+   * Write one outbox row per effect, as before migration 025, instead of one per event and
+   * conversation: only for the apply benchmark's side-by-side comparison (both are read alike).
+   */
+  readonly outboxRowPerEffect?: boolean;
 }
 
 export interface ListOptions {
@@ -753,7 +758,9 @@ export function createConversationStore(options: StoreOptions) {
       client?: PoolClient,
     ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
       // The event's effects, one table row per conversation they belong to (outbox-row.ts).
-      const { packed: outbox, holder } = packOutboxRows(write.outbox);
+      const { packed: outbox, holder } = options.outboxRowPerEffect
+        ? { packed: write.outbox, holder: write.outbox.map((_, i) => i) }
+        : packOutboxRows(write.outbox);
       const { rows } = await (client ?? pool).query<{ revision: string; updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
         name: 'bedrock-write-applied',
         text: WRITE_APPLIED,

@@ -36,9 +36,10 @@ function expectConsecutive(events: ConversationEvent[]) {
 }
 
 async function unsent(id: string) {
-  const { rows } = await h.pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox_effects WHERE conversation_id = $1 AND sent_at IS NULL', [
-    id,
-  ]);
+  const { rows } = await h.pool.query<{ n: string }>(
+    'SELECT count(*) AS n FROM outbox_effects WHERE conversation_id = $1 AND sent_at IS NULL',
+    [id],
+  );
   return Number(rows[0]!.n);
 }
 

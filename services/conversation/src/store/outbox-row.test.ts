@@ -27,8 +27,18 @@ describe('outboxRowFromDb', () => {
 describe('one table row per event and conversation', () => {
   const rows: OutboxRow[] = [
     { effectId: 'n1', conversationId: 'c1', kind: 'notification', payload: { sequence: 7, kind: 'stateChanged', message: { a: 1 } } },
-    { effectId: 'j1', conversationId: 'c1', kind: 'job', payload: { queue: 'q', schema: 'ToolExecJob', jobId: 'j', delayMs: 0, message: {} } },
-    { effectId: 'p1', conversationId: 'parent', kind: 'job', payload: { queue: 'e', schema: 'ConversationEventJob', jobId: 'k', delayMs: 0, message: {} } },
+    {
+      effectId: 'j1',
+      conversationId: 'c1',
+      kind: 'job',
+      payload: { queue: 'q', schema: 'ToolExecJob', jobId: 'j', delayMs: 0, message: {} },
+    },
+    {
+      effectId: 'p1',
+      conversationId: 'parent',
+      kind: 'job',
+      payload: { queue: 'e', schema: 'ConversationEventJob', jobId: 'k', delayMs: 0, message: {} },
+    },
     { effectId: 'x1', conversationId: 'c1', kind: 'cancel', payload: { message: {} } },
   ];
 
@@ -52,7 +62,9 @@ describe('one table row per event and conversation', () => {
 
   it('refuses a packed row it cannot publish, naming the row', () => {
     expect(() => outboxRowsFromDb('n1+2', 'c1', EFFECTS_KIND, {})).toThrow(/n1\+2: payload is not a list of effects/);
-    expect(() => outboxRowsFromDb('n1+2', 'c1', EFFECTS_KIND, [{ kind: 'cancel', payload: { message: {} } }])).toThrow(/effect 0 has no effect id/);
+    expect(() => outboxRowsFromDb('n1+2', 'c1', EFFECTS_KIND, [{ kind: 'cancel', payload: { message: {} } }])).toThrow(
+      /effect 0 has no effect id/,
+    );
     expect(() => outboxRowsFromDb('n1+2', 'c1', EFFECTS_KIND, [{ effectId: 'a', kind: 'job', payload: {} }])).toThrow(MalformedOutboxRow);
   });
 });

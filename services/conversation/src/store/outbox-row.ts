@@ -149,7 +149,8 @@ export function packOutboxRows(rows: readonly OutboxRow[]): { packed: PackedOutb
 /** Checks a row read from the `outbox` table into the effects it holds (one, or an event's list); throws MalformedOutboxRow. */
 export function outboxRowsFromDb(effectId: string, conversationId: string, kind: string, payload: unknown): OutboxRow[] {
   if (kind !== EFFECTS_KIND) return [outboxRowFromDb(effectId, conversationId, kind, payload)];
-  if (!Array.isArray(payload) || payload.length === 0) throw new MalformedOutboxRow(`outbox row ${effectId}: payload is not a list of effects`);
+  if (!Array.isArray(payload) || payload.length === 0)
+    throw new MalformedOutboxRow(`outbox row ${effectId}: payload is not a list of effects`);
   return payload.map((item: unknown, i) => {
     if (typeof item !== 'object' || item === null) throw new MalformedOutboxRow(`outbox row ${effectId}: effect ${i} is not an object`);
     const e = item as Record<string, unknown>;

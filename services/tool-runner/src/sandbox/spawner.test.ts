@@ -65,7 +65,9 @@ describe('the spawner process', () => {
 
   it('fails a request for a program that does not exist, and goes on serving', async () => {
     spawner = createSpawner();
-    await expect(spawner.spawn('/nonexistent/helper', [], { cwd: '/', env: {} })).rejects.toThrow(/could not start the sandbox helper: .*ENOENT/);
+    await expect(spawner.spawn('/nonexistent/helper', [], { cwd: '/', env: {} })).rejects.toThrow(
+      /could not start the sandbox helper: .*ENOENT/,
+    );
     const helper = await spawner.spawn('/bin/sh', ECHO, { cwd: '/', env: { PATH: '/usr/bin:/bin' } });
     helper.stdio[4]?.end();
     expect(await exited(helper)).toEqual([3, null]);

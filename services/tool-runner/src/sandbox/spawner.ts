@@ -176,11 +176,7 @@ export function createSpawner(): Spawner {
       const p = pending.get(m.id);
       const owner = proc;
       if (!p) return;
-      p.helper = new SpawnedHelper(
-        m.pid,
-        (signal) => (owner?.connected ? owner.send({ t: 'kill', id: m.id, signal }) : false),
-        updateRef,
-      );
+      p.helper = new SpawnedHelper(m.pid, (signal) => (owner?.connected ? owner.send({ t: 'kill', id: m.id, signal }) : false), updateRef);
       return;
     }
     if (m.t === 'exit') {

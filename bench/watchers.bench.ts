@@ -98,6 +98,8 @@ const conversation = createConversationService(
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       database: { url: db.url },
       conversations: { sandbox: 'available' },
+      // The conversations run in /tmp (no workspace storage here).
+      workspaces: { hostPaths: 'on' },
     },
   ),
   { transport: conversationTransport, logger, servicePeers: services.peers },
@@ -143,6 +145,8 @@ try {
           BEDROCK_TOKENS: `bench:${hashToken(token)}`,
           BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
           BEDROCK_WATCH_DELIVERY: delivery,
+          // One user holds every watcher here.
+          BEDROCK_WATCH_MAX_PER_USER: '0',
           LOG_LEVEL: 'info',
         },
         stdio: ['ignore', 'pipe', 'inherit'],

@@ -6,9 +6,14 @@
  *     hop in milliseconds;
  *  2. the time from the Cancel RPC to the idle state arriving on a watcher's stream (median,
  *     p99), in the distributed pipeline.
- * Prints figures; asserts nothing. BENCH_TOOLS (default 40), BENCH_TURNS (default 5, the median is printed) and BENCH_CANCELS (default 20).
+ * In one process the turn is timed twice, turn by turn in alternation: the sandbox helpers
+ * started by the spawner process (BEDROCK_SANDBOX_SPAWNER=process, the default) and by the
+ * runner's own event loop (`inline`), with the event loop's longest stall during the turns.
+ * Prints figures; asserts nothing. BENCH_TOOLS (default 40), BENCH_TURNS (default 5, the median is printed),
+ * BENCH_CANCELS (default 20), BENCH_DISTRIBUTED=0 skips the distributed part.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -30,6 +35,57 @@ async function medianTurn(api: Client<typeof ConversationService>, llm: { enqueu
   return turns.sort((a, b) => a - b)[Math.floor(turns.length / 2)]!;
 }
 const CANCELS = Number(process.env.BENCH_CANCELS ?? 20);
+const DISTRIBUTED = process.env.BENCH_DISTRIBUTED !== '0';
+/** Goal per tool in one process, ms (issue 31). */
+const GOAL_PER_TOOL_MS = 6;
+
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
+
+interface Side {
+  readonly name: string;
+  readonly api: Client<typeof ConversationService>;
+  readonly turns: number[];
+  /** The event loop's stalls during this side's turns, ms (the one process's loop: the runner's too). */
+  readonly stalls: number[];
+}
+
+/** Measures how late a 1 ms timer fires, attributed to the side whose turn runs. */
+function stallMeter(): { during<T>(side: Side, work: () => Promise<T>): Promise<T>; stop(): void } {
+  let current: Side | undefined;
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const at = performance.now();
+    current?.stalls.push(Math.max(0, at - last - 1));
+    last = at;
+  }, 1);
+  return {
+    async during(side, work) {
+      last = performance.now();
+      current = side;
+      try {
+        return await work();
+      } finally {
+        current = undefined;
+      }
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** Runs the sides' turns in alternation (a warm-up turn each first), so that both see the same machine. */
+async function alternateTurns(sides: Side[], llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<void> {
+  for (const side of sides) await timedTurn(side.api, llm);
+  const meter = stallMeter();
+  for (let i = 0; i < TURNS; i++) {
+    for (const side of sides) side.turns.push(await meter.during(side, () => timedTurn(side.api, llm)));
+  }
+  meter.stop();
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function client(baseUrl: string, token: string): Client<typeof ConversationService> {
   return createClient(
@@ -131,25 +187,57 @@ async function main(): Promise<void> {
   const llm = await startMessagesApiServer();
   const env = { ANTHROPIC_API_KEY: 'bench', ANTHROPIC_BASE_URL: llm.url, LOG_LEVEL: 'error' };
 
-  // --- in one process: the embedded mode's in-process queues, on the same PostgreSQL server ---
-  const dataDir = mkdtempSync(join(tmpdir(), 'bedrock-bench-embedded-'));
-  const databaseUrl = `postgres://postgres@127.0.0.1:5432/bedrock_bench_local_${process.pid}`;
-  await createDatabase(databaseUrl);
-  const embedded = await startEmbedded({
-    env: {
-      ...process.env,
-      ...env,
-      BEDROCK_DATA_DIR: dataDir,
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      DATABASE_URL: databaseUrl,
-      BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5',
-    },
-  });
-  const local = client(embedded.httpUrl, embedded.token);
-  const inProcess = await medianTurn(local, llm);
-  await embedded.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  // --- in one process: the embedded mode's in-process queues, on the same PostgreSQL server;
+  // the sandbox helpers started by the spawner process, and by the runner's own loop --------
+  const sides: Side[] = [];
+  const stops: (() => Promise<void>)[] = [];
+  for (const spawner of ['process', 'inline'] as const) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'bedrock-bench-embedded-'));
+    const databaseUrl = `postgres://postgres@127.0.0.1:5432/bedrock_bench_local_${spawner}_${process.pid}`;
+    await createDatabase(databaseUrl);
+    const embedded = await startEmbedded({
+      env: {
+        ...process.env,
+        ...env,
+        BEDROCK_DATA_DIR: dataDir,
+        BEDROCK_PORT: '0',
+        BEDROCK_GRPC_PORT: '0',
+        DATABASE_URL: databaseUrl,
+        BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5',
+        BEDROCK_SANDBOX_SPAWNER: spawner,
+      },
+    });
+    sides.push({ name: spawner, api: client(embedded.httpUrl, embedded.token), turns: [], stalls: [] });
+    stops.push(async () => {
+      await embedded.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    });
+  }
+  const loadBefore = load();
+  await alternateTurns(sides, llm);
+  const loadAfter = load();
+  for (const stop of stops) await stop();
+  console.log(
+    `${TOOLS} tool calls of \`true\` in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`,
+  );
+  for (const side of sides) {
+    const perTool = median(side.turns) / TOOLS;
+    const range = `${(Math.min(...side.turns) / TOOLS).toFixed(1)}–${(Math.max(...side.turns) / TOOLS).toFixed(1)}`;
+    console.log(
+      `  helpers started by ${side.name === 'process' ? 'the spawner process' : "the runner's own loop"} (${side.name}): ` +
+        `${perTool.toFixed(1)} ms per tool median (range ${range}), goal ≤ ${GOAL_PER_TOOL_MS} ms${perTool <= GOAL_PER_TOOL_MS ? ' — met' : ' — missed'}; ` +
+        `event loop stalls: p99 ${percentile(
+          [...side.stalls].sort((a, b) => a - b),
+          99,
+        ).toFixed(1)} ms, ` +
+        `${(side.stalls.filter((x) => x >= 2).reduce((a, b) => a + b, 0) / (side.turns.length * TOOLS)).toFixed(2)} ms per tool in stalls ≥ 2 ms`,
+    );
+  }
+  const inProcess = median(sides[0]!.turns);
+  if (!DISTRIBUTED) {
+    await llm.close();
+    return;
+  }
 
   // --- distributed: every service its own process ----------------------------------------
   const dir = mkdtempSync(join(tmpdir(), 'bedrock-bench-cluster-'));

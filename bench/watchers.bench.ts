@@ -11,7 +11,9 @@
  * turn, evenly every 10 ms, then BENCH_DRAIN_MS (3000) before the next.
  * BENCH_CLIENT: raw (default; a minimal gRPC client on node:http2, so the load generator is
  * not the limit) or connect (connect-node's client). BENCH_CPU_PROF=<dir>: web-bff runs with
- * --cpu-prof and writes its profile there on exit.
+ * --cpu-prof and writes its profile there on exit (one directory per delivery mode).
+ * BENCH_DELIVERIES (default "pull,push"): one web-bff process per BEDROCK_WATCH_DELIVERY mode,
+ * each with its own conversations and watchers, the phases alternating between them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,6 +39,8 @@ const RATES = (process.env.BENCH_RATES ?? '1000,20000').split(',').map(Number);
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 10_000);
 const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 3000);
 const CPU_PROF = process.env.BENCH_CPU_PROF;
+/** One web-bff per delivery mode, phases alternating between them (BEDROCK_WATCH_DELIVERY). */
+const DELIVERIES = (process.env.BENCH_DELIVERIES ?? 'pull,push').split(',');
 const TICK_MS = 10;
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
@@ -94,6 +98,8 @@ const conversation = createConversationService(
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       database: { url: db.url },
       conversations: { sandbox: 'available' },
+      // The conversations run in /tmp (no workspace storage here).
+      workspaces: { hostPaths: 'on' },
     },
   ),
   { transport: conversationTransport, logger, servicePeers: services.peers },
@@ -106,63 +112,90 @@ try {
     ConversationService,
     createGrpcTransport({ baseUrl: conversation.grpcUrl, interceptors: [serviceTokenInterceptor(services.tokens['web-bff']!)] }),
   );
-  const ids: string[] = [];
-  for (let i = 0; i < CONVERSATIONS; i++) {
-    const res = await direct.createConversation({ cwd: '/tmp' }, { headers: { [USER_HEADER]: 'bench' } });
-    ids.push(res.conversation!.id);
-  }
-
   const token = generateToken();
-  const bff = spawn(
-    process.execPath,
-    [...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []), '--import', 'tsx', here('../services/web-bff/src/main.ts')],
-    {
+  const perConversation = WATCHERS / CONVERSATIONS;
+  const mark = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const ms = (v: unknown) => `${Number(v).toFixed(1)} ms`;
+
+  /** One web-bff with its own conversations and its own watchers' process. */
+  async function startSide(delivery: string) {
+    const ids: string[] = [];
+    for (let i = 0; i < CONVERSATIONS; i++) {
+      const res = await direct.createConversation({ cwd: '/tmp' }, { headers: { [USER_HEADER]: 'bench' } });
+      ids.push(res.conversation!.id);
+    }
+    const bff = spawn(
+      process.execPath,
+      [
+        ...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${join(CPU_PROF, delivery)}`] : []),
+        '--import',
+        'tsx',
+        here('../services/web-bff/src/main.ts'),
+      ],
+      {
+        env: {
+          ...process.env,
+          BEDROCK_PORT: '0',
+          BEDROCK_GRPC_PORT: '0',
+          BEDROCK_METRICS_PORT: '0',
+          BEDROCK_HOST: '127.0.0.1',
+          BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
+          BEDROCK_REDIS_PREFIX: prefix,
+          REDIS_URL: 'redis://127.0.0.1:6379',
+          BEDROCK_TOKENS: `bench:${hashToken(token)}`,
+          BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
+          BEDROCK_WATCH_DELIVERY: delivery,
+          // One user holds every watcher here.
+          BEDROCK_WATCH_MAX_PER_USER: '0',
+          LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    children.push(bff);
+    const grpcPort = await lineOf(bff, (l) => (json(l)?.msg === 'web-bff started' ? (json(l)!.grpc_port as number) : undefined), 'web-bff');
+    const idleRss = rssKb(bff.pid!);
+
+    const clients = spawn(process.execPath, ['--import', 'tsx', here('./support/watch-clients.ts')], {
       env: {
         ...process.env,
-        BEDROCK_PORT: '0',
-        BEDROCK_GRPC_PORT: '0',
-        BEDROCK_METRICS_PORT: '0',
-        BEDROCK_HOST: '127.0.0.1',
-        BEDROCK_CONVERSATION_URL: conversation.grpcUrl,
-        BEDROCK_REDIS_PREFIX: prefix,
-        REDIS_URL: 'redis://127.0.0.1:6379',
-        BEDROCK_TOKENS: `bench:${hashToken(token)}`,
-        BEDROCK_SERVICE_TOKEN_FILE: serviceTokenFile,
-        LOG_LEVEL: 'info',
+        BENCH_URL: `http://127.0.0.1:${grpcPort}`,
+        BENCH_TOKEN: token,
+        BENCH_CONVERSATIONS: JSON.stringify(ids),
+        BENCH_WATCHERS: String(WATCHERS),
+        BENCH_CONNECTIONS: String(CONNECTIONS),
       },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  children.push(bff);
-  const grpcPort = await lineOf(bff, (l) => (json(l)?.msg === 'web-bff started' ? (json(l)!.grpc_port as number) : undefined), 'web-bff');
-  const idleRss = rssKb(bff.pid!);
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.push(clients);
+    const attachCpu0 = cpuMs(bff.pid!);
+    const ready = await lineOf(clients, (l) => (json(l)?.ready ? json(l)! : undefined), 'watchers');
+    const attachCpu = cpuMs(bff.pid!) - attachCpu0;
+    const watchingRss = rssKb(bff.pid!);
+    // The conversations' last durable sequence (no durable event comes during the run): each
+    // token delta is one append, stamped just before it.
+    const sequences = await Promise.all(ids.map(async (id) => (await transport.streams.last(id)).sequence));
+    return {
+      delivery,
+      ids,
+      bff,
+      clients,
+      idleRss,
+      watchingRss,
+      peakRss: watchingRss,
+      ready,
+      attachCpu,
+      sequences,
+      next: 0,
+      phaseCpu: new Map<number, number>(),
+      published: new Map<number, number>(),
+      loads: new Map<number, string>(),
+    };
+  }
+  type Side = Awaited<ReturnType<typeof startSide>>;
 
-  const clients = spawn(process.execPath, ['--import', 'tsx', here('./support/watch-clients.ts')], {
-    env: {
-      ...process.env,
-      BENCH_URL: `http://127.0.0.1:${grpcPort}`,
-      BENCH_TOKEN: token,
-      BENCH_CONVERSATIONS: JSON.stringify(ids),
-      BENCH_WATCHERS: String(WATCHERS),
-      BENCH_CONNECTIONS: String(CONNECTIONS),
-    },
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  children.push(clients);
-  const attachCpu0 = cpuMs(bff.pid!);
-  const ready = await lineOf(clients, (l) => (json(l)?.ready ? json(l)! : undefined), 'watchers');
-  const attachCpu = cpuMs(bff.pid!) - attachCpu0;
-  const watchingRss = rssKb(bff.pid!);
-
-  // The conversations' last durable sequence (no durable event comes during the run): each
-  // token delta is one append, stamped just before it.
-  const sequences = await Promise.all(ids.map(async (id) => (await transport.streams.last(id)).sequence));
-  const perConversation = WATCHERS / CONVERSATIONS;
-  let peakRss = watchingRss;
-  let next = 0;
-  const phaseCpu: number[] = [];
-  const published: number[] = [];
-  for (const rate of RATES) {
+  async function phase(side: Side, rate: number): Promise<void> {
+    const { bff, ids, sequences } = side;
     const eventsPerSecond = rate / perConversation;
     const cpu0 = cpuMs(bff.pid!);
     const t0 = Date.now();
@@ -171,7 +204,7 @@ try {
     while (Date.now() - t0 < PHASE_MS) {
       const due = Math.floor(((Date.now() - t0) / 1000) * eventsPerSecond);
       for (; sent < due; sent++) {
-        const i = next++ % ids.length;
+        const i = side.next++ % ids.length;
         const id = ids[i]!;
         appends.push(
           transport.streams.appendEphemeral(
@@ -183,13 +216,23 @@ try {
           ),
         );
       }
-      peakRss = Math.max(peakRss, rssKb(bff.pid!));
+      side.peakRss = Math.max(side.peakRss, rssKb(bff.pid!));
       await new Promise((r) => setTimeout(r, TICK_MS));
     }
     await Promise.all(appends);
-    phaseCpu.push(cpuMs(bff.pid!) - cpu0);
-    published.push(sent);
+    side.phaseCpu.set(rate, cpuMs(bff.pid!) - cpu0);
+    side.published.set(rate, sent);
+    side.loads.set(rate, readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' '));
     await new Promise((r) => setTimeout(r, DRAIN_MS));
+  }
+
+  // Before (pull: every watcher's own loop writes each event) and after (push: the tail writes
+  // to caught-up watchers), each with its own web-bff, conversations and watchers; the phases
+  // alternate between them, so both see the same machine.
+  const sides: Side[] = [];
+  for (const delivery of DELIVERIES) sides.push(await startSide(delivery));
+  for (const [r, rate] of RATES.entries()) {
+    for (const side of r % 2 === 0 ? sides : [...sides].reverse()) await phase(side, rate);
   }
   // Connections web-bff reads streams on (counted while every conversation is watched).
   const redis = new Redis('redis://127.0.0.1:6379');
@@ -198,47 +241,50 @@ try {
     (l) => l.includes('name=bedrock-blocking-read') || l.includes('name=bedrock-stream-follower'),
   ).length;
   await redis.quit();
-  clients.stdin!.write('report\n');
-  const report = await lineOf(clients, (l) => (json(l)?.phases !== undefined ? json(l)! : undefined), 'report');
-  const ms = (v: unknown) => `${Number(v).toFixed(1)} ms`;
-  const perWatcherKib = ((watchingRss - idleRss) * 1024) / WATCHERS / 1024;
-  const attachS = Number(ready.setupMs) / 1000;
-  const mark = (ok: boolean) => (ok ? 'met' : 'MISSED');
-
   console.log(
-    `watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections (one web-bff process; ${process.env.BENCH_CLIENT ?? 'raw'} gRPC clients)`,
+    `watchers:                         ${WATCHERS} on ${CONVERSATIONS} conversations (${perConversation} each) over ${CONNECTIONS} HTTP/2 connections per web-bff process (${process.env.BENCH_CLIENT ?? 'raw'} gRPC clients); one web-bff per delivery: ${DELIVERIES.join(', ')}`,
   );
+  console.log(`Redis connections reading streams: ${blockingReads} for ${CONVERSATIONS * sides.length} watched conversations`);
   console.log(
-    `all watching after:               ${attachS.toFixed(1)} s (snapshot each), web-bff CPU ${(attachCpu / 1000).toFixed(1)} s (${(attachCpu / WATCHERS).toFixed(2)} ms per attach), stream errors ${ready.errors}   [target ≤ 5 s: ${mark(attachS <= 5)}]`,
+    'delivery | rate (deliveries/s) | events | deliveries       | every watcher reached | one watcher p50 / p99 / max   | every watcher p50 / p99 | web-bff CPU | p99 goal ≤ 50 ms | load average',
   );
-  console.log(`Redis connections reading streams: ${blockingReads} for ${CONVERSATIONS} watched conversations`);
-  console.log(
-    `web-bff RSS:                      idle ${mib(idleRss)}, watching ${mib(watchingRss)}, peak while publishing ${mib(peakRss)}`,
-  );
-  console.log(`web-bff memory per watcher:       ${perWatcherKib.toFixed(1)} KiB   [target ≤ 16 KiB: ${mark(perWatcherKib <= 16)}]`);
-  console.log('');
-  console.log(
-    'rate (deliveries/s) | events | deliveries       | every watcher reached | one watcher p50 / p99 / max   | every watcher p50 / p99 | web-bff CPU | p99 target ≤ 50 ms',
-  );
-  RATES.forEach((rate, i) => {
-    const r = (report.phases as Record<string, Record<string, number>>)[String(rate)] ?? {};
-    const expected = published[i]! * perConversation;
-    const cpuShare = phaseCpu[i]! / PHASE_MS;
+  for (const side of sides) {
+    side.clients.stdin!.write('report\n');
+    const report = await lineOf(side.clients, (l) => (json(l)?.phases !== undefined ? json(l)! : undefined), 'report');
+    (side as Side & { report?: Record<string, unknown> }).report = report;
+  }
+  for (const rate of RATES) {
+    for (const side of sides) {
+      const report = (side as Side & { report?: Record<string, unknown> }).report!;
+      const r = (report.phases as Record<string, Record<string, number>>)[String(rate)] ?? {};
+      const published = side.published.get(rate)!;
+      const expected = published * perConversation;
+      const cpuShare = side.phaseCpu.get(rate)! / PHASE_MS;
+      console.log(
+        `${side.delivery.padEnd(8)} | ${String(rate).padStart(19)} | ${String(published).padStart(6)} | ${`${r.deliveries ?? 0} of ${expected}`.padEnd(16)} | ${`${r.eventsReachingEveryWatcher ?? 0} of ${published}`.padEnd(21)} | ` +
+          `${`${ms(r.deliveryP50)} / ${ms(r.deliveryP99)} / ${ms(r.deliveryMax)}`.padEnd(29)} | ${`${ms(r.everyWatcherP50)} / ${ms(r.everyWatcherP99)}`.padEnd(23)} | ${(cpuShare * 100).toFixed(0).padStart(4)}% core | ${mark(Number(r.everyWatcherP99) <= 50).padEnd(16)} | ${side.loads.get(rate)}`,
+      );
+    }
+  }
+  for (const side of sides) {
+    const report = (side as Side & { report?: Record<string, unknown> }).report!;
+    const perWatcherKib = ((side.watchingRss - side.idleRss) * 1024) / WATCHERS / 1024;
+    const attachS = Number(side.ready.setupMs) / 1000;
     console.log(
-      `${String(rate).padStart(19)} | ${String(published[i]).padStart(6)} | ${`${r.deliveries ?? 0} of ${expected}`.padEnd(16)} | ${`${r.eventsReachingEveryWatcher ?? 0} of ${published[i]}`.padEnd(21)} | ` +
-        `${`${ms(r.deliveryP50)} / ${ms(r.deliveryP99)} / ${ms(r.deliveryMax)}`.padEnd(29)} | ${`${ms(r.everyWatcherP50)} / ${ms(r.everyWatcherP99)}`.padEnd(23)} | ${(cpuShare * 100).toFixed(0).padStart(4)}% core | ${mark(Number(r.everyWatcherP99) <= 50)}`,
+      `${side.delivery}: all watching after ${attachS.toFixed(1)} s (web-bff CPU ${(side.attachCpu / 1000).toFixed(1)} s, ${(side.attachCpu / WATCHERS).toFixed(2)} ms per attach; stream errors ${side.ready.errors}) [goal ≤ 5 s: ${mark(attachS <= 5)}]; ` +
+        `RSS idle ${mib(side.idleRss)}, watching ${mib(side.watchingRss)}, peak ${mib(side.peakRss)}, ${perWatcherKib.toFixed(1)} KiB per watcher [goal ≤ 16 KiB: ${mark(perWatcherKib <= 16)}]; ` +
+        `watchers process CPU ${(Number((report.cpu as { user: number }).user + (report.cpu as { system: number }).system) / 1e6).toFixed(1)} s`,
     );
-  });
+  }
   console.log(
-    `(watchers process CPU ${(Number((report.cpu as { user: number }).user + (report.cpu as { system: number }).system) / 1e6).toFixed(1)} s in all; both processes share the machine)`,
-  );
-  console.log(
-    `load average during the run:      ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`,
+    `load average at the end:          ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${(await import('node:os')).cpus().length} CPUs`,
   );
   if (CPU_PROF) {
-    bff.kill('SIGTERM');
-    await new Promise((r) => bff.once('exit', r));
-    console.log(`web-bff CPU profile written to ${CPU_PROF}`);
+    for (const side of sides) {
+      side.bff.kill('SIGTERM');
+      await new Promise((r) => side.bff.once('exit', r));
+    }
+    console.log(`web-bff CPU profiles written to ${CPU_PROF}/<delivery>`);
   }
 } finally {
   for (const c of children) c.kill('SIGKILL');

@@ -8,6 +8,7 @@
  *     the next queue (a tool result in → the next tool job out), through the real service.
  * Prints figures; asserts nothing.
  */
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventJobSchema, QUEUE_CONVERSATION_EVENTS, QUEUE_TOOL_EXEC, StopReason, ToolExecJobSchema } from '@bedrock/contracts';
@@ -34,86 +35,117 @@ async function main(): Promise<void> {
   const prefix = `bench-${process.pid}`;
   const transport = createRedisTransport({ redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix, onError: () => undefined });
   const pool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY + 2 });
-  const config = readConversationConfig(
-    {},
-    {
-      log: { level: 'error' },
-      server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
-      database: { url: db.url },
-      conversations: { sandbox: 'unavailable' },
-      recovery: { interval: 3_600_000 },
-    },
-  );
+  const configFor = (url: string) =>
+    readConversationConfig(
+      {},
+      {
+        log: { level: 'error' },
+        server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
+        database: { url },
+        conversations: { sandbox: 'unavailable' },
+        recovery: { interval: 3_600_000 },
+      },
+    );
+  const config = configFor(db.url);
   const service = createConversationService(config, { pool, transport, logger: createLogger({ service: 'bench', level: 'error' }) });
   await service.start();
+  // "Before": the same service writing one outbox row per effect (as before migration 025), on a database of its own.
+  const dbBefore = await createTestDatabase('bench_before');
+  const transportBefore = createRedisTransport({
+    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    prefix: `${prefix}-before`,
+    onError: () => undefined,
+  });
+  const poolBefore = new pg.Pool({ connectionString: dbBefore.url, max: CONCURRENCY + 2 });
+  const before = createConversationService(configFor(dbBefore.url), {
+    pool: poolBefore,
+    transport: transportBefore,
+    logger: createLogger({ service: 'bench', level: 'error' }),
+    outboxRowPerEffect: true,
+  });
+  await before.start();
   try {
     // --- 1. baseline: the cheapest possible write transaction ---------------------------
     await pool.query('CREATE TABLE bench_counter (id INT PRIMARY KEY, v BIGINT NOT NULL)');
     await pool.query('INSERT INTO bench_counter SELECT g, 0 FROM generate_series(1, $1) g', [CONCURRENCY]);
-    const baseline = await runFor(DURATION_MS, CONCURRENCY, async (worker) => {
-      const c = await pool.connect();
-      try {
-        await c.query('BEGIN');
-        await c.query('UPDATE bench_counter SET v = v + 1 WHERE id = $1', [worker + 1]);
-        await c.query('COMMIT');
-      } finally {
-        c.release();
-      }
-    });
+    const runBaseline = () =>
+      runFor(DURATION_MS, CONCURRENCY, async (worker) => {
+        const c = await pool.connect();
+        try {
+          await c.query('BEGIN');
+          await c.query('UPDATE bench_counter SET v = v + 1 WHERE id = $1', [worker + 1]);
+          await c.query('COMMIT');
+        } finally {
+          c.release();
+        }
+      });
+    const baseline = await runBaseline();
 
     // --- 2. applied events: a realistic turn cycle per conversation ---------------------
     // user message → (request_llm) response with one bash call → (execute_tool) result →
-    // (request_llm) end_turn → idle. Each step is one applyEvent plus its relay publish.
-    const ids: string[] = [];
-    for (let i = 0; i < CONCURRENCY; i++) {
-      const r = await service.store.create(
-        service.applier.newConversation({
-          id: `bench-${i}`,
-          ownerId: 'bench',
-          slug: `bench-${i}`,
-          cwd: '/tmp',
-          model: 'bench',
-          sandboxAvailable: false,
-        }),
-      );
-      ids.push(r.id);
-    }
-    const counts = new Map<string, number>();
-    const step = new Map<string, number>();
-    const latest = new Map<string, ConversationRecord>();
-    for (const id of ids) latest.set(id, (await service.store.get(id))!);
-    const applied = await runFor(DURATION_MS, CONCURRENCY, async (worker) => {
-      const id = ids[worker]!;
-      const record = latest.get(id)!;
-      const n = step.get(id) ?? 0;
-      const phase = record.state.phase;
-      let event: ConversationEvent;
-      if (phase.kind === 'idle') event = { type: 'user_message', text: `message ${n}`, images: [] };
-      else if (phase.kind === 'llm_requesting' && record.state.llmRequests % 2 === 1) {
-        event = {
-          type: 'llm_response',
-          requestId: phase.requestId,
-          stopReason: 'tool_use',
-          usage,
-          content: [{ type: 'tool_use', id: `t${n}`, name: 'bash', input: { command: 'true' } }],
-        };
-      } else if (phase.kind === 'llm_requesting') {
-        event = {
-          type: 'llm_response',
-          requestId: phase.requestId,
-          stopReason: 'end_turn',
-          usage,
-          content: [{ type: 'text', text: 'done' }],
-        };
-      } else if (phase.kind === 'tool_executing') {
-        event = { type: 'tool_complete', result: { toolUseId: phase.current.id, content: 'ok', isError: false } };
-      } else throw new Error(`unexpected phase ${phase.kind}`);
-      step.set(id, n + 1);
-      const result = await service.applier.apply(id, event);
-      if (result.kind !== 'applied') throw new Error(`event ${event.type} was ${result.kind}`);
-      latest.set(id, result.record);
-      counts.set(event.type, (counts.get(event.type) ?? 0) + 1);
-    });
+    // (request_llm) end_turn → idle. Each step is one applyEvent plus its publish. Measured
+    // for one outbox row per event (now) and one per effect (before), in alternating windows.
+    const makeSide = async (name: string, svc: typeof service) => {
+      const ids: string[] = [];
+      for (let i = 0; i < CONCURRENCY; i++) {
+        const r = await svc.store.create(
+          svc.applier.newConversation({
+            id: `bench-${name}-${i}`,
+            ownerId: 'bench',
+            slug: `bench-${name}-${i}`,
+            cwd: '/tmp',
+            model: 'bench',
+            sandboxAvailable: false,
+          }),
+        );
+        ids.push(r.id);
+      }
+      const latest = new Map<string, ConversationRecord>();
+      for (const id of ids) latest.set(id, (await svc.store.get(id))!);
+      return { name, svc, ids, latest, step: new Map<string, number>(), counts: new Map<string, number>(), rates: [] as number[] };
+    };
+    type Side = Awaited<ReturnType<typeof makeSide>>;
+    const applyFor = (side: Side) =>
+      runFor(DURATION_MS, CONCURRENCY, async (worker) => {
+        const { svc, ids, latest, step, counts } = side;
+        const id = ids[worker]!;
+        const record = latest.get(id)!;
+        const n = step.get(id) ?? 0;
+        const phase = record.state.phase;
+        let event: ConversationEvent;
+        if (phase.kind === 'idle') event = { type: 'user_message', text: `message ${n}`, images: [] };
+        else if (phase.kind === 'llm_requesting' && record.state.llmRequests % 2 === 1) {
+          event = {
+            type: 'llm_response',
+            requestId: phase.requestId,
+            stopReason: 'tool_use',
+            usage,
+            content: [{ type: 'tool_use', id: `t${n}`, name: 'bash', input: { command: 'true' } }],
+          };
+        } else if (phase.kind === 'llm_requesting') {
+          event = {
+            type: 'llm_response',
+            requestId: phase.requestId,
+            stopReason: 'end_turn',
+            usage,
+            content: [{ type: 'text', text: 'done' }],
+          };
+        } else if (phase.kind === 'tool_executing') {
+          event = { type: 'tool_complete', result: { toolUseId: phase.current.id, content: 'ok', isError: false } };
+        } else throw new Error(`unexpected phase ${phase.kind}`);
+        step.set(id, n + 1);
+        const result = await svc.applier.apply(id, event);
+        if (result.kind !== 'applied') throw new Error(`event ${event.type} was ${result.kind}`);
+        latest.set(id, result.record);
+        counts.set(event.type, (counts.get(event.type) ?? 0) + 1);
+      });
+    const now = await makeSide('now', service);
+    const old = await makeSide('before', before);
+    const baselines: number[] = [baseline.perSecond];
+    for (const side of [now, old, old, now]) side.rates.push((await applyFor(side)).perSecond);
+    baselines.push((await runBaseline()).perSecond);
+    const applied = { perSecond: (now.rates[0]! + now.rates[1]!) / 2 };
+    const counts = now.counts;
 
     // --- 3. latency: tool result in → next tool job out, through the queues ---------------
     const conv = await service.store.create(
@@ -168,22 +200,35 @@ async function main(): Promise<void> {
     await runner.close(0);
     latencies.sort((a, b) => a - b);
 
-    const ratio = applied.perSecond / baseline.perSecond;
-    console.log(`concurrency ${CONCURRENCY}, ${DURATION_MS} ms per measurement`);
-    console.log(`single-row UPDATE transactions: ${baseline.perSecond.toFixed(0)}/s`);
+    const baselineRate = (baselines[0]! + baselines[1]!) / 2;
+    const ratio = applied.perSecond / baselineRate;
+    const ratioOf = (side: Side) => (side.rates[0]! + side.rates[1]!) / 2 / baselineRate;
     console.log(
-      `events applied (read, transition, one write, publish): ${applied.perSecond.toFixed(0)}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`,
+      `concurrency ${CONCURRENCY}, ${DURATION_MS} ms per measurement, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
     );
-    console.log(`ratio events/baseline: ${ratio.toFixed(3)} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`);
+    console.log(`single-row UPDATE transactions: ${baselines.map((b) => b.toFixed(0)).join(' and ')}/s (before and after the rest)`);
+    console.log(
+      `events applied (read, transition, one write, publish), one outbox row per event: ${now.rates.map((r) => r.toFixed(0)).join(' and ')}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`,
+    );
+    console.log(`events applied, one outbox row per effect (before):                ${old.rates.map((r) => r.toFixed(0)).join(' and ')}/s`);
+    console.log(
+      `ratio events/baseline: one row per event ${ratio.toFixed(3)}, one row per effect ${ratioOf(old).toFixed(3)}; goal ≥ 0.5 — ${ratio >= 0.5 ? 'met' : 'missed'} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`,
+    );
     console.log(
       `event arrival → effect on queue, ${latencies.length} samples: median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
     );
     void StopReason;
   } finally {
     await service.stop();
+    await before.stop();
     await transport.close();
+    await transportBefore.close();
     await pool.end();
+    await poolBefore.end();
     await db.drop();
+    await dbBefore.drop();
   }
 }
 

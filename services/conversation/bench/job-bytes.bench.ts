@@ -147,7 +147,7 @@ async function main(): Promise<void> {
       await idle();
       if (!REPORT_AT.includes(turn)) continue;
       const { rows } = await pool.query<{ kind: string; queue: string | null; bytes: number }>(
-        `SELECT kind, payload->>'queue' AS queue, octet_length(payload::text) AS bytes FROM outbox WHERE conversation_id = $1 AND id > $2 ORDER BY id`,
+        `SELECT kind, payload->>'queue' AS queue, octet_length(payload::text) AS bytes FROM outbox_effects WHERE conversation_id = $1 AND id > $2 ORDER BY id, n`,
         [id, mark[0]!.id],
       );
       const jobProto = toBinary(LlmRequestJobSchema, got).length;

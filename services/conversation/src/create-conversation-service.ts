@@ -81,6 +81,8 @@ export interface ConversationServiceDeps {
    * may be added (AddUser, a first OpenID Connect sign-in) while they are.
    */
   readonly hostPathsOneUser?: boolean;
+  /** The apply benchmark's "before": one outbox row per effect (StoreOptions.outboxRowPerEffect). */
+  readonly outboxRowPerEffect?: boolean;
 }
 
 export interface ConversationServiceInstance {
@@ -170,7 +172,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       subAgentTimeoutMs: config.turns.subAgentTimeout,
     };
     const models = createModelRegistry(config.models.registry ?? null);
-    const store = createConversationStore({ pool });
+    const store = createConversationStore({ pool, ...(deps.outboxRowPerEffect ? { outboxRowPerEffect: true } : {}) });
     const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
     const publishRows = createRowPublisher(transport, onPublished);
     const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });

@@ -129,7 +129,7 @@ describe('cancel during an LLM request', () => {
       return state.attempt === 2 && state.retryDelayMs === 60_000n;
     });
     const timers = await h.pool.query<{ job_id: string }>(
-      `SELECT payload->>'jobId' AS job_id FROM outbox WHERE conversation_id = $1 AND kind = 'job' AND payload->>'queue' = $2`,
+      `SELECT payload->>'jobId' AS job_id FROM outbox_effects WHERE conversation_id = $1 AND kind = 'job' AND payload->>'queue' = $2`,
       [id, QUEUE_CONVERSATION_EVENTS],
     );
     expect(timers.rows).toHaveLength(1);

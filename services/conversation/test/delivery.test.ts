@@ -36,9 +36,10 @@ function expectConsecutive(events: ConversationEvent[]) {
 }
 
 async function unsent(id: string) {
-  const { rows } = await h.pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL', [
-    id,
-  ]);
+  const { rows } = await h.pool.query<{ n: string }>(
+    'SELECT count(*) AS n FROM outbox_effects WHERE conversation_id = $1 AND sent_at IS NULL',
+    [id],
+  );
   return Number(rows[0]!.n);
 }
 
@@ -162,7 +163,7 @@ async function finalView(id: string) {
  */
 async function replayEventJobs(ids: string[], round: string, all = false): Promise<string[]> {
   const { rows } = await h.pool.query<{ payload: { jobId: string; message: JsonValue } }>(
-    `SELECT payload FROM outbox WHERE kind = 'job' AND payload->>'queue' = $2 AND conversation_id = ANY($1::text[]) ORDER BY id`,
+    `SELECT payload FROM outbox_effects WHERE kind = 'job' AND payload->>'queue' = $2 AND conversation_id = ANY($1::text[]) ORDER BY id, n`,
     [ids, QUEUE_CONVERSATION_EVENTS],
   );
   const sent: string[] = [];

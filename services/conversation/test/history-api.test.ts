@@ -37,8 +37,8 @@ async function conversation(turns: number, say = (i: number) => `question ${i}`)
 
 const llmJobBytes = async (id: string) => {
   const { rows } = await h.pool.query<{ bytes: number }>(
-    `SELECT octet_length(payload::text) AS bytes FROM outbox
-      WHERE conversation_id = $1 AND kind = 'job' AND payload->>'queue' = 'llm-requests' ORDER BY id`,
+    `SELECT octet_length(payload::text) AS bytes FROM outbox_effects
+      WHERE conversation_id = $1 AND kind = 'job' AND payload->>'queue' = 'llm-requests' ORDER BY id, n`,
     [id],
   );
   return rows.map((r) => r.bytes);

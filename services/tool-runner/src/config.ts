@@ -209,6 +209,10 @@ export const toolRunnerConfigSchema = section({
       default: 2,
       doc: "Sandbox helpers kept started ahead of their runs, each already in its own fresh pids cgroup, so that joining the cgroup (about 10 ms) is off the runs' critical path; a run finding none starts its own (0 = always).",
     }),
+    spawner: setting('BEDROCK_SANDBOX_SPAWNER', oneOf(['process', 'inline'] as const), {
+      default: 'process',
+      doc: "Who starts the waiting sandbox helpers: `process`, a small spawner process the runner starts once (16 MiB heap), which hands their pipes back, so that no fork blocks the runner's event loop (restarted when it dies); `inline`, the runner itself (each fork blocks it about 3 ms).",
+    }),
   }),
   workspaces: section({
     /** Where workspaces live (ROOT/<workspace id>); every runner of a deployment mounts the same one. */

@@ -130,6 +130,10 @@ export const webBffConfigSchema = section({
       default: 512,
       doc: 'Recent events kept in memory per watched conversation and shared by its watchers; watchers further behind read from the stream store.',
     }),
+    delivery: setting('BEDROCK_WATCH_DELIVERY', oneOf(['push', 'pull'] as const), {
+      default: 'push',
+      doc: "How caught-up binary gRPC watchers get new events: `push`, written to their streams by the conversation's shared tail as it reads them (one chunk of frames built once for all, no step of the watcher's own loop); a watcher whose stream stops taking writes goes back to its loop and, once drained, gets a fresh snapshot if it fell more than a batch (500 events) or the buffer behind; `pull`, each watcher's loop is woken and writes them itself (as before 2026-11-27).",
+    }),
     /** ms. */
     linger: setting('BEDROCK_WATCH_LINGER', duration(), {
       default: 10_000,

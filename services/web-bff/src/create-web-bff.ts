@@ -194,6 +194,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
     bufferEvents: config.watch.bufferEvents,
     maxLagMs: config.watch.maxLag,
     lingerMs: config.watch.linger,
+    push: config.watch.delivery === 'push',
     onError: (err) => logger.warn({ err }, 'reading a notification stream failed; retrying'),
   });
   const watchdog = createStallWatchdog(config.watch.stallTimeout, () => logger.info('watch stream reset: the client stopped reading'));

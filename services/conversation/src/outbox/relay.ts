@@ -11,7 +11,7 @@
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
-import { outboxRowFromDb, type StoredOutboxRow } from '../store/outbox-row.ts';
+import { outboxRowsFromDb, type StoredOutboxRow } from '../store/outbox-row.ts';
 import type { PublishRows } from './publish-rows.ts';
 
 /** Namespace of the per-conversation advisory locks (first key of the two-key form). */
@@ -96,11 +96,10 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
       const malformed: string[] = [];
       for (const r of rows) {
         try {
-          batch.push({
-            id: r.id,
-            createdAt: r.created_at.getTime(),
-            row: outboxRowFromDb(r.effect_id, r.conversation_id, r.kind, r.payload),
-          });
+          // One table row may hold the effects of one event (outbox-row.ts): they go out in their order.
+          for (const row of outboxRowsFromDb(r.effect_id, r.conversation_id, r.kind, r.payload)) {
+            batch.push({ id: r.id, createdAt: r.created_at.getTime(), row });
+          }
         } catch (err) {
           // Never publishable: marked sent so it does not hold back the rows after it.
           logger.error({ err, conversation_id: conversationId, outbox_id: r.id }, 'malformed outbox row skipped');
@@ -108,10 +107,10 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
         }
       }
       await publishRows(batch);
-      const sent = [...batch.map((r) => r.id), ...malformed];
+      const sent = [...new Set(batch.map((r) => r.id)), ...malformed];
       if (sent.length) await client.query('UPDATE outbox SET sent_at = now() WHERE id = ANY($1::bigint[])', [sent]);
       await client.query('COMMIT');
-      published = sent.length;
+      published = batch.length + malformed.length;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;

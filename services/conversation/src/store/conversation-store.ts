@@ -10,7 +10,7 @@ import { RESTING_STATE_NAMES, type RestingStateName } from '@bedrock/contracts';
 import type { ContentBlock, ConversationState, MessageType, PhaseKind, StopReason, Usage } from '../core/index.ts';
 import { storedServerTools, storedThinking, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import type { TitleSource } from '../titles.ts';
-import type { OutboxRow } from './outbox-row.ts';
+import { packOutboxRows, type OutboxRow } from './outbox-row.ts';
 import { clientDetails, type AuditActor, type AuditRow } from '../mapping/audit-rows.ts';
 import { auditJson, insertAuditRows } from './audit-store.ts';
 import { RELAY_LOCK_SPACE } from '../outbox/relay.ts';
@@ -316,6 +316,11 @@ function messageValues(m: MessageRow) {
 
 export interface StoreOptions {
   readonly pool: Pool;
+  /**
+   * Write one outbox row per effect, as before migration 025, instead of one per event and
+   * conversation: only for the apply benchmark's side-by-side comparison (both are read alike).
+   */
+  readonly outboxRowPerEffect?: boolean;
 }
 
 export interface ListOptions {
@@ -756,7 +761,10 @@ export function createConversationStore(options: StoreOptions) {
       write: AppliedWrite,
       client?: PoolClient,
     ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
-      const outbox = write.outbox;
+      // The event's effects, one table row per conversation they belong to (outbox-row.ts).
+      const { packed: outbox, holder } = options.outboxRowPerEffect
+        ? { packed: write.outbox, holder: write.outbox.map((_, i) => i) }
+        : packOutboxRows(write.outbox);
       const { rows } = await (client ?? pool).query<{ revision: string; updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
         name: 'bedrock-write-applied',
         text: WRITE_APPLIED,
@@ -798,7 +806,10 @@ export function createConversationStore(options: StoreOptions) {
         ...(write.title !== null ? { title: write.title, titleSource: 'message' as const } : {}),
         costMicros: record.costMicros + write.costMicros,
       };
-      return { record: updated, outboxIds: row.outbox_ids };
+      // One id per effect (the id of the table row holding it), as the publisher marks rows by id.
+      const ids = row.outbox_ids;
+      const outboxIds = ids.length === outbox.length ? holder.map((i) => ids[i]!) : ids;
+      return { record: updated, outboxIds };
     },
 
     /**

@@ -8,11 +8,21 @@
  * exit means the whole group is gone.
  */
 import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { OutputCapture } from './output-capture.ts';
 import type { OutputCaptureOptions } from './output-capture.ts';
 import { killGroup } from './process-group.ts';
+
+/** What is used of the process: a ChildProcess, or a helper another process started (its pipes passed here). */
+export interface StartedProcess {
+  readonly pid?: number | undefined;
+  readonly stdio: ArrayLike<unknown>;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  on(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
+  on(event: 'error', listener: (err: Error) => void): this;
+}
 
 export interface RunCommandOptions {
   /** Program and arguments; argv[0] is looked up on PATH. */
@@ -32,7 +42,7 @@ export interface RunCommandOptions {
    * A helper already started (with stdio ignore, pipe, pipe, pipe, ...) and just sent its run:
    * supervised like a spawned one; `argv`, `cwd` and `env` are then not used.
    */
-  readonly started?: ChildProcess;
+  readonly started?: StartedProcess;
 }
 
 export interface RunCommandResult {
@@ -76,7 +86,7 @@ export function runCommand(options: RunCommandOptions): Promise<RunCommandResult
     let graceTimer: NodeJS.Timeout | undefined;
 
     const [file, ...args] = options.argv;
-    const child =
+    const child: StartedProcess =
       options.started ??
       spawn(file as string, args, {
         cwd: options.cwd,

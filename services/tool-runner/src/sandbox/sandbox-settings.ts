@@ -10,6 +10,7 @@ import { createPidsCgroups, findCgroupRoots } from './pids-cgroup.ts';
 import type { PidsCgroups } from './pids-cgroup.ts';
 import { createNetRulesetHolder } from './net-ruleset-holder.ts';
 import { createWarmHelpers } from './warm-helpers.ts';
+import { createSpawner } from './spawner.ts';
 import { commandEnv } from './command-env.ts';
 import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
 import type { LimitsConfig, SandboxConfig } from '../config.ts';
@@ -101,7 +102,13 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
   const baseEnv = input.baseEnv ?? process.env;
   const warmHelpers =
     cgroups && probe.sandboxAvailable && config.warmHelpers > 0
-      ? createWarmHelpers({ helperPath: config.helper, cgroups, env: () => commandEnv(baseEnv), size: config.warmHelpers })
+      ? createWarmHelpers({
+          helperPath: config.helper,
+          cgroups,
+          env: () => commandEnv(baseEnv),
+          size: config.warmHelpers,
+          ...(config.spawner === 'process' ? { spawner: createSpawner() } : {}),
+        })
       : undefined;
   return {
     probe,

@@ -13,9 +13,13 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import type { PidsCgroups } from './pids-cgroup.ts';
+import type { SpawnedHelper, Spawner } from './spawner.ts';
+
+/** A helper process: spawned here, or by the spawner process (its pipes passed back). */
+export type HelperProcess = ChildProcess | SpawnedHelper;
 
 export interface WarmHelper {
-  readonly child: ChildProcess;
+  readonly child: HelperProcess;
   /** Its own fresh cgroup, which the helper has joined (or is joining). */
   readonly cgroupDir: string;
   /** Sends the run: the helper enters `cwd` and runs as if `args` had been its command line. */
@@ -40,10 +44,15 @@ export interface WarmHelpersOptions {
   readonly env: () => NodeJS.ProcessEnv;
   /** Helpers kept waiting. */
   readonly size: number;
+  /**
+   * Starts the helpers off this process's event loop (spawner.ts); without it, or when it
+   * fails, they are spawned here (the fork blocks this thread for a few milliseconds).
+   */
+  readonly spawner?: Spawner;
 }
 
 interface Waiting {
-  readonly child: ChildProcess;
+  readonly child: HelperProcess;
   readonly cgroupDir: string;
   readonly env: NodeJS.ProcessEnv;
   ready: boolean;
@@ -67,7 +76,11 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
   const starting = new Set<Promise<void>>();
   let closed = false;
 
-  const handles = (child: ChildProcess): Handle[] => [child as Handle, ...child.stdio.map((s) => s as Handle)];
+  const handles = (child: HelperProcess): Handle[] => [child as Handle, ...child.stdio.map((s) => s as Handle)];
+
+  const STDIO = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'] as const;
+  const spawnHere = (args: string[], env: NodeJS.ProcessEnv): ChildProcess =>
+    spawn(options.helperPath, args, { cwd: '/', env, detached: true, stdio: [...STDIO] });
 
   async function startOne(): Promise<void> {
     const dir = await cgroups.create(`warm-${process.pid}-${++sequence}`, 1);
@@ -77,12 +90,18 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
       return;
     }
     const env = options.env();
-    const child = spawn(options.helperPath, ['--await-args', ...cgroupArgs], {
-      cwd: '/',
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
-    });
+    const helperArgs = ['--await-args', ...cgroupArgs];
+    const child: HelperProcess = options.spawner
+      ? await options.spawner.spawn(options.helperPath, helperArgs, { cwd: '/', env }).catch(() => spawnHere(helperArgs, env))
+      : spawnHere(helperArgs, env);
+    if (closed) {
+      for (const h of handles(child)) h?.ref?.();
+      (child.stdio[4] as NodeJS.WritableStream | null)?.end();
+      child.kill('SIGKILL');
+      await whenGone(child);
+      cgroups.release(dir);
+      return;
+    }
     const report = child.stdio[3];
     const args = child.stdio[4];
     const onReport = (chunk: Buffer): void => {
@@ -126,7 +145,7 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
     for (const s of entry.child.stdio) (s as { destroy?: () => void } | null)?.destroy?.();
   }
 
-  function whenGone(child: ChildProcess): Promise<void> {
+  function whenGone(child: HelperProcess): Promise<void> {
     if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
     return new Promise((resolve) => {
       child.once('exit', () => resolve());
@@ -180,6 +199,7 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
           await cgroups.destroy(entry.cgroupDir);
         }),
       );
+      await options.spawner?.close();
     },
   };
 }

@@ -21,6 +21,8 @@ export interface FanoutOptions {
    * after a disconnect (or a cut-off) resumes from memory rather than from the stream store.
    */
   readonly lingerMs: number;
+  /** Caught-up binary gRPC watchers get new events pushed by the tail (BEDROCK_WATCH_DELIVERY=push; default true). */
+  readonly push?: boolean;
   readonly onError: (err: unknown) => void;
   readonly now?: () => number;
 }
@@ -48,6 +50,8 @@ export interface FanoutStats {
 
 export interface Fanout {
   readonly streams: NotificationStreams;
+  /** Whether caught-up binary gRPC watchers get events pushed (conversation-tail.ts, LiveSink). */
+  readonly push: boolean;
   /** The tail of `conversationId` for one more watcher; `release` it when the watch ends. */
   acquire(conversationId: string): ConversationTail;
   release(tail: ConversationTail): void;
@@ -64,6 +68,7 @@ export function createFanout(options: FanoutOptions): Fanout {
 
   return {
     streams,
+    push: options.push ?? true,
 
     acquire(conversationId) {
       let tail = tails.get(conversationId);

@@ -24,7 +24,7 @@ import { ConversationService, WatchConversationRequestSchema } from '@bedrock/co
 import type { NodeHandler, NodeServerRequest, NodeServerResponse } from '../http/node-types.ts';
 import type { ShutdownSignal } from '../http/shutdown-signal.ts';
 import { admittedIdentity, type AuthOutcome } from '../http/api-guard.ts';
-import { serveWatch, type WatchCall, type WatchDeps } from './watcher.ts';
+import { serveWatch, type LiveWriter, type WatchCall, type WatchDeps } from './watcher.ts';
 
 export const WATCH_PATH = `/${ConversationService.typeName}/${ConversationService.method.watchConversation.name}`;
 
@@ -102,12 +102,23 @@ async function serve(
         controller.abort(new ConnectError('watch stream reset: the client stopped reading', Code.Aborted));
       },
     };
-    for await (const frame of serveWatch(call, request, deps, (event) => event.grpcFrame())) {
+    const sendHeaders = () => {
+      if (headersSent) return;
+      res.writeHead(200, { 'content-type': 'application/grpc+proto' });
+      headersSent = true;
+    };
+    // Caught up, the watcher gets new events written straight from its conversation's tail.
+    const live: LiveWriter = {
+      write(chunk) {
+        if (req.stream.destroyed || res.writableEnded) return false;
+        sendHeaders();
+        return res.write(chunk);
+      },
+      drained: () => (req.stream.writableNeedDrain ? drained(res, controller.signal) : Promise.resolve()),
+    };
+    for await (const frame of serveWatch(call, request, deps, (event) => event.grpcFrame(), deps.fanout.push ? live : undefined)) {
       if (controller.signal.aborted) break;
-      if (!headersSent) {
-        res.writeHead(200, { 'content-type': 'application/grpc+proto' });
-        headersSent = true;
-      }
+      sendHeaders();
       if (!res.write(frame)) await drained(res, controller.signal);
     }
   } catch (err) {

@@ -22,11 +22,11 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema, RejectionSchema, type WatchConversationRequest } from '@bedrock/contracts';
-import type { StreamPosition } from '@bedrock/platform';
+import { comparePositions, type StreamPosition } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import type { WatchSnapshot } from '@bedrock/platform/watch';
 import type { OwnershipCache } from '../api/ownership-cache.ts';
-import { BufferedEvent, type ConversationTail, type TailWaiter } from './conversation-tail.ts';
+import { BufferedEvent, type ConversationTail, type LiveSink, type TailWaiter } from './conversation-tail.ts';
 import { watchLagError, type Fanout } from './fanout.ts';
 import { SharedEvent } from './shared-response.ts';
 import { toSharedSnapshot, type SharedSnapshot, type SnapshotCache } from './snapshot-cache.ts';
@@ -51,6 +51,18 @@ export interface WatchDeps {
   /** Maps a conversation-service error for the client. */
   mapError(err: unknown, signal: AbortSignal): ConnectError;
   now?: () => number;
+}
+
+/**
+ * Direct writes to the watcher's stream, for a protocol whose messages are the events' shared
+ * gRPC frames (./grpc-watch.ts): a caught-up watcher then has new events pushed to it by its
+ * tail (conversation-tail.ts, LiveSink) instead of waking its loop for each.
+ */
+export interface LiveWriter {
+  /** Writes whole frames now; false when the stream's buffer is full (back-pressure) or the stream is gone. */
+  write(chunk: Uint8Array): boolean;
+  /** Resolves once what was written drained (or the call ended). */
+  drained(): Promise<void>;
 }
 
 /** One watch call, whoever serves its protocol (connect, or ./grpc-watch.ts). */
@@ -131,6 +143,23 @@ class Watcher implements TailWaiter {
     this.wake();
   }
 
+  /** An event was written to the client: the heartbeat interval starts again. */
+  delivered(): void {
+    this.timer.refresh();
+  }
+
+  /**
+   * Resolves on the first of: `heartbeatMs` pass without a delivery (`heartbeatDue`), abort,
+   * or the tail hands the sink back to this loop (back-pressure, or an event the loop must handle).
+   */
+  async waitLive(tail: ConversationTail, sink: LiveSink): Promise<void> {
+    this.heartbeatDue = false;
+    this.timer.refresh();
+    tail.addSink(sink);
+    await new Promise<void>((resolve) => (this.resolve = resolve));
+    tail.removeSink(sink);
+  }
+
   /** Resolves on the first of: the tail grows, `heartbeatMs` pass (`heartbeatDue`), abort. */
   async wait(tail: ConversationTail): Promise<void> {
     this.heartbeatDue = false;
@@ -167,11 +196,12 @@ export async function* serveWatch<T>(
   req: WatchConversationRequest,
   d: WatchDeps,
   render: (event: SharedEvent) => T,
+  live?: LiveWriter,
 ): AsyncGenerator<T> {
   if (!req.conversationId.trim()) throw new ConnectError('conversation_id is required', Code.InvalidArgument);
   d.quota.take(call.user);
   try {
-    yield* watchStream(call, req, d, render);
+    yield* watchStream(call, req, d, render, live);
   } finally {
     d.quota.give(call.user);
   }
@@ -182,6 +212,7 @@ async function* watchStream<T>(
   req: WatchConversationRequest,
   d: WatchDeps,
   render: (event: SharedEvent) => T,
+  live?: LiveWriter,
 ): AsyncGenerator<T> {
   const { user, signal } = call;
   const id = req.conversationId;
@@ -209,6 +240,27 @@ async function* watchStream<T>(
   /** Since when this watcher has been short of the live head, ms; undefined while caught up. */
   let behindSince: number | undefined;
   const lagged = () => behindSince !== undefined && now() - behindSince > d.maxLagMs;
+  /**
+   * Pushed deliveries (with `live`): the tail writes new events to this watcher while it is
+   * caught up. A write the stream refused (its buffer full: the client reads slower than
+   * events come) ends that: once it drained, a watcher that is still more than one batch
+   * behind, or behind the buffer, gets a fresh snapshot instead of the events it missed
+   * (`skipDeltasThrough`: the token deltas it skipped are not sent after the snapshot; durable
+   * events after the snapshot's sequence still are).
+   */
+  let backPressured = false;
+  let skipDeltasThrough: StreamPosition | undefined;
+  const sink: LiveSink | undefined = live && {
+    after,
+    deliver(chunk) {
+      if (signal.aborted) return false;
+      const accepted = live.write(chunk);
+      watcher.delivered();
+      if (!accepted) backPressured = true;
+      return accepted;
+    },
+    wake: () => watcher.wake(),
+  };
   try {
     if (first) {
       write.writingSince = now();
@@ -232,7 +284,56 @@ async function* watchStream<T>(
         const direct = await d.fanout.streams.read(id, after, { limit: BATCH, blockMs: 0, signal });
         batch = direct.map((e) => new BufferedEvent(e, { sequence: e.sequence, deltaIndex: e.deltaIndex }, 0));
       }
+      if (skipDeltasThrough && batch.length > 0) {
+        const through = skipDeltasThrough;
+        const last = batch[batch.length - 1]!.position;
+        if (comparePositions(last, through) >= 0) skipDeltasThrough = undefined;
+        const kept = batch.filter((b) => b.position.deltaIndex === 0 || comparePositions(b.position, through) > 0);
+        if (kept.length === 0) {
+          after = last;
+          continue;
+        }
+        batch = kept;
+      }
       if (signal.aborted) continue;
+      if (batch.length === 0 && sink && tail.covers(after) && !watcher.heartbeatDue) {
+        // Caught up: new events are pushed by the tail until it hands this watcher back.
+        behindSince = undefined;
+        sink.after = after;
+        await watcher.waitLive(tail, sink);
+        after = sink.after;
+        if (!backPressured && watcher.heartbeatDue && !signal.aborted && tail.eventsAfter(after, 1).length === 0) {
+          write.writingSince = now();
+          yield render(heartbeat(id, after));
+          write.writingSince = undefined;
+          continue;
+        }
+        if (backPressured) {
+          backPressured = false;
+          write.writingSince = now();
+          await live!.drained();
+          write.writingSince = undefined;
+          if (signal.aborted) continue;
+          const pending = tail.covers(after) ? tail.eventsAfter(after, BATCH) : undefined;
+          if (!pending || (pending.length === BATCH && !tail.isHead(pending[pending.length - 1]!.position))) {
+            // Too slow to be sent what it missed: a fresh snapshot instead of a queue.
+            const head = tail.headPosition;
+            let snapshot;
+            try {
+              snapshot = await d.snapshots.get(user, id, fetch);
+            } catch (err) {
+              throw d.mapError(err, signal);
+            }
+            write.writingSince = now();
+            yield render(snapshot);
+            write.writingSince = undefined;
+            watcher.delivered();
+            after = { sequence: snapshot.sequence, deltaIndex: 0 };
+            if (comparePositions(head, after) > 0) skipDeltasThrough = head;
+          }
+        }
+        continue;
+      }
       if (batch.length === 0) {
         // Nothing pending: caught up.
         behindSince = undefined;

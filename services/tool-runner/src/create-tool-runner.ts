@@ -44,6 +44,7 @@ import { registerWorkspaceStorageService } from './grpc/workspace-storage-routes
 import { registerMcpHostService } from './grpc/mcp-host-routes.ts';
 import { createMcpHost, MCP_HOST_DEFAULTS } from './mcp/host.ts';
 import type { McpHost } from './mcp/host.ts';
+import { snapshotHelperBeside } from './workspaces/snapshot-helper.ts';
 import { openWorkspaceStorage } from './workspaces/workspace-storage.ts';
 import type { WorkspaceStorage } from './workspaces/workspace-storage.ts';
 import { startToolExecWorker } from './queue/tool-exec-worker.ts';
@@ -213,6 +214,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       workspaces = await openWorkspaceStorage({
         config: config.workspaces,
         sandbox: sandbox.settings,
+        snapshotHelper: snapshotHelperBeside(config.sandbox.helper),
         log: (level, message) => logger[level]({ root: config.workspaces.root }, message),
       });
       queues = config.runner.consume ? [QUEUE_TOOL_EXEC, ...(probe.sandboxAvailable ? [QUEUE_TOOL_EXEC_RESTRICTED] : [])] : [];

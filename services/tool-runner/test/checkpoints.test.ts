@@ -154,6 +154,23 @@ describeBtrfs('checkpoints on btrfs', () => {
     expect(await storage.checkpoints.list(id)).toEqual([]);
   });
 
+  it('keeps what checkpoints hold alone under maxBytes, the oldest going first', async () => {
+    const { id, path } = await workspace();
+    const retention = { maxCount: 0, maxBytes: 8 * MiB };
+    // Each round replaces a 6 MiB file: every checkpoint but the newest ends up holding one alone.
+    const round = async (name: string): Promise<string[]> => {
+      sh(path, `rm -f *.bin; dd if=/dev/urandom of=${name}.bin bs=1M count=6 conv=fsync status=none`);
+      return (await storage.checkpoints.create(id, name, 0, retention)).removed;
+    };
+    expect(await round('k1')).toEqual([]); // the family references 6 MiB: under the limit, nothing is read
+    expect(await round('k2')).toEqual([]); // k1 holds 6 MiB alone: under 8
+    expect(await round('k3')).toEqual(['k1']); // k1 and k2 hold 12 MiB: the oldest goes
+    expect((await storage.checkpoints.list(id)).map((c) => c.id)).toEqual(['k2', 'k3']);
+    // Over a 1-byte limit every checkpoint but the newest goes (each holds at least its own tree's root alone).
+    expect((await storage.checkpoints.create(id, 'k4', 0, { maxCount: 0, maxBytes: 1 })).removed).toEqual(['k2', 'k3']);
+    expect((await storage.checkpoints.list(id)).map((c) => c.id)).toEqual(['k4']);
+  }, 60_000);
+
   it('counts what checkpoints hold toward the workspace quota', async () => {
     const { id, path } = await workspace(24);
     sh(path, 'dd if=/dev/urandom of=a bs=1M count=14 conv=fsync status=none');

@@ -8,13 +8,15 @@ import type { LimitsConfig, SandboxConfig } from '../src/config.ts';
 import type { ResourceLimits } from '../src/sandbox/limits.ts';
 import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
+import { DEFAULT_SNAPSHOT_HELPER_PATH } from '../src/workspaces/snapshot-helper.ts';
 import type { ExecuteContext } from '../src/tools/execute-tool.ts';
 
 const packageDir = new URL('..', import.meta.url).pathname;
 
 /** Builds the helper when a test run starts without `npm run build`. */
 export function ensureHelper(): string {
-  if (!existsSync(DEFAULT_HELPER_PATH)) execFileSync('npm', ['run', 'build'], { cwd: packageDir, stdio: 'ignore' });
+  if (!existsSync(DEFAULT_HELPER_PATH) || !existsSync(DEFAULT_SNAPSHOT_HELPER_PATH))
+    execFileSync('npm', ['run', 'build'], { cwd: packageDir, stdio: 'ignore' });
   return DEFAULT_HELPER_PATH;
 }
 

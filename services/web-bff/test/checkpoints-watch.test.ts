@@ -6,28 +6,17 @@
  * A real web-bff, conversation service and tool-runner on a loop-mounted btrfs image; the test
  * plays the llm-gateway and the tools. Needs root and btrfs-progs.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
-import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
-import { AdminService, CheckpointService, RewindScope, type ConversationEvent } from '@bedrock/contracts';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { AdminService, RewindScope, type CheckpointService, type ConversationEvent } from '@bedrock/contracts';
 import { startSystem, type System } from './support/system.ts';
-import { toolTurn } from './support/tool-turn.ts';
+import { checkpointClient, describeBtrfs as describeBtrfsIf, toolTurn } from './support/tool-turn.ts';
 
-const isRoot = process.getuid?.() === 0;
-const hasBtrfs = (() => {
-  try {
-    execFileSync('btrfs', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-if (!isRoot || !hasBtrfs) console.warn('web-bff checkpoints-watch.test.ts: skipped: needs root and btrfs-progs');
-const describeBtrfs = isRoot && hasBtrfs ? describe : describe.skip;
+const describeBtrfs = describeBtrfsIf('checkpoints-watch.test.ts');
 
 describeBtrfs('a rewind reaches watchers; deleting a user deletes checkpoint records', () => {
   let s: System;
@@ -37,18 +26,7 @@ describeBtrfs('a rewind reaches watchers; deleting a user deletes checkpoint rec
   beforeAll(async () => {
     s = await startSystem({ label: 'ckpt_watch', workspaceStorage: true, workspaceImage: true, bff: { auth: { admins: ['alice'] } } });
     pool = new pg.Pool({ connectionString: s.db.url, max: 1 });
-    checkpoints = createClient(
-      CheckpointService,
-      createGrpcTransport({
-        baseUrl: s.bff.grpcUrl,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set('authorization', `Bearer ${s.tokens.bob}`);
-            return next(req);
-          },
-        ],
-      }),
-    );
+    checkpoints = checkpointClient(s, s.tokens.bob!);
   }, 120_000);
   afterAll(async () => {
     await pool?.end();

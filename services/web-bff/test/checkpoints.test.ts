@@ -8,27 +8,16 @@
  * that never see each other's files), and that deleting a conversation frees its checkpoints.
  * Needs root and btrfs-progs.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
-import { createGrpcTransport } from '@connectrpc/connect-node';
-import { CheckpointService, FileChangeKind, RewindScope, StateKind, StopReason } from '@bedrock/contracts';
+import { Code, ConnectError, type Client } from '@connectrpc/connect';
+import { FileChangeKind, RewindScope, StateKind, type CheckpointService } from '@bedrock/contracts';
 import { startSystem, type System } from './support/system.ts';
+import { asOwner, checkpointClient, describeBtrfs as describeBtrfsIf, toolTurn } from './support/tool-turn.ts';
 
-const isRoot = process.getuid?.() === 0;
-const hasBtrfs = (() => {
-  try {
-    execFileSync('btrfs', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-if (!isRoot || !hasBtrfs) console.warn('web-bff checkpoints.test.ts: skipped: needs root and btrfs-progs');
-const describeBtrfs = isRoot && hasBtrfs ? describe : describe.skip;
+const describeBtrfs = describeBtrfsIf('checkpoints.test.ts');
 
 async function failure(promise: Promise<unknown>): Promise<ConnectError> {
   try {
@@ -47,18 +36,7 @@ describeBtrfs('checkpoints through web-bff', () => {
   beforeAll(async () => {
     s = await startSystem({ label: 'ckpt', workspaceStorage: true, workspaceImage: true });
     pool = new pg.Pool({ connectionString: s.db.url, max: 1 });
-    checkpoints = createClient(
-      CheckpointService,
-      createGrpcTransport({
-        baseUrl: s.bff.grpcUrl,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set('authorization', `Bearer ${s.tokens.alice}`);
-            return next(req);
-          },
-        ],
-      }),
-    );
+    checkpoints = checkpointClient(s, s.tokens.alice!);
   }, 120_000);
   afterAll(async () => {
     await pool?.end();
@@ -67,53 +45,15 @@ describeBtrfs('checkpoints through web-bff', () => {
 
   const alice = () => s.client(s.tokens.alice);
 
-  /** The owner's uid of a workspace directory. */
-  const ownerOf = (dir: string): string => execFileSync('stat', ['-c', '%u', dir]).toString().trim();
-  /** Runs a shell script in `dir` as its owner, as a tool would. */
-  const asOwner = (dir: string, script: string): void => {
-    const uid = ownerOf(dir);
-    execFileSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sh', '-c', script], { cwd: dir });
-  };
   const checkpointDir = (cwd: string): string => join(s.storage!.root, '.checkpoints', cwd.split('/').at(-1)!);
 
-  /**
-   * One user turn whose model runs one bash tool: the test, as the runner, first checks that the
-   * turn's checkpoint exists, then makes the tool's changes. Returns the turn's user message and
-   * what the checkpoint directory held when the tool job arrived.
-   */
-  async function turn(id: string, cwd: string, script: string): Promise<{ checkpointsAtTool: string[] }> {
-    const before = s.llmJobs.filter((j) => j.conversationId === id).length;
-    const toolsBefore = s.toolJobs.filter((j) => j.conversationId === id).length;
-    await alice().sendMessage({ conversationId: id, text: `please: ${script}` });
-    const first = await s.waitFor('the LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before]);
-    const toolUseId = `t${before}`;
-    await s.send(id, `llm-result/${first.requestId}`, {
-      case: 'llmResponse',
-      value: {
-        requestId: first.requestId,
-        stopReason: StopReason.TOOL_USE,
-        content: [{ block: { case: 'toolUse', value: { id: toolUseId, name: 'bash', inputJson: JSON.stringify({ command: script }) } } }],
-      },
-    });
-    await s.waitFor('the tool job', () => s.toolJobs.filter((j) => j.conversationId === id)[toolsBefore]);
-    const checkpointsAtTool = existsSync(checkpointDir(cwd)) ? readdirSync(checkpointDir(cwd)).filter((n) => !n.startsWith('.')) : [];
-    asOwner(cwd, script);
-    await s.send(id, `tool-result/${id}/${toolUseId}`, { case: 'toolComplete', value: { toolUseId, content: 'done', exitCode: 0 } });
-    const second = await s.waitFor('the second LLM request', () => s.llmJobs.filter((j) => j.conversationId === id)[before + 1]);
-    await s.send(id, `llm-result/${second.requestId}`, {
-      case: 'llmResponse',
-      value: {
-        requestId: second.requestId,
-        stopReason: StopReason.END_TURN,
-        content: [{ block: { case: 'text', value: { text: 'ok' } } }],
-      },
-    });
-    await s.waitFor('the turn to end', async () => {
-      const c = (await alice().getConversation({ conversationId: id })).conversation!;
-      return c.state?.kind === StateKind.IDLE;
-    });
-    return { checkpointsAtTool };
-  }
+  /** One user turn of one bash tool (support/tool-turn.ts); answers which checkpoints the workspace had when the tool job arrived. */
+  const turn = async (id: string, cwd: string, script: string): Promise<{ checkpointsAtTool: string[] }> => ({
+    checkpointsAtTool:
+      (await toolTurn(s, s.tokens.alice!, id, cwd, script, 'ok', () =>
+        existsSync(checkpointDir(cwd)) ? readdirSync(checkpointDir(cwd)).filter((n) => !n.startsWith('.')) : [],
+      )) ?? [],
+  });
 
   const messagesOf = async (id: string) => (await alice().getConversation({ conversationId: id })).messages;
 

@@ -11,26 +11,16 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { StateKind, StopReason } from '@bedrock/contracts';
 import { startSystem, type System } from './support/system.ts';
-import { toolTurn } from './support/tool-turn.ts';
+import { describeBtrfs as describeBtrfsIf, toolTurn } from './support/tool-turn.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const UI_DIST = resolve(HERE, '../ui/dist');
 
-const isRoot = process.getuid?.() === 0;
-const hasBtrfs = (() => {
-  try {
-    execFileSync('btrfs', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-if (!isRoot || !hasBtrfs) console.warn('web-bff ui-rewind.e2e.test.ts: skipped: needs root and btrfs-progs');
-const describeBtrfs = isRoot && hasBtrfs ? describe : describe.skip;
+const describeBtrfs = describeBtrfsIf('ui-rewind.e2e.test.ts');
 
 describeBtrfs('Rewind to here', () => {
   let s: System;
@@ -102,6 +92,29 @@ describeBtrfs('Rewind to here', () => {
     await expect(busyPanel.locator('.rewind-error').textContent()).resolves.toMatch(/busy/);
     expect((await alice().getConversation({ conversationId: id })).messages.at(-1)!.sequence).toBe(endOfTurn1 + 1n);
     await alice().cancel({ conversationId: id });
+  }, 180_000);
+
+  it('forks with files: the fork opens with its own copy of the files as they were at that message', async () => {
+    const created = (await alice().createConversation({})).conversation!;
+    const { id, cwd } = created;
+    await toolTurn(s, s.tokens.alice!, id, cwd, 'printf "one\\n" > a.txt', 'first answer');
+    const endOfTurn1 = (await alice().getConversation({ conversationId: id })).messages.at(-1)!.sequence;
+    await toolTurn(s, s.tokens.alice!, id, cwd, 'printf "two\\n" > a.txt; printf b > b.txt', 'second answer');
+
+    await page.goto(`${s.bff.httpUrl}/c/${id}`);
+    await page.getByText('second answer').waitFor();
+    await message(page, endOfTurn1).getByRole('button', { name: 'Fork with files' }).click();
+    // The fork opens: its history ends at the message, its files are those of then, in a workspace of its own.
+    await page.waitForURL((url) => url.pathname.startsWith('/c/') && !url.pathname.endsWith(id));
+    const forkId = decodeURIComponent(new URL(page.url()).pathname.slice(3));
+    const fork = await alice().getConversation({ conversationId: forkId });
+    expect(fork.conversation!.forkedFrom).toMatchObject({ conversationId: id, messageSequence: endOfTurn1 });
+    expect(fork.conversation!.cwd).not.toBe(cwd);
+    expect(readFileSync(join(fork.conversation!.cwd, 'a.txt'), 'utf8')).toBe('one\n');
+    expect(existsSync(join(fork.conversation!.cwd, 'b.txt'))).toBe(false);
+    // The source keeps its files.
+    expect(readFileSync(join(cwd, 'a.txt'), 'utf8')).toBe('two\n');
+    expect(existsSync(join(cwd, 'b.txt'))).toBe(true);
   }, 180_000);
 
   it('says why the files cannot be rewound where the storage cannot checkpoint, and rewinds the chat alone', async () => {

@@ -9,6 +9,7 @@
  *   ROOT/.checkpoints/<workspace id>/<checkpoint id>   a read-only snapshot
  *   ROOT/.checkpoints/<workspace id>/.qgroup           the level-1 qgroup holding the workspace and its checkpoints
  *   ROOT/.checkpoints/<workspace id>/.tmp-<…>          a transient read-only snapshot of the live workspace (a diff)
+ *   ROOT/.checkpoints/<workspace id>/.gone-<…>         a checkpoint retention removed, being deleted in the background
  *   ROOT/.rew-<workspace id>-<time>-<random>           a rewind being built (a writable snapshot of a checkpoint)
  *   ROOT/.rdy-<workspace id>-<time>-<random>           a rewind built, about to be swapped in
  *   ROOT/.old-<workspace id>-<time>-<random>           the workspace a rewind replaced, being deleted
@@ -34,6 +35,7 @@ import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { createTwoFilesPatch } from 'diff';
 import { lastLines, run } from './run.ts';
+import type { SnapshotHelper } from './snapshot-helper.ts';
 import { checkWorkspaceId } from './validate.ts';
 
 /** Every subvolume's root directory has this inode number. */
@@ -125,6 +127,11 @@ export interface CheckpointsOptions {
   /** Deletes a subvolume (the backend's delete: nested subvolumes first, qgroup later). */
   readonly deleteSubvolume: (path: string) => Promise<void>;
   readonly log?: (level: 'info' | 'warn', message: string) => void;
+  /**
+   * Takes the snapshots and reads the checkpoints' bytes by ioctl (snapshot-helper.ts); without
+   * it, each is a `btrfs` command (the benchmark's "before", and a build without the helper).
+   */
+  readonly snapshots?: SnapshotHelper;
 }
 
 function errno(err: unknown): string | undefined {
@@ -226,6 +233,12 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     options.btrfs === true
       ? undefined
       : `checkpoints need the workspace root on btrfs (copy-on-write snapshots; files are never copied): ${options.btrfs}. Put BEDROCK_WORKSPACE_ROOT on btrfs with quotas, or set BEDROCK_WORKSPACE_IMAGE to have the runner loop-mount a btrfs image there`;
+  const helper = options.snapshots;
+  /** A snapshot of `source` at `dest`, read-only or not, inside `qgroup` when given: one ioctl. */
+  async function snapshot(source: string, dest: string, readonly: boolean, qgroup: string | undefined, what: string): Promise<void> {
+    if (helper) return helper.snapshot(source, dest, { readonly, ...(qgroup ? { qgroup } : {}) });
+    await btrfs(['subvolume', 'snapshot', ...(readonly ? ['-r'] : []), ...(qgroup ? ['-i', qgroup] : []), source, dest], what);
+  }
   /** The limit this process last set on each family qgroup. */
   const limits = new Map<string, number>();
   /** One operation per workspace at a time on this runner. */
@@ -260,17 +273,23 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     return path;
   }
 
+  /** Holders this process made or found (removeAll forgets its own): not made again on each checkpoint. */
+  const holders = new Set<string>();
   async function holder(workspaceId: string): Promise<string> {
-    await mkdir(base, { recursive: true, mode: 0o700 });
     const dir = join(base, workspaceId);
+    if (holders.has(workspaceId)) return dir;
+    await mkdir(base, { recursive: true, mode: 0o700 });
     await mkdir(dir, { recursive: true, mode: 0o700 });
+    holders.add(workspaceId);
     return dir;
   }
+  /** The family qgroup of each workspace as this process last read or wrote it (removeAll forgets it). */
+  const families = new Map<string, string>();
 
   /** The level-1 qgroup of the workspace and its checkpoints, made (limited to `quotaBytes`) on first use. */
   async function parentQgroup(workspaceId: string, workspace: string, quotaBytes: number): Promise<string> {
     const file = join(await holder(workspaceId), '.qgroup');
-    let qgroup = (await readFile(file, 'utf8').catch(() => '')).trim();
+    let qgroup = families.get(workspaceId) ?? (await readFile(file, 'utf8').catch(() => '')).trim();
     if (!/^1\/\d+$/.test(qgroup)) {
       const id = Number((await btrfs(['inspect-internal', 'rootid', workspace], `reading the subvolume id of ${workspace}`)).trim());
       qgroup = `1/${id}`;
@@ -283,6 +302,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       await writeFile(`${file}.tmp`, qgroup);
       await rename(`${file}.tmp`, file);
     }
+    families.set(workspaceId, qgroup);
     // Set when it changes (this process remembers what it set): one command less per checkpoint.
     if (quotaBytes > 0 && limits.get(qgroup) !== quotaBytes) {
       await btrfs(['qgroup', 'limit', String(quotaBytes), qgroup, root], `limiting ${qgroup}`);
@@ -316,20 +336,24 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     return ids;
   }
 
-  /** The checkpoints, oldest first; with `bytes`, each one's exclusive bytes (two btrfs commands), else 0. */
+  /** The checkpoints, oldest first; with `bytes`, each one's exclusive bytes (an ioctl each, or two btrfs commands), else 0. */
   async function list(workspaceId: string, bytes = true): Promise<CheckpointInfo[]> {
     const ids = await existingIds(workspaceId);
     if (ids.length === 0) return [];
-    const [excl, subs] = bytes
-      ? [await exclusiveBytes(), await subvolumeIds(workspaceId)]
-      : [new Map<number, number>(), new Map<string, number>()];
-    const infos: CheckpointInfo[] = [];
-    for (const id of ids) {
-      const st = await lstatOrUndefined(join(base, workspaceId, id));
-      if (!st) continue;
-      const sub = subs.get(id);
-      infos.push({ id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes: sub === undefined ? 0 : (excl.get(sub) ?? 0) });
-    }
+    const [excl, subs] =
+      bytes && !helper ? [await exclusiveBytes(), await subvolumeIds(workspaceId)] : [new Map<number, number>(), new Map<string, number>()];
+    // All at once: one wait for the lot rather than one per checkpoint.
+    const found = await Promise.all(
+      ids.map(async (id): Promise<CheckpointInfo | undefined> => {
+        const st = await lstatOrUndefined(join(base, workspaceId, id));
+        if (!st) return undefined;
+        const sub = subs.get(id);
+        const exclusiveBytes =
+          bytes && helper ? (await helper.exclusive(join(base, workspaceId, id))).bytes : sub === undefined ? 0 : (excl.get(sub) ?? 0);
+        return { id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes };
+      }),
+    );
+    const infos = found.filter((c): c is CheckpointInfo => c !== undefined);
     return infos.sort((a, b) => a.createdMs - b.createdMs || (a.id < b.id ? -1 : 1));
   }
 
@@ -337,6 +361,35 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     const path = join(base, workspaceId, id);
     if (!(await lstatOrUndefined(path))) return false;
     await options.deleteSubvolume(path);
+    return true;
+  }
+
+  /**
+   * Retention's removals. With the snapshot helper: one delete ioctl (a checkpoint holds no
+   * nested subvolume; the kernel frees the blocks in the background, and the level-0 qgroup
+   * goes with the subvolume on current kernels, else by `btrfs qgroup clear-stale` at start).
+   * Without it: renamed `.gone-…` (gone from every listing at once), then deleted one after
+   * another in the background, so that a checkpoint never waits for the `btrfs` commands (and
+   * the transaction commit) of the one it replaces. Leftovers of a killed runner are deleted by
+   * `recover`.
+   */
+  let deleting: Promise<void> = Promise.resolve();
+  async function retire(workspaceId: string, id: string): Promise<boolean> {
+    const path = join(base, workspaceId, id);
+    if (helper)
+      return helper.destroy(path).then(
+        () => true,
+        (err: unknown) => {
+          if (/ENOENT/.test(String((err as Error).message))) return false;
+          throw err;
+        },
+      );
+    if (!(await lstatOrUndefined(path))) return false;
+    const gone = join(base, workspaceId, `.gone-${stamp()}`);
+    await rename(path, gone);
+    deleting = deleting
+      .then(() => options.deleteSubvolume(gone))
+      .catch((err: unknown) => log('warn', `checkpoints: could not delete ${gone} (deleted at the next start): ${(err as Error).message}`));
     return true;
   }
 
@@ -375,8 +428,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     const tmp = join(await holder(workspaceId), `.tmp-${stamp()}`);
     // Inside the family qgroup when there is one (outside it, btrfs's accounting would turn inconsistent).
     const family = (await readFile(join(base, workspaceId, '.qgroup'), 'utf8').catch(() => '')).trim();
-    const inherit = /^1\/\d+$/.test(family) ? ['-i', family] : [];
-    await btrfs(['subvolume', 'snapshot', '-r', ...inherit, workspace, tmp], `snapshotting ${workspaceId}`);
+    await snapshot(workspace, tmp, true, /^1\/\d+$/.test(family) ? family : undefined, `snapshotting ${workspaceId}`);
     try {
       return await fn(tmp);
     } finally {
@@ -470,23 +522,40 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         const workspace = await workspaceSubvolume(workspaceId);
         const path = join(await holder(workspaceId), id);
         let created = false;
-        if (!(await lstatOrUndefined(path))) {
+        if (helper) {
+          // One ioctl: the checkpoint exists whole or not at all; one that exists already is this id's (idempotent).
           const qgroup = await parentQgroup(workspaceId, workspace, quotaBytes);
-          // One ioctl: the checkpoint exists whole or not at all.
-          await btrfs(['subvolume', 'snapshot', '-r', '-i', qgroup, workspace, path], `checkpointing ${workspaceId}`);
+          created = await snapshot(workspace, path, true, qgroup, `checkpointing ${workspaceId}`).then(
+            () => true,
+            (err: unknown) => {
+              if (ConnectError.from(err).code === Code.AlreadyExists) return false;
+              throw err;
+            },
+          );
+        } else if (!(await lstatOrUndefined(path))) {
+          const qgroup = await parentQgroup(workspaceId, workspace, quotaBytes);
+          await snapshot(workspace, path, true, qgroup, `checkpointing ${workspaceId}`);
           created = true;
         }
         const removed: string[] = [];
-        if (retention.maxCount > 0 || retention.maxBytes > 0) {
-          const all = await list(workspaceId, retention.maxBytes > 0);
+        const count = retention.maxCount > 0 ? (await existingIds(workspaceId)).length : 0;
+        // The bytes all checkpoints hold alone are at most what the family (the workspace and its
+        // checkpoints) references: under the limit, no checkpoint's own bytes need reading.
+        const bytesOver =
+          retention.maxBytes > 0 &&
+          (!helper ||
+            (await helper.qgroup(root, families.get(workspaceId) ?? (await parentQgroup(workspaceId, workspace, quotaBytes)))).referenced >
+              retention.maxBytes);
+        if (count > retention.maxCount || bytesOver) {
+          const all = await list(workspaceId, bytesOver);
           let total = all.reduce((s, c) => s + c.exclusiveBytes, 0);
           for (const [i, c] of all.entries()) {
             const left = all.length - i;
             if (c.id === id || left <= 1) break;
             const overCount = retention.maxCount > 0 && left > retention.maxCount;
-            const overBytes = retention.maxBytes > 0 && total > retention.maxBytes;
+            const overBytes = bytesOver && total > retention.maxBytes;
             if (!overCount && !overBytes) break;
-            if (await removeOne(workspaceId, c.id)) removed.push(c.id);
+            if (await retire(workspaceId, c.id)) removed.push(c.id);
             total -= c.exclusiveBytes;
           }
         }
@@ -511,18 +580,20 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         const building = join(root, `.rew-${tag}`);
         const ready = join(root, `.rdy-${tag}`);
         const old = join(root, `.old-${tag}`);
-        await btrfs(['subvolume', 'snapshot', '-i', qgroup, checkpoint, building], `rewinding ${workspaceId}`);
+        await snapshot(checkpoint, building, false, qgroup, `rewinding ${workspaceId}`);
         // The snapshot's top keeps the checkpoint's owner and mode; the workspace's are kept.
-        if (quotaBytes > 0) await btrfs(['qgroup', 'limit', String(quotaBytes), building], `setting the quota of ${building}`);
+        if (quotaBytes > 0) {
+          if (helper) await helper.limit(building, quotaBytes);
+          else await btrfs(['qgroup', 'limit', String(quotaBytes), building], `setting the quota of ${building}`);
+        }
         await chmod(building, st.mode & 0o7777);
         await rename(building, ready); // complete from here on
         await rename(workspace, old);
         await rename(ready, workspace);
-        await options
-          .deleteSubvolume(old)
-          .catch((err: unknown) =>
-            log('warn', `checkpoints: could not delete ${old} (dropped at the next start): ${(err as Error).message}`),
-          );
+        // One ioctl with the helper; the backend's delete when it fails (a tool made subvolumes inside).
+        await (helper ? helper.destroy(old).catch(() => options.deleteSubvolume(old)) : options.deleteSubvolume(old)).catch(
+          (err: unknown) => log('warn', `checkpoints: could not delete ${old} (dropped at the next start): ${(err as Error).message}`),
+        );
       });
     },
 
@@ -542,10 +613,13 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       checkWorkspaceId(workspaceId);
       if (unavailable) return;
       await locked(workspaceId, async () => {
+        await deleting;
+        holders.delete(workspaceId);
+        families.delete(workspaceId);
         const dir = join(base, workspaceId);
         for (const id of await existingIds(workspaceId)) await removeOne(workspaceId, id);
         for (const name of await readdir(dir).catch(() => [] as string[]))
-          if (name.startsWith('.tmp-')) await options.deleteSubvolume(join(dir, name));
+          if (name.startsWith('.tmp-') || name.startsWith('.gone-')) await options.deleteSubvolume(join(dir, name));
         const qgroup = (await readFile(join(dir, '.qgroup'), 'utf8').catch(() => '')).trim();
         if (/^1\/\d+$/.test(qgroup)) await run(['btrfs', 'qgroup', 'destroy', qgroup, root], { timeoutMs: 60_000 });
         await run(['rm', '-rf', '--one-file-system', '--', dir], { timeoutMs: 60_000 });
@@ -569,7 +643,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       checkWorkspaceId(destWorkspaceId);
       const family = (await readFile(join(base, workspaceId, '.qgroup'), 'utf8').catch(() => '')).trim();
       if (!/^1\/\d+$/.test(family)) return false;
-      await btrfs(['subvolume', 'snapshot', '-i', family, source, dest], `snapshotting ${source}`);
+      await snapshot(source, dest, false, family, `snapshotting ${source}`);
       const file = join(await holder(destWorkspaceId), '.qgroup');
       await writeFile(`${file}.tmp`, family);
       await rename(`${file}.tmp`, file);
@@ -595,7 +669,10 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       for (const workspaceId of await readdir(base).catch(() => [] as string[])) {
         for (const name of await readdir(join(base, workspaceId)).catch(() => [] as string[]))
           // A diff's transient snapshot: old enough not to be another runner's diff in progress.
-          if (name.startsWith('.tmp-') && parseInt(name.slice(5).split('-')[0]!, 36) <= Date.now() - minAgeMs)
+          if (
+            (name.startsWith('.tmp-') || name.startsWith('.gone-')) &&
+            parseInt(name.slice(name.indexOf('-') + 1).split('-')[0]!, 36) <= Date.now() - minAgeMs
+          )
             await options.deleteSubvolume(join(base, workspaceId, name)).catch(() => undefined);
       }
     },

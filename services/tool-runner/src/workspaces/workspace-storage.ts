@@ -26,6 +26,7 @@ import { lastLines, run } from './run.ts';
 import { checkGitUrl, checkOwner, checkWorkspaceId } from './validate.ts';
 import { walk } from './walk.ts';
 import { openCheckpoints } from './checkpoints.ts';
+import { DEFAULT_SNAPSHOT_HELPER_PATH, openSnapshotHelper, snapshotHelperBeside } from './snapshot-helper.ts';
 import type { Checkpoints } from './checkpoints.ts';
 import { checkCheckpointId } from './checkpoints.ts';
 
@@ -80,6 +81,11 @@ export interface WorkspaceStorageOptions {
   readonly log?: (level: 'info' | 'warn', message: string) => void;
   /** Leftovers of a killed rewind at least this old are recovered at start (default 60 s). */
   readonly checkpointRecoveryAgeMs?: number;
+  /**
+   * The snapshot helper (snapshot-helper.ts): default the one beside the build's sandbox helper;
+   * `null`, or none there, takes snapshots with the `btrfs` command instead (slower: a process each).
+   */
+  readonly snapshotHelper?: string | null;
 }
 
 /** At most this many workspaces per usage call, and this many entries or this long counting each. */
@@ -282,11 +288,16 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       if (st?.isDirectory()) await discard(path, { uid: st.uid, gid: st.gid });
     }
   }
+  const helperPath = options.snapshotHelper === undefined ? snapshotHelperBeside() : (options.snapshotHelper ?? undefined);
+  const snapshots = backend.mechanism === 'btrfs' && !problem && helperPath ? openSnapshotHelper(helperPath) : undefined;
+  if (backend.mechanism === 'btrfs' && !problem && !helperPath && options.snapshotHelper !== null)
+    log('warn', `the snapshot helper is not built (${DEFAULT_SNAPSHOT_HELPER_PATH}): checkpoints use the btrfs command, a process each`);
   const checkpoints = openCheckpoints({
     root,
     btrfs: backend.mechanism === 'btrfs' && !problem ? true : backend.description,
     deleteSubvolume: (path) => backend.remove(path, { uid: 0, gid: 0 }),
     log,
+    ...(snapshots ? { snapshots } : {}),
   });
   if (!problem) await sweep();
   // A rewind a killed runner left is finished or undone (a minute old: not one another runner is doing now).
@@ -386,6 +397,7 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
 
     close() {
       backend.close();
+      snapshots?.close();
     },
   };
 }

@@ -134,7 +134,10 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   const titles = session.subAgentTitles;
   const names = useMemo(() => ({ parentId: c.id, titles }), [c.id, titles]);
   // Sub-agents are driven by their parent: the service refuses to fork one, so they offer no fork.
-  const fork = useMemo(() => (c.parentId ? undefined : (at: bigint) => session.fork(at)), [session, c.parentId]);
+  const fork = useMemo(
+    () => (c.parentId ? undefined : (at: bigint, withFiles: boolean) => session.fork(at, withFiles)),
+    [session, c.parentId],
+  );
   // Rewinding too: a sub-agent's history is its parent's to decide.
   const rewinder = useMemo(() => (c.parentId ? undefined : createRewinder(c.id)), [c.id, c.parentId]);
   const forkedFrom = c.forkedFrom;

@@ -228,15 +228,16 @@ export class Session {
   }
 
   /**
-   * A new conversation from this one's history up to message `atSequence`, then opened. The
+   * A new conversation from this one's history up to message `atSequence` (with its own copy of
+   * the workspace's files as they were there, `withFiles`), then opened. The
    * service refuses a place inside a tool call (naming the nearest ones that work): that answer
    * is returned for the view to show beside the message.
    */
-  async fork(atSequence: bigint): Promise<ForkOutcome> {
+  async fork(atSequence: bigint, withFiles = false): Promise<ForkOutcome> {
     try {
       // One request id for every attempt: a retry answers the fork the first attempt made.
       const res = await retrying(
-        (requestId) => this.deps.api.forkConversation({ conversationId: this.id, atMessage: atSequence, requestId }),
+        (requestId) => this.deps.api.forkConversation({ conversationId: this.id, atMessage: atSequence, withFiles, requestId }),
         {
           onRetry: ({ attempt, attempts, error }) =>
             this.showError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`),

@@ -43,8 +43,12 @@ export interface SubAgentNames {
 }
 export const SubAgentNamesContext = createContext<SubAgentNames>({ parentId: '', titles: new Map() });
 
-/** Forks the conversation after the message with this sequence (and opens the fork); undefined where forking is not offered. */
-export type Fork = (atSequence: bigint) => Promise<ForkOutcome>;
+/**
+ * Forks the conversation after the message with this sequence (and opens the fork), with its own
+ * copy of the workspace's files as they were there when `withFiles`; undefined where forking is
+ * not offered.
+ */
+export type Fork = (atSequence: bigint, withFiles: boolean) => Promise<ForkOutcome>;
 export const ForkContext = createContext<Fork | undefined>(undefined);
 
 /** Results longer than this many lines start folded. */
@@ -220,8 +224,9 @@ function UserMessage({ item }: { item: Item & { kind: 'user' } }) {
 }
 
 /**
- * "Fork from here" for a message at rest (`at`: the last message the fork copies): the button
- * for the message's head line, and the service's refusal to show under the message.
+ * "Fork from here" and "Fork with files" for a message at rest (`at`: the last message the fork
+ * copies): the buttons for the message's head line, and the service's refusal to show under the
+ * message (a fork with files where the workspace has no checkpoints says why).
  */
 function useForkAction(at: bigint | undefined): { button: ComponentChildren; error: ComponentChildren } {
   const fork = useContext(ForkContext);
@@ -236,10 +241,10 @@ function useForkAction(at: bigint | undefined): { button: ComponentChildren; err
   );
   if (!fork || at === undefined) return { button: null, error: null };
   const errorId = `fork-error-${at}`;
-  const run = async () => {
+  const run = async (withFiles: boolean) => {
     setBusy(true);
     setError('');
-    const outcome = await fork(at);
+    const outcome = await fork(at, withFiles);
     // On success the fork opens and this view goes away.
     if (!mounted.current) return;
     setBusy(false);
@@ -247,16 +252,28 @@ function useForkAction(at: bigint | undefined): { button: ComponentChildren; err
   };
   return {
     button: (
-      <button
-        type="button"
-        class="fork-button small"
-        disabled={busy}
-        aria-describedby={error ? errorId : undefined}
-        title="Start a new conversation with the history up to this message"
-        onClick={() => void run()}
-      >
-        {busy ? 'Forking…' : 'Fork from here'}
-      </button>
+      <>
+        <button
+          type="button"
+          class="fork-button small"
+          disabled={busy}
+          aria-describedby={error ? errorId : undefined}
+          title="Start a new conversation with the history up to this message"
+          onClick={() => void run(false)}
+        >
+          {busy ? 'Forking…' : 'Fork from here'}
+        </button>
+        <button
+          type="button"
+          class="fork-button fork-files-button small"
+          disabled={busy}
+          aria-describedby={error ? errorId : undefined}
+          title="Start a new conversation with the history up to this message and its own copy of the files as they were then"
+          onClick={() => void run(true)}
+        >
+          Fork with files
+        </button>
+      </>
     ),
     error: error ? (
       <p class="form-error fork-error" id={errorId} role="alert">

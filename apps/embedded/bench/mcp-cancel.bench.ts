@@ -18,7 +18,11 @@ const b = await startBench('mcp-cancel', {
 try {
   const id = (await b.conversations.createConversation({ cwd: b.workspace })).conversation!.id;
   for (const [label, line, running] of [
-    ['server-everything (stops on notifications/cancelled)', '$mcp everything trigger-long-running-operation {"duration": 60, "steps": 60}', '[progress 1/60'],
+    [
+      'server-everything (stops on notifications/cancelled)',
+      '$mcp everything trigger-long-running-operation {"duration": 60, "steps": 60}',
+      '[progress 1/60',
+    ],
     ['fixture hang (ignores it; killed after)', '$mcp fixture hang {}', ''],
   ] as const) {
     const figures: number[] = [];

@@ -26,12 +26,12 @@ try {
   await until('rest', async () => (await b.stateOf(id)) === StateKind.IDLE, 60_000, 100);
   w.stop();
   const { messages } = await b.conversations.getConversation({ conversationId: id });
-  const result = messages
-    .flatMap((m) => m.content.flatMap((x) => (x.block.case === 'toolResult' ? [x.block.value] : [])))
-    .at(-1);
+  const result = messages.flatMap((m) => m.content.flatMap((x) => (x.block.case === 'toolResult' ? [x.block.value] : []))).at(-1);
   const progress = (w.output().match(/\[progress /g) ?? []).length;
   console.log(`a ${SECONDS} s call, progress every ${SECONDS / STEPS} s, timeout 5 min: ended after ${took.toFixed(1)} s`);
-  console.log(`progress lines streamed: ${progress} of ${STEPS}; result ${result?.isError ? 'ERROR' : 'ok'}: ${result?.content.slice(0, 200)}`);
+  console.log(
+    `progress lines streamed: ${progress} of ${STEPS}; result ${result?.isError ? 'ERROR' : 'ok'}: ${result?.content.slice(0, 200)}`,
+  );
 } finally {
   await b.close();
 }

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { ConversationService, McpService, StateKind, type WatchConversationResponse } from '@bedrock/contracts';
+import type { StateKind } from '@bedrock/contracts';
+import { ConversationService, McpService, type WatchConversationResponse } from '@bedrock/contracts';
 import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
 
 const repo = new URL('../../../', import.meta.url).pathname;

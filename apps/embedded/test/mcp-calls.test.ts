@@ -36,7 +36,8 @@ function watch(id: string) {
       // stopped
     }
   })();
-  const output = () => events.flatMap(({ event }) => (event.event?.kind.case === 'toolOutput' ? [event.event.kind.value.text] : [])).join('');
+  const output = () =>
+    events.flatMap(({ event }) => (event.event?.kind.case === 'toolOutput' ? [event.event.kind.value.text] : [])).join('');
   const resultAt = (after: number) =>
     events.find(
       ({ at, event }) =>
@@ -75,7 +76,10 @@ describe('MCP call rules with server-everything', () => {
   it('answers a cancel of a running call at once', async () => {
     const id = (await e.conversations.createConversation({ cwd: e.workspace })).conversation!.id;
     const w = watch(id);
-    await e.conversations.sendMessage({ conversationId: id, text: '$mcp slow trigger-long-running-operation {"duration": 60, "steps": 60}' });
+    await e.conversations.sendMessage({
+      conversationId: id,
+      text: '$mcp slow trigger-long-running-operation {"duration": 60, "steps": 60}',
+    });
     // Running: its first progress has arrived.
     const deadline = Date.now() + 60_000;
     while (!w.output().includes('[progress 1/60') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

@@ -120,7 +120,7 @@ describe('MCP servers in the web UI', () => {
     await expect(card.locator('.tool-result .tool-output').textContent()).resolves.toBe('a note in the workspace\n');
   }, 180_000);
 
-  it("turns a server off and on for the open conversation from its settings, and the panel says so", async () => {
+  it('turns a server off and on for the open conversation from its settings, and the panel says so', async () => {
     const id = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
     await page.locator('details.settings > summary').first().click();
     const toggles = page.getByTestId('mcp-toggles');

@@ -223,7 +223,15 @@ export function McpServersPanel({
  * The conversation's settings: one switch a server, on or off for this conversation alone
  * (SetMcpServerEnabled, applied at once; the next model request follows it).
  */
-export function McpToggles({ mcp, conversationId, authFailed }: { mcp: McpApi; conversationId: string; authFailed(message: string): void }) {
+export function McpToggles({
+  mcp,
+  conversationId,
+  authFailed,
+}: {
+  mcp: McpApi;
+  conversationId: string;
+  authFailed(message: string): void;
+}) {
   const { servers, error, setServers } = useServers(mcp, conversationId, authFailed, true);
   const [problem, setProblem] = useState('');
   if (error)

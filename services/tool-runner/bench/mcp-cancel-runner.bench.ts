@@ -4,7 +4,8 @@
  * marked cancelled, for
  *   everything  server-everything's long-running operation (stops on notifications/cancelled)
  *   hang        the fixture's `hang` (ignores it): also the time until its process is gone
- *               (killed in the background after a ping it does not answer, 2 s)
+ *               (killed in the background after a ping it does not answer, 2 s); its
+ *               server is started (by a quick call) before each round, so the call reaches it
  * each BENCH_ROUNDS times (default 20), on one server process per kind (started before the
  * first round, as a conversation's would be). The public API's figure (Cancel RPC to the
  * tool_result on the watch stream) is apps/embedded/bench/mcp-cancel.bench.ts. Asserts nothing.
@@ -70,6 +71,20 @@ function pidsRunning(text: string): number[] {
   return out.split('\n').filter(Boolean).map(Number).filter(ours);
 }
 
+/** The fixture's server running and idle (a call of a quick tool starts it, after the last round's was killed). */
+async function hangReady(i: number): Promise<void> {
+  const warm = create(ToolExecJobSchema, {
+    toolUseId: `mcp-cancel-warm-${i}`,
+    conversationId: 'bench',
+    toolName: 'mcp__fixture__unannotated',
+    inputJson: '{}',
+    cwd,
+    mode: Mode.UNRESTRICTED,
+    mcpServer: servers.fixture,
+  });
+  await runner.executor.execute(warm, () => {});
+}
+
 async function measure(kind: 'everything' | 'hang'): Promise<{ result: number[]; gone: number[] }> {
   const result: number[] = [];
   const gone: number[] = [];
@@ -78,6 +93,7 @@ async function measure(kind: 'everything' | 'hang'): Promise<{ result: number[];
     kind === 'everything' ? ['mcp__everything__trigger-long-running-operation', { duration: 60, steps: 60 }] : ['mcp__fixture__hang', {}];
   for (let i = 0; i < ROUNDS; i++) {
     const id = `mcp-cancel-${kind}-${i}`;
+    if (kind === 'hang') await hangReady(i);
     let text = '';
     let progressed!: () => void;
     const running = new Promise<void>((resolve) => (progressed = resolve));
@@ -95,7 +111,11 @@ async function measure(kind: 'everything' | 'hang'): Promise<{ result: number[];
       if (text.includes('[progress 1/')) progressed();
     });
     // Running: its first progress (everything), or half a second in (hang reports none).
-    await (kind === 'everything' ? running : new Promise((r) => setTimeout(r, 500)));
+    const ended = await Promise.race([
+      done.then((r) => r as { content?: string }),
+      (kind === 'everything' ? running : new Promise((r) => setTimeout(r, 500))).then(() => undefined),
+    ]);
+    if (ended) throw new Error(`round ${i}: the call ended before the cancel: ${ended.content}`);
     const before = kind === 'hang' ? pidsRunning('mcp-fixture-server.mjs') : [];
     const t0 = performance.now();
     await transport.cancels.publish(create(CancelSignalSchema, { conversationId: 'bench', target: { case: 'toolUseId', value: id } }));

@@ -18,7 +18,7 @@ let e: McpEmbedded;
 beforeAll(async () => {
   e = await startMcpEmbedded({ label: 'mcp-calls', servers: () => ({}) });
   await e.mcp.addMcpServer({ name: 'slow', command: 'node', args: [SERVERS.everything], timeoutMs: 3000n });
-}, 120_000);
+}, 240_000);
 
 afterAll(async () => {
   await e?.close();

@@ -37,7 +37,7 @@ import {
   usageExtras,
   type ServerToolView,
 } from '@bedrock/agent-view/agent-content';
-import { formatTokens, modeLine, relativeTime } from '@bedrock/agent-view/format';
+import { formatTokens, modeLine, relativeTime, toolLabel } from '@bedrock/agent-view/format';
 import { safeOutput, type Output } from './output.ts';
 import { cleanStrings, stripControls } from './terminal-text.ts';
 
@@ -323,7 +323,7 @@ export function renderMessage(
         lines.push(`${who}: [image ${block.block.value.mediaType}, ${block.block.value.data.length} bytes]`);
         break;
       case 'toolUse': {
-        lines.push(`tool ${paint(options.color, 'bold', block.block.value.name)} ${short(block.block.value.inputJson)}`);
+        lines.push(`tool ${paint(options.color, 'bold', toolLabel(block.block.value.name))} ${short(block.block.value.inputJson)}`);
         const result = context.results?.byCall.get(block.block.value.id);
         if (result) {
           lines.push(...toolResultLines(cleanStrings(result), options));

@@ -395,6 +395,17 @@ describe('show: numbers and tool results', () => {
     );
   });
 
+  it('names an MCP call by its server and tool', () => {
+    const mcp = {
+      block: { case: 'toolUse' as const, value: { id: 'm1', name: 'mcp__fs__read_text_file', inputJson: '{"path":"/w/a.txt"}' } },
+    };
+    const lines = renderMessages([
+      message({ id: 'a', sequence: 1n, type: MessageType.AGENT, content: [mcp], stopReason: StopReason.TOOL_USE }),
+      message({ id: 't', sequence: 2n, type: MessageType.TOOL, content: [result('m1', 'hello')] }),
+    ]);
+    expect(lines).toBe(['tool fs › read_text_file {"path":"/w/a.txt"}', '  → ok: hello', ''].join('\n'));
+  });
+
   it('numbers each message with the sequence fork --at takes', () => {
     expect(renderMessages(turn, { numbered: true })).toBe(
       [

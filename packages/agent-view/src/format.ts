@@ -5,6 +5,8 @@
 import {
   ErrorKind,
   isResting,
+  MCP_TOOL_PREFIX,
+  mcpServerOf,
   MessageType,
   Mode,
   StateKind,
@@ -274,9 +276,34 @@ export function parseJsonObject(text: string): Record<string, unknown> | undefin
   }
 }
 
+/**
+ * A tool's name as the user reads it: an MCP tool's `mcp__fs__read_file` is "fs › read_file"
+ * (its server, then its tool, as the model was offered it); a built-in tool's name as is.
+ */
+export function toolLabel(name: string): string {
+  const server = mcpServerOf(name);
+  if (!server) return name;
+  return `${server} › ${name.slice(MCP_TOOL_PREFIX.length + server.length + 2)}`;
+}
+
+/** How long an MCP call's one-line summary of its arguments may be. */
+const MCP_SUMMARY_CHARS = 80;
+
+/**
+ * An MCP call's arguments on one line, e.g. `path: "/w/a.txt", tail: 5` (cut with "…"), since
+ * a server's tools have no fixed wording here; "" without arguments.
+ */
+function mcpSummary(input: Record<string, unknown>): string {
+  const line = Object.entries(input)
+    .map(([k, v]) => `${k}: ${JSON.stringify(v) ?? String(v)}`)
+    .join(', ');
+  return line.length > MCP_SUMMARY_CHARS ? `${line.slice(0, MCP_SUMMARY_CHARS - 1)}…` : line;
+}
+
 /** The one line that says what a tool call does, e.g. "$ ls -la" for bash. */
 export function toolSummary(name: string, inputJson: string): string {
   const input = parseJsonObject(inputJson) ?? {};
+  if (mcpServerOf(name)) return mcpSummary(input);
   const str = (k: string) => (typeof input[k] === 'string' ? (input[k] as string) : '');
   switch (name) {
     case 'bash':

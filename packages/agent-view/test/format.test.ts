@@ -15,6 +15,7 @@ import {
   relativeTime,
   secondsLeft,
   stateLine,
+  toolLabel,
   toolSummary,
   usageView,
 } from '../src/format.ts';
@@ -104,6 +105,21 @@ describe('tools and diffs', () => {
     expect(toolSummary('patch', '{"path":"src/a.ts","patches":[]}')).toBe('src/a.ts');
     expect(toolSummary('spawn_agents', '{"tasks":[{"task":"a"},{"task":"b"}]}')).toBe('2 sub-agents');
     expect(toolSummary('bash', 'not json')).toBe('$ ');
+  });
+
+  it('names an MCP tool by its server and tool, and its arguments on one line', () => {
+    expect(toolLabel('mcp__fs__read_text_file')).toBe('fs › read_text_file');
+    expect(toolLabel('mcp__everything__trigger-long-running-operation')).toBe('everything › trigger-long-running-operation');
+    // A tool name with `__` in it keeps it: the server is the part before the first `__`.
+    expect(toolLabel('mcp__my-srv__a__b')).toBe('my-srv › a__b');
+    expect(toolLabel('bash')).toBe('bash');
+    // Not a valid server name: shown as is.
+    expect(toolLabel('mcp__Bad__x')).toBe('mcp__Bad__x');
+    expect(toolSummary('mcp__fs__read_text_file', '{"path":"/w/note.txt","tail":5}')).toBe('path: "/w/note.txt", tail: 5');
+    expect(toolSummary('mcp__everything__echo', '{}')).toBe('');
+    const long = toolSummary('mcp__everything__echo', JSON.stringify({ message: 'x'.repeat(200) }));
+    expect(long).toHaveLength(80);
+    expect(long.endsWith('…')).toBe(true);
   });
 
   it('classifies diff lines and drops the Index header', () => {

@@ -45,7 +45,7 @@ import {
   serverToolView,
   stopMarker,
 } from '@bedrock/agent-view/agent-content';
-import { parseJsonObject, patchDisplay, patchHunks, toolSummary } from '@bedrock/agent-view/format';
+import { parseJsonObject, patchDisplay, patchHunks, toolLabel, toolSummary } from '@bedrock/agent-view/format';
 
 export type SessionUpdate = acp.SessionUpdate;
 
@@ -77,7 +77,8 @@ export function toolTitle(name: string, inputJson: string): string {
     case 'submit_result':
       return 'Submit the result';
     default:
-      return name;
+      // An MCP tool: "fs › read_text_file" (the arguments are the call's raw input).
+      return toolLabel(name);
   }
 }
 

@@ -6,7 +6,8 @@
  * and stopped after it has been idle for a while. A call: find the tool by its model name,
  * apply the mode rule (mcpRestrictedRefusal), call it with a timeout that progress
  * notifications restart, map the result; cancel sends notifications/cancelled (the SDK does, on
- * abort) and kills the server when it does not answer a ping soon after.
+ * abort) and answers at once; in the background the server must then answer a ping soon, or it
+ * is killed (the next call of that server waits for this and starts it again if it was).
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -95,6 +96,8 @@ interface Session {
   busy: number;
   lastUsed: number;
   stderr: string;
+  /** After a cancel: the ping that decides whether the server is stuck (and kills it); the next call waits for it. */
+  settling: Promise<void> | undefined;
 }
 
 const STDERR_TAIL = 2000;
@@ -200,6 +203,7 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       busy: 0,
       lastUsed: Date.now(),
       stderr: '',
+      settling: undefined,
     };
     transport.stderr?.on('data', (chunk: Buffer) => {
       session.stderr = (session.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL);
@@ -243,6 +247,11 @@ export function createMcpHost(options: McpHostOptions): McpHost {
         continue;
       }
       const existing = sessions.get(key);
+      if (existing?.settling) {
+        // A cancelled call's server is being checked: use it only once it answered (or was killed).
+        await existing.settling;
+        continue;
+      }
       if (existing && !existing.closed && existing.fingerprint === fingerprint) return [key, existing];
       // Dead, or started for another mode or configuration: replace it.
       if (existing) await stop(key, existing);
@@ -368,7 +377,10 @@ export function createMcpHost(options: McpHostOptions): McpHost {
           return { content: mapped.content, isError: mapped.isError, cancelled: false, display: { ...display, ...mapped.display } };
         } catch (err) {
           if (signal.aborted) {
-            await settleAfterCancel(key, s);
+            // The call is answered at once; whether the server stopped is checked in the background.
+            s.settling ??= settleAfterCancel(key, s).finally(() => {
+              s.settling = undefined;
+            });
             return {
               content: `Cancelled by the user; the MCP server "${spec.name}" was sent notifications/cancelled.`,
               isError: true,

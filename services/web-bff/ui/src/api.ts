@@ -1,7 +1,7 @@
-/** The ConversationService and WorkspaceService clients over Connect (fetch; HTTP/1.1 is enough, streams included). */
+/** The ConversationService, WorkspaceService, CheckpointService and McpService clients over Connect (fetch; HTTP/1.1 is enough, streams included). */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
-import { CLIENT_HEADER, CheckpointService, ConversationService, WorkspaceService, rejectionOf } from '@bedrock/contracts';
+import { CLIENT_HEADER, CheckpointService, ConversationService, McpService, WorkspaceService, rejectionOf } from '@bedrock/contracts';
 import { storedToken } from './auth.ts';
 import { retriesExhausted } from '@bedrock/agent-view/retry';
 
@@ -64,4 +64,11 @@ export type CheckpointApi = Client<typeof CheckpointService>;
 /** Checkpoints of a conversation's workspace: what a rewind undoes, and the rewind (docs/web-ui.md, "Rewind to here"). */
 export function createCheckpointApi(baseUrl: string = location.origin): CheckpointApi {
   return createClient(CheckpointService, transportTo(baseUrl));
+}
+
+export type McpApi = Client<typeof McpService>;
+
+/** The user's MCP servers and their per-conversation switches (docs/web-ui.md, "MCP servers"). */
+export function createMcpApi(baseUrl: string = location.origin): McpApi {
+  return createClient(McpService, transportTo(baseUrl));
 }

@@ -25,6 +25,7 @@ import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
 import { createRewinder, RewindContext } from './rewind.tsx';
+import { McpToggles } from './mcp-servers.tsx';
 
 export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
   const session = useMemo(() => new Session(deps, id), [id]);
@@ -560,7 +561,8 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
 }
 
 /**
- * Thinking and web tools: the summary, and a panel that changes them. Only what was changed is
+ * Thinking, web tools and MCP servers: the summary, and a panel that changes them (the MCP
+ * switches apply at once, each its own call). Only what was changed is
  * sent (an unchanged tool list is left out, so a tool the deployment no longer allows does not
  * block a change of thinking); the server's refusal is shown in the panel as it says it.
  */
@@ -570,6 +572,8 @@ function SettingsPanel({ session, conversation: c }: { session: Session; convers
   const boxes = useRef(new Map<ServerTool, HTMLInputElement>());
   const [error, setError] = useState('');
   const [saving, setSaving] = useState(false);
+  // The MCP switches load when the panel opens (the list may have changed since).
+  const [open, setOpen] = useState(false);
   const summary = settingsSummary(c.thinking, c.serverTools);
 
   const save = async () => {
@@ -605,8 +609,8 @@ function SettingsPanel({ session, conversation: c }: { session: Session; convers
   };
 
   return (
-    <details class="settings" ref={panel}>
-      <summary title="Change thinking and web tools">{summary}</summary>
+    <details class="settings" ref={panel} onToggle={() => setOpen(Boolean(panel.current?.open))}>
+      <summary title="Change thinking, web tools and MCP servers">{summary}</summary>
       <form
         class="settings-form"
         aria-label="Conversation settings"
@@ -640,6 +644,9 @@ function SettingsPanel({ session, conversation: c }: { session: Session; convers
             </label>
           ))}
         </fieldset>
+        {session.mcp && open ? (
+          <McpToggles mcp={session.mcp} conversationId={c.id} authFailed={(message) => session.authFailed(message)} />
+        ) : null}
         {error ? (
           <p class="form-error" role="alert">
             {error}

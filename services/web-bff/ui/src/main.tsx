@@ -9,13 +9,15 @@
  */
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { createApi, createWorkspaceApi } from './api.ts';
+import { createApi, createMcpApi, createWorkspaceApi } from './api.ts';
 import { forgetToken, saveToken, storedToken, takeTokenFromUrl } from './auth.ts';
 import { ConversationView } from './conversation-view.tsx';
+import { McpServersDialog } from './mcp-servers.tsx';
 import { Sidebar } from './sidebar.tsx';
 
 const api = createApi();
 const workspaces = createWorkspaceApi();
+const mcp = createMcpApi();
 const PHONE = '(max-width: 760px)';
 
 function routeId(path: string): string | undefined {
@@ -174,6 +176,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
   const [path, setPath] = useState(location.pathname);
   const [listVersion, setListVersion] = useState(0);
   const [drawer, setDrawer] = useState(false);
+  const [mcpOpen, setMcpOpen] = useState(false);
   const phone = usePhone();
   const shortcuts = useRef<HTMLDialogElement>(null);
   const menuButton = useRef<HTMLButtonElement>(null);
@@ -275,6 +278,9 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
         <button type="button" class="small" aria-keyshortcuts="Control+Shift+O Meta+Shift+O" onClick={newConversation}>
           <span aria-hidden="true">+ </span>New<span class="wide-only"> conversation</span>
         </button>
+        <button type="button" class="small" aria-haspopup="dialog" onClick={() => setMcpOpen(true)}>
+          MCP<span class="wide-only"> servers</span>
+        </button>
         <button
           type="button"
           class="small icon-button"
@@ -302,7 +308,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
         {drawerOpen ? <div class="drawer-backdrop" aria-hidden="true" onClick={() => setDrawer(false)} /> : null}
         <main class="main" id="main" inert={drawerOpen}>
           {id ? (
-            <ConversationView key={id} id={id} deps={{ api, workspaces, authFailed, listChanged, navigate }} />
+            <ConversationView key={id} id={id} deps={{ api, workspaces, mcp, authFailed, listChanged, navigate }} />
           ) : (
             <div class="welcome">
               <h1>Welcome to Bedrock</h1>
@@ -319,6 +325,7 @@ function Shell({ authFailed }: { authFailed(message: string): void }) {
           )}
         </main>
       </div>
+      <McpServersDialog mcp={mcp} conversationId={id ?? ''} open={mcpOpen} close={() => setMcpOpen(false)} authFailed={authFailed} />
       <dialog class="shortcuts-dialog" aria-labelledby="shortcuts-title" ref={shortcuts}>
         <h2 id="shortcuts-title">Keyboard shortcuts</h2>
         <dl class="shortcuts">

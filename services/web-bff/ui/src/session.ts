@@ -20,7 +20,7 @@ import {
 import { errorKindLabel, isBusy, peakUsage, usageView, type PendingRetry, type UsageFigures } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import { errorText, isUnauthenticated, type Api, type WorkspaceApi } from './api.ts';
+import { errorText, isUnauthenticated, type Api, type McpApi, type WorkspaceApi } from './api.ts';
 import { placeOf } from './workspaces.ts';
 import { conversationTitle, inSpawnOrder } from './titles.ts';
 import { TranscriptModel } from './transcript-model.ts';
@@ -30,6 +30,8 @@ export interface SessionDeps {
   readonly api: Api;
   /** The user's workspaces: a continuation starts in its source's workspace and directory. */
   readonly workspaces?: WorkspaceApi;
+  /** The user's MCP servers: the settings' per-conversation switches. */
+  readonly mcp?: McpApi;
   /** The token was refused: back to the sign-in form with this message. */
   authFailed(message: string): void;
   /** Something the conversation list shows changed (state, a new conversation). */
@@ -134,6 +136,10 @@ export class Session {
 
   get api(): Api {
     return this.deps.api;
+  }
+
+  get mcp(): McpApi | undefined {
+    return this.deps.mcp;
   }
 
   authFailed(message: string): void {

@@ -9,7 +9,7 @@ import type { ComponentChildren } from 'preact';
 import type { ContentBlock } from '@bedrock/contracts';
 import { StateKind } from '@bedrock/contracts';
 import { COMPACTING, type Source } from '@bedrock/agent-view/agent-content';
-import { diffLines } from '@bedrock/agent-view/format';
+import { diffLines, toolLabel } from '@bedrock/agent-view/format';
 import { createContext } from 'preact';
 import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { CopyButton } from './copy.tsx';
@@ -453,7 +453,9 @@ function ToolCardView({ card }: { card: ToolCard }) {
   return (
     <article class={`tool${r?.isError ? ' tool-error' : ''}`} data-tool={card.name} data-tool-id={card.id} data-status={card.status}>
       <header class="tool-head">
-        <span class="tool-name">{card.name}</span>
+        <span class="tool-name" title={card.name}>
+          {toolLabel(card.name)}
+        </span>
         {card.summary ? <code class="tool-summary">{card.summary}</code> : null}
         <span class={`badge badge-${card.status}`}>{BADGE_WORDS[card.status]}</span>
       </header>

@@ -1,0 +1,48 @@
+/**
+ * Cancel of a running MCP call (issue 26: "cancel stops a call within 100 ms"): from the
+ * Cancel RPC to the call's tool_result on the watch stream, through the embedded product
+ * (offline model, real sandbox). Two servers: server-everything's long-running operation (it
+ * stops when sent notifications/cancelled) and the fixture's `hang` (ignores it, so the runner
+ * kills it in the background after a ping it does not answer). BENCH_CANCELS each (default 10);
+ * prints the median, p90 and max. Asserts nothing.
+ */
+import { StateKind } from '@bedrock/contracts';
+import { EVERYTHING, FIXTURE, startBench, until, watch } from './mcp-support.ts';
+
+const CANCELS = Number(process.env.BENCH_CANCELS ?? 10);
+
+const b = await startBench('mcp-cancel', {
+  everything: { command: 'node', args: [EVERYTHING] },
+  fixture: { command: 'node', args: [FIXTURE] },
+});
+try {
+  const id = (await b.conversations.createConversation({ cwd: b.workspace })).conversation!.id;
+  for (const [label, line, running] of [
+    [
+      'server-everything (stops on notifications/cancelled)',
+      '$mcp everything trigger-long-running-operation {"duration": 60, "steps": 60}',
+      '[progress 1/60',
+    ],
+    ['fixture hang (ignores it; killed after)', '$mcp fixture hang {}', ''],
+  ] as const) {
+    const figures: number[] = [];
+    for (let i = 0; i < CANCELS; i++) {
+      const w = watch(b, id);
+      await b.conversations.sendMessage({ conversationId: id, text: line });
+      await until('the call to run', async () => (await b.stateOf(id)) === StateKind.TOOL_EXECUTING, 60_000, 20);
+      if (running) await until('its first progress', () => w.output().includes(running), 60_000);
+      else await new Promise((r) => setTimeout(r, 500));
+      const t0 = performance.now();
+      await b.conversations.cancel({ conversationId: id });
+      await until('the tool_result', () => w.resultAt(t0) !== undefined, 30_000, 1);
+      figures.push(w.resultAt(t0)! - t0);
+      w.stop();
+      await until('rest', async () => (await b.stateOf(id)) === StateKind.IDLE, 30_000, 20);
+    }
+    figures.sort((x, y) => x - y);
+    const at = (p: number) => figures[Math.min(figures.length - 1, Math.floor(p * figures.length))]!.toFixed(0);
+    console.log(`${label}: Cancel RPC → tool_result, ${CANCELS} cancels: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms`);
+  }
+} finally {
+  await b.close();
+}

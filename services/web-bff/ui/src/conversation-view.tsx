@@ -15,7 +15,7 @@ import {
   THINKING_CHOICES,
   thinkingLabel,
 } from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, stateShort, usageView, writePlace } from '@bedrock/agent-view/format';
+import { modeLine, stateLine, stateShort, usageView, writePlace, writeWarning } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
@@ -122,7 +122,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   }, [title]);
 
   const sandbox = c.sandboxAvailable;
-  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd });
+  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
   const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
   // The state line says what is known: while the watch reconnects, the last state may be stale.
   const line = session.connected ? stateLine(session.state, session.retry, now) : { text: 'Reconnecting…', tone: 'attention' as const };
@@ -192,6 +192,11 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
           <div class="mode-line" data-testid="mode-line">
             <span class={`mode-badge mode-${m.tone}`}>{m.label}</span>
             <span class="mode-detail">{m.detail}</span>
+            {m.warning ? (
+              <span class="mode-warning" data-testid="write-warning" title={m.warning}>
+                ⚠ {c.writeAccess?.toolUser || 'The tool user'} cannot write here
+              </span>
+            ) : null}
             {canDowngrade ? (
               <button type="button" class="small" onClick={() => session.downgrade()} aria-label="Switch to Restricted">
                 <span class="wide-only">Switch to </span>Restricted
@@ -509,6 +514,7 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
     }
   });
   const reason = session.upgradeReason || session.state?.upgradeReason || '';
+  const warning = writeWarning({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
   const respond = (approve: boolean) => {
     dialog.current?.close();
     void session.respond(approve);
@@ -540,9 +546,14 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
         <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
         <p id="upgrade-desc">
           The agent asks to leave the read-only sandbox so it can write files in{' '}
-          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd })} (as its tool user may) and use the network. Its reason:
+          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess })} and use the network. Its reason:
         </p>
         <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
+        {warning ? (
+          <p class="upgrade-warning" role="alert" data-testid="upgrade-write-warning">
+            ⚠ {warning}
+          </p>
+        ) : null}
         <div class="dialog-buttons">
           <button type="button" class="secondary" autofocus onClick={() => respond(false)}>
             Deny

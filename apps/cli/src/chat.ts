@@ -35,6 +35,7 @@ export async function chat(
     : (await ctx.client.getConversation({ conversationId: id })).conversation!;
   ctx.output.err(
     `conversation ${id} in ${c.workspaceName ? `workspace ${c.workspaceName}, ` : ''}${c.cwd} (${describeState(c.state)}; mode: ${renderMode(c)}; ${renderSettings(c).trim()}).\n` +
+      (renderWriteAccess(c).warning ? `⚠ ${renderWriteAccess(c).warning}\n` : '') +
       'End a line with \\ to go on on the next one. Ctrl-C cancels a turn; Ctrl-D quits.\n',
   );
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });

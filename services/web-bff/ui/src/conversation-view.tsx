@@ -194,7 +194,8 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
             <span class="mode-detail">{m.detail}</span>
             {m.warning ? (
               <span class="mode-warning" data-testid="write-warning" title={m.warning}>
-                ⚠ {c.writeAccess?.toolUser || 'The tool user'} cannot write here
+                ⚠ <span class="wide-only">{c.writeAccess?.toolUser || 'The tool user'} cannot write here</span>
+                <span class="narrow-only">not writable</span>
               </span>
             ) : null}
             {canDowngrade ? (
@@ -390,6 +391,15 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
  * a question; Keep is the default (and Esc). A busy conversation is refused by the service, which
  * says to cancel first: its words are shown in the alert.
  */
+/** A bin, drawn rather than an emoji: a host without an emoji font showed an empty box. */
+function TrashIcon() {
+  return (
+    <svg class="icon" aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" fill="none" stroke="currentColor" stroke-width="1.5">
+      <path d="M2.5 4h11M6 4V2.5h4V4M4 4l.7 9.5h6.6L12 4M6.5 6.5v5M9.5 6.5v5" />
+    </svg>
+  );
+}
+
 function DeleteConversation({ session }: { session: Session }) {
   const dialog = useRef<HTMLDialogElement>(null);
   const [deleting, setDeleting] = useState(false);
@@ -409,7 +419,7 @@ function DeleteConversation({ session }: { session: Session }) {
         title="Delete this conversation"
         onClick={() => dialog.current?.showModal()}
       >
-        {deleting ? '…' : <span aria-hidden="true">🗑</span>}
+        {deleting ? '…' : <TrashIcon />}
         <span class="delete-word">{deleting ? ' Deleting' : ' Delete'}</span>
       </button>
       <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>

@@ -11,7 +11,7 @@ import { StateKind, type ConversationState } from '@bedrock/contracts';
 import { ConnectError } from '@connectrpc/connect';
 import { applySettings, createAt, followingRenderer, placementOf, stillRunning, type Ctx, type SettingsFlags } from './commands.ts';
 import { EXIT } from './exit-codes.ts';
-import { describeState, renderMode, renderSettings } from './render.ts';
+import { describeState, renderMode, renderSettings, renderWriteAccess } from './render.ts';
 import { followTurn } from './turn.ts';
 
 /** Whether a typed line asks for more: it ends with a backslash (not an escaped one). */
@@ -35,6 +35,7 @@ export async function chat(
     : (await ctx.client.getConversation({ conversationId: id })).conversation!;
   ctx.output.err(
     `conversation ${id} in ${c.workspaceName ? `workspace ${c.workspaceName}, ` : ''}${c.cwd} (${describeState(c.state)}; mode: ${renderMode(c)}; ${renderSettings(c).trim()}).\n` +
+      (renderWriteAccess(c).warning ? `⚠ ${renderWriteAccess(c).warning}\n` : '') +
       'End a line with \\ to go on on the next one. Ctrl-C cancels a turn; Ctrl-D quits.\n',
   );
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
@@ -82,7 +83,14 @@ export async function chat(
   /** Asks y/n for a pending write-access request and answers it. */
   const answerApproval = async (state: ConversationState): Promise<boolean> => {
     if (state.kind !== StateKind.AWAITING_MODE_APPROVAL) return false;
-    const answer = ((await ask(`Allow the agent to write (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
+    // Where it would write, read now: the tool-runner's word on whether the tool user can.
+    const c = await ctx.client.getConversation({ conversationId }).then(
+      (r) => r.conversation,
+      () => undefined,
+    );
+    const access = renderWriteAccess(c ?? {});
+    if (access.warning) ctx.output.err(`⚠ ${access.warning}\n`);
+    const answer = ((await ask(`Allow the agent to write in ${access.place} (${state.upgradeReason})? [y/N] `)) ?? '').trim().toLowerCase();
     const approve = answer === 'y' || answer === 'yes';
     await ctx.retry((requestId) => ctx.client.respondToModeUpgrade({ conversationId, approve, requestId }));
     return true;

@@ -35,6 +35,7 @@ import {
   renderConversationTable,
   renderMessages,
   renderMode,
+  renderWriteAccess,
   renderSettings,
   renderSubAgents,
   type EventRenderer,
@@ -324,7 +325,7 @@ export async function show(ctx: Ctx, id: string): Promise<number> {
   }
   const c = res.conversation!;
   ctx.output.out(
-    `${c.title || '(no title yet)'}\n${c.id}  ${c.cwd}  model ${c.model}\n${c.workspaceName ? `workspace: ${c.workspaceName}` : 'workspace: none (a host directory)'}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${renderSettings(c)}`,
+    `${c.title || '(no title yet)'}\n${c.id}  ${c.cwd}  model ${c.model}\n${c.workspaceName ? `workspace: ${c.workspaceName}` : 'workspace: none (a host directory)'}\nstate: ${describeState(c.state)}\nmode: ${renderMode(c)}\n${warningLine(c)}${renderSettings(c)}`,
   );
   const u = c.contextUsage;
   if (u && u.contextWindow > 0n) ctx.output.out(`context: ${u.usedTokens} of ${u.contextWindow} tokens${u.warning ? ' (over 80%)' : ''}\n`);
@@ -558,4 +559,10 @@ export async function action(ctx: Ctx, verb: 'cancel' | 'approve' | 'deny' | 'do
     }
   }
   return EXIT.ok;
+}
+
+/** "warning: nobody (uid 65534) cannot write /srv/app: …" when the tool-runner said so; else nothing. */
+function warningLine(c: Parameters<typeof renderWriteAccess>[0]): string {
+  const { warning } = renderWriteAccess(c);
+  return warning ? `warning: ${warning}\n` : '';
 }

@@ -37,7 +37,7 @@ import {
   usageExtras,
   type ServerToolView,
 } from '@bedrock/agent-view/agent-content';
-import { formatTokens, modeLine, relativeTime, toolLabel } from '@bedrock/agent-view/format';
+import { formatTokens, modeLine, relativeTime, toolLabel, writePlace, writeWarning } from '@bedrock/agent-view/format';
 import { safeOutput, type Output } from './output.ts';
 import { cleanStrings, stripControls } from './terminal-text.ts';
 
@@ -392,12 +392,24 @@ export function renderMessages(messages: readonly Message[], options: RenderOpti
  * tool user may) and uses the network)", "unrestricted only (no tool runner has the kernel sandbox)".
  */
 export function renderMode(
-  c: Pick<Conversation, 'mode' | 'sandboxAvailable'> & Partial<Pick<Conversation, 'workspaceName' | 'cwd'>>,
+  c: Pick<Conversation, 'mode' | 'sandboxAvailable'> & Partial<Pick<Conversation, 'workspaceName' | 'cwd' | 'writeAccess'>>,
 ): string {
-  const line = modeLine(c.mode, c.sandboxAvailable, { workspaceName: c.workspaceName, cwd: c.cwd });
+  const line = modeLine(c.mode, c.sandboxAvailable, { workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
   return line.tone === 'unavailable'
     ? 'unrestricted only (no tool runner has the kernel sandbox)'
     : `${line.label.toLowerCase()} (${line.detail})`;
+}
+
+/**
+ * What approving write access means, for `chat`'s prompt and the ACP permission request: where
+ * and as whom Unrestricted tools write, and the warning when that user cannot write there.
+ */
+export function renderWriteAccess(c: Partial<Pick<Conversation, 'workspaceName' | 'cwd' | 'writeAccess'>>): {
+  place: string;
+  warning: string | null;
+} {
+  const where = { workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess };
+  return { place: writePlace(where), warning: writeWarning(where) };
 }
 
 /** "thinking: high · web tools: web search, web fetch" ("none" when off) for `show`, `chat` and `settings`. */

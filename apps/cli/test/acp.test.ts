@@ -371,7 +371,10 @@ describe('bedrock acp', () => {
     const ask = a.asked[0]!;
     const call = updatesOf(a, sessionId, 'tool_call').find((u) => u.kind === 'switch_mode')!;
     expect(ask).toMatchObject({ sessionId, toolCall: { toolCallId: call.toolCallId, kind: 'switch_mode' } });
-    expect(ask.toolCall.title).toBe('The agent asks for write access (Unrestricted mode): to write the notes. Allow it?');
+    // Where and as whom it would write, as the tool-runner reported it (a directory nobody may write: no warning).
+    expect(ask.toolCall.title).toBe(
+      `The agent asks for write access in ${cwd} as nobody (uid 65534) (Unrestricted mode): to write the notes. Allow it?`,
+    );
     // The session's mode follows: Unrestricted now, as a session mode.
     expect(updatesOf(a, sessionId, 'current_mode_update').at(-1)).toMatchObject({ currentModeId: 'unrestricted' });
     expect(ask.options.map((o) => o.kind).sort()).toEqual(['allow_once', 'reject_once']);
@@ -413,7 +416,9 @@ describe('bedrock acp', () => {
     // Refused, not done: the editor shows the request failed.
     expect(result.status).toBe('failed');
     expect(contentText(result)).toContain('The user denied the upgrade');
-    expect(a.asked[0]!.toolCall.title).toBe('The agent asks for write access (Unrestricted mode): to write. Allow it?');
+    expect(a.asked[0]!.toolCall.title).toMatch(
+      /^The agent asks for write access in \S+ as nobody \(uid 65534\) \(Unrestricted mode\): to write\. Allow it\?/,
+    );
     // Still read-only: an edit is refused.
     const from = a.updates.length;
     expect((await prompt(a, sessionId, '/write notes.txt\nno')).stopReason).toBe('end_turn');

@@ -208,7 +208,9 @@ describe('chat', () => {
     const id = await newConversation();
     expect((await bedrockCli(['send', id, '/upgrade to fix the bug', '--wait'])).code).toBe(5);
     const chat = start(['chat', id]);
-    await waitFor('the approval question', () => /Allow the agent to write \(to fix the bug\)\? \[y\/N\] $/.test(chat.stderr()));
+    await waitFor('the approval question', () =>
+      /Allow the agent to write in \S+ as nobody \(uid 65534\) \(to fix the bug\)\? \[y\/N\] $/.test(chat.stderr()),
+    );
     chat.child.stdin.write('y\n');
     await waitFor('the turn after the approval', () => /mode: unrestricted[\s\S]*· idle\n> $/.test(chat.stderr()));
     chat.child.stdin.write('$ echo one \\\n');

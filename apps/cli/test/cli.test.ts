@@ -419,7 +419,7 @@ describe('bedrock CLI', () => {
     child.stdin.write('hello\n');
     await s.waitFor('streamed answer', () => out.includes('Hello!'), 20_000);
     child.stdin.write('write\n');
-    await s.waitFor('upgrade question', () => /Allow the agent to write \(to fix the bug\)\? \[y\/N\]/.test(err), 20_000);
+    await s.waitFor('upgrade question', () => /Allow the agent to write in .+ \(to fix the bug\)\? \[y\/N\]/.test(err), 20_000);
     child.stdin.write('y\n');
     // The turn goes on after the answer (the agent gets the upgrade's result) until it rests.
     await s.waitFor('turn after approval', () => /\[y\/N\] [\s\S]*mode: unrestricted[\s\S]*· idle/.test(err), 20_000);

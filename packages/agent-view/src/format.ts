@@ -148,31 +148,71 @@ function shorten(text: string, max: number): string {
 
 export type ModeTone = 'restricted' | 'unrestricted' | 'unavailable';
 
-/** The mode line (REQ-BED-014): what the agent may do right now. */
-/**
- * Where Unrestricted tools write: "the workspace api" or the host directory. They run as their
- * tool user, so they can change only what that user may — said rather than "full access".
- */
-export function writePlace(where: { workspaceName?: string; cwd?: string }): string {
-  if (where.workspaceName) return `the workspace ${where.workspaceName}`;
-  return where.cwd ? where.cwd : 'the working directory';
+/** Where Unrestricted tools write and whether they can, as the tool-runner reported it (Conversation.write_access). */
+export interface WriteAccessView {
+  readonly path: string;
+  readonly toolUser: string;
+  readonly writable: boolean;
+  readonly problem: string;
 }
 
+export interface WherePlace {
+  readonly workspaceName?: string;
+  readonly cwd?: string;
+  /** Unset (or undefined) when no tool-runner answered: then only the place is named. */
+  readonly access?: WriteAccessView | undefined;
+}
+
+/**
+ * Where Unrestricted tools write: "the workspace api (/var/…/ws-…) as uid 200001" or the host
+ * directory "/srv/app as nobody (uid 65534)". They run as their tool user, so they can change
+ * only what that user may — said rather than "full access".
+ */
+export function writePlace(where: WherePlace): string {
+  const path = where.access?.path || where.cwd;
+  const place = where.workspaceName
+    ? `the workspace ${where.workspaceName}${where.access?.path ? ` (${where.access.path})` : ''}`
+    : path || 'the working directory';
+  return where.access?.toolUser ? `${place} as ${where.access.toolUser}` : `${place} (as its tool user may)`;
+}
+
+/**
+ * The warning to show before Unrestricted mode is approved (and while it is on) when the tool
+ * user cannot write the working directory; null when it can, or when nobody could tell.
+ */
+export function writeWarning(where: WherePlace): string | null {
+  const a = where.access;
+  if (!a || a.writable) return null;
+  return (
+    `${a.toolUser || 'The tool user'} cannot write ${a.path || where.cwd || 'the working directory'}` +
+    `${a.problem ? `: it ${a.problem}` : ''}. In Unrestricted mode its writes there will fail ("Permission denied"); ` +
+    'give the directory to that user, or start the conversation in a directory it can write.'
+  );
+}
+
+/** The mode line (REQ-BED-014): what the agent may do right now, and a warning when writes would fail. */
 export function modeLine(
   mode: Mode,
   sandboxAvailable: boolean,
-  where: { workspaceName?: string; cwd?: string } = {},
-): { label: string; detail: string; tone: ModeTone } {
-  const writes = `writes files in ${writePlace(where)} (as its tool user may) and uses the network`;
+  where: WherePlace = {},
+): { label: string; detail: string; tone: ModeTone; warning: string | null } {
+  const writes = `writes files in ${writePlace(where)} and uses the network`;
+  const warning = writeWarning(where);
   if (!sandboxAvailable) {
     return {
       label: 'Sandbox unavailable',
       detail: `Unrestricted only (no tool runner has the kernel sandbox): ${writes}`,
       tone: 'unavailable',
+      warning,
     };
   }
-  if (mode === Mode.UNRESTRICTED) return { label: 'Unrestricted', detail: writes, tone: 'unrestricted' };
-  return { label: 'Restricted', detail: 'read-only, sandboxed', tone: 'restricted' };
+  if (mode === Mode.UNRESTRICTED) return { label: 'Unrestricted', detail: writes, tone: 'unrestricted', warning };
+  return {
+    label: 'Restricted',
+    detail: where.access ? `read-only, sandboxed; Unrestricted would write in ${writePlace(where)}` : 'read-only, sandboxed',
+    tone: 'restricted',
+    warning,
+  };
 }
 
 /** "950", "12.3k", "1.2M". */

@@ -1,17 +1,17 @@
 /**
  * Validates rendered objects against the Kubernetes OpenAPI schemas bundled in
- * `kubernetes-models` 5.1.0 (Kubernetes v1.36 API), KEDA's CRD schemas bundled in
- * `@kubernetes-models/keda` 2.0.0 (KEDA v2.19 CRDs) and the CRD schemas vendored in
- * `schemas/` (CloudNativePG 1.30 `Cluster`; schemas/README.md says where from). A kind without
- * a schema here is an error.
+ * `kubernetes-models` 4.5.1 (Kubernetes v1.33 API), KEDA's CRD schemas bundled in
+ * `@kubernetes-models/keda` 0.4.2 (KEDA v2.10 CRDs) — the newest releases whose engines accept
+ * Node 20 (docs/deploy.md) — and the CRD schemas vendored in `schemas/` (CloudNativePG 1.30
+ * `Cluster`; schemas/README.md says where from). A kind without a schema here is an error.
  */
 import { readFileSync } from 'node:fs';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { K8sObject } from './kustomize.ts';
 
 /** The API version the schemas describe; docs/deploy.md states it too. */
-export const KUBERNETES_VERSION = 'v1.36';
-export const KEDA_VERSION = 'v2.19';
+export const KUBERNETES_VERSION = 'v1.33';
+export const KEDA_VERSION = 'v2.10';
 export const CLOUDNATIVE_PG_VERSION = '1.30.0';
 
 /** Vendored CRD schemas by `<apiVersion> <kind>` (files in schemas/). */

@@ -1,7 +1,7 @@
 /**
  * deploy/k8s without a cluster: both overlays render with the real kustomize (`kubectl
  * kustomize`, what `kubectl apply -k` applies), every object is valid
- * against the Kubernetes v1.36 / KEDA v2.19 schemas, and the objects refer to each other
+ * against the Kubernetes v1.33 / KEDA v2.10 schemas, and the objects refer to each other
  * correctly (selectors, ports, keys, secrets, scale targets).
  */
 import { describe, expect, it } from '@jest/globals';
@@ -106,7 +106,7 @@ describe('rendering', () => {
 });
 
 describe('schemas', () => {
-  it.each(OVERLAYS)('every object of %s is valid for Kubernetes v1.36, KEDA v2.19 and CloudNativePG 1.30', async (overlay) => {
+  it.each(OVERLAYS)('every object of %s is valid for Kubernetes v1.33, KEDA v2.10 and CloudNativePG 1.30', async (overlay) => {
     expect(await validateObjects(render(overlay))).toEqual([]);
   });
 

@@ -45,6 +45,7 @@ import { createOutboxPublisher, type OutboxPublisher } from './outbox/publisher.
 import { createRowPublisher } from './outbox/publish-rows.ts';
 import { createOutboxRelay, type OutboxRelay } from './outbox/relay.ts';
 import { createRecoverySweeper, type RecoverySweeper } from './recovery/sweeper.ts';
+import { createWriteAccessProbe } from './workspaces/write-access.ts';
 import { createSandboxProbe } from './recovery/sandbox-probe.ts';
 import { createConversationStore, type ConversationStore } from './store/conversation-store.ts';
 import { startRequestPruner } from './store/request-outcomes.ts';
@@ -318,6 +319,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             workspaces,
             ...(checkpoints ? { checkpoints } : {}),
             sandboxAvailable,
+            ...(storage ? { writeAccess: createWriteAccessProbe(storage, logger) } : {}),
             onApplied: recordTransition,
             limits,
             ...(deps.clock ? { now: deps.clock } : {}),

@@ -106,9 +106,11 @@ describe('web UI details', () => {
     await start();
     await expect(page.evaluate(`document.activeElement?.id`)).resolves.toBe('message-input');
     const mode = await page.getByTestId('mode-line').innerText();
-    // Restricted is read-only; otherwise the line names the directory (not "full access").
-    if (/Restricted/.test(mode) && !/Unrestricted|unavailable/.test(mode)) expect(mode).toContain('read-only');
-    else expect(mode).toContain(`writes files in ${workDir} (as its tool user may) and uses the network`);
+    // Restricted is read-only and says where Unrestricted would write; otherwise the line names the
+    // directory and the tool user, as the tool-runner reported them (not "full access").
+    if (/^Restricted/.test(mode))
+      expect(mode).toContain(`read-only, sandboxed; Unrestricted would write in ${workDir} as nobody (uid 65534)`);
+    else expect(mode).toContain(`writes files in ${workDir} as nobody (uid 65534) and uses the network`);
   });
 
   it('counts output lines as a person does, keeps Copy off the output, and honours table alignment', async () => {

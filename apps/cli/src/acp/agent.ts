@@ -18,6 +18,7 @@ import { ConversationService, McpService } from '@bedrock/contracts';
 import { apiTransport, type ApiClient } from '../connection.ts';
 import { attachEditorServers, type McpClient } from './mcp-servers.ts';
 import { describeError } from '../errors.ts';
+import { renderWriteAccess } from '../render.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { Output } from '../output.ts';
 import { createRetry, retryPolicyFromEnv, type Retry } from '../retry.ts';
@@ -388,11 +389,16 @@ export function createAgent(deps: AgentDeps): acp.AgentApp {
   /** The mode upgrade as a permission request; the editor's answer goes to RespondToModeUpgrade. */
   async function askForWriteAccess(client: acp.AgentContext, session: Session, translator: UpdateTranslator, reason: string) {
     const toolCallId = translator.upgradeToolCallId;
+    // Where it would write and whether the tool user can: the tool-runner's word, read now.
+    const conversation = await api.getConversation({ conversationId: session.id }).then(
+      (r) => r.conversation,
+      () => undefined,
+    );
     const res = await client.request(acp.methods.client.session.requestPermission, {
       sessionId: session.id,
       toolCall: {
         toolCallId: toolCallId ?? `mode-upgrade-${session.id}`,
-        title: upgradeTitle(reason),
+        title: upgradeTitle(reason, conversation ? renderWriteAccess(conversation) : undefined),
         kind: 'switch_mode',
         status: 'pending',
       },

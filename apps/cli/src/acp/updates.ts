@@ -369,9 +369,11 @@ export function sessionModes(mode: Mode): acp.SessionModeState {
 }
 
 /** The permission request's title: one sentence, with the agent's reason when it gave one. */
-export function upgradeTitle(reason: string): string {
+export function upgradeTitle(reason: string, access?: { place: string; warning: string | null }): string {
   const why = reason.trim().replace(/[.!?\s]+$/, '');
-  return `The agent asks for write access (Unrestricted mode)${why ? `: ${why}` : ''}. Allow it?`;
+  const where = access ? ` in ${access.place}` : '';
+  const warning = access?.warning ? ` Warning: ${access.warning}` : '';
+  return `The agent asks for write access${where} (Unrestricted mode)${why ? `: ${why}` : ''}. Allow it?${warning}`;
 }
 
 /** How much of a running tool's output an editor is sent, from the end. */

@@ -37,6 +37,7 @@ import {
   UpdateConversationSettingsResponseSchema,
   type ImageAttachment,
   type Message,
+  type WriteAccess,
   USER_HEADER,
   CLIENT_HEADER,
   cleanClient,
@@ -121,6 +122,12 @@ export interface ConversationApiOptions {
   readonly workspaces: Workspaces;
   /** Checkpoints of conversations' workspaces (CheckpointService, forks with files); absent: none. */
   readonly checkpoints?: Checkpoints;
+  /**
+   * Where a conversation's Unrestricted tools may write and whether they can, as a tool-runner
+   * finds it (docs/workspaces.md, "Write access"); undefined when no runner answered. Absent: not
+   * reported.
+   */
+  readonly writeAccess?: (record: ConversationRecord) => Promise<WriteAccess | undefined>;
 }
 
 const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
@@ -248,6 +255,13 @@ function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
 }
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
+  /** One conversation as a client reads it alone: with its write access (lists go without). */
+  const full = async (record: ConversationRecord) => {
+    const proto = conversationToProto(record, options.policy);
+    const access = options.writeAccess ? await options.writeAccess(record) : undefined;
+    if (access) proto.writeAccess = access;
+    return proto;
+  };
   const { store, applier, policy } = options;
   const now = options.now ?? (() => new Date());
   const hostPaths = options.workspaces.hostPaths;
@@ -528,14 +542,16 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         thinking,
         serverTools,
       });
-      const respond = (record: ConversationRecord) =>
+      // The stored answer (replayed to a retry) goes without the write access, which is read live.
+      const stored = (record: ConversationRecord) =>
         create(CreateConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      const respond = async (record: ConversationRecord) => create(CreateConversationResponseSchema, { conversation: await full(record) });
       const admit = <T>(create: () => Promise<T>) => (options.limits ? options.limits.admitConversation(user, now(), create) : create());
       if (!key) return respond(await admit(() => store.create(input, seed)));
       const result = await admit(() =>
         store.createRequest(input, seed, {
           key,
-          outcome: (record) => ({ response: toBinary(CreateConversationResponseSchema, respond(record)) }),
+          outcome: (record) => ({ response: toBinary(CreateConversationResponseSchema, stored(record)) }),
         }),
       );
       // The same request in flight at the same time (another replica) created it: answer with that one.
@@ -579,7 +595,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
       const snapshot = await store.snapshot(req.conversationId, LIMITS.subAgentsShown);
       if (!snapshot) throw notFound(req.conversationId);
       return create(GetConversationResponseSchema, {
-        conversation: conversationToProto(snapshot.record, policy),
+        conversation: await full(snapshot.record),
         messages: snapshot.messages.map(messageToProto),
         sequence: BigInt(snapshot.record.notifySeq),
         subAgents: snapshot.subAgents.map((r) => conversationToProto(r, policy)),
@@ -684,13 +700,14 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
         // The copy may end with the model told it is Unrestricted; a fork starts Restricted.
         notice: input.state.mode === 'restricted' && needsRestrictedNotice(copied) ? RESTRICTED_NOTICE : null,
       };
-      const respond = (record: ConversationRecord) =>
+      const stored = (record: ConversationRecord) =>
         create(ForkConversationResponseSchema, { conversation: conversationToProto(record, policy) });
+      const respond = async (record: ConversationRecord) => create(ForkConversationResponseSchema, { conversation: await full(record) });
       const fork = () =>
         store.fork(
           input,
           copy,
-          key ? { key, outcome: (record) => ({ response: toBinary(ForkConversationResponseSchema, respond(record)) }) } : undefined,
+          key ? { key, outcome: (record) => ({ response: toBinary(ForkConversationResponseSchema, stored(record)) }) } : undefined,
         );
       // A fork is one more conversation of the user: it meets their limit on conversations.
       const result = await (options.limits ? options.limits.admitConversation(source.ownerId, now(), fork) : fork());
@@ -856,7 +873,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
           const s = await store.snapshot(req.conversationId, LIMITS.subAgentsShown);
           if (!s) throw notFound(req.conversationId);
           return {
-            conversation: conversationToProto(s.record, policy),
+            conversation: await full(s.record),
             messages: s.messages.map(messageToProto),
             sequence: BigInt(s.record.notifySeq),
             subAgents: s.subAgents.map((r) => conversationToProto(r, policy)),

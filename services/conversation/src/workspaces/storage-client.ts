@@ -7,6 +7,7 @@
 import { createClient } from '@connectrpc/connect';
 import { WorkspaceStorageService } from '@bedrock/contracts';
 import type {
+  CheckWriteAccessResponse,
   CreateCheckpointRequest,
   CreateCheckpointResponse,
   GetCheckpointDiffResponse,
@@ -35,6 +36,8 @@ export interface WorkspaceStorage {
   /** Removes the checkpoints named, or every one whose id starts with `prefix`. */
   removeCheckpoints(workspaceId: string, ids: readonly string[], prefix?: string): Promise<string[]>;
   checkpointDiff(workspaceId: string, from: string, to: string): Promise<GetCheckpointDiffResponse>;
+  /** Who the tools run as in `path` and whether they may write it; `user` null for a host path. */
+  writeAccess(path: string, user: { uid: number; gid: number } | null): Promise<CheckWriteAccessResponse>;
   close(): void;
 }
 
@@ -89,6 +92,7 @@ export function createWorkspaceStorageClient(options: WorkspaceStorageClientOpti
     },
     checkpointDiff: (workspaceId, from, to) =>
       client.getCheckpointDiff({ workspaceId, from, to }, { headers, timeoutMs: options.prepareTimeoutMs }),
+    writeAccess: (path, user) => client.checkWriteAccess({ path, uid: user?.uid ?? 0, gid: user?.gid ?? 0 }, { headers, timeoutMs: 5000 }),
     close: () => transport.close(),
   };
 }

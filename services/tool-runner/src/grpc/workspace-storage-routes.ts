@@ -14,6 +14,7 @@ import {
   RestoreCheckpointResponseSchema,
   WorkspaceCheckpointSchema,
   WorkspaceFileChangeSchema,
+  CheckWriteAccessResponseSchema,
   GetStorageInfoResponseSchema,
   GetWorkspaceUsageResponseSchema,
   PrepareWorkspaceResponseSchema,
@@ -23,6 +24,8 @@ import {
 } from '@bedrock/contracts';
 import type { PrepareWorkspaceRequest } from '@bedrock/contracts';
 import type { WorkspaceSource, WorkspaceStorage } from '../workspaces/workspace-storage.ts';
+import { checkWriteAccess, WriteAccessError } from '../workspaces/write-access.ts';
+import type { ToolUser } from '../sandbox/sandboxed-run.ts';
 
 function source(req: PrepareWorkspaceRequest): WorkspaceSource {
   switch (req.source.case) {
@@ -42,7 +45,12 @@ function bytes(value: bigint, field: string): number {
   return Number(value);
 }
 
-export function registerWorkspaceStorageService(router: ConnectRouter, storage: () => WorkspaceStorage): void {
+export function registerWorkspaceStorageService(
+  router: ConnectRouter,
+  storage: () => WorkspaceStorage,
+  /** The tools' user for host paths (the sandbox settings'); null: tools run as this process. */
+  toolUser: ToolUser | null,
+): void {
   router.service(WorkspaceStorageService, {
     async prepareWorkspace(req) {
       if (req.quotaBytes > BigInt(Number.MAX_SAFE_INTEGER)) throw new ConnectError('quota_bytes is too large', Code.InvalidArgument);
@@ -99,6 +107,16 @@ export function registerWorkspaceStorageService(router: ConnectRouter, storage: 
         complete: diff.complete,
         changes: diff.changes.map((c) => create(WorkspaceFileChangeSchema, c)),
       });
+    },
+    async checkWriteAccess(req) {
+      try {
+        const found = await checkWriteAccess(req.path, req.uid ? { uid: req.uid, gid: req.gid || req.uid } : null, toolUser);
+        return create(CheckWriteAccessResponseSchema, found);
+      } catch (err) {
+        if (err instanceof WriteAccessError)
+          throw new ConnectError(err.message, req.path.startsWith('/') ? Code.FailedPrecondition : Code.InvalidArgument);
+        throw err;
+      }
     },
     getStorageInfo() {
       const info = storage().info();

@@ -136,8 +136,9 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       }
     }
     // Without a view of their own (the runner cannot mount), the owners reach ROOT/<id> through
-    // every directory above it; in a view the workspace is mounted at its path and they need not.
-    for (let up = dirname(root); ; up = dirname(up)) {
+    // every directory above it; in a view the workspace is mounted at its path and they need not,
+    // so a runner whose tools get views says nothing (no warning for what is not a problem here).
+    for (let up = dirname(root); !options.sandbox?.views; up = dirname(up)) {
       if (((await lstat(up)).mode & 0o001) === 0) {
         log(
           'warn',

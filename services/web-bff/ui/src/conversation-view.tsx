@@ -15,7 +15,7 @@ import {
   THINKING_CHOICES,
   thinkingLabel,
 } from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, stateShort, usageView, writePlace } from '@bedrock/agent-view/format';
+import { modeLine, stateLine, stateShort, usageView, writePlace, writeWarning } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
@@ -123,7 +123,7 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
   }, [title]);
 
   const sandbox = c.sandboxAvailable;
-  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd });
+  const m = modeLine(session.mode, sandbox, { workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
   const canDowngrade = sandbox && session.mode === Mode.UNRESTRICTED && !isFinished(kind);
   // The state line says what is known: while the watch reconnects, the last state may be stale.
   const line = session.connected ? stateLine(session.state, session.retry, now) : { text: 'Reconnecting…', tone: 'attention' as const };
@@ -196,6 +196,12 @@ function Live({ session, focusComposer }: { session: Session; focusComposer: { c
           <div class="mode-line" data-testid="mode-line">
             <span class={`mode-badge mode-${m.tone}`}>{m.label}</span>
             <span class="mode-detail">{m.detail}</span>
+            {m.warning ? (
+              <span class="mode-warning" data-testid="write-warning" title={m.warning}>
+                ⚠ <span class="wide-only">{c.writeAccess?.toolUser || 'The tool user'} cannot write here</span>
+                <span class="narrow-only">not writable</span>
+              </span>
+            ) : null}
             {canDowngrade ? (
               <button type="button" class="small" onClick={() => session.downgrade()} aria-label="Switch to Restricted">
                 <span class="wide-only">Switch to </span>Restricted
@@ -389,6 +395,15 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
  * a question; Keep is the default (and Esc). A busy conversation is refused by the service, which
  * says to cancel first: its words are shown in the alert.
  */
+/** A bin, drawn rather than an emoji: a host without an emoji font showed an empty box. */
+function TrashIcon() {
+  return (
+    <svg class="icon" aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" fill="none" stroke="currentColor" stroke-width="1.5">
+      <path d="M2.5 4h11M6 4V2.5h4V4M4 4l.7 9.5h6.6L12 4M6.5 6.5v5M9.5 6.5v5" />
+    </svg>
+  );
+}
+
 function DeleteConversation({ session }: { session: Session }) {
   const dialog = useRef<HTMLDialogElement>(null);
   const [deleting, setDeleting] = useState(false);
@@ -408,7 +423,7 @@ function DeleteConversation({ session }: { session: Session }) {
         title="Delete this conversation"
         onClick={() => dialog.current?.showModal()}
       >
-        {deleting ? '…' : <span aria-hidden="true">🗑</span>}
+        {deleting ? '…' : <TrashIcon />}
         <span class="delete-word">{deleting ? ' Deleting' : ' Delete'}</span>
       </button>
       <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>
@@ -513,6 +528,7 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
     }
   });
   const reason = session.upgradeReason || session.state?.upgradeReason || '';
+  const warning = writeWarning({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
   const respond = (approve: boolean) => {
     dialog.current?.close();
     void session.respond(approve);
@@ -544,9 +560,14 @@ function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: bool
         <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
         <p id="upgrade-desc">
           The agent asks to leave the read-only sandbox so it can write files in{' '}
-          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd })} (as its tool user may) and use the network. Its reason:
+          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess })} and use the network. Its reason:
         </p>
         <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
+        {warning ? (
+          <p class="upgrade-warning" role="alert" data-testid="upgrade-write-warning">
+            ⚠ {warning}
+          </p>
+        ) : null}
         <div class="dialog-buttons">
           <button type="button" class="secondary" autofocus onClick={() => respond(false)}>
             Deny

@@ -1,0 +1,144 @@
+/**
+ * Where Unrestricted tools write, in the web UI (issue 28, item 5), in headless Chromium against
+ * the embedded product (host paths on, tools as the directory's owner: `nobody` for a root-owned
+ * one) with a scripted Messages API. The mode line names the directory and the tool user, as the
+ * tool-runner reported them; a project owned by root, which the tool user cannot write, is said
+ * so in the mode line and in the approval dialog before anything is approved, and the write that
+ * follows an approval does fail as warned. A directory the tool user owns gets no warning.
+ */
+import { execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTestDatabase } from '@bedrock/testkit/database';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
+import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, '../../..');
+const UI_DIST = resolve(HERE, '../ui/dist');
+const SHOTS = join(REPO, 'test-results', 'screenshots');
+const CHROMIUM = '/usr/bin/chromium';
+const asRoot = process.getuid?.() === 0;
+
+let api: MessagesApiServer;
+let system: RunningEmbedded;
+let browser: Browser;
+let page: Page;
+let dataDir: string;
+/** Owned by root, mode 0755: tools run as nobody there and cannot write it. */
+let rootDir: string;
+/** Owned by nobody: its tools write it. */
+let ownDir: string;
+let database: { url: string; drop(): Promise<void> } | undefined;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
+  execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
+  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-data-'));
+  rootDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-root-'));
+  chmodSync(rootDir, 0o755);
+  ownDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-own-'));
+  if (asRoot) chownSync(ownDir, 65534, 65534);
+  database = await createTestDatabase('ui_write_access').catch(() => undefined);
+  api = await startMessagesApiServer({ fallback: () => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }) });
+  system = await startEmbedded({
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      BEDROCK_DATA_DIR: dataDir,
+      BEDROCK_PORT: '0',
+      BEDROCK_GRPC_PORT: '0',
+      BEDROCK_UI_DIR: UI_DIST,
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: api.url,
+      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-6',
+      LOG_LEVEL: 'error',
+      ...(database ? { DATABASE_URL: database.url } : {}),
+    },
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
+  page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
+  page.setDefaultTimeout(20_000);
+  await page.goto(`${system.httpUrl}/?token=${system.token}`);
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await system?.stop();
+  await api?.close();
+  await database?.drop();
+  for (const dir of [dataDir, rootDir, ownDir]) if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+async function start(p: Page, dir: string): Promise<void> {
+  await p.goto(`${system.httpUrl}/`);
+  const before = p.url();
+  await p.getByLabel('Host directory (single-user installs)').fill(dir);
+  await p.getByRole('button', { name: 'Start' }).click();
+  await p.waitForURL((u) => u.href !== before && /\/c\/[^/]+$/.test(u.pathname));
+  await p.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
+}
+
+describe('where Unrestricted tools write (web UI)', () => {
+  it('warns in the mode line and the approval dialog when the tool user cannot write the directory', async () => {
+    if (!asRoot) throw new Error('this test runs as root: it makes a root-owned project whose tools run as nobody');
+    await start(page, rootDir);
+    const mode = page.getByTestId('mode-line');
+    // The runner's word: where, as whom, and that nobody cannot write there.
+    await mode.filter({ hasText: `Unrestricted would write in ${rootDir} as nobody (uid 65534)` }).waitFor();
+    const badge = page.getByTestId('write-warning');
+    await expect(badge.innerText()).resolves.toBe('⚠ nobody (uid 65534) cannot write here');
+    await expect(badge.getAttribute('title')).resolves.toMatch(
+      new RegExp(`nobody \\(uid 65534\\) cannot write ${rootDir}: it is owned by root \\(uid 0\\), mode 0755`),
+    );
+
+    const reason = 'I need to write notes.txt.';
+    api.enqueue(
+      { kind: 'message', content: [{ type: 'tool_use', name: 'request_mode_upgrade', input: { reason } }] },
+      { kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo hi > notes.txt' } }] },
+      { kind: 'message', content: [{ type: 'text', text: 'That failed.' }] },
+    );
+    await page.getByLabel('Message', { exact: true }).fill('Please write notes.txt.');
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Allow Unrestricted mode?' });
+    await dialog.waitFor();
+    // Before approving: where it would write, as whom, and that it cannot.
+    await expect(dialog.innerText()).resolves.toContain(`write files in ${rootDir} as nobody (uid 65534)`);
+    const warning = dialog.getByTestId('upgrade-write-warning');
+    await expect(warning.innerText()).resolves.toMatch(
+      /nobody \(uid 65534\) cannot write .*owned by root \(uid 0\), mode 0755.*Permission denied/s,
+    );
+    await page.screenshot({ path: join(SHOTS, 'write-access-warning.png') });
+    await dialog.getByRole('button', { name: 'Approve' }).click();
+    // As warned: the write fails.
+    await page.locator('article.tool[data-tool="bash"] .tool-result', { hasText: 'Permission denied' }).waitFor();
+    await page.getByText('That failed.').waitFor();
+    await mode.filter({ hasText: `writes files in ${rootDir} as nobody (uid 65534)` }).waitFor();
+    await expect(page.getByTestId('write-warning').isVisible()).resolves.toBe(true);
+  }, 90_000);
+
+  it('shows the place and no warning where the tool user can write; the phone keeps the warning', async () => {
+    await start(page, ownDir);
+    await page
+      .getByTestId('mode-line')
+      .filter({ hasText: `Unrestricted would write in ${ownDir} as nobody (uid 65534)` })
+      .waitFor();
+    await expect(page.getByTestId('write-warning').count()).resolves.toBe(0);
+
+    // On a phone the mode detail is hidden; the warning is not.
+    await start(page, rootDir);
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    try {
+      await phone.goto(`${page.url()}?token=${system.token}`);
+      await phone.getByTestId('write-warning').waitFor();
+      await expect(phone.getByTestId('write-warning').isVisible()).resolves.toBe(true);
+      await phone.screenshot({ path: join(SHOTS, 'write-access-warning-phone.png') });
+    } finally {
+      await phone.close();
+    }
+  }, 90_000);
+});

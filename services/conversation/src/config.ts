@@ -17,6 +17,7 @@ import {
   oneOf,
   optionalSetting,
   port,
+  secretKey,
   section,
   serverSection,
   servicePeersFileSetting,
@@ -187,6 +188,9 @@ export const conversationConfigSchema = section({
     timeout: setting('BEDROCK_MCP_TIMEOUT', duration({ min: 1000 }), {
       default: 300_000,
       doc: 'Timeout of one MCP tool call when its server sets none; each progress notification starts it again.',
+    }),
+    tokenKey: optionalSetting('BEDROCK_MCP_TOKEN_KEY', secretKey(), {
+      doc: "Key of the users' OAuth tokens for remote MCP servers, stored encrypted (AES-256-GCM): 32 bytes as base64, or an absolute path of a file holding them; the tool-runners need the same key. Unset: remote servers are used without logins (the embedded product creates one in its data directory).",
     }),
     listTimeout: setting('BEDROCK_MCP_LIST_TIMEOUT', duration({ min: 1000 }), {
       default: 60_000,

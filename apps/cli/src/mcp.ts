@@ -16,14 +16,15 @@ import { USAGE } from './usage.ts';
 
 const AUTH_LABEL: Record<string, string> = { none: '-', logged_in: 'logged in', login_required: 'LOGIN REQUIRED' };
 
-/** The rows of `mcp ls`: name, source, login (remote servers), command line or URL. */
+/** The rows of `mcp ls`: name, source, login (when a server is remote), command line or URL. */
 export function renderMcpServers(servers: readonly McpServer[]): string {
+  const remote = servers.some((s) => s.url);
   const rows = [
-    ['NAME', 'SOURCE', 'LOGIN', 'COMMAND'],
+    ['NAME', 'SOURCE', ...(remote ? ['LOGIN'] : []), 'COMMAND'],
     ...servers.map((s) => [
       s.name,
       s.trusted ? `${s.source} (trusted)` : s.source,
-      s.url ? (AUTH_LABEL[s.authStatus] ?? s.authStatus) : '',
+      ...(remote ? [s.url ? (AUTH_LABEL[s.authStatus] ?? s.authStatus) : ''] : []),
       s.url || [s.command, ...s.args].join(' '),
     ]),
   ];

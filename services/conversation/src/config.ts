@@ -183,7 +183,7 @@ export const conversationConfigSchema = section({
   /** MCP servers (docs/mcp.md). */
   mcp: section({
     servers: optionalSetting('BEDROCK_MCP_SERVERS', mcpServersJson(), {
-      doc: 'The operator\'s MCP servers, offered to every conversation: {"NAME": {"command": "...", "args": ["..."], "env": {"K": "V"}, "trusted": false, "timeoutMs": 300000}}. Each stdio server runs in the tool sandbox as the user\'s tool user, in the conversation\'s workspace and mode; `trusted` believes its readOnlyHint whatever the sandbox. Users add their own with McpService (`bedrock mcp add`).',
+      doc: 'The operator\'s MCP servers, offered to every conversation: {"NAME": {"command": "...", "args": ["..."], "env": {"K": "V"}, "trusted": false, "timeoutMs": 300000}}. Each stdio server runs in the tool sandbox as the user\'s tool user, in the conversation\'s workspace and mode; a remote server is {"url": "https://..."} (Streamable HTTP; http only to loopback), never sandboxed; `trusted` believes its readOnlyHint whatever the sandbox. Users add their own with McpService (`bedrock mcp add`).',
     }),
     timeout: setting('BEDROCK_MCP_TIMEOUT', duration({ min: 1000 }), {
       default: 300_000,

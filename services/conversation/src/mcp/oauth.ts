@@ -134,6 +134,10 @@ export function createMcpOAuth(options: McpOAuthOptions): McpOAuth {
     );
   }
 
+  async function markInvalid(db: pg.PoolClient, ownerId: string, name: string): Promise<void> {
+    await db.query('UPDATE mcp_oauth_logins SET invalid = true, updated_at = now() WHERE owner_id = $1 AND name = $2', [ownerId, name]);
+  }
+
   /** Less than 30 s, or less than 10% of its life, left. */
   function needsRefresh(login: Login): boolean {
     const life = login.tokens.expires_in;
@@ -153,6 +157,8 @@ export function createMcpOAuth(options: McpOAuthOptions): McpOAuth {
         return undefined;
       }
       if (found.invalid) {
+        // A row that no longer opens (the key changed) is marked, so listings say so too.
+        if (!found.login) await markInvalid(client, ownerId, server.name);
         await client.query('COMMIT');
         return 'invalid';
       }

@@ -219,7 +219,7 @@ export async function dispatch(
         case 'usage':
           return await (await import('./spend.ts')).usage(rest, values, env, output);
         case 'mcp':
-          return await (await import('./mcp.ts')).mcp(rest, values.json === true, env, output);
+          return await (await import('./mcp.ts')).mcp(rest, values.json === true, env, output, values.url);
         default:
           throw new UsageError(`unknown command "${command}"${seeHelp(command)}`);
       }

@@ -25,7 +25,12 @@ export const USAGE = `usage: bedrock <command> [options]
                                       asks on a terminal
   mcp add NAME -- COMMAND [ARGS...]   add one of your MCP servers (stdio, run in the tool
                                       sandbox); its tools are mcp__NAME__TOOL (docs/mcp.md)
-  mcp ls | mcp rm NAME                your MCP servers and the operator's / remove one of yours
+  mcp add NAME --url URL              add a remote MCP server (Streamable HTTP; https, or http
+                                      to this machine)
+  mcp ls | mcp rm NAME                your MCP servers and the operator's (with your login to
+                                      remote ones) / remove one of yours
+  mcp login NAME | mcp logout NAME    log in to a remote server (OAuth; prints a URL to open,
+                                      then reads the URL you land on) / forget the login
   settings ID [SETTINGS] [--mcp-off NAME] [--mcp-on NAME]
                                       show or change thinking and web tools; turn an MCP
                                       server off (or on again) for this conversation only
@@ -119,6 +124,7 @@ export const OPTIONS = {
   'no-web-search': { type: 'boolean' },
   'no-web-fetch': { type: 'boolean' },
   'mcp-on': { type: 'string', multiple: true },
+  url: { type: 'string' },
   'mcp-off': { type: 'string', multiple: true },
   'hide-thinking': { type: 'boolean', default: false },
   full: { type: 'boolean', default: false },

@@ -53,4 +53,30 @@ describe('bedrock mcp', () => {
     expect(missing.stderr).toContain('no MCP server named "nope"');
     expect((await bedrock(['mcp', 'add'])).code).toBe(2);
   }, 60_000);
+
+  it('adds a remote server with --url, shows its login state, and says when logins are off', async () => {
+    const added = await bedrock(['mcp', 'add', 'tracker', '--url', 'https://mcp.example.com/mcp']);
+    expect(added).toMatchObject({ code: 0, stdout: expect.stringContaining('bedrock mcp login tracker') });
+    await bedrock(['mcp', 'add', 'local', '--', 'node', 'server.js']);
+    const ls = await bedrock(['mcp', 'ls']);
+    expect(ls.stdout).toContain('NAME     SOURCE  LOGIN  COMMAND\n');
+    expect(ls.stdout).toContain('tracker  user    -      https://mcp.example.com/mcp\n');
+    const json = JSON.parse((await bedrock(['mcp', 'ls', '--json'])).stdout) as { servers: Record<string, unknown>[] };
+    expect(json.servers).toContainEqual(
+      expect.objectContaining({
+        name: 'tracker',
+        url: 'https://mcp.example.com/mcp',
+        authStatus: 'none',
+        loginPath: '/mcp/oauth/start?server=tracker',
+      }),
+    );
+    const plain = await bedrock(['mcp', 'add', 'plain', '--url', 'http://example.com/mcp']);
+    expect(plain.code).toBe(3);
+    expect(plain.stderr).toContain('must be https');
+    // This system has no BEDROCK_MCP_TOKEN_KEY: logins are off, and the CLI says why.
+    const login = await bedrock(['mcp', 'logout', 'tracker']);
+    expect(login.code).toBe(3);
+    expect(login.stderr).toContain('BEDROCK_MCP_TOKEN_KEY');
+    expect((await bedrock(['mcp', 'login'])).code).toBe(2);
+  }, 60_000);
 });

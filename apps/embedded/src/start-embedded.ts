@@ -14,7 +14,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createPool } from '@bedrock/conversation/db-pool';
 import { createMemoryTransport } from '@bedrock/platform';
-import { createLogger, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
+import { createLogger, ensureSecretKeyFile, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
 import { createConversationService, readConversationConfig } from '@bedrock/conversation';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
@@ -77,6 +77,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   // ephemeral on loopback, so only the public ones need to be free.
   // Internal ports still answer only the services: fresh tokens per start, kept in memory.
   const services = generateServiceCredentials(['conversation', 'llm-gateway', 'tool-runner', 'web-bff']);
+  // The key of users' MCP logins (tokens encrypted at rest): created once in the data directory.
+  const mcpTokenKey = env.BEDROCK_MCP_TOKEN_KEY ? undefined : ensureSecretKeyFile(join(dataDir, 'mcp-token.key'));
+  const mcp = mcpTokenKey ? { mcp: { tokenKey: mcpTokenKey } } : {};
 
   const stops: (() => Promise<void>)[] = [];
   const stopAll = async () => {
@@ -104,6 +107,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       transport: { kind: 'memory' },
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       runner: { id: 'embedded' },
+      ...mcp,
       ...(env.BEDROCK_WORKSPACE_ROOT ? {} : { workspaces: { root: join(dataDir, 'workspaces') } }),
       ...(env.BEDROCK_TOOL_UID ? {} : { sandbox: { toolUid: 'owner' as const } }),
       // Workspaces live in the data directory unless BEDROCK_WORKSPACE_ROOT says otherwise.
@@ -122,6 +126,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
       server: { grpcPort: 0, metricsPort: 0, host: '127.0.0.1' },
       // Without an API key the offline demo model answers, unless BEDROCK_DEFAULT_MODEL names one.
       models: { default: offline && !env.BEDROCK_DEFAULT_MODEL ? 'bedrock-offline' : undefined },
+      ...mcp,
       // One person on their own machine: host paths on (until a second user is wanted), and
       // workspaces on this process's runner.
       workspaces: { storageUrls: [runner.grpcUrl], ...(env.BEDROCK_HOST_PATHS ? {} : { hostPaths: 'on' as const }) },

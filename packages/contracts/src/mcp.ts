@@ -91,3 +91,13 @@ export function mcpRestrictedRefusal(
 export function mcpServerOffMessage(toolName: string, server: string): string {
   return `The MCP tool ${toolName} is not available: the user turned the MCP server "${server}" off for this conversation, so its tools are not offered. Do not call its tools; ask the user to turn it on again if you need it.`;
 }
+
+/** A remote server's stored login was refused (revoked or expired): what the user must do. */
+export function mcpLoginInvalidMessage(server: string): string {
+  return `MCP server ${server}: your login is no longer valid (revoked or expired); run \`bedrock mcp login ${server}\` or log in from the web UI.`;
+}
+
+/** A remote server asks for a login the user has not made. */
+export function mcpLoginNeededMessage(server: string): string {
+  return `MCP server ${server}: it needs you to log in; run \`bedrock mcp login ${server}\` or log in from the web UI.`;
+}

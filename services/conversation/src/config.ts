@@ -17,6 +17,7 @@ import {
   oneOf,
   optionalSetting,
   port,
+  secretKey,
   section,
   serverSection,
   servicePeersFileSetting,
@@ -182,11 +183,14 @@ export const conversationConfigSchema = section({
   /** MCP servers (docs/mcp.md). */
   mcp: section({
     servers: optionalSetting('BEDROCK_MCP_SERVERS', mcpServersJson(), {
-      doc: 'The operator\'s MCP servers, offered to every conversation: {"NAME": {"command": "...", "args": ["..."], "env": {"K": "V"}, "trusted": false, "timeoutMs": 300000}}. Each stdio server runs in the tool sandbox as the user\'s tool user, in the conversation\'s workspace and mode; `trusted` believes its readOnlyHint whatever the sandbox. Users add their own with McpService (`bedrock mcp add`).',
+      doc: 'The operator\'s MCP servers, offered to every conversation: {"NAME": {"command": "...", "args": ["..."], "env": {"K": "V"}, "trusted": false, "timeoutMs": 300000}}. Each stdio server runs in the tool sandbox as the user\'s tool user, in the conversation\'s workspace and mode; a remote server is {"url": "https://..."} (Streamable HTTP; http only to loopback), never sandboxed; `trusted` believes its readOnlyHint whatever the sandbox. Users add their own with McpService (`bedrock mcp add`).',
     }),
     timeout: setting('BEDROCK_MCP_TIMEOUT', duration({ min: 1000 }), {
       default: 300_000,
       doc: 'Timeout of one MCP tool call when its server sets none; each progress notification starts it again.',
+    }),
+    tokenKey: optionalSetting('BEDROCK_MCP_TOKEN_KEY', secretKey(), {
+      doc: "Key of the users' OAuth tokens for remote MCP servers, stored encrypted (AES-256-GCM): 32 bytes as base64, or an absolute path of a file holding them; the tool-runners need the same key. Unset: remote servers are used without logins (the embedded product creates one in its data directory).",
     }),
     listTimeout: setting('BEDROCK_MCP_LIST_TIMEOUT', duration({ min: 1000 }), {
       default: 60_000,

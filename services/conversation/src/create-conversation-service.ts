@@ -25,6 +25,8 @@ import {
   startGrpcServer,
   startMetricsServer,
   startQueueDepthSampler,
+  createSecretBox,
+  parseSecretKey,
   type GrpcServer,
   type Logger,
   type MetricsServer,
@@ -57,6 +59,7 @@ import { createWorkspaceStore } from './store/workspace-store.ts';
 import { createWorkspaceStorageClient, type WorkspaceStorage } from './workspaces/storage-client.ts';
 import { createMcpRegistry } from './mcp/registry.ts';
 import { createMcpStore } from './mcp/mcp-store.ts';
+import { createMcpOAuth } from './mcp/oauth.ts';
 import { parseOperatorServers } from './mcp/servers.ts';
 import { registerMcpApi } from './api/mcp-api.ts';
 import { createWorkspaces } from './workspaces/workspaces.ts';
@@ -195,6 +198,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     const mcp = createMcpRegistry({
       operator: config.mcp.servers ? parseOperatorServers(config.mcp.servers) : [],
       store: createMcpStore(pool),
+      ...(config.mcp.tokenKey
+        ? {
+            oauth: createMcpOAuth({
+              pool,
+              box: createSecretBox(parseSecretKey(config.mcp.tokenKey)),
+              logger: logger.child({ component: 'mcp-oauth' }),
+            }),
+          }
+        : {}),
       defaultTimeoutMs: config.mcp.timeout,
       ...(config.workspaces.storageUrls ? { runnerUrls: config.workspaces.storageUrls } : {}),
       serviceToken:

@@ -22,6 +22,7 @@ import {
   optionalSetting,
   path,
   port,
+  secretKey,
   section,
   serverSection,
   servicePeersFileSetting,
@@ -250,6 +251,12 @@ export const toolRunnerConfigSchema = section({
       { memory: 16 * GiB, cpuTime: 30 * 60_000, processes: 2048, fileSize: 8 * GiB, openFiles: 8192, cpus: 2 },
       '',
     ),
+  }),
+  /** Remote MCP servers (docs/mcp.md). */
+  mcp: section({
+    tokenKey: optionalSetting('BEDROCK_MCP_TOKEN_KEY', secretKey(), {
+      doc: "Key (32 bytes: base64, or an absolute path of a file holding them) that opens the users' OAuth access tokens the conversation service sends with remote MCP calls; the same key as the conversation service's. Unset: remote servers that need a login cannot be used on this runner.",
+    }),
   }),
   output: section({
     /** Bytes of command output kept from the start. */

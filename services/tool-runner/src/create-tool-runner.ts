@@ -28,6 +28,9 @@ import {
   startGrpcServer,
   startMetricsServer,
   startQueueDepthSampler,
+  createSecretBox,
+  parseSecretKey,
+  mcpAccessTokenAad,
 } from '@bedrock/platform/server';
 import type {
   GrpcServer,
@@ -200,7 +203,18 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       const redisPort = Number(new URL(config.transport.redis.url).port || 6379);
       if (config.transport.kind === 'redis') denyPorts.add(redisPort);
       const capture = { headBytes: config.output.head, tailBytes: config.output.tail };
-      mcpHost = createMcpHost({ sandbox: sandbox.settings, capture, ...MCP_HOST_DEFAULTS });
+      const tokenBox = config.mcp.tokenKey ? createSecretBox(parseSecretKey(config.mcp.tokenKey)) : undefined;
+      mcpHost = createMcpHost({
+        sandbox: sandbox.settings,
+        capture,
+        ...MCP_HOST_DEFAULTS,
+        ...(tokenBox
+          ? {
+              openAccessToken: (sealed, conversationId, server) =>
+                tokenBox.open(Buffer.from(sealed, 'base64'), mcpAccessTokenAad(conversationId, server)),
+            }
+          : {}),
+      });
       const mcp = mcpHost;
       executor = createToolExecutor({
         runnerId: config.runner.id,

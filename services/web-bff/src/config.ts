@@ -146,6 +146,9 @@ export const webBffConfigSchema = section({
     }),
   }),
   http: section({
+    publicUrl: optionalSetting('BEDROCK_PUBLIC_URL', url(), {
+      doc: 'The origin browsers reach this web-bff at (e.g. https://bedrock.example.com): MCP logins send the browser back to its /mcp/oauth/callback. Unset: the origin each request came to (right unless a proxy rewrites the host).',
+    }),
     corsOrigins: setting('BEDROCK_CORS_ORIGINS', list(str('an origin')), {
       default: ['http://localhost:5173', 'http://127.0.0.1:5173'],
       doc: 'Comma-separated origins allowed to call the API from a browser (`*` for any); the UI served by web-bff itself needs none.',

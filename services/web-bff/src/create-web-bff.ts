@@ -43,6 +43,7 @@ import { parseOrigins, withCors } from './http/cors.ts';
 import { exposeExchange } from './http/raw-request.ts';
 import { withSecurityHeaders } from './http/security-headers.ts';
 import { staticFiles } from './http/static-files.ts';
+import { mcpOAuthRoutes } from './http/mcp-oauth-routes.ts';
 import { createUpstream } from './upstream/conversation-client.ts';
 import { createFanout, type Fanout, type FanoutStats } from './watch/fanout.ts';
 import { createStallWatchdog } from './watch/stall-watchdog.ts';
@@ -235,7 +236,7 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
       });
       registerAdminRoutes(router, { upstream, logger, tokens: () => tokens });
       registerWorkspaceRoutes(router, { upstream, logger });
-      registerMcpRoutes(router, { upstream, logger });
+      registerMcpRoutes(router, { upstream, logger, publicUrl: config.http.publicUrl });
       registerCheckpointRoutes(router, { upstream, logger });
       // Open to anyone, so a small body cap: a probe or reflection request is tiny.
       registerHealth(withReadMaxBytes(router, OPEN_READ_MAX_BYTES), health);
@@ -271,7 +272,12 @@ async function launch(config: WebBffConfig, deps: WebBffDeps): Promise<Started> 
       exchange.wrap(handler),
     ),
   );
-  const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.http.corsOrigins), guarded));
+  // The MCP OAuth start and callback pages (plain GETs, before connect).
+  const oauthRoutes = mcpOAuthRoutes(
+    { upstream, logger, publicUrl: config.http.publicUrl, authenticate: (authorization) => authenticator.authenticate(authorization) },
+    guarded,
+  );
+  const app = withSecurityHeaders((path) => apiPaths.has(path), withCors(parseOrigins(config.http.corsOrigins), oauthRoutes));
 
   const abort = () => shutdown.abort(new ConnectError('server is shutting down; resume from the last event you saw', Code.Unavailable));
   // `Expect: 100-continue` goes to the handler, which sends 100 Continue only to a request it

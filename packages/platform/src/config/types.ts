@@ -6,6 +6,7 @@
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import type { SettingType } from './config.ts';
+import { parseSecretKey } from '../server/secret-box.ts';
 
 /**
  * A schema that parses text (from the environment) with `parse`, which throws with a short
@@ -189,4 +190,22 @@ export function formatSize(bytes: number): string {
     if (bytes >= n && bytes % n === 0) return `${bytes / n}${unit}`;
   }
   return `${bytes}B`;
+}
+
+/**
+ * A 32-byte secret key (AES-256), as base64 or the absolute path of a file holding it: kept as
+ * given, and checked when read (a malformed key stops the service at start-up). Shown masked.
+ */
+export function secretKey(): SettingType<string> {
+  return {
+    expected: '32 bytes as base64, or an absolute path of a file holding them',
+    schema: z.string().superRefine((raw, ctx) => {
+      try {
+        parseSecretKey(raw, 'the key');
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+    format: (value) => (value.trim().startsWith('/') ? value : '***'),
+  };
 }

@@ -28,3 +28,4 @@ export * from './service-auth.ts';
 export * from './balanced-transport.ts';
 export * from './guarded-session.ts';
 export * from './free-port.ts';
+export * from './secret-box.ts';

@@ -6,13 +6,33 @@ import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@co
 import { create } from '@bufbuild/protobuf';
 import {
   AddMcpServerResponseSchema,
+  CompleteMcpLoginResponseSchema,
   ListMcpServersResponseSchema,
+  LogoutMcpServerResponseSchema,
+  StartMcpLoginResponseSchema,
   McpService,
   RemoveMcpServerResponseSchema,
   SetMcpServerEnabledResponseSchema,
 } from '@bedrock/contracts';
 import type { McpRegistry } from '../mcp/registry.ts';
 import { MCP_LIMITS, mcpServerProblem, toProto, type McpServerConfig } from '../mcp/servers.ts';
+import { McpLoginError, type McpOAuth } from '../mcp/oauth.ts';
+
+const LOGIN_CODES = {
+  invalid: Code.InvalidArgument,
+  not_found: Code.NotFound,
+  precondition: Code.FailedPrecondition,
+  unavailable: Code.Unavailable,
+} as const;
+
+async function loginCall<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof McpLoginError) throw new ConnectError(err.message, LOGIN_CODES[err.kind]);
+    throw err;
+  }
+}
 
 export interface McpApiOptions {
   readonly registry: McpRegistry;
@@ -32,6 +52,20 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
     }
     return conversationId;
   }
+  function oauthOrRefuse(): McpOAuth {
+    if (!registry.oauth) {
+      throw new ConnectError('logins to MCP servers are off: the operator has not set BEDROCK_MCP_TOKEN_KEY', Code.FailedPrecondition);
+    }
+    return registry.oauth;
+  }
+  /** The caller's remote server of that name (for all conversations: the operator's or their own). */
+  async function remoteServer(user: string, name: string): Promise<McpServerConfig> {
+    const server = (await registry.serversFor(user)).find((s) => s.name === name.trim());
+    if (!server) throw new ConnectError(`you have no MCP server named "${name.trim()}"`, Code.NotFound);
+    if (!server.url)
+      throw new ConnectError(`"${server.name}" is a stdio server: only remote (url) servers have a login`, Code.FailedPrecondition);
+    return server;
+  }
   router.service(McpService, {
     async addMcpServer(req, ctx) {
       const user = userOf(ctx);
@@ -40,6 +74,7 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
         conversationId,
         name: req.name.trim(),
         command: req.command.trim(),
+        ...(req.url.trim() ? { url: req.url.trim() } : {}),
         args: req.args,
         env: req.env,
         trusted: false,
@@ -68,7 +103,31 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
     async listMcpServers(req, ctx) {
       const user = userOf(ctx);
       const conversationId = await conversationOf(user, req.conversationId);
-      return create(ListMcpServersResponseSchema, { servers: (await registry.serversFor(user, conversationId)).map(toProto) });
+      const servers = await registry.serversFor(user, conversationId);
+      const statuses = (await registry.oauth?.statuses(user, servers)) ?? new Map();
+      return create(ListMcpServersResponseSchema, { servers: servers.map((s) => toProto(s, statuses.get(s.name))) });
+    },
+    async startMcpLogin(req, ctx) {
+      const user = userOf(ctx);
+      const oauth = oauthOrRefuse();
+      const server = await remoteServer(user, req.name);
+      if (req.redirectUri.trim() === '') throw new ConnectError('redirect_uri is required (web-bff sets it)', Code.InvalidArgument);
+      const url = await loginCall(() => oauth.start(user, server, req.redirectUri.trim()));
+      return create(StartMcpLoginResponseSchema, { authorizationUrl: url });
+    },
+    async completeMcpLogin(req, ctx) {
+      const user = userOf(ctx);
+      const oauth = oauthOrRefuse();
+      const name = await loginCall(() =>
+        oauth.complete(user, req.redirectedUrl, async (n) => (await registry.serversFor(user)).find((s) => s.name === n)),
+      );
+      return create(CompleteMcpLoginResponseSchema, { name });
+    },
+    async logoutMcpServer(req, ctx) {
+      const user = userOf(ctx);
+      const oauth = oauthOrRefuse();
+      const server = await remoteServer(user, req.name);
+      return create(LogoutMcpServerResponseSchema, { revoked: await oauth.logout(user, server) });
     },
     async removeMcpServer(req, ctx) {
       const name = req.name.trim();

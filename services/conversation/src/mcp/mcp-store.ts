@@ -20,6 +20,7 @@ export interface McpStore {
 interface Row {
   name: string;
   command: string;
+  url: string;
   args: string[];
   env: Record<string, string>;
   timeout_ms: string;
@@ -30,13 +31,14 @@ export function createMcpStore(pool: pg.Pool): McpStore {
   return {
     async list(ownerId, conversationId = '') {
       const { rows } = await pool.query<Row>(
-        `SELECT name, command, args, env, timeout_ms, conversation_id FROM mcp_servers
+        `SELECT name, command, url, args, env, timeout_ms, conversation_id FROM mcp_servers
           WHERE owner_id = $1 AND conversation_id IN ('', $2) ORDER BY conversation_id <> '', name`,
         [ownerId, conversationId],
       );
       return rows.map((r) => ({
         name: r.name,
         command: r.command,
+        ...(r.url ? { url: r.url } : {}),
         args: r.args,
         env: r.env,
         trusted: false,
@@ -47,9 +49,9 @@ export function createMcpStore(pool: pg.Pool): McpStore {
     },
     async add(ownerId, s) {
       const { rowCount } = await pool.query(
-        `INSERT INTO mcp_servers (owner_id, conversation_id, name, command, args, env, timeout_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)
+        `INSERT INTO mcp_servers (owner_id, conversation_id, name, command, url, args, env, timeout_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (owner_id, conversation_id, name) DO NOTHING`,
-        [ownerId, s.conversationId ?? '', s.name, s.command, JSON.stringify(s.args), JSON.stringify(s.env), s.timeoutMs],
+        [ownerId, s.conversationId ?? '', s.name, s.command, s.url ?? '', JSON.stringify(s.args), JSON.stringify(s.env), s.timeoutMs],
       );
       return rowCount === 1;
     },

@@ -8,6 +8,7 @@ import { McpHostService, Mode as PMode } from '@bedrock/contracts';
 import type { McpServerSpec, McpToolDefinition } from '@bedrock/contracts';
 import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
 import type { McpStore } from './mcp-store.ts';
+import type { McpOAuth } from './oauth.ts';
 import { toSpec, type McpServerConfig } from './servers.ts';
 
 /** What the registry needs of a conversation to list its tools. */
@@ -31,12 +32,15 @@ export interface McpRegistry {
   toolsFor(conversation: McpConversation): Promise<McpToolDefinition[]>;
   readonly operator: readonly McpServerConfig[];
   readonly store: McpStore;
+  /** Users' OAuth logins to remote servers; unset without BEDROCK_MCP_TOKEN_KEY. */
+  readonly oauth: McpOAuth | undefined;
   close(): void;
 }
 
 export interface McpRegistryOptions {
   readonly operator: readonly McpServerConfig[];
   readonly store: McpStore;
+  readonly oauth?: McpOAuth;
   readonly defaultTimeoutMs: number;
   /** The tool-runners' gRPC ports (BEDROCK_WORKSPACE_STORAGE_URL); unset: no listing, so no MCP tools. */
   readonly runnerUrls?: readonly (string | URL)[];
@@ -66,16 +70,33 @@ export function createMcpRegistry(options: McpRegistryOptions): McpRegistry {
     return servers;
   }
 
+  /** The runner's spec: a remote server's with the owner's current access token, sealed for this conversation. */
+  async function specOf(ownerId: string, conversationId: string, s: McpServerConfig): Promise<McpServerSpec> {
+    const spec = toSpec(s, options.defaultTimeoutMs);
+    if (!s.url || !options.oauth || s.disabled) return spec;
+    try {
+      const token = await options.oauth.accessTokenFor(ownerId, conversationId, s);
+      if (token.sealed) spec.sealedAccessToken = token.sealed;
+      spec.loginRequired = token.loginRequired;
+    } catch (err) {
+      logger.warn({ err, server: s.name }, 'the MCP login could not be read or refreshed; the server is used without it');
+    }
+    return spec;
+  }
+
   return {
     operator,
     store,
+    oauth: options.oauth,
     serversFor,
-    async specsFor(ownerId, conversationId) {
-      return (await serversFor(ownerId, conversationId)).map((s) => toSpec(s, options.defaultTimeoutMs));
+    async specsFor(ownerId, conversationId = '') {
+      return Promise.all((await serversFor(ownerId, conversationId)).map((s) => specOf(ownerId, conversationId, s)));
     },
     async toolsFor(c) {
       // A server turned off for the conversation is neither started nor listed.
-      const servers = (await serversFor(c.ownerId, c.id)).filter((s) => !s.disabled).map((s) => toSpec(s, options.defaultTimeoutMs));
+      const servers = await Promise.all(
+        (await serversFor(c.ownerId, c.id)).filter((s) => !s.disabled).map((s) => specOf(c.ownerId, c.id, s)),
+      );
       if (servers.length === 0 || !client) return [];
       try {
         const res = await client.listMcpTools(

@@ -1013,8 +1013,10 @@ export function createConversationStore(options: StoreOptions) {
         // What is left of theirs: request outcomes of other scopes (e.g. a refused CreateConversation), spend, limits, tokens.
         await client.query('DELETE FROM request_outcomes WHERE owner_id = $1', [userId]);
         for (const table of USER_TABLES) await client.query(`DELETE FROM ${table} WHERE user_id = $1`, [userId]);
-        // Their MCP servers (whose env may hold their secrets) and off-switches.
-        for (const table of ['mcp_servers', 'mcp_servers_off']) await client.query(`DELETE FROM ${table} WHERE owner_id = $1`, [userId]);
+        // Their MCP servers (whose env may hold their secrets), off-switches and OAuth logins.
+        for (const table of ['mcp_servers', 'mcp_servers_off', 'mcp_oauth_logins', 'mcp_oauth_pending']) {
+          await client.query(`DELETE FROM ${table} WHERE owner_id = $1`, [userId]);
+        }
         const tokens = await client.query('DELETE FROM user_tokens WHERE user_id = $1', [userId]);
         if (user) await client.query('DELETE FROM users WHERE id = $1', [userId]);
         // Their workspaces' records; the caller removes the files after the commit.

@@ -17,7 +17,8 @@ export function registerMcpHostService(router: ConnectRouter, host: McpHost, ctx
       if (req.conversationId === '') throw new ConnectError('conversation_id is required', Code.InvalidArgument);
       if (!req.cwd.startsWith('/')) throw new ConnectError('cwd must be an absolute path', Code.InvalidArgument);
       for (const s of req.servers) {
-        if (!MCP_SERVER_NAME.test(s.name) || s.command === '') throw new ConnectError(`bad MCP server "${s.name}"`, Code.InvalidArgument);
+        if (!MCP_SERVER_NAME.test(s.name) || (s.command === '') === (s.url === ''))
+          throw new ConnectError(`bad MCP server "${s.name}"`, Code.InvalidArgument);
       }
       const mode = runModeOf(req.mode);
       if (req.servers.length === 0) return create(ListMcpToolsResponseSchema, {});

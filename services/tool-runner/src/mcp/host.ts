@@ -11,9 +11,10 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { mcpRestrictedRefusal, mcpToolName } from '@bedrock/contracts';
+import { mcpLoginInvalidMessage, mcpLoginNeededMessage, mcpRestrictedRefusal, mcpToolName } from '@bedrock/contracts';
 import type { McpServerSpec } from '@bedrock/contracts';
 import { commandEnv } from '../sandbox/command-env.ts';
 import { resolveToolUser } from '../sandbox/sandboxed-run.ts';
@@ -36,6 +37,13 @@ export interface McpHostOptions {
   readonly cancelGraceMs: number;
   /** Servers running at once on this runner; starting one more stops the least recently used idle one. */
   readonly maxServers: number;
+  /**
+   * Opens a remote server's sealed access token (McpServerSpec.sealed_access_token) for this
+   * conversation and server; unset: this runner has no BEDROCK_MCP_TOKEN_KEY.
+   */
+  readonly openAccessToken?: (sealed: string, conversationId: string, server: string) => string;
+  /** The fetch remote servers are reached with (tests); default the global one. */
+  readonly fetch?: typeof fetch;
 }
 
 export const MCP_HOST_DEFAULTS = {
@@ -89,7 +97,10 @@ export interface McpHost {
 interface Session {
   readonly fingerprint: string;
   readonly client: Client;
-  readonly transport: StdioClientTransport;
+  /** A stdio server's (its helper's pid); undefined for a remote server. */
+  readonly stdio: StdioClientTransport | undefined;
+  /** A remote server: the bearer token its requests carry now (the latest a spec brought). */
+  token: string | undefined;
   readonly release: () => void;
   tools: Tool[] | undefined;
   closed: boolean;
@@ -105,6 +116,27 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** A failure to start or talk to a server: the model reads `message`. */
 class ServerDown extends Error {}
+/** A remote server refused us for want of a (valid) login. */
+class LoginNeeded extends Error {}
+
+/**
+ * The only fetch a remote server's transport gets: every request goes to the server's own
+ * origin (the configured URL's) or is refused, redirects are never followed to another origin
+ * (the SDK follows same-origin ones through this function again), and the bearer token is added
+ * here, so it is sent nowhere else.
+ */
+export function confinedFetch(origin: string, token: () => string | undefined, base: typeof fetch = fetch): typeof fetch {
+  return async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    if (url.origin !== origin) {
+      throw new Error(`refused to connect to ${url.origin}: this MCP server may only be reached at ${origin}, its configured URL's origin`);
+    }
+    const headers = new Headers(init?.headers);
+    const bearer = token();
+    if (bearer) headers.set('authorization', `Bearer ${bearer}`);
+    return base(url, { ...init, headers, redirect: init?.redirect === 'follow' || !init?.redirect ? 'manual' : init.redirect });
+  };
+}
 
 export function createMcpHost(options: McpHostOptions): McpHost {
   const sessions = new Map<string, Session>();
@@ -134,7 +166,7 @@ export function createMcpHost(options: McpHostOptions): McpHost {
 
   /** SIGTERM to the helper, which kills the server's whole tree at once. */
   function kill(key: string, s: Session): void {
-    const pid = s.transport.pid;
+    const pid = s.stdio?.pid;
     if (pid) {
       try {
         process.kill(pid, 'SIGTERM');
@@ -145,7 +177,67 @@ export function createMcpHost(options: McpHostOptions): McpHost {
     void stop(key, s);
   }
 
+  /** A remote server: no process, no sandbox; a client on Streamable HTTP confined to its origin. */
+  async function startRemote(place: McpPlace, spec: McpServerSpec, fingerprint: string): Promise<Session> {
+    const url = new URL(spec.url);
+    const session: Session = {
+      fingerprint,
+      client: new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} }),
+      stdio: undefined,
+      token: tokenOf(place, spec),
+      release: () => {},
+      tools: undefined,
+      closed: false,
+      busy: 0,
+      lastUsed: Date.now(),
+      stderr: '',
+      settling: undefined,
+    };
+    const transport = new StreamableHTTPClientTransport(url, {
+      fetch: confinedFetch(url.origin, () => session.token, options.fetch),
+      // A transport that loses its stream does not reconnect on its own: the next call starts a fresh session.
+      reconnectionOptions: {
+        maxReconnectionDelay: 30_000,
+        initialReconnectionDelay: 1000,
+        reconnectionDelayGrowFactor: 1.5,
+        maxRetries: 0,
+      },
+    });
+    session.client.onclose = () => {
+      session.closed = true;
+    };
+    session.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      session.tools = undefined;
+    });
+    try {
+      await session.client.connect(transport, { timeout: options.startTimeoutMs });
+    } catch (err) {
+      await session.client.close().catch(() => {});
+      if (isUnauthorized(err)) throw new LoginNeeded(session.token ? mcpLoginInvalidMessage(spec.name) : mcpLoginNeededMessage(spec.name));
+      throw new ServerDown(`it could not be reached at ${url.origin}${url.pathname}: ${(err as Error).message}`);
+    }
+    return session;
+  }
+
+  /** The spec's access token, opened; undefined when it has none. */
+  function tokenOf(place: McpPlace, spec: McpServerSpec): string | undefined {
+    if (spec.sealedAccessToken === '') return undefined;
+    if (!options.openAccessToken) {
+      throw new ServerDown(
+        'this tool-runner has no BEDROCK_MCP_TOKEN_KEY, so it cannot use your login to this server (an operator must set it)',
+      );
+    }
+    try {
+      return options.openAccessToken(spec.sealedAccessToken, place.conversationId, spec.name);
+    } catch {
+      throw new ServerDown(
+        "the login token sent for it cannot be opened with this tool-runner's BEDROCK_MCP_TOKEN_KEY (the services' keys differ)",
+      );
+    }
+  }
+
   async function start(place: McpPlace, spec: McpServerSpec, fingerprint: string): Promise<Session> {
+    if (spec.url !== '') return startRemote(place, spec, fingerprint);
     const { sandbox } = options;
     if (place.mode === 'restricted' && !sandbox.sandboxAvailable) {
       throw new ServerDown('this tool-runner has no working kernel sandbox, so it cannot run MCP servers in Restricted mode');
@@ -196,7 +288,8 @@ export function createMcpHost(options: McpHostOptions): McpHost {
     const session: Session = {
       fingerprint,
       client,
-      transport,
+      stdio: transport,
+      token: undefined,
       release,
       tools: undefined,
       closed: false,
@@ -230,15 +323,20 @@ export function createMcpHost(options: McpHostOptions): McpHost {
   /** The conversation's session of this server, started when there is none usable. */
   async function sessionFor(place: McpPlace, spec: McpServerSpec): Promise<[string, Session]> {
     const key = keyOf(place.conversationId, spec.name);
-    const fingerprint = JSON.stringify([
-      place.mode,
-      place.cwd,
-      place.user ?? null,
-      place.workspace ?? null,
-      spec.command,
-      spec.args,
-      Object.entries(spec.env).sort(),
-    ]);
+    if (spec.loginRequired) throw new LoginNeeded(mcpLoginInvalidMessage(spec.name));
+    // A remote server is the same whatever the conversation's mode and place: its URL only.
+    const fingerprint =
+      spec.url !== ''
+        ? JSON.stringify(['url', spec.url])
+        : JSON.stringify([
+            place.mode,
+            place.cwd,
+            place.user ?? null,
+            place.workspace ?? null,
+            spec.command,
+            spec.args,
+            Object.entries(spec.env).sort(),
+          ]);
     for (;;) {
       if (closing) throw new ServerDown('the tool-runner is stopping');
       const pending = starting.get(key);
@@ -252,7 +350,11 @@ export function createMcpHost(options: McpHostOptions): McpHost {
         await existing.settling;
         continue;
       }
-      if (existing && !existing.closed && existing.fingerprint === fingerprint) return [key, existing];
+      if (existing && !existing.closed && existing.fingerprint === fingerprint) {
+        // A newer access token (refreshed by the conversation service) replaces the session's.
+        if (spec.url !== '' && spec.sealedAccessToken !== '') existing.token = tokenOf(place, spec);
+        return [key, existing];
+      }
       // Dead, or started for another mode or configuration: replace it.
       if (existing) await stop(key, existing);
       await makeRoom();
@@ -339,6 +441,7 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       try {
         [key, s] = await sessionFor(place, spec);
       } catch (err) {
+        if (err instanceof LoginNeeded) return fail('auth', err.message);
         return fail('server_down', `The MCP server "${spec.name}" is not available: ${(err as Error).message}`);
       }
       s.busy++;
@@ -355,9 +458,11 @@ export function createMcpHost(options: McpHostOptions): McpHost {
           const names = tools.map((t) => mcpToolName(spec.name, t.name)).join(', ');
           return fail('unknown_tool', `The MCP server "${spec.name}" has no tool ${modelName}. Its tools: ${names || '(none)'}.`);
         }
+        // A remote server is never sandboxed: only the operator's trust makes its readOnlyHint count.
+        const sandboxed = spec.url === '' && place.mode === 'restricted' && options.sandbox.sandboxAvailable;
         const refusal = mcpRestrictedRefusal(
           { name: modelName, ...(tool.annotations ? { hints: tool.annotations } : {}) },
-          { sandboxedRestricted: place.mode === 'restricted' && options.sandbox.sandboxAvailable, trusted: spec.trusted },
+          { sandboxedRestricted: sandboxed, trusted: spec.trusted },
           place.mode,
         );
         if (refusal) return fail('mode', refusal);
@@ -401,6 +506,10 @@ export function createMcpHost(options: McpHostOptions): McpHost {
               `The MCP server "${spec.name}" stopped during the call (${(err as Error).message}); it is started again at the next call.${stderrNote(s)}`,
             );
           }
+          if (isUnauthorized(err)) {
+            await stop(key, s);
+            return fail('auth', s.token ? mcpLoginInvalidMessage(spec.name) : mcpLoginNeededMessage(spec.name));
+          }
           if (err instanceof McpError) {
             return fail('protocol', `The MCP server "${spec.name}" answered the call with an error (code ${err.code}): ${err.message}`);
           }
@@ -416,7 +525,7 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       return sessions.size;
     },
     pidOf(conversationId, server) {
-      return sessions.get(keyOf(conversationId, server))?.transport.pid ?? undefined;
+      return sessions.get(keyOf(conversationId, server))?.stdio?.pid ?? undefined;
     },
     async close() {
       closing = true;
@@ -424,6 +533,11 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       await Promise.all([...sessions].map(([key, s]) => stop(key, s)));
     },
   };
+
+  /** A remote server's 401 (or the SDK's UnauthorizedError): a login is needed or no longer valid. */
+  function isUnauthorized(err: unknown): boolean {
+    return (err instanceof StreamableHTTPError && err.code === 401) || (err instanceof Error && err.name === 'UnauthorizedError');
+  }
 
   /** After a cancel or a timeout: a server that does not answer a ping soon is stuck, and killed. */
   async function settleAfterCancel(key: string, s: Session): Promise<void> {

@@ -7,10 +7,13 @@ import { McpService } from '@bedrock/contracts';
 import type { Logger } from '@bedrock/platform/server';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder } from '../upstream/forward.ts';
+import { MCP_OAUTH_CALLBACK } from '../http/mcp-oauth-routes.ts';
 
 export interface McpRoutesOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
+  /** BEDROCK_PUBLIC_URL: the origin of the OAuth callback; unset: the request's own. */
+  readonly publicUrl?: string | undefined;
 }
 
 export function registerMcpRoutes(router: ConnectRouter, options: McpRoutesOptions): void {
@@ -21,5 +24,12 @@ export function registerMcpRoutes(router: ConnectRouter, options: McpRoutesOptio
     listMcpServers: (req, ctx) => forward('ListMcpServers', ctx, (o) => mcp.listMcpServers(req, o)),
     removeMcpServer: (req, ctx) => forward('RemoveMcpServer', ctx, (o) => mcp.removeMcpServer(req, o)),
     setMcpServerEnabled: (req, ctx) => forward('SetMcpServerEnabled', ctx, (o) => mcp.setMcpServerEnabled(req, o)),
+    // The authorization server sends the browser back to this web-bff's callback, whoever asks.
+    startMcpLogin: (req, ctx) =>
+      forward('StartMcpLogin', ctx, (o) =>
+        mcp.startMcpLogin({ ...req, redirectUri: new URL(MCP_OAUTH_CALLBACK, options.publicUrl ?? new URL(ctx.url).origin).href }, o),
+      ),
+    completeMcpLogin: (req, ctx) => forward('CompleteMcpLogin', ctx, (o) => mcp.completeMcpLogin(req, o)),
+    logoutMcpServer: (req, ctx) => forward('LogoutMcpServer', ctx, (o) => mcp.logoutMcpServer(req, o)),
   });
 }

@@ -12,6 +12,7 @@ import {
   type ConversationState,
   type Usage,
 } from '@bedrock/contracts';
+import { isToolName, type ToolName } from '@bedrock/contracts/tools';
 
 export type Tone = 'idle' | 'busy' | 'attention' | 'error' | 'done';
 
@@ -274,30 +275,26 @@ export function parseJsonObject(text: string): Record<string, unknown> | undefin
   }
 }
 
-/** The one line that says what a tool call does, e.g. "$ ls -la" for bash. */
+type JsonObject = Record<string, unknown>;
+const str = (input: JsonObject, k: string): string => (typeof input[k] === 'string' ? (input[k] as string) : '');
+
+/** What each tool call does, in one line: keyed by every tool of the registry, so a new tool fails to compile until worded. */
+const TOOL_SUMMARIES: Readonly<Record<ToolName, (input: JsonObject) => string>> = {
+  bash: (input) => `$ ${str(input, 'command')}`,
+  patch: (input) => str(input, 'path'),
+  keyword_search: (input) => str(input, 'query'),
+  think: () => 'thinking',
+  request_mode_upgrade: (input) => str(input, 'reason'),
+  submit_result: () => 'result submitted',
+  spawn_agents: (input) => {
+    const tasks = Array.isArray(input.tasks) ? input.tasks.length : 0;
+    return `${tasks} sub-agent${tasks === 1 ? '' : 's'}`;
+  },
+};
+
+/** The one line that says what a tool call does, e.g. "$ ls -la" for bash; empty for a tool outside the registry (MCP). */
 export function toolSummary(name: string, inputJson: string): string {
-  const input = parseJsonObject(inputJson) ?? {};
-  const str = (k: string) => (typeof input[k] === 'string' ? (input[k] as string) : '');
-  switch (name) {
-    case 'bash':
-      return `$ ${str('command')}`;
-    case 'patch':
-      return str('path');
-    case 'keyword_search':
-      return str('query');
-    case 'think':
-      return 'thinking';
-    case 'request_mode_upgrade':
-      return str('reason');
-    case 'submit_result':
-      return 'result submitted';
-    case 'spawn_agents': {
-      const tasks = Array.isArray(input.tasks) ? input.tasks.length : 0;
-      return `${tasks} sub-agent${tasks === 1 ? '' : 's'}`;
-    }
-    default:
-      return '';
-  }
+  return isToolName(name) ? TOOL_SUMMARIES[name](parseJsonObject(inputJson) ?? {}) : '';
 }
 
 /** The tool input as the user reads it: bash's command and the think text as is, anything else as indented JSON. */

@@ -47,7 +47,7 @@ import {
   isResting,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
-import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
+import { serveService, inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
 import { pendingMessageId, type ConversationEvent, type Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { deliveryFromProto, messageToProto, stateToProto } from '../mapping/proto.ts';
@@ -473,7 +473,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     }
   }
 
-  router.service(ConversationService, {
+  serveService(router, ConversationService, {
     async getUsage(_req, ctx) {
       if (!options.limits) throw new ConnectError('this service keeps no limits', Code.Unimplemented);
       return create(GetUsageResponseSchema, { usage: usageToProto(await options.limits.usage(userOf(ctx), now())) });

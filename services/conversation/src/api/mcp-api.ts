@@ -13,6 +13,7 @@ import {
 } from '@bedrock/contracts';
 import type { McpRegistry } from '../mcp/registry.ts';
 import { MCP_LIMITS, mcpServerProblem, toProto, type McpServerConfig } from '../mcp/servers.ts';
+import { serveService } from '@bedrock/platform/server';
 
 export interface McpApiOptions {
   readonly registry: McpRegistry;
@@ -32,7 +33,7 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
     }
     return conversationId;
   }
-  router.service(McpService, {
+  serveService(router, McpService, {
     async addMcpServer(req, ctx) {
       const user = userOf(ctx);
       const conversationId = await conversationOf(user, req.conversationId);

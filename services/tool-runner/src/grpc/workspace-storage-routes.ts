@@ -23,6 +23,7 @@ import {
 } from '@bedrock/contracts';
 import type { PrepareWorkspaceRequest } from '@bedrock/contracts';
 import type { WorkspaceSource, WorkspaceStorage } from '../workspaces/workspace-storage.ts';
+import { serveService } from '@bedrock/platform/server';
 
 function source(req: PrepareWorkspaceRequest): WorkspaceSource {
   switch (req.source.case) {
@@ -43,7 +44,7 @@ function bytes(value: bigint, field: string): number {
 }
 
 export function registerWorkspaceStorageService(router: ConnectRouter, storage: () => WorkspaceStorage): void {
-  router.service(WorkspaceStorageService, {
+  serveService(router, WorkspaceStorageService, {
     async prepareWorkspace(req) {
       if (req.quotaBytes > BigInt(Number.MAX_SAFE_INTEGER)) throw new ConnectError('quota_bytes is too large', Code.InvalidArgument);
       const path = await storage().prepare({

@@ -70,7 +70,7 @@ import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } 
 import { checkImageDecodes, checkImageHeaders } from './images.ts';
 import type { ImageSize } from '@bedrock/contracts/image-size';
 import type { ModelRegistry } from '@bedrock/contracts/models';
-import { LIMITS } from './limits.ts';
+import { LIMITS } from './input-limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
 import { createdConversationIdOf, endDeletedStreams, type ConversationLeftovers } from './deleted-streams.ts';

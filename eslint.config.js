@@ -104,6 +104,24 @@ const agentView = {
   },
 };
 
+/**
+ * A service is registered whole (`serveService`, a full `ServiceImpl`): `router.service` takes a
+ * `Partial`, so an RPC left out would compile and answer UNIMPLEMENTED (docs/extending.md).
+ */
+const wholeServices = {
+  files: ['services/*/src/**/*.ts', 'apps/*/src/**/*.ts'],
+  rules: {
+    'no-restricted-syntax': [
+      'error',
+      {
+        selector: "CallExpression[callee.object.name='router'][callee.property.name='service']",
+        message:
+          'Register with serveService(router, Service, impl) from @bedrock/platform/server: a method left out then fails to compile.',
+      },
+    ],
+  },
+};
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', 'packages/contracts/src/gen/**', '.bedrock/**', 'coverage/**'] },
   js.configs.recommended,
@@ -117,5 +135,6 @@ export default tseslint.config(
   },
   ...layers,
   agentView,
+  wholeServices,
   pureCore,
 );

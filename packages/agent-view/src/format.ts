@@ -14,6 +14,7 @@ import {
   type ConversationState,
   type Usage,
 } from '@bedrock/contracts';
+import { isToolName, type ToolName } from '@bedrock/contracts/tools';
 
 export type Tone = 'idle' | 'busy' | 'attention' | 'error' | 'done';
 
@@ -340,31 +341,28 @@ function mcpSummary(input: Record<string, unknown>): string {
   return line.length > MCP_SUMMARY_CHARS ? `${line.slice(0, MCP_SUMMARY_CHARS - 1)}…` : line;
 }
 
-/** The one line that says what a tool call does, e.g. "$ ls -la" for bash. */
+type JsonObject = Record<string, unknown>;
+const str = (input: JsonObject, k: string): string => (typeof input[k] === 'string' ? (input[k] as string) : '');
+
+/** What each tool call does, in one line: keyed by every tool of the registry, so a new tool fails to compile until worded. */
+const TOOL_SUMMARIES: Readonly<Record<ToolName, (input: JsonObject) => string>> = {
+  bash: (input) => `$ ${str(input, 'command')}`,
+  patch: (input) => str(input, 'path'),
+  keyword_search: (input) => str(input, 'query'),
+  think: () => 'thinking',
+  request_mode_upgrade: (input) => str(input, 'reason'),
+  submit_result: () => 'result submitted',
+  spawn_agents: (input) => {
+    const tasks = Array.isArray(input.tasks) ? input.tasks.length : 0;
+    return `${tasks} sub-agent${tasks === 1 ? '' : 's'}`;
+  },
+};
+
+/** The one line that says what a tool call does, e.g. "$ ls -la" for bash; an MCP call's arguments; empty for any other name. */
 export function toolSummary(name: string, inputJson: string): string {
   const input = parseJsonObject(inputJson) ?? {};
   if (mcpServerOf(name)) return mcpSummary(input);
-  const str = (k: string) => (typeof input[k] === 'string' ? (input[k] as string) : '');
-  switch (name) {
-    case 'bash':
-      return `$ ${str('command')}`;
-    case 'patch':
-      return str('path');
-    case 'keyword_search':
-      return str('query');
-    case 'think':
-      return 'thinking';
-    case 'request_mode_upgrade':
-      return str('reason');
-    case 'submit_result':
-      return 'result submitted';
-    case 'spawn_agents': {
-      const tasks = Array.isArray(input.tasks) ? input.tasks.length : 0;
-      return `${tasks} sub-agent${tasks === 1 ? '' : 's'}`;
-    }
-    default:
-      return '';
-  }
+  return isToolName(name) ? TOOL_SUMMARIES[name](input) : '';
 }
 
 /** The tool input as the user reads it: bash's command and the think text as is, anything else as indented JSON. */

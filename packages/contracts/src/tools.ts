@@ -40,7 +40,11 @@ export const BASH_MAX_TIMEOUT_MS = 30 * 60_000;
 /** The exact error REQ-PATCH-009 words for patch in Restricted mode. */
 export const PATCH_RESTRICTED_ERROR = 'Patch tool is disabled in Restricted mode. Use request_mode_upgrade to request write access.';
 
-export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = {
+/**
+ * The registry. `satisfies` keeps each entry's `executor` literal, so the names each side runs
+ * ({@link RunnerToolName}, {@link ConversationToolName}) are types the compiler checks dispatch tables against.
+ */
+const TOOL_TABLE = {
   bash: {
     name: 'bash',
     executor: 'tool-runner',
@@ -180,7 +184,17 @@ export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = {
       additionalProperties: false,
     },
   },
-};
+} satisfies Record<ToolName, ToolDefinition>;
+
+export const TOOLS: Readonly<Record<ToolName, ToolDefinition>> = TOOL_TABLE;
+
+type ToolsRunBy<E extends ToolDefinition['executor']> = {
+  [K in ToolName]: (typeof TOOL_TABLE)[K]['executor'] extends E ? K : never;
+}[ToolName];
+/** The tools a tool-runner executes (`executor: 'tool-runner'`): its dispatch table is keyed by these. */
+export type RunnerToolName = ToolsRunBy<'tool-runner'>;
+/** The tools the conversation service's state machine answers itself (`executor: 'conversation'`). */
+export type ConversationToolName = ToolsRunBy<'conversation'>;
 
 const BASE_TOOLS: readonly ToolName[] = ['bash', 'patch', 'keyword_search', 'think'];
 /** The four possible sets, built once: tool sets are asked for on every request and tool start. */
@@ -202,4 +216,12 @@ export function toolSetFor(opts: { isSubAgent: boolean; sandboxAvailable: boolea
 
 export function isToolName(name: string): name is ToolName {
   return Object.prototype.hasOwnProperty.call(TOOLS, name);
+}
+
+export function isRunnerToolName(name: string): name is RunnerToolName {
+  return isToolName(name) && TOOLS[name].executor === 'tool-runner';
+}
+
+export function isConversationToolName(name: string): name is ConversationToolName {
+  return isToolName(name) && TOOLS[name].executor === 'conversation';
 }

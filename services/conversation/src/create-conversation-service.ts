@@ -37,7 +37,7 @@ import { createPool } from './db/pool.ts';
 import { registerHistoryApi } from './api/history-api.ts';
 import { registerAdminApi } from './api/admin-api.ts';
 import { registerIdentityApi } from './api/identity-api.ts';
-import { LIMITS } from './api/limits.ts';
+import { LIMITS } from './api/input-limits.ts';
 import type { ConversationConfig } from './config.ts';
 import { DEFAULT_POLICY, type Policy } from './core/index.ts';
 import { migrate } from './db/migrate.ts';

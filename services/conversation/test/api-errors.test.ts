@@ -9,7 +9,7 @@ import { StateKind, StopReason, ThinkingLevel } from '@bedrock/contracts';
 import { text, toolUse } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 import { tinyPng } from './support/images.ts';
-import { LIMITS } from '../src/api/limits.ts';
+import { LIMITS } from '../src/api/input-limits.ts';
 
 let h: Harness;
 beforeAll(async () => {

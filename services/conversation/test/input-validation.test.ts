@@ -15,7 +15,7 @@ import { StateKind, USER_HEADER } from '@bedrock/contracts';
 import { serviceCredentialHeaders } from '@bedrock/platform/server';
 import sharp from 'sharp';
 import { checkImageDecodes } from '../src/api/images.ts';
-import { LIMITS } from '../src/api/limits.ts';
+import { LIMITS } from '../src/api/input-limits.ts';
 import { text } from './support/blocks.ts';
 import { Code, rpcError, startHarness, type Harness } from './support/harness.ts';
 import { noisePng, tinyJpeg, tinyPng } from './support/images.ts';

@@ -46,40 +46,34 @@ import {
   stopMarker,
 } from '@bedrock/agent-view/agent-content';
 import { parseJsonObject, patchDisplay, patchHunks, toolLabel, toolSummary } from '@bedrock/agent-view/format';
+import { isToolName, type ToolName } from '@bedrock/contracts/tools';
 
 export type SessionUpdate = acp.SessionUpdate;
 
-/** ACP's kind of each of Bedrock's tools (the editor picks an icon by it). */
-const TOOL_KINDS: Record<string, acp.ToolKind> = {
-  bash: 'execute',
-  patch: 'edit',
-  keyword_search: 'search',
-  think: 'think',
-  request_mode_upgrade: 'switch_mode',
+/**
+ * How an editor shows each of Bedrock's tools: ACP's kind (it picks an icon by it) and the title
+ * line ("$ ls -la", "Edit src/a.ts", "Ask for write access: …") from the one-line summary. Keyed
+ * by every tool of the registry: a new tool fails to compile until it has its entry.
+ */
+const TOOL_VIEWS: Readonly<Record<ToolName, { readonly kind: acp.ToolKind; readonly title: (summary: string) => string }>> = {
+  bash: { kind: 'execute', title: (summary) => summary },
+  patch: { kind: 'edit', title: (summary) => `Edit ${summary || '(no path)'}` },
+  keyword_search: { kind: 'search', title: (summary) => `Search: ${summary}` },
+  think: { kind: 'think', title: () => 'Think' },
+  request_mode_upgrade: { kind: 'switch_mode', title: (summary) => `Ask for write access: ${summary}` },
+  spawn_agents: { kind: 'other', title: (summary) => `Spawn ${summary}` },
+  submit_result: { kind: 'other', title: () => 'Submit the result' },
 };
 
-/** The line an editor shows for a tool call: "$ ls -la", "Edit src/a.ts", "Ask for write access: …". */
+/** ACP's kind of a tool: `other` for one outside the registry (MCP). */
+export function toolKind(name: string): acp.ToolKind {
+  return isToolName(name) ? TOOL_VIEWS[name].kind : 'other';
+}
+
+/** The line an editor shows for a tool call; an MCP tool by its server and name. */
 export function toolTitle(name: string, inputJson: string): string {
-  const summary = toolSummary(name, inputJson);
-  switch (name) {
-    case 'bash':
-      return summary;
-    case 'patch':
-      return `Edit ${summary || '(no path)'}`;
-    case 'keyword_search':
-      return `Search: ${summary}`;
-    case 'think':
-      return 'Think';
-    case 'request_mode_upgrade':
-      return `Ask for write access: ${summary}`;
-    case 'spawn_agents':
-      return `Spawn ${summary}`;
-    case 'submit_result':
-      return 'Submit the result';
-    default:
-      // An MCP tool: "fs › read_text_file" (the arguments are the call's raw input).
-      return toolLabel(name);
-  }
+  // An MCP tool: "fs › read_text_file" (the arguments are the call's raw input).
+  return isToolName(name) ? TOOL_VIEWS[name].title(toolSummary(name, inputJson)) : toolLabel(name);
 }
 
 const text = (t: string): acp.ContentBlock => ({ type: 'text', text: t });
@@ -212,7 +206,7 @@ export class UpdateTranslator {
       sessionUpdate: 'tool_call',
       toolCallId: t.id,
       title: toolTitle(t.name, t.inputJson),
-      kind: TOOL_KINDS[t.name] ?? 'other',
+      kind: toolKind(t.name),
       status: 'pending',
       rawInput: input,
       ...(locations ? { locations } : {}),

@@ -6,6 +6,7 @@
  * See docs/observability.md and docs/configuration.md.
  */
 export * from './serve.ts';
+export * from './serve-service.ts';
 export * from './grpc-server.ts';
 export * from './connect-handler.ts';
 export * from './malformed-requests.ts';

@@ -34,7 +34,7 @@ import {
   type User,
   type UserToken,
 } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import { serveService, type Logger } from '@bedrock/platform/server';
 import type { IdentityStore, TokenRow, UserRow } from '../store/identity-store.ts';
 import type { AuditStore, StoredAuditEvent } from '../store/audit-store.ts';
 import { AUDIT_ACTIONS, type AuditActor } from '../mapping/audit-rows.ts';
@@ -158,7 +158,7 @@ export function registerAdminApi(router: ConnectRouter, options: AdminApiOptions
     return options.limits;
   };
 
-  router.service(AdminService, {
+  serveService(router, AdminService, {
     async addUser(req, ctx) {
       const admin = requireAdmin(ctx, 'AddUser');
       const id = userId(req.userId);

@@ -22,6 +22,7 @@ import type { AuditActor } from '../mapping/audit-rows.ts';
 import type { ConversationRecord } from '../store/conversation-store.ts';
 import type { PriorOutcome, RequestKey } from '../store/request-outcomes.ts';
 import { claimRequest, storeOutcome } from '../store/request-outcomes.ts';
+import { serveService } from '@bedrock/platform/server';
 
 export interface CheckpointApiOptions {
   readonly checkpoints: Checkpoints;
@@ -63,7 +64,7 @@ function sequence(value: bigint, field: string): number {
 
 export function registerCheckpointApi(router: ConnectRouter, options: CheckpointApiOptions): void {
   const { checkpoints, owned } = options;
-  router.service(CheckpointService, {
+  serveService(router, CheckpointService, {
     async listCheckpoints(req, ctx) {
       const record = await owned(ctx, req.conversationId);
       const rows = await checkpoints.list(record);

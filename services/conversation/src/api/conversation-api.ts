@@ -7,7 +7,6 @@
  * Errors are Connect codes with messages a person can act on; internal detail stays in logs.
  */
 import { randomUUID } from 'node:crypto';
-import { stat } from 'node:fs/promises';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import {
@@ -33,14 +32,9 @@ import {
   SendMessageResponseSchema,
   TriggerContinuationRequestSchema,
   TriggerContinuationResponseSchema,
-  ThinkingLevel,
   UpdateConversationSettingsResponseSchema,
-  type ImageAttachment,
   type Message,
   type WriteAccess,
-  USER_HEADER,
-  CLIENT_HEADER,
-  cleanClient,
   rejectionError,
   GetUsageResponseSchema,
   RewindConversationRequestSchema,
@@ -48,36 +42,42 @@ import {
   isResting,
 } from '@bedrock/contracts';
 import type { NotificationStreams } from '@bedrock/platform';
-import { inSpan, servicePeer, USER_IDENTITY_PEER, type Logger } from '@bedrock/platform/server';
+import { serveService, inSpan, type Logger } from '@bedrock/platform/server';
 import { pendingMessageId, type ConversationEvent, type Policy } from '../core/index.ts';
 import { conversationToProto } from '../mapping/conversation.ts';
 import { deliveryFromProto, messageToProto, stateToProto } from '../mapping/proto.ts';
 import type { Applier, ApplyResult } from '../apply/applier.ts';
-import type { AuditActor } from '../mapping/audit-rows.ts';
 import { InvalidCursorError, type ConversationRecord, type ConversationStore } from '../store/conversation-store.ts';
-import {
-  requestFingerprint,
-  requestIdProblem,
-  type PriorOutcome,
-  type RequestKey,
-  type RequestRecorder,
-  type StoredOutcome,
-} from '../store/request-outcomes.ts';
-import { resolveServerTools, SettingsError, thinkingFromProto, type ServerToolName, type ThinkingSetting } from '../settings.ts';
+import { type PriorOutcome, type RequestKey, type RequestRecorder, type StoredOutcome } from '../store/request-outcomes.ts';
+import { resolveServerTools, SettingsError, type ServerToolName, type ThinkingSetting } from '../settings.ts';
 import { checkTitle, MAX_TITLE_CHARS } from '../titles.ts';
 import type { Checkpoints } from '../checkpoints/checkpoints.ts';
 import { registerCheckpointApi } from './checkpoint-api.ts';
 import { chooseForkPoint, forkTitle, needsRestrictedNotice, RESTRICTED_NOTICE } from '../forks.ts';
-import { checkImageDecodes, checkImageHeaders } from './images.ts';
-import type { ImageSize } from '@bedrock/contracts/image-size';
 import type { ModelRegistry } from '@bedrock/contracts/models';
-import { LIMITS } from './limits.ts';
+import { LIMITS } from './input-limits.ts';
 import { usageToProto, type LimitsStore } from '../spend/limits.ts';
 import { invokeAgentAttributes, turnTraceContext } from './turn-trace.ts';
 import { createdConversationIdOf, endDeletedStreams, type ConversationLeftovers } from './deleted-streams.ts';
 import { watchConversation } from '@bedrock/platform/watch';
 import { HOST_PATHS_OFF, type Placement, type Workspaces } from '../workspaces/workspaces.ts';
 import { registerWorkspaceApi } from './workspace-api.ts';
+import {
+  actorOf,
+  directoryProblem,
+  MODEL_PATTERN,
+  notFound,
+  rejectedError,
+  requestKeyOf,
+  requireDirectory,
+  requireId,
+  thinkingOf,
+  userOf,
+  validateImages,
+  type Settled,
+} from './request-checks.ts';
+
+export { userOf };
 
 export interface ConversationApiOptions {
   readonly store: ConversationStore;
@@ -128,130 +128,6 @@ export interface ConversationApiOptions {
    * reported.
    */
   readonly writeAccess?: (record: ConversationRecord) => Promise<WriteAccess | undefined>;
-}
-
-const MODEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
-
-/** The user web-bff acts for. The header is believed only alongside web-bff's own service credential. */
-export function userOf(ctx: HandlerContext): string {
-  const peer = servicePeer(ctx);
-  if (peer !== USER_IDENTITY_PEER) {
-    throw new ConnectError(
-      peer === undefined
-        ? 'missing service credential: call this service through web-bff'
-        : `service ${peer} may not act for a user: only ${USER_IDENTITY_PEER} names users (${USER_HEADER}); call this service through web-bff`,
-      Code.Unauthenticated,
-    );
-  }
-  const user = ctx.requestHeader.get(USER_HEADER)?.trim();
-  if (!user) throw new ConnectError(`missing ${USER_HEADER} header: call this service through web-bff`, Code.Unauthenticated);
-  return user;
-}
-
-/** Who asks, for the audit log: the user and the client web-bff saw (CLIENT_HEADER). */
-function actorOf(ctx: HandlerContext): AuditActor {
-  return { userId: userOf(ctx), client: cleanClient(ctx.requestHeader.get(CLIENT_HEADER) ?? '') };
-}
-
-function requireId(id: string, field = 'conversation_id'): string {
-  if (!id.trim()) throw new ConnectError(`${field} is required`, Code.InvalidArgument);
-  if (id.length > 512) throw new ConnectError(`${field} is too long (at most 512 characters)`, Code.InvalidArgument);
-  return id;
-}
-
-function notFound(id: string): ConnectError {
-  return new ConnectError(`conversation ${id} not found`, Code.NotFound);
-}
-
-/** The key of a request that carries a client request id; undefined without one. */
-function requestKeyOf<D extends DescMessage>(
-  user: string,
-  scope: string,
-  method: string,
-  schema: D,
-  request: MessageShape<D> & { requestId: string },
-): RequestKey | undefined {
-  if (!request.requestId) return undefined;
-  const problem = requestIdProblem(request.requestId);
-  if (problem) throw new ConnectError(problem, Code.InvalidArgument);
-  // The body without its id: a retry must repeat it byte for byte (same text, same images).
-  const body = toBinary(schema, { ...request, requestId: '' });
-  return { ownerId: user, scope, requestId: request.requestId, method, fingerprint: requestFingerprint(method, body) };
-}
-
-/** The error a refused user action answers: an empty message is malformed whatever the state; the rest depend on it. */
-function rejectedError(result: Extract<ApplyResult, { kind: 'rejected' }>): ConnectError {
-  const code = result.rejection.code === 'empty_message' ? Code.InvalidArgument : Code.FailedPrecondition;
-  return rejectionError(result.rejection, code);
-}
-
-type Settled = Extract<ApplyResult, { kind: 'applied' | 'noop' }>;
-
-/**
- * Checks count, media types, byte sizes and headers (pixels, against `pixelBudget` together):
- * cheap, before the user's limits. Answers the step that decodes every image (images.ts), run
- * once the message is admitted. Nothing is stored if one fails.
- */
-function validateImages(images: readonly ImageAttachment[], pixelBudget: number): () => Promise<void> {
-  if (images.length > LIMITS.maxImages) {
-    throw new ConnectError(`too many images: ${images.length} (at most ${LIMITS.maxImages} per message)`, Code.InvalidArgument);
-  }
-  images.forEach((image, i) => {
-    if (!LIMITS.imageMediaTypes.includes(image.mediaType)) {
-      throw new ConnectError(
-        `image ${i + 1}: media type ${JSON.stringify(image.mediaType)} is not supported (use ${LIMITS.imageMediaTypes.join(', ')})`,
-        Code.InvalidArgument,
-      );
-    }
-    if (image.data.length === 0) throw new ConnectError(`image ${i + 1} is empty`, Code.InvalidArgument);
-    if (image.data.length > LIMITS.maxImageBytes) {
-      throw new ConnectError(
-        `image ${i + 1} is ${image.data.length} bytes; the limit is ${LIMITS.maxImageBytes} bytes (${LIMITS.maxImageBytes / 1024 / 1024} MiB)`,
-        Code.InvalidArgument,
-      );
-    }
-  });
-  const sizes: ImageSize[] = checkImageHeaders(images, pixelBudget);
-  return async () => {
-    // One at a time: decoding is the expensive part, and the first bad image ends the call.
-    for (const [i, image] of images.entries()) await checkImageDecodes(i, image.mediaType, image.data, sizes[i]);
-  };
-}
-
-/**
- * The working directory must be a directory this service can see: the tools run in it, and a
- * conversation rooted nowhere fails at its first tool call. (The tool-runners must see the
- * same paths; BEDROCK_CHECK_CWD turns this off where this service does not mount them.)
- */
-async function requireDirectory(cwd: string): Promise<void> {
-  const why = await directoryProblem(cwd);
-  if (why)
-    throw new ConnectError(`cwd ${JSON.stringify(cwd)} ${why}: give the absolute path of an existing directory`, Code.InvalidArgument);
-}
-
-/** Why `cwd` is not a directory this service can see ("does not exist", …), or null when it is one. */
-async function directoryProblem(cwd: string): Promise<string | null> {
-  try {
-    return (await stat(cwd)).isDirectory() ? null : 'is not a directory';
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT'
-      ? 'does not exist'
-      : code === 'ENOTDIR'
-        ? 'does not exist (a part of the path is not a directory)'
-        : code === 'EACCES'
-          ? 'cannot be reached (permission denied)'
-          : `cannot be checked (${code ?? String(err)})`;
-  }
-}
-
-/** A requested thinking level: null for UNSPECIFIED; INVALID_ARGUMENT for a value that is none of the levels. */
-function thinkingOf(level: ThinkingLevel): ThinkingSetting | null {
-  if (level === ThinkingLevel.UNSPECIFIED) return null;
-  const found = thinkingFromProto(level);
-  if (!found)
-    throw new ConnectError(`thinking: ${level} is not a thinking level; use OFF, LOW, MEDIUM, HIGH or MAX.`, Code.InvalidArgument);
-  return found;
 }
 
 export function registerConversationApi(router: ConnectRouter, options: ConversationApiOptions): void {
@@ -487,7 +363,7 @@ export function registerConversationApi(router: ConnectRouter, options: Conversa
     }
   }
 
-  router.service(ConversationService, {
+  serveService(router, ConversationService, {
     async getUsage(_req, ctx) {
       if (!options.limits) throw new ConnectError('this service keeps no limits', Code.Unimplemented);
       return create(GetUsageResponseSchema, { usage: usageToProto(await options.limits.usage(userOf(ctx), now())) });

@@ -10,7 +10,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { ConversationHistoryService, GetLlmHistoryResponseSchema, GetMcpToolsResponseSchema } from '@bedrock/contracts';
 import type { McpToolDefinition } from '@bedrock/contracts';
-import { servicePeer, type Logger } from '@bedrock/platform/server';
+import { serveService, servicePeer, type Logger } from '@bedrock/platform/server';
 import { buildLlmMessages } from '../mapping/llm-request.ts';
 import type { HistoryReads } from '../store/history-reads.ts';
 
@@ -45,7 +45,7 @@ function requireGateway(ctx: HandlerContext): void {
 
 export function registerHistoryApi(router: ConnectRouter, options: HistoryApiOptions): void {
   const { reads } = options;
-  router.service(ConversationHistoryService, {
+  serveService(router, ConversationHistoryService, {
     async getLlmHistory(req, ctx) {
       requireGateway(ctx);
       const id = req.conversationId;

@@ -15,7 +15,7 @@ import {
   UserRole,
   VerifyTokenResponseSchema,
 } from '@bedrock/contracts';
-import { servicePeer, USER_IDENTITY_PEER } from '@bedrock/platform/server';
+import { serveService, servicePeer, USER_IDENTITY_PEER } from '@bedrock/platform/server';
 import type { IdentityStore, Role, Verdict } from '../store/identity-store.ts';
 
 export interface IdentityApiOptions {
@@ -47,7 +47,7 @@ const STATUS: Record<Verdict['status'], IdentityStatus> = {
 
 export function registerIdentityApi(router: ConnectRouter, options: IdentityApiOptions): void {
   const { identities } = options;
-  router.service(IdentityService, {
+  serveService(router, IdentityService, {
     async verifyToken(req, ctx) {
       requireWebBff(ctx, IdentityService.typeName);
       if (req.tokenSha256.length !== 32) throw new ConnectError('token_sha256 must be 32 bytes (a SHA-256)', Code.InvalidArgument);

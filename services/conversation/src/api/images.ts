@@ -17,7 +17,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import sharp, { type Metadata } from 'sharp';
 import { ImageHeaderError, readImageSize, type ImageSize } from '@bedrock/contracts/image-size';
-import { LIMITS } from './limits.ts';
+import { LIMITS } from './input-limits.ts';
 
 // libvips' operation cache would keep decoded inputs (up to 50 MB and 20 files by default) alive
 // after the call: nothing here is decoded twice, so it only holds memory.

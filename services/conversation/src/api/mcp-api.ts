@@ -33,6 +33,7 @@ async function loginCall<T>(run: () => Promise<T>): Promise<T> {
     throw err;
   }
 }
+import { serveService } from '@bedrock/platform/server';
 
 export interface McpApiOptions {
   readonly registry: McpRegistry;
@@ -66,7 +67,7 @@ export function registerMcpApi(router: ConnectRouter, options: McpApiOptions): v
       throw new ConnectError(`"${server.name}" is a stdio server: only remote (url) servers have a login`, Code.FailedPrecondition);
     return server;
   }
-  router.service(McpService, {
+  serveService(router, McpService, {
     async addMcpServer(req, ctx) {
       const user = userOf(ctx);
       const conversationId = await conversationOf(user, req.conversationId);

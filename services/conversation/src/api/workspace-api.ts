@@ -16,6 +16,7 @@ import {
 } from '@bedrock/contracts';
 import type { WorkspaceRow } from '../store/workspace-store.ts';
 import { DEFAULT_WORKSPACE, type Enforced, type WorkspaceSource, type Workspaces } from '../workspaces/workspaces.ts';
+import { serveService } from '@bedrock/platform/server';
 
 export interface WorkspaceApiOptions {
   readonly workspaces: Workspaces;
@@ -59,7 +60,7 @@ function sourceOf(req: CreateWorkspaceRequest): WorkspaceSource {
 
 export function registerWorkspaceApi(router: ConnectRouter, options: WorkspaceApiOptions): void {
   const { workspaces, userOf } = options;
-  router.service(WorkspaceService, {
+  serveService(router, WorkspaceService, {
     async createWorkspace(req, ctx) {
       const row = await workspaces.create(userOf(ctx), req.name.trim(), sourceOf(req), req.requestId || null);
       return create(CreateWorkspaceResponseSchema, { workspace: workspaceToProto(row, await workspaces.enforced()) });

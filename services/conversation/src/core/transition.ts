@@ -2,7 +2,15 @@
  * The pure transition function (REQ-BED-001). docs/state-machine.md is its specification;
  * each handler below names the rows it implements.
  */
-import { PATCH_RESTRICTED_ERROR, TOOLS, isToolName, toolSetFor, type ToolName } from '@bedrock/contracts/tools';
+import {
+  PATCH_RESTRICTED_ERROR,
+  TOOLS,
+  isConversationToolName,
+  isToolName,
+  toolSetFor,
+  type ConversationToolName,
+  type ToolName,
+} from '@bedrock/contracts/tools';
 import { isMcpToolName, mcpServerOf } from '@bedrock/contracts/mcp';
 import {
   ALREADY_UNRESTRICTED,
@@ -278,7 +286,14 @@ function handle(d: Draft, event: StepEvent): Outcome {
     case 'work_lost':
       if (event.atSeq !== undefined && event.atSeq !== d.prev.seq) return NOOP;
       return onWorkLost(d);
+    default:
+      // Every event is handled above: one added to `ConversationEvent` fails to compile here (docs/extending.md).
+      return unhandled(event);
   }
+}
+
+function unhandled(event: never): never {
+  throw new Error(`no transition handles the event ${JSON.stringify(event)}`);
 }
 
 // ---- user actions ----------------------------------------------------------------------
@@ -764,7 +779,24 @@ function startTool(
   if (!isToolName(call.name) || !available.includes(call.name)) {
     return errorResult(call.id, `Unknown tool: ${call.name}. Available tools: ${toolList(available)}.`);
   }
-  switch (call.name) {
+  if (isConversationToolName(call.name)) return answerHere(d, call.name, call, remaining, completed, total);
+  if (call.name === 'patch' && d.mode === 'restricted') return errorResult(call.id, PATCH_RESTRICTED_ERROR);
+  // Every other registry tool runs on a tool-runner.
+  d.emit({ type: 'execute_tool', toolUseId: call.id, name: call.name, input: call.input, mode: d.mode });
+  d.phase = { kind: 'tool_executing', current: call, remaining, completed, total };
+  return null;
+}
+
+/** A tool the state machine answers itself (`executor: 'conversation'` in the registry). */
+function answerHere(
+  d: Draft,
+  name: ConversationToolName,
+  call: ToolCall,
+  remaining: readonly ToolCall[],
+  completed: readonly ToolResult[],
+  total: number,
+): ToolResult | null {
+  switch (name) {
     case 'request_mode_upgrade': {
       if (d.mode === 'unrestricted') return errorResult(call.id, ALREADY_UNRESTRICTED);
       const reason = typeof call.input.reason === 'string' ? call.input.reason.trim() : '';
@@ -790,18 +822,10 @@ function startTool(
       });
       return null;
     }
-    case 'patch':
-      if (d.mode === 'restricted') return errorResult(call.id, PATCH_RESTRICTED_ERROR);
-      break;
     default:
-      break;
+      // Every conversation tool is answered above: one added to the registry fails to compile here.
+      return unhandled(name);
   }
-  if (TOOLS[call.name].executor !== 'tool-runner') {
-    return errorResult(call.id, `Tool ${call.name} cannot run here.`);
-  }
-  d.emit({ type: 'execute_tool', toolUseId: call.id, name: call.name, input: call.input, mode: d.mode });
-  d.phase = { kind: 'tool_executing', current: call, remaining, completed, total };
-  return null;
 }
 
 function spawnAgents(

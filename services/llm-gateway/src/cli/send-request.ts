@@ -34,7 +34,7 @@ import {
 } from '@bedrock/contracts';
 import { createTransport, STREAM_START, type StreamPosition } from '@bedrock/platform';
 import { loadConfig, transportSection } from '@bedrock/platform/config';
-import { createLogger, startGrpcServer } from '@bedrock/platform/server';
+import { serveService, createLogger, startGrpcServer } from '@bedrock/platform/server';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -75,10 +75,14 @@ const historyServer = await startGrpcServer({
   port: Number(values['history-port']),
   logger: createLogger({ service: 'send-request', level: 'warn' }),
   routes: (router) =>
-    router.service(ConversationHistoryService, {
+    serveService(router, ConversationHistoryService, {
       getLlmHistory(req) {
         if (req.conversationId !== conversationId) throw new ConnectError(`conversation ${req.conversationId} not found`, Code.NotFound);
         return { messages: history };
+      },
+      // A conversation of this command has no MCP servers: the request offers only the registry's tools.
+      getMcpTools() {
+        return { tools: [] };
       },
     }),
 });

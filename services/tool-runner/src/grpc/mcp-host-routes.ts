@@ -10,9 +10,10 @@ import { ListMcpToolsResponseSchema, McpHostService, MCP_SERVER_NAME } from '@be
 import type { McpHost } from '../mcp/host.ts';
 import { runModeOf, tenancyOf } from '../tools/execute-tool.ts';
 import type { ExecuteContext } from '../tools/execute-tool.ts';
+import { serveService } from '@bedrock/platform/server';
 
 export function registerMcpHostService(router: ConnectRouter, host: McpHost, ctx: Pick<ExecuteContext, 'sandbox'>): void {
-  router.service(McpHostService, {
+  serveService(router, McpHostService, {
     async listMcpTools(req) {
       if (req.conversationId === '') throw new ConnectError('conversation_id is required', Code.InvalidArgument);
       if (!req.cwd.startsWith('/')) throw new ConnectError('cwd must be an absolute path', Code.InvalidArgument);

@@ -9,6 +9,7 @@ import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
 import { CancelToolResponseSchema, ExecuteToolResponseSchema, GetCapabilitiesResponseSchema, ToolRunnerService } from '@bedrock/contracts';
 import type { ExecuteToolRequest, ExecuteToolResponse, RunnerCapabilities } from '@bedrock/contracts';
 import type { ToolExecutor } from '../tool-executor.ts';
+import { serveService } from '@bedrock/platform/server';
 
 export interface ToolRunnerRoutesDeps {
   readonly executor: ToolExecutor;
@@ -16,7 +17,7 @@ export interface ToolRunnerRoutesDeps {
 }
 
 export function registerToolRunnerService(router: ConnectRouter, deps: ToolRunnerRoutesDeps): void {
-  router.service(ToolRunnerService, {
+  serveService(router, ToolRunnerService, {
     executeTool: (req, ctx) => executeTool(deps.executor, req, ctx),
     cancelTool(req) {
       if (req.toolUseId === '') throw new ConnectError('tool_use_id is required', Code.InvalidArgument);

@@ -26,6 +26,7 @@ import type { PrepareWorkspaceRequest } from '@bedrock/contracts';
 import type { WorkspaceSource, WorkspaceStorage } from '../workspaces/workspace-storage.ts';
 import { checkWriteAccess, WriteAccessError } from '../workspaces/write-access.ts';
 import type { ToolUser } from '../sandbox/sandboxed-run.ts';
+import { serveService } from '@bedrock/platform/server';
 
 function source(req: PrepareWorkspaceRequest): WorkspaceSource {
   switch (req.source.case) {
@@ -51,7 +52,7 @@ export function registerWorkspaceStorageService(
   /** The tools' user for host paths (the sandbox settings'); null: tools run as this process. */
   toolUser: ToolUser | null,
 ): void {
-  router.service(WorkspaceStorageService, {
+  serveService(router, WorkspaceStorageService, {
     async prepareWorkspace(req) {
       if (req.quotaBytes > BigInt(Number.MAX_SAFE_INTEGER)) throw new ConnectError('quota_bytes is too large', Code.InvalidArgument);
       const path = await storage().prepare({

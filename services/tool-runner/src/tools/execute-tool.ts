@@ -7,7 +7,7 @@
 import { realpath } from 'node:fs/promises';
 import { dirname, isAbsolute, relative } from 'node:path';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
-import { TOOLS, isMcpToolName, isToolName, Mode } from '@bedrock/contracts';
+import { TOOLS, isMcpToolName, isRunnerToolName, isToolName, Mode, type RunnerToolName } from '@bedrock/contracts';
 import type { McpHost } from '../mcp/host.ts';
 import { runMcpTool } from '../mcp/run-mcp-tool.ts';
 import type { ToolExecJob } from '@bedrock/contracts';
@@ -109,8 +109,8 @@ export async function executeTool(
   const name = job.toolName;
   if (isMcpToolName(name)) return runMcpTool(job, ctx);
   if (!isToolName(name)) return errorOutcome(`Unknown tool "${name}".`);
+  if (!isRunnerToolName(name)) return errorOutcome(`The tool "${name}" is not run by the tool-runner.`);
   const tool = TOOLS[name];
-  if (tool.executor !== 'tool-runner') return errorOutcome(`The tool "${name}" is not run by the tool-runner.`);
   const mode = runModeOf(job.mode);
   if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable) {
     // Never run Restricted work unsandboxed, whatever the caller says (REQ-BASH-009).
@@ -136,16 +136,19 @@ export async function executeTool(
     ...(tenancy.user ? { user: tenancy.user } : {}),
     ...(tenancy.workspace ? { workspace: tenancy.workspace } : {}),
   };
-  switch (name) {
-    case 'bash':
-      return runBash(input as BashInput, toolCtx);
-    case 'patch':
-      return runPatch(input as PatchInput, toolCtx);
-    case 'keyword_search':
-      return runKeywordSearch(input as KeywordSearchInput, toolCtx, ctx.searchLimits);
-    case 'think':
-      return runThink(input as ThinkInput);
-    default:
-      return errorOutcome(`The tool "${name}" is not run by the tool-runner.`);
-  }
+  return RUNNERS[name](input, toolCtx, ctx);
 }
+
+/**
+ * Each tool the runner executes, keyed by every `executor: 'tool-runner'` tool of the registry:
+ * a tool added there without an entry here fails to compile. `input` was validated against the
+ * tool's schema.
+ */
+const RUNNERS: {
+  readonly [K in RunnerToolName]: (input: unknown, toolCtx: ToolContext, ctx: ExecuteContext) => ToolOutcome | Promise<ToolOutcome>;
+} = {
+  bash: (input, toolCtx) => runBash(input as BashInput, toolCtx),
+  patch: (input, toolCtx) => runPatch(input as PatchInput, toolCtx),
+  keyword_search: (input, toolCtx, ctx) => runKeywordSearch(input as KeywordSearchInput, toolCtx, ctx.searchLimits),
+  think: (input) => runThink(input as ThinkInput),
+};

@@ -6,7 +6,7 @@
  */
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { AdminService } from '@bedrock/contracts';
-import type { Logger, TokenStore } from '@bedrock/platform/server';
+import { serveService, type Logger, type TokenStore } from '@bedrock/platform/server';
 import { ROLE_KEY } from '../auth/auth-interceptor.ts';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder, userOf, type UpstreamCallOptions } from '../upstream/forward.ts';
@@ -33,7 +33,7 @@ export function registerAdminRoutes(router: ConnectRouter, options: AdminRoutesO
     return forward(method, ctx, fn, role);
   }
 
-  router.service(AdminService, {
+  serveService(router, AdminService, {
     addUser: (req, ctx) => call('AddUser', ctx, (o) => admin.addUser(req, o)),
     listUsers: (req, ctx) => call('ListUsers', ctx, (o) => admin.listUsers(req, o)),
     disableUser: (req, ctx) => call('DisableUser', ctx, (o) => admin.disableUser(req, o)),

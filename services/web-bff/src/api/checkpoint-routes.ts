@@ -4,7 +4,7 @@
  */
 import type { ConnectRouter } from '@connectrpc/connect';
 import { CheckpointService } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import { serveService, type Logger } from '@bedrock/platform/server';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder } from '../upstream/forward.ts';
 
@@ -16,7 +16,7 @@ export interface CheckpointRoutesOptions {
 export function registerCheckpointRoutes(router: ConnectRouter, options: CheckpointRoutesOptions): void {
   const { checkpoints } = options.upstream;
   const forward = createForwarder(options.upstream, options.logger);
-  router.service(CheckpointService, {
+  serveService(router, CheckpointService, {
     listCheckpoints: (req, ctx) => forward('ListCheckpoints', ctx, (o) => checkpoints.listCheckpoints(req, o)),
     rewindConversation: (req, ctx) => forward('RewindConversation', ctx, (o) => checkpoints.rewindConversation(req, o)),
     getWorkspaceDiff: (req, ctx) => forward('GetWorkspaceDiff', ctx, (o) => checkpoints.getWorkspaceDiff(req, o)),

@@ -7,7 +7,7 @@
  */
 import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
 import { ConversationService, type WatchConversationRequest, type WatchConversationResponse } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import { serveService, type Logger } from '@bedrock/platform/server';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder, userOf } from '../upstream/forward.ts';
 import { traceHeaders } from '../upstream/trace-headers.ts';
@@ -50,7 +50,7 @@ export function registerConversationRoutes(router: ConnectRouter, options: Conve
   /** Calls the conversation service as the caller, mapping its errors for clients. */
   const call = createForwarder(upstream, logger);
 
-  router.service(ConversationService, {
+  serveService(router, ConversationService, {
     createConversation: (req, ctx) => call('CreateConversation', ctx, (o) => client.createConversation(req, o)),
     listConversations: (req, ctx) => call('ListConversations', ctx, (o) => client.listConversations(req, o)),
     getConversation: (req, ctx) => call('GetConversation', ctx, (o) => client.getConversation(req, o)),

@@ -4,7 +4,7 @@
  */
 import type { ConnectRouter } from '@connectrpc/connect';
 import { McpService } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import { serveService, type Logger } from '@bedrock/platform/server';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder } from '../upstream/forward.ts';
 import { MCP_OAUTH_CALLBACK } from '../http/mcp-oauth-routes.ts';
@@ -19,7 +19,7 @@ export interface McpRoutesOptions {
 export function registerMcpRoutes(router: ConnectRouter, options: McpRoutesOptions): void {
   const { mcp } = options.upstream;
   const forward = createForwarder(options.upstream, options.logger);
-  router.service(McpService, {
+  serveService(router, McpService, {
     addMcpServer: (req, ctx) => forward('AddMcpServer', ctx, (o) => mcp.addMcpServer(req, o)),
     listMcpServers: (req, ctx) => forward('ListMcpServers', ctx, (o) => mcp.listMcpServers(req, o)),
     removeMcpServer: (req, ctx) => forward('RemoveMcpServer', ctx, (o) => mcp.removeMcpServer(req, o)),

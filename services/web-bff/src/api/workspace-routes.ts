@@ -4,7 +4,7 @@
  */
 import type { ConnectRouter } from '@connectrpc/connect';
 import { WorkspaceService } from '@bedrock/contracts';
-import type { Logger } from '@bedrock/platform/server';
+import { serveService, type Logger } from '@bedrock/platform/server';
 import type { Upstream } from '../upstream/conversation-client.ts';
 import { createForwarder } from '../upstream/forward.ts';
 
@@ -16,7 +16,7 @@ export interface WorkspaceRoutesOptions {
 export function registerWorkspaceRoutes(router: ConnectRouter, options: WorkspaceRoutesOptions): void {
   const { workspaces } = options.upstream;
   const forward = createForwarder(options.upstream, options.logger);
-  router.service(WorkspaceService, {
+  serveService(router, WorkspaceService, {
     createWorkspace: (req, ctx) => forward('CreateWorkspace', ctx, (o) => workspaces.createWorkspace(req, o)),
     listWorkspaces: (req, ctx) => forward('ListWorkspaces', ctx, (o) => workspaces.listWorkspaces(req, o)),
     deleteWorkspace: (req, ctx) => forward('DeleteWorkspace', ctx, (o) => workspaces.deleteWorkspace(req, o)),

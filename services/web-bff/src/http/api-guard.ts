@@ -89,6 +89,7 @@ export function withReadMaxBytes(router: ConnectRouter, readMaxBytes: number): C
       return router.handlers;
     },
     service(service, implementation, options) {
+      // eslint-disable-next-line no-restricted-syntax -- a wrapper passing on what it was given
       router.service(service, implementation, { ...options, readMaxBytes });
       return capped;
     },

@@ -16,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ConnectError } from '@connectrpc/connect';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { startOAuthMcpServer, type OAuthMcpServer } from '@bedrock/testkit/oauth-mcp-server';
 import { SERVERS, startMcpEmbedded, type McpEmbedded } from './support/mcp-embedded.ts';
 
 const UI_BUILD = new URL('../../../services/web-bff/ui/build.mjs', import.meta.url).pathname;
@@ -23,6 +24,7 @@ const UI_BUILD = new URL('../../../services/web-bff/ui/build.mjs', import.meta.u
 let e: McpEmbedded;
 let browser: Browser;
 let page: Page;
+let oauth: OAuthMcpServer;
 
 beforeAll(async () => {
   execFileSync(process.execPath, [UI_BUILD], { stdio: 'pipe' });
@@ -37,6 +39,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  await oauth?.close();
   await browser?.close();
   await e?.close();
 });
@@ -82,7 +85,7 @@ describe('MCP servers in the web UI', () => {
     );
     expect(refusal).not.toBe('');
     await page.getByLabel('Name', { exact: true }).fill('Bad_Name');
-    await page.getByLabel('Command', { exact: true }).fill('node');
+    await page.getByLabel('Command or URL', { exact: true }).fill('node');
     await page.getByRole('button', { name: 'Add server' }).click();
     await expect(panel().getByRole('alert').textContent()).resolves.toBe(refusal);
 
@@ -153,4 +156,36 @@ describe('MCP servers in the web UI', () => {
     expect((await e.mcp.listMcpServers({})).servers.map((s) => s.name)).toEqual(['everything']);
     await closePanel();
   }, 60_000);
+
+  it('logs in to a remote server through the authorization server in a new tab, then logs out', async () => {
+    // An OAuth-protected Streamable HTTP server of the test's own (authorization + resource server).
+    oauth = await startOAuthMcpServer();
+    await openPanel();
+    await page.getByLabel('Name', { exact: true }).fill('tracker');
+    await page.getByLabel('Command or URL', { exact: true }).fill(oauth.url);
+    await page.getByRole('button', { name: 'Add server' }).click();
+    await row('tracker').waitFor();
+    expect(await row('tracker').locator('td').nth(2).textContent()).toBe(`${oauth.url} · not logged in`);
+
+    // Log in: a new tab goes to the authorization server (which approves the test user) and back
+    // to web-bff's callback, which exchanges the code for this browser's login.
+    const [tab] = await Promise.all([
+      page.context().waitForEvent('page'),
+      row('tracker').getByRole('button', { name: 'Log in to tracker' }).click(),
+    ]);
+    await until('the callback page', async () => (await tab.title().catch(() => '')) === 'Logged in to tracker');
+    await tab.close();
+    expect(oauth.stats.logins).toBe(1);
+    await page.bringToFront();
+    await page.evaluate('window.dispatchEvent(new Event("focus"))');
+    await until('logged in', async () => ((await row('tracker').locator('td').nth(2).textContent()) ?? '').endsWith('· logged in'));
+    expect((await e.mcp.listMcpServers({})).servers.find((s) => s.name === 'tracker')?.authStatus).toBe('logged_in');
+
+    await row('tracker').getByRole('button', { name: 'Log out of tracker' }).click();
+    await until('logged out', async () => ((await row('tracker').locator('td').nth(2).textContent()) ?? '').endsWith('· not logged in'));
+    expect(oauth.stats.revocations).toBeGreaterThan(0);
+    await row('tracker').getByRole('button', { name: 'Remove tracker' }).click();
+    await row('tracker').waitFor({ state: 'detached' });
+    await closePanel();
+  }, 120_000);
 });

@@ -72,3 +72,19 @@ export type McpApi = Client<typeof McpService>;
 export function createMcpApi(baseUrl: string = location.origin): McpApi {
   return createClient(McpService, transportTo(baseUrl));
 }
+
+/**
+ * Starts the user's OAuth login to their remote MCP server `name` (docs/mcp.md, "OAuth"):
+ * web-bff's `/mcp/oauth/start` answers the authorization server's URL to open, and binds the
+ * login to this browser with a cookie its callback checks. Rejects with the route's words.
+ */
+export async function startMcpLogin(name: string, baseUrl: string = location.origin): Promise<string> {
+  const token = storedToken();
+  const res = await fetch(new URL(`/mcp/oauth/start?server=${encodeURIComponent(name)}`, baseUrl), {
+    headers: { Accept: 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    credentials: 'same-origin',
+  });
+  const body = (await res.json().catch(() => ({}))) as { authorizationUrl?: string; error?: string };
+  if (!res.ok || !body.authorizationUrl) throw new Error(body.error ?? `the login could not start (HTTP ${res.status})`);
+  return body.authorizationUrl;
+}

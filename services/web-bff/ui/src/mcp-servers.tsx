@@ -7,12 +7,20 @@
  */
 import type { McpServer } from '@bedrock/contracts';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { errorText, isUnauthenticated, type McpApi } from './api.ts';
+import { errorText, isUnauthenticated, startMcpLogin, type McpApi } from './api.ts';
 
 /** Where a server comes from, as the user reads it. */
 export function sourceLabel(s: McpServer): string {
   if (s.conversationId) return 'this conversation';
   return s.source === 'operator' ? 'operator' : 'yours';
+}
+
+/** A remote server's login as the user reads it; '' for a stdio server. */
+export function loginLabel(s: Pick<McpServer, 'url' | 'authStatus'>): string {
+  if (!s.url) return '';
+  if (s.authStatus === 'logged_in') return 'logged in';
+  if (s.authStatus === 'login_required') return 'login no longer valid: log in again';
+  return 'not logged in';
 }
 
 /** The program and its arguments on one line, as a shell would show them (arguments with spaces quoted). */
@@ -44,6 +52,13 @@ function useServers(mcp: McpApi, conversationId: string, authFailed: (m: string)
       live = false;
     };
   }, [mcp, conversationId, active, version]);
+  useEffect(() => {
+    if (!active) return;
+    // A login finishes in another tab: show its outcome when the user comes back.
+    const again = () => setVersion((v) => v + 1);
+    window.addEventListener('focus', again);
+    return () => window.removeEventListener('focus', again);
+  }, [active]);
   return { servers, error, reload: () => setVersion((v) => v + 1), setServers };
 }
 
@@ -119,12 +134,28 @@ export function McpServersPanel({
     }
   };
 
+  const login = async (server: string) => {
+    // Opened now, while the click still counts as the user's (a window opened after an await is blocked).
+    const tab = window.open('', '_blank');
+    const ok = await act(async () => {
+      const url = await startMcpLogin(server);
+      if (tab) {
+        tab.opener = null;
+        tab.location.href = url;
+      } else location.assign(url);
+    });
+    if (!ok) tab?.close();
+  };
+
   const add = async () => {
     const seconds = Number(timeout.current?.value || '0');
+    const program = command.current?.value.trim() ?? '';
+    // A URL is a remote server (Streamable HTTP); anything else a program to run.
+    const remote = /^https?:\/\//i.test(program);
     const ok = await act(() =>
       mcp.addMcpServer({
         name: name.current?.value.trim() ?? '',
-        command: command.current?.value.trim() ?? '',
+        ...(remote ? { url: program } : { command: program }),
         // One argument a line, kept as typed (spaces included); blank lines are not arguments.
         args: (args.current?.value ?? '').split('\n').filter((a) => a.trim() !== ''),
         timeoutMs: BigInt(Math.round((Number.isFinite(seconds) ? seconds : 0) * 1000)),
@@ -164,12 +195,36 @@ export function McpServersPanel({
                 </td>
                 <td>{sourceLabel(s)}</td>
                 <td>
-                  <code class="mcp-command">{commandLine(s)}</code>
+                  <code class="mcp-command">{s.url || commandLine(s)}</code>
+                  {s.url ? <span class={`mcp-login mcp-login-${s.authStatus || 'none'}`}> · {loginLabel(s)}</span> : null}
                   {s.timeoutMs ? <span class="mcp-timeout"> · timeout {Number(s.timeoutMs) / 1000}s</span> : null}
                 </td>
                 <td>{s.trusted ? 'trusted' : '—'}</td>
                 {conversationId ? <td class={s.disabled ? 'mcp-off' : 'mcp-on'}>{s.disabled ? 'off' : 'on'}</td> : null}
                 <td>
+                  {s.url && !s.conversationId ? (
+                    s.authStatus === 'logged_in' ? (
+                      <button
+                        type="button"
+                        class="small"
+                        disabled={busy}
+                        aria-label={`Log out of ${s.name}`}
+                        onClick={() => void act(() => mcp.logoutMcpServer({ name: s.name }))}
+                      >
+                        Log out
+                      </button>
+                    ) : (
+                      <button
+                        type="button"
+                        class="small primary"
+                        disabled={busy}
+                        aria-label={`Log in to ${s.name}`}
+                        onClick={() => void login(s.name)}
+                      >
+                        Log in
+                      </button>
+                    )
+                  ) : null}
                   {s.source === 'operator' ? null : (
                     <button
                       type="button"
@@ -198,8 +253,8 @@ export function McpServersPanel({
         <h3>Add a server for all your conversations</h3>
         <label for="mcp-name">Name</label>
         <input id="mcp-name" ref={name} autocomplete="off" spellcheck={false} placeholder="fs" />
-        <label for="mcp-command">Command</label>
-        <input id="mcp-command" ref={command} autocomplete="off" spellcheck={false} placeholder="node" />
+        <label for="mcp-command">Command or URL</label>
+        <input id="mcp-command" ref={command} autocomplete="off" spellcheck={false} placeholder="node   or   https://mcp.example.com/mcp" />
         <label for="mcp-args">Arguments (one a line)</label>
         <textarea id="mcp-args" ref={args} rows={3} spellcheck={false} placeholder={'/opt/mcp/server-filesystem/dist/index.js\n.'} />
         <label for="mcp-timeout">Timeout per call, seconds (optional; progress extends it)</label>

@@ -1362,6 +1362,10 @@ class ScriptedApi {
         body: JSON.stringify({ code: 'unimplemented', message: `${method} is not scripted` }),
       });
     });
+    // The settings panel lists the conversation's MCP servers: these conversations have none.
+    await p.route('**/bedrock.v1.McpService/ListMcpServers', (route) =>
+      route.fulfill({ status: 200, contentType: 'application/proto', body: Buffer.alloc(0) }),
+    );
   }
 
   close(): void {

@@ -89,11 +89,16 @@ export function McpServersDialog({
   return (
     <dialog class="mcp-dialog" aria-labelledby="mcp-title" ref={dialog} onClose={close}>
       <h2 id="mcp-title">MCP servers</h2>
-      <p class="mcp-intro">
-        Their tools are offered to the agent beside its own, shown as <code>server › tool</code>. Each server runs in the conversation's
-        sandbox as your tool user; in Restricted mode only tools that declare themselves read-only run.
-      </p>
-      {open ? <McpServersPanel mcp={mcp} conversationId={conversationId} authFailed={authFailed} /> : null}
+      {/* Rendered only while open: a closed dialog's words must not be found on the page (tests, find-in-page). */}
+      {open ? (
+        <>
+          <p class="mcp-intro">
+            Their tools are offered to the agent beside its own, shown as <code>server › tool</code>. Each server runs in the conversation's
+            sandbox as your tool user; in Restricted mode only tools that declare themselves read-only run.
+          </p>
+          <McpServersPanel mcp={mcp} conversationId={conversationId} authFailed={authFailed} />
+        </>
+      ) : null}
       <form method="dialog" class="dialog-buttons">
         <button class="primary">Close</button>
       </form>

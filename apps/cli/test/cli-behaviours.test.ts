@@ -141,7 +141,9 @@ describe('output for people', () => {
     expect(upgrade.stderr).toContain('· waiting for approval: the agent asks for write access (to fix the bug)');
     const shown = await bedrockCli(['show', id]);
     expect(shown.stdout).toMatch(/^state: waiting for approval/m);
-    expect(shown.stdout).toMatch(/^mode: (restricted \(read-only, sandboxed\)|unrestricted only .*)$/m);
+    expect(shown.stdout).toMatch(
+      /^mode: (restricted \(read-only, sandboxed(\)|; Unrestricted would write in .*\))|unrestricted only .*)$/m,
+    );
     const ls = await bedrockCli(['ls']);
     expect(ls.stdout).toMatch(new RegExp(`^${id}  waiting for approval `, 'm'));
     expect(`${shown.stdout}${ls.stdout}${upgrade.stderr}`).not.toMatch(/awaiting/i);

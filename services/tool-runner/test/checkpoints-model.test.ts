@@ -161,8 +161,9 @@ describeBtrfs('checkpoints against a model', () => {
                 }
                 const before = step.op === 'append' ? (contents.get(step.path) ?? Buffer.alloc(0)) : Buffer.alloc(0);
                 // The patch tool: overwrite makes or replaces the file, append_eof adds to an existing one.
-                // A large file (NUL bytes: not text to patch) gets its line from bash.
+                // A large file (NUL bytes: not text to patch, and patch refuses to replace it) gets its line from bash.
                 if (before.includes(0)) await sh(`printf '%s\\n' ${q(step.text)} >> ${q(step.path)}`);
+                else if (contents.get(step.path)?.includes(0)) await sh(`printf '%s\\n' ${q(step.text)} > ${q(step.path)}`);
                 else {
                   const operation = step.op === 'append' && contents.has(step.path) ? 'append_eof' : 'overwrite';
                   const newText = operation === 'append_eof' ? `${step.text}\n` : `${before.toString()}${step.text}\n`;

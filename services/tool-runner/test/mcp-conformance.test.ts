@@ -12,10 +12,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
 const root = new URL('../../..', import.meta.url).pathname;
-const cli = join(
-  dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/conformance/package.json')),
-  'dist/index.js',
-);
+const cli = join(dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/conformance/package.json')), 'dist/index.js');
 const node20 = new URL('support/conformance-node20.mjs', import.meta.url).pathname;
 const client = new URL('support/conformance-client.ts', import.meta.url).pathname;
 
@@ -23,7 +20,18 @@ function runScenario(scenario: string): Promise<{ code: number; output: string }
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', node20, cli, 'client', '--scenario', scenario, '--timeout', '60000', '--command', `${process.execPath} --import tsx ${client}`],
+      [
+        '--import',
+        node20,
+        cli,
+        'client',
+        '--scenario',
+        scenario,
+        '--timeout',
+        '60000',
+        '--command',
+        `${process.execPath} --import tsx ${client}`,
+      ],
       { cwd: root, env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 16 * 1024 * 1024 },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}\n${stderr}` }),
     );

@@ -39,7 +39,7 @@ function runScenario(scenario: string): Promise<{ code: number; output: string }
 }
 
 describe('the MCP conformance suite against the tool-runner host', () => {
-  for (const scenario of ['initialize', 'tools_call']) {
+  for (const scenario of ['initialize', 'tools_call', 'sse-retry']) {
     it(`passes ${scenario}`, async () => {
       const { code, output } = await runScenario(scenario);
       if (code !== 0 || !/OVERALL: PASSED/.test(output)) throw new Error(`conformance ${scenario} failed (exit ${code}):\n${output}`);

@@ -195,12 +195,13 @@ export function createMcpHost(options: McpHostOptions): McpHost {
     };
     const transport = new StreamableHTTPClientTransport(url, {
       fetch: confinedFetch(url.origin, () => session.token, options.fetch),
-      // A transport that loses its stream does not reconnect on its own: the next call starts a fresh session.
+      // A call's stream the server closes before answering is resumed (GET with Last-Event-ID,
+      // after the server's `retry` delay), as the protocol asks; past 2 tries the call fails.
       reconnectionOptions: {
         maxReconnectionDelay: 30_000,
         initialReconnectionDelay: 1000,
         reconnectionDelayGrowFactor: 1.5,
-        maxRetries: 0,
+        maxRetries: 2,
       },
     });
     session.client.onclose = () => {

@@ -53,10 +53,10 @@ function procs(base: string, name: string): number[] {
   }
 }
 
-/** At least `n` helpers waiting, each inside its cgroup by now. */
+/** At least `n` helpers waiting, each inside its cgroup by now, and handed to the pool (through the spawner, their pipes come after). */
 function helpersWaiting(base: string, n: number): boolean {
   const names = waiting(base);
-  return names.length >= n && names.every((name) => procs(base, name).length === 1);
+  return names.length >= n && names.every((name) => procs(base, name).length === 1) && (sandbox.warmHelpers?.waitingCount() ?? 0) >= n;
 }
 
 describe('helpers started ahead in their own pids cgroup', () => {

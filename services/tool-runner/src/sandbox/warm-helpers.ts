@@ -33,6 +33,8 @@ export interface WarmHelpers {
   take(env: NodeJS.ProcessEnv): WarmHelper | undefined;
   /** Starts helpers in the background up to the pool size. */
   refill(): void;
+  /** How many helpers `take` could hand out now (their pipes are here; not yet gone). */
+  waitingCount(): number;
   /** Ends the waiting helpers and removes their cgroups. */
   close(): Promise<void>;
 }
@@ -154,6 +156,9 @@ export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
   }
 
   return {
+    waitingCount() {
+      return waiting.filter((w) => !w.gone).length;
+    },
     take(env) {
       const at = waiting.findIndex((w) => w.ready && !w.gone && sameEnv(w.env, env));
       const index = at >= 0 ? at : waiting.findIndex((w) => !w.gone && sameEnv(w.env, env));

@@ -41,6 +41,7 @@ describe('web-bff config', () => {
       bufferEvents: 512,
       linger: 10_000,
       maxPerUser: 64,
+      delivery: 'push',
     });
     expect(config.http).toEqual({ corsOrigins: ['http://localhost:5173', 'http://127.0.0.1:5173'], uiDir: undefined });
   });

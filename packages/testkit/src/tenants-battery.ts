@@ -378,12 +378,18 @@ export function defineTenantsBattery(layout: string, target: () => TenantsTarget
     });
 
     it('a tool allocating past its memory limit is killed, and the result says so', async () => {
-      // Restricted: 4 GiB (the shipped BEDROCK_RESTRICTED_MEMORY). tail keeps the whole line.
-      const [res, after] = await run(alice, aliceConv.restricted, ['head -c 5G /dev/zero | tail -n 1 | wc -c', 'echo healthy'], timeout());
+      // Restricted: 4 GiB (the shipped BEDROCK_RESTRICTED_MEMORY). dd fills one 5 GiB buffer at
+      // the kernel's speed (tail -n 1 on a newline-less stream did too, at ~50 MB/s under load).
+      const [res, after] = await run(
+        alice,
+        aliceConv.restricted,
+        ['dd if=/dev/zero bs=5G count=1 iflag=fullblock status=none | wc -c', 'echo healthy'],
+        timeout(),
+      );
       expect(res!.isError).toBe(true);
       expect(res!.content).toMatch(/killed: the run went past its memory limit of 4 GiB/);
       expect(after).toEqual({ content: 'healthy\n', isError: false });
-    });
+    }, 120_000);
 
     it('a write past the workspace quota fails with "Disk quota exceeded" (btrfs storage only)', async () => {
       const quota = t().quotaBytes;

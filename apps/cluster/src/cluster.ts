@@ -9,13 +9,15 @@
  * the peers file `<dir>/secrets/peers` (directory 0700, files 0600), new at every start.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createPool, parsePostgresUrl } from '@bedrock/conversation/db-pool';
 import { generateServiceCredentials, type Logger } from '@bedrock/platform/server';
 import { freePort } from '@bedrock/platform/server';
 import { createRedisAclUsers, type RedisAclUsers } from '@bedrock/platform';
+import { bundleService } from '@bedrock/deploy-check/bundle';
 import {
+  ROOT,
   serviceProcess,
   type ProcessEvent,
   type Runtime,
@@ -136,6 +138,20 @@ async function ensureDatabase(url: string): Promise<void> {
 
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const runtime = options.runtime ?? 'node';
+  // The bundle runtime: the production bundles, built here as the images' build stage does.
+  const bundleDir = runtime === 'bundle' ? join(options.dir, 'bundles') : undefined;
+  if (bundleDir) {
+    await Promise.all(SERVICES.map((s) => bundleService(s, bundleDir)));
+    // The packages a bundle leaves outside (native ones), found as the image's npm install puts them.
+    symlinkSync(join(ROOT, 'node_modules'), join(bundleDir, 'node_modules'));
+  }
+  // What the images set beside the bundle (the bundle is not next to the repository's files).
+  const bundleEnv: Partial<Record<ServiceName, Record<string, string>>> = bundleDir
+    ? {
+        'tool-runner': { BEDROCK_SANDBOX_HELPER: join(ROOT, 'services/tool-runner/bin/bedrock-sandbox') },
+        'web-bff': { BEDROCK_UI_DIR: join(bundleDir, 'web-bff', 'ui') },
+      }
+    : {};
   const fixed = (options.ports ?? 'free') === 'fixed';
   const port = async (fixedPort: number) => (fixed ? fixedPort : freePort());
   const replicas = { conversation: 2, gateway: 2, toolRunner: 3, ...options.replicas };
@@ -177,6 +193,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
             ...common,
             ...identityEnv(service, secrets.tokenFiles[service], secrets.peersFile),
             REDIS_URL: redisUsers.urls[service] as string,
+            ...bundleEnv[service],
             ...options.serviceEnv?.[service],
             ...env,
             BEDROCK_METRICS_PORT: String(metricsPort),
@@ -185,6 +202,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         {
           dir: options.dir,
           runtime,
+          ...(bundleDir ? { bundleDir } : {}),
           detached: options.detached ?? false,
           supervise: options.supervise ?? true,
           ...(options.logger ? { logger: options.logger } : {}),

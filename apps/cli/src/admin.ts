@@ -1,9 +1,7 @@
 /**
- * `bedrock admin users add|list|disable` and `bedrock admin tokens issue|list|revoke`: users
- * and their bearer tokens, through web-bff's AdminService (the caller must be an admin;
- * docs/cli.md, "Admin: users and tokens"). An issued token is printed once, alone on stdout.
- * `bedrock admin audit` prints the audit log (docs/cli.md, "Admin: the audit log").
- * `bedrock admin users delete ID [--yes]` deletes a user and their data (asks first, as `bedrock rm`).
+ * `bedrock admin users add|list|disable|delete`, `admin tokens issue|list|revoke` and `admin
+ * audit`, through web-bff's AdminService (the caller must be an admin; docs/cli.md, "Admin: users
+ * and tokens" and "Admin: the audit log"). An issued token is printed once, alone on stdout.
  */
 import { createInterface } from 'node:readline/promises';
 import { toJson } from '@bufbuild/protobuf';
@@ -26,25 +24,7 @@ import { adminLimits } from './spend.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
-import type { OptionValues } from './usage.ts';
-
-/** Options that only `admin` takes. */
-export const ADMIN_FLAGS = [
-  'admin',
-  'label',
-  'expires',
-  'display-name',
-  'user',
-  'since',
-  'until',
-  'action',
-  'daily',
-  'monthly',
-  'busy',
-  'per-minute',
-  'conversations',
-  'reset',
-] as const;
+import { ADMIN_FLAGS, LIMIT_FLAGS, type OptionValues } from './usage.ts';
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
 
@@ -117,7 +97,7 @@ export async function admin(rest: string[], values: OptionValues, env: NodeJS.Pr
     if (extra) throw new UsageError(`--${extra} does not apply to admin ${area} ${sub}; bedrock help admin shows its usage`);
   };
   if (area === 'limits') {
-    only(['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset']);
+    only(LIMIT_FLAGS);
     return adminLimits(rest.slice(1), values, env, output);
   }
   if (area === 'audit') {

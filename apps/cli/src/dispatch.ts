@@ -30,7 +30,7 @@ import { EXIT, UsageError } from './exit-codes.ts';
 import { isStdio, type Output } from './output.ts';
 import { paint, wantsColor } from './render.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
-import type { OptionValues } from './usage.ts';
+import { ADMIN_FLAGS, type OptionValues } from './usage.ts';
 
 const SETTINGS_FLAGS = ['thinking', 'web-search', 'web-fetch', 'no-web-search', 'no-web-fetch'] as const;
 const DELIVERY_FLAGS = ['queue', 'steer', 'interrupt'] as const;
@@ -66,24 +66,7 @@ export async function dispatch(
     const mcpFlag = (['mcp-on', 'mcp-off'] as const).find((f) => values[f] !== undefined);
     if (mcpFlag && command !== 'settings') throw new UsageError(`--${mcpFlag} applies to settings${seeHelp(command)}`);
     if (values.search !== undefined && command !== 'ls') throw new UsageError(`--search applies to ls${seeHelp(command)}`);
-    const adminFlag = (
-      [
-        'admin',
-        'display-name',
-        'label',
-        'expires',
-        'user',
-        'since',
-        'until',
-        'action',
-        'daily',
-        'monthly',
-        'busy',
-        'per-minute',
-        'conversations',
-        'reset',
-      ] as const
-    ).find((f) => values[f] !== undefined);
+    const adminFlag = ADMIN_FLAGS.find((f) => values[f] !== undefined);
     if (adminFlag && command !== 'admin') throw new UsageError(`--${adminFlag} applies to admin${seeHelp(command)}`);
     if (values.at !== undefined && !['fork', 'rewind', 'diff'].includes(command))
       throw new UsageError(`--at applies to fork, rewind and diff${seeHelp(command)}`);

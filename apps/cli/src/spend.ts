@@ -14,9 +14,6 @@ import { EXIT, UsageError } from './exit-codes.ts';
 import type { Output } from './output.ts';
 import type { OptionValues } from './usage.ts';
 
-/** The options of `admin limits`. */
-export const LIMIT_FLAGS = ['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset'] as const;
-
 const count = (n: number, none = 'no limit') => (n === 0 ? none : String(n));
 
 /** The figures, one a line: spend against the budgets, then the other limits and which are the user's own. */

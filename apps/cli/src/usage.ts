@@ -157,6 +157,12 @@ export const OPTIONS = {
   reset: { type: 'boolean' },
 } as const;
 
+/** The options of `admin limits`. */
+export const LIMIT_FLAGS = ['daily', 'monthly', 'busy', 'per-minute', 'conversations', 'reset'] as const;
+
+/** Options that only `admin` takes. */
+export const ADMIN_FLAGS = ['admin', 'label', 'expires', 'display-name', 'user', 'since', 'until', 'action', ...LIMIT_FLAGS] as const;
+
 /** The command line, parsed; throws on an unknown option or a missing value. */
 export function parseCommandLine(argv: string[]) {
   return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });

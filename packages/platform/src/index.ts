@@ -1,6 +1,6 @@
 export * from './interfaces.ts';
 export { encodeJobId, decodeJobId } from './job-id.ts';
-export { comparePositions, positionToStreamId, streamIdToPosition } from './stream-position.ts';
+export { comparePositions, firstAfter, positionToStreamId, streamIdToPosition } from './stream-position.ts';
 export * from './defaults.ts';
 export { createTransport, type TransportKind, type TransportLogger } from './create-transport.ts';
 export { createMemoryTransport } from './memory/memory-transport.ts';

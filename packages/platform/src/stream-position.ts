@@ -11,6 +11,18 @@ export function comparePositions(a: StreamPosition, b: StreamPosition): number {
   return a.deltaIndex - b.deltaIndex;
 }
 
+/** The index of the first of `entries` (in position order) strictly after `after`; `entries.length` if none. */
+export function firstAfter(entries: readonly { readonly position: StreamPosition }[], after: StreamPosition): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (comparePositions(entries[mid]!.position, after) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 export function positionToStreamId(position: StreamPosition): string {
   return `${position.sequence}-${position.deltaIndex}`;
 }

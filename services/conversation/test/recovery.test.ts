@@ -1,9 +1,7 @@
 /**
- * Recovery (REQ-BED-007, docs/design.md resolution 3): a conversation whose work is lost — here the
- * "worker" takes the job and dies without answering — comes back to rest with synthetic
- * results and a valid chain; one waiting for the user's approval is left alone. Real results
- * are never replaced: an answer still queued, work whose owner still beats in the run ledger,
- * and a result the runner recorded but never sent all win over a synthetic one.
+ * Recovery (REQ-BED-007; docs/design.md, "Resolution 3: one replica's restart does not disturb
+ * the others; lost work is found"): lost work comes back to rest with synthetic results, a
+ * conversation waiting for approval is left alone, and real results are never replaced.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, toJsonString } from '@bufbuild/protobuf';

@@ -10,7 +10,7 @@ import type { ConversationEvent } from '@bedrock/contracts';
 import { STREAM_START } from '../interfaces.ts';
 import type { EncodedEvent, NotificationStreams, StreamPosition } from '../interfaces.ts';
 import { DEFAULT_READ_LIMIT, DEFAULT_STREAM_MAX_LEN, DEFAULT_STREAM_TTL_MS } from '../defaults.ts';
-import { comparePositions } from '../stream-position.ts';
+import { firstAfter } from '../stream-position.ts';
 
 export interface MemoryStreamsOptions {
   /** Entries kept per stream; older ones are dropped. Default 10 000. */
@@ -90,14 +90,7 @@ export function createMemoryStreams(options: MemoryStreamsOptions = {}): Notific
     const stream = live(conversationId, Date.now());
     if (!stream) return [];
     const { entries } = stream;
-    // Binary search for the first entry strictly after `after`.
-    let lo = 0;
-    let hi = entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (comparePositions(entries[mid]!.position, after) <= 0) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = firstAfter(entries, after);
     return entries.slice(lo, lo + limit).map((entry) => fromBinary(ConversationEventSchema, entry.bytes));
   }
 

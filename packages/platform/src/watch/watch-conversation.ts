@@ -37,6 +37,15 @@ export interface WatchOptions {
   readonly batch?: number;
 }
 
+/**
+ * Whether durable events between `after` and the first durable one of `batch` are gone (trimmed,
+ * or lost with Redis): then a fresh snapshot covers them, and the stream goes on after it.
+ */
+export function durableGap<E>(after: StreamPosition, batch: readonly E[], position: (e: E) => StreamPosition): boolean {
+  const first = batch.find((e) => position(e).deltaIndex === 0);
+  return first !== undefined && position(first).sequence > after.sequence + 1n;
+}
+
 function response(event: ConversationEvent): WatchConversationResponse {
   return create(WatchConversationResponseSchema, { event });
 }
@@ -72,10 +81,7 @@ export async function* watchConversation(options: WatchOptions): AsyncGenerator<
       );
       continue;
     }
-    const firstDurable = events.find((e) => e.deltaIndex === 0);
-    if (firstDurable && firstDurable.sequence > after.sequence + 1n) {
-      // Durable events between `after` and this one are gone (trimmed, or lost with Redis):
-      // a fresh snapshot covers them, then the stream goes on after it.
+    if (durableGap(after, events, (e) => e)) {
       yield* snapshot();
       continue;
     }

@@ -35,6 +35,7 @@ import {
 import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effects-to-outbox.ts';
 import { auditRowsOf, type AuditActor } from '../mapping/audit-rows.ts';
 import { titleFromMessage } from '../titles.ts';
+import { subtractUsage } from './usage-delta.ts';
 import { utcDay } from '../spend/periods.ts';
 import { worstCaseCostMicros } from '../spend/estimate.ts';
 import type { ReservationRequest } from '../spend/limits.ts';
@@ -156,17 +157,7 @@ export function createApplier(options: ApplierOptions): Applier {
   function usageAdded(record: ConversationRecord, next: ConversationState) {
     const before = record.state.totalUsage;
     const after = next.totalUsage;
-    if (after === before) return null;
-    return {
-      inputTokens: after.inputTokens - before.inputTokens,
-      outputTokens: after.outputTokens - before.outputTokens,
-      cacheCreationInputTokens: after.cacheCreationInputTokens - before.cacheCreationInputTokens,
-      cacheCreation1hInputTokens: (after.cacheCreation1hInputTokens ?? 0) - (before.cacheCreation1hInputTokens ?? 0),
-      compactionTokens: (after.compactionTokens ?? 0) - (before.compactionTokens ?? 0),
-      cacheReadInputTokens: after.cacheReadInputTokens - before.cacheReadInputTokens,
-      webSearchRequests: (after.webSearchRequests ?? 0) - (before.webSearchRequests ?? 0),
-      webFetchRequests: (after.webFetchRequests ?? 0) - (before.webFetchRequests ?? 0),
-    };
+    return after === before ? null : subtractUsage(after, before);
   }
 
   /** What the responses applied by this transition cost (at the model's prices) and the tokens they counted. */
@@ -356,6 +347,7 @@ export function createApplier(options: ApplierOptions): Applier {
       );
       return publisher.publishCommitted(write.id, ['unknown'], []);
     }
+    // Not the injected clock: publish-rows.ts measures these rows' delays against Date.now().
     const createdAt = Date.now();
     const rows: StoredOutboxRow[] = write.outbox.map((row, i) => ({ id: outboxIds[i]!, createdAt, row }));
     return publisher.publishCommitted(write.id, read.unsentOutbox, rows);

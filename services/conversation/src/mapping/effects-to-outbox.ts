@@ -209,7 +209,7 @@ export function effectsToOutbox(input: OutboxInput): { rows: OutboxRow[]; notify
         break;
       }
       case 'execute_tool': {
-        // Restricted work goes only to runners with a working sandbox (docs/design.md).
+        // Restricted work goes only to runners with a working sandbox (docs/design.md, "Trust boundaries").
         const queue = effect.mode === 'restricted' ? QUEUE_TOOL_EXEC_RESTRICTED : QUEUE_TOOL_EXEC;
         const message = create(ToolExecJobSchema, {
           toolUseId: effect.toolUseId,

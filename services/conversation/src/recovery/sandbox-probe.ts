@@ -5,7 +5,8 @@ const CACHE_MS = 2000;
 
 /**
  * Whether Restricted mode exists for a new conversation: some tool-runner reported a working
- * sandbox (REQ-BED-014, docs/design.md). `available`/`unavailable` let an operator force it.
+ * sandbox (REQ-BED-014; docs/design.md, "Resolution 1: sub-agents are Restricted whenever the
+ * sandbox exists"). `available`/`unavailable` let an operator force it.
  */
 export function createSandboxProbe(mode: 'auto' | 'available' | 'unavailable', runners: RunnerRegistry): () => Promise<boolean> {
   if (mode !== 'auto') return async () => mode === 'available';

@@ -1,13 +1,11 @@
 /**
- * The live tail of one conversation's notification stream, shared by every watcher of that
- * conversation in this process. It follows the stream (`NotificationStreams.follow`: the Redis
- * transport reads every followed stream of the process over a few connections) and keeps the
- * recent events in a bounded buffer, each with its response encoded once for all watchers
- * ({@link SharedEvent}). Watchers whose position is inside the buffer are served from memory
- * and woken when it grows.
+ * The live tail of one conversation's notification stream, shared by its watchers in this
+ * process: it follows the stream (`NotificationStreams.follow`) and keeps recent events in a
+ * bounded buffer, each response encoded once ({@link SharedEvent}). Watchers inside the buffer
+ * are served from memory and woken when it grows.
  */
 import type { ConversationEvent } from '@bedrock/contracts';
-import { comparePositions, type NotificationStreams, type StreamFollow, type StreamPosition } from '@bedrock/platform';
+import { comparePositions, firstAfter, type NotificationStreams, type StreamFollow, type StreamPosition } from '@bedrock/platform';
 import { SharedEvent } from './shared-response.ts';
 
 export class BufferedEvent extends SharedEvent {
@@ -103,13 +101,7 @@ export class ConversationTail {
   /** Buffered events strictly after `after`, at most `limit`; only meaningful when `covers(after)`. */
   eventsAfter(after: StreamPosition, limit: number): BufferedEvent[] {
     const { entries } = this;
-    let lo = 0;
-    let hi = entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (comparePositions(entries[mid]!.position, after) <= 0) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = firstAfter(entries, after);
     return lo === entries.length ? [] : entries.slice(lo, lo + limit);
   }
 

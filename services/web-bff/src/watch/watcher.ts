@@ -1,30 +1,15 @@
 /**
- * One WatchConversation stream served from this process's fan-out: a snapshot (shared per
- * user and conversation, see ./snapshot-cache.ts) unless resuming, then the conversation's
- * events from its shared tail — the same response objects for every watcher, encoded once
- * (./shared-response.ts) — or, for a watcher behind the tail's buffer, from the stream store
- * directly (non-blocking, one batch at a time as the client pulls). Resumable from any
- * position with no gap and no duplicate among durable events; a gap in the stream (trimmed,
- * or lost with Redis) is covered by a fresh snapshot. Heartbeats after `heartbeatMs` without
- * an event. A `deleted` event ends the stream (the conversation was deleted).
- *
- * Per watcher it keeps one small object (position, lag clock, one refreshed heartbeat timer,
- * itself as the abort listener and tail waiter) besides what connect-node and HTTP/2 hold.
- *
- * Slow watchers: a watcher's lag clock starts when it is handed events but not up to the live
- * head (more pending than one batch, or behind the buffer) and stops when it catches up. One
- * still behind `maxLagMs` after its clock started — it reads slower than events arrive — gets
- * RESOURCE_EXHAUSTED carrying the position it reached (checked before every write, because a
- * slow client can take long to drain one batch). A fresh or resuming watcher starts with its
- * clock stopped, so catching up after a cut-off works whenever the client reads faster than
- * events arrive.
+ * One WatchConversation stream from this process's fan-out: a shared snapshot unless resuming
+ * (./snapshot-cache.ts), then the conversation's events from its shared tail (encoded once,
+ * ./shared-response.ts) or, behind its buffer, from the stream store. Resumable with no gap or
+ * duplicate among durable events; heartbeats when idle; a `deleted` event ends the stream.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema, RejectionSchema, type WatchConversationRequest } from '@bedrock/contracts';
 import { comparePositions, type StreamPosition } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
-import type { WatchSnapshot } from '@bedrock/platform/watch';
+import { durableGap, type WatchSnapshot } from '@bedrock/platform/watch';
 import type { OwnershipCache } from '../api/ownership-cache.ts';
 import { BufferedEvent, type ConversationTail, type LiveSink, type TailWaiter } from './conversation-tail.ts';
 import { watchLagError, type Fanout } from './fanout.ts';
@@ -115,7 +100,11 @@ export class WatchQuota {
   }
 }
 
-/** Waits for the tail to grow, the heartbeat interval to pass, or the call to end. */
+/**
+ * Waits for the tail to grow, the heartbeat interval to pass, or the call to end. Per watcher this
+ * one small object (position, lag clock, one refreshed heartbeat timer, itself as the abort
+ * listener and tail waiter) is all it keeps besides what connect-node and HTTP/2 hold.
+ */
 class Watcher implements TailWaiter {
   heartbeatDue = false;
   private resolve: (() => void) | undefined;
@@ -237,7 +226,16 @@ async function* watchStream<T>(
   d.onWatchers?.(1);
   signal.addEventListener('abort', watcher);
   let after: StreamPosition = { sequence: req.afterSequence, deltaIndex: req.afterDeltaIndex };
-  /** Since when this watcher has been short of the live head, ms; undefined while caught up. */
+  /**
+   * Since when this watcher has been short of the live head, ms; undefined while caught up.
+   * Slow watchers: the lag clock starts when it is handed events but not up to the live head
+   * (more pending than one batch, or behind the buffer) and stops when it catches up. One still
+   * behind `maxLagMs` after its clock started (it reads slower than events arrive) gets
+   * RESOURCE_EXHAUSTED carrying the position it reached, checked before every write because a
+   * slow client can take long to drain one batch. A fresh or resuming watcher starts with its
+   * clock stopped, so catching up after a cut-off works whenever the client reads faster than
+   * events arrive.
+   */
   let behindSince: number | undefined;
   const lagged = () => behindSince !== undefined && now() - behindSince > d.maxLagMs;
   /**
@@ -346,10 +344,7 @@ async function* watchStream<T>(
         }
         continue;
       }
-      const firstDurable = batch.find((b) => b.position.deltaIndex === 0);
-      if (firstDurable && firstDurable.position.sequence > after.sequence + 1n) {
-        // Durable events between `after` and this one are gone (trimmed, or lost with Redis):
-        // a fresh snapshot covers them, then the stream goes on after it.
+      if (durableGap(after, batch, (b) => b.position)) {
         let snapshot;
         try {
           snapshot = toSharedSnapshot(id, await fetch());

@@ -1,21 +1,12 @@
 /**
- * One conversation: header, mode line, live state line, context figure, the transcript (each
- * message at rest can be forked from), the upgrade dialog, the messages waiting and the composer. Everything shown follows the watch stream
- * (session.ts); the buttons only send requests and the stream reports their effect. Until the
- * first snapshot it says it is loading; an unknown conversation gets one not-found page.
- *
- * Keys: Esc cancels the running turn (when no dialog or menu is open), `/` focuses the message box.
+ * One conversation: header, mode and state lines, context figure, the transcript (each message at
+ * rest can be forked from), its dialogs, the messages waiting and the composer. Everything shown
+ * follows the watch stream (session.ts); the buttons only send requests. Keys: Esc cancels the
+ * running turn (no dialog or menu open), `/` focuses the message box.
  */
-import { isFinished, Mode, StateKind, ThinkingLevel, type Conversation, type ServerTool } from '@bedrock/contracts';
-import {
-  SERVER_TOOLS,
-  serverToolLabel,
-  serverToolName,
-  settingsSummary,
-  THINKING_CHOICES,
-  thinkingLabel,
-} from '@bedrock/agent-view/agent-content';
-import { modeLine, stateLine, stateShort, usageView, writePlace, writeWarning } from '@bedrock/agent-view/format';
+import { isFinished, Mode, StateKind } from '@bedrock/contracts';
+import { settingsSummary } from '@bedrock/agent-view/agent-content';
+import { modeLine, stateLine, stateShort, usageView } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { errorText, isUnauthenticated } from './api.ts';
@@ -25,7 +16,8 @@ import { Session, type SessionDeps } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
 import { createRewinder, RewindContext } from './rewind.tsx';
-import { McpToggles } from './mcp-servers.tsx';
+import { DeleteConversation, UpgradeDialog } from './conversation-dialogs.tsx';
+import { SettingsPanel } from './settings-panel.tsx';
 
 export function ConversationView({ deps, id }: { deps: SessionDeps; id: string }) {
   const session = useMemo(() => new Session(deps, id), [id]);
@@ -390,58 +382,6 @@ function ConversationTitle({ session, title, untitled }: { session: Session; tit
   );
 }
 
-/**
- * Deletes the conversation (DeleteConversation: its messages and its sub-agents, for good) after
- * a question; Keep is the default (and Esc). A busy conversation is refused by the service, which
- * says to cancel first: its words are shown in the alert.
- */
-/** A bin, drawn rather than an emoji: a host without an emoji font showed an empty box. */
-function TrashIcon() {
-  return (
-    <svg class="icon" aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" fill="none" stroke="currentColor" stroke-width="1.5">
-      <path d="M2.5 4h11M6 4V2.5h4V4M4 4l.7 9.5h6.6L12 4M6.5 6.5v5M9.5 6.5v5" />
-    </svg>
-  );
-}
-
-function DeleteConversation({ session }: { session: Session }) {
-  const dialog = useRef<HTMLDialogElement>(null);
-  const [deleting, setDeleting] = useState(false);
-  const remove = async () => {
-    dialog.current?.close();
-    setDeleting(true);
-    const ok = await session.deleteConversation();
-    if (!ok) setDeleting(false);
-  };
-  return (
-    <>
-      <button
-        type="button"
-        class="small delete-button"
-        disabled={deleting}
-        aria-label="Delete this conversation"
-        title="Delete this conversation"
-        onClick={() => dialog.current?.showModal()}
-      >
-        {deleting ? '…' : <TrashIcon />}
-        <span class="delete-word">{deleting ? ' Deleting' : ' Delete'}</span>
-      </button>
-      <dialog class="delete-dialog" aria-labelledby="delete-title" aria-describedby="delete-desc" ref={dialog}>
-        <h2 id="delete-title">Delete this conversation?</h2>
-        <p id="delete-desc">Its messages and its sub-agents are deleted for good; this cannot be undone.</p>
-        <div class="dialog-buttons">
-          <button type="button" class="secondary" autofocus onClick={() => dialog.current?.close()}>
-            Keep it
-          </button>
-          <button type="button" class="danger" onClick={() => void remove()}>
-            Delete
-          </button>
-        </div>
-      </dialog>
-    </>
-  );
-}
-
 /** The conversation's sub-agents: a menu of links to their transcripts, with their states. */
 function SubAgents({ session }: { session: Session }) {
   const agents = session.subAgents;
@@ -505,189 +445,5 @@ function Usage({
         </button>
       ) : null}
     </div>
-  );
-}
-
-/** The upgrade question: a modal dialog once per request; after Escape a banner reopens it. */
-function UpgradeDialog({ session, awaiting }: { session: Session; awaiting: boolean }) {
-  const c = session.conversation!;
-  const dialog = useRef<HTMLDialogElement>(null);
-  const asked = useRef(false);
-  const [open, setOpen] = useState(false);
-  useEffect(() => {
-    const d = dialog.current;
-    if (!d) return;
-    if (awaiting && !asked.current && !d.open) {
-      asked.current = true;
-      d.showModal();
-      setOpen(true);
-    }
-    if (!awaiting) {
-      asked.current = false;
-      if (d.open) d.close();
-    }
-  });
-  const reason = session.upgradeReason || session.state?.upgradeReason || '';
-  const warning = writeWarning({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess });
-  const respond = (approve: boolean) => {
-    dialog.current?.close();
-    void session.respond(approve);
-  };
-  return (
-    <>
-      {awaiting && !open ? (
-        <div class="upgrade-banner">
-          <span>The agent is waiting for your answer to its request for Unrestricted mode.</span>
-          <button
-            type="button"
-            class="small primary"
-            onClick={() => {
-              dialog.current?.showModal();
-              setOpen(true);
-            }}
-          >
-            Review request
-          </button>
-        </div>
-      ) : null}
-      <dialog
-        class="upgrade-dialog"
-        aria-labelledby="upgrade-title"
-        aria-describedby="upgrade-desc"
-        ref={dialog}
-        onClose={() => setOpen(false)}
-      >
-        <h2 id="upgrade-title">Allow Unrestricted mode?</h2>
-        <p id="upgrade-desc">
-          The agent asks to leave the read-only sandbox so it can write files in{' '}
-          {writePlace({ workspaceName: c.workspaceName, cwd: c.cwd, access: c.writeAccess })} and use the network. Its reason:
-        </p>
-        <blockquote class="upgrade-reason">{reason || '(no reason given)'}</blockquote>
-        {warning ? (
-          <p class="upgrade-warning" role="alert" data-testid="upgrade-write-warning">
-            ⚠ {warning}
-          </p>
-        ) : null}
-        <div class="dialog-buttons">
-          <button type="button" class="secondary" autofocus onClick={() => respond(false)}>
-            Deny
-          </button>
-          <button type="button" class="primary" onClick={() => respond(true)}>
-            Approve
-          </button>
-        </div>
-      </dialog>
-    </>
-  );
-}
-
-/**
- * Thinking, web tools and MCP servers: the summary, and a panel that changes them (the MCP
- * switches apply at once, each its own call). Only what was changed is
- * sent (an unchanged tool list is left out, so a tool the deployment no longer allows does not
- * block a change of thinking); the server's refusal is shown in the panel as it says it.
- */
-function SettingsPanel({ session, conversation: c }: { session: Session; conversation: Conversation }) {
-  const panel = useRef<HTMLDetailsElement>(null);
-  const thinking = useRef<HTMLSelectElement>(null);
-  const boxes = useRef(new Map<ServerTool, HTMLInputElement>());
-  const [error, setError] = useState('');
-  const [saving, setSaving] = useState(false);
-  // The MCP switches load when the panel opens (the list may have changed since).
-  const [open, setOpen] = useState(false);
-  const summary = settingsSummary(c.thinking, c.serverTools);
-
-  const save = async () => {
-    const level = Number(thinking.current?.value) as ThinkingLevel;
-    const tools = SERVER_TOOLS.filter((t) => boxes.current.get(t)?.checked);
-    const toolsChanged = tools.length !== c.serverTools.length || tools.some((t) => !c.serverTools.includes(t));
-    const changedLevel = level === c.thinking ? ThinkingLevel.UNSPECIFIED : level;
-    if (changedLevel === ThinkingLevel.UNSPECIFIED && !toolsChanged) {
-      if (panel.current) panel.current.open = false;
-      return;
-    }
-    setError('');
-    setSaving(true);
-    try {
-      // Settings are set, not added to: sending the same change again is harmless.
-      const res = await retrying(
-        () =>
-          session.api.updateConversationSettings({
-            conversationId: c.id,
-            thinking: changedLevel,
-            ...(toolsChanged ? { serverTools: { tools } } : {}),
-          }),
-        { onRetry: ({ attempt, attempts, error }) => setError(`${errorText(error)} — trying again (attempt ${attempt} of ${attempts})…`) },
-      );
-      if (panel.current) panel.current.open = false;
-      session.settingsChanged(res.conversation);
-    } catch (err) {
-      if (isUnauthenticated(err)) return session.authFailed(errorText(err));
-      setError(errorText(err));
-    } finally {
-      setSaving(false);
-    }
-  };
-
-  return (
-    <details class="settings" ref={panel} onToggle={() => setOpen(Boolean(panel.current?.open))}>
-      <summary title="Change thinking, web tools and MCP servers">{summary}</summary>
-      <form
-        class="settings-form"
-        aria-label="Conversation settings"
-        onSubmit={(ev) => {
-          ev.preventDefault();
-          void save();
-        }}
-      >
-        <label for="conv-thinking">Thinking</label>
-        <select id="conv-thinking" name="thinking" ref={thinking}>
-          {/* "Default" only stands for an old conversation stored without a level; changing sets one. */}
-          {THINKING_CHOICES.filter((l) => l !== ThinkingLevel.UNSPECIFIED || c.thinking === ThinkingLevel.UNSPECIFIED).map((level) => (
-            <option key={level} value={String(level)} selected={level === c.thinking} disabled={level === ThinkingLevel.UNSPECIFIED}>
-              {thinkingLabel(level)}
-            </option>
-          ))}
-        </select>
-        <fieldset class="checks">
-          <legend>Web tools</legend>
-          {SERVER_TOOLS.map((tool) => (
-            <label class="check" for={`conv-${serverToolName(tool)}`} key={tool}>
-              <input
-                type="checkbox"
-                id={`conv-${serverToolName(tool)}`}
-                defaultChecked={c.serverTools.includes(tool)}
-                ref={(el) => {
-                  if (el) boxes.current.set(tool, el);
-                }}
-              />
-              {serverToolLabel(tool)}
-            </label>
-          ))}
-        </fieldset>
-        {session.mcp && open ? (
-          <McpToggles mcp={session.mcp} conversationId={c.id} authFailed={(message) => session.authFailed(message)} />
-        ) : null}
-        {error ? (
-          <p class="form-error" role="alert">
-            {error}
-          </p>
-        ) : null}
-        <div class="settings-buttons">
-          <button type="submit" class="small primary" disabled={saving}>
-            Save
-          </button>
-          <button
-            type="button"
-            class="small"
-            onClick={() => {
-              if (panel.current) panel.current.open = false;
-            }}
-          >
-            Close
-          </button>
-        </div>
-      </form>
-    </details>
   );
 }

@@ -5,7 +5,7 @@
  */
 import { StateKind, type Conversation, type ServerTool, type ThinkingLevel } from '@bedrock/contracts';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import { SERVER_TOOLS, serverToolLabel, serverToolName, THINKING_CHOICES, thinkingLabel } from '@bedrock/agent-view/agent-content';
+import { SERVER_TOOLS, THINKING_CHOICES, thinkingLabel } from '@bedrock/agent-view/agent-content';
 import { isBusy, stateShort } from '@bedrock/agent-view/format';
 import { retrying } from '@bedrock/agent-view/retry';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -15,6 +15,7 @@ import { RelativeTime } from './time.tsx';
 import { SpendLine } from './spend-line.tsx';
 import { conversationTitle, SEARCH_DELAY_MS, SEARCH_MAX, searchQuery } from './titles.ts';
 import { focusComposerOnOpen } from './composer.tsx';
+import { ServerToolChecks } from './settings-panel.tsx';
 
 export interface SidebarProps {
   readonly api: Api;
@@ -329,22 +330,7 @@ function NewConversation({ api, workspaces, authFailed, navigate }: Pick<Sidebar
           </option>
         ))}
       </select>
-      <fieldset class="checks">
-        <legend>Web tools</legend>
-        {SERVER_TOOLS.map((tool) => (
-          <label class="check" for={`new-${serverToolName(tool)}`} key={tool}>
-            <input
-              type="checkbox"
-              id={`new-${serverToolName(tool)}`}
-              name={serverToolName(tool)}
-              ref={(el) => {
-                if (el) boxes.current.set(tool, el);
-              }}
-            />
-            {serverToolLabel(tool)}
-          </label>
-        ))}
-      </fieldset>
+      <ServerToolChecks idPrefix="new" boxes={boxes.current} named />
       {error ? (
         <p class="form-error" role="alert">
           {error}

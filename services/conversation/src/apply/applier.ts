@@ -33,7 +33,8 @@ import {
   type Rejection,
 } from '../core/index.ts';
 import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effects-to-outbox.ts';
-import { auditRowsOf, type AuditActor } from '../mapping/audit-rows.ts';
+import { auditRowsOf } from '../mapping/audit-rows.ts';
+import type { AuditActor } from '../store/audit-store.ts';
 import { titleFromMessage } from '../titles.ts';
 import { utcDay } from '../spend/periods.ts';
 import { worstCaseCostMicros } from '../spend/estimate.ts';

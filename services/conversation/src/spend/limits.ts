@@ -18,7 +18,7 @@ import { RejectionSchema, TokenTotalsSchema, UserLimitsSchema, UserUsageSchema, 
 import { NO_TOKENS, type TokenCounts } from '../store/conversation-store.ts';
 import { BUSY_STATE_SQL } from '../store/conversation-store.ts';
 import { auditJson, auditInsertSql } from '../store/audit-store.ts';
-import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
+import { clientDetails, type AuditActor } from '../store/audit-store.ts';
 import { nextUtcMidnight, nextUtcMinute, nextUtcMonth, utcDay, utcMonthStart } from './periods.ts';
 
 /** 0 is unlimited; budgets in micro-dollars. */

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { generateToken, hashToken } from '@bedrock/platform/server';
-import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
+import { clientDetails, type AuditActor } from '../store/audit-store.ts';
 
 export type Role = 'user' | 'admin';
 

@@ -52,6 +52,7 @@ import type {
   TokenCounts,
 } from '../store/conversation-store.ts';
 import { NO_TOKENS } from '../store/conversation-store.ts';
+import { createKeyedChain } from '../keyed-chain.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -138,8 +139,8 @@ export function createApplier(options: ApplierOptions): Applier {
   const { store, publisher, models } = options;
   const maxOutputTokens = options.maxOutputTokens ?? 16_384;
   const now = options.now ?? (() => new Date());
-  /** Per conversation: the tail of the events being applied in this process. */
-  const running = new Map<string, Promise<unknown>>();
+  /** Per conversation: the events being applied in this process, one after another. */
+  const running = createKeyedChain();
   /**
    * The row as this process last read or wrote it, most recently used last. An event starts
    * from it without reading: if anything changed the row since (another replica, a settings
@@ -337,14 +338,7 @@ export function createApplier(options: ApplierOptions): Applier {
 
   /** Runs `work` after every earlier call for the same conversation in this process has finished. */
   function exclusive<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const before = running.get(id) ?? Promise.resolve();
-    const mine = before.then(work, work);
-    const tail = mine.catch(() => undefined);
-    running.set(id, tail);
-    void tail.then(() => {
-      if (running.get(id) === tail) running.delete(id);
-    });
-    return mine;
+    return running.run(id, () => work());
   }
 
   /** Step 4 starts inside the exclusive section (so batches of one conversation chain in commit order). */

@@ -1,19 +1,7 @@
 /**
- * The one way an event changes a conversation (docs/architecture.md, "The life of an event"), used by
- * the API, the event consumer and the recovery sweeper alike:
- *
- *   1. read the conversation and the ids of its unsent outbox rows (round trip 1) — skipped
- *      when this process holds the row as it last read or wrote it
- *   2. run the pure transition; turn its effects into messages and outbox rows (mapping/)
- *   3. write state, messages, outbox rows and audit rows in one statement, if the row's
- *      revision is still the one decided from (round trip 2, one commit); anything changed the
- *      row since: read and start again at 2
- *   4. publish the rows at once (outbox/publisher.ts), then answer.
- *
- * Events of one conversation run one at a time in this process (so its replicas' optimistic
- * writes conflict only with other replicas). A user action that carries a client request id
- * runs in a transaction holding the row lock instead, so its id is claimed and its outcome
- * stored in the same commit (store/request-outcomes.ts).
+ * The one way an event changes a conversation, for the API, the event consumer and recovery: read
+ * the row, run the transition, write state and effects in one statement if the revision still
+ * holds (else again), publish; one event at a time per conversation (docs/conversation.md, "The store").
  */
 import { isMcpToolName } from '@bedrock/contracts/mcp';
 import type { McpServerSpec } from '@bedrock/contracts';

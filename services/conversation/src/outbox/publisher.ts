@@ -1,8 +1,7 @@
 /**
- * The replica that committed an event publishes its outbox rows itself, at once and in bulk
- * (publish-rows.ts), in commit order per conversation, then marks them sent in batches; when
- * rows before its own are not its own, or it failed before, it leaves them all to the relay
- * (relay.kick). Why this keeps order: docs/conversation.md, "The outbox".
+ * The committing replica publishes its outbox rows at once, in bulk (publish-rows.ts), in commit
+ * order per conversation, and marks them sent in batches; rows before its own that are not its own,
+ * or its own failure, leave them all to the relay (docs/conversation.md, "The outbox").
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';

@@ -1,14 +1,7 @@
 /**
- * Per-user limits (docs/conversation.md, "Limits"): spending budgets per UTC day and month,
- * busy conversations at once, messages per minute. What an admin set is in `user_limits` (NULL:
- * the service's default); spend in `user_daily_spend` (written by the applier), the minute's
- * count in `user_message_rate`. Every check reads Postgres, so every replica sees the same
- * figures; the two counts that race (busy conversations, messages per minute) are taken under a
- * per-user advisory lock and by one conditional upsert respectively, and so is the count of
- * conversations a user owns. Budgets hold under concurrency through reservations
- * (`budget_reservations`): before an LLM request is emitted, its worst-case cost is held from
- * the remaining budget under a per-user transaction lock (`reserve`), and the applier deletes the
- * hold in the statement that writes the response's cost (or a phase with no request in flight).
+ * Per-user limits (docs/conversation.md, "Limits"): budgets per UTC day and month held through
+ * reservations, busy conversations, messages per minute, conversations owned. Decides with the
+ * figures store/user-limits.ts reads; the racing counts are taken under per-user locks.
  */
 import type { Pool, PoolClient } from 'pg';
 import { createKeyedChain } from '../keyed-chain.ts';

@@ -1,8 +1,7 @@
 /**
- * Postgres state of conversations: plain data access, no decisions. One object composed of
- * the stores per concern (conversations.ts, apply-writes.ts, deletions.ts, outbox-store.ts);
- * its records are in records.ts. State is always written before its effects are published
- * (REQ-BED-007; docs/conversation.md, "The store").
+ * Postgres state of conversations: plain data access, no decisions. One object composed of the
+ * stores per concern (conversations, apply-writes, deletions, outbox-store; records.ts holds their
+ * records). State is written before its effects are published (docs/conversation.md, "The store").
  */
 import { createConversationsStore, type ConversationsStore } from './conversations.ts';
 import { createApplyStore, type ApplyStore } from './apply-writes.ts';

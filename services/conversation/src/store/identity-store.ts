@@ -1,8 +1,7 @@
 /**
- * Users and their bearer tokens (migration 007): what AdminService changes and IdentityService
- * reads. Tokens are kept as the SHA-256 of their secret; the secret is generated here and
- * returned once. Plain data access over a pool, one statement per call; each change writes its
- * audit row (migration 010) in the same statement, so it never commits without it.
+ * Users and their bearer tokens (migration 007) for AdminService and IdentityService. Tokens are
+ * kept as the SHA-256 of their secret (generated here, returned once). One statement per call; each
+ * change writes its audit row (migration 010) in that statement, so it never commits without it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';

@@ -104,6 +104,30 @@ async function deleteLockedTree(
   return ids;
 }
 
+/**
+ * Locks and reads the trees whose top-level rows `rootsWhere` selects, sub-agents at every depth,
+ * oldest first (both deletions lock in this order, so they cannot deadlock).
+ */
+async function lockTrees(client: PoolClient, rootsWhere: string, params: readonly unknown[]): Promise<ConversationRowDb[]> {
+  const { rows } = await client.query<ConversationRowDb>(
+    `WITH RECURSIVE tree AS (
+       SELECT id FROM conversations WHERE ${rootsWhere}
+       UNION ALL
+       SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id
+     )
+     SELECT c.* FROM conversations c WHERE c.id IN (SELECT id FROM tree) ORDER BY c.created_at, c.id FOR UPDATE`,
+    [...params],
+  );
+  return rows;
+}
+
+/** A refusal keeps nothing: rolls back what the transaction did (a claimed request id too) and begins anew, then answers `result`. */
+async function undone<T>(client: PoolClient, result: T): Promise<T> {
+  await client.query('ROLLBACK');
+  await client.query('BEGIN');
+  return result;
+}
+
 export function createDeletionStore(pool: Pool): DeletionStore {
   return {
     async deleteTree(
@@ -118,22 +142,9 @@ export function createDeletionStore(pool: Pool): DeletionStore {
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior } as const;
         }
-        const { rows } = await client.query<ConversationRowDb>(
-          `WITH RECURSIVE tree AS (
-             SELECT id FROM conversations WHERE id = $1 AND owner_id = $2
-             UNION ALL
-             SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id
-           )
-           SELECT c.* FROM conversations c WHERE c.id IN (SELECT id FROM tree) ORDER BY c.created_at, c.id FOR UPDATE`,
-          [id, ownerId],
-        );
+        const rows = await lockTrees(client, 'id = $1 AND owner_id = $2', [id, ownerId]);
         const root = rows.find((r) => r.id === id);
-        // A refusal keeps nothing: the claimed request id is rolled back with the transaction.
-        const refuse = async (result: DeleteResult): Promise<DeleteResult> => {
-          await client.query('ROLLBACK');
-          await client.query('BEGIN');
-          return result;
-        };
+        const refuse = (result: DeleteResult) => undone(client, result);
         if (!root) return refuse({ kind: 'not_found' });
         if (root.parent_id !== null) return refuse({ kind: 'sub_agent', parentId: root.parent_id });
         const busy = rows.filter((r) => !(RESTING_STATE_NAMES as readonly string[]).includes(r.state_kind));
@@ -159,25 +170,13 @@ export function createDeletionStore(pool: Pool): DeletionStore {
           const prior = await claimRequest(client, request.key);
           if (prior) return { kind: 'replayed', prior } as const;
         }
-        const { rows } = await client.query<ConversationRowDb>(
-          `WITH RECURSIVE tree AS (
-             SELECT id FROM conversations WHERE owner_id = $1 AND parent_id IS NULL
-             UNION ALL
-             SELECT c.id FROM conversations c JOIN tree t ON c.parent_id = t.id
-           )
-           SELECT c.* FROM conversations c WHERE c.id IN (SELECT id FROM tree) ORDER BY c.created_at, c.id FOR UPDATE`,
-          [userId],
-        );
+        const rows = await lockTrees(client, 'owner_id = $1 AND parent_id IS NULL', [userId]);
         const users = await client.query<DeletedUserRow>(
           'SELECT id, display_name, role, created_at, disabled_at FROM users WHERE id = $1 FOR UPDATE',
           [userId],
         );
         const user = users.rows[0] ?? null;
-        const refuse = async (result: DeleteUserResult): Promise<DeleteUserResult> => {
-          await client.query('ROLLBACK');
-          await client.query('BEGIN');
-          return result;
-        };
+        const refuse = (result: DeleteUserResult) => undone(client, result);
         const owned = await client.query<{ id: string }>('SELECT id FROM workspaces WHERE owner_id = $1 FOR UPDATE', [userId]);
         if (!user && rows.length === 0 && owned.rows.length === 0) return refuse({ kind: 'not_found' });
         // Each row's top-level conversation.

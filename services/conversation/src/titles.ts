@@ -8,12 +8,6 @@ export const AUTO_TITLE_CHARS = 60;
 /** Longest title RenameConversation accepts, in characters (code points). */
 export const MAX_TITLE_CHARS = 200;
 
-/**
- * Who set a title: the first user message, the owner (RenameConversation; never replaced
- * automatically), or ForkConversation ("Fork of …", forks.ts; the first message does not replace it either).
- */
-export type TitleSource = 'message' | 'user' | 'fork';
-
 const FENCE = /^(`{3,}|~{3,})/;
 /** Line starts that are markdown structure, not words: headings, quotes, list markers, task boxes. */
 const LINE_MARKUP = /^(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)/;

@@ -37,7 +37,7 @@ import {
 import { serveService, type Logger } from '@bedrock/platform/server';
 import type { IdentityStore, TokenRow, UserRow } from '../store/identity-store.ts';
 import type { AuditStore, StoredAuditEvent } from '../store/audit-store.ts';
-import { AUDIT_ACTIONS, type AuditActor } from '../mapping/audit-rows.ts';
+import { AUDIT_ACTIONS, type AuditActor } from '../store/audit-store.ts';
 import { requireWebBff, roleToProto } from './identity-api.ts';
 import { usageToProto, type Limits, type LimitsStore } from '../spend/limits.ts';
 import type { ConversationStore, DeletedUserRow } from '../store/conversation-store.ts';

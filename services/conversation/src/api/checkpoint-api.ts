@@ -18,7 +18,7 @@ import {
 } from '@bedrock/contracts';
 import type { RewindConversationRequest, RewindConversationResponse } from '@bedrock/contracts';
 import type { Checkpoints, RewindScope as Scope } from '../checkpoints/checkpoints.ts';
-import type { AuditActor } from '../mapping/audit-rows.ts';
+import type { AuditActor } from '../store/audit-store.ts';
 import type { ConversationRecord } from '../store/conversation-store.ts';
 import type { PriorOutcome, RequestKey } from '../store/request-outcomes.ts';
 import { claimRequest, storeOutcome } from '../store/request-outcomes.ts';

@@ -9,7 +9,7 @@ import { toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobu
 import { ThinkingLevel, type ImageAttachment, USER_HEADER, CLIENT_HEADER, cleanClient, rejectionError } from '@bedrock/contracts';
 import { servicePeer, USER_IDENTITY_PEER } from '@bedrock/platform/server';
 import type { ApplyResult } from '../apply/applier.ts';
-import type { AuditActor } from '../mapping/audit-rows.ts';
+import type { AuditActor } from '../store/audit-store.ts';
 import { requestFingerprint, requestIdProblem, type RequestKey } from '../store/request-outcomes.ts';
 import { thinkingFromProto, type ThinkingSetting } from '../settings.ts';
 import { checkImageDecodes, checkImageHeaders } from './images.ts';

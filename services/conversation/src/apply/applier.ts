@@ -1,19 +1,7 @@
 /**
- * The one way an event changes a conversation (docs/architecture.md, "The life of an event"), used by
- * the API, the event consumer and the recovery sweeper alike:
- *
- *   1. read the conversation and the ids of its unsent outbox rows (round trip 1) — skipped
- *      when this process holds the row as it last read or wrote it
- *   2. run the pure transition; turn its effects into messages and outbox rows (mapping/)
- *   3. write state, messages, outbox rows and audit rows in one statement, if the row's
- *      revision is still the one decided from (round trip 2, one commit); anything changed the
- *      row since: read and start again at 2
- *   4. publish the rows at once (outbox/publisher.ts), then answer.
- *
- * Events of one conversation run one at a time in this process (so its replicas' optimistic
- * writes conflict only with other replicas). A user action that carries a client request id
- * runs in a transaction holding the row lock instead, so its id is claimed and its outcome
- * stored in the same commit (store/request-outcomes.ts).
+ * The one way an event changes a conversation, for the API, the event consumer and recovery: read
+ * the row, run the transition, write state and effects in one statement if the revision still
+ * holds (else again), publish; one event at a time per conversation (docs/conversation.md, "The store").
  */
 import { isMcpToolName } from '@bedrock/contracts/mcp';
 import type { McpServerSpec } from '@bedrock/contracts';
@@ -33,7 +21,8 @@ import {
   type Rejection,
 } from '../core/index.ts';
 import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effects-to-outbox.ts';
-import { auditRowsOf, type AuditActor } from '../mapping/audit-rows.ts';
+import { auditRowsOf } from '../mapping/audit-rows.ts';
+import type { AuditActor } from '../store/audit-store.ts';
 import { titleFromMessage } from '../titles.ts';
 import { subtractUsage } from './usage-delta.ts';
 import { utcDay } from '../spend/periods.ts';
@@ -52,6 +41,7 @@ import type {
   TokenCounts,
 } from '../store/conversation-store.ts';
 import { NO_TOKENS } from '../store/conversation-store.ts';
+import { createKeyedChain } from '../keyed-chain.ts';
 import { claimRequest, releaseRequest, storeOutcome, type RequestRecorder } from '../store/request-outcomes.ts';
 
 /** What applying an event did; `from` is the phase the conversation was in (for metrics). */
@@ -138,8 +128,8 @@ export function createApplier(options: ApplierOptions): Applier {
   const { store, publisher, models } = options;
   const maxOutputTokens = options.maxOutputTokens ?? 16_384;
   const now = options.now ?? (() => new Date());
-  /** Per conversation: the tail of the events being applied in this process. */
-  const running = new Map<string, Promise<unknown>>();
+  /** Per conversation: the events being applied in this process, one after another. */
+  const running = createKeyedChain();
   /**
    * The row as this process last read or wrote it, most recently used last. An event starts
    * from it without reading: if anything changed the row since (another replica, a settings
@@ -327,14 +317,7 @@ export function createApplier(options: ApplierOptions): Applier {
 
   /** Runs `work` after every earlier call for the same conversation in this process has finished. */
   function exclusive<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const before = running.get(id) ?? Promise.resolve();
-    const mine = before.then(work, work);
-    const tail = mine.catch(() => undefined);
-    running.set(id, tail);
-    void tail.then(() => {
-      if (running.get(id) === tail) running.delete(id);
-    });
-    return mine;
+    return running.run(id, () => work());
   }
 
   /** Step 4 starts inside the exclusive section (so batches of one conversation chain in commit order). */

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import { initialState, makeContext, transition, type ConversationEvent, type ConversationState } from '../core/index.ts';
-import { auditRowsOf, type AuditActor } from './audit-rows.ts';
+import { auditRowsOf } from './audit-rows.ts';
+import type { AuditActor } from '../store/audit-store.ts';
 
 const ctx = makeContext({ conversationId: 'c1' });
 

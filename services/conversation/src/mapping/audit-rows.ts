@@ -1,53 +1,10 @@
 /**
- * Which audit rows (migration 010, docs/security.md "Audit") one applied transition writes:
- * the agent's mode upgrade requests, the user's answers to them, downgrades and cancels. Pure:
- * the applier writes them with the new state in the same statement (store.writeApplied), so a
- * change of mode or a cancel never commits without its row, and a write that loses to another
- * replica writes none.
+ * Which audit rows (docs/security.md "Audit") one applied transition writes: mode upgrade
+ * requests and answers, downgrades, cancels. Pure: the applier writes them in the statement
+ * that writes the new state (store.writeApplied), so neither commits without the other.
  */
 import type { ConversationEvent, ConversationState, Effect } from '../core/index.ts';
-
-/**
- * Every action the log records. `limit_changed` is kept for per-user limits and budgets (issue
- * 18, item 2): when admins can set them, the RPC that does writes this action with the old
- * and new values in the same transaction.
- */
-export const AUDIT_ACTIONS = [
-  'mode_upgrade_requested',
-  'mode_upgrade_approved',
-  'mode_upgrade_denied',
-  'mode_downgraded',
-  'conversation_cancelled',
-  'conversation_deleted',
-  'user_added',
-  'user_disabled',
-  'user_deleted',
-  'token_issued',
-  'token_revoked',
-  'limit_changed',
-  'conversation_rewound',
-] as const;
-
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
-
-/** Who asked for a user action: the user web-bff named and the client it saw (empty: unknown). */
-export interface AuditActor {
-  readonly userId: string;
-  readonly client: string;
-}
-
-export interface AuditRow {
-  /** Who acted. */
-  readonly userId: string;
-  readonly action: AuditAction;
-  readonly conversationId: string | null;
-  readonly details: Readonly<Record<string, unknown>>;
-}
-
-/** The details every user action carries: the client it came from, when known. */
-export function clientDetails(actor: AuditActor | undefined): Record<string, unknown> {
-  return actor?.client ? { client: actor.client } : {};
-}
+import { clientDetails, type AuditAction, type AuditActor, type AuditRow } from '../store/audit-store.ts';
 
 export interface TransitionAudit {
   readonly conversationId: string;

@@ -1,21 +1,13 @@
 /**
- * The replica that committed an event publishes its outbox rows itself, at once and in bulk
- * (publish-rows.ts), then marks them sent in batches: one UPDATE for everything marked in the
- * same tick. The relay (relay.ts) is only the safety net.
- *
- * Order. A conversation's rows must go out in commit order (its notification stream refuses
- * position n once n+1 is there). This replica publishes one conversation's batches one after
- * another (a chain per conversation). A batch goes out directly only when every row of that
- * conversation that was unsent when the event was read is this replica's own (in flight here,
- * or marked sent by it since) and this replica published everything of it before. Otherwise —
- * another replica's rows not yet sent, or an earlier publish that failed — the relay publishes
- * all unsent rows of the conversation in order, ours included (relay.kick). (An event applied
- * from the row this replica wrote last reads no unsent ids: that write succeeding proves no
- * other replica wrote the conversation since, and only its own events write its notifications.)
+ * The committing replica publishes its outbox rows at once, in bulk (publish-rows.ts), in commit
+ * order per conversation, and marks them sent in batches; rows before its own that are not its own,
+ * or its own failure, leave them all to the relay (docs/conversation.md, "The outbox").
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
+import { createOutboxStore } from '../store/outbox-store.ts';
+import { createKeyedChain } from '../keyed-chain.ts';
 import type { PublishRows } from './publish-rows.ts';
 import type { OutboxRelay } from './relay.ts';
 
@@ -39,26 +31,20 @@ export interface OutboxPublisher {
   stop(): Promise<void>;
 }
 
-/**
- * Marks rows sent. A lost mark only means publishing again, so its commit does not wait for
- * the WAL flush (synchronous_commit off for this statement's transaction alone).
- */
-const MARK_SENT = `WITH local AS (SELECT set_config('synchronous_commit', 'off', true))
-UPDATE outbox SET sent_at = now() FROM local WHERE id = ANY($1::bigint[])`;
-
 /** How long ids marked sent here are remembered (a read that predates the mark still counts them as ours). */
 const SETTLED_MEMORY_MS = 10_000;
 
 export function createOutboxPublisher(options: PublisherOptions): OutboxPublisher {
-  const { pool, publishRows, relay, logger } = options;
+  const { publishRows, relay, logger } = options;
+  const outbox = createOutboxStore(options.pool);
   /** Published (or being published) by this replica, not yet marked sent. */
   const inFlight = new Set<string>();
   /** Marked sent by this replica recently: two generations, rotated every SETTLED_MEMORY_MS. */
   let settled = new Set<string>();
   let settledOld = new Set<string>();
   let rotatedAt = Date.now();
-  /** Per conversation: the last batch's outcome (true: out directly or through the relay). */
-  const chains = new Map<string, Promise<boolean>>();
+  /** Per conversation: its batches one after another, each told the last one's outcome (true: out directly or through the relay). */
+  const chains = createKeyedChain<boolean>();
   /** Conversations with rows this replica failed to publish: the relay publishes them (and what follows) until it succeeds. */
   const behind = new Set<string>();
   let pendingMarks: string[] = [];
@@ -85,7 +71,7 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
       const ids = pendingMarks;
       pendingMarks = [];
       try {
-        await pool.query({ name: 'bedrock-mark-sent', text: MARK_SENT, values: [ids] });
+        await outbox.markSent(ids);
         remember(ids);
       } catch (err) {
         // Unmarked rows are published again by the relay's sweep; harmless.
@@ -105,7 +91,7 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
   }
 
   async function drain(): Promise<void> {
-    await Promise.allSettled([...chains.values()]);
+    await Promise.allSettled(chains.pending());
     while (marking) await marking;
   }
 
@@ -115,9 +101,8 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
       const ids = rows.map((r) => r.id);
       for (const id of ids) inFlight.add(id);
       const foreign = unsentBefore.some((id) => !ours(id));
-      const previous = chains.get(conversationId) ?? Promise.resolve(true);
-      const link = previous.then(async (previousOut) => {
-        if (foreign || !previousOut || behind.has(conversationId)) {
+      const link = chains.run(conversationId, async (previousOut) => {
+        if (foreign || previousOut === false || behind.has(conversationId)) {
           // Rows before ours are not ours, or ours failed: the relay publishes them all, in order.
           for (const id of ids) inFlight.delete(id);
           const out = await relay.kick(conversationId);
@@ -136,10 +121,6 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
         }
         queueMarks(ids);
         return true;
-      });
-      chains.set(conversationId, link);
-      void link.finally(() => {
-        if (chains.get(conversationId) === link) chains.delete(conversationId);
       });
       return link.then(() => undefined);
     },

@@ -1,23 +1,18 @@
 /**
  * The outbox relay: the safety net behind the applier's own publishing (outbox/publisher.ts).
- * It publishes rows left unsent — by a replica that crashed between commit and publish, by a
- * publish that failed, or because another replica's rows of the same conversation were still
- * unsent when this one committed — and marks them sent.
- *
- * Rows of one conversation are published in order by one relay at a time (an advisory lock
- * per conversation), oldest first, so its notification stream never sees sequence n+1 before
- * n. Delivery is at least once, which is harmless: job ids de-duplicate, notifications have
- * fixed stream positions, and results that answer nothing are no-ops in the state machine.
+ * It publishes rows left unsent, one conversation at a time under its advisory lock, oldest
+ * first, and marks them sent; at least once (docs/conversation.md, "The outbox").
  */
 import type { Pool } from 'pg';
 import type { Logger } from '@bedrock/platform/server';
 import { outboxRowsFromDb, type StoredOutboxRow } from '../store/outbox-row.ts';
+import { createOutboxStore } from '../store/outbox-store.ts';
 import type { PublishRows } from './publish-rows.ts';
 
-/** Namespace of the per-conversation advisory locks (first key of the two-key form). */
-export const RELAY_LOCK_SPACE = 0x6f7574; // "out"
 /** How long a kick waits for another publisher of the same conversation before leaving the rows to the sweep. */
 const KICK_LOCK_TIMEOUT_MS = 5000;
+/** How many conversations one sweep publishes at most. */
+const SWEEP_BATCH = 200;
 
 export interface RelayOptions {
   readonly pool: Pool;
@@ -46,17 +41,9 @@ export interface OutboxRelay {
   stop(): Promise<void>;
 }
 
-interface DbRow {
-  id: string;
-  effect_id: string;
-  conversation_id: string;
-  kind: string;
-  payload: unknown;
-  created_at: Date;
-}
-
 export function createOutboxRelay(options: RelayOptions): OutboxRelay {
-  const { pool, logger, publishRows } = options;
+  const { logger, publishRows } = options;
+  const outbox = createOutboxStore(options.pool);
   const pollIntervalMs = options.pollIntervalMs ?? 500;
   const graceMs = options.graceMs ?? 2000;
   const retentionMs = options.retentionMs ?? 60 * 60 * 1000;
@@ -70,28 +57,8 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
    * left. The periodic sweep skips conversations another relay holds.
    */
   async function publishConversation(conversationId: string, wait = false): Promise<number> {
-    const client = await pool.connect();
     let published = 0;
-    try {
-      await client.query('BEGIN');
-      // Losing this transaction in a crash only means publishing its rows again, which is
-      // harmless (see above): it need not wait for the WAL flush.
-      await client.query('SET LOCAL synchronous_commit = off');
-      if (wait) await client.query(`SET LOCAL lock_timeout = '${KICK_LOCK_TIMEOUT_MS}ms'`);
-      const lock = await client.query<{ ok: boolean }>(
-        wait
-          ? 'SELECT true AS ok FROM pg_advisory_xact_lock($1, hashtext($2))'
-          : 'SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok',
-        [RELAY_LOCK_SPACE, conversationId],
-      );
-      if (!lock.rows[0]?.ok) {
-        await client.query('ROLLBACK');
-        return 0;
-      }
-      const { rows } = await client.query<DbRow>(
-        'SELECT id, effect_id, conversation_id, kind, payload, created_at FROM outbox WHERE conversation_id = $1 AND sent_at IS NULL ORDER BY id',
-        [conversationId],
-      );
+    const locked = await outbox.publishUnsent(conversationId, wait ? KICK_LOCK_TIMEOUT_MS : undefined, async (rows) => {
       const batch: StoredOutboxRow[] = [];
       const malformed: string[] = [];
       for (const r of rows) {
@@ -107,17 +74,10 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
         }
       }
       await publishRows(batch);
-      const sent = [...new Set(batch.map((r) => r.id)), ...malformed];
-      if (sent.length) await client.query('UPDATE outbox SET sent_at = now() WHERE id = ANY($1::bigint[])', [sent]);
-      await client.query('COMMIT');
       published = batch.length + malformed.length;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
-    return published;
+      return [...new Set(batch.map((r) => r.id)), ...malformed];
+    });
+    return locked ? published : 0;
   }
 
   function track<T>(p: Promise<T>): Promise<T> {
@@ -128,13 +88,9 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
 
   /** `olderThanMs`: only rows at least this old (0: all). */
   async function sweep(olderThanMs = 0): Promise<number> {
-    const { rows } = await pool.query<{ conversation_id: string }>(
-      `SELECT DISTINCT conversation_id FROM outbox
-        WHERE sent_at IS NULL AND created_at <= now() - ($1::double precision * interval '1 millisecond') LIMIT 200`,
-      [olderThanMs],
-    );
+    const conversations = await outbox.conversationsWithUnsent(olderThanMs, SWEEP_BATCH);
     let total = 0;
-    for (const { conversation_id } of rows) {
+    for (const conversation_id of conversations) {
       try {
         total += await publishConversation(conversation_id);
       } catch (err) {
@@ -143,7 +99,7 @@ export function createOutboxRelay(options: RelayOptions): OutboxRelay {
     }
     if (Date.now() - lastCleanup > 60_000) {
       lastCleanup = Date.now();
-      await pool.query("DELETE FROM outbox WHERE sent_at < now() - ($1::double precision * interval '1 millisecond')", [retentionMs]);
+      await outbox.deleteSent(retentionMs);
     }
     return total;
   }

@@ -1,24 +1,17 @@
 /**
- * Per-user limits (docs/conversation.md, "Limits"): spending budgets per UTC day and month,
- * busy conversations at once, messages per minute. What an admin set is in `user_limits` (NULL:
- * the service's default); spend in `user_daily_spend` (written by the applier), the minute's
- * count in `user_message_rate`. Every check reads Postgres, so every replica sees the same
- * figures; the two counts that race (busy conversations, messages per minute) are taken under a
- * per-user advisory lock and by one conditional upsert respectively, and so is the count of
- * conversations a user owns. Budgets hold under concurrency through reservations
- * (`budget_reservations`): before an LLM request is emitted, its worst-case cost is held from
- * the remaining budget under a per-user transaction lock (`reserve`), and the applier deletes the
- * hold in the statement that writes the response's cost (or a phase with no request in flight).
+ * Per-user limits (docs/conversation.md, "Limits"): budgets per UTC day and month held through
+ * reservations, busy conversations, messages per minute, conversations owned. Decides with the
+ * figures store/user-limits.ts reads; the racing counts are taken under per-user locks.
  */
 import type { Pool, PoolClient } from 'pg';
+import { createKeyedChain } from '../keyed-chain.ts';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { RejectionSchema, TokenTotalsSchema, UserLimitsSchema, UserUsageSchema, type UserUsage } from '@bedrock/contracts';
 import { NO_TOKENS, type TokenCounts } from '../store/conversation-store.ts';
-import { BUSY_STATE_SQL } from '../store/conversation-store.ts';
-import { auditJson, auditInsertSql } from '../store/audit-store.ts';
-import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
+import { createUserLimitsStore, type LimitsRow, type TokenTotalsRow } from '../store/user-limits.ts';
+import { clientDetails, type AuditActor } from '../store/audit-store.ts';
 import { nextUtcMidnight, nextUtcMinute, nextUtcMonth, utcDay, utcMonthStart } from './periods.ts';
 
 /** 0 is unlimited; budgets in micro-dollars. */
@@ -68,13 +61,6 @@ export interface UsageFigures {
   readonly at: Date;
 }
 
-interface TokenTotalsRow {
-  readonly input: string;
-  readonly output: string;
-  readonly cacheCreation: string;
-  readonly cacheRead: string;
-}
-
 function tokenTotals(row: TokenTotalsRow | undefined): TokenCounts {
   if (!row) return NO_TOKENS;
   return {
@@ -107,11 +93,6 @@ export interface ReservationRequest {
   /** What the same transition adds to the spend (a response it applies), not yet in user_daily_spend. */
   readonly pendingCostMicros: number;
 }
-
-/** Advisory lock space of the per-user busy-count lock (distinct from the relay's). */
-const USER_LOCK_SPACE = 0x4c494d; // 'LIM'
-/** Advisory lock space of the per-user reservation lock (transaction-scoped). */
-const RESERVE_LOCK_SPACE = 0x524553; // 'RES'
 
 export interface LimitsStore {
   /** The limits in force for `user`, which of them are set for the user, spend and busy count at `now`. */
@@ -183,44 +164,9 @@ function usd(micros: number): string {
   return `$${(micros / 1_000_000).toFixed(micros !== 0 && Math.abs(micros) < 10_000 ? 4 : 2)}`;
 }
 
-interface LimitsRow {
-  daily_budget_micros: string | null;
-  monthly_budget_micros: string | null;
-  max_busy_conversations: number | null;
-  messages_per_minute: number | null;
-  max_conversations: number | null;
-}
-
-const USAGE_SQL = `SELECT
-  (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
-  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
-  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
-  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL AND ${BUSY_STATE_SQL})::int AS busy,
-  (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
-  (SELECT count(*) FROM conversations WHERE owner_id = $1 AND parent_id IS NULL)::int AS conversations,
-  (SELECT json_build_object(
-     'today', json_build_object('input', COALESCE(sum(input_tokens) FILTER (WHERE day = $2::date), 0)::text,
-                                'output', COALESCE(sum(output_tokens) FILTER (WHERE day = $2::date), 0)::text,
-                                'cacheCreation', COALESCE(sum(cache_creation_tokens) FILTER (WHERE day = $2::date), 0)::text,
-                                'cacheRead', COALESCE(sum(cache_read_tokens) FILTER (WHERE day = $2::date), 0)::text),
-     'month', json_build_object('input', COALESCE(sum(input_tokens), 0)::text,
-                                'output', COALESCE(sum(output_tokens), 0)::text,
-                                'cacheCreation', COALESCE(sum(cache_creation_tokens), 0)::text,
-                                'cacheRead', COALESCE(sum(cache_read_tokens), 0)::text))
-     FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date) AS tokens`;
-
-/** What a reservation needs (no counts of conversations): read before every LLM request. */
-const BUDGET_SQL = `SELECT
-  (SELECT row_to_json(l) FROM user_limits l WHERE l.user_id = $1) AS limits,
-  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day = $2::date)::text AS today,
-  (SELECT COALESCE(sum(cost_micros), 0) FROM user_daily_spend WHERE user_id = $1 AND day >= $3::date AND day <= $2::date)::text AS month,
-  0 AS busy,
-  (SELECT COALESCE(sum(micros), 0) FROM budget_reservations WHERE user_id = $1 AND expires_at > $4 AND conversation_id <> $5)::text AS reserved,
-  0 AS conversations,
-  NULL AS tokens`;
-
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
+  const rows = createUserLimitsStore(pool);
   /**
    * The advisory lock is held on a connection of its own while the message is applied on
    * another, so it needs a pool of two or more. A pool of one is the embedded mode's PGlite, one
@@ -230,52 +176,26 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
   const crossReplica = poolSize > 1;
   /** At most poolSize - 1 connections hold locks, so that applying a message always finds one. */
   const lockHolders = createSemaphore(Math.max(1, poolSize - 1));
-  /** Per user, the tail of the admissions running in this process. */
-  const userTails = new Map<string, Promise<unknown>>();
+  /** Per user, the admissions running in this process, one after another. */
+  const admissions = createKeyedChain();
 
-  async function withUserLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = userTails.get(userId) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    userTails.set(userId, tail);
-    try {
-      return await run;
-    } finally {
-      if (userTails.get(userId) === tail) userTails.delete(userId);
-    }
+  function withUserLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
+    return admissions.run(userId, () => fn());
   }
 
   async function withAdvisoryLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
     await lockHolders.acquire();
     try {
-      const client = await pool.connect();
-      try {
-        await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
-        try {
-          return await fn();
-        } finally {
-          await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [USER_LOCK_SPACE, userId]);
-        }
-      } finally {
-        client.release();
-      }
+      return await rows.withUserLock(userId, fn);
     } finally {
       lockHolders.release();
     }
   }
 
   /** `except`: a conversation whose hold is left out of `reserved` (the one about to replace it). */
-  async function usage(userId: string, now: Date, client?: PoolClient, except = '', sql = USAGE_SQL): Promise<UsageFigures> {
-    const { rows } = await (client ?? pool).query<{
-      limits: LimitsRow | null;
-      today: string;
-      month: string;
-      busy: number;
-      reserved: string;
-      conversations: number;
-      tokens: { today: TokenTotalsRow; month: TokenTotalsRow } | null;
-    }>(sql, [userId, utcDay(now), utcMonthStart(now), now, except]);
-    const row = rows[0]!;
+  async function usage(userId: string, now: Date, client?: PoolClient, except = '', budgetOnly = false): Promise<UsageFigures> {
+    const read = { userId, day: utcDay(now), monthStart: utcMonthStart(now), now, except };
+    const row = await rows.readUsage(read, budgetOnly, client);
     const stored = row.limits;
     const set: LimitField[] = [];
     const value = (field: LimitField): number => {
@@ -315,15 +235,16 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
   }
 
   async function reserveOn(client: PoolClient, r: ReservationRequest, now: Date): Promise<number | null> {
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [RESERVE_LOCK_SPACE, r.userId]);
-    const remaining = left(await usage(r.userId, now, client, r.conversationId, BUDGET_SQL), r.pendingCostMicros);
+    await rows.lockReservations(client, r.userId);
+    const remaining = left(await usage(r.userId, now, client, r.conversationId, true), r.pendingCostMicros);
     if (remaining !== null && remaining > 0) {
-      await client.query(
-        `INSERT INTO budget_reservations (conversation_id, user_id, request_id, micros, expires_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (conversation_id) DO UPDATE
-           SET user_id = EXCLUDED.user_id, request_id = EXCLUDED.request_id, micros = EXCLUDED.micros, expires_at = EXCLUDED.expires_at`,
-        [r.conversationId, r.userId, r.requestId, r.micros, new Date(now.getTime() + RESERVATION_TTL_MS)],
-      );
+      await rows.holdReservation(client, {
+        conversationId: r.conversationId,
+        userId: r.userId,
+        requestId: r.requestId,
+        micros: r.micros,
+        expiresAt: new Date(now.getTime() + RESERVATION_TTL_MS),
+      });
     }
     return remaining;
   }
@@ -331,15 +252,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
   /** Takes one message of the user's minute, or says the minute is full (one statement; replicas share the row). */
   async function takeMessage(userId: string, perMinute: number, now: Date): Promise<boolean> {
     const minute = new Date(Math.floor(now.getTime() / 60_000) * 60_000);
-    const { rowCount } = await pool.query(
-      `INSERT INTO user_message_rate AS r (user_id, minute, count) VALUES ($1, $2, 1)
-       ON CONFLICT (user_id) DO UPDATE
-         SET minute = EXCLUDED.minute, count = CASE WHEN r.minute = EXCLUDED.minute THEN r.count + 1 ELSE 1 END
-       WHERE r.minute <> EXCLUDED.minute OR r.count < $3
-       RETURNING count`,
-      [userId, minute, perMinute],
-    );
-    return rowCount === 1;
+    return rows.takeMessage(userId, minute, perMinute);
   }
 
   /** Refuses a message when a budget is spent (until its reset) or held by requests in flight (until they finish). */
@@ -388,51 +301,33 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
 
     async reserve(request, now, client) {
       // No budget (most users): nothing to hold, one query and no lock, as before reservations.
-      if (left(await usage(request.userId, now, client, request.conversationId, BUDGET_SQL), 0) === null) return null;
+      if (left(await usage(request.userId, now, client, request.conversationId, true), 0) === null) return null;
       if (client) return reserveOn(client, request, now);
-      const own = await pool.connect();
-      try {
-        await own.query('BEGIN');
-        const remaining = await reserveOn(own, request, now);
-        await own.query('COMMIT');
-        return remaining;
-      } catch (err) {
-        await own.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        own.release();
-      }
+      return rows.inTransaction((own) => reserveOn(own, request, now));
     },
 
     async set(userId, change, by, now) {
       const before = await usage(userId, now);
       if (change === 'reset') {
-        await pool.query(`WITH d AS (DELETE FROM user_limits WHERE user_id = $1), a AS (${auditInsertSql(2)}) SELECT 1`, [
-          userId,
-          auditJson([{ userId: by.userId, action: 'limit_changed', conversationId: null, details: details(before, null) }]),
-        ]);
+        await rows.resetLimits(userId, {
+          userId: by.userId,
+          action: 'limit_changed',
+          conversationId: null,
+          details: details(before, null),
+        });
       } else {
-        const values = LIMIT_FIELDS.map((f) => (change[f] === undefined ? null : change[f]));
         const after = { ...before.limits, ...change };
-        await pool.query(
-          `WITH u AS (
-             INSERT INTO user_limits (user_id, daily_budget_micros, monthly_budget_micros, max_busy_conversations, messages_per_minute,
-                                      max_conversations, updated_by)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (user_id) DO UPDATE SET
-               daily_budget_micros = COALESCE($2, user_limits.daily_budget_micros),
-               monthly_budget_micros = COALESCE($3, user_limits.monthly_budget_micros),
-               max_busy_conversations = COALESCE($4, user_limits.max_busy_conversations),
-               messages_per_minute = COALESCE($5, user_limits.messages_per_minute),
-               max_conversations = COALESCE($6, user_limits.max_conversations),
-               updated_at = now(), updated_by = $7
-           ), a AS (${auditInsertSql(8)}) SELECT 1`,
-          [
-            userId,
-            ...values,
-            by.userId,
-            auditJson([{ userId: by.userId, action: 'limit_changed', conversationId: null, details: details(before, after) }]),
-          ],
+        await rows.setLimits(
+          userId,
+          {
+            dailyBudgetMicros: change.dailyBudgetMicros ?? null,
+            monthlyBudgetMicros: change.monthlyBudgetMicros ?? null,
+            maxBusyConversations: change.maxBusyConversations ?? null,
+            messagesPerMinute: change.messagesPerMinute ?? null,
+            maxConversations: change.maxConversations ?? null,
+          },
+          by.userId,
+          { userId: by.userId, action: 'limit_changed', conversationId: null, details: details(before, after) },
         );
       }
       return usage(userId, now);

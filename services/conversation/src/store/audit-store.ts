@@ -1,12 +1,51 @@
 /**
- * The audit log (migration 010, docs/security.md "Audit"). Rows are only ever inserted, each in
- * the transaction of the action it records (`insertAuditRows` with that transaction's client,
- * or a CTE of the action's own statement); this module reads them for ListAuditEvents. There
- * is deliberately no function that updates or deletes a row, and the table's triggers refuse
- * both.
+ * The audit log (migration 010, docs/security.md "Audit"): its rows, inserted only in the
+ * transaction of the action they record, and read for ListAuditEvents. No function updates or
+ * deletes a row (the table's triggers refuse both).
  */
 import type { Pool, PoolClient } from 'pg';
-import type { AuditRow } from '../mapping/audit-rows.ts';
+
+/**
+ * Every action the log records. `limit_changed` is kept for per-user limits and budgets (issue
+ * 18, item 2): when admins can set them, the RPC that does writes this action with the old
+ * and new values in the same transaction.
+ */
+export const AUDIT_ACTIONS = [
+  'mode_upgrade_requested',
+  'mode_upgrade_approved',
+  'mode_upgrade_denied',
+  'mode_downgraded',
+  'conversation_cancelled',
+  'conversation_deleted',
+  'user_added',
+  'user_disabled',
+  'user_deleted',
+  'token_issued',
+  'token_revoked',
+  'limit_changed',
+  'conversation_rewound',
+] as const;
+
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/** Who asked for a user action: the user web-bff named and the client it saw (empty: unknown). */
+export interface AuditActor {
+  readonly userId: string;
+  readonly client: string;
+}
+
+export interface AuditRow {
+  /** Who acted. */
+  readonly userId: string;
+  readonly action: AuditAction;
+  readonly conversationId: string | null;
+  readonly details: Readonly<Record<string, unknown>>;
+}
+
+/** The details every user action carries: the client it came from, when known. */
+export function clientDetails(actor: AuditActor | undefined): Record<string, unknown> {
+  return actor?.client ? { client: actor.client } : {};
+}
 
 /** An audit row as stored. */
 export interface StoredAuditEvent {

@@ -1,13 +1,12 @@
 /**
- * Users and their bearer tokens (migration 007): what AdminService changes and IdentityService
- * reads. Tokens are kept as the SHA-256 of their secret; the secret is generated here and
- * returned once. Plain data access over a pool, one statement per call; each change writes its
- * audit row (migration 010) in the same statement, so it never commits without it.
+ * Users and their bearer tokens (migration 007) for AdminService and IdentityService. Tokens are
+ * kept as the SHA-256 of their secret (generated here, returned once). One statement per call; each
+ * change writes its audit row (migration 010) in that statement, so it never commits without it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { generateToken, hashToken } from '@bedrock/platform/server';
-import { clientDetails, type AuditActor } from '../mapping/audit-rows.ts';
+import { clientDetails, type AuditActor } from './audit-store.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -81,6 +80,22 @@ const qualified = (table: string, columns: string) =>
     .split(', ')
     .map((c) => `${table}.${c}`)
     .join(', ');
+
+/**
+ * The audited UPDATE of a stamp set once (disabling a user, revoking a token): sets `stamp` of
+ * row $1 unless set already (`upd.already` says which), inserts the audit row that `auditSelect`
+ * selects FROM upd, and returns `columns`; one statement, so neither commits without the other.
+ */
+const stampOnceAudited = (table: string, alias: string, stamp: string, columns: string, auditSelect: string) =>
+  `WITH prev AS (SELECT id, ${stamp} FROM ${table} WHERE id = $1),
+        upd AS (
+          UPDATE ${table} ${alias} SET ${stamp} = COALESCE(${alias}.${stamp}, now()) FROM prev WHERE ${alias}.id = prev.id
+          RETURNING ${qualified(alias, columns)}, prev.${stamp} IS NOT NULL AS already),
+        a AS (
+          INSERT INTO audit_events (user_id, action, details)
+          ${auditSelect})
+   SELECT ${columns} FROM upd`;
+
 const TOKEN_COLUMNS = 'id, user_id, label, created_at, expires_at, revoked_at, last_used_at';
 
 const userOf = (r: DbUser): UserRow => ({
@@ -125,14 +140,13 @@ export function createIdentityStore(pool: Pool): IdentityStore {
     async disableUser(id, actor) {
       // Every disable is recorded; one of a user disabled already says so.
       const { rows } = await pool.query<DbUser>(
-        `WITH prev AS (SELECT id, disabled_at FROM users WHERE id = $1),
-              upd AS (
-                UPDATE users u SET disabled_at = COALESCE(u.disabled_at, now()) FROM prev WHERE u.id = prev.id
-                RETURNING ${qualified('u', USER_COLUMNS)}, prev.disabled_at IS NOT NULL AS already),
-              a AS (
-                INSERT INTO audit_events (user_id, action, details)
-                SELECT $2, 'user_disabled', $3::jsonb || jsonb_build_object('already_disabled', upd.already) FROM upd)
-         SELECT ${USER_COLUMNS} FROM upd`,
+        stampOnceAudited(
+          'users',
+          'u',
+          'disabled_at',
+          USER_COLUMNS,
+          `SELECT $2, 'user_disabled', $3::jsonb || jsonb_build_object('already_disabled', upd.already) FROM upd`,
+        ),
         [id, actor.userId, JSON.stringify({ ...clientDetails(actor), user_id: id })],
       );
       return rows[0] && userOf(rows[0]);
@@ -177,15 +191,14 @@ export function createIdentityStore(pool: Pool): IdentityStore {
     async revokeToken(id, actor) {
       // Every revoke is recorded; one of a token revoked already says so.
       const { rows } = await pool.query<DbToken>(
-        `WITH prev AS (SELECT id, revoked_at FROM user_tokens WHERE id = $1),
-              upd AS (
-                UPDATE user_tokens t SET revoked_at = COALESCE(t.revoked_at, now()) FROM prev WHERE t.id = prev.id
-                RETURNING ${qualified('t', TOKEN_COLUMNS)}, prev.revoked_at IS NOT NULL AS already),
-              a AS (
-                INSERT INTO audit_events (user_id, action, details)
-                SELECT $2, 'token_revoked', $3::jsonb || jsonb_build_object('token_id', upd.id, 'user_id', upd.user_id, 'already_revoked', upd.already)
-                  FROM upd)
-         SELECT ${TOKEN_COLUMNS} FROM upd`,
+        stampOnceAudited(
+          'user_tokens',
+          't',
+          'revoked_at',
+          TOKEN_COLUMNS,
+          `SELECT $2, 'token_revoked', $3::jsonb || jsonb_build_object('token_id', upd.id, 'user_id', upd.user_id, 'already_revoked', upd.already)
+             FROM upd`,
+        ),
         [id, actor.userId, JSON.stringify(clientDetails(actor))],
       );
       return rows[0] && tokenOf(rows[0]);

@@ -1,8 +1,7 @@
 /**
- * One entry point for every tool the runner executes: checks the mode, parses and validates
- * the input against the tool's schema, and dispatches. Invalid input, an unknown tool or a
- * tool that is not the runner's to run comes back as an error result the model can read;
- * nothing here throws for bad input.
+ * One entry point for every tool the runner executes: checks the mode, parses and validates the
+ * input, and dispatches. Bad input, an unknown tool or one not the runner's to run comes back as an
+ * error result the model can read; nothing here throws for bad input.
  */
 import { TOOLS, isMcpToolName, isRunnerToolName, isToolName, type RunnerToolName } from '@bedrock/contracts';
 import type { ToolExecJob } from '@bedrock/contracts';

@@ -13,7 +13,8 @@ import { startOAuthMcpServer, type OAuthMcpServer } from '@bedrock/testkit/oauth
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
 import { tempDir, testSandboxSettings } from '../../test/support.ts';
-import { confinedFetch, createMcpHost, MCP_HOST_DEFAULTS, type McpHost } from './host.ts';
+import { createMcpHost, MCP_HOST_DEFAULTS, type McpHost } from './host.ts';
+import { confinedFetch } from './session.ts';
 
 const box = createSecretBox(randomBytes(32));
 let sandbox: SandboxSettings;

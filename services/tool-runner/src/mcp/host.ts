@@ -1,8 +1,6 @@
 /**
- * The MCP servers running on this tool-runner: one session per conversation and server
- * (session.ts), reused while it lives, replaced when its place or configuration changed, stopped
- * when idle; a call checks the mode rule, times out without progress, and a cancelled server
- * that then does not answer a ping is killed (docs/mcp.md).
+ * The MCP servers on this tool-runner: one session per conversation and server (session.ts),
+ * reused, replaced or stopped when idle; calls with the mode rule, timeouts and cancels (docs/mcp.md).
  */
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';

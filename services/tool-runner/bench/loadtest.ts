@@ -1,50 +1,23 @@
 /**
- * Load test of tool-runners (`make loadtest-tool-runner`, docs/tool-runner.md "Load testing"):
- *
- *   npx tsx services/tool-runner/bench/loadtest.ts [--path grpc|queue] [--concurrency 8]
- *     [--warmup 3] [--duration 20] [--requests N] [--mix bash:8,think:2,keyword_search:1,patch:1]
- *     [--mode unrestricted|restricted] [--bash-command "echo ok"] [--report FILE]
- *     [--url http://127.0.0.1:50053 --token-file FILE] [--redis-url redis://127.0.0.1:6379]
- *     [--redis-prefix PREFIX] [--runner-pid PID] [--runner-env NAME=VALUE ...] [--runner-build bundle|source]
- *
- * With no --url (gRPC) or --redis-prefix (queue), it starts its own runner: the real service as a
- * child process (the production bundle, built here, unless --runner-build source), default
- * settings but loopback and ephemeral ports, service credentials of its own (and for the queue
- * path a Redis prefix of its own, deleted afterwards), so that the runner's CPU and peak RSS
- * come from /proc apart from the load generator's. It warms up, runs
- * for the duration, and prints throughput, latency percentiles, errors by kind and the runner's
- * CPU and memory; --report writes the same figures as JSON.
- *
- * grpc: ExecuteTool on the ToolRunnerService, presenting a service token the runner lists as a
- * peer. queue: ToolExecJobs on `tool-exec` (or `tool-exec-restricted`), results read from
- * `conversation-events` as the conversation service reads them (this consumes that queue: use a
- * prefix no deployment uses). Bounded: at most 600 s, 256 workers, and only local targets.
+ * Load test of tool-runners (`make loadtest-tool-runner`; options: docs/tool-runner.md "Load
+ * testing"): starts its own runner unless given --url or --redis-prefix, drives it over gRPC or the
+ * queues (loadtest-executors.ts), and prints the figures (loadtest-report.ts).
  */
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Redis } from 'ioredis';
-import {
-  ConversationEventJobSchema,
-  Mode,
-  QUEUE_CONVERSATION_EVENTS,
-  QUEUE_TOOL_EXEC,
-  QUEUE_TOOL_EXEC_RESTRICTED,
-  ToolExecJobSchema,
-  ToolRunnerService,
-  toolExecJobId,
-} from '@bedrock/contracts';
-import type { RunnerCapabilities, ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
-import { createRedisTransport } from '@bedrock/platform';
-import type { Transport } from '@bedrock/platform';
-import { readServiceTokenFile, serviceTokenInterceptor } from '@bedrock/platform/server';
+import { Mode, ToolExecJobSchema } from '@bedrock/contracts';
+import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
+import { readServiceTokenFile } from '@bedrock/platform/server';
 import { RunnerStartError, describeExit, diagnosis, readProcessCpu, readProcessMemory, startOwnRunner } from './loadtest-runner.ts';
 import type { OwnRunner, ProcessCpu } from './loadtest-runner.ts';
-import { fmtMs, quantile } from './stats.ts';
+import { grpcExecutor, queueExecutor, reachRedis, RequestError } from './loadtest-executors.ts';
+import type { Executor } from './loadtest-executors.ts';
+import { printFigures } from './loadtest-report.ts';
+import type { Phase } from './loadtest-report.ts';
 
 /** Wrong usage: one line, exit 2. */
 function fail(message: string): never {
@@ -83,7 +56,7 @@ try {
 const args = parsed.values;
 
 if (args.help) {
-  console.log('see the header of services/tool-runner/bench/loadtest.ts, or docs/tool-runner.md ("Load testing")');
+  console.log('see docs/tool-runner.md ("Load testing")');
   process.exit(0);
 }
 const path = args.path;
@@ -234,141 +207,12 @@ function makeJob(tool: Tool): ToolExecJob {
 
 // ---- the two paths ----------------------------------------------------------------------------
 
-interface Executor {
-  execute(job: ToolExecJob): Promise<ToolCompleteEvent>;
-  close(): Promise<void>;
-  readonly describe: string;
-  readonly capabilities?: RunnerCapabilities;
-}
-
-/** A transport failure of one request, by kind (low cardinality, for the error table). */
-class RequestError extends Error {
-  constructor(
-    readonly kind: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-async function grpcExecutor(target: string, token: string, tokenSource: string): Promise<Executor> {
-  const client = createClient(ToolRunnerService, createGrpcTransport({ baseUrl: target, interceptors: [serviceTokenInterceptor(token)] }));
-  let capabilities: RunnerCapabilities | undefined;
-  try {
-    ({ capabilities } = await client.getCapabilities({}, { timeoutMs: 5000 }));
-  } catch (err) {
-    const e = ConnectError.from(err);
-    if (e.code === Code.Unauthenticated) {
-      return unusable(
-        `the runner at ${target} refused the service token in ${tokenSource}: list its SHA-256 in the runner's BEDROCK_SERVICE_PEERS_FILE (npx bedrock token hash "$(cat ${tokenSource})") and restart it`,
-      );
-    }
-    if (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded) {
-      return unusable(
-        `no tool-runner answers at ${target} (${e.rawMessage}); run without --url to start one here, or start one: BEDROCK_SERVICE_PEERS_FILE=... npx tsx services/tool-runner/src/main.ts`,
-      );
-    }
-    return unusable(`GetCapabilities on ${target} failed: ${Code[e.code]}: ${e.rawMessage}`);
-  }
-  return {
-    capabilities,
-    describe: `gRPC ExecuteTool on ${target}`,
-    async execute(job) {
-      try {
-        for await (const msg of client.executeTool({ job }, { timeoutMs: 120_000 })) {
-          if (msg.kind.case === 'result') return msg.kind.value;
-        }
-      } catch (err) {
-        const e = ConnectError.from(err);
-        throw new RequestError(`grpc ${Code[e.code]}`, e.rawMessage);
-      }
-      throw new RequestError('grpc stream ended without a result', 'stream ended without a result');
-    },
-    async close() {},
-  };
-}
-
-/** Transport whose Redis answers within `ms`, or a one-line exit. */
-async function reachRedis(redisUrl: string, prefix: string, ms = 3000): Promise<Transport> {
-  const transport = createRedisTransport({ redisUrl, prefix, onError: () => {} });
-  // ping fails at once until the connection is ready: ask again until it answers or the time is up.
-  const deadline = Date.now() + ms;
-  let answered = false;
-  while (!answered && Date.now() < deadline) {
-    answered = await transport.ping!().then(
-      () => true,
-      () => false,
-    );
-    if (!answered) await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  if (!answered) {
-    void transport.close().catch(() => {});
-    return unusable(`Redis does not answer at ${redisUrl} (within ${ms / 1000} s): the queue path needs it`);
-  }
-  return transport;
-}
-
-async function queueExecutor(transport: Transport, prefix: string): Promise<Executor> {
-  const runners = await transport.runners.list();
-  if (runners.length === 0) {
-    await transport.close();
-    return unusable(
-      `no tool-runner registered under Redis prefix "${prefix}": start one with BEDROCK_REDIS_PREFIX=${prefix}, or leave out --redis-prefix to start one here`,
-    );
-  }
-  const queue = mode === Mode.RESTRICTED ? QUEUE_TOOL_EXEC_RESTRICTED : QUEUE_TOOL_EXEC;
-  if (!runners.some((r) => r.queues.includes(queue))) {
-    await transport.close();
-    return unusable(`no runner under prefix "${prefix}" consumes ${queue}${mode === Mode.RESTRICTED ? ' (no kernel sandbox there)' : ''}`);
-  }
-  const producer = transport.queues.producer(queue, ToolExecJobSchema);
-  const waiting = new Map<string, (r: ToolCompleteEvent) => void>();
-  // As the conversation service does: tool results arrive as toolComplete events on conversation-events.
-  const consumer = transport.queues.consume(
-    QUEUE_CONVERSATION_EVENTS,
-    ConversationEventJobSchema,
-    async (job) => {
-      if (job.data.event.case !== 'toolComplete') return;
-      waiting.get(job.data.event.value.toolUseId)?.(job.data.event.value);
-    },
-    { concurrency: 64 },
-  );
-  return {
-    capabilities: runners.find((r) => r.queues.includes(queue)),
-    describe: `queue ${queue} → ${QUEUE_CONVERSATION_EVENTS} on ${args['redis-url']} prefix "${prefix}" (${runners.length} runner(s) registered)`,
-    async execute(job) {
-      const result = new Promise<ToolCompleteEvent>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiting.delete(job.toolUseId);
-          reject(new RequestError('queue: no result within 120 s', 'no result within 120 s'));
-        }, 120_000);
-        waiting.set(job.toolUseId, (r) => {
-          clearTimeout(timer);
-          waiting.delete(job.toolUseId);
-          resolve(r);
-        });
-      });
-      try {
-        await producer.add(toolExecJobId(job.conversationId, job.toolUseId), job);
-      } catch (err) {
-        waiting.delete(job.toolUseId);
-        throw new RequestError('queue: enqueue failed', (err as Error).message);
-      }
-      return result;
-    },
-    async close() {
-      await consumer.close(0);
-      await transport.close();
-    },
-  };
-}
-
 // ---- start ------------------------------------------------------------------------------------
 
 if (path === 'queue') {
   const prefix = args['redis-prefix'] ?? `bedrock-loadtest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   // Redis first: a runner started here could not take work without it.
-  const transport = await reachRedis(args['redis-url'], prefix);
+  const transport = await reachRedis(args['redis-url'], prefix, unusable);
   if (startHere) {
     ownPrefix = prefix;
     try {
@@ -385,7 +229,7 @@ if (path === 'queue') {
       throw err;
     }
   }
-  executor = await queueExecutor(transport, prefix);
+  executor = await queueExecutor(transport, prefix, { mode, redisUrl: args['redis-url'] }, unusable);
 } else if (startHere) {
   try {
     ownRunner = await startOwnRunner({ consume: false, redisUrl: args['redis-url'], redisPrefix: '', env: runnerEnv, build: runnerBuild });
@@ -393,7 +237,7 @@ if (path === 'queue') {
     if (err instanceof RunnerStartError) await unusable(err.message);
     throw err;
   }
-  executor = await grpcExecutor(ownRunner.grpcUrl, ownRunner.token, 'the token made for it');
+  executor = await grpcExecutor(ownRunner.grpcUrl, ownRunner.token, 'the token made for it', unusable);
 } else {
   const tokenFile = args['token-file'];
   if (!tokenFile) {
@@ -409,7 +253,7 @@ if (path === 'queue') {
     await cleanUp();
     fail((err as Error).message.replace('BEDROCK_SERVICE_TOKEN_FILE=', '--token-file '));
   }
-  executor = await grpcExecutor(url as string, token, tokenFile);
+  executor = await grpcExecutor(url as string, token, tokenFile, unusable);
 }
 
 const measuredPid = ownRunner?.pid ?? runnerPid;
@@ -433,17 +277,6 @@ console.log(
 console.log(`  machine: ${machine.cpus} CPUs (${machine.cpuModel}), load average ${machine.loadAverage1m}`);
 
 // ---- the run ----------------------------------------------------------------------------------
-
-interface Phase {
-  readonly latencies: Map<Tool, number[]>;
-  readonly errors: Map<string, number>;
-  readonly samples: Set<string>;
-  completed: number;
-  transportErrors: number;
-  toolErrors: number;
-  started: number;
-  elapsedS: number;
-}
 
 /** Why a completed call counts as an error, or undefined. */
 function resultErrorKind(tool: Tool, result: ToolCompleteEvent): string | undefined {
@@ -526,100 +359,30 @@ await cleanUp();
 
 // ---- the figures ------------------------------------------------------------------------------
 
-const round = (n: number, digits = 2) => (Number.isFinite(n) ? Number(n.toFixed(digits)) : null);
-const stats = (v: readonly number[]) => ({
-  n: v.length,
-  mean: round(v.reduce((s, x) => s + x, 0) / v.length),
-  p50: round(quantile(v, 0.5)),
-  p90: round(quantile(v, 0.9)),
-  p99: round(quantile(v, 0.99)),
-  max: round(quantile(v, 1)),
+printFigures({
+  phase,
+  machine,
+  loadAverageAfter,
+  measuredPid,
+  cpuBefore,
+  cpuAfter,
+  generatorCpu,
+  memory,
+  settings: {
+    path,
+    concurrency,
+    warmupS,
+    durationS,
+    requests: maxRequests,
+    mix: Object.fromEntries(weights),
+    mode: args.mode,
+    bashCommand: args['bash-command'],
+    runner: ownRunner
+      ? { startedHere: true, build: ownRunner.build, pid: ownRunner.pid, settings: ownRunner.settings }
+      : { startedHere: false, pid: runnerPid ?? null, url: url ?? null, redisPrefix: args['redis-prefix'] ?? null },
+    runnerId: caps?.runnerId ?? null,
+    sandbox: caps ? { available: caps.sandboxAvailable, landlockAbi: caps.landlockAbi } : null,
+  },
+  reportFile: args.report,
 });
-const all = [...phase.latencies.values()].flat();
-const elapsedS = phase.elapsedS;
-const throughput = phase.completed / elapsedS;
-const cpuSeconds = (user: number, system: number) => ({
-  userS: round(user),
-  systemS: round(system),
-  totalS: round(user + system),
-  percentOfOneCore: round(((user + system) / elapsedS) * 100, 1),
-  msPerRun: phase.completed ? round(((user + system) * 1000) / phase.completed) : null,
-});
-const runnerCpu = cpuBefore && cpuAfter ? cpuSeconds(cpuAfter.user - cpuBefore.user, cpuAfter.system - cpuBefore.system) : undefined;
-const toolsCpu =
-  cpuBefore && cpuAfter
-    ? cpuSeconds(cpuAfter.childrenUser - cpuBefore.childrenUser, cpuAfter.childrenSystem - cpuBefore.childrenSystem)
-    : undefined;
-const generator = cpuSeconds(generatorCpu.user / 1e6, generatorCpu.system / 1e6);
-const MiB = 1024 * 1024;
-
-console.log(`\nthroughput: ${phase.completed} runs in ${elapsedS.toFixed(1)} s = ${throughput.toFixed(1)} runs/s`);
-console.log('latency (request to result):');
-const row = (name: string, v: number[]) =>
-  `  ${name.padEnd(15)} n=${String(v.length).padEnd(7)} p50 ${fmtMs(quantile(v, 0.5)).padEnd(10)} p90 ${fmtMs(quantile(v, 0.9)).padEnd(10)} p99 ${fmtMs(quantile(v, 0.99)).padEnd(10)} max ${fmtMs(quantile(v, 1))}`;
-for (const [tool, v] of phase.latencies) console.log(row(tool, v));
-console.log(row('all', all));
-const errorTotal = phase.transportErrors + phase.toolErrors;
-console.log(
-  errorTotal === 0 ? 'errors: none' : `errors: ${errorTotal} (${[...phase.errors].map(([kind, n]) => `${kind} ${n}`).join(', ')})`,
-);
-for (const sample of phase.samples) console.log(`  e.g. ${sample}`);
-if (runnerCpu && toolsCpu && memory) {
-  console.log(`runner (pid ${measuredPid}) over the measured ${elapsedS.toFixed(1)} s:`);
-  console.log(
-    `  CPU: runner process ${runnerCpu.totalS} s (user ${runnerCpu.userS} + system ${runnerCpu.systemS}) = ${runnerCpu.percentOfOneCore}% of one core, ${runnerCpu.msPerRun} ms per run`,
-  );
-  console.log(
-    `       tools it ran, with their sandbox helpers ${toolsCpu.totalS} s = ${toolsCpu.percentOfOneCore}% of one core, ${toolsCpu.msPerRun} ms per run`,
-  );
-  console.log(`  memory: peak RSS ${(memory.peakRss / MiB).toFixed(1)} MiB (RSS at the end ${(memory.rss / MiB).toFixed(1)} MiB)`);
-} else {
-  console.log('runner CPU and memory: not measured (the runner was not started here; --runner-pid PID reads them from /proc)');
-}
-console.log(`load generator: CPU ${generator.totalS} s = ${generator.percentOfOneCore}% of one core (on the same ${machine.cpus} CPUs)`);
-
-if (args.report) {
-  const report = {
-    timestamp: new Date().toISOString(),
-    machine: { ...machine, loadAverage1mAfter: loadAverageAfter },
-    settings: {
-      path,
-      concurrency,
-      warmupS,
-      durationS,
-      requests: maxRequests,
-      mix: Object.fromEntries(weights),
-      mode: args.mode,
-      bashCommand: args['bash-command'],
-      runner: ownRunner
-        ? { startedHere: true, build: ownRunner.build, pid: ownRunner.pid, settings: ownRunner.settings }
-        : { startedHere: false, pid: runnerPid ?? null, url: url ?? null, redisPrefix: args['redis-prefix'] ?? null },
-      runnerId: caps?.runnerId ?? null,
-      sandbox: caps ? { available: caps.sandboxAvailable, landlockAbi: caps.landlockAbi } : null,
-    },
-    completed: phase.completed,
-    elapsedS: round(elapsedS, 3),
-    throughputPerS: round(throughput),
-    latencyMs: { all: stats(all), byTool: Object.fromEntries([...phase.latencies].map(([tool, v]) => [tool, stats(v)])) },
-    errors: {
-      total: errorTotal,
-      transport: phase.transportErrors,
-      tool: phase.toolErrors,
-      byKind: Object.fromEntries(phase.errors),
-      samples: [...phase.samples],
-    },
-    runnerResources:
-      runnerCpu && toolsCpu && memory
-        ? { pid: measuredPid, cpu: runnerCpu, toolsCpu, peakRssBytes: memory.peakRss, rssEndBytes: memory.rss }
-        : null,
-    generatorCpu: generator,
-  };
-  try {
-    writeFileSync(args.report, `${JSON.stringify(report, null, 2)}\n`);
-  } catch (err) {
-    console.error(`loadtest: cannot write the report to ${args.report}: ${(err as Error).message}`);
-    process.exit(1);
-  }
-  console.log(`report: ${args.report}`);
-}
 process.exit(phase.completed === 0 ? 1 : 0);

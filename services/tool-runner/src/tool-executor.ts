@@ -7,7 +7,7 @@ import { ToolCompleteEventSchema } from '@bedrock/contracts';
 import type { ToolCompleteEvent, ToolExecJob } from '@bedrock/contracts';
 import { createRunRegistry } from '@bedrock/platform';
 import { executeTool } from './tools/execute-tool.ts';
-import type { ExecuteContext } from './tools/execute-tool.ts';
+import type { ExecuteContext } from './tools/job-context.ts';
 import { CANCELLED_OUTCOME, errorOutcome } from './tools/tool-types.ts';
 import type { ToolOutcome } from './tools/tool-types.ts';
 

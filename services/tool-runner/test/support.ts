@@ -9,7 +9,7 @@ import type { ResourceLimits } from '../src/sandbox/limits.ts';
 import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
 import { DEFAULT_SNAPSHOT_HELPER_PATH } from '../src/workspaces/snapshot-helper.ts';
-import type { ExecuteContext } from '../src/tools/execute-tool.ts';
+import type { ExecuteContext } from '../src/tools/job-context.ts';
 
 const packageDir = new URL('..', import.meta.url).pathname;
 

@@ -8,8 +8,8 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { ListMcpToolsResponseSchema, McpHostService, MCP_SERVER_NAME } from '@bedrock/contracts';
 import type { McpHost } from '../mcp/host.ts';
-import { runModeOf, tenancyOf } from '../tools/execute-tool.ts';
-import type { ExecuteContext } from '../tools/execute-tool.ts';
+import { runModeOf, tenancyOf } from '../tools/job-context.ts';
+import type { ExecuteContext } from '../tools/job-context.ts';
 import { serveService } from '@bedrock/platform/server';
 
 export function registerMcpHostService(router: ConnectRouter, host: McpHost, ctx: Pick<ExecuteContext, 'sandbox'>): void {
@@ -26,10 +26,7 @@ export function registerMcpHostService(router: ConnectRouter, host: McpHost, ctx
       if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable) {
         throw new ConnectError('this tool-runner has no working sandbox for Restricted MCP servers', Code.FailedPrecondition);
       }
-      const tenancy = await tenancyOf(
-        { cwd: req.cwd, toolUid: req.toolUid, toolGid: req.toolGid, workspacePath: req.workspacePath },
-        { ...ctx, signal: AbortSignal.abort(), capture: {} },
-      );
+      const tenancy = await tenancyOf({ cwd: req.cwd, toolUid: req.toolUid, toolGid: req.toolGid, workspacePath: req.workspacePath }, ctx);
       if ('error' in tenancy) throw new ConnectError(tenancy.error, Code.FailedPrecondition);
       const listing = await host.list(
         {

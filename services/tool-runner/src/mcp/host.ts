@@ -1,49 +1,29 @@
 /**
- * The MCP servers running on this tool-runner: one process per conversation and server (so a
- * server keeps no state across conversations and runs in exactly that conversation's
- * workspace, user and mode), started on first use inside the sandbox, reused while it lives,
- * started again when it died, when the conversation's mode changed or its configuration did,
- * and stopped after it has been idle for a while. A call: find the tool by its model name,
- * apply the mode rule (mcpRestrictedRefusal), call it with a timeout that progress
- * notifications restart, map the result; cancel sends notifications/cancelled (the SDK does, on
- * abort) and answers at once; in the background the server must then answer a ping soon, or it
- * is killed (the next call of that server waits for this and starts it again if it was).
+ * The MCP servers on this tool-runner: one session per conversation and server (session.ts),
+ * reused, replaced or stopped when idle; calls with the mode rule, timeouts and cancels (docs/mcp.md).
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { mcpLoginInvalidMessage, mcpLoginNeededMessage, mcpRestrictedRefusal, mcpToolName } from '@bedrock/contracts';
 import type { McpServerSpec } from '@bedrock/contracts';
-import { commandEnv } from '../sandbox/command-env.ts';
-import { resolveToolUser } from '../sandbox/sandboxed-run.ts';
-import type { RunMode, SandboxSettings } from '../sandbox/sandboxed-run.ts';
 import type { OutputCaptureOptions } from '../process/output-capture.ts';
-import { serverHelperArgs } from './sandboxed-server.ts';
 import { mapCallResult } from './result.ts';
 import type { McpCallResult } from './result.ts';
+import { createSessionStarter, isUnauthorized, LoginNeeded, ServerDown } from './session.ts';
+import type { McpPlace, Session, SessionStartOptions } from './session.ts';
 
-export interface McpHostOptions {
-  readonly sandbox: SandboxSettings;
+export type { McpPlace } from './session.ts';
+
+export interface McpHostOptions extends SessionStartOptions {
   readonly capture: OutputCaptureOptions;
   /** Per-call timeout when the server's spec sets none, ms. */
   readonly defaultTimeoutMs: number;
-  /** Starting a server and its initialize handshake, ms. */
-  readonly startTimeoutMs: number;
   /** A server unused this long is stopped, ms. */
   readonly idleMs: number;
   /** After a cancel, the server must answer a ping within this, ms, or it is killed. */
   readonly cancelGraceMs: number;
   /** Servers running at once on this runner; starting one more stops the least recently used idle one. */
   readonly maxServers: number;
-  /**
-   * Opens a remote server's sealed access token (McpServerSpec.sealed_access_token) for this
-   * conversation and server; unset: this runner has no BEDROCK_MCP_TOKEN_KEY.
-   */
-  readonly openAccessToken?: (sealed: string, conversationId: string, server: string) => string;
-  /** The fetch remote servers are reached with (tests); default the global one. */
-  readonly fetch?: typeof fetch;
 }
 
 export const MCP_HOST_DEFAULTS = {
@@ -53,15 +33,6 @@ export const MCP_HOST_DEFAULTS = {
   cancelGraceMs: 2_000,
   maxServers: 256,
 } as const;
-
-/** Where and as whom a conversation's servers run. */
-export interface McpPlace {
-  readonly conversationId: string;
-  readonly mode: RunMode;
-  readonly cwd: string;
-  readonly user?: { readonly uid: number; readonly gid: number };
-  readonly workspace?: string;
-}
 
 export interface McpToolListing {
   readonly tools: { name: string; description: string; inputSchemaJson: string }[];
@@ -94,54 +65,10 @@ export interface McpHost {
   close(): Promise<void>;
 }
 
-interface Session {
-  readonly fingerprint: string;
-  readonly client: Client;
-  /** A stdio server's (its helper's pid); undefined for a remote server. */
-  readonly stdio: StdioClientTransport | undefined;
-  /** A remote server: the bearer token its requests carry now (the latest a spec brought). */
-  token: string | undefined;
-  readonly release: () => void;
-  tools: Tool[] | undefined;
-  closed: boolean;
-  busy: number;
-  lastUsed: number;
-  stderr: string;
-  /** After a cancel: the ping that decides whether the server is stuck (and kills it); the next call waits for it. */
-  settling: Promise<void> | undefined;
-}
-
-const STDERR_TAIL = 2000;
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** A failure to start or talk to a server: the model reads `message`. */
-class ServerDown extends Error {}
-/** A remote server refused us for want of a (valid) login. */
-class LoginNeeded extends Error {}
-
-/**
- * The only fetch a remote server's transport gets: every request goes to the server's own
- * origin (the configured URL's) or is refused, redirects are never followed to another origin
- * (the SDK follows same-origin ones through this function again), and the bearer token is added
- * here, so it is sent nowhere else.
- */
-export function confinedFetch(origin: string, token: () => string | undefined, base: typeof fetch = fetch): typeof fetch {
-  return async (input, init) => {
-    const url = new URL(input instanceof Request ? input.url : String(input));
-    if (url.origin !== origin) {
-      throw new Error(`refused to connect to ${url.origin}: this MCP server may only be reached at ${origin}, its configured URL's origin`);
-    }
-    const headers = new Headers(init?.headers);
-    const bearer = token();
-    if (bearer) headers.set('authorization', `Bearer ${bearer}`);
-    return base(url, { ...init, headers, redirect: init?.redirect === 'follow' || !init?.redirect ? 'manual' : init.redirect });
-  };
-}
-
 export function createMcpHost(options: McpHostOptions): McpHost {
   const sessions = new Map<string, Session>();
   const starting = new Map<string, Promise<Session>>();
-  let sequence = 0;
+  const starter = createSessionStarter(options);
   let closing = false;
 
   const keyOf = (conversationId: string, server: string) => `${conversationId}\u0000${server}`;
@@ -177,150 +104,6 @@ export function createMcpHost(options: McpHostOptions): McpHost {
     void stop(key, s);
   }
 
-  /** A remote server: no process, no sandbox; a client on Streamable HTTP confined to its origin. */
-  async function startRemote(place: McpPlace, spec: McpServerSpec, fingerprint: string): Promise<Session> {
-    const url = new URL(spec.url);
-    const session: Session = {
-      fingerprint,
-      client: new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} }),
-      stdio: undefined,
-      token: tokenOf(place, spec),
-      release: () => {},
-      tools: undefined,
-      closed: false,
-      busy: 0,
-      lastUsed: Date.now(),
-      stderr: '',
-      settling: undefined,
-    };
-    const transport = new StreamableHTTPClientTransport(url, {
-      fetch: confinedFetch(url.origin, () => session.token, options.fetch),
-      // A call's stream the server closes before answering is resumed (GET with Last-Event-ID,
-      // after the server's `retry` delay), as the protocol asks; past 2 tries the call fails.
-      reconnectionOptions: {
-        maxReconnectionDelay: 30_000,
-        initialReconnectionDelay: 1000,
-        reconnectionDelayGrowFactor: 1.5,
-        maxRetries: 2,
-      },
-    });
-    session.client.onclose = () => {
-      session.closed = true;
-    };
-    session.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      session.tools = undefined;
-    });
-    try {
-      await session.client.connect(transport, { timeout: options.startTimeoutMs });
-    } catch (err) {
-      await session.client.close().catch(() => {});
-      if (isUnauthorized(err)) throw new LoginNeeded(session.token ? mcpLoginInvalidMessage(spec.name) : mcpLoginNeededMessage(spec.name));
-      throw new ServerDown(`it could not be reached at ${url.origin}${url.pathname}: ${(err as Error).message}`);
-    }
-    return session;
-  }
-
-  /** The spec's access token, opened; undefined when it has none. */
-  function tokenOf(place: McpPlace, spec: McpServerSpec): string | undefined {
-    if (spec.sealedAccessToken === '') return undefined;
-    if (!options.openAccessToken) {
-      throw new ServerDown(
-        'this tool-runner has no BEDROCK_MCP_TOKEN_KEY, so it cannot use your login to this server (an operator must set it)',
-      );
-    }
-    try {
-      return options.openAccessToken(spec.sealedAccessToken, place.conversationId, spec.name);
-    } catch {
-      throw new ServerDown(
-        "the login token sent for it cannot be opened with this tool-runner's BEDROCK_MCP_TOKEN_KEY (the services' keys differ)",
-      );
-    }
-  }
-
-  async function start(place: McpPlace, spec: McpServerSpec, fingerprint: string): Promise<Session> {
-    if (spec.url !== '') return startRemote(place, spec, fingerprint);
-    const { sandbox } = options;
-    if (place.mode === 'restricted' && !sandbox.sandboxAvailable) {
-      throw new ServerDown('this tool-runner has no working kernel sandbox, so it cannot run MCP servers in Restricted mode');
-    }
-    const user = place.user ?? (sandbox.toolUser ? await resolveToolUser(sandbox.toolUser, place.cwd) : undefined);
-    const limits = sandbox.limits[place.mode];
-    const bounds = sandbox.cgroups?.bounds;
-    let cgroupDir: string | undefined;
-    if (sandbox.cgroups) {
-      cgroupDir = await sandbox.cgroups
-        .create(`mcp-${process.pid}-${++sequence}`, {
-          processes: limits.processes,
-          ...(bounds?.memory ? { memory: limits.memory } : {}),
-          ...(bounds?.cpu ? { cpus: limits.cpus } : {}),
-        })
-        .catch(() => undefined);
-    }
-    const release = () => {
-      if (cgroupDir && sandbox.cgroups) sandbox.cgroups.release(cgroupDir);
-    };
-    const netRuleset = place.mode === 'restricted' ? undefined : await sandbox.netRuleset?.spec(sandbox.denyPorts);
-    // The server's own variables are set by `env` inside the sandbox, never given to the helper:
-    // it runs as root until it confines itself, and a variable such as LD_PRELOAD must not reach it.
-    const extra = Object.entries(spec.env);
-    if (extra.some(([k]) => !ENV_NAME.test(k))) throw new ServerDown('its environment has an invalid variable name');
-    if (extra.length > 0 && spec.command.includes('=')) throw new ServerDown('a command containing "=" cannot be given an environment');
-    const argv =
-      extra.length > 0
-        ? ['/usr/bin/env', '--', ...extra.map(([k, v]) => `${k}=${v}`), spec.command, ...spec.args]
-        : [spec.command, ...spec.args];
-    const args = serverHelperArgs(sandbox, {
-      mode: place.mode,
-      argv,
-      ...(user ? { user } : {}),
-      ...(place.workspace ? { workspace: place.workspace } : {}),
-      ...(cgroupDir && sandbox.cgroups ? { cgroupDirs: sandbox.cgroups.dirs(cgroupDir) } : {}),
-      ...(netRuleset ? { netRuleset } : {}),
-    });
-    const env = commandEnv(sandbox.baseEnv);
-    const transport = new StdioClientTransport({
-      command: sandbox.helperPath,
-      args,
-      env: env as Record<string, string>,
-      cwd: place.cwd,
-      stderr: 'pipe',
-    });
-    const client = new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} });
-    const session: Session = {
-      fingerprint,
-      client,
-      stdio: transport,
-      token: undefined,
-      release,
-      tools: undefined,
-      closed: false,
-      busy: 0,
-      lastUsed: Date.now(),
-      stderr: '',
-      settling: undefined,
-    };
-    transport.stderr?.on('data', (chunk: Buffer) => {
-      session.stderr = (session.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL);
-    });
-    client.onclose = () => {
-      session.closed = true;
-      release();
-    };
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      session.tools = undefined;
-    });
-    try {
-      await client.connect(transport, { timeout: options.startTimeoutMs });
-    } catch (err) {
-      await client.close().catch(() => {});
-      release();
-      // The helper's own errors (sandbox setup) and the server's complaints are on stderr.
-      const tail = session.stderr.trim();
-      throw new ServerDown(`it could not be started: ${(err as Error).message}${tail ? `\nIts stderr:\n${tail}` : ''}`);
-    }
-    return session;
-  }
-
   /** The conversation's session of this server, started when there is none usable. */
   async function sessionFor(place: McpPlace, spec: McpServerSpec): Promise<[string, Session]> {
     const key = keyOf(place.conversationId, spec.name);
@@ -353,13 +136,13 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       }
       if (existing && !existing.closed && existing.fingerprint === fingerprint) {
         // A newer access token (refreshed by the conversation service) replaces the session's.
-        if (spec.url !== '' && spec.sealedAccessToken !== '') existing.token = tokenOf(place, spec);
+        if (spec.url !== '' && spec.sealedAccessToken !== '') existing.token = starter.tokenOf(place, spec);
         return [key, existing];
       }
       // Dead, or started for another mode or configuration: replace it.
       if (existing) await stop(key, existing);
       await makeRoom();
-      const started = start(place, spec, fingerprint);
+      const started = starter.start(place, spec, fingerprint);
       starting.set(key, started);
       try {
         const session = await started;
@@ -534,11 +317,6 @@ export function createMcpHost(options: McpHostOptions): McpHost {
       await Promise.all([...sessions].map(([key, s]) => stop(key, s)));
     },
   };
-
-  /** A remote server's 401 (or the SDK's UnauthorizedError): a login is needed or no longer valid. */
-  function isUnauthorized(err: unknown): boolean {
-    return (err instanceof StreamableHTTPError && err.code === 401) || (err instanceof Error && err.name === 'UnauthorizedError');
-  }
 
   /** After a cancel or a timeout: a server that does not answer a ping soon is stuck, and killed. */
   async function settleAfterCancel(key: string, s: Session): Promise<void> {

@@ -1,8 +1,6 @@
 /**
- * The host with remote servers (Streamable HTTP) against the test OAuth MCP server: the sealed
- * access token opened and sent, a login needed or no longer valid reported with what to do, a
- * remote server's readOnlyHint believed only when trusted, and the client confined to the
- * configured origin.
+ * The host with remote servers (Streamable HTTP) against the test OAuth MCP server: the sealed token
+ * sent, logins needed or invalid reported, readOnlyHint believed only when trusted, the origin confined.
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
@@ -13,7 +11,8 @@ import { startOAuthMcpServer, type OAuthMcpServer } from '@bedrock/testkit/oauth
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
 import { tempDir, testSandboxSettings } from '../../test/support.ts';
-import { confinedFetch, createMcpHost, MCP_HOST_DEFAULTS, type McpHost } from './host.ts';
+import { createMcpHost, MCP_HOST_DEFAULTS, type McpHost } from './host.ts';
+import { confinedFetch } from './session.ts';
 
 const box = createSecretBox(randomBytes(32));
 let sandbox: SandboxSettings;

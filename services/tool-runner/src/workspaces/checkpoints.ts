@@ -1,39 +1,16 @@
 /**
  * Checkpoints of workspaces (docs/workspaces.md#checkpoints): read-only btrfs snapshots of a
- * workspace's subvolume, taken by the filesystem copy-on-write (O(1) in the size of the tree,
- * never a copy of files, never through the user's .git), restored by snapshotting one back and
- * swapping it into place, and compared file by file.
- *
- * Layout, all root's and 0700 so that no tool reaches them:
- *
- *   ROOT/.checkpoints/<workspace id>/<checkpoint id>   a read-only snapshot
- *   ROOT/.checkpoints/<workspace id>/.qgroup           the level-1 qgroup holding the workspace and its checkpoints
- *   ROOT/.checkpoints/<workspace id>/.tmp-<…>          a transient read-only snapshot of the live workspace (a diff)
- *   ROOT/.checkpoints/<workspace id>/.gone-<…>         a checkpoint retention removed, being deleted in the background
- *   ROOT/.rew-<workspace id>-<time>-<random>           a rewind being built (a writable snapshot of a checkpoint)
- *   ROOT/.rdy-<workspace id>-<time>-<random>           a rewind built, about to be swapped in
- *   ROOT/.old-<workspace id>-<time>-<random>           the workspace a rewind replaced, being deleted
- *
- * Crash safety. A snapshot is one ioctl: a checkpoint exists whole or not at all. A rewind is
- * (1) snapshot the checkpoint to .rew-, set its quota, rename it .rdy- (atomic: from now it is
- * complete), (2) rename the workspace to .old-, (3) rename .rdy- to the workspace, (4) delete
- * .old-. `recover` finishes or undoes a rewind a killed runner left: a .rew- is dropped (before);
- * a .rdy- with the workspace in place is dropped (before), without it is renamed into place
- * (after); an .old- with the workspace in place is deleted (after), without it (and no .rdy-)
- * is renamed back (before). So after recovery the workspace is exactly as before or as after.
- *
- * Quota: on the first checkpoint the workspace's subvolume is put in a level-1 qgroup (1/<its
- * subvolume id>) limited to the workspace's quota; each checkpoint and each rewound workspace is
- * created inside it (`snapshot -i`), so what checkpoints hold counts toward the workspace's
- * bytes: a workspace whose checkpoints keep deleted files alive has that much less room.
+ * workspace's subvolume, kept under ROOT/.checkpoints/<workspace id>/ inside the workspace's
+ * family qgroup, restored by a crash-safe swap, and compared (checkpoint-diff.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, writeFile } from 'node:fs/promises';
-import { constants } from 'node:fs';
-import type { Stats } from 'node:fs';
+import { chmod, lstat, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { createTwoFilesPatch } from 'diff';
+import { diffTrees } from './checkpoint-diff.ts';
+import type { DiffResult } from './checkpoint-diff.ts';
+import { errno, lstatOrUndefined } from './errno.ts';
+import { leftoverWorkspaceIds, recoverRewinds, rewindPaths } from './rewind-leftovers.ts';
 import { lastLines, run } from './run.ts';
 import type { SnapshotHelper } from './snapshot-helper.ts';
 import { checkWorkspaceId } from './validate.ts';
@@ -42,11 +19,6 @@ import { checkWorkspaceId } from './validate.ts';
 const SUBVOLUME_ROOT_INO = 256;
 /** Checkpoint ids: 1 to 64 of [0-9a-z_-], starting with a letter or digit (never `.`-anything). */
 export const CHECKPOINT_ID = /^[0-9a-z][0-9a-z_-]{0,63}$/;
-const LEFTOVER = /^\.(rew|rdy|old)-(ws-[0-9a-z]{26})-([0-9a-z]+)-[0-9a-f]+$/;
-/** Text diffs only for files up to this size (each side); larger ones are reported without one. */
-export const DIFF_MAX_TEXT_BYTES = 1024 * 1024;
-/** At most this many changed entries per diff (the answer says when it stopped). */
-export const DIFF_MAX_ENTRIES = 10_000;
 
 export function checkCheckpointId(id: string, field = 'checkpoint_id'): string {
   if (!CHECKPOINT_ID.test(id))
@@ -63,27 +35,6 @@ export interface CheckpointInfo {
   readonly createdMs: number;
   /** Bytes only this checkpoint holds (its qgroup's exclusive bytes; lags up to a transaction commit). */
   readonly exclusiveBytes: number;
-}
-
-export type ChangeKind = 'added' | 'modified' | 'deleted' | 'mode' | 'symlink';
-
-export interface Change {
-  readonly path: string;
-  readonly kind: ChangeKind;
-  /** What the entry is on the side that has it (the new side when both). */
-  readonly type: 'file' | 'directory' | 'symlink' | 'other';
-  readonly oldMode: number;
-  readonly newMode: number;
-  /** A unified diff for text files; empty otherwise. */
-  readonly unifiedDiff: string;
-  /** Either side is binary (a NUL byte) or larger than DIFF_MAX_TEXT_BYTES. */
-  readonly binary: boolean;
-}
-
-export interface DiffResult {
-  readonly changes: Change[];
-  /** False when it stopped at DIFF_MAX_ENTRIES. */
-  readonly complete: boolean;
 }
 
 export interface Retention {
@@ -116,7 +67,7 @@ export interface Checkpoints {
    * sharing extents with a family but outside it would leave btrfs's accounting inconsistent.
    */
   snapshotIntoFamily(workspaceId: string, source: string, dest: string, destWorkspaceId: string): Promise<boolean>;
-  /** Finishes or undoes what a killed runner left (see the header); `minAgeMs`: only leftovers at least this old. */
+  /** Finishes or undoes what a killed runner left (docs/workspaces.md#crash-safety); `minAgeMs`: only leftovers at least this old. */
   recover(minAgeMs: number): Promise<void>;
 }
 
@@ -134,96 +85,12 @@ export interface CheckpointsOptions {
   readonly snapshots?: SnapshotHelper;
 }
 
-function errno(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
-
 async function btrfs(args: readonly string[], what: string, timeoutMs = 120_000): Promise<string> {
   const result = await run(['btrfs', ...args], { timeoutMs });
   if (result.code !== 0)
     throw new ConnectError(`${what}: btrfs ${args[0]} ${args[1] ?? ''} failed: ${lastLines(result.stderr, 3)}`, Code.Internal);
   return result.stdout;
 }
-
-async function lstatOrUndefined(path: string): Promise<Stats | undefined> {
-  try {
-    return await lstat(path, { bigint: false });
-  } catch (err) {
-    if (errno(err) === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-interface Entry {
-  readonly type: Change['type'];
-  readonly mode: number;
-  readonly size: number;
-  readonly ino: bigint;
-  readonly ctimeNs: bigint;
-  readonly mtimeNs: bigint;
-}
-
-function typeOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): Entry['type'] {
-  if (st.isFile()) return 'file';
-  if (st.isDirectory()) return 'directory';
-  if (st.isSymbolicLink()) return 'symlink';
-  return 'other';
-}
-
-/** Every entry below `top` (an immutable read-only snapshot), by relative path; never follows a symlink. */
-async function listTree(top: string): Promise<Map<string, Entry>> {
-  const entries = new Map<string, Entry>();
-  const visit = async (rel: string): Promise<void> => {
-    const names = await readdir(rel ? join(top, rel) : top);
-    for (const name of names) {
-      const path = rel ? `${rel}/${name}` : name;
-      const st = await lstat(join(top, path), { bigint: true });
-      const type = typeOf(st);
-      entries.set(path, {
-        type,
-        mode: Number(st.mode & 0o7777n),
-        size: Number(st.size),
-        ino: st.ino,
-        ctimeNs: st.ctimeNs,
-        mtimeNs: st.mtimeNs,
-      });
-      // A nested subvolume appears in a snapshot as an empty directory; nothing below is followed.
-      if (type === 'directory') await visit(path);
-    }
-  };
-  await visit('');
-  return entries;
-}
-
-/** Reads a regular file without following a symlink (the snapshot is immutable; O_NOFOLLOW is belt and braces). */
-async function readNoFollow(path: string): Promise<Buffer> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    return await handle.readFile();
-  } finally {
-    await handle.close();
-  }
-}
-
-async function sameBytes(a: string, b: string, size: number): Promise<boolean> {
-  if (size <= 16 * 1024 * 1024) return (await readNoFollow(a)).equals(await readNoFollow(b));
-  const [ha, hb] = [await open(a, constants.O_RDONLY | constants.O_NOFOLLOW), await open(b, constants.O_RDONLY | constants.O_NOFOLLOW)];
-  try {
-    const [ba, bb] = [Buffer.alloc(1024 * 1024), Buffer.alloc(1024 * 1024)];
-    for (let pos = 0; pos < size;) {
-      const [ra, rb] = [await ha.read(ba, 0, ba.length, pos), await hb.read(bb, 0, bb.length, pos)];
-      if (ra.bytesRead !== rb.bytesRead || !ba.subarray(0, ra.bytesRead).equals(bb.subarray(0, rb.bytesRead))) return false;
-      if (ra.bytesRead === 0) break;
-      pos += ra.bytesRead;
-    }
-    return true;
-  } finally {
-    await ha.close();
-    await hb.close();
-  }
-}
-
-const isBinary = (b: Buffer): boolean => b.length > DIFF_MAX_TEXT_BYTES || b.subarray(0, 8192).includes(0);
 
 export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
   const { root } = options;
@@ -394,34 +261,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
   }
 
   const stamp = (): string => `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-
-  async function recoverWorkspace(workspaceId: string, names: readonly string[], minAgeMs: number): Promise<void> {
-    const cutoff = Date.now() - minAgeMs;
-    const mine = names
-      .map((name) => ({ name, m: LEFTOVER.exec(name) }))
-      .filter((x) => x.m && x.m[2] === workspaceId && parseInt(x.m[3]!, 36) <= cutoff);
-    if (mine.length === 0) return;
-    const live = join(root, workspaceId);
-    const drop = async (name: string, why: string): Promise<void> => {
-      log('warn', `checkpoints: ${name} left by a killed rewind: ${why}`);
-      await options.deleteSubvolume(join(root, name));
-    };
-    for (const { name } of mine.filter((x) => x.m![1] === 'rew')) await drop(name, 'never completed, dropped (the workspace is as before)');
-    for (const { name } of mine.filter((x) => x.m![1] === 'rdy')) {
-      if (await lstatOrUndefined(live)) await drop(name, 'the swap had not started, dropped (the workspace is as before)');
-      else {
-        await rename(join(root, name), live);
-        log('warn', `checkpoints: ${name} left by a killed rewind: swapped into place (the workspace is as after)`);
-      }
-    }
-    for (const { name } of mine.filter((x) => x.m![1] === 'old')) {
-      if (await lstatOrUndefined(live)) await drop(name, 'the replaced workspace, deleted (the workspace is as after)');
-      else {
-        await rename(join(root, name), live);
-        log('warn', `checkpoints: ${name} left by a killed rewind: renamed back (the workspace is as before)`);
-      }
-    }
-  }
+  const leftovers = { root, deleteSubvolume: options.deleteSubvolume, log };
 
   async function snapshotLiveTemporarily<T>(workspaceId: string, fn: (path: string) => Promise<T>): Promise<T> {
     const workspace = await workspaceSubvolume(workspaceId);
@@ -436,71 +276,6 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         .deleteSubvolume(tmp)
         .catch((err: unknown) => log('warn', `checkpoints: could not delete ${tmp}: ${(err as Error).message}`));
     }
-  }
-
-  async function diffTrees(from: string, to: string): Promise<DiffResult> {
-    const [a, b] = [await listTree(from), await listTree(to)];
-    const changes: Change[] = [];
-    const paths = [...new Set([...a.keys(), ...b.keys()])].sort();
-    for (const path of paths) {
-      if (changes.length >= DIFF_MAX_ENTRIES) return { changes, complete: false };
-      const [x, y] = [a.get(path), b.get(path)];
-      const change = (kind: ChangeKind, type: Change['type'], text = '', binary = false): Change => ({
-        path,
-        kind,
-        type,
-        oldMode: x?.mode ?? 0,
-        newMode: y?.mode ?? 0,
-        unifiedDiff: text,
-        binary,
-      });
-      const content = async (which: 'a' | 'b', e: Entry): Promise<Buffer | null> =>
-        e.type === 'file' ? readNoFollow(join(which === 'a' ? from : to, path)) : null;
-      const textDiff = async (): Promise<{ text: string; binary: boolean }> => {
-        const [ca, cb] = [x ? await content('a', x) : Buffer.alloc(0), y ? await content('b', y) : Buffer.alloc(0)];
-        if (!ca || !cb) return { text: '', binary: false };
-        if (isBinary(ca) || isBinary(cb)) return { text: '', binary: true };
-        return {
-          text: createTwoFilesPatch(
-            x ? `a/${path}` : '/dev/null',
-            y ? `b/${path}` : '/dev/null',
-            ca.toString('utf8'),
-            cb.toString('utf8'),
-            '',
-            '',
-            {
-              context: 3,
-            },
-          ),
-          binary: false,
-        };
-      };
-      if (!x || !y) {
-        const e = (x ?? y)!;
-        const t = e.type === 'file' && e.size <= DIFF_MAX_TEXT_BYTES ? await textDiff() : { text: '', binary: e.type === 'file' };
-        changes.push(change(x ? 'deleted' : 'added', e.type, t.text, t.binary));
-        continue;
-      }
-      if (x.type !== y.type) {
-        changes.push(change('modified', y.type));
-        continue;
-      }
-      if (y.type === 'symlink') {
-        if ((await readlink(join(from, path))) !== (await readlink(join(to, path)))) changes.push(change('symlink', 'symlink'));
-        continue;
-      }
-      let contentChanged = false;
-      if (y.type === 'file') {
-        // A snapshot keeps inode numbers and ctimes; an untouched file has both (ctime moves on every change).
-        const untouched = x.ino === y.ino && x.ctimeNs === y.ctimeNs && x.mtimeNs === y.mtimeNs && x.size === y.size;
-        contentChanged = !untouched && (x.size !== y.size || !(await sameBytes(join(from, path), join(to, path), x.size)));
-      }
-      if (contentChanged) {
-        const t = x.size <= DIFF_MAX_TEXT_BYTES && y.size <= DIFF_MAX_TEXT_BYTES ? await textDiff() : { text: '', binary: true };
-        changes.push(change('modified', y.type, t.text, t.binary));
-      } else if (x.mode !== y.mode) changes.push(change('mode', y.type));
-    }
-    return { changes, complete: true };
   }
 
   async function checkpointPath(workspaceId: string, id: string): Promise<string> {
@@ -518,7 +293,7 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       usable(workspaceId);
       checkCheckpointId(id);
       return locked(workspaceId, async () => {
-        await recoverWorkspace(workspaceId, await readdir(root), 0);
+        await recoverRewinds(leftovers, workspaceId, await readdir(root), 0);
         const workspace = await workspaceSubvolume(workspaceId);
         const path = join(await holder(workspaceId), id);
         let created = false;
@@ -571,15 +346,12 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     async restore(workspaceId, id, quotaBytes) {
       usable(workspaceId);
       return locked(workspaceId, async () => {
-        await recoverWorkspace(workspaceId, await readdir(root), 0);
+        await recoverRewinds(leftovers, workspaceId, await readdir(root), 0);
         const checkpoint = await checkpointPath(workspaceId, id);
         const workspace = await workspaceSubvolume(workspaceId);
         const st = await lstat(workspace);
         const qgroup = await parentQgroup(workspaceId, workspace, quotaBytes);
-        const tag = `${workspaceId}-${stamp()}`;
-        const building = join(root, `.rew-${tag}`);
-        const ready = join(root, `.rdy-${tag}`);
-        const old = join(root, `.old-${tag}`);
+        const { building, ready, old } = rewindPaths(root, workspaceId, stamp());
         await snapshot(checkpoint, building, false, qgroup, `rewinding ${workspaceId}`);
         // The snapshot's top keeps the checkpoint's owner and mode; the workspace's are kept.
         if (quotaBytes > 0) {
@@ -658,8 +430,8 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     async recover(minAgeMs) {
       if (unavailable) return;
       const names = await readdir(root).catch(() => [] as string[]);
-      const ids = new Set(names.map((n) => LEFTOVER.exec(n)?.[2]).filter((x): x is string => x !== undefined));
-      for (const workspaceId of ids) await locked(workspaceId, () => recoverWorkspace(workspaceId, names, minAgeMs));
+      for (const workspaceId of leftoverWorkspaceIds(names))
+        await locked(workspaceId, () => recoverRewinds(leftovers, workspaceId, names, minAgeMs));
       // Accounting left inconsistent (by hand, or an older runner): recount in the background.
       const show = await run(['btrfs', 'qgroup', 'show', '--raw', root], { timeoutMs: 60_000 });
       if (/inconsistent/i.test(show.stderr + show.stdout)) {

@@ -1,14 +1,7 @@
 /**
- * The workspace storage of a deployment (BEDROCK_WORKSPACE_ROOT, the same on every runner):
- * prepares, removes and measures workspaces ROOT/<id>, on the backend the root allows (btrfs
- * subvolumes with quotas, or plain directories). Every operation is idempotent and safe to run
- * at once on two runners: a new workspace is built under a staging name and renamed into place
- * (a rename never replaces a non-empty directory or a subvolume), a removal first renames the
- * workspace away.
- *
- * The root is 0711 and root's: tools may enter their own workspace, never list or create
- * entries beside it. Each workspace is 0700, its owner's. Nothing here follows a symlink: paths
- * are ROOT/<validated id>, checked with lstat, and trees are emptied as their owner.
+ * The workspace storage of a deployment (BEDROCK_WORKSPACE_ROOT, the same on every runner): prepares,
+ * removes and measures workspaces ROOT/<id> (btrfs subvolumes with quotas, or plain directories);
+ * idempotent, safe on two runners at once, never following a symlink (docs/workspaces.md#layout).
  */
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, lstat, mkdir, readdir, realpath, rename } from 'node:fs/promises';
@@ -21,6 +14,7 @@ import type { Owner, StorageBackend } from './backend.ts';
 import { plainBackend } from './backend.ts';
 import { btrfsBackend, btrfsQuotaProblem } from './btrfs-backend.ts';
 import { filesystemType, mountImage } from './filesystem.ts';
+import { errno } from './errno.ts';
 import { cloneInto } from './git-clone.ts';
 import { lastLines, run } from './run.ts';
 import { checkGitUrl, checkOwner, checkWorkspaceId } from './validate.ts';
@@ -94,10 +88,6 @@ export const WALK_MAX_ENTRIES = 1_000_000;
 export const WALK_MAX_MS = 5000;
 
 const STAGING = /^\.(new|del)-(ws-[0-9a-z]{26})-([0-9a-z]+)-[0-9a-f]+$/;
-
-function errno(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 /**
  * Opens the storage: mounts the image when configured (failing start if it cannot), creates the

@@ -2,8 +2,8 @@
 import { describe, it, expect, jest } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { McpServerSpecSchema, Mode } from '@bedrock/contracts';
-import { runMcpTool } from './run-mcp-tool.ts';
-import type { ExecuteContext } from '../tools/execute-tool.ts';
+import { runMcpTool } from './mcp-tool.ts';
+import type { ExecuteContext } from './job-context.ts';
 
 function setup(disabled: boolean) {
   const call = jest.fn(async () => ({ content: 'ran', isError: false, cancelled: false, display: undefined }));

@@ -1,14 +1,14 @@
 /**
  * An `mcp__<server>__<tool>` job: the same checks as a built-in tool's (a Restricted job needs
  * the sandbox, an absolute working directory, the job's tool user and workspace), then the
- * call on the conversation's server process (host.ts).
+ * call on the conversation's server process (mcp/host.ts).
  */
 import type { ToolExecJob } from '@bedrock/contracts';
 import { mcpServerOf, mcpServerOffMessage } from '@bedrock/contracts';
-import { runModeOf, tenancyOf } from '../tools/execute-tool.ts';
-import type { ExecuteContext } from '../tools/execute-tool.ts';
-import { errorOutcome } from '../tools/tool-types.ts';
-import type { ToolOutcome } from '../tools/tool-types.ts';
+import { runModeOf, tenancyOf } from './job-context.ts';
+import type { ExecuteContext } from './job-context.ts';
+import { errorOutcome } from './tool-types.ts';
+import type { ToolOutcome } from './tool-types.ts';
 
 export async function runMcpTool(
   job: Pick<ToolExecJob, 'toolName' | 'inputJson' | 'cwd' | 'mode'> &

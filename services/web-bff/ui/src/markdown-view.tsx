@@ -47,7 +47,7 @@ export const Markdown = memo(
  * Draws Markdown blocks into `host`, outside Preact: finished blocks are appended (those already
  * drawn stay as they are), a few per frame (FRAME_BUDGET_MS), then the block being written
  * (`tail`) after them, drawn again when it changes. While finished blocks wait for a frame the
- * tail is not shown (it would come before them). A finished block whose text is the tail's as
+ * tail is hidden (it would come before them). A finished block whose text is the tail's as
  * drawn takes the tail's element: the last block of a stream stays as it streamed.
  */
 class BlockPainter {
@@ -81,13 +81,15 @@ class BlockPainter {
     let n = 0;
     while (this.drawn.length < this.blocks.length) {
       if (n++ && performance.now() - start > FRAME_BUDGET_MS) {
-        this.setTail('');
+        // Hidden, not removed: the blocks before it keep their place in the CSS (not the last child).
+        if (this.tailEl) this.tailEl.hidden = true;
         this.frame.request();
         return;
       }
       const text = this.blocks[this.drawn.length]!;
       if (this.tailEl && this.tailMarkdown && this.tailText === text) {
         // The tail is finished as it was drawn: it stays, as a finished block.
+        this.tailEl.hidden = false;
         this.drawn.push({ text, el: this.tailEl });
         this.tailEl = null;
         this.tailText = '';
@@ -107,7 +109,10 @@ class BlockPainter {
       this.tailText = '';
       return;
     }
-    if (this.tailEl && tail === this.tailText) return;
+    if (this.tailEl && tail === this.tailText) {
+      this.tailEl.hidden = false;
+      return;
+    }
     this.tailText = tail;
     this.tailMarkdown = tail.length <= RAW_TAIL;
     let el: HTMLElement;

@@ -8,62 +8,35 @@
 import type { ComponentChildren } from 'preact';
 import type { ContentBlock } from '@bedrock/contracts';
 import { StateKind } from '@bedrock/contracts';
-import { COMPACTING, type Source } from '@bedrock/agent-view/agent-content';
-import { diffLines, toolLabel } from '@bedrock/agent-view/format';
-import { createContext } from 'preact';
+import { COMPACTING } from '@bedrock/agent-view/agent-content';
 import { useContext, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { CopyButton } from './copy.tsx';
 import { BlockMarkdown, Markdown } from './markdown-view.tsx';
 import { perFrame } from './frame.ts';
 import { memo } from './memo.ts';
-import type { ForkOutcome } from './session.ts';
 import { useRewindAction } from './rewind.tsx';
 import { RelativeTime } from './time.tsx';
-import { lineCount } from './text.ts';
-import { subAgentPieces, withSubAgentTitles } from './titles.ts';
-import {
-  joinBlocks,
-  type AgentItem,
-  type Item,
-  type Live,
-  type Part,
-  type ServerToolCard,
-  type ToolCard,
-  type TranscriptModel,
-} from './transcript-model.ts';
+import { withSubAgentTitles } from './titles.ts';
+import { ForkContext, SubAgentNamesContext } from './transcript-context.ts';
+import { ServerTool, SourceLink, ToolCardView } from './transcript-tools.tsx';
+import { joinBlocks, type AgentItem, type Item, type Live, type Part, type TranscriptModel } from './transcript-model.ts';
 
-/**
- * The conversation's sub-agents by id, so a text that names one by its id (the spawn_agents
- * result, an answer quoting it) shows its title instead, linked to its transcript. A new value
- * re-renders the parts that read it, memoised or not.
- */
-export interface SubAgentNames {
-  readonly parentId: string;
-  readonly titles: ReadonlyMap<string, string>;
-}
-export const SubAgentNamesContext = createContext<SubAgentNames>({ parentId: '', titles: new Map() });
+export { ForkContext, SubAgentNamesContext, type Fork, type SubAgentNames } from './transcript-context.ts';
 
-/**
- * Forks the conversation after the message with this sequence (and opens the fork), with its own
- * copy of the workspace's files as they were there when `withFiles`; undefined where forking is
- * not offered.
- */
-export type Fork = (atSequence: bigint, withFiles: boolean) => Promise<ForkOutcome>;
-export const ForkContext = createContext<Fork | undefined>(undefined);
-
-/** Results longer than this many lines start folded. */
-const FOLD_LINES = 24;
 /** Within this many pixels of the bottom the view follows new content. */
 const FOLLOW_SLACK = 120;
 
 /**
  * The transcript. `version` is the model's (a change to draw); `pin` moves when the user sends a
  * message: the view then goes to the bottom and follows again, however far they had scrolled.
- * Whether the reader is following is decided when they scroll, not on every render, so a render
- * reads the layout only to follow (once per drawn frame while an answer streams).
+ * Whether the reader is following is decided when they scroll, not on every render; following
+ * watches sizes (a ResizeObserver on the list and the view), so it reads the layout only after
+ * the browser laid it out anyway — however the content grew (a render, or a streamed answer's
+ * blocks drawn over several frames).
  */
 export function Transcript({ model, version, pin = 0 }: { model: TranscriptModel; version: number; pin?: number }) {
   const ref = useRef<HTMLElement>(null);
+  const list = useRef<HTMLOListElement>(null);
   const follow = useRef(true);
   /** Where the view last put the scroll position: a scroll event above it is the reader's. */
   const placed = useRef(0);
@@ -83,17 +56,26 @@ export function Transcript({ model, version, pin = 0 }: { model: TranscriptModel
     el.scrollTop = el.scrollHeight;
     placed.current = el.scrollTop;
   };
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || !list.current) return;
+    const sizes = new ResizeObserver(() => {
+      if (follow.current) toBottom(el);
+    });
+    sizes.observe(el);
+    sizes.observe(list.current);
+    return () => sizes.disconnect();
+  }, []);
   useLayoutEffect(() => {
     const el = ref.current;
     if (!el) return;
     if (pin !== pinned.current) {
       pinned.current = pin;
       follow.current = true;
-    }
-    if (follow.current) {
       toBottom(el);
-      setBehind(false);
-    } else setBehind(true);
+    }
+    // Something changed while the reader is up: the way down shows.
+    setBehind(!follow.current);
   }, [version, drawn, pin]);
   const onScroll = () => {
     const el = ref.current;
@@ -109,7 +91,7 @@ export function Transcript({ model, version, pin = 0 }: { model: TranscriptModel
     <div class="transcript-wrap">
       <section class="transcript" role="log" aria-label="Messages" aria-live="polite" tabIndex={0} ref={ref} onScroll={onScroll}>
         {items.length === 0 ? <p class="transcript-empty">No messages yet. Ask the agent something below.</p> : null}
-        <ol class="transcript-list">
+        <ol class="transcript-list" ref={list}>
           {items.map((item) => (
             <ItemView key={item.key} item={item} rev={item.rev} />
           ))}
@@ -428,142 +410,7 @@ function AgentBody({ live, text = '' }: { live?: Live; text?: string }) {
           <div class="thinking-text">{joinBlocks(live.thinking)}</div>
         </details>
       ) : null}
-      <div class="msg-body" key="body">
-        <BlockMarkdown text={shown} done={!live} />
-      </div>
+      <BlockMarkdown key="body" text={shown} done={!live} />
     </>
-  );
-}
-
-const BADGE_WORDS: Record<ToolCard['status'], string> = {
-  waiting: 'waiting',
-  running: 'running…',
-  ok: 'done',
-  error: 'error',
-  cancelled: 'cancelled',
-};
-
-function ToolCardView({ card }: { card: ToolCard }) {
-  const liveRef = useRef<HTMLPreElement>(null);
-  useLayoutEffect(() => {
-    const el = liveRef.current;
-    if (el) el.scrollTop = el.scrollHeight;
-  }, [card.live]);
-  const r = card.result;
-  return (
-    <article class={`tool${r?.isError ? ' tool-error' : ''}`} data-tool={card.name} data-tool-id={card.id} data-status={card.status}>
-      <header class="tool-head">
-        <span class="tool-name" title={card.name}>
-          {toolLabel(card.name)}
-        </span>
-        {card.summary ? <code class="tool-summary">{card.summary}</code> : null}
-        <span class={`badge badge-${card.status}`}>{BADGE_WORDS[card.status]}</span>
-      </header>
-      {card.input !== undefined ? (
-        <details class="tool-input">
-          <summary>Input</summary>
-          <pre>{card.input}</pre>
-        </details>
-      ) : null}
-      {card.live && !r ? (
-        <pre class="tool-output tool-live" aria-label="Live output" ref={liveRef}>
-          {card.live}
-        </pre>
-      ) : null}
-      <div class="tool-result">
-        {r?.patch ? <Diff {...r.patch} /> : null}
-        {r?.output !== undefined ? <Output text={r.output} error={r.isError} /> : null}
-      </div>
-    </article>
-  );
-}
-
-function Output({ text, error }: { text: string; error: boolean }) {
-  const names = useContext(SubAgentNamesContext);
-  // Lines as a person counts them: a trailing newline ends the last line, it does not start one.
-  const lines = lineCount(text);
-  const body = (
-    <div class="output-wrap">
-      <pre class={error ? 'tool-output output-error' : 'tool-output'}>
-        {subAgentPieces(text, names.parentId, names.titles).map((piece, i) =>
-          typeof piece === 'string' ? (
-            piece
-          ) : (
-            <a key={i} class="subagent-link" href={`/c/${encodeURIComponent(piece.id)}`} data-link title="Open this sub-agent's transcript">
-              {piece.title}
-            </a>
-          ),
-        )}
-      </pre>
-      <CopyButton text={() => text} label="Copy output" />
-    </div>
-  );
-  if (lines <= FOLD_LINES) return body;
-  return (
-    <details class="fold">
-      <summary>Output ({lines} lines)</summary>
-      {body}
-    </details>
-  );
-}
-
-function Diff({ diff, path, created }: { diff: string; path: string; created: boolean }) {
-  return (
-    <figure class="diff">
-      <figcaption>{created ? `Created ${path}` : `Changed ${path}`}</figcaption>
-      <pre class="diff-body" aria-label={`Diff of ${path}`}>
-        {diffLines(diff).map((l, i) => (
-          <span key={i} class={`diff-line diff-${l.kind}`}>
-            {l.text || ' '}
-          </span>
-        ))}
-      </pre>
-    </figure>
-  );
-}
-
-function ServerTool({ card }: { card: ServerToolCard }) {
-  return (
-    <div class={`server-tool${card.kind === 'other' ? ' server-tool-other' : ''}`} data-server-tool={card.kind}>
-      {card.kind === 'result' ? null : card.fetched ? (
-        <p class="server-tool-head">
-          Fetched <SourceLink source={card.fetched} />
-        </p>
-      ) : (
-        <p class="server-tool-head">{card.line}</p>
-      )}
-      {card.results.map((r, i) =>
-        r.kind === 'search-results' ? (
-          <details class="server-results" key={i}>
-            <summary>{r.line}</summary>
-            <ol>
-              {r.results.map((s, j) => (
-                <li key={j}>
-                  <SourceLink source={s} />
-                </li>
-              ))}
-            </ol>
-          </details>
-        ) : r.kind === 'fetch-result' ? (
-          <p class="server-result" key={i}>
-            Read: <SourceLink source={r.source} />
-          </p>
-        ) : (
-          <p class="server-result server-error" data-status="error" key={i}>
-            {r.line}
-          </p>
-        ),
-      )}
-    </div>
-  );
-}
-
-/** A source as a link that opens apart (plain text when it has no http(s) address). */
-function SourceLink({ source }: { source: Source }) {
-  if (!source.url) return <span class="source">{source.title}</span>;
-  return (
-    <a class="source" href={source.url} target="_blank" rel="noopener noreferrer">
-      {source.title}
-    </a>
   );
 }

@@ -15,6 +15,24 @@ function isFinal(err: unknown): boolean {
   return code === Code.Unauthenticated || code === Code.NotFound || code === Code.PermissionDenied || code === Code.InvalidArgument;
 }
 
+/**
+ * Events are handled for at most this long before other tasks get a turn: what piled up while
+ * the page was busy arrives in one read, and handling it all at once would be one long task.
+ */
+const SLICE_MS = 10;
+
+/** Lets other tasks run first (a message, which a background tab does not slow down as it does timers). */
+function yieldToOthers(): Promise<void> {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => {
+      channel.port1.close();
+      resolve();
+    };
+    channel.port2.postMessage(null);
+  });
+}
+
 export interface WatchHandlers {
   event(e: ConversationEvent): void;
   /** Called with false when the stream broke (a resume follows), true when events flow again. */
@@ -36,6 +54,7 @@ export function watch(api: WatchClient, conversationId: string, handlers: WatchH
           { signal: stop.signal },
         );
         let first = true;
+        let slice = performance.now();
         for await (const res of stream) {
           if (first) handlers.connected(true);
           first = false;
@@ -47,6 +66,10 @@ export function watch(api: WatchClient, conversationId: string, handlers: WatchH
             deltaIndex = e.deltaIndex;
           }
           handlers.event(e);
+          if (performance.now() - slice > SLICE_MS) {
+            await yieldToOthers();
+            slice = performance.now();
+          }
         }
       } catch (err) {
         if (stop.signal.aborted) return;

@@ -25,10 +25,11 @@ const SLICE_MS = 10;
 function yieldToOthers(): Promise<void> {
   return new Promise((resolve) => {
     const channel = new MessageChannel();
-    channel.port1.onmessage = () => {
+    channel.port1.addEventListener('message', () => {
       channel.port1.close();
       resolve();
-    };
+    });
+    channel.port1.start();
     channel.port2.postMessage(null);
   });
 }

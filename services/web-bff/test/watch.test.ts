@@ -18,7 +18,7 @@ import {
   type ConversationEvent,
 } from '@bedrock/contracts';
 import { STREAM_START } from '@bedrock/platform';
-import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../src/watch/fanout.ts';
+import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../src/http/resume-headers.ts';
 import { rawServerStream } from './support/raw-grpc.ts';
 import { startSystem, type System } from './support/system.ts';
 

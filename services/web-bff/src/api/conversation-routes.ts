@@ -18,7 +18,7 @@ import { serveWatch, WatchQuota, type WatchCall, type WatchDeps } from '../watch
 import { isJsonCodec } from '../watch/shared-response.ts';
 import { RAW_EXCHANGE, resetExchange } from '../http/raw-request.ts';
 import type { StallWatchdog } from '../watch/stall-watchdog.ts';
-import { createOwnershipCache, type OwnershipCache } from './ownership-cache.ts';
+import { createOwnershipCache, type OwnershipCache } from '../upstream/ownership-cache.ts';
 
 export interface ConversationRoutesOptions {
   readonly upstream: Upstream;

@@ -12,10 +12,9 @@ import { createContextKey, type Interceptor } from '@connectrpc/connect';
 import { AdminService, CheckpointService, ConversationService, McpService, WorkspaceService } from '@bedrock/contracts';
 import { admittedIdentity } from '../http/api-guard.ts';
 import { RAW_EXCHANGE } from '../http/raw-request.ts';
+import { USER_KEY } from '../upstream/call-context.ts';
 import type { Authenticator, Identity, Role } from './authenticator.ts';
 
-/** The authenticated user of the call; empty outside the protected services. */
-export const USER_KEY = createContextKey<string>('', { description: 'authenticated bedrock user' });
 /** The authenticated user's role. */
 export const ROLE_KEY = createContextKey<Role>('user', { description: "authenticated bedrock user's role" });
 

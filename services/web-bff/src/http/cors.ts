@@ -7,7 +7,7 @@
 import { cors } from '@connectrpc/connect';
 import { CLIENT_HEADER } from '@bedrock/contracts';
 import type { NodeHandler } from './node-types.ts';
-import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../watch/fanout.ts';
+import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from './resume-headers.ts';
 
 export type { NodeHandler };
 

@@ -5,7 +5,7 @@
  */
 import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
 import type { Logger } from '@bedrock/platform/server';
-import { USER_KEY } from '../auth/auth-interceptor.ts';
+import { USER_KEY } from './call-context.ts';
 import type { Upstream } from './conversation-client.ts';
 import { clientHeaders } from './client-headers.ts';
 import { traceHeaders } from './trace-headers.ts';

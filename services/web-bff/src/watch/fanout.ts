@@ -9,6 +9,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { NotificationStreams, StreamPosition } from '@bedrock/platform';
 import { ConversationTail } from './conversation-tail.ts';
+import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../http/resume-headers.ts';
 
 export interface FanoutOptions {
   readonly streams: NotificationStreams;
@@ -26,10 +27,6 @@ export interface FanoutOptions {
   readonly onError: (err: unknown) => void;
   readonly now?: () => number;
 }
-
-/** Response metadata (gRPC trailers / Connect error metadata) naming the resume position. */
-export const RESUME_SEQUENCE_HEADER = 'bedrock-resume-sequence';
-export const RESUME_DELTA_HEADER = 'bedrock-resume-delta-index';
 
 /** A slow watcher's cut-off: RESOURCE_EXHAUSTED with the position it got to (the last event it was sent). */
 export function watchLagError(after: StreamPosition, maxLagMs: number): ConnectError {

@@ -10,7 +10,7 @@ import { ConversationEventSchema, RejectionSchema, type WatchConversationRequest
 import { comparePositions, type StreamPosition } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
 import { durableGap, type WatchSnapshot } from '@bedrock/platform/watch';
-import type { OwnershipCache } from '../api/ownership-cache.ts';
+import type { OwnershipCache } from '../upstream/ownership-cache.ts';
 import { BufferedEvent, type ConversationTail, type LiveSink, type TailWaiter } from './conversation-tail.ts';
 import { watchLagError, type Fanout } from './fanout.ts';
 import { SharedEvent } from './shared-response.ts';

@@ -212,7 +212,7 @@ export const toolRunnerConfigSchema = section({
     }),
     spawner: setting('BEDROCK_SANDBOX_SPAWNER', oneOf(['process', 'inline'] as const), {
       default: 'process',
-      doc: "Who starts the waiting sandbox helpers: `process`, a small spawner process the runner starts once (16 MiB heap), which hands their pipes back, so that no fork blocks the runner's event loop (restarted when it dies); `inline`, the runner itself (each fork blocks it about 3 ms).",
+      doc: "Who starts the waiting sandbox helpers: `process`, a small spawner process the runner starts once (16 MiB heap), which hands their pipes back, so that no fork blocks the runner's event loop (restarted when it dies; Node only: under Deno the runner always starts them itself); `inline`, the runner itself (each fork blocks it about 3 ms).",
     }),
   }),
   workspaces: section({

@@ -107,7 +107,9 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
           cgroups,
           env: () => commandEnv(baseEnv),
           size: config.warmHelpers,
-          ...(config.spawner === 'process' ? { spawner: createSpawner() } : {}),
+          // Under Deno a helper's pipes handed over the spawner's IPC channel never deliver (its
+          // runs hung in deno.e2e): there the runner starts its helpers itself.
+          ...(config.spawner === 'process' && !('Deno' in globalThis) ? { spawner: createSpawner() } : {}),
         })
       : undefined;
   return {

@@ -3,7 +3,8 @@
  * of apps/cluster/test/chaos.e2e.test.ts): 20 live conversations in the cluster layout,
  * and in the middle of a turn kill -9 of a tool-runner, of a gateway, of a conversation
  * replica, and a Redis restart. Prints the time until every conversation is at rest after each
- * fault kind, median and max over CHAOS_RUNS rounds (default 3), whether any promise broke
+ * fault kind, median and max over CHAOS_RUNS rounds (default 3), beside the same turn without
+ * the fault (run just before each, measured from the same moment), whether any promise broke
  * (a tool run twice, a tool_use not answered once, a user message lost or doubled), and what
  * the cluster costs Redis idle and with every conversation running a tool.
  */
@@ -20,17 +21,25 @@ const median = (xs: number[]) => {
 const chaos = await startChaos('chaosbench', { conversations });
 try {
   const times = new Map<FaultKind, number[]>(FAULT_KINDS.map((k) => [k, []]));
+  const quiet = new Map<FaultKind, number[]>(FAULT_KINDS.map((k) => [k, []]));
   for (let round = 1; round <= rounds; round++) {
     for (const kind of FAULT_KINDS) {
+      // The same turn without the fault, just before: what the turn's rest takes anyway.
+      const without = await chaos.fault(kind, false);
       const outcome = await chaos.fault(kind);
       times.get(kind)!.push(outcome.restMs);
-      console.log(`round ${round}: ${kind.padEnd(12)} at rest after ${seconds(outcome.restMs)} (held ${outcome.held})`);
+      quiet.get(kind)!.push(without.restMs);
+      console.log(
+        `round ${round}: ${kind.padEnd(12)} at rest after ${seconds(outcome.restMs)}, without the fault ${seconds(without.restMs)} (held ${outcome.held})`,
+      );
     }
   }
   console.log(`\ntime to rest after the fault, ${conversations} conversations, ${rounds} rounds, shipped defaults:`);
-  console.log('fault         median   max');
+  console.log('fault         median   max     without the fault (median)');
   for (const [kind, xs] of times)
-    console.log(`${kind.padEnd(12)}  ${seconds(median(xs)).padStart(6)}  ${seconds(Math.max(...xs)).padStart(6)}`);
+    console.log(
+      `${kind.padEnd(12)}  ${seconds(median(xs)).padStart(6)}  ${seconds(Math.max(...xs)).padStart(6)}  ${seconds(median(quiet.get(kind)!)).padStart(6)}`,
+    );
 
   const report = await chaos.check();
   console.log(

@@ -17,7 +17,7 @@ export const DEFAULT_STREAM_TTL_MS = 24 * 60 * 60 * 1000;
 /**
  * Lock a consumer holds on a running job (BullMQ `lockDuration`), renewed every quarter of it:
  * a consumer that died (kill -9, lost node) loses its jobs once the lock expires. 2 s: a dead
- * consumer's work is back within 2 to 3 s, so every conversation rests within 5 s of a kill
+ * consumer's work is back within 2 to 3 s, so a kill delays a turn by about that much
  * (docs/transports.md, "Finding dead consumers").
  */
 export const DEFAULT_JOB_LOCK_MS = 2000;

@@ -41,8 +41,12 @@ export interface FaultOutcome {
 export interface Chaos {
   readonly e: E2e;
   readonly ids: readonly string[];
-  /** Runs one turn on every conversation and injects `fault` in the middle of it. */
-  fault(kind: FaultKind): Promise<FaultOutcome>;
+  /**
+   * Runs one turn on every conversation and injects `fault` in the middle of it. With `inject`
+   * false the same turn runs the same way and is measured from the same moment, without the
+   * fault: the time the turn's rest takes anyway on this machine at this load, to compare with.
+   */
+  fault(kind: FaultKind, inject?: boolean): Promise<FaultOutcome>;
   /**
    * With every conversation at rest: `kill()`, then at once the next turn's message to every
    * conversation, each retried with the same request id until acknowledged (a retry after a
@@ -222,7 +226,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
   return {
     e,
     ids,
-    async fault(kind) {
+    async fault(kind, inject = true) {
       turn++;
       slowEnds = kind === 'llm-gateway';
       for (const id of ids) {
@@ -240,8 +244,9 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           const victim = runners[holding.indexOf(Math.max(...holding))]!;
           const restartsBefore = victim.restarts();
           at = Date.now();
-          victim.kill('SIGKILL');
           held = `${Math.max(...holding)} running tools on ${victim.name}`;
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
+          victim.kill('SIGKILL');
           await victim.exited();
           const rest = await untilRest(at);
           await backBySupervisor(victim, restartsBefore);
@@ -252,11 +257,12 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           const victim = e.cluster.byName('llm-gateway-1');
           const restartsBefore = victim.restarts();
           at = Date.now();
-          victim.kill('SIGKILL');
+          if (inject) victim.kill('SIGKILL');
           held = `${slowInFlight} requests in flight on 2 gateways`;
           // Only the answers in flight at the kill are slow: one asked for later (a turn that was
           // between requests) would add its own 2.5 s to the time measured, which is not recovery.
           slowEnds = false;
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
           await victim.exited();
           const rest = await untilRest(at);
           await backBySupervisor(victim, restartsBefore);
@@ -270,6 +276,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           held = `${await busyCount()} busy conversations`;
           const restartsBefore = victim.restarts();
           at = Date.now();
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
           victim.kill('SIGKILL');
           await victim.exited();
           const rest = await untilRest(at);
@@ -280,6 +287,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           await mid('half the first tools started', () => firstToolsStarted() >= count / 2);
           held = `${await busyCount()} busy conversations, every job and stream`;
           at = Date.now();
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
           await redis.kill();
           await redis.start();
           const rest = await untilRest(at);
@@ -291,6 +299,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           await mid('half the first tools started', () => firstToolsStarted() >= count / 2);
           held = `${await busyCount()} busy conversations`;
           at = Date.now();
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
           held += `; killed ${await options.killPostgresPrimary()}`;
           const rest = await untilRest(at);
           return { fault: kind, restMs: rest, held };
@@ -301,6 +310,7 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
           const [victim] = await redisCluster.masters();
           held = `${await busyCount()} busy conversations, a third of the slots (master on port ${victim})`;
           at = Date.now();
+          if (!inject) return { fault: kind, restMs: await untilRest(at), held };
           await redisCluster.kill(victim!);
           const rest = await untilRest(at);
           await redisCluster.waitHealthy(30_000);

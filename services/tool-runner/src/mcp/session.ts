@@ -8,6 +8,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { mcpLoginInvalidMessage, mcpLoginNeededMessage } from '@bedrock/contracts';
 import type { McpServerSpec } from '@bedrock/contracts';
 import { commandEnv } from '../sandbox/command-env.ts';
@@ -130,6 +131,7 @@ export function createSessionStarter(options: SessionStartOptions): {
     });
     try {
       await session.client.connect(transport, { timeout: options.startTimeoutMs });
+      notificationsBeforeResponses(transport);
     } catch (err) {
       await session.client.close().catch(() => {});
       if (isUnauthorized(err)) throw new LoginNeeded(session.token ? mcpLoginInvalidMessage(spec.name) : mcpLoginNeededMessage(spec.name));
@@ -229,6 +231,7 @@ export function createSessionStarter(options: SessionStartOptions): {
     });
     try {
       await client.connect(transport, { timeout: options.startTimeoutMs });
+      notificationsBeforeResponses(transport);
     } catch (err) {
       await client.close().catch(() => {});
       release();
@@ -240,4 +243,20 @@ export function createSessionStarter(options: SessionStartOptions): {
   }
 
   return { start, tokenOf };
+}
+
+/**
+ * The SDK (1.32) handles a notification a microtask after it arrives but a response at once, so a
+ * server's last progress read together with its result was dropped: the result removed the call's
+ * progress handler first. From here on a response reaches the SDK two microtasks later, after
+ * every notification read before it (responses keep their order among themselves).
+ */
+export function notificationsBeforeResponses(transport: Transport): void {
+  const deliver = transport.onmessage;
+  if (!deliver) return;
+  transport.onmessage = (message, extra) => {
+    const response = 'id' in message && ('result' in message || 'error' in message);
+    if (response) queueMicrotask(() => queueMicrotask(() => deliver(message, extra)));
+    else deliver(message, extra);
+  };
 }

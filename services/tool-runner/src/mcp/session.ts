@@ -57,6 +57,32 @@ export interface Session {
   settling: Promise<void> | undefined;
 }
 
+/**
+ * A session not yet connected: its client marks it closed (and releases what it holds) when the
+ * connection ends, and forgets its tool list when the server says the list changed.
+ */
+function newSession(fingerprint: string, parts: Pick<Session, 'stdio' | 'token' | 'release'>): Session {
+  const session: Session = {
+    fingerprint,
+    client: new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} }),
+    ...parts,
+    tools: undefined,
+    closed: false,
+    busy: 0,
+    lastUsed: Date.now(),
+    stderr: '',
+    settling: undefined,
+  };
+  session.client.onclose = () => {
+    session.closed = true;
+    session.release();
+  };
+  session.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    session.tools = undefined;
+  });
+  return session;
+}
+
 const STDERR_TAIL = 2000;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -99,19 +125,7 @@ export function createSessionStarter(options: SessionStartOptions): {
   /** A remote server: no process, no sandbox; a client on Streamable HTTP confined to its origin. */
   async function startRemote(place: McpPlace, spec: McpServerSpec, fingerprint: string): Promise<Session> {
     const url = new URL(spec.url);
-    const session: Session = {
-      fingerprint,
-      client: new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} }),
-      stdio: undefined,
-      token: tokenOf(place, spec),
-      release: () => {},
-      tools: undefined,
-      closed: false,
-      busy: 0,
-      lastUsed: Date.now(),
-      stderr: '',
-      settling: undefined,
-    };
+    const session = newSession(fingerprint, { stdio: undefined, token: tokenOf(place, spec), release: () => {} });
     const transport = new StreamableHTTPClientTransport(url, {
       fetch: confinedFetch(url.origin, () => session.token, options.fetch),
       // A call's stream the server closes before answering is resumed (GET with Last-Event-ID,
@@ -122,12 +136,6 @@ export function createSessionStarter(options: SessionStartOptions): {
         reconnectionDelayGrowFactor: 1.5,
         maxRetries: 2,
       },
-    });
-    session.client.onclose = () => {
-      session.closed = true;
-    };
-    session.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      session.tools = undefined;
     });
     try {
       await session.client.connect(transport, { timeout: options.startTimeoutMs });
@@ -205,29 +213,10 @@ export function createSessionStarter(options: SessionStartOptions): {
       cwd: place.cwd,
       stderr: 'pipe',
     });
-    const client = new Client({ name: 'bedrock', version: '0.1.0' }, { capabilities: {} });
-    const session: Session = {
-      fingerprint,
-      client,
-      stdio: transport,
-      token: undefined,
-      release,
-      tools: undefined,
-      closed: false,
-      busy: 0,
-      lastUsed: Date.now(),
-      stderr: '',
-      settling: undefined,
-    };
+    const session = newSession(fingerprint, { stdio: transport, token: undefined, release });
+    const { client } = session;
     transport.stderr?.on('data', (chunk: Buffer) => {
       session.stderr = (session.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL);
-    });
-    client.onclose = () => {
-      session.closed = true;
-      release();
-    };
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      session.tools = undefined;
     });
     try {
       await client.connect(transport, { timeout: options.startTimeoutMs });

@@ -7,6 +7,7 @@
  * helper's rlimits without RLIMIT_AS (runtimes such as Node reserve far more address space than
  * they use).
  */
+import { confinementArgs } from '../sandbox/sandboxed-run.ts';
 import type { SandboxSettings, RunMode } from '../sandbox/sandboxed-run.ts';
 
 export interface ServerSandboxRequest {
@@ -21,35 +22,13 @@ export interface ServerSandboxRequest {
 }
 
 export function serverHelperArgs(settings: SandboxSettings, request: ServerSandboxRequest): string[] {
-  const restricted = request.mode === 'restricted';
   const limits = settings.limits[request.mode];
   const cgroup = (request.cgroupDirs?.length ?? 0) > 0;
-  const view = Boolean(request.workspace && settings.views);
   return [
     // A long-lived process: no CPU-time limit (0 leaves a limit unchanged), no RLIMIT_AS.
     ...['--mem', '0', '--cpu', '0', '--nproc', String(cgroup ? 0 : limits.processes)],
     ...['--fsize', String(limits.fileSize), '--nofile', String(limits.openFiles)],
-    ...(request.user ? ['--uid', String(request.user.uid), '--gid', String(request.user.gid)] : []),
-    ...(restricted
-      ? ['--restricted']
-      : [
-          '--write-scope',
-          settings.unrestrictedWrite,
-          ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]),
-          ...(request.netRuleset ? ['--net-ruleset', request.netRuleset] : []),
-        ]),
-    ...(request.workspace
-      ? ['--workspace', request.workspace, ...(settings.viewPaths ?? []).flatMap((p) => ['--system-dir', p]), ...(view ? ['--view'] : [])]
-      : []),
-    ...(settings.scratch || view
-      ? [
-          '--private-tmp',
-          settings.scratchRoot,
-          ...(settings.scratchSize ? ['--scratch-size', String(settings.scratchSize)] : []),
-          ...(settings.scratchInodes ? ['--scratch-inodes', String(settings.scratchInodes)] : []),
-          ...(view ? [] : settings.hidePaths.flatMap((p) => ['--hide', p])),
-        ]
-      : []),
+    ...confinementArgs(settings, request),
     ...(request.cgroupDirs ?? []).flatMap((d) => ['--cgroup', d]),
     '--separate-stderr',
     '--',

@@ -116,7 +116,6 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   const limits = settings.limits[request.mode];
   const env = commandEnv(settings.baseEnv);
   const user = request.user ?? (settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined);
-  const view = Boolean(request.workspace && settings.views);
   const bounds = settings.cgroups?.bounds;
   const cgroupLimits = {
     processes: limits.processes,
@@ -155,27 +154,7 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
     // with a memory cgroup, memory.max bounds the run's real memory and RLIMIT_AS (address
     // space, which runtimes reserve far beyond what they use) is left alone.
     ...limitArgs(cgroupDir ? { ...limits, processes: 0, ...(bounds?.memory ? { memory: 0 } : {}) } : limits),
-    ...(user ? ['--uid', String(user.uid), '--gid', String(user.gid)] : []),
-    ...(restricted
-      ? ['--restricted']
-      : [
-          '--write-scope',
-          settings.unrestrictedWrite,
-          ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]),
-          ...(netRuleset ? ['--net-ruleset', netRuleset] : []),
-        ]),
-    ...(request.workspace
-      ? ['--workspace', request.workspace, ...(settings.viewPaths ?? []).flatMap((p) => ['--system-dir', p]), ...(view ? ['--view'] : [])]
-      : []),
-    ...(settings.scratch || view
-      ? [
-          '--private-tmp',
-          settings.scratchRoot,
-          ...(settings.scratchSize ? ['--scratch-size', String(settings.scratchSize)] : []),
-          ...(settings.scratchInodes ? ['--scratch-inodes', String(settings.scratchInodes)] : []),
-          ...(view ? [] : settings.hidePaths.flatMap((p) => ['--hide', p])),
-        ]
-      : []),
+    ...confinementArgs(settings, { mode: request.mode, user, netRuleset, workspace: request.workspace }),
     ...(cgroupDir && !warm && settings.cgroups ? settings.cgroups.dirs(cgroupDir).flatMap((d) => ['--cgroup', d]) : []),
     '--',
     ...request.argv,
@@ -209,4 +188,44 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
       setImmediate(() => helpers.refill());
     }
   }
+}
+
+/**
+ * The helper's confinement options, the same for a tool run and an MCP server of the same mode
+ * (mcp/sandboxed-server.ts): the tool user; Restricted (read-only, no network) or the
+ * Unrestricted write scope and port rules; the workspace and its view; the private scratch.
+ */
+export function confinementArgs(
+  settings: SandboxSettings,
+  request: {
+    readonly mode: RunMode;
+    readonly user?: { readonly uid: number; readonly gid: number } | undefined;
+    readonly netRuleset?: string | undefined;
+    readonly workspace?: string | undefined;
+  },
+): string[] {
+  const view = Boolean(request.workspace && settings.views);
+  return [
+    ...(request.user ? ['--uid', String(request.user.uid), '--gid', String(request.user.gid)] : []),
+    ...(request.mode === 'restricted'
+      ? ['--restricted']
+      : [
+          '--write-scope',
+          settings.unrestrictedWrite,
+          ...[...settings.denyPorts].flatMap((p) => ['--deny-port', String(p)]),
+          ...(request.netRuleset ? ['--net-ruleset', request.netRuleset] : []),
+        ]),
+    ...(request.workspace
+      ? ['--workspace', request.workspace, ...(settings.viewPaths ?? []).flatMap((p) => ['--system-dir', p]), ...(view ? ['--view'] : [])]
+      : []),
+    ...(settings.scratch || view
+      ? [
+          '--private-tmp',
+          settings.scratchRoot,
+          ...(settings.scratchSize ? ['--scratch-size', String(settings.scratchSize)] : []),
+          ...(settings.scratchInodes ? ['--scratch-inodes', String(settings.scratchInodes)] : []),
+          ...(view ? [] : settings.hidePaths.flatMap((p) => ['--hide', p])),
+        ]
+      : []),
+  ];
 }

@@ -5,7 +5,7 @@
  */
 import { TOOLS, isMcpToolName, isRunnerToolName, isToolName, type RunnerToolName } from '@bedrock/contracts';
 import type { ToolExecJob } from '@bedrock/contracts';
-import { runModeOf, tenancyOf } from './job-context.ts';
+import { parseJobInput, placeRefusal, runModeOf, tenancyOf } from './job-context.ts';
 import type { ExecuteContext } from './job-context.ts';
 import { runMcpTool } from './mcp-tool.ts';
 import { runBash } from './bash.ts';
@@ -31,19 +31,13 @@ export async function executeTool(
   if (!isRunnerToolName(name)) return errorOutcome(`The tool "${name}" is not run by the tool-runner.`);
   const tool = TOOLS[name];
   const mode = runModeOf(job.mode);
-  if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable) {
-    // Never run Restricted work unsandboxed, whatever the caller says (REQ-BASH-009).
-    return errorOutcome('This tool-runner has no working kernel sandbox (Landlock), so it cannot run Restricted-mode tools.');
-  }
-  if (!job.cwd.startsWith('/')) return errorOutcome(`The working directory must be an absolute path, got "${job.cwd}".`);
+  const refusal = placeRefusal(job, mode, ctx);
+  if (refusal) return errorOutcome(refusal);
   // REQ-PATCH-009: refused in Restricted mode whatever the input.
   if (name === 'patch' && mode === 'restricted') return runPatch({ path: '', patches: [] }, { cwd: job.cwd, mode });
-  let input: unknown;
-  try {
-    input = JSON.parse(job.inputJson === '' ? '{}' : job.inputJson);
-  } catch (err) {
-    return errorOutcome(`Invalid input for ${name}: not valid JSON (${(err as Error).message}).`);
-  }
+  const parsed = parseJobInput(name, job.inputJson);
+  if ('error' in parsed) return errorOutcome(parsed.error);
+  const { input } = parsed;
   const problems = validateInput(tool.inputSchema, input);
   if (problems.length > 0) return errorOutcome(`Invalid input for ${name}: ${problems.join('; ')}.`);
   const tenancy = await tenancyOf(job, ctx);

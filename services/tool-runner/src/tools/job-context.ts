@@ -18,6 +18,26 @@ export function runModeOf(mode: Mode): RunMode {
   return mode === Mode.UNRESTRICTED ? 'unrestricted' : 'restricted';
 }
 
+/**
+ * What every job is refused for before its input is read, or undefined: Restricted work never
+ * runs unsandboxed, whatever the caller says (REQ-BASH-009); the working directory is absolute.
+ */
+export function placeRefusal(job: Pick<ToolExecJob, 'cwd'>, mode: RunMode, ctx: Pick<ExecuteContext, 'sandbox'>): string | undefined {
+  if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable)
+    return 'This tool-runner has no working kernel sandbox (Landlock), so it cannot run Restricted-mode tools.';
+  if (!job.cwd.startsWith('/')) return `The working directory must be an absolute path, got "${job.cwd}".`;
+  return undefined;
+}
+
+/** A job's input (`{}` when empty), or the error the model reads when it is not JSON. */
+export function parseJobInput(name: string, inputJson: string): { readonly input: unknown } | { readonly error: string } {
+  try {
+    return { input: JSON.parse(inputJson === '' ? '{}' : inputJson) };
+  } catch (err) {
+    return { error: `Invalid input for ${name}: not valid JSON (${(err as Error).message}).` };
+  }
+}
+
 export type ExecuteContext = Omit<ToolContext, 'mode' | 'cwd'> & {
   readonly searchLimits?: KeywordSearchLimits;
   /** The MCP servers of this runner; without it, MCP tools are refused. */

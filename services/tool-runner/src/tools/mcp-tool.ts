@@ -5,7 +5,7 @@
  */
 import type { ToolExecJob } from '@bedrock/contracts';
 import { mcpServerOf, mcpServerOffMessage } from '@bedrock/contracts';
-import { runModeOf, tenancyOf } from './job-context.ts';
+import { parseJobInput, placeRefusal, runModeOf, tenancyOf } from './job-context.ts';
 import type { ExecuteContext } from './job-context.ts';
 import { errorOutcome } from './tool-types.ts';
 import type { ToolOutcome } from './tool-types.ts';
@@ -23,16 +23,11 @@ export async function runMcpTool(
   }
   if (server.disabled) return errorOutcome(mcpServerOffMessage(name, server.name));
   const mode = runModeOf(job.mode);
-  if (mode === 'restricted' && !ctx.sandbox.sandboxAvailable) {
-    return errorOutcome('This tool-runner has no working kernel sandbox (Landlock), so it cannot run Restricted-mode tools.');
-  }
-  if (!job.cwd.startsWith('/')) return errorOutcome(`The working directory must be an absolute path, got "${job.cwd}".`);
-  let input: unknown;
-  try {
-    input = JSON.parse(job.inputJson === '' ? '{}' : job.inputJson);
-  } catch (err) {
-    return errorOutcome(`Invalid input for ${name}: not valid JSON (${(err as Error).message}).`);
-  }
+  const refusal = placeRefusal(job, mode, ctx);
+  if (refusal) return errorOutcome(refusal);
+  const parsed = parseJobInput(name, job.inputJson);
+  if ('error' in parsed) return errorOutcome(parsed.error);
+  const { input } = parsed;
   if (input === null || typeof input !== 'object' || Array.isArray(input))
     return errorOutcome(`Invalid input for ${name}: not a JSON object.`);
   const tenancy = await tenancyOf(job, ctx);

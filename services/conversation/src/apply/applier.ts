@@ -11,6 +11,7 @@ import type { PoolClient } from 'pg';
 import {
   initialState,
   makeContext,
+  subtractUsage,
   transition,
   type ConversationContext,
   type ConversationEvent,
@@ -24,7 +25,6 @@ import { effectsToOutbox, notificationRow, titleChanged } from '../mapping/effec
 import { auditRowsOf } from '../mapping/audit-rows.ts';
 import type { AuditActor } from '../store/audit-store.ts';
 import { titleFromMessage } from '../titles.ts';
-import { subtractUsage } from './usage-delta.ts';
 import { utcDay } from '../spend/periods.ts';
 import { worstCaseCostMicros } from '../spend/estimate.ts';
 import type { ReservationRequest } from '../spend/limits.ts';

@@ -6,5 +6,5 @@ export { formatOutcomes } from './tool-calls.ts';
 export { pendingMessageId } from './user-input.ts';
 export { makeContext, type ContextInit } from './context.ts';
 export { buildLlmHistory, checkToolChain, SYSTEM_NOTICE_PREFIX, type LlmTurn, type HistoryMessage } from './history.ts';
-export { contextTokens, addUsage, ZERO_USAGE } from './usage.ts';
+export { contextTokens, addUsage, subtractUsage, ZERO_USAGE } from './usage.ts';
 export { buildContinuationPrompt } from './continuation.ts';

@@ -27,6 +27,15 @@ export function addUsage(a: Usage, b: Usage): Usage {
   };
 }
 
+const COUNTS = Object.keys(ZERO_USAGE) as (keyof Usage)[];
+
+/** `after` − `before` (the usage one transition added), for every count ZERO_USAGE names; a count absent from one side counts as 0. */
+export function subtractUsage(after: Usage, before: Usage): Usage {
+  const delta: { -readonly [K in keyof Usage]: Usage[K] } = { ...ZERO_USAGE };
+  for (const key of COUNTS) delta[key] = (after[key] ?? 0) - (before[key] ?? 0);
+  return delta;
+}
+
 /**
  * Tokens a response occupies in the context window (REQ-BED-019: "total tokens from LLM
  * response usage data"). With prompt caching the provider splits the input into uncached,

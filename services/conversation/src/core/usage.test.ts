@@ -1,7 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
-import type { Usage } from '../core/types.ts';
-import { addUsage, ZERO_USAGE } from '../core/usage.ts';
-import { subtractUsage } from './usage-delta.ts';
+import type { Usage } from './types.ts';
+import { addUsage, subtractUsage, ZERO_USAGE } from './usage.ts';
 
 /** Every count of Usage: the compiler rejects this object when Usage gains or loses one. */
 const FIELDS: Record<keyof Usage, true> = {

@@ -63,14 +63,14 @@ describe('readImageSize', () => {
     expect(readImageSize(data)).toEqual({ format: 'webp', width: 20, height: 30 });
   });
 
-  it('reads a huge size from a tiny file without decoding (microseconds, not seconds)', () => {
+  it('reads a huge size from a tiny file without decoding (well under a second; decoding would take far longer)', () => {
     const png = new Uint8Array(33);
     png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]);
     new DataView(png.buffer).setUint32(16, 100_000);
     new DataView(png.buffer).setUint32(20, 100_000);
     const started = performance.now();
     expect(readImageSize(png)).toEqual({ format: 'png', width: 100_000, height: 100_000 });
-    expect(performance.now() - started).toBeLessThan(50);
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 
   it('refuses what is none of the four formats, and malformed or cut headers, with a reason', () => {

@@ -78,7 +78,7 @@ describe('prepareImage', () => {
     await expect(prepareImage({ mediaType: 'image/png', data: png }, ctx)).rejects.toThrow(
       'image 1 of message 1 is 20000x20000 px (400000000 pixels); the gateway decodes at most 100000000 pixels per image.',
     );
-    expect(performance.now() - started).toBeLessThan(100);
+    expect(performance.now() - started).toBeLessThan(1_000);
     // A malformed header of a known format is refused as undecodable.
     await expect(prepareImage({ mediaType: 'image/png', data: png.subarray(0, 20) }, ctx)).rejects.toThrow(
       /could not be decoded as image\/png: PNG/,

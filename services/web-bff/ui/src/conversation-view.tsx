@@ -12,7 +12,8 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/ho
 import { errorText, isUnauthenticated } from './api.ts';
 import { Composer, PendingList } from './composer.tsx';
 import { perFrame } from './frame.ts';
-import { Session, type SessionDeps } from './session.ts';
+import type { SessionDeps } from './session-state.ts';
+import { Session } from './session.ts';
 import { conversationTitle } from './titles.ts';
 import { ForkContext, SubAgentNamesContext, Transcript } from './transcript.tsx';
 import { createRewinder, RewindContext } from './rewind.tsx';

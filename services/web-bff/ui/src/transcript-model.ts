@@ -1,164 +1,24 @@
 /**
- * What the transcript shows, as data (no DOM; transcript.tsx draws it): persisted messages in
- * order, each tool call as a card that later receives its live output and its result, plus the
- * ephemeral parts (streamed text, tool output, retry and sub-agent notices) that the persisted
- * messages replace.
- *
- * An agent answer keeps its thinking apart from the answer text, the provider's own tools (web
- * searches and fetches, with their results), numbered sources after text that cites them, and
- * how it ended when that matters: cut by the output limit, or declined by the model (together
- * with the error message that follows a refusal, said once). A response the provider paused
- * and the one that continues it are one answer.
- *
- * Every item and card carries `rev`, bumped when it changes: the view re-renders an item only
- * when its rev moved, so a delta re-renders the streaming answer and nothing else.
- *
- * Your messages and the agent's answers at rest carry `forkAt`, the sequence of the last
- * message a fork "from here" copies: the user message itself; for an answer, the answer, or
- * once every tool it called has its result, the message with the last result (a history cannot
- * end between a tool call and its result). An answer still waiting for a result, or paused by
- * the provider, has none.
+ * What the transcript shows, as data (no DOM; transcript.tsx draws it): persisted messages in order, each tool call as a card
+ * that later receives its live output and its result, plus the ephemeral parts (streamed text, tool output, retry and sub-agent
+ * notices) that the persisted messages replace. The items are in transcript-items.ts, an answer's parts made in transcript-parts.ts.
  */
 import {
   MessageType,
   StateKind,
   StopReason,
   TokenDeltaKind,
-  type ContentBlock,
   type Message,
   type SubAgentProgress,
-  type TextBlock,
   type TokenDelta,
   type ToolResultBlock,
   type ToolUseBlock,
 } from '@bedrock/contracts';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import {
-  citationSources,
-  isRefusalError,
-  refusalWithError,
-  safeUrl,
-  serverToolLine,
-  serverToolView,
-  compactionSummary,
-  SourceNumbers,
-  stopMarker,
-  THINKING_NOT_SHOWN,
-  THINKING_REDACTED,
-  thoughtSummary,
-  usageExtras,
-  type Source,
-} from '@bedrock/agent-view/agent-content';
-import { formatTokens, patchDisplay, toolInputText, toolSummary } from '@bedrock/agent-view/format';
-
-export type ToolStatus = 'waiting' | 'running' | 'ok' | 'error' | 'cancelled';
-
-export interface ToolCard {
-  readonly id: string;
-  readonly name: string;
-  readonly summary: string;
-  /** The input, when it says more than the summary. */
-  readonly input: string | undefined;
-  status: ToolStatus;
-  /** Output streamed while it runs (dropped when the result arrives). */
-  live: string;
-  result?: { readonly patch?: { diff: string; path: string; created: boolean }; readonly output?: string; readonly isError: boolean };
-  rev: number;
-}
-
-export type ServerResult =
-  | { readonly kind: 'search-results'; readonly line: string; readonly results: readonly Source[] }
-  | { readonly kind: 'fetch-result'; readonly source: Source }
-  | { readonly kind: 'error'; readonly line: string };
-
-export interface ServerToolCard {
-  readonly kind: 'search' | 'fetch' | 'other' | 'result';
-  /** The head line; a fetch shows its address as a link instead. */
-  readonly line: string;
-  readonly fetched?: Source;
-  readonly results: ServerResult[];
-  rev: number;
-}
-
-/** A response streaming in: its thinking, the provider's compaction summary and its answer text, by block index. */
-export interface Live {
-  readonly requestId: string;
-  readonly thinking: Map<number, string>;
-  /** `COMPACTION` deltas: shown as progress, collapsed, never as answer text. */
-  readonly compaction: Map<number, string>;
-  readonly text: Map<number, string>;
-  rev: number;
-}
-
-export type CitedPiece = string | { readonly n: number; readonly source: Source };
-
-export type Part =
-  | { readonly kind: 'text'; readonly key: string; readonly text: string }
-  | { readonly kind: 'cited'; readonly key: string; readonly pieces: readonly CitedPiece[] }
-  | { readonly kind: 'thinking'; readonly key: string; readonly summary: string; readonly text: string }
-  | { readonly kind: 'thinking-note'; readonly key: string; readonly text: string }
-  /** The provider's compaction of the context: a marked line, its summary collapsed under it. */
-  | { readonly kind: 'compaction'; readonly key: string; readonly summary: string; readonly text: string }
-  | { readonly kind: 'tool'; readonly key: string; readonly card: ToolCard }
-  | { readonly kind: 'server-tool'; readonly key: string; readonly card: ServerToolCard }
-  | { readonly kind: 'live'; readonly key: string; readonly live: Live };
-
-export interface Marker {
-  readonly text: string;
-  readonly stop: 'max-tokens' | 'refusal' | 'cancelled' | '';
-  readonly role?: 'note' | 'alert';
-  /** The refusal's marker also says the error message that followed it. */
-  readonly error: boolean;
-}
-
-export interface AgentItem {
-  readonly kind: 'agent';
-  readonly key: string;
-  parts: Part[];
-  readonly sources: SourceNumbers;
-  stop: StopReason;
-  explanation: string;
-  marker?: Marker;
-  usageText: string;
-  readonly usage: { thinkingTokens: bigint; webSearchRequests: bigint; webFetchRequests: bigint };
-  at?: number;
-  /** Where a fork from this answer ends its copy (see above); unset while it is not at rest. */
-  forkAt?: bigint;
-  /**
-   * Still streaming: its one part is the live response. The persisted message turns the same
-   * item (same key, and its text part the live part's key) into the answer, so what streamed is
-   * kept on screen as it is rather than drawn again.
-   */
-  streaming?: boolean;
-  rev: number;
-}
-
-export type Item =
-  | {
-      readonly kind: 'user';
-      readonly key: string;
-      readonly blocks: readonly ContentBlock[];
-      readonly at?: number;
-      /** The message's sequence: a fork from here copies up to it. */
-      readonly forkAt: bigint;
-      rev: number;
-    }
-  | AgentItem
-  | {
-      readonly kind: 'notice';
-      readonly key: string;
-      readonly tone: 'info' | 'warn' | 'error';
-      /** What it is: a system or error message, a retry, a context warning. */
-      readonly type: 'system' | 'error' | 'retry' | 'context' | 'other';
-      readonly text: string;
-      readonly at?: number;
-      rev: number;
-    }
-  | { readonly kind: 'continuation'; readonly key: string; readonly text: string; readonly at?: number; rev: number }
-  | { readonly kind: 'subagent'; readonly key: string; progress: SubAgentProgress; rev: number };
-
-let keys = 0;
-const nextKey = (prefix: string) => `${prefix}-${++keys}`;
+import { isRefusalError, refusalWithError, SourceNumbers, stopMarker, usageExtras } from '@bedrock/agent-view/agent-content';
+import { formatTokens, patchDisplay } from '@bedrock/agent-view/format';
+import { nextKey, type AgentItem, type Item, type Live, type ServerToolCard, type ToolCard, type ToolStatus } from './transcript-items.ts';
+import { agentParts, toolCard, type Calls } from './transcript-parts.ts';
 
 export class TranscriptModel {
   items: Item[] = [];
@@ -368,7 +228,7 @@ export class TranscriptModel {
       answer.streaming = false;
       answer.at = at;
     }
-    let parts = this.agentParts(m, answer);
+    let parts = agentParts(m, answer, this.calls());
     // The answer's text takes the place (the key) of the text that streamed: it stays as drawn.
     const first = parts.findIndex((p) => p.kind === 'text' || p.kind === 'cited');
     if (streamed && first >= 0) parts = parts.map((p, i) => (i === first ? { ...p, key: streamed.liveKey } : p));
@@ -420,119 +280,6 @@ export class TranscriptModel {
     return true;
   }
 
-  /** The blocks of an agent message as parts, in order. */
-  private agentParts(m: Message, answer: AgentItem): Part[] {
-    const parts: Part[] = [];
-    let run: TextBlock[] = [];
-    const flush = () => {
-      if (run.length) parts.push(...this.textRun(run, answer));
-      run = [];
-    };
-    for (const b of m.content) {
-      if (b.block.case === 'text') {
-        run.push(b.block.value);
-        continue;
-      }
-      flush();
-      switch (b.block.case) {
-        case 'thinking': {
-          const t = b.block.value.thinking;
-          parts.push(
-            t.trim()
-              ? { kind: 'thinking', key: nextKey('thinking'), summary: thoughtSummary(t), text: t }
-              : { kind: 'thinking-note', key: nextKey('note'), text: THINKING_NOT_SHOWN },
-          );
-          break;
-        }
-        case 'redactedThinking':
-          parts.push({ kind: 'thinking-note', key: nextKey('note'), text: THINKING_REDACTED });
-          break;
-        case 'toolUse':
-          parts.push({ kind: 'tool', key: b.block.value.id || nextKey('tool'), card: this.toolCard(b.block.value, answer) });
-          break;
-        case 'serverTool': {
-          const card = this.serverToolPart(b.block.value.blockType, b.block.value.blockJson, answer);
-          if (card) parts.push({ kind: 'server-tool', key: nextKey('server'), card });
-          break;
-        }
-        case 'compaction': {
-          const t = b.block.value.content;
-          parts.push({ kind: 'compaction', key: nextKey('compaction'), summary: compactionSummary(t), text: t });
-          break;
-        }
-        case 'image':
-        case 'toolResult':
-        case undefined:
-          break;
-        default: {
-          const unknown: never = b.block;
-          void unknown;
-        }
-      }
-    }
-    flush();
-    return parts;
-  }
-
-  /**
-   * Consecutive text blocks. Without citations each is Markdown; with them (a web answer, split
-   * by the provider where its sources change) they read as one text, each cited piece followed
-   * by its source numbers, listed under the answer.
-   */
-  private textRun(blocks: readonly TextBlock[], answer: AgentItem): Part[] {
-    const cited = blocks.map((b) => citationSources(b.citationsJson));
-    if (cited.every((c) => c.length === 0)) {
-      return blocks.filter((b) => b.text.trim()).map((b) => ({ kind: 'text' as const, key: nextKey('text'), text: b.text }));
-    }
-    const pieces: CitedPiece[] = [];
-    blocks.forEach((b, i) => {
-      pieces.push(b.text);
-      const numbers = [...new Set(cited[i]!.map((source) => answer.sources.number(source)))];
-      for (const n of numbers) pieces.push({ n, source: answer.sources.sources[n - 1]! });
-    });
-    return [{ kind: 'cited', key: nextKey('cited'), pieces }];
-  }
-
-  /** A web search or fetch (a card its result joins later), or a result joining its call's card. */
-  private serverToolPart(blockType: string, blockJson: string, answer: AgentItem): ServerToolCard | undefined {
-    const view = serverToolView(blockType, blockJson);
-    const line = serverToolLine(view);
-    switch (view.kind) {
-      case 'search':
-      case 'fetch': {
-        const card: ServerToolCard = {
-          kind: view.kind,
-          line,
-          fetched: view.kind === 'fetch' && view.url ? { title: view.url, url: safeUrl(view.url) } : undefined,
-          results: [],
-          rev: 0,
-        };
-        if (view.id) this.serverTools.set(view.id, { card, owner: answer });
-        return card;
-      }
-      case 'search-results':
-      case 'fetch-result':
-      case 'error': {
-        const result: ServerResult =
-          view.kind === 'search-results'
-            ? { kind: 'search-results', line, results: view.results }
-            : view.kind === 'fetch-result'
-              ? { kind: 'fetch-result', source: view.source }
-              : { kind: 'error', line };
-        const call = this.serverTools.get(view.toolUseId);
-        if (call) {
-          call.card.results.push(result);
-          call.card.rev++;
-          call.owner.rev++;
-          return undefined;
-        }
-        return { kind: 'result', line: '', results: [result], rev: 0 };
-      }
-      case 'other':
-        return { kind: 'other', line, results: [], rev: 0 };
-    }
-  }
-
   /** Removes streamed text that a persisted message replaces (or that will never be persisted); true if there was any. */
   private clearStreamedText(keep?: { answer: AgentItem }): boolean {
     if (this.live.size === 0) return false;
@@ -548,19 +295,9 @@ export class TranscriptModel {
     return true;
   }
 
-  private toolCard(use: ToolUseBlock, owner: AgentItem): ToolCard {
-    const input = toolInputText(use.name, use.inputJson);
-    const card: ToolCard = {
-      id: use.id,
-      name: use.name,
-      summary: toolSummary(use.name, use.inputJson),
-      input: use.name !== 'bash' || input.includes('\n') ? input : undefined,
-      status: use.id && use.id === this.runningToolId ? 'running' : 'waiting',
-      live: '',
-      rev: 0,
-    };
-    this.tools.set(use.id, { card, owner });
-    return card;
+  /** The calls by id and the tool running now, for the parts of a message. */
+  private calls(): Calls {
+    return { tools: this.tools, serverTools: this.serverTools, runningToolId: this.runningToolId };
   }
 
   private attachResult(r: ToolResultBlock, sequence: bigint): void {
@@ -580,7 +317,7 @@ export class TranscriptModel {
         usage: { thinkingTokens: 0n, webSearchRequests: 0n, webFetchRequests: 0n },
         rev: 0,
       };
-      const card = this.toolCard({ id: r.toolUseId, name: 'tool result', inputJson: '' } as ToolUseBlock, answer);
+      const card = toolCard({ id: r.toolUseId, name: 'tool result', inputJson: '' } as ToolUseBlock, answer, this.calls());
       answer.parts = [{ kind: 'tool', key: r.toolUseId, card }];
       this.push(answer);
       found = { card, owner: answer };

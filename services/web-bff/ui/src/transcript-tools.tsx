@@ -6,7 +6,7 @@ import { CopyButton } from './copy.tsx';
 import { lineCount } from './text.ts';
 import { subAgentPieces } from './titles.ts';
 import { SubAgentNamesContext } from './transcript-context.ts';
-import type { ServerToolCard, ToolCard } from './transcript-model.ts';
+import type { ServerToolCard, ToolCard } from './transcript-items.ts';
 
 /** Results longer than this many lines start folded. */
 const FOLD_LINES = 24;

@@ -19,7 +19,8 @@ import { RelativeTime } from './time.tsx';
 import { withSubAgentTitles } from './titles.ts';
 import { ForkContext, SubAgentNamesContext } from './transcript-context.ts';
 import { ServerTool, SourceLink, ToolCardView } from './transcript-tools.tsx';
-import { joinBlocks, type AgentItem, type Item, type Live, type Part, type TranscriptModel } from './transcript-model.ts';
+import type { AgentItem, Item, Live, Part } from './transcript-items.ts';
+import { joinBlocks, type TranscriptModel } from './transcript-model.ts';
 
 export { ForkContext, SubAgentNamesContext, type Fork, type SubAgentNames } from './transcript-context.ts';
 

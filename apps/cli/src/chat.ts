@@ -9,9 +9,11 @@
 import { createInterface } from 'node:readline/promises';
 import { StateKind, type ConversationState } from '@bedrock/contracts';
 import { ConnectError } from '@connectrpc/connect';
-import { applySettings, createAt, followingRenderer, placementOf, stillRunning, type Ctx, type SettingsFlags } from './commands.ts';
+import { followingRenderer, stillRunning, type Ctx } from './commands.ts';
+import { createAt, placementOf } from './commands-create.ts';
+import { applySettings, type SettingsFlags } from './commands-settings.ts';
 import { EXIT } from './exit-codes.ts';
-import { describeState, renderMode, renderSettings, renderWriteAccess } from './render.ts';
+import { describeState, renderMode, renderSettings, renderWriteAccess } from './render-conversation.ts';
 import { followTurn } from './turn.ts';
 
 /** Whether a typed line asks for more: it ends with a backslash (not an escaped one). */

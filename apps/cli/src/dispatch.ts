@@ -1,34 +1,19 @@
 /**
  * The subcommands of `bedrock` after run.ts parsed the command line: connects and runs one
- * (commands.ts; chat.ts and token.ts are loaded only for their commands), and turns
+ * (commands*.ts; chat.ts and token.ts are loaded only for their commands), and turns
  * a failure into its line on stderr and its exit code.
  */
-import {
-  action,
-  fork,
-  forkPoint,
-  list,
-  messageText,
-  newConversation,
-  parseSettingsFlags,
-  placementOf,
-  remove,
-  resolveId,
-  rename,
-  send,
-  settings,
-  show,
-  stillRunning,
-  watch,
-  type Ctx,
-  type Following,
-} from './commands.ts';
+import { stillRunning, type Ctx, type Following } from './commands.ts';
+import { fork, forkPoint, list, remove, resolveId, rename, show } from './commands-conversations.ts';
+import { newConversation, placementOf } from './commands-create.ts';
+import { parseSettingsFlags, settings } from './commands-settings.ts';
+import { action, messageText, send, watch } from './commands-turn.ts';
 import { connectBoth } from './connection.ts';
 import { Code } from '@connectrpc/connect';
 import { describeError, exitCodeOf } from './errors.ts';
 import { EXIT, UsageError } from './exit-codes.ts';
 import { isStdio, type Output } from './output.ts';
-import { paint, wantsColor } from './render.ts';
+import { paint, wantsColor } from './render-style.ts';
 import { createRetry, retryPolicyFromEnv } from './retry.ts';
 import { ADMIN_FLAGS, type OptionValues } from './usage.ts';
 

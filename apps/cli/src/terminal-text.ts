@@ -9,7 +9,7 @@
  * SOS, PM, APC, and two-character ESC sequences, 7- and 8-bit), then every other C0 and C1
  * control and DEL, except newline and tab. A carriage return goes too (it overwrites a line).
  *
- * The CLI's own colours are SGR sequences from a fixed set (render.ts' STYLES); `terminalSafe`
+ * The CLI's own colours are SGR sequences from a fixed set (render-style.ts' STYLES); `terminalSafe`
  * keeps exactly those and cleans everything between them. `cleanStrings` cleans every string of a
  * server message before it is rendered, so that a model's text cannot use even those colours.
  */
@@ -30,7 +30,7 @@ export function stripControls(text: string): string {
   return text.replace(STRING_SEQUENCE, '').replace(CSI_SEQUENCE, '').replace(ESC_SEQUENCE, '').replace(CONTROL, '');
 }
 
-/** The SGR sequences the CLI itself writes (render.ts' STYLES): bold, dim, normal intensity, four colours, default colour. */
+/** The SGR sequences the CLI itself writes (render-style.ts' STYLES): bold, dim, normal intensity, four colours, default colour. */
 const OWN_SGR = /(\x1b\[(?:1|2|22|31|32|33|36|39)m)/;
 
 /** `text` cleaned by {@link stripControls}, keeping the CLI's own colour sequences. */

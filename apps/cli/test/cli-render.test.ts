@@ -1,5 +1,5 @@
 /**
- * The CLI's output for people (src/cli/render.ts) and its settings flags, without a server:
+ * The CLI's output for people (src/render*.ts) and its settings flags, without a server:
  * thinking under its label (dimmed only on a terminal, or left out), the provider's tools one
  * line each, the provider's compaction one marked line (its summary left out, progress on
  * stderr while it streams), cited sources as footnotes, and the one-line markers of cut, paused and declined
@@ -19,15 +19,11 @@ import {
   ThinkingLevel,
   TokenDeltaKind,
 } from '@bedrock/contracts';
-import { parseSettingsFlags } from '../src/commands.ts';
-import {
-  createEventRenderer,
-  renderConversationTable,
-  renderMessages,
-  renderMode,
-  renderSettings,
-  type RenderOptions,
-} from '../src/render.ts';
+import { parseSettingsFlags } from '../src/commands-settings.ts';
+import { createEventRenderer } from '../src/render.ts';
+import { renderConversationTable, renderMode, renderSettings } from '../src/render-conversation.ts';
+import { renderMessages } from '../src/render-messages.ts';
+import type { RenderOptions } from '../src/render-style.ts';
 import { run } from '../src/run.ts';
 
 type MessageInit = Exclude<MessageInitShape<typeof MessageSchema>, { $typeName: string }>;

@@ -14,7 +14,7 @@ import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { run } from '../src/run.ts';
 import { upgradeTitle } from '../src/acp/updates.ts';
-import { renderWriteAccess } from '../src/render.ts';
+import { renderWriteAccess } from '../src/render-conversation.ts';
 
 let system: RunningEmbedded;
 let api: MessagesApiServer;

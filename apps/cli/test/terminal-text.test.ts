@@ -8,7 +8,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema, MessageType, TokenDeltaKind } from '@bedrock/contracts';
-import { createEventRenderer, paint } from '../src/render.ts';
+import { createEventRenderer } from '../src/render.ts';
+import { paint } from '../src/render-style.ts';
 import { safeOutput } from '../src/output.ts';
 import { cleanStrings, stripControls, terminalSafe } from '../src/terminal-text.ts';
 

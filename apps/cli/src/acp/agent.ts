@@ -18,7 +18,7 @@ import { ConversationService, McpService } from '@bedrock/contracts';
 import { apiTransport, type ApiClient } from '../connection.ts';
 import { attachEditorServers, type McpClient } from './mcp-servers.ts';
 import { describeError } from '../errors.ts';
-import { renderWriteAccess } from '../render.ts';
+import { renderWriteAccess } from '../render-conversation.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { Output } from '../output.ts';
 import { createRetry, retryPolicyFromEnv, type Retry } from '../retry.ts';

@@ -27,20 +27,14 @@ import {
   TokenDeltaKind,
 } from '@bedrock/contracts';
 import { compactionHeaders } from './compaction.ts';
-import {
-  buildMessagesRequest,
-  countImages,
-  ImageRejectedError,
-  InvalidJobError,
-  replaceRefusedImages,
-  type BuildOptions,
-  type LlmRequest,
-} from './build-request.ts';
+import { buildMessagesRequest } from './build-request.ts';
+import { InvalidJobError, type BuildOptions, type LlmRequest } from './build-options.ts';
+import { countImages, replaceRefusedImages } from './request-images.ts';
 
-export type { LlmRequest } from './build-request.ts';
+export type { LlmRequest } from './build-options.ts';
 import { base, classifyError, type Classified } from './classify-error.ts';
 import { classifyHistoryError, type HistorySource } from './history-source.ts';
-import { parseImageRefusal, type ImageRefusal } from './images.ts';
+import { ImageRejectedError, parseImageRefusal, type ImageRefusal } from './images.ts';
 import { StreamAccumulator, type AccumulatedBlock } from './stream-accumulator.ts';
 import { lastByteAt } from './liveness-fetch.ts';
 import { sentences } from './sentences.ts';

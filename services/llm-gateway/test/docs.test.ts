@@ -3,7 +3,8 @@ import { describe, it, expect } from '@jest/globals';
 import { configMarkdownTable } from '@bedrock/platform/config';
 import { createModelRegistry } from '@bedrock/contracts/models';
 import { ThinkingLevel } from '@bedrock/contracts';
-import { SERVER_TOOL_DEFINITIONS, THINKING_BUDGETS } from '../src/build-request.ts';
+import { SERVER_TOOL_DEFINITIONS } from '../src/request-tools.ts';
+import { THINKING_BUDGETS } from '../src/request-thinking.ts';
 import { llmGatewayConfigSchema } from '../src/config.ts';
 
 const doc = readFileSync(new URL('../../../docs/llm-gateway.md', import.meta.url), 'utf8');

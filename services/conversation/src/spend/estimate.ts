@@ -9,7 +9,7 @@
  */
 import type { ModelPrices } from '@bedrock/contracts/models';
 
-/** The gateway's max_uses of each server tool in one request (llm-gateway build-request.ts). */
+/** The gateway's max_uses of each server tool in one request (llm-gateway request-tools.ts). */
 export const SERVER_TOOL_MAX_USES = 5;
 
 export interface RequestBounds {

@@ -3,7 +3,7 @@ import { describe, it, expect } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema, LlmRequestJobSchema } from '@bedrock/contracts';
 import { STREAM_START, createMemoryTransport } from '../src/index.ts';
-import { waitFor } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 
 function durable(conversationId: string, sequence: bigint) {
   return create(ConversationEventSchema, {

@@ -14,7 +14,7 @@ import { redisKeys } from '../src/index.ts';
 import type { RedisKeys } from '../src/index.ts';
 import { encodeJobId } from '../src/job-id.ts';
 import { keySlot } from '../src/redis/cluster-slot.ts';
-import { waitFor } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 
 export interface PartitionHarness {
   /** A fresh Redis transport with this prefix and `queuePartitions`. */

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';
 import { LlmRequestJobSchema } from '@bedrock/contracts';
 import { DEFAULT_JOB_LOCK_MS, DEFAULT_JOB_STALLED_INTERVAL_MS, createRedisTransport } from '../src/index.ts';
-import { waitFor } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

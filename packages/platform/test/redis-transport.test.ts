@@ -12,7 +12,7 @@ import { STREAM_START, createRedisTransport, redisKeys } from '../src/index.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { redisSection } from '../src/config/common.ts';
 import type { Transport } from '../src/index.ts';
-import { waitFor } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
 import { keySlot } from '../src/redis/cluster-slot.ts';
 import { STREAM_BUCKETS } from '../src/redis/redis-keys.ts';

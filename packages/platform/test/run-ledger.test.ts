@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { createMemoryRunLedger, createRedisRunLedger, redisKeys } from '../src/index.ts';
 import type { RunLedger } from '../src/index.ts';
-import { waitFor } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-helpers.ts';
 
 const ALIVE_MS = 300;

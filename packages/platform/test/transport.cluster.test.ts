@@ -14,7 +14,8 @@ import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redi
 import { STREAM_START, createRedisTransport, redisKeys } from '../src/index.ts';
 import type { Transport } from '../src/index.ts';
 import { keySlot } from '../src/redis/cluster-slot.ts';
-import { transportContract, waitFor } from './transport-contract.ts';
+import { transportContract } from './transport-contract.ts';
+import { waitFor } from './transport-contract-support.ts';
 import { queuePartitionsContract } from './queue-partitions-contract.ts';
 import { uniquePrefix } from './redis-helpers.ts';
 

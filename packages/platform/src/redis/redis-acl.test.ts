@@ -13,7 +13,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createRedisTransport, redisKeys } from '@bedrock/platform';
-import { transportContract, waitFor } from '../../test/transport-contract.ts';
+import { transportContract } from '../../test/transport-contract.ts';
+import { waitFor } from '../../test/transport-contract-support.ts';
 import { REDIS_URL, deleteKeys, uniquePrefix } from '../../test/redis-helpers.ts';
 import { freePort } from '../server/free-port.ts';
 import {

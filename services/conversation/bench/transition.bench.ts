@@ -1,7 +1,7 @@
 /**
  * Throughput of the pure state machine: `transition()` calls per second on one core. The
  * (state, context, event) triples are precomputed with the property tests' driver
- * (services/conversation/test/core-support/arbitraries.ts: mostly answers to what each state waits for,
+ * (services/conversation/test/core-support/event-driver.ts: mostly answers to what each state waits for,
  * plus noise: stale ids, duplicates, user actions, work_lost) so that only `transition` is timed.
  *
  * Each triple is classified once by what `transition` does with it: it changes the state, it is a
@@ -23,7 +23,7 @@ import os from 'node:os';
 import fc from 'fast-check';
 import { transition } from '../src/core/index.ts';
 import type { ConversationContext, ConversationEvent, ConversationState } from '../src/core/index.ts';
-import { runChoices, scenarioArb } from '../test/core-support/arbitraries.ts';
+import { runChoices, scenarioArb } from '../test/core-support/scenario-runs.ts';
 
 const GOAL = 1_000_000;
 const WARMUP_MS = 1000;

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { offlineModelResponder } from '@bedrock/offline-model';
-import { api, SHOTS, startUiSystem, stopUiSystem } from './support/ui-system.ts';
+import { api, cspViolations, SHOTS, startUiSystem, stopUiSystem } from './support/ui-system.ts';
 import {
   call,
   DESKTOP,
@@ -300,5 +300,9 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
     expect(last.content.map((b) => b.type)).toEqual(['tool_result', 'tool_result', 'text']);
     expect(last.content[2]!.text).toBe('Also look at the README.');
     await p.screenshot({ path: join(SHOTS, 'steer-joined.png') });
+  });
+
+  it('ran these under the strict Content-Security-Policy, without a violation', () => {
+    expect(cspViolations).toEqual([]);
   });
 });

@@ -80,8 +80,17 @@ export async function gitDaemon(dir: string): Promise<{ url: (name: string) => s
   const daemon: ChildProcess = spawn(
     'git',
     ['daemon', '--export-all', `--base-path=${base}`, '--listen=127.0.0.1', `--port=${port}`, '--reuseaddr', base],
-    { stdio: 'ignore' },
+    // Its own process group: `git daemon` runs `git-daemon` as a child, which a kill of `git`
+    // alone would leave running after the test.
+    { stdio: 'ignore', detached: true },
   );
   await listening(port);
-  return { url: (name) => `git://127.0.0.1:${port}/${name}`, stop: () => daemon.kill('SIGKILL') };
+  const stop = () => {
+    try {
+      process.kill(-daemon.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+  return { url: (name) => `git://127.0.0.1:${port}/${name}`, stop };
 }

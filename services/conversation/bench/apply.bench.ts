@@ -1,12 +1,9 @@
 /**
- * Conversation service throughput and latency (issue 3's benchmark), against the local
- * PostgreSQL and Redis:
- *  1. events applied per second by one replica (the applier: read, transition, one write,
- *     publish to Redis), beside a
- *     minimal single-row UPDATE transaction on the same database, same concurrency, same run;
- *  2. median and p99 from an event's arrival on `conversation-events` to its effect being on
- *     the next queue (a tool result in → the next tool job out), through the real service.
- * Prints figures; asserts nothing.
+ * `make bench BENCH=apply` (issue 3's benchmark), against the local PostgreSQL and Redis: events
+ * applied per second by one replica beside a single-row UPDATE transaction on the same database,
+ * and the median and p99 from an event's arrival on `conversation-events` to its effect on the
+ * next queue; one outbox row per event and per effect (before) in alternating windows. Prints
+ * figures; asserts nothing. docs/conversation.md, "Benchmark: applying events".
  */
 import { loadavg } from 'node:os';
 import pg from 'pg';
@@ -20,6 +17,7 @@ import type { ConversationEvent } from '../src/core/index.ts';
 import type { ConversationRecord } from '../src/store/conversation-store.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
+/** Workers of every measurement (the applier's events and the single-row UPDATE alike), in the same run. */
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 300);

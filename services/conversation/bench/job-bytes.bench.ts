@@ -1,16 +1,9 @@
 /**
- * Claim-check LLM jobs (issue 14 item 4): bytes written per turn must stay flat as one
- * conversation grows. Drives one conversation for 200 turns through the real service (real
- * PostgreSQL and Redis; the test plays the gateway: it takes each `llm-requests` job, fetches
- * the history it names from ConversationHistoryService as llm-gateway does, and answers) and
- * prints, at turns 1, 50, 100 and 200, side by side:
- *  - the LLM request job: protobuf bytes (what Redis holds) and the outbox row's JSON bytes;
- *  - every outbox row the turn wrote (jobs and notifications), in bytes;
- *  - what the job would weigh if it still copied the history (the same job plus the history
- *    as field 6, protobuf and JSON; the JSON figure is a lower bound: jsonb's text adds a
- *    space after every colon and comma) — the figure before claim checks;
- *  - the history the gateway fetches instead (response bytes, and the fetch's wall time).
- * Prints figures and ratios; asserts nothing.
+ * `make bench BENCH=job-bytes` (issue 14 item 4): the bytes of the LLM request job (a claim
+ * check) and of every outbox row a turn writes must stay flat as one conversation grows to 200
+ * turns, beside what the job would weigh had it copied the history. Real service, Postgres and
+ * Redis; the bench plays the gateway (takes each job, fetches its history, answers). Prints
+ * figures and ratios; asserts nothing. docs/conversation.md, "LLM request jobs: claim checks".
  */
 import pg from 'pg';
 import { create, toBinary, toJsonString } from '@bufbuild/protobuf';
@@ -36,10 +29,15 @@ import { readConversationConfig } from '../src/config.ts';
 import { createConversationService } from '../src/create-conversation-service.ts';
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
+/** The turns whose figures are printed, side by side. */
 const REPORT_AT = [1, 50, 100, 200].filter((t) => t <= TURNS);
 const USER_TEXT = 'Please look at the next part of the repository and tell me what it does. '.repeat(3);
 const ANSWER_TEXT = 'Here is what that part does, in a few sentences of realistic length for an agent answer. '.repeat(5);
 
+/**
+ * One turn's figures: the job, the turn's outbox rows, the job had it copied the history, and the
+ * history the gateway fetches instead (response bytes, and the fetch's wall time).
+ */
 interface TurnFigures {
   turn: number;
   jobProto: number;
@@ -152,7 +150,8 @@ async function main(): Promise<void> {
       );
       const jobProto = toBinary(LlmRequestJobSchema, got).length;
       const jobRowJson = rows.find((r) => r.queue === QUEUE_LLM_REQUESTS)?.bytes ?? NaN;
-      // Before claim checks the job carried the history as field 6 (repeated LlmMessage).
+      // Before claim checks the job carried the history as field 6 (repeated LlmMessage). The
+      // JSON figure is a lower bound: jsonb's text adds a space after every colon and comma.
       const historyProto = fetched.messages.reduce((n, m) => n + fieldBytes(toBinary(LlmMessageSchema, m).length), 0);
       const historyJson = `,"messages":[${fetched.messages.map((m) => toJsonString(LlmMessageSchema, m)).join(',')}]`.length;
       figures.push({

@@ -1,23 +1,9 @@
 /**
- * Throughput of the pure state machine: `transition()` calls per second on one core. The
- * (state, context, event) triples are precomputed with the property tests' driver
- * (services/conversation/test/core-support/event-driver.ts: mostly answers to what each state waits for,
- * plus noise: stale ids, duplicates, user actions, work_lost) so that only `transition` is timed.
- *
- * Each triple is classified once by what `transition` does with it: it changes the state, it is a
- * no-op (same state object back), or it is rejected. The goal (≥ 1,000,000/s) is for the
- * state-changing ones, each event type on its own; no-ops and rejections are cheap and would
- * flatter a mixed figure, so they are reported apart.
- *
- * All groups are measured side by side in one run: after a warm-up on the whole mix, ROUNDS
- * rounds each run every group for SLICE_MS in turn, and a group's figure is the median of its
- * rounds. Interleaving means a load spike from other processes hits all groups alike instead of
- * whichever happened to run during it. The figure compared with the goal is calls per CPU-second
- * of this process ("on one core"): on a shared machine the process is descheduled part of the
- * wall time, which says nothing about the code. Wall-clock rates and the share of the wall time
- * spent on CPU are printed beside it. Prints figures and ratios to the goal; asserts nothing.
- *
- *   npx tsx services/conversation/bench/transition.bench.ts      (or: make bench BENCH=transition)
+ * `make bench BENCH=transition` (or `npx tsx services/conversation/bench/transition.bench.ts`):
+ * the pure state machine's `transition()` calls per CPU-second on one core, over precomputed
+ * triples grouped by outcome and by event type. The goal (≥ 1,000,000/s) is for each
+ * state-changing event type. Prints figures and ratios to the goal; asserts nothing. How it
+ * measures, and the figures: docs/state-machine.md, "Performance".
  */
 import os from 'node:os';
 import fc from 'fast-check';
@@ -25,11 +11,26 @@ import { transition } from '../src/core/index.ts';
 import type { ConversationContext, ConversationEvent, ConversationState } from '../src/core/index.ts';
 import { runChoices, scenarioArb } from '../test/core-support/scenario-runs.ts';
 
+/**
+ * The goal of each state-changing event type, in calls per CPU-second of this process ("on one
+ * core"): on a shared machine the process is descheduled part of the wall time, which says nothing
+ * about the code. Wall-clock rates and the share of the wall time spent on CPU are printed beside.
+ */
 const GOAL = 1_000_000;
 const WARMUP_MS = 1000;
+/**
+ * After a warm-up on the whole mix, ROUNDS rounds each run every group for SLICE_MS in turn, and a
+ * group's figure is the median of its rounds. Interleaving means a load spike from other processes
+ * hits all groups alike instead of whichever happened to run during it.
+ */
 const ROUNDS = 7;
 const SLICE_MS = 120;
 
+/**
+ * What `transition` does with a triple, classified once: it changes the state, it is a no-op (same
+ * state object back), or it is rejected. No-ops and rejections are cheap and would flatter a mixed
+ * figure, so they are reported apart.
+ */
 type Outcome = 'changes' | 'noop' | 'rejected';
 
 interface Call {
@@ -39,6 +40,12 @@ interface Call {
   readonly outcome: Outcome;
 }
 
+/**
+ * The (state, context, event) triples, precomputed with the property tests' driver
+ * (test/core-support/scenario-runs.ts over event-driver.ts: mostly answers to what each state
+ * waits for, plus noise: stale ids, duplicates, user actions, work_lost) so that only
+ * `transition` is timed.
+ */
 function buildMix(): Call[] {
   const scenarios = fc.sample(scenarioArb({ maxLength: 60 }), { numRuns: 1500, seed: 20261125 });
   const calls: Call[] = [];

@@ -2,17 +2,6 @@
  * Where a conversation can be forked (docs/conversation.md, "Forks"): the messages after which
  * a copied history is a valid chain for the Messages API once a user message follows it. Pure:
  * the API reads the source's messages and asks this module, the store copies them.
- *
- * A history may end after message N when
- * - every tool_use asked by message N or before is answered by a tool result by message N
- *   (never splitting a call from its result, which the API refuses), and
- * - message N is not a response the provider paused mid-turn with its own tool blocks (the model
- *   resumes such a turn in the next response, which a fork would never get).
- * Any other end is fine: the fork starts idle, so the next request ends with the user's next
- * message (a history ending in a user message merges with it; error and continuation messages
- * are for people and never sent). The result is checked once more with the history builder
- * itself (core/history.ts), so a rule of the builder that this walk missed refuses the fork
- * rather than making a conversation whose every request fails.
  */
 import {
   buildLlmHistory,
@@ -38,7 +27,17 @@ export interface ForkMessage {
 /** Why a history cannot end after a message; null when it can. */
 export type ForkBlocker = { readonly kind: 'open_tool_call'; readonly askedAt: number } | { readonly kind: 'paused_turn' } | null;
 
-/** For every message, in order, what keeps the history from ending right after it (null: a fork point). */
+/**
+ * For every message, in order, what keeps the history from ending right after it (null: a fork
+ * point). A history may end after message N when
+ * - every tool_use asked by message N or before is answered by a tool result by message N
+ *   (never splitting a call from its result, which the API refuses), and
+ * - message N is not a response the provider paused mid-turn with its own tool blocks (the model
+ *   resumes such a turn in the next response, which a fork would never get).
+ * Any other end is fine: the fork starts idle, so the next request ends with the user's next
+ * message (a history ending in a user message merges with it; error and continuation messages
+ * are for people and never sent).
+ */
 export function forkBlockers(messages: readonly ForkMessage[]): ForkBlocker[] {
   // tool_use id → the sequence of the message that asked for it
   const open = new Map<string, number>();
@@ -66,7 +65,9 @@ const PROBE: HistoryMessage = { type: 'user', content: [{ type: 'text', text: 'n
 /**
  * The last message to copy for a fork at `at` (a message sequence; 0: the latest point the
  * history can end, which is the whole history when the source is at rest). `messages` are all
- * of the source's, ordered by sequence (1, 2, …).
+ * of the source's, ordered by sequence (1, 2, …). The result is checked once more with the
+ * history builder itself (core/history.ts), so a rule of the builder that {@link forkBlockers}
+ * missed refuses the fork rather than making a conversation whose every request fails.
  */
 export function chooseForkPoint(messages: readonly ForkMessage[], at: number): ForkPoint {
   if (messages.length === 0) return { kind: 'empty' };

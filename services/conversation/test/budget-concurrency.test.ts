@@ -1,10 +1,9 @@
 /**
  * Budgets under concurrency (docs/conversation.md, "Limits": reservations) against Postgres and
- * Redis with two replicas and an automatic gateway that answers every LLM request after a
- * moment at a known price: 20 parallel sends, 15 forks then parallel sends, and 15 parallel
- * continuations against a tiny budget spend at most the budget plus one request's cost. Also:
- * TriggerContinuation counts toward messages per minute and busy conversations, and a
- * reservation a crash left behind counts only until it expires.
+ * Redis with two replicas and an automatic gateway that answers every LLM request after a moment
+ * at a known price: parallel sends, forks, continuations, mid-turn requests and sub-agents against
+ * a tiny budget spend at most the budget plus one request's cost. Also: TriggerContinuation meets
+ * the limits a message meets, and a reservation a crash left behind counts only until it expires.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createClient, type Interceptor } from '@connectrpc/connect';

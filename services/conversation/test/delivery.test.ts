@@ -1,11 +1,7 @@
 /**
- * At-least-once delivery (docs/design.md, "the life of an event"): a replica that dies between
+ * At-least-once delivery (docs/design.md, "The life of an event"): a replica that dies between
  * commit and publish loses nothing (another relay publishes its rows), re-published rows
  * double nothing, and every event delivered twice leaves the same final state as once.
- *
- * The relay's poll is set to a minute here, so everything below that is prompt is published
- * by the committing replica itself (or by the relay's first sweep after a start, or an
- * explicit sweep), never by waiting for the poll.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { fromJson, toJson, type JsonValue } from '@bufbuild/protobuf';
@@ -24,6 +20,9 @@ import { startHarness, type Harness } from './support/harness.ts';
 
 let h: Harness;
 beforeAll(async () => {
+  // The relay's poll is set to a minute here, so everything below that is prompt is published
+  // by the committing replica itself (or by the relay's first sweep after a start, or an
+  // explicit sweep), never by waiting for the poll.
   h = await startHarness({ label: 'delivery', config: { outbox: { pollInterval: 60_000 } } });
 });
 afterAll(async () => {

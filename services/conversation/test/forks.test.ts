@@ -1,10 +1,9 @@
 /**
  * ForkConversation against the real service and Postgres (the test plays the gateway and the
  * runner): a fork at every kind of message boundary copies the history up to it — never between
- * a tool call and its results (refused, naming the nearest places that work) — into a new,
- * idle, Restricted conversation of the same user with the same directory, model and settings,
- * linked to its source; the next message in the fork makes a request whose history is a valid
- * chain (checked by the independent checker of support/blocks.ts); the source is unchanged.
+ * a tool call and its results (refused, naming the nearest places that work) — into a new, idle,
+ * Restricted conversation of the same user, directory, model and settings, linked to its source;
+ * its next request is a valid chain (support/blocks.ts's independent checker); the source is unchanged.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { LlmRequestPurpose, MessageType, Mode, Role, StateKind, StopReason, ThinkingLevel, type Message } from '@bedrock/contracts';

@@ -1,10 +1,9 @@
 /**
- * What the real model does beyond a plain answer, end to end through the service (Postgres,
- * Redis, the queues; the test plays the gateway): thinking and server-tool blocks kept verbatim
- * and sent back in order, a text cut continued from a user turn, a paused turn resumed as it is,
- * a cut tool call asked again at the model's output limit and then told, a refusal that leaves
- * its turn out, usage with thinking and server-tool counts, and states and messages stored
- * before these existed.
+ * What the real model does beyond a plain answer, end to end through the service (Postgres, Redis,
+ * the queues; the test plays the gateway): thinking and server-tool blocks kept verbatim and sent
+ * back in order, a text cut continued from a user turn, a paused turn resumed as it is, a cut tool
+ * call asked again at the model's output limit and then told, a refusal left out of later requests,
+ * usage with thinking and server-tool counts, and states and messages stored before these existed.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createModelRegistry } from '@bedrock/contracts/models';

@@ -1,13 +1,9 @@
 /**
- * `make bench BENCH=llm-gateway`: figures for one gateway replica, no assertions.
- * 1. Time the gateway adds between a delta leaving the upstream (the local Messages API
- *    server writes the SSE event) and that delta being in the conversation's notification
- *    stream (the transport's append resolved): median and p99, in-process and Redis transports.
- * 2. Cancel: from publishing the cancel signal to the upstream seeing its connection closed,
- *    and to the aborted result being on `conversation-events`: median and p99.
- * 3. Requests per second one replica sustains against the local server (run in its own
- *    process, offline model, no artificial delays).
- * Everything talks over loopback; loops are bounded in count and time.
+ * `make bench BENCH=llm-gateway`: figures for one gateway replica against the local Messages API
+ * server, in-process and Redis transports (docs/llm-gateway.md, "Benchmark"): the time the gateway
+ * adds to a delta, cancel → upstream closed and → aborted result queued (median, p99), and
+ * requests per second. No assertions; everything talks over loopback; loops are bounded in count
+ * and time.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -108,6 +104,11 @@ const transports: Array<[string, () => Transport]> = [
   ['redis', () => createRedisTransport({ redisUrl: REDIS_URL, prefix: `bedrock-bench-${randomUUID().slice(0, 8)}` })],
 ];
 
+/**
+ * Time the gateway adds between a delta leaving the upstream (the local Messages API server writes
+ * the SSE event) and that delta being in the conversation's notification stream (the transport's
+ * append resolved): median and p99.
+ */
 async function deltaLatency(name: string, makeTransport: () => Transport): Promise<void> {
   const writtenAt = new Map<string, number>();
   const latencies: number[] = [];
@@ -146,6 +147,10 @@ async function deltaLatency(name: string, makeTransport: () => Transport): Promi
   console.log(`upstream delta → notification stream (${name}): ${summary(latencies)}`);
 }
 
+/**
+ * Cancel: from publishing the cancel signal to the upstream seeing its connection closed, and to
+ * the aborted result being on `conversation-events`: median and p99.
+ */
 async function cancelLatency(name: string, makeTransport: () => Transport): Promise<void> {
   const firstEvent = new Map<string, () => void>();
   const server = await startMessagesApiServer();
@@ -191,6 +196,10 @@ async function cancelLatency(name: string, makeTransport: () => Transport): Prom
   console.log(`cancel → aborted result on conversation-events (${name}): ${summary(toResult)}`);
 }
 
+/**
+ * Requests per second one replica sustains against the local server at `url` (run in its own
+ * process, offline model, no artificial delays).
+ */
 async function throughput(name: string, makeTransport: () => Transport, url: string, message: string, concurrency: number): Promise<void> {
   const r = await rig(makeTransport, {
     ANTHROPIC_API_KEY: 'sk-bench',

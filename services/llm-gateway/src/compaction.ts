@@ -1,14 +1,8 @@
 /**
  * Server-side compaction (beta `compact-2026-01-12`; docs/llm-gateway.md, "Compaction"): for a
- * model whose registry entry says `compaction`, every request — turns and continuation
- * summaries alike, so the request's form never changes — carries the beta header and a
- * `context_management` edit `compact_20260112` whose trigger is {@link COMPACTION_TRIGGER_FRACTION}
- * of the context window (at least the API's 50 000 tokens). When a request's input crosses it,
- * the provider summarises the conversation into a `compaction` block at the start of its answer
- * and goes on; the block is stored with the agent message and sent back verbatim, and the
- * provider reads the conversation from it on.
- *
- * Kept apart from build-request.ts, which calls {@link applyCompaction} once.
+ * model whose registry entry says `compaction`, every request carries the beta header and a
+ * `context_management` edit `compact_20260112` triggered at {@link COMPACTION_TRIGGER_FRACTION}
+ * of the context window. Kept apart from build-request.ts, which calls {@link applyCompaction} once.
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type { CompactionBlock } from '@bedrock/contracts';
@@ -28,7 +22,12 @@ export function compactionTrigger(contextWindow: number): number {
   return Math.max(MIN_COMPACTION_TRIGGER, Math.floor(contextWindow * COMPACTION_TRIGGER_FRACTION));
 }
 
-/** Adds the compact edit when the model takes compaction (its window leaving room for the API's minimum trigger). */
+/**
+ * Adds the compact edit when the model takes compaction (its window leaving room for the API's
+ * minimum trigger): to every request of such a model, turns and continuation summaries alike, so
+ * the request's form never changes. When a request's input crosses the trigger, the provider
+ * summarises the conversation into a `compaction` block at the start of its answer and goes on.
+ */
 export function applyCompaction(
   params: Anthropic.MessageCreateParamsStreaming,
   spec: { readonly compaction?: boolean; readonly contextWindow: number },
@@ -44,7 +43,11 @@ export function compactionHeaders(params: Anthropic.MessageCreateParamsStreaming
   return (params as unknown as Record<string, unknown>).context_management ? { 'anthropic-beta': COMPACTION_BETA } : undefined;
 }
 
-/** A stored compaction block as it is sent back: exactly the JSON the provider returned (its summary when that is all there is). */
+/**
+ * A stored compaction block as it is sent back: exactly the JSON the provider returned (its summary
+ * when that is all there is). The block is stored with the agent message and sent back verbatim;
+ * the provider reads the conversation from it on.
+ */
 export function compactionParam(block: CompactionBlock): Anthropic.ContentBlockParam {
   let json: unknown;
   try {

@@ -1,10 +1,9 @@
 /**
- * Deferred loading of MCP tools (docs/mcp.md, "Context budget"): past a threshold of tools or
- * of definition size, the request marks every MCP tool `defer_loading: true` and defines the
- * provider's tool search tool, so the model finds the tools it needs by searching and the
- * definitions stay out of the prompt. A deferred tool is not part of the cached prefix, so a
- * server adding, removing or changing a tool leaves the prefix (built-in tools, search tool,
- * system prompt) byte-identical. Built-in tools are never deferred.
+ * Deferred loading of MCP tools (docs/mcp.md, "Context budget: deferred tools"): past a threshold
+ * of tools or of definition size, every MCP tool of the request is `defer_loading: true` and the
+ * provider's tool search tool is defined, so the model finds the tools it needs by searching. A
+ * deferred tool is not in the cached prefix, so a server's tool list changing leaves the prefix
+ * (built-in tools, search tool, system prompt) byte-identical. Built-in tools are never deferred.
  */
 import type Anthropic from '@anthropic-ai/sdk';
 

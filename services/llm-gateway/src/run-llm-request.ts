@@ -2,12 +2,8 @@
  * One model call for one LlmRequestJob: build the request, stream it through the SDK
  * (maxRetries 0 — the state machine owns retries), pass text deltas on as they arrive, and
  * return either the complete response or a classified error. Never a partial response: an
- * abort, a cut stream or a mid-stream error all end as an LlmErrorEvent.
- *
- * An image the provider refuses (HTTP 400 invalid_request_error naming it, or about images
- * without naming one) cannot brick the conversation: it is replaced by a text note (every
- * image, when none is named) and the request is sent again, within the same job; the image
- * is remembered so later turns send the note at once (docs/llm-gateway.md).
+ * abort, a cut stream or a mid-stream error all end as an LlmErrorEvent. An image the provider
+ * refuses becomes a note and the request is sent again (docs/llm-gateway.md, "Images the provider refuses").
  */
 import type { McpToolDefinition } from '@bedrock/contracts';
 import { APIError } from '@anthropic-ai/sdk';
@@ -132,7 +128,12 @@ export async function runLlmJob(
   return runLlmRequest({ ...job, messages, mcpTools }, deps);
 }
 
-/** One model call for a job whose history is at hand. */
+/**
+ * One model call for a job whose history is at hand. An image the provider refuses (HTTP 400
+ * invalid_request_error naming it, or about images without naming one) cannot brick the
+ * conversation: it is replaced by a text note (every image, when none is named) and the request
+ * is sent again, within the same job; the image is remembered so later turns send the note at once.
+ */
 export async function runLlmRequest(job: LlmRequest, deps: RunDeps): Promise<LlmOutcome> {
   const { client, options, signal } = deps;
   const fail = (c: Classified, aborted = false): LlmOutcome => failure(job.requestId, c, aborted);

@@ -1,16 +1,8 @@
 /**
- * Folds the Messages API's stream events into one response, defensively (spec/004):
- * - blocks are keyed by the event's own index, so a block type this code does not know
- *   cannot shift later blocks; such blocks are left out (and named, for a warning);
- * - events with a missing or invalid index are skipped, never defaulted to block 0;
- * - a block without its content_block_stop (cut by max_tokens) is left out, except text,
- *   whose part is kept; cut tool calls are named (`cutToolNames`);
- * - thinking is kept with its signature (a thinking block without one is incomplete),
- *   redacted thinking with its data, server-tool blocks (server_tool_use, *_tool_result)
- *   verbatim, text with its citations — all sent back exactly as returned later;
- * - a completed tool call whose input is not a JSON object is reported, not passed on;
- * - a stream that ends with neither a stop reason nor message_stop is incomplete.
- * Pure: no I/O; text and thinking deltas go to the callback as they arrive.
+ * Folds the Messages API's stream events into one response, defensively (spec/004;
+ * docs/llm-gateway.md, "Responses and malformed streams"): what it keeps, leaves out and reports
+ * is listed on {@link StreamAccumulator}. Pure: no I/O; text and thinking deltas go to the
+ * callback as they arrive.
  */
 import { mapStopReason } from './stop-reason.ts';
 import { TokenDeltaKind, type StopReason } from '@bedrock/contracts';
@@ -96,6 +88,19 @@ const emptyUsage = (): AccumulatedUsage => ({
 
 export type DeltaCallback = (blockIndex: number, text: string, kind: TokenDeltaKind) => void;
 
+/**
+ * Folds one response's stream events (`push`, then `finish`):
+ * - blocks are keyed by the event's own index, so a block type this code does not know
+ *   cannot shift later blocks; such blocks are left out (and named, for a warning);
+ * - events with a missing or invalid index are skipped, never defaulted to block 0;
+ * - a block without its content_block_stop (cut by max_tokens) is left out, except text,
+ *   whose part is kept; cut tool calls are named (`cutToolNames`);
+ * - thinking is kept with its signature (a thinking block without one is incomplete),
+ *   redacted thinking with its data, server-tool blocks (server_tool_use, *_tool_result)
+ *   verbatim, text with its citations — all sent back exactly as returned later;
+ * - a completed tool call whose input is not a JSON object is reported, not passed on;
+ * - a stream that ends with neither a stop reason nor message_stop is incomplete.
+ */
 export class StreamAccumulator {
   readonly #slots = new Map<number, Slot>();
   readonly #usage: AccumulatedUsage = emptyUsage();

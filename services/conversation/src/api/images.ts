@@ -1,18 +1,8 @@
 /**
  * Images of SendMessage are checked in two steps (docs/conversation.md, "Input validation"):
- *
- *  1. **Headers, before admission** (`checkImageHeaders`): each image's format and size are read
- *     from its header without decoding (`@bedrock/contracts/image-size`: microseconds, no
- *     allocation); the format must be the one its media type names, each image at most
- *     {@link LIMITS.maxImagePixels} pixels and all of a message's images together at most the
- *     per-message pixel budget (BEDROCK_IMAGE_PIXELS_PER_MESSAGE). A message over it is refused
- *     before it meets the user's limits and before anything is decoded.
- *  2. **Decoding, after admission** (`checkImageDecodes`): every pixel of the first frame is read
- *     by sharp (libvips), so a truncated or corrupt file fails here rather than at the model's
- *     API on every later turn. Bounded: libvips may not allocate for more pixels than the header
- *     claimed (`limitInputPixels`), a file whose decoder disagrees with its header is refused,
- *     one decode runs at a time in this process, and libvips keeps no cache of the inputs
- *     (`sharp.cache(false)`), so memory returns once the call is answered.
+ * their headers before admission (`checkImageHeaders`: format, pixels per image and per message;
+ * nothing decoded), then every pixel once admitted (`checkImageDecodes`, sharp/libvips, bounded),
+ * so a truncated or corrupt file fails here rather than at the model's API on every later turn.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import sharp, { type Metadata } from 'sharp';
@@ -36,9 +26,12 @@ function reason(err: unknown): string {
 const count = (n: number) => n.toLocaleString('en-US');
 
 /**
- * Step 1: reads every image's header; throws INVALID_ARGUMENT when one is not the image its
- * media type names, is malformed, is over the per-image limit, or the images together are over
- * `pixelBudget`. Answers the sizes (in order) for step 2. Cheap: no image is decoded.
+ * Step 1, before admission: reads every image's header; throws INVALID_ARGUMENT when one is not
+ * the image its media type names, is malformed, is over the per-image limit
+ * ({@link LIMITS.maxImagePixels}), or the images together are over `pixelBudget` (the per-message
+ * budget, BEDROCK_IMAGE_PIXELS_PER_MESSAGE). Answers the sizes (in order) for step 2. Cheap: no
+ * image is decoded (`@bedrock/contracts/image-size`: microseconds, no allocation), so a message
+ * over the budget is refused before it meets the user's limits and before anything is decoded.
  */
 export function checkImageHeaders(
   images: readonly { readonly mediaType: string; readonly data: Uint8Array }[],
@@ -89,9 +82,12 @@ function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Step 2: throws INVALID_ARGUMENT unless `data` decodes as the image `mediaType` declares, with
- * the size its header claims (`size`, from step 1; read again when not given); `index` is 0-based,
- * messages say "image 1" for the first.
+ * Step 2, after admission: throws INVALID_ARGUMENT unless `data` decodes as the image `mediaType`
+ * declares, every pixel of its first frame, with the size its header claims (`size`, from step 1;
+ * read again when not given); `index` is 0-based, messages say "image 1" for the first. Bounded:
+ * libvips may not allocate for more pixels than the header claimed (`limitInputPixels`), one
+ * decode runs at a time in this process, and libvips keeps no cache of the inputs
+ * (`sharp.cache(false)`), so memory returns once the call is answered.
  */
 export async function checkImageDecodes(index: number, mediaType: string, data: Uint8Array, size?: ImageSize): Promise<void> {
   const label = `image ${index + 1}`;

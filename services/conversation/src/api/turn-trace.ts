@@ -4,7 +4,6 @@
  * (the `invoke_agent` span of the turn, under the call's server span); with tracing off it is
  * the caller's W3C `traceparent` / `tracestate` when valid, else a new root trace, so one user
  * turn is still one trace id in every job and log line (docs/observability.md, "Tracing").
- * Parsing and writing are `@opentelemetry/core`'s W3C propagator (through platform's helpers).
  */
 import { randomBytes } from 'node:crypto';
 import { extractTrace, injectTrace, traceCarrier } from '@bedrock/platform/server';
@@ -17,7 +16,11 @@ function randomId(bytes: number): string {
   }
 }
 
-/** `{traceparent, tracestate?}` for an action: the active span's, else the caller's valid one, else a new sampled root trace. */
+/**
+ * `{traceparent, tracestate?}` for an action: the active span's, else the caller's valid one, else
+ * a new sampled root trace. Parsing and writing are `@opentelemetry/core`'s W3C propagator
+ * (through platform's helpers).
+ */
 export function turnTraceContext(headers: Headers): Record<string, string> {
   const given: Record<string, string> = {};
   for (const name of ['traceparent', 'tracestate']) {

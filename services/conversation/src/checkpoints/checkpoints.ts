@@ -2,15 +2,8 @@
  * Checkpoints of conversations' workspaces (docs/workspaces.md, "Checkpoints"): the records
  * here (table conversation_checkpoints, migration 018), the snapshots on the tool-runners'
  * storage (WorkspaceStorageService: CreateCheckpoint, RestoreCheckpoint, GetCheckpointDiff).
- *
- * - Before the first tool of each user turn the applier awaits `beforeTools`, which has the
- *   storage snapshot the workspace (read-only, copy-on-write) and records it, before the tool
- *   jobs are written: the checkpoint happens-before every tool of the turn. A storage that
- *   cannot (not btrfs, or down) costs the turn nothing but the checkpoint: it is logged.
- * - `rewind` puts the files back from a checkpoint (points.ts says which), and cuts the history
- *   with ForkConversation's rules, refused while the conversation is busy, audited, idempotent
- *   with a request id.
- * - `diff` compares two points; `forkFiles` makes a fork's own workspace from one.
+ * The applier takes one before the first tool of each user turn (`beforeTools`); `rewind`,
+ * `diff` and `forkFiles` read them back.
  */
 import { randomBytes } from 'node:crypto';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -53,10 +46,21 @@ export interface CheckpointRow {
 }
 
 export interface Checkpoints {
-  /** Takes the turn's checkpoint if it has none yet; never throws (a failure is logged). */
+  /**
+   * Takes the turn's checkpoint if it has none yet: the storage snapshots the workspace
+   * (read-only, copy-on-write) and it is recorded. The applier awaits it before the first tool of
+   * each user turn, before the tool jobs are written, so the checkpoint happens-before every tool
+   * of the turn. Never throws: a storage that cannot (not btrfs, or down) costs the turn nothing
+   * but the checkpoint, and the failure is logged.
+   */
   beforeTools(record: ConversationRecord): Promise<void>;
   list(record: ConversationRecord): Promise<CheckpointRow[]>;
-  /** `commit` runs in the transaction that cuts the history and writes the audit row (the caller stores its request outcome there). */
+  /**
+   * Puts the files back from a checkpoint (points.ts says which) and/or cuts the history with
+   * ForkConversation's rules; refused while the conversation is busy, audited, idempotent with a
+   * request id. `commit` runs in the transaction that cuts the history and writes the audit row
+   * (the caller stores its request outcome there).
+   */
   rewind(
     record: ConversationRecord,
     at: number,
@@ -64,6 +68,7 @@ export interface Checkpoints {
     actor: AuditActor | undefined,
     commit?: (client: PoolClient, outcome: RewindOutcome) => Promise<void>,
   ): Promise<RewindOutcome>;
+  /** Compares the files at two points (message sequences, 0 for now). */
   diff(record: ConversationRecord, from: number, to: number): Promise<GetCheckpointDiffResponse>;
   /** A new workspace for a fork through message `at` of `record`: its files as at that message. */
   forkFiles(record: ConversationRecord, at: number): Promise<{ id: string; name: string; path: string }>;

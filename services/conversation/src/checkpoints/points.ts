@@ -1,12 +1,6 @@
 /**
- * Where a conversation's files can be rewound to (docs/workspaces.md, "Checkpoints"). Pure.
- *
- * A checkpoint is taken before the first tool of a user turn: it holds the files as they were
- * when that turn's user message arrived (after every earlier turn's tools). So the files "as at
- * message N" are those of the first checkpoint whose turn message comes after N, provided no
- * tool ran between N and that turn; when no checkpoint comes after N and no tool ran since N,
- * the files are as they are now. A point inside a turn after which that turn's tools ran has
- * no checkpoint: the answer names the turn's start, which has one.
+ * Where a conversation's files can be rewound to (docs/workspaces.md, "Checkpoints"): which
+ * checkpoint holds the files as at a message, and the storage's names of checkpoints. Pure.
  */
 
 /** A stored message as this module needs it. */
@@ -30,6 +24,13 @@ export function checkpointPrefixOf(conversationId: string): string {
 /**
  * The files as at message `at`: which checkpoint holds them. `turns` are the turn messages that
  * have a checkpoint, any order.
+ *
+ * A checkpoint is taken before the first tool of a user turn: it holds the files as they were
+ * when that turn's user message arrived (after every earlier turn's tools). So the files "as at
+ * message N" are those of the first checkpoint whose turn message comes after N, provided no
+ * tool ran between N and that turn; when no checkpoint comes after N and no tool ran since N,
+ * the files are as they are now. A point inside a turn after which that turn's tools ran has
+ * no checkpoint: the answer names the turn's start, which has one.
  */
 export function filesPoint(messages: readonly PointMessage[], turns: readonly number[], at: number): FilesPoint {
   const next = [...turns].filter((t) => t > at).sort((a, b) => a - b)[0];

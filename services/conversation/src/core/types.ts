@@ -1,10 +1,8 @@
 /**
- * Types of the pure conversation state machine (spec 000, REQ-BED-001..024).
- *
- * Everything here is plain, JSON-serialisable data: the state is stored as-is in Postgres,
- * effects become outbox rows, events arrive from RPCs and queues. No I/O, no clocks, no
- * random ids: time is relative (delays), ids are derived from the conversation id and the
- * state's counters.
+ * Types of the pure conversation state machine (spec 000, REQ-BED-001..024). Everything here is
+ * plain, JSON-serialisable data: the state is stored as-is in Postgres, effects become outbox
+ * rows, events arrive from RPCs and queues. No I/O, no clocks, no random ids: time is relative
+ * (delays), ids are derived from the conversation id and the state's counters.
  */
 import type { ToolName } from '@bedrock/contracts/tools';
 

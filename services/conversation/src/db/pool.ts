@@ -1,24 +1,9 @@
 /**
  * The Postgres pool, following the primary of a replicated cluster (docs/conversation.md,
- * "Postgres failover").
- *
- * `DATABASE_URL` may name several hosts, as libpq allows:
- * `postgres://user@h1:5432,h2:5433/db?target_session_attrs=read-write`. node-postgres (and
- * pg-connection-string) take one host only, and no well-kept library adds libpq's host list to
- * it, hence this file. With one host the pool is a plain `pg.Pool`, unchanged. With several,
- * every new connection of the pool first finds the read-write server: the host that answered
- * last, then the others in order, each asked `pg_is_in_recovery()` and
- * `transaction_read_only` over a short-lived connection (as libpq's target_session_attrs does);
- * while none answers (a failover under way) it tries again with back-off, up to
- * `failoverWaitMs`, so a caller waits for the new primary rather than failing at once.
- *
- * Connections to a primary that went away are dropped: the server ends them (kill, demotion
- * and restart as a standby: 57P01), node-postgres marks such a client unusable and the pool
- * discards it, idle or not. A statement failing with 57P0x, or with 25006 (a server that
- * became read-only), ends its connection here at once, so the pool discards it on release. Either way the host is forgotten and the next
- * connection looks again. The failed statement is not retried here: only the caller knows
- * whether it is safe (an event's job is redelivered by the queue; the applier is guarded by
- * the conversation's revision).
+ * "Postgres failover"). `DATABASE_URL` may name several hosts, as libpq allows; node-postgres
+ * takes one only, hence this file. With several, each new connection first finds the read-write
+ * host, and a connection to a primary that went away is dropped; with one, a plain `pg.Pool`.
+ * A failed statement is not retried here: only the caller knows whether that is safe.
  */
 import pg from 'pg';
 
@@ -72,10 +57,20 @@ export interface PoolOptions {
   readonly onPrimary?: (event: { host: string; previous: string | undefined }) => void;
 }
 
-/** Server errors after which the connection's host is looked up again. */
+/**
+ * Server errors after which the connection's host is looked up again: 57P0x, the server ends the
+ * connection (kill, demotion and restart as a standby: 57P01), and 25006, a server that became
+ * read-only. Such a statement ends its connection here at once, so the pool discards it on release.
+ */
 const GONE = new Set(['25006', '57P01', '57P02', '57P03']);
 
-/** Finds the read-write host of a list; shared by the connections of one pool. */
+/**
+ * Finds the read-write host of a list; shared by the connections of one pool. It asks the host
+ * that answered last, then the others in order, each `pg_is_in_recovery()` and
+ * `transaction_read_only` over a short-lived connection (as libpq's target_session_attrs does);
+ * while none answers (a failover under way) it tries again with back-off, up to `failoverWaitMs`,
+ * so a caller waits for the new primary rather than failing at once.
+ */
 export class PrimaryLocator {
   private current: PgHost | undefined;
   /** The last host found read-write, kept when forgotten: to tell a move from the first find. */
@@ -191,7 +186,12 @@ export function createPool(options: PoolOptions): FollowingPool {
       );
     }
 
-    /** Inspects every failed statement: one that says the server is no longer the primary drops this connection. */
+    /**
+     * Inspects every failed statement: one that says the server is no longer the primary drops
+     * this connection and forgets its host, so the next connection looks again. (When the server
+     * itself ends a connection, node-postgres marks the client unusable and the pool discards it,
+     * idle or not.)
+     */
     private noteError(err: unknown): void {
       const code = (err as { code?: unknown } | null)?.code;
       if (typeof code !== 'string' || !GONE.has(code) || !this.target) return;

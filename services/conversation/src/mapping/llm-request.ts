@@ -1,10 +1,9 @@
 /**
  * Builds the `llm-requests` job: a claim check naming the conversation and the last message
  * sequence of the request's history (`history_through`), not the history itself, so a job's
- * size does not grow with the conversation. The gateway fetches the turns when it runs the
- * job (ConversationHistoryService, api/history-api.ts), built by {@link buildLlmMessages} from
- * exactly the committed messages up to that position (messages are append-only, so a
- * re-published job names the same history).
+ * size does not grow with the conversation (docs/conversation.md, "LLM request jobs: claim
+ * checks"). The gateway fetches the turns when it runs the job (ConversationHistoryService,
+ * api/history-api.ts), built by {@link buildLlmMessages} from the committed messages up to there.
  */
 import { create } from '@bufbuild/protobuf';
 import { LlmMessageSchema, LlmRequestJobSchema, LlmRequestPurpose, Role, type LlmMessage, type LlmRequestJob } from '@bedrock/contracts';
@@ -55,7 +54,10 @@ export interface LlmRequestJobOptions {
   /** The service's default, used when the effect asks for none (0). */
   readonly maxTokens: number;
   readonly notifySequence: bigint;
-  /** The last message sequence of the request's history: the conversation's message_seq once this transition's messages are in. */
+  /**
+   * The last message sequence of the request's history: the conversation's message_seq once this
+   * transition's messages are in (messages are append-only, so a re-published job names the same history).
+   */
   readonly historyThrough: bigint;
   readonly traceContext?: Record<string, string>;
   /** The owner's opaque reference (owner-ref.ts), '' for none. */

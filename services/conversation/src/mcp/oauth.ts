@@ -1,13 +1,9 @@
 /**
- * Each user's OAuth 2.1 login to remote MCP servers (docs/mcp.md, "OAuth"): this service is the
- * OAuth client. It discovers the server's authorization server (protected resource metadata,
- * then authorization server metadata), registers a client when the server offers dynamic
- * registration, runs authorization code + PKCE, stores the tokens sealed (AES-256-GCM,
- * BEDROCK_MCP_TOKEN_KEY) in mcp_oauth_logins, refreshes the access token before it expires (one
- * refresh at a time per login: the row is locked), and revokes on logout. The tool-runners
- * never see a refresh token: each spec carries only the current access token, sealed for that
- * conversation and server. The protocol steps are the official SDK's
- * (`@modelcontextprotocol/sdk/client/auth.js`); this module keeps their state.
+ * Each user's OAuth 2.1 login to remote MCP servers (docs/mcp.md, "OAuth logins to remote
+ * servers"): this service is the OAuth client. The protocol steps are the official SDK's
+ * (`@modelcontextprotocol/sdk/client/auth.js`); this module keeps their state: logins stored
+ * sealed (AES-256-GCM, BEDROCK_MCP_TOKEN_KEY) in mcp_oauth_logins, refreshed, revoked on logout.
+ * The tool-runners never see a refresh token, only each conversation's access token, sealed.
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
@@ -51,11 +47,18 @@ export interface McpOAuth {
   /** The owner's login state of each remote server, by name. */
   statuses(ownerId: string, servers: readonly McpServerConfig[]): Promise<Map<string, McpAuthStatus>>;
   /**
-   * The access token a tool-runner gets for this conversation's server, sealed for it (refreshed
-   * first when it is near its end); `loginRequired` when the stored login was refused.
+   * The access token a tool-runner gets for this conversation's server, sealed for that
+   * conversation and server (refreshed first when it is near its end, one refresh at a time per
+   * login: the row is locked); `loginRequired` when the stored login was refused. The tool-runners
+   * never see a refresh token.
    */
   accessTokenFor(ownerId: string, conversationId: string, server: McpServerConfig): Promise<{ sealed?: string; loginRequired: boolean }>;
-  /** The URL the user opens to log in; the verifier and state stay here. */
+  /**
+   * The URL the user opens to log in; the verifier and state stay here. Discovers the server's
+   * authorization server (protected resource metadata, then authorization server metadata) and
+   * registers a client when the server offers dynamic registration; the login is authorization
+   * code + PKCE.
+   */
   start(ownerId: string, server: McpServerConfig, redirectUri: string): Promise<string>;
   /** Exchanges the code of the redirected URL; answers the server's name. */
   complete(ownerId: string, redirectedUrl: string, serverNamed: (name: string) => Promise<McpServerConfig | undefined>): Promise<string>;

@@ -1,18 +1,18 @@
 /**
  * Publishes committed outbox rows to Redis (or the in-process transport) in bulk: rows are
- * taken in runs of one kind, in order; a run goes out in as few round trips as the transport
- * allows (a conversation's notifications in one call, jobs with `addBulk` per queue, all
- * queues at once). A job never overtakes the notification before it (its live output follows
- * that position) and a timer's removal never overtakes its scheduling.
- *
- * Throws when anything fails: the caller marks none of the batch sent, so it is published
- * again; every publish is idempotent (job ids, stream positions, cancels).
+ * taken in runs of one kind, in order, each run in as few round trips as the transport allows
+ * (docs/conversation.md, "What it does", item 2). A job never overtakes the notification before it
+ * (its live output follows that position) and a timer's removal never overtakes its scheduling.
  */
 import type { DescMessage } from '@bufbuild/protobuf';
 import type { BulkJob, EncodedEvent, Producer, Transport } from '@bedrock/platform';
 import { cancelMessage, JOB_SCHEMAS, jobMessage, notificationMessage } from '../mapping/outbox-messages.ts';
 import type { JobSchemaName, OutboxRow, StoredOutboxRow } from '../store/outbox-row.ts';
 
+/**
+ * Publishes a batch of rows. Throws when anything fails: the caller marks none of the batch sent,
+ * so it is published again; every publish is idempotent (job ids, stream positions, cancels).
+ */
 export type PublishRows = (rows: readonly StoredOutboxRow[]) => Promise<void>;
 
 export function createRowPublisher(
@@ -31,6 +31,7 @@ export function createRowPublisher(
     return p;
   }
 
+  /** One run of one kind: a conversation's notifications in one call, jobs with `addBulk` per queue, all queues at once. */
   async function publishRun(run: readonly StoredOutboxRow[]): Promise<void> {
     const kind = run[0]!.row.kind;
     switch (kind) {

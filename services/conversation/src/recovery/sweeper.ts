@@ -1,22 +1,9 @@
 /**
- * Recovery (REQ-BED-007, docs/design.md resolution 3 and "Side effects after a crash"): no
- * conversation stays busy forever when the work it waits on is lost — a worker that crashed
- * after taking a job it can no longer hand back, or a Redis restart that dropped jobs — and no
- * real result is replaced by a synthetic one.
- *
- * Every `intervalMs` the sweeper looks at busy conversations whose state has not moved for
- * `staleAfterMs`, and asks where their work is. It waits while any of these holds:
- *   - the job is queued, delayed or running (a dead consumer's job stays "running" until the
- *     queue's stalled check hands it to another consumer, seconds later);
- *   - its answer is queued on `conversation-events` (`tool-result/…`, `llm-result/…`), or being
- *     applied;
- *   - its owner's heartbeat in the run ledger is current (a tool or an LLM request still being
- *     worked on, e.g. after Redis lost the job but not the worker).
- * A tool call whose result is recorded in the run ledger gets that result. Otherwise the work is
- * gone; if it still looks gone `staleAfterMs` later (heartbeats come back within seconds after
- * a Redis restart), `work_lost` is applied: synthetic results, back to idle, history intact.
- * `work_lost` names the state it was decided on (`atSeq`): an answer that arrived meanwhile wins.
- * Waiting for the user (mode approval) is never "lost". Several replicas may sweep at once.
+ * Recovery (REQ-BED-007, docs/design.md resolution 3 and "Side effects after a crash";
+ * docs/conversation.md, "Recovery: crashes and lost work"): no conversation stays busy forever
+ * when the work it waits on is lost — a worker that crashed after taking a job it can no longer
+ * hand back, or a Redis restart that dropped jobs — and no real result is replaced by a synthetic
+ * one. Waiting for the user (mode approval) is never "lost". Several replicas may sweep at once.
  */
 import { create, fromJsonString } from '@bufbuild/protobuf';
 import {
@@ -52,7 +39,8 @@ export interface RecoveryOptions {
   readonly intervalMs: number;
   /**
    * Only conversations whose state has not changed for this long are examined, and work counts
-   * as lost only when it still looks gone this long after it was first seen gone, ms.
+   * as lost only when it still looks gone this long after it was first seen gone (heartbeats come
+   * back within seconds after a Redis restart), ms.
    */
   readonly staleAfterMs: number;
   /** Clock (tests). */
@@ -60,7 +48,13 @@ export interface RecoveryOptions {
 }
 
 export interface RecoverySweeper {
-  /** One pass; returns the conversations it moved. */
+  /**
+   * One pass over the busy conversations whose state has not moved for `staleAfterMs`; returns
+   * the conversations it moved. A tool call whose result is recorded in the run ledger gets that
+   * result. Work that is gone, and still looks gone `staleAfterMs` later, gets `work_lost`
+   * (synthetic results, back to idle, history intact), naming the state it was decided on
+   * (`atSeq`): an answer that arrived meanwhile wins.
+   */
   sweep(): Promise<string[]>;
   start(): void;
   stop(): Promise<void>;
@@ -123,7 +117,16 @@ export function createRecoverySweeper(options: RecoveryOptions): RecoverySweeper
     return (await pending(QUEUE_CONVERSATION_EVENTS, timerId)) ? { kind: 'pending', why: 'timer' } : { kind: 'lost' };
   }
 
-  /** Where the work the phase waits on is; null when it waits on nothing that can be lost. */
+  /**
+   * Where the work the phase waits on is; null when it waits on nothing that can be lost. It is
+   * pending while any of these holds:
+   *   - the job is queued, delayed or running (a dead consumer's job stays "running" until the
+   *     queue's stalled check hands it to another consumer, seconds later);
+   *   - its answer is queued on `conversation-events` (`tool-result/…`, `llm-result/…`), or being
+   *     applied;
+   *   - its owner's heartbeat in the run ledger is current (a tool or an LLM request still being
+   *     worked on, e.g. after Redis lost the job but not the worker).
+   */
   async function examine(record: ConversationRecord, phase: Phase): Promise<Verdict | null> {
     switch (phase.kind) {
       case 'llm_requesting':

@@ -1,14 +1,9 @@
 /**
  * An outbox row: one effect decided by a transition, written in the same commit, published
  * after it (outbox/publisher.ts, outbox/relay.ts). A tagged union on `kind`; rows read back
- * from Postgres are checked into it by `outboxRowFromDb`, never cast.
- *
- * In the `outbox` table, the effects one event decided for one conversation are stored as ONE
- * row of kind `effects` whose payload is the list of the effects' rows (`packOutboxRows`;
- * `outboxRowsFromDb` unpacks it): one index entry, one heap tuple and one mark per event instead
- * of one per effect (the applier's write statement spent about a quarter of its time inserting
- * three rows). A single effect keeps a row of its own kind, and rows written one by one
- * (titles, checkpoints, a user action's transaction) are read as before.
+ * from Postgres are checked into it by `outboxRowFromDb`, never cast. In the table, the effects
+ * one event decided for one conversation share ONE row of kind `effects` (`packOutboxRows`,
+ * `outboxRowsFromDb`; why: docs/conversation.md, "Benchmark: applying events").
  */
 import type { JsonValue } from '@bufbuild/protobuf';
 
@@ -103,7 +98,12 @@ export function outboxRowFromDb(effectId: string, conversationId: string, kind: 
   }
 }
 
-/** The kind of a table row holding all the effects one event decided for one conversation. */
+/**
+ * The kind of a table row holding all the effects one event decided for one conversation, its
+ * payload the list of the effects' rows: one index entry, one heap tuple and one mark per event
+ * instead of one per effect. A single effect keeps a row of its own kind, and rows written one by
+ * one (titles, checkpoints, a user action's transaction) are read as before.
+ */
 export const EFFECTS_KIND = 'effects';
 
 /** A row of the `outbox` table as written: one effect, or the effects of one event for one conversation. */

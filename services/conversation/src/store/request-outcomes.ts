@@ -2,9 +2,7 @@
  * Idempotent client requests (docs/conversation.md, "Idempotent requests"): a mutating RPC
  * that carries a `request_id` has its outcome stored in `request_outcomes`, in the same
  * transaction that applied it (or in which the state machine refused it). A retry with the
- * same id finds the row and is answered from it; nothing is applied twice. Concurrent
- * duplicates serialise on the conversation's row lock (or, for CreateConversation, on the
- * row's primary key) and the later one finds the earlier one's row.
+ * same id finds the row and is answered from it; nothing is applied twice.
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
@@ -100,9 +98,10 @@ export async function findOutcome(db: Pool | PoolClient, key: RequestKey): Promi
 
 /**
  * Claims a request id inside the caller's transaction: inserts its row (outcome still empty)
- * unless one exists. A concurrent transaction inserting the same key waits here until the
- * first commits (then finds its row) or rolls back (then claims it). Returns the prior
- * outcome, or null when this transaction now owns the id.
+ * unless one exists. Concurrent duplicates serialise on the conversation's row lock (the caller
+ * holds it) or, for CreateConversation, on this row's primary key: a concurrent transaction
+ * inserting the same key waits here until the first commits (then finds its row) or rolls back
+ * (then claims it). Returns the prior outcome, or null when this transaction now owns the id.
  */
 export async function claimRequest(client: PoolClient, key: RequestKey): Promise<PriorOutcome | null> {
   const inserted = await client.query(

@@ -1,17 +1,9 @@
 /**
- * Drives a gateway running alone (no conversation service): enqueues one LlmRequestJob on
- * `llm-requests` in Redis, prints its token deltas from the notification stream as they
- * arrive (thinking on stderr, the answer on stdout), then the result from `conversation-events`.
- *
- *   npx tsx services/llm-gateway/src/cli/send-request.ts [--model M] [--thinking off|low|medium|high|max]
- *     [--web-search] [--web-fetch] [--cancel-after MS] "message"
- *
- * It consumes `conversation-events` itself, so do not run it against a deployment whose
- * conversation service is running. The job is a claim check (the gateway fetches its history
- * from the conversation service), so this tool also answers ConversationHistoryService for its
- * own conversation on --history-port (default 50051, the gateway's default
- * BEDROCK_CONVERSATION_URL; it accepts any caller and listens on 127.0.0.1 only).
- * Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
+ * Drives a gateway running alone, with no conversation service (docs/llm-gateway.md, "Running
+ * it"): enqueues one LlmRequestJob on `llm-requests` in Redis, prints its token deltas from the
+ * notification stream as they arrive (thinking on stderr, the answer on stdout), then the result
+ * from `conversation-events`, which it consumes itself: do not run it against a deployment whose
+ * conversation service is running. The command line is below.
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -36,6 +28,12 @@ import { createTransport, STREAM_START, type StreamPosition } from '@bedrock/pla
 import { loadConfig, transportSection } from '@bedrock/platform/config';
 import { serveService, createLogger, startGrpcServer } from '@bedrock/platform/server';
 
+/**
+ * The command line:
+ *
+ *   npx tsx services/llm-gateway/src/cli/send-request.ts [--model M] [--thinking off|low|medium|high|xhigh|max]
+ *     [--web-search] [--web-fetch] [--cancel-after MS] [--timeout-ms MS] [--history-port PORT] "message"
+ */
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
@@ -62,13 +60,18 @@ if (thinking === undefined) {
   process.exit(2);
 }
 const text = positionals.join(' ') || 'hello';
+// Environment: REDIS_URL, BEDROCK_REDIS_PREFIX (as the gateway).
 const transport = createTransport(loadConfig(transportSection, process.env, { kind: 'redis' }), {
   warn: (fields, message) => console.error(message, fields.err),
 });
 const conversationId = `cli-${randomUUID()}`;
 const requestId = `cli-req-${randomUUID()}`;
 
-// The history of the one request: what the conversation service would answer the gateway.
+// The history of the one request: what the conversation service would answer the gateway. The
+// job is a claim check (the gateway fetches its history from the conversation service), so this
+// command answers ConversationHistoryService for its own conversation on --history-port (default
+// 50051, the gateway's default BEDROCK_CONVERSATION_URL; it accepts any caller and listens on
+// 127.0.0.1 only).
 const history = [{ role: Role.USER, content: [{ block: { case: 'text' as const, value: { text } } }] }];
 const historyServer = await startGrpcServer({
   host: '127.0.0.1',

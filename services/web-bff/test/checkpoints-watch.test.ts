@@ -1,10 +1,8 @@
 /**
- * What a rewind does to the others (docs/workspaces.md, "Checkpoints"): a WatchConversation
- * stream open during RewindConversation gets the durable `history_rewound` event, in order, and
- * goes on (no reconnect) with the messages after the cut numbered from it again; a files-only
- * rewind sends none. Deleting the user removes their checkpoint records with the snapshots.
- * A real web-bff, conversation service and tool-runner on a loop-mounted btrfs image; the test
- * plays the llm-gateway and the tools. Needs root and btrfs-progs.
+ * What a rewind does to the others (docs/workspaces.md, "Checkpoints"): a WatchConversation stream
+ * open during RewindConversation gets the durable `history_rewound` event, in order, and goes on
+ * with the messages after the cut numbered from it again; a files-only rewind sends none. Deleting
+ * the user removes their checkpoint records. Needs root and btrfs-progs.
  */
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { existsSync, readdirSync } from 'node:fs';
@@ -18,6 +16,8 @@ import { checkpointClient, describeBtrfs as describeBtrfsIf, toolTurn } from './
 
 const describeBtrfs = describeBtrfsIf('checkpoints-watch.test.ts');
 
+// A real web-bff, conversation service and tool-runner on a loop-mounted btrfs image; the test
+// plays the llm-gateway and the tools (support/tool-turn.ts).
 describeBtrfs('a rewind reaches watchers; deleting a user deletes checkpoint records', () => {
   let s: System;
   let pool: pg.Pool;
@@ -36,6 +36,7 @@ describeBtrfs('a rewind reaches watchers; deleting a user deletes checkpoint rec
   const bob = () => s.client(s.tokens.bob);
   const turn = (id: string, cwd: string, script: string, answer: string) => toolTurn(s, s.tokens.bob!, id, cwd, script, answer);
 
+  // The watch goes on without a reconnect; DeleteUser removes the checkpoint records with the snapshots.
   it('an open watch gets history_rewound at a history rewind and goes on; DeleteUser removes checkpoint rows', async () => {
     const created = (await bob().createConversation({})).conversation!;
     const id = created.id;

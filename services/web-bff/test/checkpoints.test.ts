@@ -1,12 +1,9 @@
 /**
- * Checkpoints end to end (docs/workspaces.md, "Checkpoints"): a real web-bff and conversation
- * service (Postgres, Redis) and a real tool-runner serving the workspaces on a loop-mounted btrfs
- * image. The test plays the llm-gateway and the tool-runner's tool work on the real queues, doing
- * each tool's file changes in the workspace as its owner. It checks that the turn's checkpoint
- * exists before its first tool job does, then RewindConversation (files, history, both; refused
- * while busy; audited; idempotent), GetWorkspaceDiff, ForkConversation with files (two lines
- * that never see each other's files), and that deleting a conversation frees its checkpoints.
- * Needs root and btrfs-progs.
+ * Checkpoints end to end (docs/workspaces.md, "Checkpoints") through a real web-bff, conversation
+ * service (Postgres, Redis) and tool-runner serving the workspaces on a loop-mounted btrfs image:
+ * the turn's checkpoint before its first tool job, RewindConversation, GetWorkspaceDiff,
+ * ForkConversation with files, and deleting a conversation frees its checkpoints. Needs root and
+ * btrfs-progs.
  */
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -28,6 +25,8 @@ async function failure(promise: Promise<unknown>): Promise<ConnectError> {
   throw new Error('the call succeeded');
 }
 
+// The test plays the llm-gateway and the tool-runner's tool work on the real queues, doing each
+// tool's file changes in the workspace as its owner (support/tool-turn.ts).
 describeBtrfs('checkpoints through web-bff', () => {
   let s: System;
   let pool: pg.Pool;
@@ -57,6 +56,8 @@ describeBtrfs('checkpoints through web-bff', () => {
 
   const messagesOf = async (id: string) => (await alice().getConversation({ conversationId: id })).messages;
 
+  // Rewinds of the files, the history and both (refused while busy; audited; idempotent); the fork
+  // with files makes two lines that never see each other's files.
   it('checkpoints each turn before its first tool, diffs, rewinds files and history, forks with files, frees on delete', async () => {
     const created = (await alice().createConversation({})).conversation!;
     const id = created.id;

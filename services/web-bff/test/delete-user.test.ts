@@ -1,10 +1,9 @@
 /**
  * DeleteUser through the real web-bff (two replicas) and conversation service, against real
- * Postgres and Redis: a user with two conversations (one with a sub-agent) and a token is refused
- * while a conversation is busy (nothing deleted), then deleted: no row of theirs in any table, no
- * stream key of theirs in Redis, their token refused on the other replica within a second, the
- * audit log kept plus `user_deleted`. An admin cannot delete themself; a non-admin cannot call
- * it; a tokens-file user's data goes but their file token still works (and the answer says so).
+ * Postgres and Redis: refused while a conversation is busy, then nothing of the user's left in any
+ * table or Redis key, their token refused on the other replica within a second, the audit log kept
+ * plus `user_deleted`. Refused for oneself and for non-admins; a tokens-file user's data goes but
+ * their file token still works (and the answer says so).
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';

@@ -1,12 +1,9 @@
 /**
- * The public edge of web-bff, against real servers:
- * - an unauthenticated call is refused before its body is read: six 60 MB POSTs at once (every
- *   protocol, both listeners) are answered in well under a second with UNAUTHENTICATED while
- *   a separate web-bff process's RSS barely moves;
- * - an authenticated large body within the limit still works; the open services (health,
- *   reflection) take small bodies only;
- * - a body that does not parse is INVALID_ARGUMENT, on every protocol;
- * - security headers on the UI's files and on API answers.
+ * The public edge of web-bff, against real servers: an unauthenticated call is refused before its
+ * body is read (six 60 MB POSTs at once, every protocol, both listeners, while a separate web-bff
+ * process's RSS barely moves); an authenticated large body within the limit still works; the open
+ * services (health, reflection) take small bodies only; a body that does not parse is
+ * INVALID_ARGUMENT on every protocol; security headers on the UI's files and on API answers.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

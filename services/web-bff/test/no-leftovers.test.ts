@@ -1,12 +1,9 @@
 /**
- * No leftovers after a deletion, against real Postgres and Redis through the real web-bff and
- * conversation service (the test plays the gateway and the runner on the real queues, and writes
- * the run ledger as the runner does): a conversation whose text, tool input, tool output and
- * answer carry unique strings — in completed, delayed and failed jobs of every queue, in the
- * run ledger and the notification stream — is deleted with DeleteConversation, and another
- * user's with DeleteUser. Afterwards no Redis key or field under the test's prefix, and no
- * Postgres row but the audit log's, holds any of those strings; a tool result that arrives after
- * the deletion is removed within seconds.
+ * No leftovers after a deletion, through the real web-bff and conversation service against real
+ * Postgres and Redis: once a conversation is deleted (DeleteConversation, and another user's with
+ * DeleteUser), no Redis key or field under the test's prefix and no Postgres row but the audit
+ * log's holds any of its unique strings; a tool result that arrives after the deletion is removed
+ * within seconds.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
@@ -45,7 +42,12 @@ afterAll(async () => {
 const mcpOf = (user: 'alice' | 'bob') =>
   createClient(McpService, createGrpcTransport({ baseUrl: s.bff.grpcUrl, interceptors: [serviceTokenInterceptor(s.tokens[user]!)] }));
 
-/** One turn with a tool call, every text in it marked with `mark`; returns the conversation id. */
+/**
+ * One turn with a tool call, every text in it marked with `mark` (text, tool input, tool output,
+ * answer); returns the conversation id. The test plays the gateway and the runner on the real
+ * queues and writes the run ledger as the runner does, so the marks are in completed, delayed and
+ * failed jobs of every queue, in the run ledger and in the notification stream.
+ */
 async function turnWithTool(user: 'alice' | 'bob', mark: string): Promise<string> {
   const client = s.client(s.tokens[user]);
   const id = (await client.createConversation({ cwd: '/tmp' })).conversation!.id;

@@ -1,10 +1,9 @@
 /**
- * OpenID Connect through the real web-bff and conversation service: tokens signed by a test
- * issuer (a local discovery document and JSON Web Key Set) sign users in; expired ones, ones for
- * another audience or issuer, ones issued (`iat`) or valid (`nbf`) only beyond the clock skew in the
- * future, ones signed with a key the issuer does not publish, `alg: none`
- * and HMAC ones are refused. First sign-in creates the user (BEDROCK_OIDC_USERS=auto), or is
- * refused until an admin added them (registered); a disabled user is refused.
+ * OpenID Connect through the real web-bff and conversation service, with a test issuer (a local
+ * discovery document and JSON Web Key Set): good tokens sign users in; expired ones, other
+ * audiences or issuers, `iat` or `nbf` beyond the clock skew in the future, unknown keys, `alg: none`
+ * and HMAC are refused. First sign-in creates the user (BEDROCK_OIDC_USERS=auto), or is refused
+ * until an admin added them (registered); a disabled user is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';

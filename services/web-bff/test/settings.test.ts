@@ -1,11 +1,8 @@
 /**
- * UpdateConversationSettings through the real web-bff, in front of a stand-in conversation
- * service that records what reaches it: the call is forwarded as the caller (service token and
- * user id), with its body intact — an unset server-tool selection ("unchanged") stays unset
- * and an empty one ("all off") stays set — on every protocol; the service's answers and its
- * refusals (INVALID_ARGUMENT with its sentence and rejection detail, NOT_FOUND for someone
- * else's conversation) pass through as they are; a call without a token never gets there.
- * (auth.test.ts checks the same RPC against the real conversation service.)
+ * UpdateConversationSettings through the real web-bff, in front of a stand-in conversation service
+ * that records what reaches it: forwarded as the caller with its body intact on every protocol; the
+ * service's answers and refusals pass through as they are; a call without a token never gets
+ * there. (auth.test.ts checks the same RPC against the real conversation service.)
  */
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -107,6 +104,8 @@ async function failure(p: Promise<unknown>): Promise<ConnectError> {
 }
 
 describe('UpdateConversationSettings through web-bff', () => {
+  // As the caller: the service token and the user id. Intact: an unset server-tool selection
+  // ("unchanged") stays unset and an empty one ("all off") stays set.
   for (const protocol of ['connect-h1', 'connect-json-h1', 'grpc', 'grpc-web-h1'] as const) {
     it(`forwards the call as the caller with its body intact (${protocol})`, async () => {
       seen.length = 0;

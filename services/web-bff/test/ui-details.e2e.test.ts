@@ -1,11 +1,9 @@
 /**
  * Details of the web UI (issue 28), in headless Chromium against the embedded product with a
- * scripted Messages API: the favicon; focus in the message box after Start; a send brings the
- * view back to the bottom however far the reader scrolled; the "↓ Latest" button sits below the
- * transcript, not over it; the state line follows the connection; tool output counts its lines
- * as a person does and its Copy button covers none of it; Markdown tables keep their column
- * alignment; a neutral "Signed out"; a conversation deleted from its header; and on a 390 px
- * phone the header's status bar is one row.
+ * scripted Messages API: the favicon, the focus after Start, a send taking the view to the bottom,
+ * where "↓ Latest" sits, the state line through a lost connection, tool output lines and Copy,
+ * table alignment, Delete from the header, a neutral "Signed out", and on a 390 px phone the
+ * header's status bar in one row.
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,11 +1,8 @@
 /**
- * "Rewind to here" in a real browser (headless Chromium through playwright-core) against web-bff,
- * the conversation service and a real tool-runner whose workspace root is a loop-mounted btrfs
- * image (real checkpoints): the panel first lists what rewinding the files undoes
- * (GetWorkspaceDiff), then "Files and chat" puts the files back and the transcript loses the
- * messages after the cut (through the watch stream's `history_rewound`, no reload); refused while
- * busy with the server's words. On storage that cannot checkpoint (plain directories) the panel
- * says why the files cannot be rewound and offers the chat alone. Needs root and btrfs-progs.
+ * "Rewind to here" in a real browser (headless Chromium) against web-bff, the conversation service
+ * and a real tool-runner on a loop-mounted btrfs image (real checkpoints): the diff listed, files
+ * and chat rewound, refused while busy, a fork with files; on storage that cannot checkpoint the
+ * panel says why and rewinds the chat alone. Needs root and btrfs-progs.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -44,6 +41,7 @@ describeBtrfs('Rewind to here', () => {
   const alice = () => s.client(s.tokens.alice!);
   const message = (p: Page, sequence: bigint) => p.locator(`li.msg[data-sequence="${sequence}"]`);
 
+  // The transcript loses the messages after the cut through the watch stream's `history_rewound`, without a reload.
   it('shows what the files rewind undoes, rewinds files and chat, and is refused while busy', async () => {
     const created = (await alice().createConversation({})).conversation!;
     const { id, cwd } = created;

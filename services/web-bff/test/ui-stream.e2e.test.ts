@@ -1,10 +1,9 @@
 /**
- * The web UI under a fast, long answer, in headless Chromium against the embedded product with
- * a scripted Messages API: a 2,000-line numbered list streamed as fast as the server can send
- * it. While it streams no main-thread task may take over 50 ms (PerformanceObserver
- * 'longtask'), and the whole answer must be on screen within 1.5× the time its events take to
- * arrive over the API (a client watching the same conversation from Node, as the CLI does).
- * The list's four-digit numbers stay inside the card.
+ * The web UI under a fast, long answer, in headless Chromium against the embedded product with a
+ * scripted Messages API: a 2,000-line numbered list streamed as fast as the server can send it is
+ * on screen within 1.5× the time its events take to reach a client watching from Node, without
+ * freezing the page, its four-digit numbers inside the card; a cancelled answer keeps what
+ * streamed. Figures: docs/web-ui.md, "What the agent's text looks like".
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,10 +1,9 @@
 /**
- * The new-conversation form's workspace picker in a real browser (headless Chromium through
- * playwright-core) against web-bff and the conversation service with workspaces (host paths
- * off; a real tool-runner as the storage, the test system's): `default` offered first and made
- * on first use, a new workspace cloned from a real repository (`git daemon` on loopback) with a
- * directory inside it, the workspace named in the conversation's header, and a host directory
- * refused with the server's words. Needs root and git (the runner's workspaces are the tool uids').
+ * The new-conversation form's workspace picker in headless Chromium against web-bff and the
+ * conversation service with host paths off and the test system's real tool-runner as the storage:
+ * `default` first and made on first use, a workspace cloned from a `git daemon` on loopback with a
+ * directory inside it, the workspace in the header, a failed clone and a refused host directory.
+ * Needs root and git (docs/testing.md).
  */
 import { execFileSync } from 'node:child_process';
 import { dirname, resolve } from 'node:path';

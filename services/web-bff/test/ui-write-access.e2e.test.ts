@@ -1,10 +1,9 @@
 /**
- * Where Unrestricted tools write, in the web UI (issue 28, item 5), in headless Chromium against
- * the embedded product (host paths on, tools as the directory's owner: `nobody` for a root-owned
- * one) with a scripted Messages API. The mode line names the directory and the tool user, as the
- * tool-runner reported them; a project owned by root, which the tool user cannot write, is said
- * so in the mode line and in the approval dialog before anything is approved, and the write that
- * follows an approval does fail as warned. A directory the tool user owns gets no warning.
+ * Where Unrestricted tools write, in the web UI (issue 28, item 5), in headless Chromium against the
+ * embedded product (host paths on, tools as the directory's owner: `nobody` for a root-owned one)
+ * with a scripted Messages API: the mode line names the directory and the tool user; one the tool
+ * user cannot write is warned of in the mode line and the approval dialog, and the write after an
+ * approval fails as warned; a directory the tool user owns gets no warning.
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';

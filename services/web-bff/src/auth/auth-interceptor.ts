@@ -1,12 +1,9 @@
 /**
- * Authentication of every ConversationService and AdminService call: `Authorization: Bearer
- * <token>` must name a user (./authenticator.ts), else UNAUTHENTICATED. The user goes to the handlers through a context
- * value; whatever a client sends as `bedrock-user-id` is never forwarded. Health checking and
- * reflection stay open so probes and `buf curl --list-methods` work without a token.
- *
- * The edge (http/api-guard.ts) makes the same check before a request body is read, so an
- * unauthenticated caller never gets a byte buffered; this interceptor stays as the check the
- * handlers rely on.
+ * Authentication of every call of the protected services (ConversationService, AdminService and
+ * the others of PROTECTED_SERVICES): `Authorization: Bearer <token>` must name a user
+ * (./authenticator.ts), else UNAUTHENTICATED. The user and role go to the handlers as context
+ * values; a client's own `bedrock-user-id` is never forwarded. Health checking and reflection stay
+ * open so probes and `buf curl --list-methods` work without a token.
  */
 import { createContextKey, type Interceptor } from '@connectrpc/connect';
 import { AdminService, CheckpointService, ConversationService, McpService, WorkspaceService } from '@bedrock/contracts';
@@ -22,6 +19,11 @@ export const ROLE_KEY = createContextKey<Role>('user', { description: "authentic
 export const PROTECTED_SERVICES = [ConversationService, AdminService, WorkspaceService, McpService, CheckpointService] as const;
 const PROTECTED = new Set<string>(PROTECTED_SERVICES.map((s) => s.typeName));
 
+/**
+ * The check the handlers rely on. The edge (http/api-guard.ts) makes the same check before a
+ * request body is read, so an unauthenticated caller never gets a byte buffered; a request the
+ * edge admitted is not authenticated twice.
+ */
 export function authInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
     if (!PROTECTED.has(req.service.typeName)) return next(req);

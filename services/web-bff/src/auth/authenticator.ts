@@ -1,18 +1,9 @@
 /**
  * Who a call is: `Authorization: Bearer <token>` → a user and a role, or the error to answer.
- *
- * 1. A token of BEDROCK_TOKENS_FILE / BEDROCK_TOKENS (hash compared in constant time here);
- * 2. with OpenID Connect configured, a JWT of the issuer (./oidc.ts), its claim naming the user;
- * 3. any other token: a token issued by AdminService, looked up by its SHA-256 through the
- *    conversation service's IdentityService (users and tokens live in its database).
- *
- * Tokens-file users are who the file says, with no question asked (a revoke is removing the
- * line; SIGHUP). For 2 the conversation service is asked about the user (disabled? an admin?
- * unknown: created on first sign-in, or refused, BEDROCK_OIDC_USERS). Every answer of the
- * conversation service is reused for at most `cacheTtlMs` (≤ 1 s, counted from when the question was asked), and never past a token's
- * expiry: a revoke or a disable is in effect on every web-bff replica within that time, with
- * no message between replicas. Concurrent questions about one token or user share one call.
- * BEDROCK_ADMIN_USERS makes users admins whatever the database says (the first admin).
+ * A token is looked for in BEDROCK_TOKENS_FILE / BEDROCK_TOKENS (no question asked), then, with
+ * OpenID Connect configured, as a JWT of the issuer (./oidc.ts), then as a token issued by
+ * AdminService, looked up by its SHA-256 through the conversation service's IdentityService.
+ * docs/web-bff.md, "Authentication and ownership".
  */
 import { createHash } from 'node:crypto';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
@@ -36,6 +27,7 @@ export interface AuthenticatorOptions {
   readonly identity: Client<typeof IdentityService>;
   /** Options of each call to IdentityService (web-bff's service credential, the deadline). */
   readonly callOptions: () => CallOptions;
+  /** Users who are admins whatever the database says (BEDROCK_ADMIN_USERS: the first admin). */
   readonly admins: readonly string[];
   /** ms, at most 1000; 0: no reuse. */
   readonly cacheTtlMs: number;
@@ -75,7 +67,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   const admins = new Set(options.admins);
   const cache = new Map<string, Entry>();
 
-  /** The verdict for `key`, from the cache while fresh, else asked (once for concurrent callers). */
+  /**
+   * The verdict for `key`, from the cache while fresh, else asked (once for concurrent callers).
+   * An answer of the conversation service is reused for at most `cacheTtlMs`, counted from when
+   * the question was asked, and never past a token's expiry: a revoke or a disable is in effect
+   * on every web-bff replica within that time, with no message between replicas.
+   */
   function cached(key: string, ask: () => Promise<Verdict>): Verdict | Promise<Verdict> {
     const t = now();
     const hit = cache.get(key);
@@ -153,6 +150,11 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       }
     });
 
+  /**
+   * A JWT of the OpenID Connect issuer: verified (./oidc.ts), then the conversation service is
+   * asked about the user its claim names (disabled? an admin? unknown: created on first sign-in
+   * with `autoCreate`, else refused; BEDROCK_OIDC_USERS).
+   */
   function viaOidc(token: string, oidc: NonNullable<AuthenticatorOptions['oidc']>): Promise<AuthResult> {
     return oidc.verifier.verify(token).then((r) => {
       if (!r.ok) {

@@ -1,15 +1,15 @@
 /**
- * OpenID Connect: ID and access tokens (JWT) of one configured issuer. The signature is checked
- * against the issuer's JSON Web Key Set (found through its discovery document unless
- * BEDROCK_OIDC_JWKS_URL names it; fetched and cached by `jose`'s createRemoteJWKSet, which
- * fetches again, at most every 30 s, when a token names a key it does not have), then the issuer,
- * the audience, the expiry, `nbf` and `iat` (each with the configured clock skew). Only asymmetric algorithms are
- * accepted: `alg: none` and HMAC (whose key would be a shared secret) are refused, and so is a
- * key the set does not have. The configured claim names the user.
+ * OpenID Connect: ID and access tokens (JWT) of one configured issuer, verified with `jose`
+ * against the issuer's JSON Web Key Set: the signature (public-key algorithms only), the issuer,
+ * the audience, the expiry, `nbf` and `iat` (each with the configured clock skew). The configured
+ * claim names the user. docs/web-bff.md, "OpenID Connect".
  */
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
 
-/** Signature algorithms accepted: public-key ones only. */
+/**
+ * Signature algorithms accepted: public-key ones only. `alg: none` and HMAC (whose key would be a
+ * shared secret) are refused, and so is a key the issuer's set does not have.
+ */
 export const OIDC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
 export interface OidcSettings {
@@ -47,6 +47,11 @@ async function discoverJwksUrl(issuer: string): Promise<URL> {
   return new URL(doc.jwks_uri);
 }
 
+/**
+ * The issuer's key set is found through its discovery document unless BEDROCK_OIDC_JWKS_URL
+ * names it (`jwksUrl`), then fetched and cached by `jose`'s createRemoteJWKSet, which fetches
+ * again, at most every 30 s, when a token names a key it does not have.
+ */
 export function createOidcVerifier(settings: OidcSettings, onDiscoveryError?: (err: Error) => void): OidcVerifier {
   let keys: Promise<ReturnType<typeof createRemoteJWKSet>> | undefined;
   const keySet = () => {

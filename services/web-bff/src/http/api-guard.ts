@@ -1,20 +1,9 @@
 /**
- * The edge of the API, in front of connect, before a request body is read:
- *
- * - A call to a protected service (ConversationService) without a bearer token that names a
- *   user is answered at once with UNAUTHENTICATED in its protocol's form (Connect: HTTP 401
- *   and a JSON error; gRPC: status 16 in the trailers; gRPC-Web: a trailer frame; Connect
- *   streams: an end-of-stream frame) and its body is never read: the HTTP/1.1 connection is
- *   closed after the answer ({@link lingerClose}); node:http2 resets the stream it answered
- *   without reading (RST_STREAM NO_ERROR, RFC 9113 §8.1). connect would otherwise buffer up
- *   to its read limit (64 MiB) before any interceptor runs.
- * - `Expect: 100-continue` is answered only for admitted requests: a refused client is told
- *   before it sends a byte of its body.
- * - An HTTP/1.1 POST answered before its body was read to the end (refused here, or over
- *   connect's read limit) has its connection closed, so the rest is not pulled off the wire.
- *
- * Health checking and reflection stay open; their size cap is a per-service connect read
- * limit ({@link withReadMaxBytes}).
+ * The edge of the API, in front of connect, before a request body is read: a call to a protected
+ * service without a bearer token that names a user is refused at once in its protocol's form, its
+ * body never read; only admitted requests get `100 Continue`. Health checking and reflection stay
+ * open, with the size cap of {@link withReadMaxBytes}. docs/web-bff.md, "The edge: what is checked
+ * before a body is read".
  */
 import type http2 from 'node:http2';
 import type { Socket } from 'node:net';
@@ -44,6 +33,13 @@ export interface ApiGuardOptions {
   readonly onRefused?: (method: string | undefined, code: ConnectError['code']) => void;
 }
 
+/**
+ * Wraps `next` (connect's handler). A call to a protected service (POST or GET) is authenticated
+ * from its headers and, without a user, answered by {@link refuse} without its body being read:
+ * connect would otherwise buffer up to its read limit (64 MiB) before any interceptor runs.
+ * `Expect: 100-continue` is answered only for admitted requests, so a refused client is told
+ * before it sends a byte of its body.
+ */
 export function apiGuard(options: ApiGuardOptions, next: NodeHandler): NodeHandler {
   const prefixes = options.protectedServices.map((s) => `/${s.typeName}/`);
   const methods = new Set(options.protectedServices.flatMap((s) => s.methods.map((m) => `${s.typeName}/${m.name}`)));
@@ -126,10 +122,12 @@ function lingerClose(socket: Socket): void {
 }
 
 /**
- * Once the answer is complete, an HTTP/1.1 request body not read to its end is not read any
- * further (the connection is closed gently). On HTTP/2 nothing is needed: node:http2 resets
- * a stream it answered without reading (RST_STREAM NO_ERROR), and an unread stream costs at
- * most its flow-control window until the client, which has its status, ends it.
+ * Once the answer is complete, an HTTP/1.1 request body not read to its end (refused here, or
+ * over connect's read limit) is not read any further: the connection is closed gently
+ * ({@link lingerClose}), so the rest is not pulled off the wire. On HTTP/2 nothing is needed:
+ * node:http2 resets a stream it answered without reading (RST_STREAM NO_ERROR, RFC 9113 §8.1),
+ * and an unread stream costs at most its flow-control window until the client, which has its
+ * status, ends it.
  */
 function abandonUnreadBody(req: NodeServerRequest, res: NodeServerResponse): void {
   if (isHttp2(req)) return;
@@ -144,7 +142,12 @@ const GRPC_WEB = /^application\/grpc-web(-text)?(?:\+|;|$)/;
 const GRPC = /^application\/grpc(?:\+|;|$)/;
 const CONNECT_STREAM = /^application\/connect\+/;
 
-/** Answers `error` in the protocol the request's content type names, without reading its body. */
+/**
+ * Answers `error` in the protocol the request's content type names, without reading its body:
+ * Connect, the code's HTTP status (401 for UNAUTHENTICATED) and a JSON error; gRPC, the status in
+ * the trailers (in the headers on HTTP/1.1); gRPC-Web, a trailer frame; Connect streams, an
+ * end-of-stream frame.
+ */
 export function refuse(req: NodeServerRequest, res: NodeServerResponse, error: ConnectError): void {
   const contentType = String(req.headers['content-type'] ?? '')
     .split(';', 1)[0]!

@@ -1,17 +1,9 @@
 /**
- * The web UI's OAuth login to a remote MCP server (docs/mcp.md, "OAuth"):
- *
- * - `GET /mcp/oauth/start?server=NAME`, with the user's bearer token: the conversation service
- *   starts the login (PKCE verifier and state kept in its database, never in a URL) and this
- *   answers 302 to the authorization server, or `{"authorizationUrl": ...}` to a caller that
- *   accepts JSON (the UI, which calls it with fetch and opens the URL). It sets a cookie
- *   (HttpOnly, SameSite=Lax, 10 minutes, path /mcp/oauth/callback) holding the user and the
- *   login's state: the browser that started the login is the one that may complete it.
- * - `GET /mcp/oauth/callback?code=...&state=...`: where the authorization server sends the
- *   browser back. With the cookie of the same state, the code is exchanged (as the cookie's
- *   user, for a login of that user's only) and a small page says so. Without it (the login was
- *   started by `bedrock mcp login`, or in another browser) nothing is exchanged and the page asks
- *   to paste this URL into the CLI, whose call is authenticated.
+ * The web UI's OAuth login to a remote MCP server (docs/mcp.md, "OAuth logins to remote servers"):
+ * `GET /mcp/oauth/start?server=NAME` has the conversation service start the login and sends the
+ * browser to the authorization server, with a cookie binding the login to this browser;
+ * `GET /mcp/oauth/callback` completes the login of that cookie's state, and without the cookie asks
+ * for its URL to be pasted into the CLI.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ConnectError } from '@connectrpc/connect';
@@ -72,6 +64,14 @@ export function mcpOAuthRoutes(options: McpOAuthRoutesOptions, next: NodeHandler
     });
   };
 
+  /**
+   * `GET /mcp/oauth/start?server=NAME`, with the user's bearer token: the conversation service
+   * starts the login (PKCE verifier and state kept in its database, never in a URL) and this
+   * answers 302 to the authorization server, or `{"authorizationUrl": ...}` to a caller that
+   * accepts JSON (the UI, which calls it with fetch and opens the URL). Its cookie (HttpOnly,
+   * SameSite=Lax, 10 minutes, path /mcp/oauth/callback) holds the user and the login's state:
+   * the browser that started the login is the one that may complete it.
+   */
   async function start(req: NodeServerRequest, res: NodeServerResponse, url: URL, tls: boolean): Promise<void> {
     const json = String(req.headers.accept ?? '').includes('application/json');
     const fail = (status: number, message: string) => {
@@ -105,6 +105,13 @@ export function mcpOAuthRoutes(options: McpOAuthRoutesOptions, next: NodeHandler
     }
   }
 
+  /**
+   * `GET /mcp/oauth/callback?code=...&state=...`: where the authorization server sends the
+   * browser back. With the cookie of the same state, the code is exchanged (as the cookie's
+   * user, for a login of that user's only) and a small page says so. Without it (the login was
+   * started by `bedrock mcp login`, or in another browser) nothing is exchanged and the page
+   * asks to paste this URL into the CLI, whose call is authenticated.
+   */
   async function callback(req: NodeServerRequest, res: NodeServerResponse, url: URL): Promise<void> {
     const state = url.searchParams.get('state') ?? '';
     const bound = cookieOf(req);

@@ -1,17 +1,16 @@
 /**
- * Security headers on every answer of the HTTP listeners (web UI, API, errors):
- *
- * - `Content-Security-Policy`: the UI's pages may load script, style, fonts and manifests
- *   only from this origin (no inline script or style, no eval), images also from `data:`
- *   and `blob:` (attachment previews), talk only to this origin, and be framed by nobody.
- *   API answers are data, never documents: `default-src 'none'`.
- * - `X-Frame-Options: DENY` (framing, for browsers without frame-ancestors),
- *   `X-Content-Type-Options: nosniff` (no content sniffing of API bodies or assets).
- * - `Referrer-Policy: no-referrer`: UI addresses carry conversation ids, and nothing here
- *   needs a Referer (the API authenticates with bearer tokens, not with where a call came from).
+ * Security headers on every answer of the HTTP listeners (web UI, API, errors): a
+ * Content-Security-Policy for the UI's files and a stricter one for API answers, `X-Frame-Options`,
+ * `X-Content-Type-Options` and `Referrer-Policy`. What each is for: the Security headers table of
+ * docs/web-bff.md, "The edge: what is checked before a body is read".
  */
 import type { NodeHandler } from './node-types.ts';
 
+/**
+ * The UI's pages may load script, style, fonts and manifests only from this origin (no inline
+ * script or style, no eval), images also from `data:` and `blob:` (attachment previews), talk
+ * only to this origin, and be framed by nobody.
+ */
 export const UI_CONTENT_SECURITY_POLICY = [
   "default-src 'self'",
   "script-src 'self'",
@@ -25,8 +24,14 @@ export const UI_CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+/** API answers are data, never documents. */
 export const API_CONTENT_SECURITY_POLICY = "default-src 'none'; frame-ancestors 'none'";
 
+/**
+ * No framing (for browsers without frame-ancestors), no content sniffing of API bodies or assets,
+ * and no Referer: UI addresses carry conversation ids, and nothing here needs one (the API
+ * authenticates with bearer tokens, not with where a call came from).
+ */
 const COMMON: Readonly<Record<string, string>> = {
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',

@@ -1,15 +1,16 @@
 /**
- * The server's shutdown signal as connect sees it (`shutdownSignal`): connect links every
- * call's context signal to it with addEventListener, so it holds one listener per open call.
- * Node's EventTarget looks for a duplicate on every addEventListener by walking its list:
- * O(n) per call opened and per call ended, so 10,000 watch streams cost O(n²) — measured at
- * about a quarter of web-bff's CPU while 10,000 watchers attach. This one keeps its listeners
- * in a Set (O(1) both ways) and offers what connect uses of an AbortSignal: `aborted`,
- * `reason`, `addEventListener`/`removeEventListener` for 'abort' (listeners are called with
- * the signal as `this`, as connect's own listener expects).
+ * The server's shutdown signal as connect sees it (`shutdownSignal`): connect links every call's
+ * context signal to it, so it holds one listener per open call. Node's EventTarget walks its list
+ * for a duplicate on every addEventListener, O(n²) over n open calls (docs/web-bff.md, "Scaling");
+ * this one keeps its listeners in a Set (O(1) both ways).
  */
 type Listener = ((this: AbortSignal, event: Event) => void) | { handleEvent(event: Event): void };
 
+/**
+ * What connect uses of an AbortSignal: `aborted`, `reason`, `addEventListener` and
+ * `removeEventListener` for 'abort' (listeners are called with the signal as `this`, as
+ * connect's own listener expects).
+ */
 export class ShutdownSignal {
   aborted = false;
   reason: unknown = undefined;

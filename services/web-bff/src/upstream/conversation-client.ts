@@ -1,14 +1,8 @@
 /**
- * The conversation service's internal API, called on behalf of an authenticated user: every
- * call carries web-bff's service credential (`authorization: Bearer <service token>`) and,
- * with it, `bedrock-user-id`, which that service believes only from web-bff.
- *
- * Calls are spread over every conversation replica (one HTTP/2 connection each, round robin;
- * `createBalancedTransport`): the URLs of BEDROCK_CONVERSATION_URL, each host name resolved to
- * all of its addresses and re-resolved periodically. A replica that fails is skipped at once;
- * a call that never reached it is sent to another replica, and so is a read (GetConversation,
- * ListConversations), a settings change (UpdateConversationSettings), a rename or a request with a
- * `request_id` whose connection broke after it was sent. Docs: docs/web-bff.md.
+ * The conversation service's internal API, called on behalf of an authenticated user: every call
+ * carries web-bff's service credential (`authorization: Bearer <service token>`) and, with it,
+ * `bedrock-user-id`, which that service believes only from web-bff. Calls are spread over every
+ * conversation replica: docs/web-bff.md, "Balancing over the conversation replicas".
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
@@ -85,6 +79,13 @@ export function retrySafe(method: DescMethod, input: unknown): boolean {
   );
 }
 
+/**
+ * The clients, over one balanced transport (`createBalancedTransport`): one HTTP/2 connection per
+ * conversation replica, round robin, for the URLs of `targets` (BEDROCK_CONVERSATION_URL), each
+ * host name resolved to all of its addresses and re-resolved periodically. A replica that fails
+ * is skipped at once; a call that never reached it is sent to another replica, and so is one
+ * whose connection broke after it was sent when {@link retrySafe} says it may be.
+ */
 export function createUpstream(options: UpstreamOptions): Upstream {
   const transport: BalancedTransport = createBalancedTransport({
     name: 'conversation',

@@ -1,15 +1,9 @@
 /**
- * Errors of the conversation service as clients see them. Its answers are already written
- * for users (codes and messages a person can act on), so they pass through with their code,
- * message and the `bedrock.v1.Rejection` error detail. What would leak internals — connection errors
- * naming hosts, internal/unknown failures — becomes a generic message; the detail is logged.
- *
- * A connection to the conversation service that could not be made or broke during the call
- * is UNAVAILABLE, whatever code the HTTP/2 client gave it: a reset socket comes out of
- * connect-node as ABORTED ("read ECONNRESET"), a stream whose connection closed under it as
- * CANCELED or INTERNAL ("http/2 stream closed with error code ..."). Clients retry
- * UNAVAILABLE (with the same request id for a change: docs/conversation.md); ABORTED and
- * INTERNAL would read as a refusal or a bug.
+ * Errors of the conversation service as clients see them. Its answers are already written for
+ * users (codes and messages a person can act on), so they pass through with their code, message and
+ * `bedrock.v1.Rejection` detail; what would leak internals (connection errors naming hosts,
+ * internal or unknown failures) becomes a generic message and the detail is logged.
+ * docs/web-bff.md, "Balancing over the conversation replicas".
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { RejectionSchema, rejectionOf } from '@bedrock/contracts';
@@ -37,6 +31,12 @@ function connectionFailed(err: unknown): boolean {
  * The error for a failed call to the conversation service. `callerSignal` is the client's
  * own call's signal: a call the client cancelled stays CANCELED; one the upstream ended
  * (CANCELED without the client asking) is UNAVAILABLE.
+ *
+ * A connection that could not be made or broke during the call is UNAVAILABLE, whatever code
+ * the HTTP/2 client gave it: a reset socket comes out of connect-node as ABORTED ("read
+ * ECONNRESET"), a stream whose connection closed under it as CANCELED or INTERNAL ("http/2
+ * stream closed with error code ..."). Clients retry UNAVAILABLE (with the same request id for
+ * a change: docs/conversation.md); ABORTED and INTERNAL would read as a refusal or a bug.
  */
 export function mapUpstreamError(err: unknown, logger: Logger, method: string, callerSignal?: AbortSignal): ConnectError {
   const e = ConnectError.from(err);

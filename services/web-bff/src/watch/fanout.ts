@@ -1,10 +1,9 @@
 /**
- * The watch fan-out of one web-bff process: one {@link ConversationTail} per watched
- * conversation, created by its first watcher and stopped when its last one leaves (after
- * `lingerMs`). Every tail follows its stream through `NotificationStreams.follow`, so the
- * process reads all watched conversations over a few Redis connections, whatever the number of
- * conversations or watchers, and memory per conversation is bounded by the buffer. The
- * watchers themselves are served by ./watcher.ts.
+ * The watch fan-out of one web-bff process: one {@link ConversationTail} per watched conversation,
+ * created by its first watcher and stopped `lingerMs` after its last one leaves. Every tail follows
+ * its stream through `NotificationStreams.follow`, so the process reads all watched conversations
+ * over a few Redis connections, whatever their number or their watchers'. The watchers themselves
+ * are served by ./watcher.ts.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { NotificationStreams, StreamPosition } from '@bedrock/platform';
@@ -13,7 +12,7 @@ import { RESUME_DELTA_HEADER, RESUME_SEQUENCE_HEADER } from '../http/resume-head
 
 export interface FanoutOptions {
   readonly streams: NotificationStreams;
-  /** Events buffered per conversation. */
+  /** Events buffered per conversation: what bounds a tail's memory. */
   readonly bufferEvents: number;
   /** Cut-off for slow watchers, ms. */
   readonly maxLagMs: number;

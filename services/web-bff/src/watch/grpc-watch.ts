@@ -1,20 +1,9 @@
 /**
- * WatchConversation over gRPC with the binary codec on HTTP/2 (what gRPC clients and the CLI
- * send: `application/grpc` or `application/grpc+proto`), served without connect. connect-node
- * runs every streamed message of every call through a pipeline of about 14 async generators
- * and serialises it per call: measured with 10,000 open watches, about 33 KiB of heap per
- * stream and most of the CPU per delivery (docs/web-bff.md, Benchmark). Here a watch is its
- * HTTP/2 stream, one {@link serveWatch} generator and the frames it writes — the same bytes
- * for every watcher of an event (SharedEvent.grpcFrame).
- *
- * The protocol is the gRPC one connect speaks, for this one method: response headers with
- * the first message (or trailers-only when the call fails first), length-prefixed messages,
- * then `grpc-status`, `grpc-message` (percent-encoded), `grpc-status-details-bin` (the error's
- * details, e.g. a Rejection) and the error's metadata as trailers.
- * Everything else — other codecs (Connect, gRPC-Web, JSON), compressed requests, calls with a
- * deadline (`grpc-timeout`), HTTP/1.1 — goes to connect as before, as do calls that the API
- * guard in front did not authenticate. Metrics, the shutdown signal (UNAVAILABLE naming the
- * resume) and the stall watchdog behave as for connect's watches.
+ * WatchConversation over gRPC with the binary codec on HTTP/2 (`application/grpc` or
+ * `application/grpc+proto`: gRPC clients and the CLI), served without connect, whose per-stream
+ * pipeline costs heap and CPU per delivery (docs/web-bff.md, "Watch streams" and "Scaling"). Here a
+ * watch is its HTTP/2 stream, one {@link serveWatch} generator and the frames it writes: the same
+ * bytes for every watcher of an event (SharedEvent.grpcFrame).
  */
 import http2 from 'node:http2';
 import { fromBinary } from '@bufbuild/protobuf';
@@ -45,7 +34,11 @@ function isHttp2(req: NodeServerRequest): req is http2.Http2ServerRequest {
   return 'stream' in req && req.stream !== undefined;
 }
 
-/** Serves binary gRPC watches itself and hands every other request to `next`. */
+/**
+ * Serves binary gRPC watches itself and hands every other request to `next`, connect: other
+ * codecs (Connect, gRPC-Web, JSON), compressed requests, calls with a deadline (`grpc-timeout`),
+ * HTTP/1.1, and calls that the API guard in front did not authenticate.
+ */
 export function grpcWatchFastPath(options: GrpcWatchOptions, next: NodeHandler): NodeHandler {
   return (req, res) => {
     const deps = options.deps();
@@ -73,6 +66,13 @@ export function grpcWatchFastPath(options: GrpcWatchOptions, next: NodeHandler):
   };
 }
 
+/**
+ * The gRPC protocol as connect speaks it, for this one method: response headers with the first
+ * message (or trailers-only when the call fails first), length-prefixed messages, then
+ * `grpc-status`, `grpc-message` (percent-encoded), `grpc-status-details-bin` (the error's details,
+ * e.g. a Rejection) and the error's metadata as trailers. Metrics, the shutdown signal
+ * (UNAVAILABLE naming the resume) and the stall watchdog behave as for connect's watches.
+ */
 async function serve(
   req: http2.Http2ServerRequest,
   res: http2.Http2ServerResponse,

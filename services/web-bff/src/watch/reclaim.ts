@@ -1,20 +1,18 @@
 /**
- * Gives memory back after many watch streams have closed (docs/web-bff.md, "Watch streams":
- * memory after many streams close). Nothing of a closed watch stays reachable, but what it
- * allocated is garbage in V8's old space until the next major collection, and an idle process
- * allocates too little to start one: measured, 10,000 closed Connect watches left 697 MiB of
- * garbage (RSS 934 MiB) for as long as the replica stayed quiet. So once at least `threshold`
- * streams have closed and none has closed for `quietMs`, one full collection runs (at most one
- * per `minIntervalMs`). Its cost is marking what is still live (tens of ms); the garbage goes
- * at once.
- *
- * The collector is `gc` exposed at run time (`v8.setFlagsFromString('--expose-gc')`, then taken
- * from a new context: what jest's leak detector does); where that is not possible, nothing runs.
+ * Gives memory back after many watch streams have closed (docs/web-bff.md, "Watch streams": memory
+ * after many streams close). What a closed watch allocated is garbage in V8's old space until the
+ * next major collection, which an idle process allocates too little to start; so once `threshold`
+ * streams have closed and none has for `quietMs`, one full collection runs (at most one per
+ * `minIntervalMs`). Its cost is marking what is still live.
  */
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
-/** The full garbage collection of this isolate, or null when it cannot be exposed. */
+/**
+ * The full garbage collection of this isolate, or null when it cannot be exposed: `gc` exposed at
+ * run time (`v8.setFlagsFromString('--expose-gc')`), then taken from a new context, as jest's
+ * leak detector does. Without it nothing runs.
+ */
 export function exposeGc(): (() => void) | null {
   try {
     v8.setFlagsFromString('--expose-gc');

@@ -1,13 +1,8 @@
 /**
- * One WatchConversationResponse per event for every watcher of a process. connect-node
- * serialises each message a handler yields, per stream, with `toBinary` (or `toJson` for the
- * JSON codecs); it offers no way to hand it bytes. So for the binary codecs (gRPC, gRPC-Web,
- * Connect with protobuf) the response carries the event already encoded, as the unknown field
- * 1 (`event`): `toBinary` then writes tag + the stored bytes — the same wire bytes as
- * encoding the event, for the cost of a copy, however many watchers send it. The JSON codecs
- * drop unknown fields, so JSON watchers get an ordinary response (also shared, encoded per
- * stream by connect). Binary gRPC watches over HTTP/2 skip connect altogether
- * (./grpc-watch.ts) and write the event's whole gRPC frame, built once.
+ * One WatchConversationResponse per event for every watcher of a process, so an event is encoded
+ * once however many watchers send it (docs/web-bff.md, "Watch streams": encoding once). Binary
+ * codecs get {@link preEncodedResponse}, JSON ones {@link plainResponse}; binary gRPC watches over
+ * HTTP/2 skip connect and write {@link SharedEvent.grpcFrame} (./grpc-watch.ts).
  */
 import { create, toBinary } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
@@ -20,7 +15,13 @@ import {
 
 const EVENT_FIELD = WatchConversationResponseSchema.field.event!.number;
 
-/** A response whose binary encoding is `event`'s, computed once. Only for binary codecs. */
+/**
+ * A response whose binary encoding is `event`'s, computed once. Only for binary codecs (gRPC,
+ * gRPC-Web, Connect with protobuf). connect-node serialises each message a handler yields, per
+ * stream, with `toBinary`, and offers no way to hand it bytes; so the response carries the event
+ * already encoded, as the unknown field 1 (`event`): `toBinary` then writes tag + the stored
+ * bytes, the same wire bytes as encoding the event, for the cost of a copy.
+ */
 export function preEncodedResponse(event: ConversationEvent): WatchConversationResponse {
   const data = new BinaryWriter().bytes(toBinary(ConversationEventSchema, event)).finish();
   const response = create(WatchConversationResponseSchema);
@@ -28,6 +29,7 @@ export function preEncodedResponse(event: ConversationEvent): WatchConversationR
   return response;
 }
 
+/** For the JSON codecs, which drop unknown fields: an ordinary response (shared too, encoded per stream by connect). */
 export function plainResponse(event: ConversationEvent): WatchConversationResponse {
   return create(WatchConversationResponseSchema, { event });
 }

@@ -1,12 +1,8 @@
 /**
- * Snapshots for watchers that start from the beginning, shared per (user, conversation):
- * watchers of one conversation attaching together (a page reload of many tabs, a benchmark,
- * a reconnect storm after a web-bff restart) make one GetConversation as that user, not one
- * each. A snapshot is reused for `shareMs` after it arrived; a watcher given one that is a
- * little old still misses nothing, because it then streams every event after the snapshot's
- * sequence. Authorization stays the conversation service's: the key includes the user, so a
- * snapshot is only ever shared among calls of the user the service answered; failures are not
- * kept beyond the call in flight.
+ * Snapshots for watchers that start from the beginning, shared per (user, conversation): watchers
+ * of one conversation attaching together (a page reload of many tabs, a benchmark, a reconnect
+ * storm after a web-bff restart) make one GetConversation as that user, not one each.
+ * Authorization stays the conversation service's: the key includes the user.
  */
 import { create } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
@@ -35,6 +31,12 @@ export function toSharedSnapshot(conversationId: string, s: WatchSnapshot): Shar
   );
 }
 
+/**
+ * A snapshot is reused for `shareMs` after it arrived; a watcher given one that is a little old
+ * still misses nothing, because it then streams every event after the snapshot's sequence. It is
+ * only ever shared among calls of the user the service answered; failures are not kept beyond
+ * the call in flight.
+ */
 export function createSnapshotCache(shareMs: number): SnapshotCache {
   const entries = new Map<string, Promise<SharedSnapshot>>();
   return {

@@ -2,9 +2,7 @@
  * What the checkpoint tests share (checkpoints.test.ts, checkpoints-watch.test.ts,
  * ui-rewind.e2e.test.ts): whether this machine can run them (root and btrfs-progs), a
  * CheckpointService client of a user, and one user turn whose model runs one bash tool, played by
- * the test on a System with workspace storage: the test, as the llm-gateway, asks for the tool;
- * as the tool-runner, makes the tool's file changes in the workspace as its owner; then ends the
- * turn with `answer`.
+ * the test on a System with workspace storage ({@link toolTurn}).
  */
 import { describe } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
@@ -51,8 +49,10 @@ export function asOwner(dir: string, script: string): void {
 }
 
 /**
- * The turn; `atTool` runs when the tool job has arrived, before the tool's changes are made (what
- * it answers is returned: e.g. which checkpoints exist by then).
+ * The turn: the test, as the llm-gateway, asks for the tool; as the tool-runner, makes the tool's
+ * file changes in the workspace as its owner; then ends the turn with `answer`. `atTool` runs
+ * when the tool job has arrived, before the tool's changes are made (what it answers is returned:
+ * e.g. which checkpoints exist by then).
  */
 export async function toolTurn<T = void>(
   s: System,

@@ -1,16 +1,17 @@
 /**
  * The bearer token. `bedrock` prints `http://host:port/?token=…`: the token is taken from the
- * query string once, kept in localStorage, and removed from the address bar (and history) so
- * it is not shared by copying the URL.
- *
- * A link never replaces a token already kept silently: anyone can send a link `/c/<id>?token=…`
- * with a token of their own, and a page signed in as them would show their conversations and
- * take what the person types. When a different token is kept, the link's token is returned as
- * pending and the page asks (main.tsx); the kept token stays unless the person agrees.
+ * query string once, kept in localStorage, and removed from the address bar (and history) so it is
+ * not shared by copying the URL. A link never silently replaces a token already kept: the page asks
+ * (main.tsx; docs/web-ui.md).
  */
 const KEY = 'bedrock.token';
 
-/** Takes the link's token out of the address bar: saved when none is kept; returned, unsaved, when another one is. */
+/**
+ * Takes the link's token out of the address bar: saved when none is kept; returned, unsaved, when
+ * another one is, for the page to ask about (the kept token stays unless the person agrees).
+ * Anyone can send a link `/c/<id>?token=…` with a token of their own, and a page signed in as
+ * them would show their conversations and take what the person types.
+ */
 export function takeTokenFromUrl(): string | undefined {
   const url = new URL(location.href);
   const token = url.searchParams.get('token')?.trim();

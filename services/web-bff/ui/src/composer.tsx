@@ -1,12 +1,8 @@
 /**
- * The message box: text, image attachments (file picker, paste or drop; PNG, JPEG, GIF, WebP
- * within the service's limits), Send, and Cancel while the agent works. Enter sends, Shift+Enter
- * starts a new line. While the agent works the box stays open and the service keeps what is
- * sent (delivery modes): Enter queues it for when the turn ends, Alt+Enter (or Steer) gives it
- * to the agent at the next tool boundary, "Cancel and send now" interrupts the turn with it.
- * The messages waiting are the conversation's own (`state.pending_messages`), listed above
- * the box with their mode, each removable: a reload, or a message queued from the CLI, shows
- * the same list.
+ * The message box: text, image attachments (file picker, paste or drop; PNG, JPEG, GIF, WebP within
+ * the service's limits), Send, and Cancel while the agent works. While it works the box stays open
+ * and each message goes with a delivery mode (queue, steer, interrupt); the messages waiting are
+ * listed above the box, each removable. docs/web-ui.md, "Typing while it works".
  */
 import { DeliveryMode, type PendingMessage } from '@bedrock/contracts';
 import { IMAGE_TYPES, imageProblem } from '@bedrock/agent-view/format';
@@ -18,7 +14,10 @@ export interface ComposerProps {
   readonly canCancel: boolean;
   /** Why the agent is not taking messages right now (said under the box), or ''. */
   readonly hint: string;
-  /** The messages waiting in the conversation, in the order they will go. */
+  /**
+   * The messages waiting in the conversation (`state.pending_messages`), in the order they will
+   * go: the conversation's own, so a reload, or a message queued from the CLI, shows the same list.
+   */
   readonly pending: readonly PendingMessage[];
   /** Resolves true when the message was accepted or queued (the box is then cleared). */
   submit(text: string, images: Attachment[], delivery: Delivery): Promise<boolean>;
@@ -42,6 +41,11 @@ export function focusComposerOnOpen(): void {
   focusOnOpen = true;
 }
 
+/**
+ * Enter sends, Shift+Enter starts a new line. While the agent works the service keeps what is
+ * sent: Enter queues it for when the turn ends, Alt+Enter (or Steer) gives it to the agent at the
+ * next tool boundary, "Cancel and send now" interrupts the turn with it.
+ */
 export function Composer(props: ComposerProps) {
   const [pending, setPending] = useState<Pending[]>([]);
   /** Sends on their way (they go one after the other, in order). */

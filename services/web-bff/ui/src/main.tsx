@@ -1,11 +1,8 @@
 /**
  * The Bedrock web UI (Preact): sign-in with the bearer token, the conversation list and one
- * conversation at a time, with client-side routes `/` and `/c/<id>` (web-bff serves index.html
- * for both). On a phone (≤ 760 px) the list and the new-conversation form are a drawer, so the
- * conversation owns the screen.
- *
- * Keys: Ctrl/⌘+Shift+O starts a new conversation (focuses its form), `/` focuses the message
- * box, Esc cancels the running turn or closes the drawer; `?` lists them.
+ * conversation at a time, with client-side routes `/` and `/c/<id>` (web-bff serves index.html for
+ * both). On a phone (≤ 760 px) the list and the new-conversation form are a drawer, so the
+ * conversation owns the screen. docs/web-ui.md, "Phone and keyboard".
  */
 import { render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
@@ -172,6 +169,11 @@ function usePhone(): boolean {
   return phone;
 }
 
+/**
+ * The shell: top bar, drawer, shortcuts dialog and routes. Keys: Ctrl/⌘+Shift+O starts a new
+ * conversation (focuses its form), `/` focuses the message box, Esc cancels the running turn or
+ * closes the drawer; `?` lists them.
+ */
 function Shell({ authFailed }: { authFailed(message: string): void }) {
   const [path, setPath] = useState(location.pathname);
   const [listVersion, setListVersion] = useState(0);

@@ -1,16 +1,16 @@
 /**
- * Cutting a streamed Markdown text into blocks that can no longer change and the tail still
- * being written, so a growing answer is lexed and rendered only at its end (pure: marked's
- * lexer, no DOM; tested in Node).
- *
- * A long list is one Markdown block, so without more care a 2,000-item list would be lexed and
- * rendered whole on every delta: the items before the last are final once the next one has
- * begun, so they are cut off in runs of {@link LIST_RUN} (an ordered run keeps its numbers: it
- * starts with its first item's).
+ * Cutting a streamed Markdown text into blocks that can no longer change and the tail still being
+ * written, so a growing answer is lexed and rendered only at its end (pure: marked's lexer, no DOM;
+ * tested in Node). A list still growing gives up its finished items in runs of {@link LIST_RUN}.
  */
 import { Marked } from 'marked';
 
-/** Finished items of a growing list are cut off this many at a time. */
+/**
+ * Finished items of a growing list are cut off this many at a time. A long list is one Markdown
+ * block, so without this a 2,000-item list would be lexed and rendered whole on every delta; the
+ * items before the last are final once the next one has begun. An ordered run keeps its numbers
+ * (it starts with its first item's).
+ */
 export const LIST_RUN = 8;
 /** Finished pieces found in one call are joined into blocks of at most this many characters (a longer piece is a block of its own). */
 export const BLOCK_CHARS = 2000;

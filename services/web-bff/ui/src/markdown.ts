@@ -1,12 +1,8 @@
 /**
- * The agent's Markdown, rendered safely: marked turns it into HTML, DOMPurify keeps only
- * harmless elements and attributes (no script, no style, no event handlers, no frames, no
- * images — the page's CSP would refuse remote ones anyway), then links open apart and only
- * http(s) and mailto addresses stay links. Code blocks are highlighted by highlight.js (the
- * core and a handful of common languages, to keep the bundle small) and get a copy button.
- *
- * Streaming: `stableSplit` (markdown-split.ts) cuts a growing text into blocks that can no
- * longer change and the tail still being written, so a streamed answer re-renders only its last block.
+ * The agent's Markdown, rendered safely: marked turns it into HTML, DOMPurify keeps only harmless
+ * elements and attributes, then links open apart and only http(s) and mailto addresses stay links.
+ * Code blocks are highlighted by highlight.js and get a copy button. Growing answers are cut into
+ * blocks by markdown-split.ts. docs/web-ui.md, "What the agent's text looks like".
  */
 import DOMPurify from 'dompurify';
 import hljs from 'highlight.js/lib/core';
@@ -24,7 +20,8 @@ import yaml from 'highlight.js/lib/languages/yaml';
 import { Marked, type Tokens } from 'marked';
 import { codeCopyButton } from './copy.tsx';
 
-// What a coding agent shows most (aliases come along: sh, zsh, js, ts, py, rs, html, yml, …); each adds 0.2–8 KiB.
+// Only highlight.js's core and these, to keep the bundle small: what a coding agent shows most
+// (aliases come along: sh, zsh, js, ts, py, rs, html, yml, …); each adds 0.2–8 KiB.
 const LANGUAGES = { bash, diff, go, javascript, json, python, rust, shell, typescript, xml, yaml };
 for (const [name, language] of Object.entries(LANGUAGES)) hljs.registerLanguage(name, language);
 
@@ -61,6 +58,7 @@ const marked = new Marked({
   },
 });
 
+/** No script, no style, no event handlers, no frames, no images (the page's CSP would refuse remote ones anyway). */
 const ALLOWED_TAGS = [
   'a',
   'b',

@@ -1,11 +1,8 @@
 /**
- * "Rewind to here" (docs/web-ui.md): on a message at rest, a panel that first shows what
- * rewinding the files would undo (GetWorkspaceDiff from the message to now), then offers the
- * files, the chat or both (RewindConversation, one request id for every attempt) and says what
- * was done. The service's refusals are shown as it words them: busy, not a place a history can
- * end, and storage that cannot checkpoint (FAILED_PRECONDITION: the files cannot be rewound, the
- * chat still can). The messages after the cut leave the transcript through the watch stream's
- * `history_rewound` event, as they do in every other tab.
+ * "Rewind to here" (docs/web-ui.md, "Rewind to here"): on a message at rest, a panel that first
+ * shows what rewinding the files would undo (GetWorkspaceDiff from the message to now), then offers
+ * the files, the chat or both (RewindConversation, one request id for every attempt) and says what
+ * was done. The service's refusals are shown as it words them.
  */
 import { createContext, type ComponentChildren } from 'preact';
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
@@ -75,7 +72,13 @@ function resultText(scope: RewindScope, at: bigint, res: RewindConversationRespo
   return ['Rewound.', files, chat].filter(Boolean).join(' ');
 }
 
-/** The "Rewind to here" button for a message's head line (`at`: the last message kept), and its panel under the message. */
+/**
+ * The "Rewind to here" button for a message's head line (`at`: the last message kept), and its
+ * panel under the message. Refusals show in the service's words: busy, not a place a history can
+ * end, and storage that cannot checkpoint (FAILED_PRECONDITION: the files cannot be rewound, the
+ * chat still can). The messages after the cut leave the transcript through the watch stream's
+ * `history_rewound` event, as they do in every other tab.
+ */
 export function useRewindAction(at: bigint | undefined): { button: ComponentChildren; panel: ComponentChildren } {
   const rewinder = useContext(RewindContext);
   const [panel, setPanel] = useState<Panel>({ kind: 'closed' });

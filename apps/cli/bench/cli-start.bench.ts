@@ -1,15 +1,8 @@
 /**
- * How long the `bedrock` CLI takes from exec to exit: `bedrock --help` (start, parse, print)
- * and `bedrock ls` (start, connect, one ListConversations call, print) against a running
- * embedded product (PGlite, in this process; a fresh data dir, so ls lists nothing), each run
- * through the bin from the bundle (dist/bedrock.cjs and its client, with the code cache
- * the first run writes), `ls` also without the code cache (BEDROCK_CLI_CODE_CACHE=0), and from
- * the TypeScript sources through tsx (BEDROCK_CLI=source: how the bin ran before the bundle),
- * beside `node -e 0`, Node's own start. The variants take turns, run by run, so a busy machine
- * slows them alike. Prints median, p90 and minimum wall times, each median over `node -e 0`,
- * ratios, the 150 ms target (docs/cli.md) and the load average; asserts nothing.
- *
- * BENCH_RUNS (default 20) runs of each.
+ * `make bench BENCH=cli-start`: the `bedrock` CLI from exec to exit, `--help` and `ls` (against the
+ * embedded product in this process), run from the bundle (`ls` also without its code cache) and from the
+ * sources through tsx, beside `node -e 0`; the variants take turns, run by run. Prints median, p90 and
+ * minimum, ratios and the 150 ms target; asserts nothing. docs/cli.md, "How it runs" (BENCH_RUNS).
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

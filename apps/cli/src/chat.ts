@@ -1,10 +1,8 @@
 /**
- * `bedrock chat [ID]`: a prompt; each message is sent and the turn streams until the agent is
- * done. A line ending with `\` goes on on the next line: the lines are one message. When the
- * conversation already waits for an approval as chat opens, it asks y/n first; an upgrade
- * request during a turn asks the same way. Ctrl-C during a turn cancels it (a second one
- * quits); at the prompt it quits with 130, Ctrl-D with the last turn's code. --thinking and the
- * web tool flags choose the settings of a new conversation, or change those of the one named.
+ * `bedrock chat [ID]`: a prompt; each message (lines ending with `\` joined into one) is sent and the
+ * turn streams until the agent is done. A pending approval is asked y/n, also one waiting as chat opens;
+ * Ctrl-C cancels a turn, a second one quits. --thinking and the web tool flags set a new conversation's
+ * settings or change the named one's. docs/cli.md, "Commands".
  */
 import { createInterface } from 'node:readline/promises';
 import { StateKind, type ConversationState } from '@bedrock/contracts';
@@ -21,6 +19,10 @@ export function continues(line: string): boolean {
   return /(^|[^\\])(\\\\)*\\$/.test(line);
 }
 
+/**
+ * Runs `bedrock chat`; resolves with its exit code: 130 after Ctrl-C at the prompt, else the last
+ * turn's code at the end of input (Ctrl-D). A second Ctrl-C while a turn cancels exits with 130 at once.
+ */
 export async function chat(
   ctx: Ctx,
   opts: { id?: string; cwd?: string; workspace?: string; model?: string; settings?: SettingsFlags },

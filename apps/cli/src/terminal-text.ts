@@ -1,17 +1,10 @@
 /* eslint-disable no-control-regex -- matching terminal control characters is what this file is about */
 /**
- * Text from the model, tools and the server, made safe for a terminal. A model (steered by
- * anything it read) or a tool controls what the CLI prints; a terminal obeys escape sequences in
- * it: OSC 52 writes the clipboard, OSC 0/2 the window title, OSC 8 makes links, CSI moves the
- * cursor and erases (hiding or faking earlier lines), DCS and APC reach terminal features, and
- * the 8-bit C1 forms (U+0080–U+009F, e.g. U+009B for CSI, U+009D for OSC) do the same on
- * terminals that take them. Everything of that is removed: escape sequences whole (CSI, OSC, DCS,
- * SOS, PM, APC, and two-character ESC sequences, 7- and 8-bit), then every other C0 and C1
- * control and DEL, except newline and tab. A carriage return goes too (it overwrites a line).
- *
- * The CLI's own colours are SGR sequences from a fixed set (render-style.ts' STYLES); `terminalSafe`
- * keeps exactly those and cleans everything between them. `cleanStrings` cleans every string of a
- * server message before it is rendered, so that a model's text cannot use even those colours.
+ * Text from the model, tools and the server, made safe for a terminal, which would obey escape sequences
+ * in it (OSC 52 writes the clipboard, OSC 0/2 the title, CSI moves the cursor and erases): sequences are
+ * removed whole (CSI, OSC, DCS, SOS, PM, APC, two-character ESC; 7- and 8-bit), then every other C0 and
+ * C1 control, DEL and the carriage return; newline and tab stay. The CLI's own colours are kept
+ * (terminalSafe). docs/cli.md, "Terminal controls in model and tool text".
  */
 
 /** Sequences with a body ended by a string terminator (BEL for OSC, ESC \ or 8-bit ST), or by the end of the text. */
@@ -33,7 +26,10 @@ export function stripControls(text: string): string {
 /** The SGR sequences the CLI itself writes (render-style.ts' STYLES): bold, dim, normal intensity, four colours, default colour. */
 const OWN_SGR = /(\x1b\[(?:1|2|22|31|32|33|36|39)m)/;
 
-/** `text` cleaned by {@link stripControls}, keeping the CLI's own colour sequences. */
+/**
+ * `text` cleaned by {@link stripControls}, keeping the CLI's own colour sequences: SGR sequences from a
+ * fixed set (render-style.ts' STYLES), with everything between them cleaned.
+ */
 export function terminalSafe(text: string): string {
   if (!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(text)) return text;
   // split with a capture group: odd parts are the CLI's sequences, even parts the text between.
@@ -45,9 +41,10 @@ export function terminalSafe(text: string): string {
 
 /**
  * A copy of `value` (a protobuf message as protobuf-es builds it: plain objects, arrays, strings,
- * bigints, bytes) with every string cleaned by {@link stripControls}. JSON carried in a string
- * field keeps its escapes (`\u001b` stays six characters, harmless); what the CLI prints after
- * parsing it goes through {@link terminalSafe} at the output.
+ * bigints, bytes) with every string cleaned by {@link stripControls}. Every server message is cleaned
+ * so before it is rendered, so that a model's text cannot use even the CLI's own colours. JSON
+ * carried in a string field keeps its escapes (`\u001b` stays six characters, harmless); what the
+ * CLI prints after parsing it goes through {@link terminalSafe} at the output.
  */
 export function cleanStrings<T>(value: T): T {
   if (typeof value === 'string') return stripControls(value) as T;

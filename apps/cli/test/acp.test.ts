@@ -1,12 +1,9 @@
 /**
- * `bedrock acp` driven by an ACP client of the SDK (@agentclientprotocol/sdk, its client-side
- * connection), as an editor drives it: the bin in its own process, speaking newline-delimited
- * JSON-RPC on stdio, against the embedded product in this process (real tool-runner, offline
- * model): a full turn with a tool, thinking, a cancel, a prompt that steers a running turn
- * (and a cancel that withdraws one), the mode upgrade as a permission request the client
- * allows or rejects, an edit's diff, loading and listing existing sessions, and errors. Every line
- * the agent writes is checked against the protocol's schema (the SDK's generated zod types):
- * the method's own result, notification or request type, with no field the schema lacks.
+ * `bedrock acp` driven as an editor drives it, by an ACP client of the SDK (@agentclientprotocol/sdk):
+ * the bin in its own process on stdio, against the embedded product in this process (real tool-runner,
+ * offline model). Turns with tools and thinking, cancels, steering, permission requests, diffs, loading
+ * and listing sessions, errors; every line the agent writes is checked against the protocol's schema
+ * (check()).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';

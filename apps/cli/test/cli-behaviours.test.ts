@@ -1,10 +1,9 @@
 /**
- * The `bedrock` CLI as people use it in a terminal and in scripts, against the real product
- * (the embedded default in this process: the four services, a real tool-runner running bash,
- * the offline demo model), each command the workspace's bin in its own process: closed pipes,
- * folded tool output printed once, messages from stdin and files, multi-line chat, a pending
- * approval answered when chat opens, watch resuming after a disconnect and giving up, Ctrl-C,
- * --cwd and --from, state names, the mode and colour (docs/cli.md).
+ * The `bedrock` CLI as people use it in a terminal and in scripts, each command the workspace's bin in
+ * its own process against the embedded product in this process (a real tool-runner running bash, the
+ * offline demo model): closed pipes, folded tool output, messages from stdin and files, multi-line chat,
+ * a pending approval, watch resuming and giving up, Ctrl-C, --cwd and --from, states, mode and colour.
+ * docs/cli.md.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,12 +1,8 @@
 /**
- * `bedrock ws new|ls|rm` and `bedrock new --workspace` against the real web-bff and conversation
- * service on a deployment with workspaces (host paths off), a real tool-runner as the workspace
- * storage (web-bff's test system: plain directories in a temporary root, no quota) and a real
- * repository served by `git daemon` on loopback: a clone and a copy, the table, the default
- * workspace made by the first `new` without flags, a host path refused with the hint, another
- * user's workspace not found, each user's workspaces owned by their own uid on disk, a
- * workspace with conversations refused unless deleted with them, and the usage errors.
- * Needs root (the runner gives each workspace to its owner's uid) and git.
+ * `bedrock ws new|ls|rm` and `bedrock new --workspace` against the real web-bff and conversation service
+ * with workspaces (host paths off), a real tool-runner as the workspace storage (web-bff's test system:
+ * plain directories, no quota) and a repository served by `git daemon` on loopback. Needs root (each
+ * workspace is given to its owner's uid) and git: docs/testing.md.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';

@@ -1,12 +1,9 @@
 /**
- * `make bench BENCH=chaos`: crash semantics under load, on the shipped defaults (the scenario
- * of apps/cluster/test/chaos.e2e.test.ts): 20 live conversations in the cluster layout,
- * and in the middle of a turn kill -9 of a tool-runner, of a gateway, of a conversation
- * replica, and a Redis restart. Prints the time until every conversation is at rest after each
- * fault kind, median and max over CHAOS_RUNS rounds (default 3), beside the same turn without
- * the fault (run just before each, measured from the same moment), whether any promise broke
- * (a tool run twice, a tool_use not answered once, a user message lost or doubled), and what
- * the cluster costs Redis idle and with every conversation running a tool.
+ * `make bench BENCH=chaos`: crash semantics under load on the shipped defaults, the scenario of
+ * chaos.e2e.test.ts (support/chaos.ts). Prints the time until every conversation is at rest after each
+ * fault kind (median and max over CHAOS_RUNS rounds, default 3) beside the same turn without the fault,
+ * any broken promise, and what the cluster costs Redis idle and with every conversation running a tool.
+ * docs/testing.md, "Crash semantics (chaos)".
  */
 import { FAULT_KINDS, startChaos, type FaultKind } from '../test/support/chaos.ts';
 

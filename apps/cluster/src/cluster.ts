@@ -1,12 +1,9 @@
 /**
- * The services as separate processes, in the cluster layout: several replicas of each
- * against one PostgreSQL and one Redis, with their logs under one folder. Used by
- * `make cluster` (fixed ports, under the supervisor process of scripts/cluster.ts) and by the
- * end-to-end tests (free ports). Processes are supervised as Kubernetes would: one that
- * dies is restarted with back-off (service-process.ts). web-bff is given every conversation
- * replica and balances over them.
- * Each service gets its own token in `<dir>/secrets/<service>.token` and the internal servers
- * the peers file `<dir>/secrets/peers` (directory 0700, files 0600), new at every start.
+ * The services as separate processes in the cluster layout: several replicas of each against one
+ * PostgreSQL and one Redis, logs under one folder, each process supervised as Kubernetes would
+ * (service-process.ts), web-bff balancing over every conversation replica, fresh service tokens at every
+ * start. Used by `make cluster` (fixed ports, under the supervisor process of scripts/cluster.ts) and by
+ * the end-to-end tests (free ports). docs/local-cluster.md.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -103,7 +100,10 @@ function identityEnv(service: ServiceName, tokenFile: string, peersFile: string)
   }
 }
 
-/** Fresh service tokens and the peers file under `<dir>/secrets` (0700; files 0600). */
+/**
+ * Fresh service identity, new at every start: each service's own token in `<dir>/secrets/<service>.token`
+ * and the peers file the internal servers accept, `<dir>/secrets/peers` (directory 0700, files 0600).
+ */
 function writeServiceSecrets(dir: string): Cluster['secrets'] {
   const secrets = join(dir, 'secrets');
   mkdirSync(secrets, { recursive: true, mode: 0o700 });

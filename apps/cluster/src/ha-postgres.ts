@@ -1,12 +1,8 @@
 /**
- * A local highly available PostgreSQL: one etcd and 2 or 3 Patroni-managed postgres nodes
- * with synchronous replication (`synchronous_mode: true`), on free ports under one folder.
- * Used by `make cluster PG=ha` and the failover end-to-end test; docs/local-cluster.md.
- *
- * Patroni's timings are tuned for a fast failover (ttl 10 s, loop_wait 1 s, retry_timeout 3 s,
- * primary_start_timeout 0: a primary that crashed is failed over at once rather than restarted
- * in place). scripts/ensure-patroni.sh installs Patroni and etcd (Debian packages). Postgres
- * refuses to run as root, so as root everything runs as the `postgres` user.
+ * A local highly available PostgreSQL: one etcd and 2 or 3 Patroni-managed postgres nodes with
+ * synchronous replication (`synchronous_mode: true`), on free ports under one folder, tuned for a fast
+ * failover (docs/conversation.md, "Postgres failover"). Used by `make cluster PG=ha` and the failover
+ * end-to-end tests (docs/local-cluster.md). As root, everything runs as the `postgres` user.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -254,6 +250,7 @@ function patroniConfig(o: { scope: string; node: HaNode; etcd: string; bin: stri
           retry_timeout: 3,
           maximum_lag_on_failover: 1048576,
           synchronous_mode: true,
+          // A primary that crashed is failed over at once rather than restarted in place.
           primary_start_timeout: 0,
           postgresql: {
             use_pg_rewind: true,

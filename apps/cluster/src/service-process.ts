@@ -1,13 +1,8 @@
 /**
- * One service replica as an OS process: its own environment, log file and readiness probe
- * (`/readyz` on its metrics port). Runs the TypeScript entry point with Node (through tsx)
- * or with Deno.
- *
- * Supervised (the default for the cluster), a process that exits without being asked to is
- * started again with the same settings after a back-off, as Kubernetes restarts a container
- * (restartPolicy Always): 0.5 s, then doubling up to 30 s while it keeps dying, back to 0.5 s
- * once a run lasted 30 s. Each exit and restart is a JSON line in the process's own log file
- * (`"service":"cluster-supervisor"`) and in the supervisor's logger.
+ * One service replica as an OS process: its own environment, log file and readiness probe (`/readyz`
+ * on its metrics port), run as its Runtime says. Supervised (the default for the cluster), a process
+ * that exits without being asked to is started again after a back-off (SupervisionOptions), as
+ * Kubernetes restarts a container. docs/local-cluster.md, "Supervision".
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, openSync, closeSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
@@ -85,7 +80,12 @@ export interface ProcessOptions {
   readonly bundleDir?: string;
   /** Keep running after this process exits (left without a supervisor); false for tests. */
   readonly detached: boolean;
-  /** Restart the process when it exits unexpectedly (see the file comment). Default false. */
+  /**
+   * Restart the process when it exits without being asked to, with the same settings, after a
+   * back-off that doubles while it keeps dying (SupervisionOptions), as restartPolicy Always does.
+   * Each exit and restart is a JSON line (`"service":"cluster-supervisor"`) in the process's own log
+   * file and in `logger`. Default false.
+   */
   readonly supervise?: boolean | SupervisionOptions;
   /** Where restarts are logged besides the process's own log file. */
   readonly logger?: Logger;

@@ -1,12 +1,7 @@
 /**
- * End to end, crash semantics: no single replica in the path, and nothing that a single
- * message can break for good.
- *
- * - kill -9 of a conversation replica: the public API keeps answering at once through the
- *   other one (web-bff balances over both and moves off the dead one), and the supervisor
- *   restarts the killed one by itself, which web-bff then uses again.
- * - an image in the history that the model provider refuses (HTTP 400 naming it): the turn
- *   goes on with a note in its place, and every later turn works.
+ * End to end, crash semantics: no single replica in the path (kill -9 of a conversation replica: the
+ * public API answers through the other at once, and the supervisor restarts the killed one), and nothing
+ * that a single message can break for good (an image the model provider refuses becomes a note).
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';

@@ -1,10 +1,8 @@
 /**
- * The isolation battery in the cluster layout: every service its own process, real Postgres and
- * Redis, the offline model in the gateway, tools in the runner's sandbox. A tool must run as an
- * unprivileged user, read none of the cluster's secrets (the user token, the service tokens and
- * peers file, the services' environments), reach neither Postgres, Redis nor any internal port,
- * and write only its working directory, while Restricted reads and Unrestricted writes and
- * network keep working.
+ * The isolation battery in the cluster layout: every service its own process, real Postgres and Redis,
+ * the offline model in the gateway, tools in the runner's sandbox. A tool must run as an unprivileged
+ * user, read none of the cluster's secrets, reach neither Postgres, Redis nor any internal port, and
+ * write only its working directory, while Restricted reads and Unrestricted writes and network work.
  */
 import { beforeAll, afterAll } from '@jest/globals';
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,14 +1,9 @@
 /**
- * Postgres failover end to end (docs/conversation.md, "Postgres failover"): the chaos scenario
- * of chaos.e2e.test.ts (20 conversations in Unrestricted mode whose tools append to a ledger
- * file) on a Patroni cluster of 2 nodes with synchronous replication (src/ha-postgres.ts), the
- * services given the multi-host DATABASE_URL. In the middle of a turn the primary's postmaster
- * is killed with SIGKILL; Patroni promotes the synchronous standby and the old primary comes back
- * as a standby (pg_rewind); then the same again the other way. Then, all at rest, the primary is
- * killed and every conversation is sent its next message at once, each retried with its
- * request id until acknowledged. After each failover every conversation is at rest within 15 s;
- * at the end no tool ran twice, every tool_use is answered exactly once and every acknowledged
- * user message is in its history, once.
+ * Postgres failover end to end (docs/conversation.md, "Postgres failover"): the chaos scenario of
+ * chaos.e2e.test.ts on a Patroni cluster of 2 nodes with synchronous replication (src/ha-postgres.ts),
+ * the services given the multi-host DATABASE_URL. kill -9 of the primary's postmaster mid-turn, twice
+ * (over and back), then at rest with every conversation sent its next message at once: at rest within
+ * 15 s, no tool run twice, every tool_use answered once, every acknowledged user message kept once.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,6 +64,7 @@ describe('Postgres failover with 20 live conversations', () => {
       // The previous primary has come back as the synchronous standby.
       const before = await ha.waitHealthy(120_000);
       promotedMs = 0;
+      // Patroni promotes the synchronous standby; the old primary comes back as a standby (pg_rewind).
       const outcome = await chaos.fault('postgres');
       const after = (await ha.primary())!;
       outcomes.push({ ...outcome, promotedMs });

@@ -1,11 +1,9 @@
 /**
- * End to end against a strict fake of the Messages API (every request is checked against the
- * API's rules: roles, tool chains, no prefill, trailing whitespace, cache breakpoints, thinking
- * blocks and their signatures, tools defined when tool blocks are present). Each case of a real
- * model's stream — thinking across tool turns, redacted thinking, a tool call cut by max_tokens
- * (fits at a larger limit / never fits), a text cut, pause_turn with server-tool blocks, a
- * refusal, a response that only pings for longer than the idle timeout — must end in valid
- * requests and a conversation at rest with the user told what happened.
+ * End to end against the strict fake of the Messages API (every request checked against the API's
+ * rules: docs/testing.md, "The model"). Each case of a real model's stream (thinking across tool turns,
+ * redacted thinking, cuts by max_tokens, pause_turn with server tools, a refusal, a response that only
+ * pings for longer than the idle timeout) must end in valid requests and a conversation at rest with the
+ * user told what happened.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { MessageType, ServerTool, StateKind, StopReason, ThinkingLevel, TokenDeltaKind, type Message } from '@bedrock/contracts';

@@ -1,11 +1,9 @@
 /**
- * The product on a Redis Cluster (3 masters + 3 replicas of its own, redis-server processes on
- * free ports; every service with BEDROCK_REDIS_CLUSTER=on and its ACL user on every node): the
- * chaos workload of chaos.e2e.test.ts (conversations in Unrestricted mode whose tools append
- * lines to a ledger file, LLM turns, mode approvals) runs on it; in the middle of one turn a
- * tool-runner is killed, in the middle of the next a Redis master is killed (kill -9; its replica is promoted by the cluster's failover). Every
- * conversation is at rest within 10 s; no ledger line is there twice (no tool ran twice), every
- * tool_use is answered exactly once, and no user message is lost or doubled.
+ * The product on a Redis Cluster of its own (3 masters + 3 replicas on free ports; every service with
+ * BEDROCK_REDIS_CLUSTER=on and its ACL user on every node) under the chaos workload of chaos.e2e.test.ts:
+ * a tool-runner killed in the middle of one turn, a Redis master (kill -9) in the middle of the next.
+ * Every conversation is at rest within 10 s; no tool runs twice, every tool_use is answered exactly
+ * once, no user message is lost or doubled.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startChaos, type Chaos, type FaultOutcome } from './support/chaos.ts';
@@ -32,6 +30,7 @@ describe('on a Redis Cluster', () => {
   }, 120_000);
 
   it('every conversation is at rest within 10 s after a Redis master is killed', async () => {
+    // kill -9 of a master; its replica is promoted by the cluster's failover.
     const outcome = await chaos.fault('redis-master');
     outcomes.push(outcome);
     expect(outcome.restMs).toBeLessThanOrEqual(10_000);

@@ -1,12 +1,9 @@
 /**
- * The tenants battery (packages/testkit/src/tenants-battery.ts) in the cluster layout: every
- * service its own process, real Postgres and Redis, two tool-runners sharing the workspace root
- * `<cluster dir>/workspaces`, host paths at their default (off). The cluster's user is the
- * bootstrap admin (BEDROCK_ADMIN_USERS): it adds alice and bob with AdminService and issues their
- * tokens, and the two attack each other through web-bff. The offline model answers behind the
- * local Messages API server, through the gateway's real SDK: a `$ cmd` line is one bash call.
- * The workspace root is on this machine's filesystem, not btrfs: no quota to test here (the
- * embedded suite tests it on a btrfs image).
+ * The tenants battery (packages/testkit/src/tenants-battery.ts) in the cluster layout: every service its
+ * own process, real Postgres and Redis, two tool-runners sharing the workspace root
+ * `<cluster dir>/workspaces`, host paths off. The cluster's user, the bootstrap admin (BEDROCK_ADMIN_USERS),
+ * adds alice and bob with AdminService, and the two attack each other through web-bff. The root is plain
+ * directories, not btrfs: no quota to test here (the embedded suite tests it on a btrfs image).
  */
 import { afterAll, beforeAll } from '@jest/globals';
 import { join } from 'node:path';
@@ -20,6 +17,8 @@ let target: TenantsTarget;
 
 beforeAll(async () => {
   e = await startE2e('tenants', { hostPaths: 'default', replicas: { conversation: 1, gateway: 1, toolRunner: 2 } });
+  // The offline model answers behind the local Messages API server, through the gateway's real SDK:
+  // a `$ cmd` line is one bash call.
   e.routeWith('', (request) => offlineReply(request.body!));
   const dir = e.cluster.dir;
   target = {

@@ -1,14 +1,14 @@
 /**
- * Cancel of a running MCP call (issue 26: "cancel stops a call within 100 ms"): from the
- * Cancel RPC to the call's tool_result on the watch stream, through the embedded product
- * (offline model, real sandbox). Two servers: server-everything's long-running operation (it
- * stops when sent notifications/cancelled) and the fixture's `hang` (ignores it, so the runner
- * kills it in the background after a ping it does not answer). BENCH_CANCELS each (default 10);
- * prints the median, p90 and max. Asserts nothing.
+ * `make bench BENCH=mcp-cancel`: a running MCP call cancelled through the embedded product (offline
+ * model, real sandbox), from the Cancel RPC to the call's tool_result on the watch stream, on
+ * server-everything's long-running operation (it stops when sent notifications/cancelled) and the
+ * fixture's `hang` (it ignores that, and the runner kills it after). Prints median, p90 and max; asserts
+ * nothing. docs/mcp.md, "Calls, timeouts, cancel, errors".
  */
 import { StateKind } from '@bedrock/contracts';
 import { EVERYTHING, FIXTURE, startBench, until, watch } from './mcp-support.ts';
 
+/** Cancels of each server (BENCH_CANCELS). */
 const CANCELS = Number(process.env.BENCH_CANCELS ?? 10);
 
 const b = await startBench('mcp-cancel', {

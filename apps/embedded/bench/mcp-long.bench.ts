@@ -1,14 +1,14 @@
 /**
- * The 10-minute MCP call (issue 26: "a 10-minute call with progress completes"): server-everything's
- * long-running operation for BENCH_MCP_SECONDS (default 600) with a progress notification every
- * 10 s, under the shipped per-call timeout (BEDROCK_MCP_TIMEOUT, 5 minutes): it completes only
- * because each progress notification starts the timeout again. Through the embedded product
- * (offline model, real sandbox). Prints how long it took, the progress lines streamed and the
- * result. Asserts nothing.
+ * `make bench BENCH=mcp-long`: server-everything's long-running operation for BENCH_MCP_SECONDS with a
+ * progress notification every 10 s, under the shipped per-call timeout (BEDROCK_MCP_TIMEOUT), through
+ * the embedded product (offline model, real sandbox): it completes only because each progress starts
+ * the timeout again. Prints how long it took, the progress lines streamed and the result; asserts
+ * nothing. docs/mcp.md, "Calls, timeouts, cancel, errors".
  */
 import { StateKind } from '@bedrock/contracts';
 import { EVERYTHING, startBench, until, watch } from './mcp-support.ts';
 
+/** The call's length, s (BENCH_MCP_SECONDS; by default the 10 minutes of issue 26: "a 10-minute call with progress completes"). */
 const SECONDS = Number(process.env.BENCH_MCP_SECONDS ?? 600);
 const STEPS = Math.max(1, Math.round(SECONDS / 10));
 

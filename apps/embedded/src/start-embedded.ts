@@ -1,13 +1,9 @@
 /**
- * The whole product in one process on its embedded defaults (`npm start`): PostgreSQL
- * embedded (PGlite behind its socket server, reached by the same `pg` code), the in-process
- * queue, stream, cancel and registry implementations, a tool-runner with the kernel sandbox
- * when this machine has it, the gateway (with the offline demo model unless
- * ANTHROPIC_API_KEY is set) and web-bff with the web UI. Data lives in BEDROCK_DATA_DIR and
- * survives a restart; a local user's token is kept there for the CLI and the browser. The
- * services' own credentials (service identity on the internal gRPC ports) are generated in
- * memory at each start and handed to them directly: no files.
- * With DATABASE_URL set, a real PostgreSQL server is used instead of the embedded one.
+ * The whole product in one process on its embedded defaults (`npm start`): PostgreSQL embedded (PGlite,
+ * or DATABASE_URL's server), the in-process transports, a tool-runner with the kernel sandbox when this
+ * machine has it, the gateway (the offline demo model unless ANTHROPIC_API_KEY is set) and web-bff with
+ * the web UI. Data and the local user's token live in BEDROCK_DATA_DIR; the services' own credentials
+ * are made in memory at each start. docs/embedded.md.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';

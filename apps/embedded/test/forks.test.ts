@@ -1,11 +1,9 @@
 /**
- * ForkConversation through the whole product — web-bff, the conversation service, the real
- * llm-gateway and tool-runner — against the strict local Messages API server, which refuses any
- * request the real API would (a tool_use without its result, a thinking block not signed by it,
- * a history ending in an assistant turn…). A source turn with signed thinking and two tools is
- * forked at each message boundary and a message sent in each fork: every turn completes, the
- * server saw no invalid request, and the source is unchanged. Once on PostgreSQL, once on the
- * embedded PGlite (migration 008 runs there too).
+ * ForkConversation through the whole product (web-bff, the conversation service, the real llm-gateway
+ * and tool-runner) against the strict local Messages API server: a turn with signed thinking and two
+ * tools is forked at each message boundary and a message sent in each fork; every turn completes, the
+ * server saw no invalid request, the source is unchanged. Once on PostgreSQL, once on the embedded PGlite
+ * (migration 008 runs there too).
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';

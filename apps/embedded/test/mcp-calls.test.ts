@@ -1,13 +1,8 @@
 /**
- * The call rules of an MCP tool end to end through the public API of the embedded product
- * (offline model, real sandbox, server-everything from npm), with a user's server whose
- * per-call timeout is 3 s (`timeoutMs`, a setting of AddMcpServer):
- *
- * - a 10 s call that reports progress every second completes: each progress notification
- *   starts the timeout again; the progress is streamed as live output;
- * - the same server's call without progress for longer than 3 s times out, saying so;
- * - a cancel answers a running call at once (from the Cancel RPC to its tool_result on the
- *   watch stream; a generous bound here, the figure in `make bench BENCH=mcp-cancel`).
+ * The call rules of an MCP tool end to end through the public API of the embedded product (offline
+ * model, real sandbox, server-everything from npm), with a user's server whose per-call timeout
+ * (`timeoutMs`, a setting of AddMcpServer) is 3 s: a call with progress outlasts it, one without times
+ * out, and a cancel answers a running call at once. docs/mcp.md, "Tests".
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StateKind, type WatchConversationResponse } from '@bedrock/contracts';

@@ -1,10 +1,8 @@
 /**
- * Deferred MCP tools end to end through the public API of the embedded product (offline model
- * behind the strict fake Messages API, real sandbox, server-everything): with
- * BEDROCK_MCP_DEFER_TOOLS=0 every MCP tool is sent defer_loading behind the tool search tool;
- * the model finds the tool by a search (kept in the history and sent back, its reference
- * checked by the fake) and calls it; with the server then turned off, the stale search is sent
- * as a note and the requests stay valid.
+ * Deferred MCP tools end to end through the public API of the embedded product (offline model behind
+ * the strict fake Messages API, real sandbox, server-everything), with BEDROCK_MCP_DEFER_TOOLS=0: every
+ * MCP tool is sent defer_loading behind the tool search tool, the model finds it by a search and calls
+ * it; with the server then turned off, the stale search is sent as a note and the requests stay valid.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StateKind } from '@bedrock/contracts';

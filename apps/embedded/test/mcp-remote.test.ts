@@ -1,12 +1,9 @@
 /**
- * Remote MCP servers (Streamable HTTP) with OAuth 2.1 per user, end to end through the public
- * API of the embedded product on real Postgres, against an OAuth-protected MCP server of our
- * own (packages/testkit/src/oauth-mcp-server.ts: an authorization server and a resource server
- * on two origins): a call before login says to log in; the CLI's paste flow and the web UI's
- * redirect flow; a session across many access-token lifetimes with zero re-logins; a revoked
- * login reported clearly (call and listing); tokens not in the database in the clear; a
- * remote server's readOnlyHint not believed unless the operator trusts it; a server that cannot
- * send Bedrock to another origin; logout revoking at the authorization server.
+ * Remote MCP servers (Streamable HTTP) with OAuth 2.1 per user, end to end through the public API of the
+ * embedded product on real Postgres, against an OAuth-protected MCP server of our own
+ * (packages/testkit/src/oauth-mcp-server.ts: an authorization server and a resource server on two
+ * origins): the login flows, long sessions, revocation, tokens sealed at rest, readOnlyHint trusted only
+ * when the operator says so, no other origin followed, logout.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,11 +1,9 @@
 /**
- * The tenants battery (packages/testkit/src/tenants-battery.ts) against `npm start`'s embedded
- * product with host paths off, so it can have more than one user: its local user (an admin) adds
- * alice and bob with AdminService and issues their tokens, and the two attack each other through
- * the public API, with the offline model running their tools. Shipped defaults except the ports,
- * the data directory and the workspace storage: a btrfs image in a temp file, loop-mounted by
- * the runner on the data directory's workspaces, with a small per-workspace quota, so that the
- * quota is enforced by the kernel here as on a btrfs host.
+ * The tenants battery (packages/testkit/src/tenants-battery.ts) against `npm start`'s embedded product
+ * with host paths off: its local user (an admin) adds alice and bob, who attack each other through the
+ * public API, the offline model running their tools. Shipped defaults except the ports, the data
+ * directory and the workspace storage: a loop-mounted btrfs image with a small per-workspace quota, so
+ * that the kernel enforces the quota as on a btrfs host. Needs root: docs/testing.md.
  */
 import { afterAll, beforeAll } from '@jest/globals';
 import { execFileSync } from 'node:child_process';

@@ -1,11 +1,9 @@
 /**
- * One user turn is one exported trace: the embedded product (web-bff, conversation, llm-gateway
- * and tool-runner in one process; Postgres real, the model a scripted local Messages API
- * server) with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a local OTLP/HTTP receiver in this
- * test. The turn asks for a bash tool, then answers; the spans received must form one tree:
- * web-bff's SendMessage → the conversation service's SendMessage → invoke_agent → the queue
- * hops → `chat <model>` and `execute_tool bash` → the result jobs → the conversation's
- * consumer → the next model call.
+ * One user turn is one exported trace: the embedded product (Postgres real, the model a scripted local
+ * Messages API server) with OTEL_EXPORTER_OTLP_ENDPOINT pointing at an OTLP/HTTP receiver in this test.
+ * The turn asks for a bash tool, then answers; the spans received must form one tree, from web-bff's
+ * SendMessage through invoke_agent, the queue hops, `chat <model>` and `execute_tool bash` to the next
+ * model call.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';

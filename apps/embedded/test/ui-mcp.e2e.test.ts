@@ -1,14 +1,9 @@
 /**
- * The web UI's MCP servers in a real browser (headless Chromium through playwright-core)
- * against the embedded product (offline model, real sandbox, real servers from npm): the
- * panel lists the operator's server-everything, refuses a bad server with the API's own words,
- * adds server-filesystem for all the user's conversations and removes it; a conversation's
- * settings turn a server off and on there; and the transcript shows the MCP call as
- * "fs › read_text_file" with its arguments and its result, like a built-in tool.
- *
- * Here rather than in services/web-bff/test: the UI needs the whole product behind it (a
- * tool-runner hosting the servers, the offline model calling them), which the embedded
- * product is; web-bff's test system plays the workers.
+ * The web UI's MCP servers in headless Chromium (playwright-core) against the embedded product (offline
+ * model, real sandbox, real servers from npm): the panel lists, refuses, adds and removes servers, a
+ * conversation's settings turn one off and on, and the transcript shows an MCP call like a built-in tool.
+ * Here, not in services/web-bff/test: the UI needs the whole product behind it (a tool-runner hosting
+ * the servers, the offline model calling them); web-bff's test system plays the workers.
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';

@@ -1,12 +1,9 @@
 /**
- * `bedrock acp`: Bedrock as an ACP agent (Agent Client Protocol: JSON-RPC 2.0, one message per
- * line on stdin and stdout) for editors that speak it (Zed, JetBrains IDEs, Neovim, Emacs).
- * Each ACP session is a conversation of the Bedrock that BEDROCK_URL names (local or remote),
- * reached through the public API with the CLI's connection, token, retries and resuming
- * watch; updates.ts says what each message and event becomes. docs/cli.md, "In an editor (ACP)".
- *
- * stdout carries the protocol only; notes (retries, a watch resuming) go to stderr, which
- * editors keep as the agent's log.
+ * `bedrock acp`: Bedrock as an ACP agent (Agent Client Protocol: JSON-RPC 2.0, one message per line on
+ * stdin and stdout) for editors. Each ACP session is a conversation of the Bedrock that BEDROCK_URL names,
+ * reached through the public API with the CLI's connection, retries and resuming watch; updates.ts maps
+ * messages and events. stdout carries the protocol only; notes go to stderr, the editor's agent log.
+ * docs/cli.md, "In an editor (ACP)".
  */
 import { Readable, Transform, Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';

@@ -1,25 +1,7 @@
 /**
- * What a Bedrock conversation looks like in ACP (docs/cli.md, "In an editor (ACP)"): its
- * messages and live events as `session/update` notifications, a prompt's content blocks as a
- * message, and the state a turn rests in as a stop reason. Pure: no I/O (agent.ts does that).
- *
- *   agent text, thinking        agent_message_chunk, agent_thought_chunk (streamed deltas; a
- *                               persisted message adds only what was not streamed)
- *   a tool call                 tool_call (pending), tool_call_update in_progress while it runs,
- *                               its output as it streams, completed / failed with its result;
- *                               the patch tool's diff as ACP `diff` content per hunk
- *   web searches and fetches,   one line of agent text each (the wording of `bedrock show`)
- *   the provider's compaction   while it streams, one agent_thought_chunk ("Compacting the
- *                               context…"), never answer text; its persisted block one line of
- *                               agent text (the summary left out)
- *   stop markers, errors
- *   user messages               user_message_chunk (replayed by session/load only: live, the
- *                               editor shows what it sent)
- *   the service's notices       agent text ("Note: …")
- *   mode, title, context usage  current_mode_update (Restricted / Unrestricted as session
- *                               modes), session_info_update, usage_update (and its cost
- *                               when a turn rests)
- *   a denied upgrade request    its tool call ends failed
+ * What a Bedrock conversation looks like in ACP: its messages and live events as `session/update`
+ * notifications (UpdateTranslator), a prompt's content blocks as a message, and the state a turn rests
+ * in as a stop reason. Pure: no I/O (agent.ts does that). docs/cli.md, "In an editor (ACP)".
  */
 import { posix } from 'node:path';
 import type * as acp from '@agentclientprotocol/sdk';
@@ -89,6 +71,24 @@ export function fenced(body: string): string {
  * The translation of one conversation into session updates: it remembers the tool calls it
  * announced (their names, for the results) and what the current response streamed (so that
  * the persisted message does not repeat it).
+ *
+ *   agent text, thinking        agent_message_chunk, agent_thought_chunk (streamed deltas; a
+ *                               persisted message adds only what was not streamed)
+ *   a tool call                 tool_call (pending), tool_call_update in_progress while it runs,
+ *                               its output as it streams, completed / failed with its result;
+ *                               the patch tool's diff as ACP `diff` content per hunk
+ *   the provider's compaction   while it streams, one agent_thought_chunk ("Compacting the
+ *                               context…"), never answer text; its persisted block one line of
+ *                               agent text (the summary left out)
+ *   web searches and fetches,   one line of agent text each (the wording of `bedrock show`)
+ *   stop markers, errors
+ *   user messages               user_message_chunk (replayed by session/load only: live, the
+ *                               editor shows what it sent)
+ *   the service's notices       agent text ("Note: …")
+ *   mode, title, context usage  current_mode_update (Restricted / Unrestricted as session
+ *                               modes), session_info_update, usage_update (and its cost
+ *                               when a turn rests)
+ *   a denied upgrade request    its tool call ends failed
  */
 export class UpdateTranslator {
   private readonly tools = new Map<string, { name: string; input: Record<string, unknown> }>();

@@ -1,15 +1,7 @@
 /**
- * dispatch.ts as the CLI bundle sees it (scripts/build.mjs resolves run.ts's import of
- * './dispatch.ts' here): loads the commands' bundle, dist/client-HASH.cjs, with a V8 code
- * cache next to it, so that neither its source is compiled nor its functions at their first
- * call (about 20 ms of a `bedrock ls`).
- *
- * The cache, `client-HASH.cjs.NODEVERSION-ARCH.cache`, is written when a command ends if there
- * was none or V8 refused it (another V8, other flags): it holds the code of every function that
- * command ran. The bundle's name carries its content's hash, so a cache can only meet the code
- * it was made from; a directory that cannot be written just means no cache. Under
- * --enable-source-maps the bundle is required plainly, so that stack traces map to the sources.
- * BEDROCK_CLI_CODE_CACHE=0 neither reads nor writes the cache (the benchmark's comparison).
+ * dispatch.ts as the CLI bundle sees it (scripts/build.mjs resolves run.ts's import of './dispatch.ts'
+ * here): loads the commands' bundle, dist/client-HASH.cjs, with a V8 code cache next to it, so that
+ * neither its source nor its functions at their first call are compiled again. docs/cli.md, "How it runs".
  */
 import { accessSync, constants, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -28,6 +20,15 @@ export function dispatch(...args: Parameters<Client['dispatch']>): ReturnType<Cl
   return client.dispatch(...args);
 }
 
+/**
+ * Requires the client bundle, compiled from its cache `client-HASH.cjs.NODEVERSION-ARCH.cache` when
+ * there is one. The cache is written when the command ends if there was none or V8 refused it (another
+ * V8, other flags): it holds the code of every function that command ran. The bundle's name carries its
+ * content's hash, so a cache can only meet the code it was made from; a directory that cannot be
+ * written just means no cache. Under --enable-source-maps the bundle is required plainly, so that stack
+ * traces map to the sources. BEDROCK_CLI_CODE_CACHE=0 neither reads nor writes the cache (the
+ * benchmark's comparison).
+ */
 function load(): Client {
   const file = join(__dirname, BEDROCK_CLI_CLIENT);
   // eslint-disable-next-line @typescript-eslint/no-require-imports

@@ -1,11 +1,8 @@
 /**
- * The Fetch API's `Headers`, for the CLI bundle only (scripts/build.mjs injects it in place of
- * the global). Connect makes a `new Headers()` for every call, and Node 20's global `Headers`
- * loads the whole of undici (fetch, its dispatcher and streams) the first time it is touched:
- * about 30 ms of a 150 ms start. This is the same class as far as Connect uses it: names are
- * case-insensitive and kept lower-case, values trimmed of HTTP whitespace, invalid names and
- * values rejected with a TypeError, `get` joins repeated values with ", ", and iteration goes
- * by name in order (each Set-Cookie apart), as the Fetch standard says.
+ * The Fetch API's `Headers`, for the CLI bundle only (scripts/build.mjs injects it in place of the
+ * global): Connect makes a `new Headers()` for every call, and Node 20's global `Headers` loads the whole
+ * of undici the first time it is touched (docs/cli.md, "How it runs"). Same behaviour as far as Connect
+ * uses it: see the class.
  */
 
 /** RFC 9110 token characters. */
@@ -29,6 +26,12 @@ function checkValue(value: string, name: string): string {
   return v;
 }
 
+/**
+ * The same class as far as Connect uses it: names are case-insensitive and kept lower-case, values
+ * trimmed of HTTP whitespace, invalid names and values rejected with a TypeError, `get` joins repeated
+ * values with ", ", and iteration goes by name in order (each Set-Cookie apart), as the Fetch standard
+ * says.
+ */
 export class Headers {
   readonly #map = new Map<string, string[]>();
 

@@ -1,15 +1,9 @@
 /**
- * `make loadtest` (docs/capacity.md): N synthetic users, each with a conversation driven through
- * the public API (send, watch until at rest, think, again), against the local cluster of real
- * service processes; the model is a local Messages API server scripted to call one tool per turn
- * and answer after `modelMs`. N ramps up step by step until a service-level objective breaks:
- *   - event → effect p99 ≤ 50 ms (`bedrock_job_latency_seconds{queue="conversation-events"}`:
- *     an event ready on the queue → its effects published, over every conversation replica);
- *   - per-turn overhead ≤ 2× the quiet figure (a turn's time less the model's scripted time,
- *     against the first step's).
- * Each step reports throughput, latencies and each component's saturation (CPU in cores and
- * memory of every service process, Postgres and Redis; Postgres transactions/s, Redis
- * commands/s; the queue lag).
+ * `make loadtest` (docs/capacity.md, "The load test"): N synthetic users, each driving a conversation
+ * through the public API (send, watch until at rest, think, again), against the local cluster of real
+ * service processes, the model a local Messages API server scripted to call one tool per turn. N ramps
+ * up step by step until a service-level objective breaks; each step reports throughput, latencies and
+ * each component's saturation.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -35,8 +29,12 @@ export interface LoadtestOptions {
   readonly modelMs: number;
   /** A user's pause between turns, ms (jittered ±50%). */
   readonly thinkMs: number;
-  /** The SLOs. */
+  /**
+   * SLO: event → effect p99, ms (`bedrock_job_latency_seconds{queue="conversation-events"}`: an event
+   * ready on the queue → its effects published, over every conversation replica).
+   */
   readonly eventToEffectP99Ms: number;
+  /** SLO: per-turn overhead (a turn's time less the model's scripted time) at most this times the first step's. */
   readonly overheadFactor: number;
   readonly replicas?: { conversation?: number; gateway?: number; toolRunner?: number };
   readonly progress?: (line: string) => void;

@@ -1,15 +1,9 @@
 /**
- * Crash semantics under load, shared by the chaos end-to-end test and the chaos benchmark: a
- * cluster on the SHIPPED defaults with its own Redis server (so it can be restarted), N
- * conversations in Unrestricted mode whose tools append a line to a ledger file, and one fault
- * per turn: kill -9 of a tool-runner, of a gateway, of a conversation replica, or a Redis
- * restart that loses every key. For each fault it measures the time from the fault until every
- * conversation is at rest (idle, or an error the user can act on); `check()` then lists every
- * broken promise: a ledger line written twice (a tool run twice), a tool_use not answered
- * exactly once, a user message lost or doubled.
- *
- * The model is scripted by what each request's history holds, not by a queue of answers, so a
- * request repeated after a crash gets the same answer.
+ * Crash semantics under load, shared by the chaos end-to-end test and the chaos benchmark: a cluster on
+ * the SHIPPED defaults with its own Redis server (so it can be restarted), N conversations in
+ * Unrestricted mode whose tools append a line to a ledger file, and one fault per turn (FaultKind).
+ * `fault()` measures until every conversation is at rest; `check()` lists every broken promise.
+ * docs/testing.md, "Crash semantics (chaos)".
  */
 import { chownSync, mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +18,8 @@ import { OwnRedis } from './own-redis.ts';
 import { startRedisCluster, type LocalRedisCluster } from '@bedrock/testkit/redis-cluster';
 
 /**
+ * `tool-runner`, `llm-gateway`, `conversation`: kill -9 of that replica; `redis`: a Redis restart
+ * that loses every key.
  * `postgres`: kill -9 of the primary's postmaster (startChaos's `killPostgresPrimary`; pg-failover.e2e.test.ts).
  * `redis-master`: on a Redis Cluster (`redis: 'cluster'`), kill -9 of a master; its replica takes over.
  */
@@ -58,12 +54,17 @@ export interface Chaos {
    * running a long tool (`busy`). Each command name with its rate, highest first.
    */
   redisLoad(ms: number, busy: boolean): Promise<{ perSecond: number; byCommand: [string, number][] }>;
-  /** Everything that went wrong so far (empty when every promise held), and counts for the report. */
+  /**
+   * Everything that went wrong so far (empty when every promise held): a ledger line written twice
+   * (a tool run twice), a tool_use not answered exactly once, a user message lost or doubled; and
+   * counts for the report.
+   */
   check(): Promise<{ problems: string[]; toolCalls: number; interrupted: number; lost: number; ledgerLines: number }>;
   close(): Promise<void>;
 }
 
 const TOOL_UID = 65534;
+/** At rest: idle, or an error the user can act on. */
 const AT_REST = new Set([StateKind.IDLE, StateKind.ERROR]);
 const INTERRUPTED = /The tool-runner stopped while this/;
 const LOST = /the work was lost/;
@@ -124,7 +125,8 @@ export async function startChaos(label: string, options: ChaosOptions = {}): Pro
   admin.on('error', () => undefined);
   const prefix = `e2e-${label}-${process.pid}`;
 
-  // The script: what to answer, by the conversation and what its history holds.
+  // The script: what to answer, by the conversation and what its history holds (not a queue of
+  // answers), so a request repeated after a crash gets the same answer.
   let slowEnds = false;
   const answeredEnds = new Set<string>();
   let slowInFlight = 0;

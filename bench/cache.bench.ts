@@ -1,14 +1,9 @@
 /**
- * `make bench BENCH=cache`: prompt-cache figures of one long conversation, no assertions.
- * A 50-turn conversation (each turn: thinking + a bash call, its ~8 KB result, thinking + an
- * answer), thinking HIGH on `bedrock-offline` with a 100 000-token window (so the provider
- * compacts once, at its 80 000-token trigger), then a continuation-summary request; every
- * request built and streamed by the gateway's real request path (`runLlmRequest`: build-request,
- * the SDK, the stream accumulator) against the strict fake (its prompt cache and compaction),
- * the history grown from what the gateway returned (the compaction block kept verbatim).
- * Prints: the cache-read share of all input tokens (goal ≥ 85%), that share for the
- * continuation request alone, the silent changes of thinking or effort between consecutive
- * requests (goal 0), the compactions, and the requests the fake refused (goal 0).
+ * `make bench BENCH=cache`: prompt-cache figures of one long conversation (thinking HIGH, a bash
+ * call and its ~8 KB result per turn, one compaction, then a continuation-summary request), every
+ * request built and streamed by the gateway's real request path against the strict fake, the
+ * history grown from what the gateway returned. Prints the cache-read share of input tokens,
+ * silent thinking/effort changes, compactions and refused requests; asserts nothing. docs/testing.md.
  */
 import { create } from '@bufbuild/protobuf';
 import Anthropic from '@anthropic-ai/sdk';
@@ -29,12 +24,14 @@ import { runLlmRequest } from '../services/llm-gateway/src/run-llm-request.ts';
 import { DEFAULT_IMAGE_LIMITS } from '../services/llm-gateway/src/images.ts';
 import { CONTINUATION_PROMPT } from '../services/conversation/src/core/constants.ts';
 
+/** Turns of the conversation (BENCH_TURNS, default 50); each turn is thinking + a bash call, its result, thinking + an answer. */
 const TURNS = Number(process.env.BENCH_TURNS ?? 50);
 const MODEL = 'bedrock-offline';
 const SYSTEM = `You are Bedrock, a careful software engineering agent.\n${'Follow the repository conventions. '.repeat(60)}`;
 
 const server = await startMessagesApiServer();
 const client = new Anthropic({ apiKey: 'local', baseURL: server.url, maxRetries: 0, logLevel: 'off' });
+/** A 100 000-token window, so that the provider compacts once, at its 80 000-token trigger. */
 const options = {
   registry: createModelRegistry({ [MODEL]: { contextWindow: 100_000 } }),
   defaultModel: MODEL,
@@ -44,6 +41,7 @@ const options = {
   idleTimeoutMs: 30_000,
 };
 
+/** The conversation, grown from what the gateway returned (a compaction block kept verbatim). */
 const history: LlmMessage[] = [];
 const text = (t: string): ContentBlock => create(ContentBlockSchema, { block: { case: 'text', value: { text: t } } });
 const push = (role: Role, content: ContentBlock[]) => history.push(create(LlmMessageSchema, { role, content }));
@@ -55,6 +53,10 @@ let requests = 0;
 let failed = 0;
 let continuationShare = NaN;
 
+/**
+ * One request through the gateway's real request path (`runLlmRequest`: build-request, the SDK,
+ * the stream accumulator) against the fake (its prompt cache and compaction); counts its usage.
+ */
 async function ask(scripted: ScriptedResponse, purpose = LlmRequestPurpose.TURN): Promise<ContentBlock[]> {
   server.enqueue(scripted);
   requests++;

@@ -1,24 +1,9 @@
 /**
- * `make bench BENCH=checkpoints`: what a checkpoint and a rewind cost on a large workspace, no
- * assertions. A workspace of 50,000 files (500 directories of 100 small files, BENCH_FILES to
- * change) on a loop-mounted btrfs image the storage makes itself (needs root and btrfs-progs).
- * Each round changes a few files, then times CreateCheckpoint's work (the storage's `create`:
- * a read-only snapshot inside the workspace's qgroup, then retention with the shipped defaults,
- * 50 checkpoints and 2 GiB); then rewinds (`restore`: a snapshot of a checkpoint swapped into
- * place) are timed. Both are measured twice in the same run, on the same workspace:
- *
- *   before  snapshots and retention's byte counts through the `btrfs` command (a process each)
- *   after   through the snapshot helper (bin/bedrock-snapshot: one ioctl each, in a process that
- *           stays up), retention's deletions off the answer's path
- *
- * and beside them the floor: the snapshot ioctl alone (`bedrock-snapshot --time`, timed in the
- * kernel call) and `btrfs subvolume snapshot` alone, each after the same small change, and a
- * bare `sync` of the filesystem. Between phases the deletions a phase queued are let finish.
- * Checkpoints are timed back to back (each pays for the kernel's deletion of the one retention
- * retired just before: qgroup accounting of a dropped snapshot, which grows with the snapshots
- * sharing its blocks) and one per turn (that background work let finish first, as it does
- * during a turn). Prints p50/p95/max against the goals (checkpoint p95 ≤ 50 ms,
- * rewind p95 ≤ 1 s), the load average, and a check that the rewound trees are right.
+ * `make bench BENCH=checkpoints`: what a checkpoint and a rewind cost on a large workspace, on a
+ * loop-mounted btrfs image the storage makes itself (needs root and btrfs-progs): the storage's
+ * `create` and `restore` timed "before" (the `btrfs` command) and "after" (the snapshot helper)
+ * in one run on one workspace, then the kernel's floor; p50/p95/max against the goals, the
+ * rewound trees checked, no assertions. docs/testing.md, "Checkpoints benchmark".
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -29,6 +14,7 @@ import { DEFAULT_SNAPSHOT_HELPER_PATH } from '../services/tool-runner/src/worksp
 import { openWorkspaceStorage } from '../services/tool-runner/src/workspaces/workspace-storage.ts';
 import type { WorkspaceStorage } from '../services/tool-runner/src/workspaces/workspace-storage.ts';
 
+/** Files in the workspace: directories of 100 small files each (500 at the default 50,000). */
 const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const CHECKPOINTS = Number(process.env.BENCH_CHECKPOINTS ?? 60);
 /** Checkpoints timed one per turn (the workspace is at its 50 by then: each retires one). */
@@ -58,7 +44,12 @@ chmodSync(dir, 0o711);
 const root = join(dir, 'root');
 const config = readToolRunnerConfig({}, { workspaces: { root, image: join(dir, 'image.btrfs'), imageSize: 4 * 1024 ** 3 } }).workspaces;
 // Two storages on the same root: the same workspace, its snapshots taken either way.
+/**
+ * Snapshots and retention's byte counts through the snapshot helper (bin/bedrock-snapshot: one
+ * ioctl each, in a process that stays up), retention's deletions off the answer's path.
+ */
 const after = await openWorkspaceStorage({ config });
+/** Snapshots and retention's byte counts through the `btrfs` command (a process each). */
 const before = await openWorkspaceStorage({ config, snapshotHelper: null });
 let round = 0;
 try {
@@ -84,7 +75,15 @@ try {
     return i;
   };
 
-  /** `perTurn`: before each checkpoint, the kernel's background work of the last one (deleting the checkpoint retention retired) is let finish, as a turn's model and tools would take longer than that between two checkpoints. */
+  /**
+   * Times CreateCheckpoint's work (the storage's `create`: a read-only snapshot inside the
+   * workspace's qgroup, then retention with the shipped defaults). Back to back, each checkpoint
+   * pays for the kernel's deletion of the one retention retired just before (qgroup accounting of
+   * a dropped snapshot, which grows with the snapshots sharing its blocks). `perTurn`: before each
+   * checkpoint, the kernel's background work of the last one (deleting the checkpoint retention
+   * retired) is let finish, as a turn's model and tools would take longer than that between two
+   * checkpoints.
+   */
   const checkpoint = async (storage: WorkspaceStorage, label: string, perTurn = false): Promise<number[]> => {
     const times: number[] = [];
     for (let k = 0; k < (perTurn ? PER_TURN : CHECKPOINTS); k++) {
@@ -101,6 +100,7 @@ try {
     return times;
   };
 
+  /** Times rewinds (`restore`: a snapshot of a checkpoint swapped into place) and checks each rewound tree. */
   const rewind = async (storage: WorkspaceStorage, label: string): Promise<void> => {
     const times: number[] = [];
     let right = true;
@@ -151,7 +151,9 @@ try {
   await rewind(after, 'after (snapshot helper)');
   await settle();
 
-  // The floor: the kernel's snapshot (its transaction commit writes what changed) after the same change.
+  // The floor: the kernel's snapshot (its transaction commit writes what changed) after the same
+  // change, through the ioctl alone (`bedrock-snapshot --time`, timed in the kernel call) and through
+  // `btrfs subvolume snapshot` alone, and a bare `sync` of the filesystem.
   const floor = join(root, '.bench-floor');
   mkdirSync(floor, { mode: 0o700 });
   // Inside the workspace's family qgroup, as checkpoints are.

@@ -1,16 +1,9 @@
 /**
- * Issue 7's benchmark, against the local PostgreSQL and Redis:
- *  1. N tool calls of `true` in one turn through the whole distributed pipeline (every service
- *     its own process, Redis between them) versus the same turn in one process with the
- *     in-process implementations (the embedded mode): the ratio, and the overhead per queue
- *     hop in milliseconds;
- *  2. the time from the Cancel RPC to the idle state arriving on a watcher's stream (median,
- *     p99), in the distributed pipeline.
- * In one process the turn is timed twice, turn by turn in alternation: the sandbox helpers
- * started by the spawner process (BEDROCK_SANDBOX_SPAWNER=process, the default) and by the
- * runner's own event loop (`inline`), with the event loop's longest stall during the turns.
- * Prints figures; asserts nothing. BENCH_TOOLS (default 40), BENCH_TURNS (default 5, the median is printed),
- * BENCH_CANCELS (default 20), BENCH_DISTRIBUTED=0 skips the distributed part.
+ * Issue 7's benchmark, against the local PostgreSQL and Redis: N tool calls of `true` in one turn
+ * through the whole distributed pipeline (every service its own process, Redis between them)
+ * versus the same turn in one process (the embedded mode), with the overhead per queue hop; and
+ * the time from the Cancel RPC to the idle state on a watcher's stream. Prints figures; asserts
+ * nothing. The BENCH_* settings are below; the figures are in docs/testing.md.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -24,8 +17,9 @@ import { startCluster } from '@bedrock/cluster';
 import { startEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
 
+/** Tool calls of `true` in each timed turn (BENCH_TOOLS, default 40). */
 const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
-/** Turns timed in each mode after a warm-up one; the median is reported (one turn is noisy on a shared machine). */
+/** Turns timed in each mode after a warm-up one (BENCH_TURNS, default 5); the median is reported (one turn is noisy on a shared machine). */
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 
 async function medianTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
@@ -34,7 +28,9 @@ async function medianTurn(api: Client<typeof ConversationService>, llm: { enqueu
   for (let i = 0; i < TURNS; i++) turns.push(await timedTurn(api, llm));
   return turns.sort((a, b) => a - b)[Math.floor(turns.length / 2)]!;
 }
+/** Cancels timed in the distributed pipeline, Cancel RPC → idle on a watcher (BENCH_CANCELS, default 20): median and p99. */
 const CANCELS = Number(process.env.BENCH_CANCELS ?? 20);
+/** BENCH_DISTRIBUTED=0 skips the distributed part: the one-process figures only. */
 const DISTRIBUTED = process.env.BENCH_DISTRIBUTED !== '0';
 /** Goal per tool in one process, ms (issue 31). */
 const GOAL_PER_TOOL_MS = 6;
@@ -188,7 +184,8 @@ async function main(): Promise<void> {
   const env = { ANTHROPIC_API_KEY: 'bench', ANTHROPIC_BASE_URL: llm.url, LOG_LEVEL: 'error' };
 
   // --- in one process: the embedded mode's in-process queues, on the same PostgreSQL server;
-  // the sandbox helpers started by the spawner process, and by the runner's own loop --------
+  // the sandbox helpers started by the spawner process (BEDROCK_SANDBOX_SPAWNER=process, the
+  // default), and by the runner's own loop (`inline`), timed turn by turn in alternation ----
   const sides: Side[] = [];
   const stops: (() => Promise<void>)[] = [];
   for (const spawner of ['process', 'inline'] as const) {

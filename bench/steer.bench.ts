@@ -1,10 +1,8 @@
 /**
  * Steer latency (issue 17): from `SendMessage(delivery: STEER)` to the steering message being in
- * the next LLM request, during a turn of 10 quick tools (`true`, one tool per model step, so a
- * tool boundary comes every few milliseconds), in the distributed pipeline (every service its own
- * process, Redis between them, the local PostgreSQL). The steer is sent while the third tool
- * runs; the time is taken where the local Messages API server receives the request that carries
- * it. Prints the median and p99 over BENCH_STEERS turns (default 20); asserts nothing.
+ * the next LLM request, during a turn of quick tools, in the distributed pipeline (every service
+ * its own process, Redis between them, the local PostgreSQL). The time is taken where the local
+ * Messages API server receives the request that carries it. Prints median and p99; asserts nothing.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,9 +13,11 @@ import { ConversationService, DeliveryMode, StateKind } from '@bedrock/contracts
 import { startCluster } from '@bedrock/cluster';
 import { startMessagesApiServer, type ReceivedRequest, type ScriptedResponse } from '@bedrock/offline-model';
 
+/** Turns timed, one steer each (BENCH_STEERS, default 20), after a warm-up turn. */
 const STEERS = Number(process.env.BENCH_STEERS ?? 20);
+/** Tools per turn: `true`, one tool per model step, so a tool boundary comes every few milliseconds. */
 const TOOLS = 10;
-/** The steer goes out once this many tools have run (while the next one runs). */
+/** The steer goes out once this many tools have run (while the next one, the third, runs). */
 const STEER_AFTER = 2;
 
 function client(baseUrl: string, token: string): Client<typeof ConversationService> {

@@ -1,19 +1,9 @@
 /**
- * How many concurrent watchers one web-bff process holds, how fast an event reaches all of
- * them, and what they cost in memory. Real conversation service, Postgres and Redis; web-bff
- * and the watchers each in their own process; loopback only. Prints figures next to the
- * issue-14 targets, asserts nothing.
- *
- * BENCH_WATCHERS (default 10000) on BENCH_CONVERSATIONS (100) over BENCH_CONNECTIONS (20 HTTP/2
- * connections). Then one phase per rate in BENCH_RATES (deliveries/s, default "1000,20000";
- * a delivery is one event reaching one watcher, so events/s = rate / watchers per
- * conversation), each BENCH_PHASE_MS (10000) of token deltas appended to the conversations in
- * turn, evenly every 10 ms, then BENCH_DRAIN_MS (3000) before the next.
- * BENCH_CLIENT: raw (default; a minimal gRPC client on node:http2, so the load generator is
- * not the limit) or connect (connect-node's client). BENCH_CPU_PROF=<dir>: web-bff runs with
- * --cpu-prof and writes its profile there on exit (one directory per delivery mode).
- * BENCH_DELIVERIES (default "pull,push"): one web-bff process per BEDROCK_WATCH_DELIVERY mode,
- * each with its own conversations and watchers, the phases alternating between them.
+ * How many concurrent watchers one web-bff process holds, how fast an event reaches all of them,
+ * and what they cost in memory. Real conversation service, Postgres and Redis; web-bff and the
+ * watchers (bench/support/watch-clients.ts, BENCH_CLIENT picks their client) each in their own
+ * process; loopback only. The BENCH_* settings are below. Prints figures next to the issue-14
+ * targets, asserts nothing. docs/web-bff.md (the benchmark) and docs/testing.md.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,14 +22,25 @@ import { createConversationService, readConversationConfig } from '@bedrock/conv
 import { generateToken, hashToken } from '@bedrock/web-bff';
 import { createTestDatabase } from '@bedrock/testkit/database';
 
+/** Watchers per web-bff (BENCH_WATCHERS), spread over BENCH_CONVERSATIONS conversations and BENCH_CONNECTIONS HTTP/2 connections. */
 const WATCHERS = Number(process.env.BENCH_WATCHERS ?? 10_000);
 const CONVERSATIONS = Number(process.env.BENCH_CONVERSATIONS ?? 100);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
+/**
+ * One phase per rate, in deliveries/s (BENCH_RATES): a delivery is one event reaching one
+ * watcher, so events/s = rate / watchers per conversation.
+ */
 const RATES = (process.env.BENCH_RATES ?? '1000,20000').split(',').map(Number);
+/** Each phase appends token deltas to the conversations in turn for this long (BENCH_PHASE_MS), evenly every TICK_MS. */
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 10_000);
+/** Wait after each phase before the next (BENCH_DRAIN_MS). */
 const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 3000);
+/** BENCH_CPU_PROF=<dir>: web-bff runs with --cpu-prof and writes its profile there on exit (one directory per delivery mode). */
 const CPU_PROF = process.env.BENCH_CPU_PROF;
-/** One web-bff per delivery mode, phases alternating between them (BEDROCK_WATCH_DELIVERY). */
+/**
+ * One web-bff process per delivery mode (BEDROCK_WATCH_DELIVERY; BENCH_DELIVERIES), each with its
+ * own conversations and watchers, the phases alternating between them.
+ */
 const DELIVERIES = (process.env.BENCH_DELIVERIES ?? 'pull,push').split(',');
 const TICK_MS = 10;
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));

@@ -1,20 +1,9 @@
 /**
- * `make cluster` / `make cluster-down`: the services as separate processes on this machine —
- * 2 conversation, 2 llm-gateway, 3 tool-runner, 1 web-bff — against the local PostgreSQL and
- * Redis (make starts them first). `make cluster PG=ha` (BEDROCK_CLUSTER_PG=ha): against a
- * Patroni cluster of its own instead (etcd + 2 nodes, synchronous replication; ha-postgres.ts),
- * started and stopped by the supervisor. Logs in .bedrock/cluster/logs/, one file per process.
- *
- * `up` starts a small supervisor in the background (`supervise`, this script again) and
- * returns once the cluster is ready. The supervisor owns the processes: one that dies is
- * started again with back-off, as Kubernetes would (docs/local-cluster.md); its log is
- * logs/supervisor.log. `down` stops the supervisor, which stops every process, and sweeps up
- * anything left if the supervisor itself was killed.
- *
- * `make cluster REDIS=cluster` (BEDROCK_CLUSTER_REDIS=cluster): the supervisor first starts a
- * Redis Cluster of its own, 3 masters + 3 replicas on ports from 7000 up (data and logs in
- * <dir>/redis-cluster/<port>/), and the services use it (BEDROCK_REDIS_CLUSTER=on); it stops it
- * with them. Their pids are in pids/ too, so `down` sweeps them if the supervisor was killed.
+ * `make cluster` / `make cluster-down`: the services as separate processes on this machine (2
+ * conversation, 2 llm-gateway, 3 tool-runner, 1 web-bff) under a supervisor that restarts any that
+ * dies, against the local PostgreSQL and Redis, or a Patroni cluster (PG=ha) or Redis Cluster
+ * (REDIS=cluster) of its own. Logs in .bedrock/cluster/logs/; the commands `up`, `down` and
+ * `supervise` are below. docs/local-cluster.md.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -70,6 +59,11 @@ function processPids(): Array<{ file: string; pid: number }> {
   });
 }
 
+/**
+ * `down`: stops the supervisor, which stops every process (and the Patroni or Redis Cluster it
+ * started) and exits; then sweeps up, through the pid files, anything left if the supervisor
+ * itself was killed.
+ */
 async function down(): Promise<void> {
   const supervisor = readPid(supervisorPidFile);
   let stopped = 0;
@@ -106,7 +100,10 @@ async function down(): Promise<void> {
   console.log(`stopped the cluster${left.length > 0 ? ` (${left.length} processes without a supervisor)` : ''}; logs are in ${logDir}`);
 }
 
-/** `up`: starts the supervisor in the background and waits until the cluster is ready. */
+/**
+ * `up`: starts the supervisor in the background (`supervise`, this script again; its log is
+ * logs/supervisor.log) and returns once the cluster is ready.
+ */
 async function up(): Promise<void> {
   const supervisor = readPid(supervisorPidFile);
   if ((supervisor && alive(supervisor)) || processPids().some(({ pid }) => alive(pid))) {
@@ -150,7 +147,13 @@ async function up(): Promise<void> {
   console.log('  a process that dies is restarted by the supervisor; stop everything with: make cluster-down');
 }
 
-/** `supervise`: runs in the background (started by `up`), owns the processes until SIGTERM. */
+/**
+ * `supervise`: runs in the background (started by `up`), owns the processes until SIGTERM: one
+ * that dies is started again with back-off, as Kubernetes would. With REDIS=cluster it first starts
+ * a Redis Cluster of its own (3 masters + 3 replicas on ports from 7000 up, data and logs in
+ * <dir>/redis-cluster/<port>/) for the services to use (BEDROCK_REDIS_CLUSTER=on), with PG=ha a
+ * Patroni cluster; it stops them with the services. Their pids go to pids/ too, for `down`.
+ */
 async function supervise(): Promise<void> {
   const logger = createLogger({ service: 'cluster-supervisor' });
   writeFileSync(supervisorPidFile, String(process.pid));

@@ -1,16 +1,9 @@
 /**
- * The watchers of the watcher benchmark, in their own process so that their CPU does not
- * count against web-bff: opens `BENCH_WATCHERS` WatchConversation streams over
- * `BENCH_CONNECTIONS` HTTP/2 connections, prints `ready` once every snapshot arrived, then
- * records for every token delta the delay from the timestamp in its text (`<phase>:<ms>`, when
- * the publisher appended it) to its arrival. On `report` (stdin) prints the figures of every
- * phase as JSON.
- *
- * BENCH_CLIENT=raw (default): a minimal gRPC client on node:http2 (frames parsed by hand,
- * messages decoded with protobuf-es), so that the load generator is not what limits the
- * figures — connect-node's client spends about 1 ms of CPU per stream opened and tens of
- * microseconds per message received, and shares the machine with web-bff. BENCH_CLIENT=connect:
- * connect-node's gRPC client, as before.
+ * The watchers of the watcher benchmark (bench/watchers.bench.ts), in their own process so that
+ * their CPU does not count against web-bff: opens BENCH_WATCHERS WatchConversation streams over
+ * BENCH_CONNECTIONS HTTP/2 connections, prints `ready` once every snapshot arrived, then records
+ * for every token delta the delay from the timestamp in its text (`<phase>:<ms>`, when the
+ * publisher appended it) to its arrival. On `report` (stdin) prints every phase's figures as JSON.
  */
 import { setMaxListeners } from 'node:events';
 import http2 from 'node:http2';
@@ -35,6 +28,12 @@ const auth: Interceptor = (next) => (req) => {
   req.header.set('authorization', `Bearer ${token}`);
   return next(req);
 };
+/**
+ * BENCH_CLIENT=raw (default): a minimal gRPC client on node:http2 (`rawWatcher`: frames parsed by
+ * hand, messages decoded with protobuf-es), so that the load generator, which shares the machine
+ * with web-bff, is not what limits the figures (connect-node's client costs: docs/testing.md).
+ * BENCH_CLIENT=connect: connect-node's gRPC client, as before.
+ */
 const raw = (process.env.BENCH_CLIENT ?? 'raw') === 'raw';
 const clients = raw
   ? []

@@ -1,10 +1,9 @@
 /**
- * Cancel latency, from the cancel message to the tool's process group being gone (every
- * process killed and reaped), for a running tree of sleeps (children and grandchildren):
- *   bus      CancelSignal published on the Redis cancel channel, received by a runner on the
- *            Redis transport (the production path)
- *   direct   the runner's own cancel (what ToolRunnerService.CancelTool calls)
- * Prints median and p99 against the 100 ms target. Asserts nothing.
+ * Cancel latency, from the cancel message to the tool's process group being gone (every process
+ * killed and reaped), for a running tree of sleeps (children and grandchildren): `bus`, a
+ * CancelSignal on the Redis cancel channel to a runner on the Redis transport (the production
+ * path), and `direct`, the runner's own cancel (what ToolRunnerService.CancelTool calls). Prints
+ * median and p99 against the 100 ms target over BENCH_ROUNDS rounds. Asserts nothing.
  */
 import { execSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,10 +1,8 @@
 /**
  * The load test's own tool-runner: the real service started as a child process on loopback and
  * ephemeral ports, with the default settings and service credentials of its own, so that its CPU
- * and memory can be read from /proc apart from the load generator's. By default it runs what the
- * image runs: the production bundle (`node main.js`, built here into a temporary directory by the
- * same code as `make bundles`); `source` runs src/main.ts through tsx instead, whose loader adds
- * about 65 MiB of RSS.
+ * and memory can be read from /proc apart from the load generator's. It runs the production
+ * bundle by default (see `RunnerBuild`); docs/tool-runner.md, "Load-testing a runner".
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +19,10 @@ const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 /** Settings of the environment the child never inherits: it runs on the defaults plus what is set here. */
 const NOT_INHERITED = /^(BEDROCK_|REDIS_|OTEL_|LOG_LEVEL$|ANTHROPIC_|DATABASE_URL$)/;
 
+/**
+ * `bundle`: what the image runs, `node main.js`, built here into a temporary directory by the same
+ * code as `make bundles`. `source`: src/main.ts through tsx, whose loader adds to the RSS (how much: docs/tool-runner.md).
+ */
 export type RunnerBuild = 'bundle' | 'source';
 
 export interface OwnRunnerOptions {

@@ -1,14 +1,9 @@
 /**
- * Cancel of a running MCP call on the tool-runner (issue 26: "cancel stops a call within
- * 100 ms"): from the CancelSignal published on the Redis cancel channel to the call's result
- * marked cancelled, for
- *   everything  server-everything's long-running operation (stops on notifications/cancelled)
- *   hang        the fixture's `hang` (ignores it): also the time until its process is gone
- *               (killed in the background after a ping it does not answer, 2 s); its
- *               server is started (by a quick call) before each round, so the call reaches it
- * each BENCH_ROUNDS times (default 20), on one server process per kind (started before the
- * first round, as a conversation's would be). The public API's figure (Cancel RPC to the
- * tool_result on the watch stream) is apps/embedded/bench/mcp-cancel.bench.ts. Asserts nothing.
+ * Cancel of a running MCP call on the tool-runner (issue 26: "cancel stops a call within 100 ms"):
+ * from the CancelSignal on the Redis cancel channel to the call's result marked cancelled, for
+ * server-everything's long-running operation and the fixture's `hang` (which ignores the cancel;
+ * also timed until its process is gone). Asserts nothing. The public API's figure is
+ * apps/embedded/bench/mcp-cancel.bench.ts; docs/mcp.md, "Calls, timeouts, cancel, errors".
  */
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { execSync } from 'node:child_process';
@@ -22,6 +17,7 @@ import { readToolRunnerConfig } from '../src/config.ts';
 import { createToolRunner } from '../src/create-tool-runner.ts';
 import { quantile, summary } from './stats.ts';
 
+/** Cancels timed per kind (BENCH_ROUNDS, default 20). */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
 const repo = new URL('../../../', import.meta.url).pathname;
 const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -41,6 +37,7 @@ const runner = createToolRunner(
 );
 await runner.start();
 
+/** One server process per kind, started before the first round, as a conversation's would be. */
 const servers = {
   everything: create(McpServerSpecSchema, {
     name: 'everything',
@@ -85,6 +82,12 @@ async function hangReady(i: number): Promise<void> {
   await runner.executor.execute(warm, () => {});
 }
 
+/**
+ * `everything`: server-everything's long-running operation, which stops on notifications/cancelled.
+ * `hang`: the fixture's `hang`, which ignores it: also the time until its process is gone (killed
+ * in the background after a ping it does not answer); its server is started (by a quick call)
+ * before each round, so that the call reaches it.
+ */
 async function measure(kind: 'everything' | 'hang'): Promise<{ result: number[]; gone: number[] }> {
   const result: number[] = [];
   const gone: number[] = [];

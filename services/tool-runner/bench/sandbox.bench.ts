@@ -1,21 +1,9 @@
 /**
  * Sandboxed versus plain execution of `bash -c true`, in the same run, interleaved so that
- * machine load hits every variant alike:
- *   plain         spawn bash -c true (no helper)
- *   limits        through the helper with resource limits only (Unrestricted mode)
- *   helper        the sandbox helper alone, as a Restricted run uses it (tool user, Landlock,
- *                 seccomp, capabilities dropped), without scratch or pids cgroup
- *   bash tool     the whole Restricted bash tool through the executor, as a tool call runs:
- *                 job in, ToolCompleteEvent out (scratch, pids cgroup, helper, capture), with
- *                 the runner's helpers started ahead (src/sandbox/warm-helpers.ts)
- *   tool, cold    the same with no helper waiting (a burst beyond the pool): the run starts
- *                 its helper and its cgroup itself
- *   tool, view    the whole Restricted bash tool for a workspace job (its owner's uid, its
- *                 workspace): the helper builds the view (a fresh root, a pid namespace with
- *                 its own /proc, scratch as /tmp) and Landlock confines reads, helpers waiting
- *   view, cold    the same with no helper waiting
- * Prints median and p99 of each, the ratios to plain, and whole/plain against the 1.5x target.
- * Asserts nothing.
+ * machine load hits every variant alike: from a plain spawn, through the helper alone, to the
+ * whole Restricted bash tool through the executor, with helpers waiting and without, for a
+ * host-path job and for a workspace job (its view); the variants are below. Prints median and p99
+ * of each, the ratios to plain, and whole/plain against the 1.5x target. Asserts nothing.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -101,6 +89,23 @@ async function toolCall(through: typeof executor, inWorkspace = false): Promise<
   return ms;
 }
 
+/**
+ * The variants, each timed once per round in this order:
+ *
+ *   plain         spawn bash -c true (no helper)
+ *   limits        through the helper with resource limits only (Unrestricted mode)
+ *   helper        the sandbox helper alone, as a Restricted run uses it (tool user, Landlock,
+ *                 seccomp, capabilities dropped), without scratch or pids cgroup
+ *   bash tool     the whole Restricted bash tool through the executor, as a tool call runs:
+ *                 job in, ToolCompleteEvent out (scratch, pids cgroup, helper, capture), with
+ *                 the runner's helpers started ahead (src/sandbox/warm-helpers.ts)
+ *   tool, cold    the same with no helper waiting (a burst beyond the pool): the run starts
+ *                 its helper and its cgroup itself
+ *   tool, view    the whole Restricted bash tool for a workspace job (its owner's uid, its
+ *                 workspace): the helper builds the view (a fresh root, a pid namespace with
+ *                 its own /proc, scratch as /tmp) and Landlock confines reads, helpers waiting
+ *   view, cold    the same with no helper waiting
+ */
 const variants: Record<string, () => Promise<number>> = {
   plain: () => run(['bash', '-c', 'true'], cwd),
   limits: () => run([DEFAULT_HELPER_PATH, ...limitArgs(limits.unrestricted), '--', 'bash', '-c', 'true'], cwd),

@@ -1,18 +1,9 @@
 /**
- * A model-based property test of checkpoints (fast-check): random sequences of workspace
- * operations through the product's real tools, run by a real tool-runner over its gRPC API
- * (ToolRunnerService.ExecuteTool, Unrestricted, as the workspace's owner in the workspace's view):
- * the patch tool writes and appends, the bash tool deletes, renames, chmods, makes symlinks, a
- * large file and a nested git repository. Checkpoints, rewinds and forks (a workspace made from
- * a checkpoint) go through the same runner's WorkspaceStorageService, as the conversation service
- * calls them. A model says what the tree must be; after every step the real tree equals it byte
- * for byte (content hashes, modes, symlink targets). A nested git repository's files cannot be
- * predicted: the model takes them as git wrote them, and from then on they must survive
- * checkpoints, rewinds and forks exactly like the rest. fast-check shrinks a failing sequence.
- * BEDROCK_PROPERTY_RUNS sets the number of cases: default 20 (each case is ~10 tool runs and
- * real btrfs work: 10 cases took 77 s on the shared 2-core machine at load average 20, so the
- * issue's 200 take about 25 minutes there: `BEDROCK_PROPERTY_RUNS=200`; docs/testing.md).
- * Needs root and btrfs-progs.
+ * A model-based property test of checkpoints (fast-check): random sequences of workspace operations
+ * (`op`) through the product's real tools, run by a real tool-runner over its gRPC API, with
+ * checkpoints, rewinds and forks through the same runner's WorkspaceStorageService. A model says
+ * what the tree must be; after every step the real tree equals it byte for byte (content hashes,
+ * modes, symlink targets). Needs root and btrfs-progs; how long it takes: docs/testing.md.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
@@ -28,6 +19,10 @@ import type { BtrfsRoot } from './support-btrfs.ts';
 import { grpcClient, startTestRunner, TEST_SERVICES } from './support-runner.ts';
 
 const UID = 200_013;
+/**
+ * Cases (BEDROCK_PROPERTY_RUNS, default 20; the issue asks for 200). Each case is ~10 tool runs and
+ * real btrfs work: docs/testing.md has the time a run takes.
+ */
 const RUNS = Number(process.env.BEDROCK_PROPERTY_RUNS ?? 20);
 const describeBtrfs = isRoot && hasBtrfs ? describe : describe.skip;
 if (!isRoot || !hasBtrfs) console.warn('checkpoints-model.test.ts: skipped: needs root and btrfs-progs');
@@ -54,6 +49,12 @@ type Op =
 
 const name = fc.constantFrom(...NAMES);
 const text = fc.stringMatching(/^[a-z ]{0,12}$/);
+/**
+ * One step. The patch tool writes and appends; the bash tool deletes, renames, chmods, makes
+ * symlinks, a large file and a nested git repository (all run by ExecuteTool, Unrestricted, as the
+ * workspace's owner in the workspace's view). Checkpoints, rewinds and forks (a workspace made from
+ * a checkpoint) go through WorkspaceStorageService, as the conversation service calls them.
+ */
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant('write' as const), path: name, text }),
   fc.record({ op: fc.constant('append' as const), path: name, text }),
@@ -138,6 +139,7 @@ describeBtrfs('checkpoints against a model', () => {
       })
     ).path;
 
+  // fast-check shrinks a failing sequence.
   it(`keeps the tree equal to the model through ${RUNS} random runs of changes, rewinds and forks`, async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 14 }), async (ops) => {
@@ -218,7 +220,9 @@ describeBtrfs('checkpoints against a model', () => {
               case 'git': {
                 if (model.has('g')) break;
                 await sh('git init -q g && git -C g -c user.name=t -c user.email=t@e commit -q --allow-empty -m one');
-                // Git's own files, as it wrote them (see the header).
+                // A nested git repository's files cannot be predicted: the model takes them as git
+                // wrote them, and from then on they must survive checkpoints, rewinds and forks
+                // exactly like the rest.
                 for (const line of treeOf(path)) {
                   const [p, ...rest] = line.split(' ');
                   const key = p!.replace(/\/$/, '');

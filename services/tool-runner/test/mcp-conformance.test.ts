@@ -1,10 +1,9 @@
 /**
- * The MCP conformance suite (@modelcontextprotocol/conformance, npm) against Bedrock's MCP
- * client: for each scenario below the suite starts its own test server and runs
- * test/support/conformance-client.ts, which drives the tool-runner's real host (createMcpHost,
- * Streamable HTTP through confinedFetch) at that server's URL. The suite's checks decide; a
- * scenario passes only when the CLI exits 0 and reports every check passed. Which scenarios are
- * not run and why: docs/mcp.md, "The MCP conformance suite".
+ * The MCP conformance suite (@modelcontextprotocol/conformance, npm) against Bedrock's MCP client:
+ * for each scenario below the suite starts its own test server and runs
+ * test/support/conformance-client.ts, which drives the tool-runner's real host at that server's
+ * URL. A scenario passes only when the CLI exits 0 and reports every check passed. Which scenarios
+ * are not run and why: docs/mcp.md, "The MCP conformance suite".
  */
 import { describe, it, expect } from '@jest/globals';
 import { execFile } from 'node:child_process';
@@ -16,6 +15,11 @@ const cli = join(dirname(createRequire(import.meta.url).resolve('@modelcontextpr
 const node20 = new URL('support/conformance-node20.mjs', import.meta.url).pathname;
 const client = new URL('support/conformance-client.ts', import.meta.url).pathname;
 
+/**
+ * Runs the suite's CLI for one scenario (under support/conformance-node20.mjs) with our client as
+ * its command: the host is createMcpHost, over Streamable HTTP through confinedFetch. The suite's
+ * checks decide.
+ */
 function runScenario(scenario: string): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     execFile(

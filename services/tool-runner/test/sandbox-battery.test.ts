@@ -1,10 +1,8 @@
 /**
  * The sandbox battery: in Restricted mode every attempt to write, to reach the network or to
  * signal outside must be refused by the kernel and reported with the kernel's error; in
- * Unrestricted mode the same writes succeed in the working directory and are refused
- * elsewhere. Tools run as the tool user (65534), never as the tests' own user (root here);
- * the directories written to belong to the tool user, so that only the sandbox, not file
- * permissions, can be what refuses a write.
+ * Unrestricted mode the same writes succeed in the working directory and are refused elsewhere.
+ * Tools run as the tool user (65534), never as the tests' own user (root here).
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { spawn } from 'node:child_process';
@@ -35,7 +33,10 @@ function bash(command: string, mode: Mode, cwd = workDir, timeoutSeconds?: numbe
   return executeTool({ toolName: 'bash', inputJson: JSON.stringify(input), cwd, mode }, executeContext(settings));
 }
 
-/** A directory the tool user owns (so file permissions would allow its writes). */
+/**
+ * A directory the tool user owns (so file permissions would allow its writes): the directories
+ * written to are all such, so that only the sandbox, not file permissions, can refuse a write.
+ */
 function toolOwned(dir: string): string {
   chownSync(dir, TOOL_UID, TOOL_UID);
   return dir;

@@ -1,13 +1,9 @@
 /**
  * The tenants battery: two users, each with their own uid and workspace under one root, as the
- * conversation service's jobs carry them (tool_uid, tool_gid, workspace_path). From user A's
- * tools, Restricted and Unrestricted, with the view (a fresh root and pid namespace) and with
- * Landlock alone (a runner that cannot mount, as on Kubernetes without CAP_SYS_ADMIN): B's
- * workspace, the runner's files (/root, /home, the repository, a data directory) and other
- * users' processes are out of reach, and writes land only in A's workspace and scratch, owned
- * by A. Everything B has is readable and writable by file permissions (world-readable and
- * world-writable), so that only the sandbox can be what refuses. Then the kernel's bounds: the
- * scratch's size, the run's memory (OOM kill reported) and its CPU share.
+ * conversation service's jobs carry them (tool_uid, tool_gid, workspace_path). From user A's tools,
+ * Restricted and Unrestricted, with the view and with Landlock alone, B's workspace, the runner's
+ * files and other users' processes are out of reach, and writes land only in A's workspace and
+ * scratch, owned by A. Then the kernel's bounds: the scratch's size, the run's memory and CPU share.
  */
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { spawn } from 'node:child_process';
@@ -39,6 +35,7 @@ const UID_B = 200_102;
 const MiB = 1024 ** 2;
 const SECRET_B = `secret-of-b-${process.pid}`;
 const ARGV_SECRET = `argv-secret-of-b-${process.pid}`;
+/** The runner's files, out of A's reach: the repository, /home, /root (and a data directory, below). */
 const REPO_FILE = fileURLToPath(new URL('../../../package.json', import.meta.url));
 const HOME_DIR = `/home/bedrock-tenants-${process.pid}`;
 const ROOT_FILE = `/root/.bedrock-tenants-${process.pid}`;
@@ -67,6 +64,8 @@ function own(path: string, uid: number, mode: number): string {
   return path;
 }
 
+// Everything B has is readable and writable by file permissions (world-readable and
+// world-writable), so that only the sandbox can be what refuses.
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'bedrock-tenants-'));
   withView = await testSandboxSettings({ workspaceRoot: root });
@@ -112,6 +111,10 @@ const modes: Array<[string, Mode]> = [
   ['Restricted', Mode.RESTRICTED],
   ['Unrestricted', Mode.UNRESTRICTED],
 ];
+/**
+ * The view (a fresh root and pid namespace), and Landlock alone (a runner that cannot mount, as on
+ * Kubernetes without CAP_SYS_ADMIN).
+ */
 const confinements: Array<[string, () => SandboxSettings]> = [
   ['with the view', () => withView],
   ['with Landlock alone (no mounts)', landlockOnly],
@@ -232,6 +235,7 @@ describe('the job decides the user, within the runner’s range', () => {
   });
 });
 
+// The scratch's size, the run's memory (an OOM kill, reported) and its CPU share.
 describe('bounds by the kernel', () => {
   it('the scratch tmpfs has a size: a write past it fails with ENOSPC', async () => {
     const small = await testSandboxSettings({ scratchSize: 8 * MiB, workspaceRoot: root });

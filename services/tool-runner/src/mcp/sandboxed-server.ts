@@ -1,11 +1,8 @@
 /**
  * The command line that starts an MCP stdio server under the sandbox helper: the same
  * confinement as a tool run of the same mode (sandboxed-run.ts) — the tool user, Landlock and
- * seccomp, the workspace's view, a private scratch — but long-lived, with stdin and stdout
- * piped to the runner (the protocol) and stderr kept apart (`--separate-stderr`, the server's
- * log). Its resource limits are a fresh cgroup of its own when the machine has one, else the
- * helper's rlimits without RLIMIT_AS (runtimes such as Node reserve far more address space than
- * they use).
+ * seccomp, the workspace's view, a private scratch — but long-lived, with stdin and stdout piped
+ * to the runner (the protocol) and stderr kept apart (`--separate-stderr`, the server's log).
  */
 import { confinementArgs } from '../sandbox/sandboxed-run.ts';
 import type { SandboxSettings, RunMode } from '../sandbox/sandboxed-run.ts';
@@ -21,6 +18,11 @@ export interface ServerSandboxRequest {
   readonly netRuleset?: string;
 }
 
+/**
+ * The helper's arguments for `request.argv`. Its resource limits are a fresh cgroup of its own when
+ * the machine has one (`cgroupDirs`), else the helper's rlimits without RLIMIT_AS (runtimes such as
+ * Node reserve far more address space than they use).
+ */
 export function serverHelperArgs(settings: SandboxSettings, request: ServerSandboxRequest): string[] {
   const limits = settings.limits[request.mode];
   const cgroup = (request.cgroupDirs?.length ?? 0) > 0;

@@ -1,11 +1,7 @@
 /**
- * Runs one command through the sandbox helper, with stdin on /dev/null, reading its output
- * as it comes (so a full pipe never blocks it), and kills the command's whole process group
- * on timeout and on abort. The helper is a supervisor: it runs the command in a new session
- * and process group, reports that group on fd 3, reaps the tree as it dies, kills whatever
- * the command leaves behind when it exits (nothing a tool starts outlives the tool, so a
- * backgrounded child cannot hold the output pipe open), and exits last. So the helper's
- * exit means the whole group is gone.
+ * Runs one command through the sandbox helper, with stdin on /dev/null, reading its output as it
+ * comes (so a full pipe never blocks it), and kills the command's whole process group on timeout
+ * and on abort. The helper's exit means the whole group is gone (see `runCommand`).
  */
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
@@ -71,6 +67,12 @@ const STDERR_LIMIT = 4096;
 /** How long a kill waits for the helper to report the command's group, ms. */
 const REPORT_WAIT_MS = 200;
 
+/**
+ * The helper is a supervisor: it runs the command in a new session and process group, reports
+ * that group on fd 3, reaps the tree as it dies, kills whatever the command leaves behind when it
+ * exits (nothing a tool starts outlives the tool, so a backgrounded child cannot hold the output
+ * pipe open), and exits last. So the helper's exit means the whole group is gone.
+ */
 export function runCommand(options: RunCommandOptions): Promise<RunCommandResult> {
   return new Promise((resolve) => {
     const capture = new OutputCapture(options.capture);

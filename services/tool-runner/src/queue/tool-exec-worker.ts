@@ -1,15 +1,9 @@
 /**
- * The queue side of the runner, kept thin: consume `tool-exec` (and `tool-exec-restricted`
- * when the sandbox works here), run the job, stream live output, and send the result to
- * `conversation-events` under a deterministic event id, so a redelivered job produces a
- * duplicate the queue drops rather than a second event. Cancel signals kill the tool.
- *
- * A tool's side effect happens at most once (docs/design.md, "Side effects after a crash"): the
- * runner claims the call in the run ledger before starting it and records its result after.
- * A redelivered job whose call was claimed elsewhere is not run again: it gets the recorded
- * result, waits for the run when its owner is alive, or — the owner died — is answered with
- * an "interrupted, may have partly run" result. A shutdown lets running tools finish within
- * the grace and reports the ones it has to kill as interrupted; none is handed back to run again.
+ * The queue side of the runner, kept thin: consume `tool-exec` (and `tool-exec-restricted` when the
+ * sandbox works here), run the job, stream live output, and send the result to `conversation-events`
+ * under a deterministic event id, so a redelivered job produces a duplicate the queue drops rather
+ * than a second event. Cancel signals kill the tool. A tool's side effect happens at most once
+ * (`startToolExecWorker`; docs/tool-runner.md, "At most once").
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -77,6 +71,14 @@ const decode = (json: string) => fromJsonString(ToolCompleteEventSchema, json, {
 /** `<runnerId>#<random>` → runnerId. */
 const runnerOf = (owner: string) => owner.slice(0, owner.lastIndexOf('#'));
 
+/**
+ * A tool's side effect happens at most once (docs/design.md, "Side effects after a crash"): the
+ * runner claims the call in the run ledger before starting it and records its result after. A
+ * redelivered job whose call was claimed elsewhere is not run again: it gets the recorded result,
+ * waits for the run when its owner is alive, or — the owner died — is answered with an
+ * "interrupted, may have partly run" result. A shutdown lets running tools finish within the grace
+ * and reports the ones it has to kill as interrupted; none is handed back to run again.
+ */
 export async function startToolExecWorker(options: ToolExecWorkerOptions): Promise<ToolExecWorker> {
   const { transport, executor, logger } = options;
   const ledger = transport.runs;

@@ -1,15 +1,17 @@
 /**
- * Keeps the Unrestricted port rules built once. Refusing a few ports with Landlock takes one
- * "allow" rule per other port (about 65 000 rules, 0.1 s to build); a holder process
- * (`bedrock-sandbox --hold-net-ruleset`) builds them once per set of denied ports and each run
- * copies the ready ruleset with pidfd_getfd (`--net-ruleset PID:FD`), which costs about 20 ms
- * instead. When the set changes (a composition adds a port), a new holder replaces the old.
- * If a holder is missing or dies, runs build the rules themselves: slower, never weaker.
+ * Keeps the Unrestricted port rules built once. Landlock refuses a few ports only by one "allow"
+ * rule per other port, so a holder process (`bedrock-sandbox --hold-net-ruleset`) builds them once
+ * per set of denied ports and each run copies the ready ruleset with pidfd_getfd (`--net-ruleset
+ * PID:FD`). If a holder is missing or dies, runs build the rules themselves: slower, never weaker.
+ * The costs: docs/tool-runner.md, "The sandbox (both modes)", step 3.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 
 export interface NetRulesetHolder {
-  /** `PID:FD` of a holder for exactly these ports, or undefined when there is none (yet). */
+  /**
+   * `PID:FD` of a holder for exactly these ports, or undefined when there is none (yet). When the
+   * set changes (a composition adds a port), a new holder replaces the old.
+   */
   spec(ports: ReadonlySet<number>): Promise<string | undefined>;
   close(): void;
 }

@@ -1,16 +1,9 @@
 /**
- * A cgroup per run, bounding one tool's whole tree by the kernel: `pids` (the process count;
- * RLIMIT_NPROC alone cannot, the kernel does not enforce it for uid 0 and for other users it
- * counts every process of the user), `memory` (everything the run charges, the pages it writes
- * to its scratch tmpfs included, with no swap) and `cpu` (a share of the machine's CPUs). The
- * cgroup also lists every process of the tool, including ones that left its process group with
- * setsid, so that nothing survives the tool.
- *
- * Best effort, per controller: cgroup v2 (a directory delegated to this process, the
- * controllers enabled in its subtree) or the cgroup v1 hierarchies (`pids`, `memory`, `cpu`,
- * each mounted on its own), joined each. A run's cgroup is one directory per hierarchy, all
- * with the same name; `dir` below is the first one (the pids hierarchy's on v1), which names
- * the run's cgroup. What the machine does not offer falls back to rlimits and group kills.
+ * A cgroup per run, bounding one tool's whole tree by the kernel: `pids` (the process count),
+ * `memory` (everything the run charges, its scratch tmpfs pages included, no swap) and `cpu` (a
+ * share of the machine's CPUs). It also lists every process of the tool, setsid escapees included,
+ * so nothing survives the tool. Best effort per controller, on cgroup v2 or the v1 hierarchies
+ * (`CgroupRoots`); what the machine lacks falls back to rlimits and group kills.
  */
 import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
@@ -18,7 +11,10 @@ import { basename, join } from 'node:path';
 
 /** What a run's cgroup bounds (unset: not bounded there). */
 export interface RunCgroupLimits {
-  /** Tasks in the cgroup (pids.max). */
+  /**
+   * Tasks in the cgroup (pids.max). RLIMIT_NPROC alone cannot bound them: the kernel does not
+   * enforce it for uid 0, and for other users it counts every process of the user.
+   */
   readonly processes: number;
   /** Bytes of memory, tmpfs pages included, no swap (memory.max + memory.swap.max 0; v1 limit_in_bytes + memsw). */
   readonly memory?: number;
@@ -36,6 +32,10 @@ export interface CgroupBounds {
   readonly cpu: boolean;
 }
 
+/**
+ * A run's cgroup is one directory per hierarchy, all with the same name; `dir` below is the first
+ * one (the pids hierarchy's on v1), which names the run's cgroup.
+ */
 export interface PidsCgroups {
   /** The directory this runner creates its per-run cgroups in (the first hierarchy's). */
   readonly base: string;
@@ -79,7 +79,11 @@ function writable(dir: string): boolean {
   }
 }
 
-/** Where the cgroups go: a v2 directory, or one directory per v1 controller. */
+/**
+ * Where the cgroups go: a v2 directory (delegated to this process, the controllers enabled in its
+ * subtree), or one directory per v1 controller (`pids`, `memory`, `cpu`, each mounted on its own),
+ * a run joining each.
+ */
 export interface CgroupRoots {
   readonly version: 'v1' | 'v2';
   /** v2: the one directory; v1: by controller. */

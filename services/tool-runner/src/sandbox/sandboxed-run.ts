@@ -1,17 +1,9 @@
 /**
  * Runs a command through the sandbox helper, always as the tool user (never root, never the
- * runner's uid, when the runner may switch users), under Landlock and seccomp in both modes:
- * Restricted = read-only, no network; Unrestricted = writes to the working directory, its
- * scratch and home only (unless the operator widened it), network except the system's own
- * ports. Each run gets a private scratch (TMPDIR, HOME) that the helper creates and removes.
- * Both modes run in their own fresh cgroup (pids, memory, cpu) when the machine has one,
- * usually with a helper that joined it ahead of the run (warm-helpers.ts); the cgroup is
- * emptied when the run ends and removed in the background.
- *
- * A workspace run (a job with its owner's uid and a workspace) runs as that uid, reads only
- * the view's directories (Landlock), and where the runner may mount sees only them: the
- * helper builds a fresh root with the system directories, the workspace at its own path, its
- * scratch as /tmp and a /proc of its own pid namespace (--view).
+ * runner's uid, when the runner may switch users), under Landlock and seccomp in both modes
+ * (`RunMode`), with a private scratch and, where the machine has one, a fresh cgroup of its own.
+ * A workspace run runs as its owner's uid and sees only its view (`SandboxedRunRequest.workspace`).
+ * docs/tool-runner.md, "The sandbox (both modes)".
  */
 import { stat } from 'node:fs/promises';
 import type { NetRulesetHolder } from './net-ruleset-holder.ts';
@@ -35,7 +27,7 @@ export interface SandboxSettings {
   readonly cgroups: PidsCgroups | null;
   /** Helpers started ahead, each already in its own fresh pids cgroup (with `cgroups` only). */
   readonly warmHelpers?: WarmHelpers;
-  /** Give runs a private writable scratch directory (TMPDIR, HOME). */
+  /** Give runs a private writable scratch directory (TMPDIR, HOME), which the helper creates and removes. */
   readonly scratch: boolean;
   /** Where each run's private scratch lives (see the helper's --private-tmp). */
   readonly scratchRoot: string;
@@ -64,6 +56,10 @@ export interface SandboxSettings {
   readonly baseEnv: NodeJS.ProcessEnv;
 }
 
+/**
+ * Restricted: read-only, no network. Unrestricted: writes to the working directory, its scratch and
+ * home only (unless the operator widened it: `unrestrictedWrite`), network except the system's own ports.
+ */
 export type RunMode = 'restricted' | 'unrestricted';
 
 export interface ToolUser {
@@ -93,7 +89,13 @@ export interface SandboxedRunRequest {
   readonly capture?: OutputCaptureOptions;
   /** Run as this user (the job's owner) instead of the settings' tool user. */
   readonly user?: { readonly uid: number; readonly gid: number };
-  /** The run's workspace (a real path containing cwd): its view, and Landlock's read confinement. */
+  /**
+   * The run's workspace (a real path containing cwd): its view, and Landlock's read confinement. A
+   * workspace run (a job with its owner's uid and a workspace) runs as that uid, reads only the
+   * view's directories (Landlock), and where the runner may mount sees only them: the helper builds
+   * a fresh root with the system directories, the workspace at its own path, its scratch as /tmp
+   * and a /proc of its own pid namespace (--view).
+   */
   readonly workspace?: string;
 }
 
@@ -108,6 +110,11 @@ export interface SandboxedRunResult extends RunCommandResult {
 const HELPER_SETUP_FAILURE = 125;
 let runSequence = 0;
 
+/**
+ * Runs `request` in the sandbox of its mode. Both modes run in their own fresh cgroup (pids,
+ * memory, cpu) when the machine has one, usually with a helper that joined it ahead of the run
+ * (warm-helpers.ts); the cgroup is emptied when the run ends and removed in the background.
+ */
 export async function runSandboxed(settings: SandboxSettings, request: SandboxedRunRequest): Promise<SandboxedRunResult> {
   const restricted = request.mode === 'restricted';
   if (restricted && !settings.sandboxAvailable) {

@@ -1,22 +1,9 @@
 /**
- * The spawner: a tiny Node process (a 16 MiB heap, no imports but node:child_process), started
- * once by the runner, that starts sandbox helpers on request and hands their pipes back over
- * its IPC channel (each stdio pipe is a Unix socket; Node passes it with SCM_RIGHTS), so that the
- * runner's event loop never waits for a fork: starting a process from Node blocks the calling
- * thread for the fork and exec (about 2.8 ms measured from the runner, whose address space is
- * large; far less from a process this small). The runner then reads and writes the helper's pipes
- * itself, exactly as if it had spawned it; the spawner reports the helper's exit and forwards
- * kills (it is the helper's parent, so only it can reap it and know the pid still names it).
- *
- * The spawner is restarted on the next request when it died. A helper it started dies with it
- * (`PR_SET_PDEATHSIG` once its run started) or is emptied out of its cgroup by the runner: every
- * helper whose spawner died is reported as killed (`SIGKILL`), so its run ends and its cgroup is
- * released (cgroup.kill takes whatever is left). Without a working spawner (it cannot start, as
- * under a runtime whose child processes have no IPC channel), requests fail and the caller
- * starts its helper itself.
- *
- * Written by hand rather than with a process-pool library: what is needed is the passing of the
- * pipes, which none of them does, and the script is 40 lines.
+ * The spawner: a tiny Node process, started once by the runner, that starts sandbox helpers on
+ * request and hands their pipes back over its IPC channel, so that the runner's event loop never
+ * waits for a fork. The runner then reads and writes the helper's pipes itself, exactly as if it
+ * had spawned it; the spawner reports the helper's exit and forwards kills. docs/tool-runner.md,
+ * "Off the critical path" (why, and what a fork from the runner costs).
  */
 import { spawn as spawnProcess } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -25,8 +12,11 @@ import type { Socket } from 'node:net';
 
 /**
  * The spawner's whole program (CommonJS, run with `node -e`, so that it needs no file of its own
- * next to a bundle). A helper's pipes stop reading at once (before the loop runs again), so no
- * byte is consumed here before the runner has them.
+ * next to a bundle; no imports but node:child_process). A helper's pipes stop reading at once
+ * (before the loop runs again), so no byte is consumed here before the runner has them. Each stdio
+ * pipe is a Unix socket, which Node passes over the IPC channel with SCM_RIGHTS. Written by hand
+ * rather than with a process-pool library: what is needed is the passing of the pipes, which none
+ * of them does, and the script is short.
  */
 const SPAWNER_SCRIPT = `
 'use strict';
@@ -66,7 +56,10 @@ type Message =
   | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null }
   | { t: 'error'; id: number; message: string };
 
-/** A helper started by the spawner: what the runner uses of a ChildProcess. */
+/**
+ * A helper started by the spawner: what the runner uses of a ChildProcess. Its exit and kills go
+ * through the spawner, its parent: only it can reap it and know the pid still names it.
+ */
 export class SpawnedHelper extends EventEmitter {
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
@@ -133,6 +126,14 @@ interface Pending {
   fds: number;
 }
 
+/**
+ * The spawner is restarted on the next request when it died. A helper it started dies with it
+ * (`PR_SET_PDEATHSIG` once its run started) or is emptied out of its cgroup by the runner: every
+ * helper whose spawner died is reported as killed (`SIGKILL`), so its run ends and its cgroup is
+ * released (cgroup.kill takes whatever is left). Without a working spawner (it cannot start, as
+ * under a runtime whose child processes have no IPC channel), requests fail and the caller
+ * starts its helper itself.
+ */
 export function createSpawner(): Spawner {
   let proc: ChildProcess | undefined;
   let starts = 0;

@@ -1,14 +1,9 @@
 /**
- * A few sandbox helpers started ahead of their runs, each already inside its own fresh pids
- * cgroup (`bedrock-sandbox --await-args --cgroup DIR`). Moving a process into a cgroup waits
- * for an RCU grace period (cgroup_threadgroup_rwsem: about 10 ms, most of what a pids cgroup
- * costs a run); a helper started here pays it in the background, then waits for its run's
- * working directory and arguments on fd 4. A run takes one (setting its pids.max first), and
- * the pool is refilled after the run's result is out.
- *
- * Nothing of one run reaches another: each helper and each cgroup serves exactly one run and
- * is thrown away after it (the cgroup released by the run like a cold one). A helper that dies
- * while waiting is dropped with its cgroup. The helpers' pipes do not keep the process alive.
+ * A few sandbox helpers started ahead of their runs, each already inside its own fresh pids cgroup
+ * (`bedrock-sandbox --await-args --cgroup DIR`): moving a process into a cgroup waits for an RCU
+ * grace period, which a helper started here pays in the background. It then waits for its run's
+ * working directory and arguments on fd 4. docs/tool-runner.md, "Off the critical path" (the
+ * costs).
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -29,9 +24,12 @@ export interface WarmHelper {
 }
 
 export interface WarmHelpers {
-  /** A waiting helper started with exactly `env`, or undefined (none ready: start one cold). */
+  /**
+   * A waiting helper started with exactly `env`, or undefined (none ready: start one cold). The run
+   * that takes it sets its cgroup's pids.max first.
+   */
   take(env: NodeJS.ProcessEnv): WarmHelper | undefined;
-  /** Starts helpers in the background up to the pool size. */
+  /** Starts helpers in the background up to the pool size (at start, and after each run's result is out). */
   refill(): void;
   /** How many helpers `take` could hand out now (their pipes are here; not yet gone). */
   waitingCount(): number;
@@ -72,6 +70,11 @@ function sameEnv(a: NodeJS.ProcessEnv, b: NodeJS.ProcessEnv): boolean {
 
 let sequence = 0;
 
+/**
+ * Nothing of one run reaches another: each helper and each cgroup serves exactly one run and is
+ * thrown away after it (the cgroup released by the run like a cold one). A helper that dies while
+ * waiting is dropped with its cgroup. The helpers' pipes do not keep the process alive.
+ */
 export function createWarmHelpers(options: WarmHelpersOptions): WarmHelpers {
   const { cgroups } = options;
   const waiting: Waiting[] = [];

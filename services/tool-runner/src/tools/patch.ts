@@ -1,16 +1,9 @@
 /**
  * patch: edits one file with replace / append_eof / prepend_bof / overwrite, all against the
- * original text and all or nothing, and answers with a unified diff. Writes go to a
- * temporary file in the same directory and are renamed over the target, so a failure never
- * leaves a half-written file. Refused in Restricted mode (REQ-PATCH-009) before touching
- * anything.
- *
- * The runner applies patches itself (not a sandboxed process), so it enforces what the
- * kernel enforces for bash: the path must resolve, symlinks followed, inside the workspace (a
- * workspace job) or the working directory (a host-path job); the tool user — the job's own
- * uid and gid when it carries them — must be allowed to reach the file (search permission on
- * every directory from the root down) and to write it and its directory (mode bits); new files
- * and directories belong to that user, edited ones keep their owner.
+ * original text and all or nothing, and answers with a unified diff. Writes go to a temporary file
+ * in the same directory and are renamed over the target, so a failure never leaves a half-written
+ * file. Refused in Restricted mode (REQ-PATCH-009) before touching anything. The runner applies
+ * patches itself, not a sandboxed process, so `runPatch` checks what the kernel checks for bash.
  */
 import type { Stats } from 'node:fs';
 import { chown, mkdir, readFile, realpath, rename, rm, stat, writeFile, chmod } from 'node:fs/promises';
@@ -90,6 +83,14 @@ export interface PatchContext extends Pick<ToolContext, 'cwd' | 'mode' | 'user' 
   readonly sandbox?: Pick<SandboxSettings, 'toolUser'>;
 }
 
+/**
+ * The runner applies patches itself (not a sandboxed process), so it enforces what the kernel
+ * enforces for bash: the path must resolve, symlinks followed, inside the workspace (a workspace
+ * job) or the working directory (a host-path job); the tool user — the job's own uid and gid when
+ * it carries them — must be allowed to reach the file (search permission on every directory from
+ * the root down) and to write it and its directory (mode bits); new files and directories belong
+ * to that user, edited ones keep their owner.
+ */
 export async function runPatch(input: PatchInput, ctx: PatchContext): Promise<ToolOutcome> {
   if (ctx.mode === 'restricted') return errorOutcome(PATCH_RESTRICTED_ERROR);
   const requested = resolve(ctx.cwd, input.path);

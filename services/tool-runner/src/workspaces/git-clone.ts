@@ -1,10 +1,9 @@
 /**
  * Clones a repository into a new (empty) workspace as its owner, through the sandbox helper in
- * Unrestricted mode with the workspace as the working directory: the tool user, Landlock
- * (writes to the workspace and a private scratch only) and the sandbox's network rules (none
- * of the system's own ports). Git gets no terminal, no credential helper, no hooks, no
- * protocols but https, http, ssh and git (so no `ext::` or file:// through redirects or
- * submodules), and the owner's quota applies to what it writes.
+ * Unrestricted mode with the workspace as the working directory: the tool user, Landlock (writes
+ * to the workspace and a private scratch only), the network rules (none of the system's own ports)
+ * and the owner's quota. Git runs with no terminal, credential helper or hooks (cloneArgv) and
+ * few protocols (GIT_ENV).
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
@@ -21,7 +20,11 @@ export interface CloneRequest {
   readonly signal?: AbortSignal;
 }
 
-/** Git's own environment for the clone; commandEnv adds GIT_TERMINAL_PROMPT=0 and strips the runner's secrets. */
+/**
+ * Git's own environment for the clone; commandEnv adds GIT_TERMINAL_PROMPT=0 and strips the
+ * runner's secrets. No protocols but https, http, ssh and git, so no `ext::` or file:// through
+ * redirects or submodules.
+ */
 const GIT_ENV = {
   GIT_ALLOW_PROTOCOL: 'https:http:ssh:git',
   GIT_CONFIG_NOSYSTEM: '1',

@@ -1,11 +1,9 @@
 /**
- * The snapshot helper (`bin/bedrock-snapshot --serve`, sandbox/bedrock-snapshot.c), kept running
- * by the storage: a checkpoint is one line to it and one ioctl in it, instead of a `btrfs
- * subvolume snapshot` process (btrfs-progs' start-up) per checkpoint, and retention reads each
- * checkpoint's exclusive bytes from the quota tree by ioctl instead of two more btrfs commands
- * (docs/workspaces.md, "Cost"). Requests are answered in order; one at a time is in the kernel.
- * The helper is started on first use and again after it dies (an answer in flight then fails);
- * it exits when its stdin closes, so with the runner.
+ * The snapshot helper (`bin/bedrock-snapshot --serve`, sandbox/bedrock-snapshot.c), kept running by
+ * the storage: a checkpoint is one line to it and one ioctl in it, instead of a `btrfs subvolume
+ * snapshot` process (btrfs-progs' start-up) per checkpoint, and retention reads each checkpoint's
+ * exclusive bytes from the quota tree by ioctl instead of two more btrfs commands
+ * (docs/workspaces.md, "Cost").
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -40,6 +38,11 @@ export interface SnapshotHelper {
 
 const SAFE = /^\/[^\t\n]*$/;
 
+/**
+ * Requests are answered in order; one at a time is in the kernel. The helper is started on first
+ * use and again after it dies (an answer in flight then fails); it exits when its stdin closes, so
+ * with the runner.
+ */
 export function openSnapshotHelper(path: string): SnapshotHelper {
   let child: ChildProcessWithoutNullStreams | undefined;
   let waiting: { resolve: (line: string) => void; reject: (err: Error) => void }[] = [];

@@ -1,12 +1,9 @@
 /**
- * The client command given to `conformance client --command` (services/tool-runner/test/
- * mcp-conformance.test.ts): Bedrock's own MCP host (createMcpHost, the tool-runner's client for
- * remote servers over Streamable HTTP through confinedFetch) pointed at the conformance
- * suite's test server, whose URL is the last argument. The scenario (MCP_CONFORMANCE_SCENARIO)
- * says what to do: `initialize` lists the tools (the handshake and tools/list), `tools_call`
- * also calls `add_numbers`,
- * `sse-retry` calls `test_reconnection` (whose stream the server closes before answering). Exits 0 when the host did it without an error, 1 otherwise; the
- * suite's own checks on the server side decide whether the scenario passed.
+ * The client command given to `conformance client --command` (mcp-conformance.test.ts): Bedrock's
+ * own MCP host (createMcpHost, the tool-runner's client for remote servers over Streamable HTTP
+ * through confinedFetch) pointed at the conformance suite's test server, whose URL is the last
+ * argument; MCP_CONFORMANCE_SCENARIO says what to do. Exits 0 when the host did it without an
+ * error, 1 otherwise; the suite's own checks on the server side decide whether the scenario passed.
  */
 import { create } from '@bufbuild/protobuf';
 import { McpServerSpecSchema } from '@bedrock/contracts';
@@ -15,6 +12,11 @@ import { createMcpHost, MCP_HOST_DEFAULTS } from '../../src/mcp/host.ts';
 import { tempDir, testSandboxSettings } from '../support.ts';
 
 const url = process.argv.at(-1);
+/**
+ * `initialize` lists the tools (the handshake and tools/list), `tools_call` also calls
+ * `add_numbers`, `sse-retry` calls `test_reconnection` (whose stream the server closes before
+ * answering).
+ */
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
 if (!url || !/^https?:\/\//.test(url)) {
   console.error('usage: conformance-client.ts <server URL> (MCP_CONFORMANCE_SCENARIO names the scenario)');

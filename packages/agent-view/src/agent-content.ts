@@ -1,12 +1,8 @@
 /**
- * What the model's own blocks say, in words (no DOM): thinking, the provider's compaction of the
- * context, provider-run tools (web search, web fetch) and the citations of text, why a response stopped, the conversation's thinking
- * level and server tools, and the usage worth naming. Shared by the web UI and the `bedrock`
- * CLI; tested in Node by test/agent-content.test.ts.
- *
- * Server-tool blocks and citations arrive as the provider's JSON, verbatim: everything here
- * reads them defensively (a field of the wrong type is treated as missing) and never lets a
- * link other than http(s) through.
+ * What the model's own blocks say, in words (no DOM): thinking, the provider's compaction of the context,
+ * provider-run tools (web search, web fetch) and the citations of text, why a response stopped, the
+ * conversation's thinking level and server tools, and the usage worth naming. Shared by the web UI and the
+ * `bedrock` CLI; tested in Node by test/agent-content.test.ts.
  */
 import { ServerTool, StopReason, ThinkingLevel, type Usage } from '@bedrock/contracts';
 import { parseJsonObject } from './format.ts';
@@ -146,7 +142,10 @@ function errorMessage(code: string): string {
   return ERROR_CODES[code] ?? (code ? code.replace(/_/g, ' ') : 'it failed');
 }
 
-/** Reads one server-tool block (its `block_type` and the provider's JSON). */
+/**
+ * Reads one server-tool block (its `block_type` and the provider's JSON, verbatim). Read defensively:
+ * a field of the wrong type is treated as missing, and no link other than http(s) gets through ({@link safeUrl}).
+ */
 export function serverToolView(blockType: string, blockJson: string): ServerToolView {
   const b = parseJsonObject(blockJson) ?? {};
   const type = str(b.type) || blockType;

@@ -1,15 +1,15 @@
 /**
- * Retrying a user action, for the web UI and the `bedrock` CLI (no DOM and no Node APIs, so
- * both can use it). Each user action gets a fresh request id and every retry of it repeats
- * that id: the conversation service applies the action once and answers a retry with the
- * first outcome (docs/conversation.md, "Idempotent requests"). Retried: UNAVAILABLE (the
- * server or its upstream could not be reached, or the connection broke during the call) and
- * ABORTED, with exponential backoff, a few attempts, bounded in time; then the last error
- * is thrown saying so ({@link retriesExhausted}).
+ * Retrying a user action, for the web UI and the `bedrock` CLI (no DOM and no Node APIs, so both can use
+ * it). Each user action gets a fresh request id and every retry of it repeats that id: the conversation
+ * service applies the action once and answers a retry with the first outcome (docs/conversation.md,
+ * "Idempotent requests"; the policy as users see it: docs/cli.md, "Retries").
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 
-/** Codes worth another attempt with the same request id. */
+/**
+ * Codes worth another attempt with the same request id: UNAVAILABLE (the server or its upstream could not
+ * be reached, or the connection broke during the call) and ABORTED.
+ */
 export const RETRYABLE_CODES: ReadonlySet<Code> = new Set([Code.Unavailable, Code.Aborted]);
 
 export interface RetryPolicy {
@@ -100,8 +100,8 @@ function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /**
  * Runs one user action: `call` gets the action's request id (the same on every attempt) and
- * is run again on UNAVAILABLE or ABORTED until it succeeds, fails otherwise, or the policy
- * runs out.
+ * is run again on UNAVAILABLE or ABORTED, with exponential backoff, until it succeeds, fails otherwise, or the
+ * policy runs out (a few attempts, bounded in time); then the last error is thrown saying so ({@link retriesExhausted}).
  */
 export async function retrying<T>(call: (requestId: string) => Promise<T>, options: RetryOptions = {}): Promise<T> {
   const policy = options.policy ?? DEFAULT_RETRY_POLICY;

@@ -1,10 +1,8 @@
 /**
- * An image's format and size read from its header alone, without decoding a pixel and without
- * any dependency (docs/conversation.md, "Input validation"): PNG's IHDR, JPEG's SOF segment,
- * GIF's logical screen descriptor, WebP's VP8, VP8L or VP8X chunk. Pure; it reads a few dozen
- * bytes for PNG, GIF and WebP and walks a JPEG's segment headers (each step moves forward, so it
- * ends within the data's length). Used before an image is admitted, to refuse one too large to
- * decode cheaply, and to bound what the decoder may allocate.
+ * An image's format and size read from its header alone, without decoding a pixel and without any
+ * dependency (docs/conversation.md, "Input validation"): PNG's IHDR, JPEG's SOF segment, GIF's logical
+ * screen descriptor, WebP's VP8, VP8L or VP8X chunk. Used before an image is admitted, to refuse one too
+ * large to decode cheaply, and to bound what the decoder may allocate.
  */
 
 export type HeaderFormat = 'png' | 'jpeg' | 'gif' | 'webp';
@@ -139,7 +137,9 @@ export function sniffImageFormat(data: Uint8Array): HeaderFormat | null {
 
 /**
  * The format and size from the header. Throws ImageHeaderError when the data is none of PNG,
- * JPEG, GIF and WebP, or its header is malformed or cut short; never anything else.
+ * JPEG, GIF and WebP, or its header is malformed or cut short; never anything else. Pure: it reads
+ * a few dozen bytes for PNG, GIF and WebP and walks a JPEG's segment headers (each step moves
+ * forward, so it ends within the data's length).
  */
 export function readImageSize(data: Uint8Array): ImageSize {
   switch (sniffImageFormat(data)) {

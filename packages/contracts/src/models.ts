@@ -1,11 +1,8 @@
 /**
- * The model registry: each model's context window and output limit, in tokens, the form of
- * extended thinking it takes, and its prices (what a response costs, `costOf`).
- *
- * Pure data and pure functions, shared by the gateway (default `max_tokens`) and the
- * conversation service (the 80% warning and the 90% continuation threshold, REQ-BED-019,
- * REQ-BED-022/023). No I/O and no environment reads: the operator's override (env
- * `BEDROCK_MODELS` in the services) is passed in as an argument.
+ * The model registry: each model's context window and output limit, in tokens, the form of extended
+ * thinking it takes, and its prices (what a response costs, `costOf`). Pure data and pure functions,
+ * shared by the gateway (default `max_tokens`) and the conversation service (the 80% warning and the 90%
+ * continuation threshold, REQ-BED-019, REQ-BED-022/023).
  */
 
 /**
@@ -236,7 +233,8 @@ const FIELDS = ['contextWindow', 'maxOutputTokens', 'thinking', 'efforts', 'webT
  * "prices": { "input": usd, ... } }`. An override entry replaces a default of the same id; a
  * field (or price) left out keeps the default's value (a new id must give both limits; its
  * `thinking` defaults to `none`, its prices to 0). Throws an Error
- * naming the bad entry when the override is malformed.
+ * naming the bad entry when the override is malformed. No I/O and no environment reads here: the
+ * services read the override from env `BEDROCK_MODELS` and pass it in.
  */
 export function createModelRegistry(override?: string | Readonly<Record<string, unknown>> | null): ModelRegistry {
   const table = new Map<string, ModelLimits>(

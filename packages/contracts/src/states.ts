@@ -1,11 +1,8 @@
 /**
- * Which conversation states are at rest: the one list that the conversation service's SQL
- * (the recovery sweeper's scan of busy conversations), the web UI and the CLI read.
- *
- * A conversation at rest has nothing in flight — no model call, tool run, timer, sub-agent or
- * cancellation that could be lost — and waits for the user (or is finished). Every other state is
- * busy. Awaiting mode approval is busy in this sense (the run holds its place and the user is
- * asked); a client that stops following when the user must act adds it itself.
+ * Which conversation states are at rest: the one list that the conversation service's SQL (the recovery
+ * sweeper's scan of busy conversations), the web UI and the CLI read. A conversation at rest has nothing in
+ * flight — no model call, tool run, timer, sub-agent or cancellation that could be lost — and waits for the
+ * user (or is finished); every other state is busy.
  */
 import { StateKind } from './gen/bedrock/v1/types_pb.ts';
 
@@ -29,7 +26,11 @@ export function stateKindName(kind: StateKind): string {
 const RESTING = new Set<string>(RESTING_STATE_NAMES);
 const FINISHED = new Set<string>(FINISHED_STATE_NAMES);
 
-/** Whether a state (a public StateKind or a phase name) is at rest: nothing in flight, the user may act. */
+/**
+ * Whether a state (a public StateKind or a phase name) is at rest: nothing in flight, the user may act.
+ * Awaiting mode approval is busy in this sense (the run holds its place and the user is asked); a client
+ * that stops following when the user must act adds it itself.
+ */
 export function isResting(kind: StateKind | string): boolean {
   return RESTING.has(typeof kind === 'string' ? kind : stateKindName(kind));
 }

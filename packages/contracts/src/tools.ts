@@ -1,10 +1,8 @@
 /**
- * The static tool registry: every tool's name, description and JSON input schema.
- *
- * Tool descriptions never change with the conversation's mode (REQ-BED-017); the mode is
- * announced to the agent by synthetic messages and by tool errors instead. This module is
- * pure data so that the pure state machine, the gateway (which sends the schemas) and the
- * tool-runner (which validates inputs against them) share one definition.
+ * The static tool registry: every tool's name, description and JSON input schema. Tool descriptions never
+ * change with the conversation's mode (REQ-BED-017); the mode is announced to the agent by synthetic
+ * messages and by tool errors instead. Pure data, so that the pure state machine, the gateway (which sends
+ * the schemas) and the tool-runner (which validates inputs against them) share one definition.
  */
 
 export type ToolName = 'bash' | 'patch' | 'keyword_search' | 'think' | 'spawn_agents' | 'submit_result' | 'request_mode_upgrade';

@@ -1,10 +1,8 @@
 /**
- * Production bundles of the services: `dist/<service>/main.js`, one ESM file per service
- * built by esbuild from `services/<service>/src/main.ts`, with every workspace and npm
- * dependency inlined except native ones (listed in {@link NATIVE_EXTERNALS}). Next to it:
- * a `package.json` naming the external packages at the lockfile's exact versions (the
- * image's `npm install` reads it) and the files the service loads at run time (migrations,
- * the web UI, the sandbox helper). The Dockerfiles copy exactly this folder.
+ * Production bundles of the services: `dist/<service>/main.js`, one ESM file per service built by esbuild
+ * from `services/<service>/src/main.ts` with every dependency inlined except native ones ({@link NATIVE_EXTERNALS}),
+ * beside a `package.json` of those at the lockfile's versions and the files the service loads at run time.
+ * The Dockerfiles copy exactly this folder (docs/deploy.md, "Images").
  */
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';

@@ -1,23 +1,18 @@
 /**
- * Server-side compaction in the local Messages API server (beta `compact-2026-01-12`), as the
- * provider documents it: a request that carries the beta header and a `context_management`
- * edit `{type: 'compact_20260112', trigger: {type: 'input_tokens', value}}` (default trigger
- * 150 000 input tokens, at least 50 000) whose input crosses the trigger is answered with a
- * `compaction` block first — streamed as content_block_start, one `compaction_delta` carrying
- * the block's final `content` and `encrypted_content`, content_block_stop — and then the
- * answer, computed on the compacted context. Later requests send the block back; the API reads
- * the conversation from the last compaction block on (prompt-cache.ts drops what is before).
- *
- * The fake signs what it issues (`signature` over content and encrypted content, and the
- * encrypted content itself), so a block sent back modified or invented is refused, as the real
- * API refuses one whose content or signature does not match.
+ * Server-side compaction in the local Messages API server (beta `compact-2026-01-12`), as the provider
+ * documents it: a request whose input crosses the trigger of its `compact_20260112` edit is answered with a
+ * `compaction` block first, then the answer computed on the compacted context (docs/testing.md, "The model:
+ * the local Messages API server"). The fake signs what it issues, so a block sent back modified or invented
+ * is refused, as the real API refuses one whose content or signature does not match.
  */
 import type { BlockSigner } from './signing.ts';
 import type { MessagesRequestBody } from './script.ts';
 
 export const COMPACTION_BETA = 'compact-2026-01-12';
 export const COMPACT_EDIT_TYPE = 'compact_20260112';
+/** Input tokens of the edit's trigger (`{type: 'input_tokens', value}`) when it names none. */
 export const DEFAULT_COMPACTION_TRIGGER = 150_000;
+/** The smallest trigger the API accepts. */
 export const MIN_COMPACTION_TRIGGER = 50_000;
 
 /**
@@ -106,7 +101,11 @@ export interface IssuedCompaction {
   readonly signature: string;
 }
 
-/** A compaction block this server issues for a summary. */
+/**
+ * A compaction block this server issues for a summary: streamed as content_block_start, one
+ * `compaction_delta` carrying the final `content` and `encrypted_content`, content_block_stop. The
+ * `signature` covers content and encrypted content; the encrypted content is itself signed data.
+ */
 export function issueCompaction(summary: string, signer: BlockSigner): IssuedCompaction {
   const encrypted = signer.redactedData();
   return { content: summary, encrypted_content: encrypted, signature: signer.signThinking(signed(summary, encrypted)) };

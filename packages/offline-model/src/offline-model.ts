@@ -1,32 +1,9 @@
 /**
- * The offline demo model: a deterministic "model" that the local Messages API server serves
- * when no API key is set, so people can try every feature (and load-test) without one. It
- * reads the conversation the way a model would — the last user instruction and the tool
- * results since — and answers through the same streaming path as the real API.
- *
- * Grammar of the user's message (one command per message; a `/usage N` line may be added
- * to any of them):
- *   `$ cmd` lines       one bash call per line, in order, then a reply summarising outputs
- *   `/write PATH` + text  patch overwrite of PATH with the following lines
- *   `$mcp SERVER TOOL {json}` lines  one call per line of the MCP tool TOOL of server SERVER
- *                       (as offered: `mcp__SERVER__TOOL`), input the JSON object (default {}), then a summary;
- *                       a deferred tool (defer_loading) is first found with the request's tool search tool
- *   `/think TEXT`       a think call
- *   `/upgrade REASON`   request_mode_upgrade
- *   `/agents T1 | T2`   spawn_agents; as a sub-agent it runs each task's `$ ` lines and calls submit_result
- *   `/usage N`          the reply reports N input tokens (exercises the 80% warning and 90% continuation)
- *   `/think-long TEXT`  with thinking on: a long signed thinking block, then the answer; with
- *                       thinking off: the answer only, saying that thinking is off
- *   `/cut PATH`         patch overwrite of PATH with a large generated file: cut by max_tokens
- *                       (partial input, stop reason max_tokens) while the request's max_tokens is
- *                       below 64 000 (this model's output limit), complete when it allows 64 000
- *   `/cut-never [PATH]` the same call, cut at any max_tokens; once told about the cut (a
- *                       `[System notice]` in a later user turn) it answers that it will split the work
- *   anything else       a reply that explains these commands
- *
- * A continuation-summary request — its last user turn ends with the REQ-BED-020 prompt
- * ("The conversation context is nearly full. ..."), or, from older gateways, `tool_choice:
- * {type: 'none'}` — is answered with a summary of the session, and no tool call.
+ * The offline demo model: a deterministic "model" that the local Messages API server serves when no API key
+ * is set, so people can try every feature (and load-test) without one. It reads the conversation the way a
+ * model would — the last user instruction and the tool results since — and answers through the same
+ * streaming path as the real API. Its commands (`$ cmd`, `$mcp`, `/write`, `/agents`, `/cut`, …) are listed
+ * in docs/llm-gateway.md, "The offline demo model", and in {@link OFFLINE_HELP}.
  */
 import type { ApiContentBlock, MessagesRequestBody, ReceivedRequest, Responder, ScriptBlock, ScriptedMessage } from './script.ts';
 import { OFFLINE_MAX_OUTPUT_TOKENS } from './validate-request.ts';
@@ -73,7 +50,10 @@ interface Parsed {
   inputTokens?: number;
 }
 
-/** Parses one user instruction; exported for tests and documentation. */
+/**
+ * Parses one user instruction: one command per message, and a `/usage N` line may be added to any of
+ * them. Exported for tests and documentation.
+ */
 export function parseOfflineCommand(text: string): Parsed {
   let inputTokens: number | undefined;
   const lines = text
@@ -144,6 +124,10 @@ const blocksOf = (m: Msg): readonly ApiContentBlock[] => (typeof m.content === '
 /** The opening of the continuation-summary prompt (REQ-BED-020) the conversation service appends to the last user turn. */
 export const CONTINUATION_PROMPT_OPENING = 'The conversation context is nearly full.';
 
+/**
+ * A continuation-summary request: its last user turn ends with the REQ-BED-020 prompt. From older
+ * gateways it is recognised by `tool_choice: {type: 'none'}` instead (offlineReply checks both).
+ */
 function isContinuationRequest(messages: readonly Msg[]): boolean {
   const last = messages[messages.length - 1];
   if (!last || last.role !== 'user') return false;

@@ -1,25 +1,9 @@
 /**
- * The prompt cache of the local Messages API server, modelled on the provider's documented
- * rules (docs/testing.md, "The prompt cache"), so a test or a benchmark sees the cache counts a
- * request would really get:
- *
- * - the request is one prefix in the order tools → system → messages; a `cache_control`
- *   block (a breakpoint, at most 4: the validator refuses more) caches the prefix up to and
- *   including it, for its `ttl` (`5m` by default, or `1h`), refreshed each time it is read;
- * - a breakpoint reads the longest cached prefix that ends on it or on one of the 19 blocks
- *   before it (the look-back window: 20 blocks); nothing earlier is found from it;
- * - a prefix shorter than the model's minimum cacheable length is neither written nor read
- *   (no error: the request is just not cached there);
- * - the levels invalidate downwards: a change of the tools changes every prefix; of the system
- *   prompt, the system and message prefixes; of `tool_choice`, of the thinking configuration
- *   (`thinking`, and `output_config.effort` — an assumption, see the docs), only the message
- *   prefixes (tools and system stay cached);
- * - with server-side compaction, the blocks before the last `compaction` block are dropped
- *   before anything is counted (the API reads the conversation from that block on).
- *
- * Usage follows the API's identity: input_tokens (after the last breakpoint, or not cached) +
- * cache_creation_input_tokens + cache_read_input_tokens = the whole input, with the creation
- * split by TTL in `cache_creation`.
+ * The prompt cache of the local Messages API server, modelled on the provider's documented rules, so a
+ * test or a benchmark sees the cache counts a request would really get: the request is one prefix (tools →
+ * system → messages) whose `cache_control` breakpoints cache it up to themselves, read back within a 20-block
+ * look-back, above a model's minimum length, invalidated level by level. The rules and what is assumed:
+ * docs/testing.md, "The model: the local Messages API server" ("The prompt cache").
  */
 import { createHash } from 'node:crypto';
 import { estimateTokens } from './sse-encoder.ts';
@@ -42,6 +26,11 @@ export function minCacheableTokens(model: string): number {
   return 1024;
 }
 
+/**
+ * Usage follows the API's identity: input_tokens (after the last breakpoint, or not cached) +
+ * cache_creation_input_tokens + cache_read_input_tokens = the whole input, with the creation split by
+ * TTL in `cache_creation`.
+ */
 export interface PromptCacheUsage {
   readonly input_tokens: number;
   readonly cache_creation_input_tokens: number;
@@ -64,7 +53,12 @@ export class PromptCache {
     this.#entries.clear();
   }
 
-  /** Reads and writes the cache for one (valid) request and returns its input usage. */
+  /**
+   * Reads and writes the cache for one (valid) request and returns its input usage. A breakpoint (at most 4:
+   * the validator refuses more) caches the prefix up to and including it for its `ttl` (`5m` by default, or
+   * `1h`), refreshed each time it is read; a prefix shorter than the model's minimum is neither written nor
+   * read (no error: the request is just not cached there).
+   */
   apply(body: MessagesRequestBody, tokensOf: (json: string) => number = estimateTokens): PromptCacheUsage {
     const units = prefixUnits(body, tokensOf);
     const total = units.reduce((n, u) => n + u.tokens, 0);
@@ -128,7 +122,13 @@ interface Unit {
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** The request as the cache sees it: one unit per tool, system block and message content block. */
+/**
+ * The request as the cache sees it: one unit per tool, system block and message content block, each
+ * hashed with everything before it. The levels invalidate downwards: a change of the tools changes every
+ * prefix; of the system prompt, the system and message prefixes; of `tool_choice` or the thinking
+ * configuration (`thinking`, and `output_config.effort` — an assumption, see the docs), only the message
+ * prefixes.
+ */
 export function prefixUnits(body: MessagesRequestBody, tokensOf: (json: string) => number = estimateTokens): Unit[] {
   const units: Unit[] = [];
   let hash = 'bedrock-fake-prompt-cache';

@@ -1,13 +1,9 @@
 /**
- * A local server that speaks the Anthropic Messages API over real HTTP: `POST /v1/messages`
- * as JSON or as server-sent events (`stream: true`), with the API's headers (`request-id`,
- * `retry-after`) and error bodies. Tests script it per request; the offline demo model is
- * just its default responder. Clients use the real SDK against it — nothing is mocked.
- *
- * Every request is checked by the strict validator (validate-request.ts) before any scripted
- * response: a request the real API would refuse gets its HTTP 400 `invalid_request_error` and
- * is recorded in `violations`, so a test can assert its product sent none. Thinking blocks it
- * streams carry its own signatures, which the validator checks when they come back.
+ * A local server that speaks the Anthropic Messages API over real HTTP: `POST /v1/messages` as JSON or as
+ * server-sent events (`stream: true`), with the API's headers (`request-id`, `retry-after`) and error bodies.
+ * Tests script it per request; the offline demo model is just its default responder. Clients use the real
+ * SDK against it — nothing is mocked. Every request is checked first by the strict validator
+ * (validate-request.ts); docs/testing.md, "The model: the local Messages API server".
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -88,9 +84,16 @@ export interface MessagesApiServer {
   readonly requests: ReceivedRequest[];
   /** Requests whose connection the client closed before the response ended (e.g. aborts); `at` is Date.now(), `hr` performance.now(). */
   readonly clientAborts: ReadonlyArray<{ readonly requestId: string; readonly at: number; readonly hr: number }>;
-  /** Requests refused by the validator (the real API would refuse them too), oldest first; at most `keepRequests` kept. */
+  /**
+   * Requests refused by the validator (the real API would refuse them too), oldest first; at most `keepRequests` kept.
+   * Each was answered with HTTP 400 `invalid_request_error` before any scripted response, so a test can assert its
+   * product sent none.
+   */
   readonly violations: RequestViolation[];
-  /** The signature this server issues for a thinking block with exactly this text (for histories built by a test). */
+  /**
+   * The signature this server issues for a thinking block with exactly this text (for histories built by a test).
+   * Thinking blocks it streams carry its own signatures, which the validator checks when they come back.
+   */
   signThinking(thinking: string): string;
   /** A redacted_thinking data string this server accepts (for histories built by a test). */
   redactedThinkingData(): string;

@@ -1,10 +1,8 @@
 /**
- * Signatures of the thinking blocks the local Messages API server issues, so it can reject a
- * block sent back modified or invented, as the real API does. A `thinking` block's signature is
- * the base64 HMAC-SHA256 of exactly its `thinking` text; a `redacted_thinking` block's `data` is
- * a random nonce followed by the HMAC of that nonce (so only this server's data verifies). The
- * key is random per server unless one is given (the offline demo model uses a fixed key so that
- * every gateway's local server accepts the blocks of any other, and after a restart).
+ * Signatures of the thinking blocks the local Messages API server issues, so it can reject a block sent
+ * back modified or invented, as the real API does. A `thinking` block's signature is the base64
+ * HMAC-SHA256 of exactly its `thinking` text; a `redacted_thinking` block's `data` is a random nonce
+ * followed by the HMAC of that nonce (so only this server's data verifies).
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
@@ -19,12 +17,16 @@ export interface BlockSigner {
   verifyRedacted(data: unknown): boolean;
 }
 
-/** The key of the offline demo model's server: stable, so its signatures outlive a restart. */
+/**
+ * The key of the offline demo model's server: stable, so its signatures outlive a restart and every
+ * gateway's local server accepts the blocks of any other.
+ */
 export const OFFLINE_SIGNING_KEY = 'bedrock-offline-demo-model-thinking-signatures';
 
 const NONCE_BYTES = 24;
 const MAC_BYTES = 32;
 
+/** A signer with `key`, random per server unless one is given ({@link OFFLINE_SIGNING_KEY}). */
 export function createBlockSigner(key: string | Uint8Array = randomBytes(32)): BlockSigner {
   const mac = (domain: string, data: Uint8Array | string) => createHmac('sha256', key).update(domain).update('\0').update(data).digest();
   const equal = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(a, b);

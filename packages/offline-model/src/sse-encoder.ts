@@ -1,13 +1,8 @@
 /**
- * Turns a scripted message into the exact event sequence the Messages API streams:
- * message_start, then per block content_block_start / ping (after the first start) /
- * content_block_delta... / content_block_stop, then message_delta (stop reason, stop details
- * and output usage) and message_stop. Also builds the non-streaming JSON body of the same message.
- *
- * Per block kind, as the API streams it: text (citations_delta events, then text_delta);
- * tool_use and server_tool_use (input_json_delta); thinking (thinking_delta, then
- * signature_delta); redacted_thinking and server tool results (the whole block in
- * content_block_start, no delta). A block cut by max_tokens gets no content_block_stop.
+ * Turns a scripted message into the exact event sequence the Messages API streams: message_start, then per
+ * block content_block_start / ping (after the first start) / content_block_delta... / content_block_stop,
+ * then message_delta (stop reason, stop details and output usage) and message_stop. Also builds the
+ * non-streaming JSON body of the same message.
  */
 import type { ApiUsage, ScriptBlock, ScriptedMessage } from './script.ts';
 import type { BlockSigner } from './signing.ts';
@@ -161,6 +156,12 @@ function chunks(text: string, size: number): string[] {
   return out;
 }
 
+/**
+ * The events of one message. Per block kind, as the API streams it: text (citations_delta events, then
+ * text_delta); tool_use and server_tool_use (input_json_delta); thinking (thinking_delta, then
+ * signature_delta); redacted_thinking and server tool results (the whole block in content_block_start, no
+ * delta). A block cut by max_tokens gets no content_block_stop.
+ */
 export function streamEvents(message: ResolvedMessage, chunkChars = 12): SseEvent[] {
   const events: SseEvent[] = [];
   events.push({

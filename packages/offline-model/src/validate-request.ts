@@ -1,43 +1,9 @@
 /**
- * The strict request validator of the local Messages API server: the checks the real API makes
- * on a request before answering, each answered (by the server) with HTTP 400
- * `invalid_request_error` and a message modelled on the real API's. The server applies it to
- * every request before any scripted response, so a product test cannot pass while sending
- * something the real API would refuse.
- *
- * Rules (the first one broken is reported):
- * - `model`, `max_tokens` (≥ 1, not above the model's output limit) and `messages` present;
- * - roles alternate, starting with `user`; every message's content non-empty; text blocks
- *   (in messages, in tool results and in `system`) non-empty and not whitespace-only;
- * - every `tool_use` of an assistant turn answered by a `tool_result` in the very next user turn,
- *   the tool results first in that turn, no `tool_result` without its `tool_use`; `tool_use` ids
- *   unique; a request holding tool_use/tool_result blocks defines tools;
- * - tools: custom tools named (unique names) with an input schema; server tools (`web_search_20250305`,
- *   `web_fetch_20250910`, ...) named with their tool's name; `tool_choice` one of auto/any/tool/none
- *   (a `tool` choice names its tool), and only auto or none when thinking is on;
- * - deferred tools (`defer_loading: true`): a boolean, never on the tool search tool, only with a
- *   tool search tool in `tools`, never on every tool; a tool search result references only
- *   tools the request defines;
- * - no assistant prefill (a request ending in an assistant turn) for models that reject it,
- *   except a paused turn (one holding a `server_tool_use` block); a final assistant turn never
- *   ends with trailing whitespace;
- * - at most 4 blocks with `cache_control` (tools, system, messages), none on thinking blocks;
- *   `cache_control` is `{type: 'ephemeral'}` with an optional `ttl` of `5m` or `1h`, and a `1h`
- *   breakpoint never comes after a `5m` one (in the order tools → system → messages);
- * - compaction (beta `compact-2026-01-12`, compaction.ts): `context_management` edits need the
- *   beta header and a model that takes compaction, a trigger of at least 50 000 input tokens;
- *   `compaction` blocks only in assistant turns, with the header, sent back as issued;
- * - thinking: `enabled` needs 1024 ≤ budget_tokens < max_tokens; each model accepts only the
- *   thinking types of its family (see {@link fakeModel}); `output_config.effort` one of
- *   low/medium/high/xhigh/max; thinking blocks only in assistant turns, each signed by this
- *   server for exactly its text (redacted data issued by this server); with thinking on, the
- *   final assistant turn starts with a thinking or redacted_thinking block: the turn before a
- *   last user turn that starts with tool results, or a final (paused) assistant turn;
- * - server tool blocks: only in assistant turns; a server tool result follows its
- *   `server_tool_use` (same id) in the same turn; a `server_tool_use` names a server tool the
- *   request defines.
- *
- * The model table here is the fake API's own, independent of the product's registry.
+ * The strict request validator of the local Messages API server: the checks the real API makes on a
+ * request before answering, each answered (by the server) with HTTP 400 `invalid_request_error` and a
+ * message modelled on the real API's, so a product test cannot pass while sending something the real API
+ * would refuse. The rules: docs/testing.md, "The model: the local Messages API server". The model table
+ * here ({@link fakeModel}) is the fake API's own, independent of the product's registry.
  */
 import type { BlockSigner } from './signing.ts';
 import { compactionBlockProblem, contextManagementProblem } from './compaction.ts';
@@ -123,8 +89,8 @@ function blocksOf(content: unknown): Json[] {
 
 /**
  * Checks one request body. Returns the message the API answers a broken rule with (HTTP 400
- * `invalid_request_error`), or undefined when the request is valid. `signer` is the server's:
- * thinking blocks must carry its signatures.
+ * `invalid_request_error`), or undefined when the request is valid; the first rule broken is the one
+ * reported. `signer` is the server's: thinking blocks must carry its signatures.
  */
 export function validateRequest(body: unknown, signer: BlockSigner, betas: readonly string[] = []): string | undefined {
   if (!isObject(body)) return 'There was an error parsing the body: the request body must be a JSON object.';

@@ -1,10 +1,8 @@
 /**
- * Job ids as BullMQ stores them. BullMQ rejects custom ids that contain `:` (unless they
- * happen to have exactly three parts, a legacy repeatable-job form) and ids that read as
- * integers (they would collide with its auto-generated ids). Producers use ids like
- * `conv-1:llm:3`, so every id goes through this reversible percent-encoding:
- * `%` -> `%25`, `:` -> `%3A`, and the first character of an integer-looking id -> `%3X`.
- * The result stays readable in redis-cli (`conv-1%3Allm%3A3`).
+ * Job ids as BullMQ stores them. BullMQ rejects custom ids that contain `:` (unless they happen to have
+ * exactly three parts, a legacy repeatable-job form) and ids that read as integers (they would collide with
+ * its auto-generated ids). Producers use ids like `conv-1:llm:3`, so every id goes through a reversible
+ * percent-encoding that stays readable in redis-cli (`conv-1%3Allm%3A3`; docs/transports.md, "Queues").
  */
 
 const ESCAPED = /[%:]/g;
@@ -14,7 +12,10 @@ function escapeChar(ch: string): string {
   return `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`;
 }
 
-/** Encodes any non-empty string into an id BullMQ accepts; see {@link decodeJobId}. */
+/**
+ * Encodes any non-empty string into an id BullMQ accepts: `%` -> `%25`, `:` -> `%3A`, and the first
+ * character of an integer-looking id -> `%3X`. See {@link decodeJobId}.
+ */
 export function encodeJobId(id: string): string {
   if (id === '') throw new Error('job id must not be empty');
   const escaped = id.replace(ESCAPED, escapeChar);

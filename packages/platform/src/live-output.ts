@@ -1,29 +1,8 @@
 /**
- * Live output of one unit of work (a model request's token deltas, a tool call's output) to
- * the conversation's notification stream: ephemeral events after the durable event
- * `sequence` (NotificationStreams.appendEphemeral). The one set of rules the llm-gateway and
- * the tool-runner share (they had one copy each, with different rules for the same cases):
- *
- * - **Order and batching.** Appends run one at a time, in push order. Text pushed while an
- *   append is in flight (or while the interval below runs) is merged into the next append when
- *   its tag is the same as the last pending one's (`sameTag`; e.g. the same block and kind of
- *   delta: never thinking with text). So a fast producer costs at most one round trip in flight.
- * - **Rate.** At most one append per `minIntervalMs` (0, the default: no pause). The first
- *   append goes at once (the runner's former streamer waited one interval before its first);
- *   `flush()`/`close()` skip the pause.
- * - **Size.** At most `maxChars` characters per unit (default unlimited); the rest is cut.
- * - **A refused append** (`null`): when the stream's last durable event is later than
- *   `sequence` the conversation has moved on, and this and every later piece is dropped
- *   (stale). When it is not later, our durable event is not in the stream yet (the
- *   conversation's outbox relay races the job): the piece waits for it, polling every 10 ms,
- *   `waitForDurableMs` in total per unit (default 2000), then everything is dropped. Of the two
- *   former copies this keeps the runner's test (strictly later = stale; the gateway's `>=`
- *   dropped deltas when the durable event landed between the refusal and the check) and the
- *   gateway's bound (the runner waited without limit, holding the text until the call ended).
- * - **Errors.** A failed append is reported to `onError` and its text dropped; later pieces are
- *   still tried. Live output is best effort: the durable result is the truth.
- * - **End.** `flush()` resolves once everything pushed so far is appended or dropped;
- *   `close()` does the same and ignores pushes after it. Neither throws.
+ * Live output of one unit of work (a model request's token deltas, a tool call's output) to the
+ * conversation's notification stream: ephemeral events after the durable event `sequence`
+ * (NotificationStreams.appendEphemeral). The one set of rules the llm-gateway and the tool-runner share
+ * (order and batching, rate, size, refused and failed appends): docs/transports.md, "Live output".
  */
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
@@ -53,19 +32,29 @@ export interface LiveOutputOptions<T> {
 export interface LiveOutput<T> {
   /** Queues text; never throws, never blocks the producer. */
   push(text: string, tag: T): void;
-  /** Resolves once everything pushed so far is appended or dropped. */
+  /** Resolves once everything pushed so far is appended or dropped, without waiting out the pause; never throws. */
   flush(): Promise<void>;
-  /** Flushes, then ignores later pushes. */
+  /** Flushes, then ignores later pushes; never throws. */
   close(): Promise<void>;
   /** Appends made (after merging). */
   readonly appended: number;
 }
 
 export const DEFAULT_LIVE_OUTPUT_WAIT_FOR_DURABLE_MS = 2000;
+/** While a piece waits for its durable event: how often the stream is asked again, ms. */
 const POLL_MS = 10;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Starts the live output of one unit. Text pushed while an append is in flight (or while the pause runs)
+ * merges into the next append when its tag is the same as the last pending one's, so a fast producer costs
+ * at most one round trip in flight. A refused append is stale only when the stream's last durable event is
+ * strictly later than `sequence`; otherwise the piece waits for its durable event, `waitForDurableMs` in
+ * total per unit. Of the two former copies this keeps the runner's test (the gateway's `>=` dropped deltas
+ * when the durable event landed between the refusal and the check) and the gateway's bound (the runner
+ * waited without limit, holding the text until the call ended). Best effort: the durable result is the truth.
+ */
 export function createLiveOutput<T>(options: LiveOutputOptions<T>): LiveOutput<T> {
   const sameTag = options.sameTag ?? Object.is;
   const minIntervalMs = Math.max(0, options.minIntervalMs ?? 0);

@@ -1,25 +1,9 @@
 /**
- * The runs a worker has in progress — a tool call on a tool-runner, a model request on the
- * llm-gateway — each under its id with an AbortController. The one copy the two workers share
- * (each had its own, with different rules for the same cases):
- *
- * - **Join.** Starting a run whose id is already running here joins it: the caller gets the
- *   same promise and the work is not started twice (a job redelivered to the process that still
- *   runs it).
- * - **Cancel** by id (`cancel`) or every run of a conversation (`cancelConversation`); the run's
- *   signal aborts with a {@link RunAbortedError} whose `by` is `cancel`.
- * - **A cancel that comes first** (the job was still queued, or is on another replica) is
- *   remembered for `earlyCancelTtlMs` (at most `earlyCancelMax` ids, oldest forgotten first):
- *   a run started under that id begins already aborted. Every cancel by id is remembered, also
- *   one that found its run, so a job retried or redelivered after its cancel (its result could
- *   not be sent) is not run again either; `cancelled(id)` tells a cancel from a shutdown.
- * - **Shutdown.** `abortAll(reason)` aborts every run with `by: 'shutdown'`; a run can also be
- *   tied to a signal of its own (`options.signal`, e.g. the consumer's hand-back signal) that
- *   aborts it the same way. `idle()` resolves once every run has settled.
- * - **Clean-up.** A run leaves the registry (and its listener leaves `options.signal`) when its
- *   work settles, whatever the outcome; `size` counts the runs in progress.
- *
- * {@link followCancels} feeds the cancel bus into a registry.
+ * The runs a worker has in progress — a tool call on a tool-runner, a model request on the llm-gateway —
+ * each under its id with an AbortController: joined when started twice, cancelled by id or by conversation
+ * (also before they start), aborted on shutdown. The one copy the two workers share (each had its own, with
+ * different rules for the same cases); {@link followCancels} feeds the cancel bus into a registry
+ * (docs/transports.md, "Cancel bus and runner registry").
  */
 import type { CancelSignal } from '@bedrock/contracts';
 import type { CancelBus } from './interfaces.ts';
@@ -67,14 +51,20 @@ export interface RunRegistryOptions {
 
 export interface RunRegistry<R> {
   /**
-   * Runs `work` under `key.id`, or joins the run of that id in progress. Settles as `work` does;
-   * the run leaves the registry then.
+   * Runs `work` under `key.id`, or joins the run of that id in progress (a job redelivered to the process
+   * that still runs it: the work is not started twice). Settles as `work` does, whatever the outcome; the run
+   * leaves the registry then (and its listener leaves `options.signal`). A run whose id has a remembered
+   * cancel begins already aborted.
    */
   run(key: RunKey, work: (run: RunContext) => Promise<R>, options?: RunOptions): Promise<R>;
   /** The run of `id` in progress (to join), or undefined. */
   get(id: string): Promise<R> | undefined;
   has(id: string): boolean;
-  /** Aborts the run of `id` and remembers the cancel. False when it is not running here. */
+  /**
+   * Aborts the run of `id` and remembers the cancel (for `earlyCancelTtlMs`), also when it found its run, so
+   * a job retried or redelivered after its cancel (its result could not be sent) is not run again either.
+   * False when it is not running here.
+   */
   cancel(id: string): boolean;
   /** Aborts every run of the conversation; returns how many there were. Nothing is remembered. */
   cancelConversation(conversationId: string): number;

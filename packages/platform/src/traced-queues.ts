@@ -1,16 +1,8 @@
 /**
- * Every queue hop traced, once for all services: wraps a {@link Queues} implementation (both
- * transports use it). For a payload type with a `map<string,string> trace_context` field:
- * - adding a job makes a PRODUCER span `send <queue>`, parented by the trace context the
- *   payload already names (a job written to the outbox under one context and published later
- *   under another keeps its own), else by the active context; the producer span's context is
- *   written into the job's `trace_context` (W3C, `@opentelemetry/core`'s propagator);
- * - processing a job makes a CONSUMER span `process <queue>`, parented by the context the job
- *   carries, active while the handler runs (so the handler's spans, log lines and the jobs it
- *   adds belong to the same trace).
- * Attributes follow OpenTelemetry's messaging conventions (`messaging.system`,
- * `messaging.operation.type`, `messaging.destination.name`, `messaging.message.id`). While
- * tracing is off the jobs pass untouched.
+ * Every queue hop traced, once for all services: wraps a {@link Queues} implementation (both transports use
+ * it). For a payload type with a `map<string,string> trace_context` field, adding a job makes a PRODUCER span
+ * `send <queue>` and processing it a CONSUMER span `process <queue>`, linked through the job's
+ * `trace_context`; while tracing is off the jobs pass untouched (docs/observability.md, "Spans").
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { SpanKind, context, trace } from '@opentelemetry/api';
@@ -30,6 +22,15 @@ function carrierOf(payload: object, field: string): TraceCarrier | undefined {
   return value && typeof value === 'object' && Object.keys(value).length > 0 ? (value as TraceCarrier) : undefined;
 }
 
+/**
+ * The PRODUCER span is parented by the trace context the payload already names (a job written to the
+ * outbox under one context and published later under another keeps its own), else by the active context;
+ * its own context is written into the job's `trace_context` (W3C, `@opentelemetry/core`'s propagator). The
+ * CONSUMER span is parented by the context the job carries and is active while the handler runs (so the
+ * handler's spans, log lines and the jobs it adds belong to the same trace). Attributes follow
+ * OpenTelemetry's messaging conventions (`messaging.system`, `messaging.operation.type`,
+ * `messaging.destination.name`, `messaging.message.id`).
+ */
 export function tracedQueues(inner: Queues, system: 'bullmq' | 'memory'): Queues {
   const attributes = (queue: string, operation: 'send' | 'process', id: string) => ({
     'messaging.system': system,

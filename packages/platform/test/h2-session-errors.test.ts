@@ -1,11 +1,8 @@
 /**
- * HTTP/2 session errors never end a process. Client side: a process calling through
- * `createBalancedTransport` (web-bff's and the llm-gateway's client of the conversation service)
- * whose peer drops the connection on every keepalive PING keeps running, and its next call
- * works (connect-es#1795: a ping on a destroyed session threw out of a timer; fixtures/
- * hostile-h2-peer.ts). Server side: `serve()`'s h2c listener (every gRPC port, web-bff's) survives
- * a client that sends a malformed frame, one that drops its socket right after a PING, and one
- * that sends garbage instead of the preface, and answers the next request.
+ * HTTP/2 session errors never end a process. Client side: a process calling through `createBalancedTransport`
+ * whose peer drops the connection on every keepalive PING keeps running, and its next call works
+ * (connect-es#1795; fixtures/hostile-h2-peer.ts). Server side: `serve()`'s h2c listener survives malformed
+ * frames, dropped sockets and garbage instead of the preface, and answers the next request.
  */
 import { describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
@@ -18,6 +15,8 @@ import { serve } from '../src/server/serve.ts';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 describe('HTTP/2 session errors', () => {
+  // The client is web-bff's and the llm-gateway's client of the conversation service; connect-es#1795: a
+  // ping on a destroyed session threw out of a timer.
   it('a client whose peer drops the connection on every keepalive ping stays up, and its next call works', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'fixtures', 'hostile-h2-peer.ts'), '2000'], {
       cwd: path.join(here, '..'),
@@ -34,6 +33,8 @@ describe('HTTP/2 session errors', () => {
     expect(out).toContain('next call: SERVING');
   }, 30_000);
 
+  // serve()'s h2c listener is every gRPC port's, and web-bff's: a client that sends a malformed frame, one
+  // that drops its socket right after a PING, and one that sends garbage instead of the preface.
   it("serve()'s h2c listener survives malformed frames and sockets dropped mid-ping, and answers the next request", async () => {
     const served = await serve({
       protocol: 'h2c',

@@ -1,10 +1,9 @@
 /**
- * The Redis transport on a Redis Cluster (3 masters + 3 replicas of its own, redis-server
- * processes on free ports): the whole transport contract with `cluster: true`, then what only a
- * cluster shows: the keys of one conversation bucket share a slot and the buckets land on every
- * master; a follow of many conversations reads from every master; a master killed (its replica
- * promoted) loses no follow, no consumer and no cancel subscription, and nothing written before the
- * kill was replicated.
+ * The Redis transport on a Redis Cluster of its own (3 masters + 3 replicas, redis-server processes on free
+ * ports): the whole transport contract with `cluster: true`, then what only a cluster shows: one
+ * conversation bucket's keys share a slot and the buckets land on every master; a follow of many
+ * conversations reads from every master; a master killed (its replica promoted) loses no follow, no
+ * consumer, no cancel subscription, and nothing that was replicated before the kill.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { create } from '@bufbuild/protobuf';

@@ -1,12 +1,8 @@
 /**
- * The isolation battery: what an attacker inside a tool tries, driven through the public API
- * of a running Bedrock (embedded or cluster layout) with the offline demo model, whose `$ cmd`
- * lines become one bash call each. It runs the same probes in Restricted mode, then asks for
- * and gets Unrestricted mode and runs them again plus the write and network checks, and
- * returns each probe's output so the caller asserts on it.
- *
- * Every probe prints one marker per attempt (`READ x` / `DENIED x`, `OPEN p` / `CLOSED p`, ...),
- * so a test reads as a list of attempts and their outcomes.
+ * The isolation battery: what an attacker inside a tool tries, driven through the public API of a running
+ * Bedrock (embedded or cluster layout) with the offline demo model, whose `$ cmd` lines become one bash call
+ * each. Every probe prints one marker per attempt (`READ x` / `DENIED x`, `OPEN p` / `CLOSED p`, ...), so a
+ * test reads as a list of attempts and their outcomes.
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -107,6 +103,10 @@ function probes(results: ToolResult[]): ModeProbes {
   return { uid: text(0), secrets: text(1), ports: text(2), scratch: `${text(3)}\n${text(4)}` };
 }
 
+/**
+ * Runs the probes in Restricted mode, then asks for and gets Unrestricted mode and runs them again plus the
+ * write and network checks; returns each probe's output so the caller asserts on it.
+ */
 export async function runIsolationBattery(t: IsolationTarget): Promise<IsolationResults> {
   const created = await t.client.createConversation({ cwd: t.workspace });
   const id = created.conversation?.id;

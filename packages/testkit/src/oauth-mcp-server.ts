@@ -1,17 +1,9 @@
 /**
- * An OAuth-protected remote MCP server for tests (docs/mcp.md, "OAuth"), as strict as a real one:
- *
- * - an authorization server on its own origin: RFC 8414 metadata, dynamic client registration
- *   (RFC 7591), `/authorize` that approves the test user at once (302 to the registered
- *   redirect URI with code and state), `/token` (authorization_code with a PKCE S256 check, the
- *   registered redirect URI and client; refresh_token with rotation: a used refresh token is
- *   spent), `/revoke` (RFC 7009: revoking a refresh token ends the grant);
- * - a resource server on another origin: RFC 9728 protected resource metadata and, at `/mcp`, an
- *   SDK McpServer over StreamableHTTPServerTransport (stateless) with a read-only tool `echo` and
- *   a write tool `write`, behind bearer tokens (401 with WWW-Authenticate naming the metadata).
- *
- * Access tokens live `accessTokenLifetimeMs` (default 60 s). It counts the logins (codes
- * issued), refreshes and refused tokens, so a test can show there was no re-login.
+ * An OAuth-protected remote MCP server for tests (docs/mcp.md, "OAuth logins to remote servers"), as strict
+ * as a real one: an authorization server on its own origin (RFC 8414 metadata, dynamic client registration,
+ * PKCE, refresh token rotation, revocation) and a resource server on another origin (RFC 9728 metadata, an
+ * SDK McpServer at `/mcp` behind bearer tokens). It counts logins, refreshes and refused tokens, so a test
+ * can show there was no re-login.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -21,6 +13,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { z } from 'zod';
 
 export interface OAuthMcpServerOptions {
+  /** How long an access token lives, ms. Default 60 s. */
   readonly accessTokenLifetimeMs?: number;
   /** The resource metadata names this resource instead of the server's own URL (an attack). */
   readonly resourceOverride?: string;
@@ -34,6 +27,7 @@ export interface OAuthMcpServer {
   /** The MCP endpoint: `http://127.0.0.1:PORT/mcp`. */
   readonly url: string;
   readonly issuer: string;
+  /** Logins (codes issued), refreshes, refused tokens, revocations and MCP calls so far. */
   readonly stats: { logins: number; refreshes: number; refused: number; revocations: number; calls: number };
   /** Every access and refresh token issued (to look for them where they must not be). */
   readonly issued: string[];
@@ -64,6 +58,17 @@ const listen = async (server: Server): Promise<string> => {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 };
 
+/**
+ * Starts both servers on 127.0.0.1:
+ *
+ * - the authorization server: RFC 8414 metadata, dynamic client registration (RFC 7591), `/authorize`
+ *   that approves the test user at once (302 to the registered redirect URI with code and state), `/token`
+ *   (authorization_code with a PKCE S256 check, the registered redirect URI and client; refresh_token with
+ *   rotation: a used refresh token is spent), `/revoke` (RFC 7009: revoking a refresh token ends the grant);
+ * - the resource server: RFC 9728 protected resource metadata and, at `/mcp`, an SDK McpServer over
+ *   StreamableHTTPServerTransport (stateless) with a read-only tool `echo` and a write tool `write`, behind
+ *   bearer tokens (401 with WWW-Authenticate naming the metadata).
+ */
 export async function startOAuthMcpServer(options: OAuthMcpServerOptions = {}): Promise<OAuthMcpServer> {
   const lifetime = options.accessTokenLifetimeMs ?? 60_000;
   const stats = { logins: 0, refreshes: 0, refused: 0, revocations: 0, calls: 0 };

@@ -1,9 +1,7 @@
 /**
- * A local Redis Cluster: `masters` redis-server processes with `replicasPerMaster` replicas each
- * (default 3 + 3), on free ports (each port and its cluster bus port, +10000), with their data
- * and logs under one temporary folder; joined with `redis-cli --cluster create`. A short
- * `cluster-node-timeout` (default 1500 ms) makes a killed master's replica take over in a few
- * seconds. Every node knows the same users: an ACL file per node (`default` without password).
+ * A local Redis Cluster: `masters` redis-server processes with `replicasPerMaster` replicas each (default
+ * 3 + 3), on free ports, with their data and logs under one temporary folder; joined with `redis-cli
+ * --cluster create`. Every node knows the same users: an ACL file per node (`default` without password).
  * Used by the platform's cluster tests, the e2e tests and `make cluster REDIS=cluster`.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -33,12 +31,15 @@ export interface LocalRedisCluster {
 }
 
 export interface RedisClusterOptions {
+  /** Default 3. */
   readonly masters?: number;
+  /** Default 1. */
   readonly replicasPerMaster?: number;
   /** Folder for the nodes' files. Default a new temporary one. */
   readonly dir?: string;
-  /** First port to try (then upwards). Default a random one in 20000..29000. */
+  /** First port to try (then upwards; each node needs its port and its cluster bus port, +10000). Default a random one in 20000..29000. */
   readonly basePort?: number;
+  /** `cluster-node-timeout`. Default 1500 ms, short, so a killed master's replica takes over in a few seconds. */
   readonly nodeTimeoutMs?: number;
   /** Leave the folder after stop(). */
   readonly keepDir?: boolean;

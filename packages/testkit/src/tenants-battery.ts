@@ -1,18 +1,9 @@
 /**
- * The tenants battery: two ordinary users, alice and bob, added by an admin, attack each other
- * through the public API of a running Bedrock (embedded or cluster layout) on its shipped
- * defaults (host paths off: every conversation in a workspace). Tools are run by the offline
- * model, whose `$ cmd` lines become one bash call each, and every probe prints one marker per
- * attempt (`READ x` / `DENIED x`, `WROTE x` / `REFUSED x`, ...), so each test reads as a list
- * of attempts and their outcomes.
- *
- * What alice tries: naming bob's workspace or a host path when creating a conversation; from her
- * Restricted and Unrestricted tools, reading bob's workspace (which bob opened to everyone by
- * its mode bits, so only the sandbox can refuse), the data directory's secrets, /root, /home and
- * the repository checkout, and writing anywhere but her own workspace; seeing bob's running
- * tool in `ps -e` or /proc. Then the bounds (her uid, scratch size, memory, and where the
- * storage is btrfs the workspace quota), and that deleting a workspace or a user removes the
- * files from disk.
+ * The tenants battery: two ordinary users, alice and bob, added by an admin, attack each other through the
+ * public API of a running Bedrock (embedded or cluster layout) on its shipped defaults (host paths off: every
+ * conversation in a workspace). Tools are run by the offline model, whose `$ cmd` lines become one bash call
+ * each, and every probe prints one marker per attempt (`READ x` / `DENIED x`, `WROTE x` / `REFUSED x`, ...),
+ * so each test reads as a list of attempts and their outcomes (docs/testing.md, the tenants rows).
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -142,6 +133,14 @@ function hostProcessesWith(text: string): number[] {
     .map(Number);
 }
 
+/**
+ * The battery as Jest tests. What alice tries: naming bob's workspace or a host path when creating a
+ * conversation; from her Restricted and Unrestricted tools, reading bob's workspace (which bob opened to
+ * everyone by its mode bits, so only the sandbox can refuse), the data directory's secrets, /root, /home and
+ * the repository checkout, and writing anywhere but her own workspace; seeing bob's running tool in `ps -e`
+ * or /proc. Then the bounds (her uid, scratch size, memory, and where the storage is btrfs the workspace
+ * quota), and that deleting a workspace or a user removes the files from disk.
+ */
 export function defineTenantsBattery(layout: string, target: () => TenantsTarget): void {
   const t = () => target();
   const timeout = () => t().turnTimeoutMs ?? 120_000;

@@ -1,10 +1,8 @@
 /**
  * Runs the local Messages API server on its own, answering with the offline demo model:
  * `npm run messages-api -w packages/offline-model` (or `npx tsx packages/offline-model/src/bin/messages-api-server.ts`).
- * Point a gateway at it with ANTHROPIC_BASE_URL=<printed url> and any ANTHROPIC_API_KEY.
- *
- * Environment: MESSAGES_API_PORT (default 4010; 0 = any free port), MESSAGES_API_HOST
- * (default 127.0.0.1), OFFLINE_EVENT_DELAY (delay between streamed events, default 15ms).
+ * Point a gateway at it with ANTHROPIC_BASE_URL=<printed url> and any ANTHROPIC_API_KEY (docs/llm-gateway.md,
+ * "Running it"). Settings (below): MESSAGES_API_PORT (0 = any free port), MESSAGES_API_HOST, OFFLINE_EVENT_DELAY.
  */
 import { duration, loadConfig, port, section, setting, str } from '@bedrock/platform/config';
 import { offlineModelResponder } from '../offline-model.ts';

@@ -1,15 +1,9 @@
 /**
- * The one way a service declares and reads its settings, on zod. A service writes its config as
- * a zod object nested per concern (`server`, `database`, `redis`, `outbox`, …) whose leaves are
- * {@link setting}s: each names its environment variable, its type, its default and one sentence
- * for operators. From that one schema come
- * - the typed config object ({@link loadConfig}: the environment, then typed overrides from code,
- *   validated together; a bad environment fails fast with one error naming every bad variable),
- * - the documentation tables ({@link configMarkdownTable}, checked against docs/ by tests).
- *
- * One syntax for durations (`500ms`, `30s`, `5m`, `1h`) and sizes (`512KiB`, `64MiB`, `1GB`,
- * `100B`) everywhere; in code they are numbers (milliseconds, bytes). An empty variable counts as
- * unset, because manifests and `.env` files often write `NAME=` to mean "not set".
+ * The one way a service declares and reads its settings, on zod: a zod object nested per concern (`server`,
+ * `database`, `redis`, …) whose leaves are {@link setting}s, each naming its environment variable, its type,
+ * its default and one sentence for operators. From that one schema come the typed config ({@link loadConfig})
+ * and the documentation tables ({@link configMarkdownTable}, checked against docs/ by tests). Conventions
+ * (value formats, empty = unset, failing fast): docs/configuration.md, "Conventions".
  */
 import { z } from 'zod';
 
@@ -121,7 +115,8 @@ function getAt(source: unknown, path: readonly string[]): unknown {
 
 /**
  * Reads `schema`'s settings from `env`, then applies `overrides` (typed values from code, e.g. the
- * embedded mode's), and validates the result.
+ * embedded mode's), and validates the result. An empty variable counts as unset, because manifests and
+ * `.env` files often write `NAME=` to mean "not set".
  * @throws ConfigError listing every missing or invalid setting at once.
  */
 export function loadConfig<S extends z.ZodType>(

@@ -1,18 +1,18 @@
 /**
- * Dedicated connections for blocking commands (XREAD BLOCK), so a blocked read never stalls
- * the shared connection. A connection is borrowed per call and returned afterwards; up to
- * `maxIdle` idle ones are kept (per node on a cluster: a blocking read goes to the node serving
- * its key's slot), more are opened on demand (one per concurrent blocked read).
- *
- * Abort: the caller gets [] at once. The blocked command is cut short with CLIENT UNBLOCK
- * sent to the same node; if it was not blocked yet (still in flight), the connection
- * cannot be trusted to come back soon and is closed instead of returned to the pool.
+ * Dedicated connections for blocking commands (XREAD BLOCK), so a blocked read never stalls the shared
+ * connection. A connection is borrowed per call and returned afterwards; up to `maxIdle` idle ones are kept
+ * (per node on a cluster: a blocking read goes to the node serving its key's slot), more are opened on
+ * demand (one per concurrent blocked read).
  */
 import type { Redis } from 'ioredis';
 import type { BlockingTargets } from './redis-connection.ts';
 
 export interface BlockingPool {
-  /** Runs `command` (whose key is `key`) on a dedicated connection; resolves null on abort. */
+  /**
+   * Runs `command` (whose key is `key`) on a dedicated connection; resolves null at once on abort. The
+   * blocked command is then cut short with CLIENT UNBLOCK sent to the same node; if it was not blocked yet
+   * (still in flight), the connection cannot be trusted to come back soon and is closed instead of returned.
+   */
   block(key: string, command: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   close(): Promise<void>;
 }

@@ -1,12 +1,9 @@
 /**
- * The per-service Redis ACL users on the real Redis (127.0.0.1:6379, or REDIS_URL): each user
- * runs the whole transport contract (BullMQ queues with retries, delays and hand-back,
- * notification streams with blocking reads cut short by CLIENT UNBLOCK, the cancel bus, the
- * runner registry), a plain BullMQ queue + worker + events round trip and a raw stream round
- * trip under its prefix, and is refused everything else: other prefixes' keys and channels,
- * CONFIG, FLUSHALL, KEYS, SCAN, ACL. A private redis-server with the default user off shows a
- * connection without credentials is refused (no forged job, cancel or event), and there every
- * refused command is really sent.
+ * The per-service Redis ACL users on the real Redis (127.0.0.1:6379, or REDIS_URL): each user runs the
+ * whole transport contract, a plain BullMQ queue + worker + events round trip and a raw stream round trip
+ * under its prefix, and is refused everything else: other prefixes' keys and channels, CONFIG, FLUSHALL,
+ * KEYS, SCAN, ACL. A private redis-server with the default user off shows that a connection without
+ * credentials is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -41,8 +38,9 @@ afterAll(async () => {
   await deleteKeys(other);
 });
 
-// The transport contract, each "replica" on the next service's user: jobs added by one user
-// are taken by another, as in a deployment.
+// The transport contract (BullMQ queues with retries, delays and hand-back, notification streams
+// with blocking reads cut short by CLIENT UNBLOCK, the cancel bus, the runner registry), each
+// "replica" on the next service's user: jobs added by one user are taken by another, as in a deployment.
 let made = 0;
 transportContract('redis with per-service ACL users', {
   async make() {
@@ -274,6 +272,8 @@ describe('redis ACL users', () => {
   });
 });
 
+// A redis-server of its own: no job, cancel or event can be forged without credentials, and there
+// every refused command is really sent (on the shared Redis only ACL DRYRUN asks).
 describe('a Redis whose default user is off', () => {
   let server: ChildProcess;
   let port: number;

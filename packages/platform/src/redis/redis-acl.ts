@@ -1,14 +1,9 @@
 /**
- * Redis ACL users, one per service, so that nothing reaches Redis without a credential and a
- * service's credential reaches only its deployment's keys and channels (docs/security.md,
- * "Boundaries"; docs/deploy.md, "Redis ACL users").
- *
- * Each user may touch only the keys `<prefix>:*` and the pub/sub channels `<prefix>:*`, with the
- * data commands BullMQ and the Redis transport use (this folder) and none of the
- * server's administration: no CONFIG, FLUSHALL/FLUSHDB, KEYS, SCAN, ACL, MONITOR, DEBUG, SHUTDOWN,
- * CLIENT LIST/KILL, SORT, MIGRATE/RESTORE, FUNCTION. The rules are exactly `redisServiceAclRules()`;
- * the dev overlay's ACL file (deploy/k8s/overlays/dev/redis-users.acl) holds the same ones, which
- * packages/deploy-check checks.
+ * Redis ACL users, one per service, so that nothing reaches Redis without a credential and a service's
+ * credential reaches only its deployment's keys and channels (`<prefix>:*`), with the data commands BullMQ
+ * and the Redis transport use and none of the server's administration. The rules are exactly
+ * `redisServiceAclRules()`; the dev overlay's ACL file holds the same ones, which packages/deploy-check
+ * checks (docs/security.md, "Boundaries"; docs/deploy.md, "Redis ACL users").
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';

@@ -1,11 +1,8 @@
 /**
- * Connections to one Redis or to a Redis Cluster (BEDROCK_REDIS_CLUSTER). On a cluster the URL is
- * a seed node (its user, password and `rediss:` apply to every node); ioredis' `Cluster` finds
- * the others and routes each command by its key's slot, following MOVED/ASK and refreshing its
- * slot map after a failover.
- *
- * Blocking stream reads need a connection of their own on the node that serves the streams'
- * slot, and CLIENT UNBLOCK sent to that same node: `blockingTargets` gives both for either kind.
+ * Connections to one Redis or to a Redis Cluster (BEDROCK_REDIS_CLUSTER). On a cluster the URL is a seed
+ * node (its user, password and `rediss:` apply to every node); ioredis' `Cluster` finds the others and
+ * routes each command by its key's slot, following MOVED/ASK and refreshing its slot map after a failover
+ * (docs/transports.md, "Redis Cluster").
  */
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
@@ -68,6 +65,10 @@ export interface BlockingTargets {
   refresh(): void;
 }
 
+/**
+ * Blocking stream reads need a connection of their own on the node that serves the streams' slot, and
+ * CLIENT UNBLOCK sent to that same node: this gives both, for one Redis or a cluster.
+ */
 export function blockingTargets(shared: RedisClient): BlockingTargets {
   if (!isCluster(shared)) {
     return {

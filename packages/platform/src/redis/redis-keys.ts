@@ -1,48 +1,25 @@
 /**
- * The Redis key layout: every key and channel the Redis transport uses, under one deployment
- * prefix (BEDROCK_REDIS_PREFIX, default `bedrock`), built here and nowhere else. With the default
- * prefix (`<b>` is a conversation's bucket tag, `c00`..`c15` with a suffix, see below):
- *
- * | key                                     | what                                                    |
- * |-----------------------------------------|---------------------------------------------------------|
- * | `bedrock:{<b>}:conv:<id>:events`        | stream: a conversation's notifications                  |
- * | `bedrock:{<b>}:conv:<id>:jobs`          | set: `<queue>:<encoded job id>` of the conversation's jobs |
- * | `bedrock:{<b>}:conv:<id>:runs`          | set: the run keys of the conversation's tool calls      |
- * | `bedrock:{<b>}:runs:<run key>`          | hash: a run-ledger record (run keys: @bedrock/contracts)|
- * | `bedrock:{<b>}:runs:<run key>:alive`    | string with TTL: the run's heartbeat                    |
- * | `bedrock:cancel`                        | pub/sub channel: CancelSignal to every gateway/runner   |
- * | `bedrock:{runners}`                     | hash: runner id -> RunnerCapabilities (protobuf JSON)   |
- * | `bedrock:{runners}:expiry`              | sorted set: runner id scored by its expiry              |
- * | `bedrock:q:{<queue>}:<suffix>`          | BullMQ's keys of a queue (`wait`, `active`, job hashes) |
- * | `bedrock:q:{<queue>.p<i>-<n>}:<suffix>` | the same, of partition i of a queue split in N > 1      |
- *
- * Hash tags (Redis Cluster hashes only the part between the first `{` and `}`): every key that a
- * Lua script or MULTI touches together with another shares its tag, so the same code runs on one
- * Redis and on a cluster. A conversation's keys and its tool calls' run records carry the tag of
- * the conversation's bucket (one of `STREAM_BUCKETS`, by a hash of the id; a run key of no
- * conversation, `llm/<id>`, by a hash of the key); so do its stream's, which lets one blocking
- * XREAD follow every stream of a bucket (stream-follower.ts). The buckets' tags are chosen so
- * that their slots are spread evenly over the slot space (bucket i in the i-th sixteenth), so
- * they are spread over the masters of a cluster. A BullMQ queue's keys share the queue's tag
- * (BullMQ's requirement); the runner registry's two keys share theirs.
- *
- * Queue partitions (BEDROCK_QUEUE_PARTITIONS = N): with N = 1 a queue is one BullMQ queue
- * `{<queue>}`. With N > 1 it is N BullMQ queues, partition i named `{<queue>.p<i>-<k>}` with the
- * first k whose slot is near the middle of the i-th 1/N of the slot space, so the partitions
- * land on every master of a cluster of up to N masters owning equal contiguous ranges. A job
- * goes to the partition of its conversation (`partitionOf`), so a conversation's jobs of one
- * queue are in one partition.
- *
- * No two prefixes share a key, and every key matches `<prefix>:*` (the Redis ACL users' pattern:
- * `{` is no glob character).
+ * The Redis key layout: every key and channel the Redis transport uses, under one deployment prefix
+ * (BEDROCK_REDIS_PREFIX, default `bedrock`), built here and nowhere else. Keys that a Lua script or MULTI
+ * touches together share a hash tag, so the same code runs on one Redis and on a cluster; every key matches
+ * `<prefix>:*` (the ACL users' pattern: `{` is no glob character). The keys, tags and partitions:
+ * docs/transports.md, "Redis key layout", "Redis Cluster" and "Queue partitions".
  */
 import { conversationOfRunKey } from '@bedrock/contracts';
 import { CLUSTER_SLOTS, keySlot } from './cluster-slot.ts';
 
-/** Buckets of conversations (hash tags of their keys). */
+/**
+ * Buckets of conversations (hash tags of their keys). A conversation's keys and its tool calls' run
+ * records carry the tag of its bucket (by a hash of its id; a run key of no conversation, `llm/<id>`, by
+ * a hash of the key), so its stream's too: one blocking XREAD can follow every stream of a bucket
+ * (stream-follower.ts).
+ */
 export const STREAM_BUCKETS = 16;
 
-/** Bucket i's tag: `c<i>-<n>` with the first n whose slot is in the i-th 1/STREAM_BUCKETS of the slots. */
+/**
+ * Bucket i's tag: `c<i>-<n>` with the first n whose slot is in the i-th 1/STREAM_BUCKETS of the slots, so
+ * the buckets spread evenly over the slot space, and so over the masters of a cluster.
+ */
 const BUCKET_TAGS: readonly string[] = Array.from({ length: STREAM_BUCKETS }, (_, i) => {
   const width = CLUSTER_SLOTS / STREAM_BUCKETS;
   const base = `c${i.toString().padStart(2, '0')}`;
@@ -123,6 +100,12 @@ export interface RedisKeys {
   runRecordPrefix(conversationId: string): string;
 }
 
+/**
+ * The keys of one prefix. No two prefixes share a key. A BullMQ queue's keys share the queue's tag
+ * (BullMQ's requirement), `{<queue>}`; with `queuePartitions` N > 1 a queue is N BullMQ queues, partition
+ * i `{<queue>.p<i>-<k>}` (see partitionTag), so the partitions land on every master of a cluster of up to N
+ * masters owning equal contiguous ranges. The runner registry's two keys share `{runners}`.
+ */
 export function redisKeys(prefix: string, options: { readonly queuePartitions?: number } = {}): RedisKeys {
   if (prefix === '') throw new Error('redis prefix must not be empty');
   const partitions = options.queuePartitions ?? 1;

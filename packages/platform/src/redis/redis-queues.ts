@@ -1,23 +1,8 @@
 /**
- * Job queues on BullMQ. Payloads are stored as protobuf JSON (readable with redis-cli);
- * job ids go through encodeJobId because BullMQ refuses `:` and integer-looking ids.
- *
- * Attempts and backoff are consumer options in our interface but job options in BullMQ, so
- * every job is added with a very high `attempts` and a custom backoff type, and each Worker's
- * `backoffStrategy` applies its own consumer's `attempts`/`backoffMs` (returning -1, "do not
- * retry", once they are used up).
- *
- * Redis Cluster: a BullMQ queue's keys must share a slot; the queue's BullMQ name is `{<queue>}`
- * (redis-keys.ts), a hash tag. A job's conversation set is in another slot than the job, so the
- * two are written by separate commands (never one MULTI or pipeline).
- *
- * Partitions (`keys.queuePartitions` = N > 1): each of our queues is N BullMQ queues, each with
- * its own hash tag, so that a queue's load spreads over a cluster's masters. A job goes to the
- * partition of its conversation (of its id when it names none), so one id is always in one
- * partition (de-duplication holds) and a conversation's jobs of a queue are in one FIFO list.
- * A consumer runs one BullMQ Worker per partition; a fair gate (FIFO) shares the consumer's
- * `concurrency` between them, so no partition waits behind a flood in another, and one busy
- * partition may still use all of it.
+ * Job queues on BullMQ. Payloads are stored as protobuf JSON (readable with redis-cli); job ids go through
+ * encodeJobId because BullMQ refuses `:` and integer-looking ids. Attempts and backoff are per consumer here
+ * but per job in BullMQ ({@link BULL_ATTEMPTS}); with partitions each queue is N BullMQ queues, consumed by
+ * one Worker each behind a {@link FairGate}. docs/transports.md, "Queues", "Redis Cluster", "Queue partitions".
  */
 import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
@@ -69,7 +54,12 @@ export interface RedisQueuesOptions {
   readonly onError: (error: unknown) => void;
 }
 
-/** Ceiling for BullMQ's own attempt count; the consumer's backoffStrategy decides the real limit. */
+/**
+ * Ceiling for BullMQ's own attempt count; the consumer's backoffStrategy decides the real limit. Attempts
+ * and backoff are consumer options in our interface but job options in BullMQ, so every job is added with
+ * this and {@link BACKOFF_TYPE}, and each Worker's `backoffStrategy` applies its own consumer's
+ * `attempts`/`backoffMs` (returning -1, "do not retry", once they are used up).
+ */
 const BULL_ATTEMPTS = 1_000_000;
 /** Our custom BullMQ backoff type, resolved by each Worker's `settings.backoffStrategy`. */
 const BACKOFF_TYPE = 'bedrock-consumer';
@@ -111,7 +101,11 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
    */
   const indexTtlMs = (delayMs: number) => Math.max(completedAgeSec, failedAgeSec) * 1000 + delayMs + 60_000;
   const indexEntry = (queue: string, encodedId: string) => `${queue}:${encodedId}`;
-  /** Lists jobs in their conversation's set and renews its expiry (one slot: one MULTI). */
+  /**
+   * Lists jobs in their conversation's set and renews its expiry (one slot: one MULTI). On a Redis Cluster
+   * the set is in another slot than the job, so the two are written by separate commands, never one MULTI
+   * or pipeline.
+   */
   async function indexJobs(conversationId: string, entries: string[], delayMs: number): Promise<void> {
     const index = keys.conversationJobs(conversationId);
     const replies = await connection
@@ -125,7 +119,10 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
 
   const partitions = keys.queuePartitions;
   const allPartitions = Array.from({ length: partitions }, (_, i) => i);
-  /** The partition of a job: its conversation's, or its id's when its payload names none. */
+  /**
+   * The partition of a job: its conversation's, or its id's when its payload names none. So one id is always
+   * in one partition (de-duplication holds) and a conversation's jobs of a queue are in one FIFO list.
+   */
   const partitionOfJob = (jobId: string, payload: object) => keys.partitionOf(conversationOfPayload(payload) ?? jobId);
 
   function bullQueue(name: string, partition = 0): Queue {
@@ -437,8 +434,10 @@ async function raceAbort(work: Promise<void>, signal: AbortSignal): Promise<'don
 
 /**
  * At most `slots` holders at once; waiters enter in arrival order (FIFO), so the Workers of the
- * partitions take turns. Hand-written: p-limit and friends queue functions, not waiters that can
- * give up (an aborted waiter here leaves the line without taking a slot).
+ * partitions take turns: the consumer's `concurrency` is shared between them, no partition waits behind
+ * a flood in another, and one busy partition may still use all of it. Hand-written: p-limit and friends
+ * queue functions, not waiters that can give up (an aborted waiter here leaves the line without taking a
+ * slot).
  */
 class FairGate {
   private used = 0;

@@ -1,11 +1,8 @@
 /**
- * Notification streams on Redis Streams. Entry id = stream position: a durable event at
- * sequence n is `n-0`, the ephemeral events after it `n-1`, `n-2`, ... Each entry has two
- * fields: `kind` (the event's oneof case, for operators) and `event` (protobuf JSON). The
- * entry id is authoritative for (sequence, deltaIndex) when reading.
- *
- * Every append trims with `MAXLEN ~ maxLen` and resets the key's expiry to `ttlMs`, so a
- * conversation's stream disappears `ttlMs` after its last event.
+ * Notification streams on Redis Streams. Entry id = stream position: a durable event at sequence n is
+ * `n-0`, the ephemeral events after it `n-1`, `n-2`, ... Each entry has two fields: `kind` (the event's oneof
+ * case, for operators) and `event` (protobuf JSON); the entry id is authoritative for (sequence, deltaIndex)
+ * when reading. Trimming and expiry: docs/transports.md, "Notification streams".
  */
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import { ConversationEventSchema } from '@bedrock/contracts';
@@ -28,7 +25,10 @@ export interface RedisStreamsOptions {
   readonly keys: RedisKeys;
   /** Approximate entries kept per stream (XADD MAXLEN ~). Default 10 000. */
   readonly maxLen?: number;
-  /** Expiry after the last append, ms. Default 24 h. */
+  /**
+   * Expiry after the last append, ms. Default 24 h. Every append trims with `MAXLEN ~ maxLen` and resets the
+   * key's expiry to this, so a conversation's stream disappears `ttlMs` after its last event.
+   */
   readonly ttlMs?: number;
   /** Idle dedicated connections kept for blocking reads. Default 4. */
   readonly maxIdleBlockingConnections?: number;

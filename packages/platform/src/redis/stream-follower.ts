@@ -1,22 +1,9 @@
 /**
- * Live reads of many notification streams over a few connections (a web-bff's watch fan-out).
- * Each of up to `connections` dedicated connections runs one reader loop that owns a shard of
- * the followed streams and issues one multi-stream `XREAD COUNT n BLOCK ms STREAMS k1..kn
- * id1..idn` for all of them. When a stream is added to a shard whose read is blocked, the read
- * is cut short with CLIENT UNBLOCK (retried until the loop re-issues: the UNBLOCK can overtake
- * an XREAD still in flight) and re-issued with the new set; a stream removed is left out of the
- * next read. A new follow goes to the shard with the fewest streams.
- *
- * On a Redis Cluster one XREAD may name only keys of one slot, so with `groupOf` (the key's
- * slot) a shard holds the streams of one group only, and there is one shard per group followed
- * (at most STREAM_BUCKETS: the streams' keys carry their conversation's bucket tag,
- * redis-keys.ts), each reading from the node that serves its slot. After a failover the read
- * fails (connection lost, or MOVED): the shard reconnects to the slot's new master.
- *
- * Ordering: one loop owns a stream, so its batches are delivered in stream order. Several
- * follows of one stream in one shard are read once (from the earliest position among them) and
- * each gets only the events after its own position. Errors are reported and the loop retries
- * with backoff (the positions are kept, so nothing is lost or repeated).
+ * Live reads of many notification streams over a few connections (a web-bff's watch fan-out). Each of up
+ * to `connections` dedicated connections runs one reader loop that owns a shard of the followed streams and
+ * issues one multi-stream `XREAD COUNT n BLOCK ms STREAMS k1..kn id1..idn` for all of them; on a Redis
+ * Cluster a shard holds the streams of one slot (`groupOf`). docs/transports.md, "Notification streams" and
+ * "Redis Cluster" ("How streams are read").
  */
 import type { ConversationEvent } from '@bedrock/contracts';
 import type { Redis } from 'ioredis';
@@ -29,7 +16,12 @@ export interface StreamFollowerOptions {
   readonly targets: BlockingTargets;
   /** Reader connections at most (one blocking read each), when there is no `groupOf`. */
   readonly connections: number;
-  /** Streams that may be read together (a cluster: the slot of the key); none: any. */
+  /**
+   * Streams that may be read together (a cluster: the slot of the key); none: any. On a Redis Cluster one
+   * XREAD may name only keys of one slot, so a shard then holds the streams of one group only, with one shard
+   * per group followed (at most STREAM_BUCKETS: the streams' keys carry their conversation's bucket tag,
+   * redis-keys.ts), each reading from the node that serves its slot.
+   */
   readonly groupOf?: (key: string) => string;
   /** Entries read per stream per round. */
   readonly count: number;
@@ -85,6 +77,7 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
   const shards: Shard[] = [];
   let closed = false;
 
+  /** A new follow goes to the shard of its group, or (no groups) to the shard with the fewest streams. */
   function pickShard(key: string): Shard {
     const group = options.groupOf?.(key);
     let best: Shard | undefined;
@@ -133,7 +126,10 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
     if (shard.node !== '') targets.refresh();
   }
 
-  /** Cuts the shard's blocked read short so it is re-issued with the current set. */
+  /**
+   * Cuts the shard's blocked read short so it is re-issued with the current set (a stream was added).
+   * Retried until the loop re-issues: the UNBLOCK can overtake an XREAD still in flight.
+   */
   function interrupt(shard: Shard, attempt = 0): void {
     if (closed || !shard.reading || !shard.dirty || shard.clientId === undefined) return;
     const generation = shard.generation;
@@ -183,6 +179,12 @@ export function createStreamFollower(options: StreamFollowerOptions): StreamFoll
     }
   }
 
+  /**
+   * The reader loop of one shard. One loop owns a stream, so its batches are delivered in stream order;
+   * several follows of one stream are read once (from the earliest position among them) and each gets only
+   * the events after its own position. Errors are reported and the loop retries with backoff, reconnecting
+   * (after a failover: to the slot's new master); the positions are kept, so nothing is lost or repeated.
+   */
   async function run(shard: Shard): Promise<void> {
     shard.running = true;
     let failures = 0;

@@ -1,24 +1,8 @@
 /**
- * Client-side load balancing for calls to an internal gRPC service with several replicas: one
- * connect-node gRPC transport (one HTTP/2 connection) per replica address, calls spread over
- * them round robin, and a replica that fails taken out of rotation at once.
- *
- * Addresses come from one or more base URLs. A URL whose host is a name is resolved to every
- * address it has (a Kubernetes headless Service lists every ready pod) and resolved again
- * periodically and after each failure, so replicas that come and go are followed. A single
- * ClusterIP address behind one long-lived HTTP/2 connection would pin every call to one pod;
- * this is the gRPC "round_robin over a DNS resolver" policy, for connect-node.
- *
- * Failures: a call whose connection could not be made (refused, unreachable, no route) or
- * whose stream the server refused without processing (REFUSED_STREAM) never reached the
- * service, so it is retried once on another replica; a call that broke after it was sent
- * (connection reset, peer gone) is retried only when `retrySafe` says the method is safe to
- * repeat (reads, or methods declared idempotent). Either way the replica is marked down
- * (skipped for `downMs`, doubling while it keeps failing, up to `maxDownMs`) and the caller
- * sees UNAVAILABLE, never a raw socket error. Answers of the service itself (any status it
- * sent) are passed on untouched. Server streams: a stream that breaks marks its replica
- * down, so the caller's reconnect goes to another one. A keepalive ping on a session the peer
- * just dropped is not sent and never throws (guarded-session.ts).
+ * Client-side load balancing for calls to an internal gRPC service with several replicas: one connect-node
+ * gRPC transport (one HTTP/2 connection) per replica address, calls spread over them round robin, and a
+ * replica that fails taken out of rotation at once. This is the gRPC "round_robin over a DNS resolver"
+ * policy, for connect-node (docs/web-bff.md, "Balancing over the conversation replicas").
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -36,7 +20,12 @@ type CallHeaders = Parameters<Transport['unary']>[3];
 export interface BalancedTransportOptions {
   /** What is called, for log lines and error messages, e.g. `conversation`. */
   readonly name: string;
-  /** Base URLs (http:// is h2c); each host name is resolved to all of its addresses. */
+  /**
+   * Base URLs (http:// is h2c); each host name is resolved to all of its addresses (a Kubernetes headless
+   * Service lists every ready pod), again periodically and after each failure, so replicas that come and go
+   * are followed. A single ClusterIP address behind one long-lived HTTP/2 connection would pin every call to
+   * one pod.
+   */
   readonly targets: readonly (string | URL)[];
   /** Options of each replica's transport (interceptors, size limits, ...). */
   readonly transport?: Omit<GrpcTransportOptions, 'baseUrl' | 'sessionManager' | 'nodeOptions' | keyof Http2SessionOptions>;
@@ -159,6 +148,15 @@ const RETIRE_AFTER_MS = 60_000;
 /** Failures re-resolve at most this often, ms. */
 const MIN_RESOLVE_GAP_MS = 1_000;
 
+/**
+ * A call that never reached the service (connection refused, unreachable, no route; REFUSED_STREAM) is
+ * retried once on another replica; one that broke after it was sent (connection reset, peer gone) only when
+ * `retrySafe` says the method may be repeated. Either way the replica is marked down (skipped for `downMs`,
+ * doubling while it keeps failing, up to `maxDownMs`) and the caller sees UNAVAILABLE, never a raw socket
+ * error; answers of the service itself (any status it sent) pass untouched. A server stream that breaks marks
+ * its replica down, so the caller's reconnect goes to another one. A keepalive ping on a session the peer
+ * just dropped is not sent and never throws (guarded-session.ts).
+ */
 export function createBalancedTransport(options: BalancedTransportOptions): BalancedTransport {
   const { name, logger } = options;
   const targets = options.targets.map((t) => new URL(String(t)));

@@ -1,10 +1,8 @@
 /**
- * connect-node's request handler (`connectNodeAdapter`) with two changes: a call whose answer
- * could not be written (the client reset the stream or went away, a write failed) goes to the
- * structured logger with the method, not to connect-node's `console.error` with a raw stack
- * trace; and every call gets a server span (rpc-tracing.ts) before the given interceptors.
- * Everything else is connect-node's own code path (its router, its universal request and
- * response conversions, the same defaults).
+ * connect-node's request handler (`connectNodeAdapter`) with two changes: a call whose answer could not be
+ * written (the client reset the stream or went away, a write failed) goes to the structured logger with the
+ * method, not to connect-node's `console.error` with a raw stack trace; and every call gets a server span
+ * (rpc-tracing.ts) before the given interceptors. Everything else is connect-node's own code path.
  */
 import { Code, ConnectError, createConnectRouter } from '@connectrpc/connect';
 import { uResponseNotFound } from '@connectrpc/connect/protocol';
@@ -25,6 +23,7 @@ export interface ConnectHandlerOptions extends ConnectNodeAdapterOptions {
   readonly logger: Logger;
 }
 
+/** Like `connectNodeAdapter(options)`: its router, its universal request and response conversions, the same defaults. */
 export function connectHandler(options: ConnectHandlerOptions): NodeHandler {
   const { logger, ...adapter } = options;
   // Every served call gets a server span first (a no-op while tracing is off).

@@ -1,14 +1,9 @@
 /**
- * HTTP/2 client sessions that survive their peer. connect-node's Http2SessionManager pings each
- * connection on a timer (keepalive) and calls `session.ping()` without checking that the session
- * is still alive; when the peer dropped the connection between the timer being armed and the
- * session's `close` being handled (a peer that resets on a PING, a GOAWAY with an error, a
- * transport error), Node's `ClientHttp2Session.ping` throws ERR_HTTP2_INVALID_SESSION
- * synchronously from the timer: an uncaught exception, and the process exits
- * (connectrpc/connect-es#1795; web-bff exited so once). `guardSessionManager` wraps the `ping` of
- * every session the manager makes ready: on a closed or destroyed session it does not ping and
- * reports the failure to the ping's callback instead (connect-node then drops the session and
- * the next call connects anew); any other synchronous throw is caught the same way and logged.
+ * HTTP/2 client sessions that survive their peer. connect-node's Http2SessionManager pings each connection
+ * on a keepalive timer without checking that the session is still alive; on a session the peer just
+ * dropped, Node's `ClientHttp2Session.ping` throws ERR_HTTP2_INVALID_SESSION synchronously from the timer,
+ * an uncaught exception that ends the process (connectrpc/connect-es#1795; web-bff exited so once).
+ * docs/web-bff.md, "Balancing over the conversation replicas".
  */
 import type { ClientHttp2Session } from 'node:http2';
 import type { Http2SessionManager } from '@connectrpc/connect-node';
@@ -23,7 +18,11 @@ interface ManagerState {
 
 const GUARDED = Symbol('bedrock.guardedPing');
 
-/** Makes every session `manager` opens immune to a ping on a dead session; `onError` hears of each one caught. */
+/**
+ * Makes every session `manager` opens immune to a ping on a dead session; `onError` hears of each one caught.
+ * The race: the peer dropped the connection between the timer being armed and the session's `close` being
+ * handled (a peer that resets on a PING, a GOAWAY with an error, a transport error).
+ */
 export function guardSessionManager(manager: Http2SessionManager, onError: (err: Error) => void): Http2SessionManager {
   const m = manager as unknown as { setState?: (state: ManagerState) => void };
   const setState = m.setState;
@@ -36,7 +35,11 @@ export function guardSessionManager(manager: Http2SessionManager, onError: (err:
   return manager;
 }
 
-/** Wraps `session.ping` (once): no ping on a closed or destroyed session, and no synchronous throw. */
+/**
+ * Wraps `session.ping` (once): no ping on a closed or destroyed session, and no synchronous throw. The
+ * failure goes to the ping's callback instead (connect-node then drops the session and the next call
+ * connects anew); any other synchronous throw is caught the same way and reported to `onError`.
+ */
 export function guardPing(session: ClientHttp2Session, onError: (err: Error) => void): void {
   const s = session as ClientHttp2Session & { [GUARDED]?: true };
   if (s[GUARDED]) return;

@@ -1,17 +1,8 @@
 /**
- * One set of job metrics for every queue worker (the llm-gateway and the tool-runner had one
- * hand-rolled copy each). `instrumentJob(metrics, queue, handler)` wraps a queue handler and
- * records, per job:
- *
- * - at start: `bedrock_queue_wait_seconds{queue}` (ready → picked up),
- *   `bedrock_jobs_started_total{queue}`, and `bedrock_jobs_in_flight{queue}` up by one;
- * - at the end: `bedrock_jobs_in_flight{queue}` down by one, `bedrock_jobs_total{queue, outcome}`
- *   and `bedrock_job_duration_seconds{queue, outcome}`.
- *
- * The outcome is what the handler returns (`completed` when it returns nothing; a worker returns
- * e.g. `cancelled` or `interrupted`). A handler that throws is `retried` when the consumer's
- * signal had aborted (the job is handed back to the queue on shutdown) and `failed` otherwise
- * (the queue retries it with backoff); the error is rethrown either way.
+ * One set of job metrics for every queue worker (the llm-gateway and the tool-runner had one hand-rolled
+ * copy each): per job, `bedrock_queue_wait_seconds`, `bedrock_jobs_started_total` and
+ * `bedrock_jobs_in_flight` at its start, `bedrock_jobs_total` and `bedrock_job_duration_seconds` by outcome
+ * at its end (docs/observability.md, "The job metrics").
  */
 import type { Job, JobHandler } from '../interfaces.ts';
 import type { JobOutcome } from './metric-names.ts';
@@ -23,7 +14,11 @@ export type InstrumentedJobHandler<T> = (job: Job<T>, signal: AbortSignal) => Pr
 /**
  * Wraps `handler` of `queue` with the job metrics above. Without `metrics` (a worker built
  * without a registry) the handler runs unmeasured. The in-flight gauge of `queue` is exported
- * (at 0) from the moment the wrapper is made.
+ * (at 0) from the moment the wrapper is made. The outcome is what the handler returns
+ * (`completed` when it returns nothing; a worker returns e.g. `cancelled` or `interrupted`). A
+ * handler that throws is `retried` when the consumer's signal had aborted (the job is handed back
+ * to the queue on shutdown) and `failed` otherwise (the queue retries it with backoff); the error
+ * is rethrown either way.
  */
 export function instrumentJob<T>(metrics: Metrics | undefined, queue: string, handler: InstrumentedJobHandler<T>): JobHandler<T> {
   if (!metrics) {

@@ -1,23 +1,9 @@
 /**
- * A request body that does not parse is the caller's mistake: INVALID_ARGUMENT naming the
- * message type and what was wrong ("request body is not a valid bedrock.v1.SendMessageRequest:
- * premature EOF (protobuf binary)"), on every protocol (Connect, gRPC, gRPC-Web).
- *
- * connect-es parses a unary (and server-streaming) request before any interceptor runs, and
- * reports a protobuf body that does not parse as INTERNAL ("parse binary: ..."); a JSON body
- * as INVALID_ARGUMENT in its own words. No interceptor or adapter option can change that, so
- * {@link withMalformedRequestErrors} wraps the routes instead:
- *
- * - each implementation marks the call as started when connect calls it, so an error answered
- *   before that (nothing of the service ran) can only come from reading the request;
- * - such an answer, if it is connect's parse error, is rewritten in the protocol's own form
- *   (Connect JSON error with HTTP 400, gRPC trailers, gRPC-Web trailer frame, Connect
- *   end-of-stream frame). These answers are a few hundred bytes, already in memory.
- * - for client-streaming and bidi methods, a later message that does not parse surfaces in
- *   the implementation's input iterable and is converted there.
- *
- * Errors thrown by implementations (even one passing on a "parse binary" error of a call it
- * made) are never touched: the call had started.
+ * A request body that does not parse is the caller's mistake: INVALID_ARGUMENT naming the message type and
+ * what was wrong ("request body is not a valid bedrock.v1.SendMessageRequest: premature EOF (protobuf
+ * binary)"), on every protocol (Connect, gRPC, gRPC-Web). connect-es itself reports a protobuf body that
+ * does not parse as INTERNAL ("parse binary: ..."), before any interceptor runs and with no option to change
+ * that, so {@link withMalformedRequestErrors} wraps the routes instead (docs/web-bff.md, "The edge").
  */
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter } from '@connectrpc/connect';
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
@@ -60,7 +46,19 @@ export function malformedRequestMessage(code: Code, message: string, typeName: s
 
 /**
  * Wraps a `routes` function (the option of `connectNodeAdapter` and `startGrpcServer`) so that
- * request bodies that do not parse answer INVALID_ARGUMENT on every protocol.
+ * request bodies that do not parse answer INVALID_ARGUMENT on every protocol:
+ *
+ * - each implementation marks the call as started when connect calls it, so an error answered
+ *   before that (nothing of the service ran) can only come from reading the request;
+ * - such an answer, if it is connect's parse error (of a unary or server-streaming request; a
+ *   JSON body's comes as INVALID_ARGUMENT in connect's own words), is rewritten in the protocol's
+ *   own form (Connect JSON error with HTTP 400, gRPC trailers, gRPC-Web trailer frame, Connect
+ *   end-of-stream frame). These answers are a few hundred bytes, already in memory.
+ * - for client-streaming and bidi methods, a later message that does not parse surfaces in
+ *   the implementation's input iterable and is converted there.
+ *
+ * Errors thrown by implementations (even one passing on a "parse binary" error of a call it
+ * made) are never touched: the call had started.
  */
 export function withMalformedRequestErrors(routes: (router: ConnectRouter) => void): (router: ConnectRouter) => void {
   return (router) => {

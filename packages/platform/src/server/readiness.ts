@@ -1,12 +1,8 @@
 /**
- * Readiness that reflects a service's dependencies: `/readyz` answers 503 naming the
- * dependency that is down (Redis, Postgres, the conversation service) as well as when the
- * process itself is starting or draining. Liveness (`/healthz`) never looks here: a
- * dependency outage takes a pod out of its Service, it does not restart it.
- *
- * A probe is cheap: each check's outcome is kept for `cacheMs`, a check runs at most once at
- * a time (a probe arriving while one is in flight waits for that one, never starts another,
- * so a hanging dependency cannot pile up connections), and a probe waits at most `timeoutMs`.
+ * Readiness that reflects a service's dependencies: `/readyz` answers 503 naming the dependency that is down
+ * (Redis, Postgres, the conversation service) as well as when the process itself is starting or draining.
+ * Liveness (`/healthz`) never looks here: a dependency outage takes a pod out of its Service, it does not
+ * restart it (docs/observability.md, "Health").
  */
 import { createClient, type Transport as ConnectTransport } from '@connectrpc/connect';
 import { health as pb } from '@bedrock/contracts';
@@ -53,6 +49,11 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/**
+ * A probe is cheap: each check's outcome is kept for `cacheMs`, a check runs at most once at a time (a
+ * probe arriving while one is in flight waits for that one, never starts another, so a hanging dependency
+ * cannot pile up connections), and a probe waits at most `timeoutMs`.
+ */
 export function createReadiness(options: ReadinessOptions): Readiness {
   const cacheMs = options.cacheMs ?? READINESS_CACHE_MS;
   const timeoutMs = options.timeoutMs ?? READINESS_TIMEOUT_MS;

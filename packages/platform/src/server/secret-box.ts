@@ -1,10 +1,8 @@
 /**
- * AES-256-GCM sealing of small secrets (MCP OAuth tokens, docs/mcp.md "OAuth"): the key is
- * BEDROCK_MCP_TOKEN_KEY, 32 bytes given as base64 or as the path of a file holding them (raw, or
- * base64 text). A sealed value is `1 | 12-byte nonce | 16-byte tag | ciphertext`; its
- * "associated data" (what it is for: the user, the server, the purpose) must match when it is
- * opened, so a sealed value cannot be moved to another row or use. node:crypto, no library:
- * the primitive is the standard one and the format is these four fields.
+ * AES-256-GCM sealing of small secrets (MCP OAuth tokens; docs/mcp.md, "OAuth logins to remote servers"):
+ * the key is BEDROCK_MCP_TOKEN_KEY, 32 bytes given as base64 or as the path of a file holding them (raw, or
+ * base64 text). A sealed value's "associated data" (what it is for: the user, the server, the purpose) must
+ * match when it is opened, so a sealed value cannot be moved to another row or use.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
@@ -53,6 +51,10 @@ export function ensureSecretKeyFile(file: string): string {
   return file;
 }
 
+/**
+ * A sealed value is `1 | 12-byte nonce | 16-byte tag | ciphertext`. node:crypto, no library: the primitive
+ * is the standard one and the format is these four fields.
+ */
 export function createSecretBox(key: Buffer): SecretBox {
   if (key.length !== 32) throw new Error('a secret box key is 32 bytes');
   return {

@@ -1,10 +1,8 @@
 /**
- * Service identity on internal endpoints (docs/security.md, "Boundaries"): each
- * service process holds its own secret token (BEDROCK_SERVICE_TOKEN_FILE) and presents it as
- * `authorization: Bearer <token>`; an internal server answers only callers whose token hashes
- * to an entry of its peers (BEDROCK_SERVICE_PEERS_FILE, `service:sha256hex` lines). The
- * authenticated peer's name reaches handlers through {@link servicePeer}. A user identity
- * (`USER_HEADER` of @bedrock/contracts, `bedrock-user-id`) counts only alongside web-bff's credential.
+ * Service identity on internal endpoints (docs/security.md, "Boundaries"): each service process holds its
+ * own secret token (BEDROCK_SERVICE_TOKEN_FILE) and presents it as `authorization: Bearer <token>`; an
+ * internal server answers only callers whose token hashes to an entry of its peers (BEDROCK_SERVICE_PEERS_FILE,
+ * `service:sha256hex` lines). The authenticated peer's name reaches handlers through {@link servicePeer}.
  */
 import { readFileSync } from 'node:fs';
 import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from '@connectrpc/connect';
@@ -19,7 +17,10 @@ import {
   type TokenEntry,
 } from './token-entries.ts';
 
-/** The only peer whose user header (`USER_HEADER` of @bedrock/contracts) is believed: web-bff authenticates users. */
+/**
+ * The only peer whose user header (`USER_HEADER` of @bedrock/contracts, `bedrock-user-id`) is believed: web-bff
+ * authenticates users, so a user identity counts only alongside web-bff's credential.
+ */
 export const USER_IDENTITY_PEER = 'web-bff';
 
 /** What a refused caller is told (never which part was wrong beyond "missing"/"not accepted"). */

@@ -18,7 +18,7 @@ import { Mode } from '@bedrock/contracts';
 import { executeTool } from '../src/tools/execute-tool.ts';
 import { runCommand } from '../src/process/run-command.ts';
 import type { ToolOutcome } from '../src/tools/tool-types.ts';
-import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import { executeContext, testSandboxSettings, TOOL_UID } from './support.ts';
 import { closeSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 

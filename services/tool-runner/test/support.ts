@@ -7,7 +7,7 @@ import { DEFAULT_HELPER_PATH, readToolRunnerConfig } from '../src/config.ts';
 import type { LimitsConfig, SandboxConfig } from '../src/config.ts';
 import type { ResourceLimits } from '../src/sandbox/limits.ts';
 import { createSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
-import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import { DEFAULT_SNAPSHOT_HELPER_PATH } from '../src/workspaces/snapshot-helper.ts';
 import type { ExecuteContext } from '../src/tools/job-context.ts';
 

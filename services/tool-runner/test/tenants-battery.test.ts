@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { Mode } from '@bedrock/contracts';
 import { executeTool } from '../src/tools/execute-tool.ts';
 import type { ToolOutcome } from '../src/tools/tool-types.ts';
-import type { SandboxSettings } from '../src/sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import { closeSandboxSettings } from '../src/sandbox/sandbox-settings.ts';
 import { executeContext, testSandboxSettings } from './support.ts';
 

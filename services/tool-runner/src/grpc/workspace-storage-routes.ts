@@ -25,7 +25,7 @@ import {
 import type { PrepareWorkspaceRequest } from '@bedrock/contracts';
 import type { WorkspaceSource, WorkspaceStorage } from '../workspaces/workspace-storage.ts';
 import { checkWriteAccess, WriteAccessError } from '../workspaces/write-access.ts';
-import type { ToolUser } from '../sandbox/sandboxed-run.ts';
+import type { ToolUser } from '../sandbox/sandbox-settings.ts';
 import { serveService } from '@bedrock/platform/server';
 
 function source(req: PrepareWorkspaceRequest): WorkspaceSource {

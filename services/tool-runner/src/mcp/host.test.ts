@@ -12,7 +12,7 @@ import { create } from '@bufbuild/protobuf';
 import { McpServerSpecSchema, Mode } from '@bedrock/contracts';
 import type { McpServerSpec } from '@bedrock/contracts';
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import { executeContext, tempDir, testSandboxSettings, testWorkspace, TOOL_UID } from '../../test/support.ts';
 import { executeTool } from '../tools/execute-tool.ts';
 import { createMcpHost, MCP_HOST_DEFAULTS } from './host.ts';

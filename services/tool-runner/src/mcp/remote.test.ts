@@ -9,7 +9,7 @@ import { McpServerSpecSchema } from '@bedrock/contracts';
 import { createSecretBox, mcpAccessTokenAad } from '@bedrock/platform/server';
 import { startOAuthMcpServer, type OAuthMcpServer } from '@bedrock/testkit/oauth-mcp-server';
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import { tempDir, testSandboxSettings } from '../../test/support.ts';
 import { createMcpHost, MCP_HOST_DEFAULTS, type McpHost } from './host.ts';
 import { confinedFetch } from './session.ts';

@@ -5,7 +5,7 @@
  * to the runner (the protocol) and stderr kept apart (`--separate-stderr`, the server's log).
  */
 import { confinementArgs } from '../sandbox/sandboxed-run.ts';
-import type { SandboxSettings, RunMode } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings, RunMode } from '../sandbox/sandbox-settings.ts';
 
 export interface ServerSandboxRequest {
   readonly mode: RunMode;

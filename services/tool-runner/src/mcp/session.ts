@@ -13,7 +13,7 @@ import { mcpLoginInvalidMessage, mcpLoginNeededMessage } from '@bedrock/contract
 import type { McpServerSpec } from '@bedrock/contracts';
 import { commandEnv } from '../sandbox/command-env.ts';
 import { resolveToolUser } from '../sandbox/sandboxed-run.ts';
-import type { RunMode, SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { RunMode, SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import { serverHelperArgs } from './sandboxed-server.ts';
 
 /** Where and as whom a conversation's servers run. */

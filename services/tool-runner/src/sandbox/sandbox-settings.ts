@@ -1,6 +1,7 @@
 /**
- * Builds the sandbox settings of a runner: probes the kernel (as the tool user), finds a pids
- * cgroup hierarchy, prepares the scratch root, and works out which ports tools may not reach.
+ * A runner's sandbox settings (`SandboxSettings`, the run modes, the tool user) and how they are
+ * built: probes the kernel (as the tool user), finds a pids cgroup hierarchy, prepares the scratch
+ * root, and works out which ports tools may not reach.
  */
 import type { UidRange } from '@bedrock/platform/config';
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
@@ -12,8 +13,62 @@ import { createNetRulesetHolder } from './net-ruleset-holder.ts';
 import { createWarmHelpers } from './warm-helpers.ts';
 import { createSpawner } from './spawner.ts';
 import { commandEnv } from './command-env.ts';
-import type { SandboxSettings, ToolUser } from './sandboxed-run.ts';
+import type { NetRulesetHolder } from './net-ruleset-holder.ts';
+import type { ResourceLimits } from './limits.ts';
+import type { WarmHelpers } from './warm-helpers.ts';
 import type { LimitsConfig, SandboxConfig } from '../config.ts';
+
+/**
+ * Restricted: read-only, no network. Unrestricted: writes to the working directory, its scratch and
+ * home only (unless the operator widened it: `unrestrictedWrite`), network except the system's own ports.
+ */
+export type RunMode = 'restricted' | 'unrestricted';
+
+export interface ToolUser {
+  /** A uid ≥ 1, or `owner`: the working directory's owner unless that is root (then 65534). */
+  readonly uid: number | 'owner';
+  readonly gid: number;
+}
+
+export interface SandboxSettings {
+  /** Path of the bedrock-sandbox executable. */
+  readonly helperPath: string;
+  /** The probe found a working sandbox; Restricted runs are refused otherwise. */
+  readonly sandboxAvailable: boolean;
+  /** The resource limits of each mode. */
+  readonly limits: Readonly<Record<RunMode, ResourceLimits>>;
+  /** Per-run cgroups (pids, and memory and cpu where offered), or null when the machine has no writable pids hierarchy. */
+  readonly cgroups: PidsCgroups | null;
+  /** Helpers started ahead, each already in its own fresh pids cgroup (with `cgroups` only). */
+  readonly warmHelpers?: WarmHelpers;
+  /** Give runs a private writable scratch directory (TMPDIR, HOME), which the helper creates and removes. */
+  readonly scratch: boolean;
+  /** Where each run's private scratch lives (see the helper's --private-tmp). */
+  readonly scratchRoot: string;
+  /** Size of each run's scratch tmpfs, bytes, and its inodes (0: unbounded). */
+  readonly scratchSize?: number;
+  readonly scratchInodes?: number;
+  /** Workspace runs get a view of their own (the helper's --view: the runner may mount and make pid namespaces). */
+  readonly views?: boolean;
+  /** The system directories of a workspace run's view and Landlock read rules (default: the helper's list). */
+  readonly viewPaths?: readonly string[];
+  /** The uids and gids a job may ask tools to run as (BEDROCK_TOOL_UIDS). */
+  readonly toolUids: { readonly first: number; readonly last: number };
+  /** Where workspaces live (BEDROCK_WORKSPACE_ROOT): a job's workspace must be directly inside it. */
+  readonly workspaceRoot: string;
+  /** Who tools run as; null when the runner cannot switch users (tools then run as the runner's uid). */
+  readonly toolUser: ToolUser | null;
+  /** What Unrestricted tools may write. */
+  readonly unrestrictedWrite: 'workspace' | 'host';
+  /** TCP ports tools may never connect to; compositions add the ports of their own endpoints. */
+  readonly denyPorts: Set<number>;
+  /** Paths hidden from tools in their private mount namespace. */
+  readonly hidePaths: readonly string[];
+  /** Prebuilt Unrestricted port rules (Landlock ABI ≥ 4); without it each run builds its own. */
+  readonly netRuleset?: NetRulesetHolder;
+  /** Environment the command env is derived from (secrets removed). */
+  readonly baseEnv: NodeJS.ProcessEnv;
+}
 
 export interface SandboxSettingsInput {
   readonly runnerId: string;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Mode } from '@bedrock/contracts';
 import { executeTool } from '../tools/execute-tool.ts';
 import type { ToolOutcome } from '../tools/tool-types.ts';
-import type { SandboxSettings } from './sandboxed-run.ts';
+import type { SandboxSettings } from './sandbox-settings.ts';
 import { closeSandboxSettings } from './sandbox-settings.ts';
 import { ensureHelper, executeContext, tempDir, testSandboxSettings } from '../../test/support.ts';
 

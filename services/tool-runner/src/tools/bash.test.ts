@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { Mode } from '@bedrock/contracts';
 import { executeTool } from './execute-tool.ts';
 import type { ToolOutcome } from './tool-types.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import { executeContext, tempDir, testSandboxSettings } from '../../test/support.ts';
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 

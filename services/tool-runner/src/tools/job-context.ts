@@ -8,7 +8,7 @@ import { dirname, isAbsolute, relative } from 'node:path';
 import { Mode } from '@bedrock/contracts';
 import type { ToolExecJob } from '@bedrock/contracts';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
-import type { RunMode } from '../sandbox/sandboxed-run.ts';
+import type { RunMode } from '../sandbox/sandbox-settings.ts';
 import type { McpHost } from '../mcp/host.ts';
 import type { KeywordSearchLimits } from './keyword-search.ts';
 import type { ToolContext } from './tool-types.ts';

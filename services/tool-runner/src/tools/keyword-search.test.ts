@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Mode } from '@bedrock/contracts';
 import { executeTool } from './execute-tool.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import { executeContext, tempDir, testSandboxSettings } from '../../test/support.ts';
 import { closeSandboxSettings } from '../sandbox/sandbox-settings.ts';
 

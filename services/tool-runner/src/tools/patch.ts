@@ -15,7 +15,8 @@ import { applyPatches } from './patch-text.ts';
 import type { PatchSpec } from './patch-text.ts';
 import { errorOutcome } from './tool-types.ts';
 import type { ToolContext, ToolOutcome } from './tool-types.ts';
-import { resolveToolUser, type SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import { resolveToolUser } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 
 export interface PatchInput {
   readonly path: string;

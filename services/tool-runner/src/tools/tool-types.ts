@@ -1,4 +1,4 @@
-import type { SandboxSettings, RunMode } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings, RunMode } from '../sandbox/sandbox-settings.ts';
 import type { OutputCaptureOptions } from '../process/output-capture.ts';
 
 /** What a tool gets to run with. */

@@ -7,7 +7,7 @@
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import type { Owner } from './backend.ts';
 import { lastLines } from './run.ts';
 

@@ -9,7 +9,7 @@ import type { Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { WorkspacesConfig } from '../config.ts';
-import type { SandboxSettings } from '../sandbox/sandboxed-run.ts';
+import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import type { Owner, StorageBackend } from './backend.ts';
 import { plainBackend } from './backend.ts';
 import { btrfsBackend, btrfsQuotaProblem } from './btrfs-backend.ts';

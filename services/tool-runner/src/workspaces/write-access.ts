@@ -8,7 +8,8 @@
 import { execFile } from 'node:child_process';
 import { access, constants, readFile, stat } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
-import { resolveToolUser, type ToolUser } from '../sandbox/sandboxed-run.ts';
+import { resolveToolUser } from '../sandbox/sandboxed-run.ts';
+import type { ToolUser } from '../sandbox/sandbox-settings.ts';
 
 export interface WriteAccess {
   readonly uid: number;

@@ -16,4 +16,8 @@ export default {
   testPathIgnorePatterns: ['/node_modules/'],
   // Integration and end-to-end suites start real servers; give them room.
   testTimeout: 30000,
+  // The suites run one at a time (2 CPUs: one worker), in a worker that is replaced once it holds
+  // more than this after a suite: each suite's ES modules stay in memory, and in band (one
+  // process for all) the run ran out of heap at its 241st suite of 269.
+  workerIdleMemoryLimit: '1536MB',
 };

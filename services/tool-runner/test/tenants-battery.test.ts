@@ -326,9 +326,20 @@ describe('supervision in the pid namespace', () => {
             return false;
           }
         });
-    const deadline = Date.now() + 3000;
+    // A killed process still in an uninterruptible wait (paging in `sleep` while the disk is busy)
+    // goes only once that ends; an escapee would live 41 s and more.
+    const deadline = Date.now() + 10_000;
     while (sleepers().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    expect(sleepers()).toEqual([]);
+    // What is left, with its state and pid in each namespace, to tell a slow teardown from an escape.
+    const described = (pid: string) => {
+      try {
+        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+        return `${pid} ${/^State:\s*(.*)$/m.exec(status)?.[1] ?? '?'} NSpid ${/^NSpid:\s*(.*)$/m.exec(status)?.[1] ?? '?'}`;
+      } catch {
+        return `${pid} gone`;
+      }
+    };
+    expect(sleepers().map(described)).toEqual([]);
   });
 });
 

@@ -38,11 +38,21 @@ export const COMMANDS = [
   'help',
 ] as const;
 
+/** Whether `a` is `b` with two neighbouring letters swapped ("sned" for "send"): the commonest typing slip. */
+function swapped(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  const diff = [...a].flatMap((c, i) => (c === b[i] ? [] : [i]));
+  return diff.length === 2 && diff[1] === diff[0]! + 1 && a[diff[0]!] === b[diff[1]!] && a[diff[1]!] === b[diff[0]!];
+}
+
+/** Edits from `a` to `b`, a swap of neighbours counting as one (Levenshtein counts it as two). */
+const edits = (a: string, b: string): number => (swapped(a, b) ? 1 : distance(a, b));
+
 /** The nearest of `known` to `given` when it is near enough to be a slip (at most a third of it, rounded up, differs). */
 export function didYouMean(given: string, known: readonly string[]): string | undefined {
   if (!given || known.length === 0) return undefined;
-  const best = closest(given, [...known]);
-  const d = distance(given, best);
+  const best = known.find((k) => swapped(given, k)) ?? closest(given, [...known]);
+  const d = edits(given, best);
   return d > 0 && d <= Math.ceil(Math.max(given.length, best.length) / 3) ? best : undefined;
 }
 

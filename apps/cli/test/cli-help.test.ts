@@ -84,6 +84,9 @@ describe('bedrock help and command-line mistakes', () => {
   it('did-you-mean suggests only near misses', () => {
     expect(didYouMean('stats', ['show', 'ls'])).toBeUndefined();
     expect(didYouMean('snd', ['send', 'show'])).toBe('send');
+    // Two letters swapped is one slip: "send", not "new" (both two Levenshtein edits away).
+    expect(didYouMean('sned', ['new', 'send'])).toBe('send');
+    expect(didYouMean('--wiat', ['--wait', '--at'])).toBe('--wait');
     expect(didYouMean('ls', ['ls'])).toBeUndefined();
   });
 });

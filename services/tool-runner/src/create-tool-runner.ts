@@ -242,7 +242,7 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
         interceptors: [rpcMetricsInterceptor(metrics), serviceAuthInterceptor({ peers: servicePeers, logger })],
         routes: (router) => {
           registerToolRunnerService(router, { executor: exec, capabilities });
-          registerWorkspaceStorageService(router, storage, sandbox.settings.toolUser);
+          registerWorkspaceStorageService(router, storage, sandbox.settings.toolUser, sandbox.settings.views ?? false);
           registerMcpHostService(router, mcp, { sandbox: sandbox.settings });
           registerHealth(router, health);
           // An internal port: reflection lists health and itself only, never ToolRunnerService

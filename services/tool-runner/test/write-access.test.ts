@@ -52,6 +52,17 @@ describe('checkWriteAccess', () => {
       writable: false,
       problem: expect.stringMatching(/under a directory it cannot enter/),
     });
+    // With views, a workspace is mounted at its path in its tools' own root: parents here do not
+    // count (the embedded default keeps workspaces under root's 0700 home), the directory does.
+    await expect(checkWriteAccess(inner, { uid: 200124, gid: 200124 }, null, true)).resolves.toEqual({
+      uid: 200124,
+      user: 'uid 200124',
+      writable: true,
+      problem: '',
+    });
+    await expect(checkWriteAccess(inner, { uid: 200125, gid: 200125 }, null, true)).resolves.toMatchObject({ writable: false });
+    // Host paths (no uid given) are reached through their parents even with views.
+    await expect(checkWriteAccess(inner, null, { uid: 200124, gid: 200124 }, true)).resolves.toMatchObject({ writable: false });
     await expect(checkWriteAccess(join(base, 'nope'), null, { uid: 'owner', gid: 65534 })).resolves.toMatchObject({
       writable: false,
       problem: 'does not exist',

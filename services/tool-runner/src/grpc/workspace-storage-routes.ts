@@ -51,6 +51,8 @@ export function registerWorkspaceStorageService(
   storage: () => WorkspaceStorage,
   /** The tools' user for host paths (the sandbox settings'); null: tools run as this process. */
   toolUser: ToolUser | null,
+  /** Whether workspace runs get views (the sandbox settings'): their workspace is mounted at its path. */
+  views = false,
 ): void {
   serveService(router, WorkspaceStorageService, {
     async prepareWorkspace(req) {
@@ -111,7 +113,7 @@ export function registerWorkspaceStorageService(
     },
     async checkWriteAccess(req) {
       try {
-        const found = await checkWriteAccess(req.path, req.uid ? { uid: req.uid, gid: req.gid || req.uid } : null, toolUser);
+        const found = await checkWriteAccess(req.path, req.uid ? { uid: req.uid, gid: req.gid || req.uid } : null, toolUser, views);
         return create(CheckWriteAccessResponseSchema, found);
       } catch (err) {
         if (err instanceof WriteAccessError)

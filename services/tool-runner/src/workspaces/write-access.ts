@@ -37,10 +37,16 @@ async function describe(uid: number): Promise<string> {
   return name ? `${name} (uid ${uid})` : `uid ${uid}`;
 }
 
-/** Whether `uid:gid` may write `path`, asked by a process running as them (the runner is root). */
-function accessAs(path: string, uid: number, gid: number): Promise<boolean> {
+/**
+ * Whether `uid:gid` may write `path`, asked by a process running as them (the runner is root).
+ * `atPath`: the tools reach `path` mounted where it is in a view of their own, not through its
+ * parents here, so only the directory itself counts: the check starts in it (the child changes
+ * directory before it drops to the user) and asks about `.`.
+ */
+function accessAs(path: string, uid: number, gid: number, atPath: boolean): Promise<boolean> {
+  const [target, cwd] = atPath ? ['.', path] : [path, undefined];
   return new Promise((resolve, reject) => {
-    execFile('/usr/bin/test', ['-w', path], { uid, gid, env: { PATH: '/usr/bin:/bin' }, timeout: 5000 }, (err) => {
+    execFile('/usr/bin/test', ['-w', target], { uid, gid, cwd, env: { PATH: '/usr/bin:/bin' }, timeout: 5000 }, (err) => {
       if (!err) return resolve(true);
       if (typeof err.code === 'number' && err.code === 1) return resolve(false);
       reject(new WriteAccessError(`cannot check as uid ${uid}: ${err.message}`));
@@ -51,12 +57,15 @@ function accessAs(path: string, uid: number, gid: number): Promise<boolean> {
 /**
  * The write access of `path` for the tools: `user` is the workspace owner's uid and gid, or null
  * for a host path (then the runner's tool user, `owner` resolved as a run in `path` resolves it;
- * `toolUser` null: tools run as this process).
+ * `toolUser` null: tools run as this process). `views`: workspace runs get a view of their own
+ * with the workspace mounted at its path (sandbox settings), so a workspace's parents here (a
+ * root-only home, say) do not stand in its tools' way.
  */
 export async function checkWriteAccess(
   path: string,
   user: { uid: number; gid: number } | null,
   toolUser: ToolUser | null,
+  views = false,
 ): Promise<WriteAccess> {
   if (!isAbsolute(path)) throw new WriteAccessError(`path ${JSON.stringify(path)} is not absolute`);
   const self = process.getuid?.() ?? 0;
@@ -80,7 +89,7 @@ export async function checkWriteAccess(
       () => true,
       () => false,
     );
-  else if (self === 0) writable = await accessAs(path, who.uid, who.gid);
+  else if (self === 0) writable = await accessAs(path, who.uid, who.gid, views && user !== null);
   else throw new WriteAccessError(`this runner (uid ${self}) cannot check the access of uid ${who.uid}: it is not root`);
   if (writable) return { uid: who.uid, user: name, writable, problem: '' };
   const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');

@@ -191,6 +191,35 @@ describe('cancel during tools', () => {
     ]);
   });
 
+  it('keeps what the running tool had printed (its live output on the stream) in its cancelled result', async () => {
+    const { id, job } = await started();
+    await h.respond(job, { stopReason: StopReason.TOOL_USE, content: [toolUse('c1', 'bash', { command: 'echo start; sleep 60' })] });
+    const running = await h.toolJob(id, 'c1');
+    await h.waitFor('c1 current', async () => (await h.get(id)).conversation!.state!.currentToolUseId === 'c1');
+    // What the runner streams while the tool runs (tool-exec-worker.ts: after the job's durable event).
+    for (const [toolUseId, text] of [
+      ['c1', 'start\n'],
+      ['other', 'not this tool\n'],
+      ['c1', 'step 2\n'],
+    ] as const) {
+      const at = await h.transport.streams.appendEphemeral(
+        create(ConversationEventSchema, {
+          conversationId: id,
+          sequence: running.notifySequence,
+          kind: { case: 'toolOutput', value: { toolUseId, text } },
+        }),
+      );
+      expect(at).not.toBeNull();
+    }
+    await h.client().cancel({ conversationId: id });
+    expect(await resultsOf(id)).toEqual([['c1', `start\nstep 2\n\n${CANCELLED_CURRENT}`, true]]);
+    // The model is told what ran before the cancel too.
+    await h.client().sendMessage({ conversationId: id, text: 'go on' });
+    expect(toolResults(await h.llmJob(id, 1)).map((r) => [r.toolUseId, r.cancelled, r.content])).toEqual([
+      ['c1', true, `start\nstep 2\n\n${CANCELLED_CURRENT}`],
+    ]);
+  });
+
   it('stops the sub-agents of a spawn_agents call and answers it synthetically', async () => {
     const { id, job } = await started();
     await h.respond(job, {

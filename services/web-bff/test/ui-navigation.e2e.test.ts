@@ -136,13 +136,23 @@ describe('the web UI as a person sees it, on a desktop and a phone', () => {
     api.enqueue({ kind: 'message', content: [{ type: 'tool_use', name: 'bash', input: { command: 'echo started; sleep 30' } }] });
     await say(p, 'Wait for a while.');
     await p.locator('article.tool[data-status="running"]').waitFor();
+    // The tool's first output has streamed to the page.
+    await p.locator('article.tool[data-status="running"] .tool-live', { hasText: 'started' }).waitFor();
     await p.screenshot({ path: join(SHOTS, 'phone-running-dark.png') });
     const pressed = Date.now();
     await p.keyboard.press('Escape');
     await state(p, /Ready/);
     expect(Date.now() - pressed).toBeLessThan(10_000);
-    await p.locator('article.tool[data-status="cancelled"] .tool-result', { hasText: 'Cancelled by user' }).waitFor();
+    // What streamed stays, shown as output (not as an error) above the marker; also after a reload.
+    const result = p.locator('article.tool[data-status="cancelled"] .tool-result', { hasText: 'Cancelled by user' });
+    await result.waitFor();
+    await expect(result.innerText()).resolves.toMatch(/started\s+Cancelled by user/);
+    await expect(result.locator('.output-error').count()).resolves.toBe(0);
     await p.screenshot({ path: join(SHOTS, 'phone-esc-cancelled-dark.png') });
+    await p.reload();
+    await expect(
+      p.locator('article.tool[data-status="cancelled"] .tool-result', { hasText: 'Cancelled by user' }).innerText(),
+    ).resolves.toMatch(/started\s+Cancelled by user/);
   });
 
   for (const [viewport, scheme, name] of [

@@ -14,11 +14,12 @@ import type { Phase } from './types.ts';
 import { NOOP, type Draft, type LlmErrorEvent, type LlmResponseEvent, type Outcome } from './draft.ts';
 import { exhaust, failSubAgent, stopWork } from './turn.ts';
 
-export function onUserCancel(d: Draft): Outcome {
+/** `toolOutput`: what the running tool had printed when the user cancelled it (kept in its result). */
+export function onUserCancel(d: Draft, toolOutput?: string): Outcome {
   const phase = d.phase;
   if (d.ctx.isSubAgent) {
     // A person may stop a sub-agent; its parent then sees a failure it can handle.
-    stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED);
+    stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED, toolOutput);
     failSubAgent(d, 'Cancelled by user', 'cancelled');
     return;
   }
@@ -47,7 +48,7 @@ export function onUserCancel(d: Draft): Outcome {
       exhaust(d, CONTINUATION_CANCELLED_SUMMARY, phase.triggerUsage);
       return;
     default:
-      stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED);
+      stopWork(d, CANCELLED_CURRENT, CANCELLED_SKIPPED, toolOutput);
       d.phase = { kind: 'idle' };
       return;
   }

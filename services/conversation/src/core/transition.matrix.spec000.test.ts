@@ -289,6 +289,35 @@ const SPEC_000: Row[] = [
     },
   },
   {
+    // Amended (issue 28): what the running tool printed, as the service read it from the stream, is
+    // kept above the marker; the tools after it were never started and have nothing to keep.
+    label: '000 #13 ToolExecuting + UserCancel with the tool output seen → its result keeps that output, marked cancelled',
+    setup: (c) => c.toTools([bash('t1'), bash('t2')]),
+    event: () => ({ type: 'user_cancel', toolOutput: 'start\nstep 2\n' }),
+    expect: {
+      phase: 'idle',
+      effects: ['persist_message', 'persist_message', 'kill_tool'],
+      check: (r) => {
+        expect(results(r)).toEqual([
+          { toolUseId: 't1', content: `start\nstep 2\n\n${CANCELLED_CURRENT}`, isError: true, cancelled: true },
+          { toolUseId: 't2', content: CANCELLED_SKIPPED, isError: true, cancelled: true },
+        ]);
+      },
+    },
+  },
+  {
+    label: '000 #13 ToolExecuting + UserMessage(interrupt) with the tool output seen → the output kept, the message sent',
+    setup: (c) => c.toTools([bash('t1')]),
+    event: () => ({ type: 'user_message', text: 'stop that', images: [], delivery: 'interrupt', toolOutput: 'half done' }),
+    expect: {
+      phase: 'llm_requesting',
+      effects: ['kill_tool', 'persist_message', 'persist_message', 'request_llm'],
+      check: (r) => {
+        expect(results(r)[0]).toEqual({ toolUseId: 't1', content: `half done\n\n${CANCELLED_CURRENT}`, isError: true, cancelled: true });
+      },
+    },
+  },
+  {
     label: '000 #14 ToolExecuting + UserMessage → REJECT "agent is busy"',
     setup: (c) => c.toTools([bash('t1')]),
     event: () => userMessage(),

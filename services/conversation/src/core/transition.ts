@@ -80,11 +80,11 @@ function handle(d: Draft, event: StepEvent): Outcome {
   }
   switch (event.type) {
     case 'user_message':
-      return onUserMessage(d, event.text, event.images, event.delivery ?? 'reject');
+      return onUserMessage(d, event.text, event.images, event.delivery ?? 'reject', event.toolOutput);
     case 'user_cancel_queued':
       return onCancelQueued(d, event.queuedId);
     case 'user_cancel':
-      return onUserCancel(d);
+      return onUserCancel(d, event.toolOutput);
     case 'user_approve_upgrade':
     case 'user_deny_upgrade':
       return onUpgradeAnswer(d, event.type === 'user_approve_upgrade');

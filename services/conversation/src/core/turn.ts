@@ -30,7 +30,11 @@ export function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCa
  * Stops whatever the phase has in flight and answers every tool call it still owes, so the
  * tool_use/tool_result chain stays valid (REQ-BED-005). Leaves the phase for the caller to set.
  */
-export function stopWork(d: Draft, currentText: string, skippedText: string): void {
+/**
+ * Ends the work in progress: `currentText` answers the call under way (after `currentOutput`, what
+ * that tool had printed, when there is any), `skippedText` the calls after it.
+ */
+export function stopWork(d: Draft, currentText: string, skippedText: string, currentOutput?: string): void {
   const phase = d.phase;
   switch (phase.kind) {
     case 'llm_requesting':
@@ -43,7 +47,7 @@ export function stopWork(d: Draft, currentText: string, skippedText: string): vo
       return;
     case 'tool_executing':
       d.emit({ type: 'kill_tool', toolUseId: phase.current.id });
-      d.persistResult(synthetic(phase.current.id, currentText));
+      d.persistResult(synthetic(phase.current.id, currentOutput?.trim() ? `${currentOutput.trimEnd()}\n\n${currentText}` : currentText));
       for (const call of phase.remaining) d.persistResult(synthetic(call.id, skippedText));
       return;
     case 'awaiting_sub_agents':

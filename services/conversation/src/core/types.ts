@@ -296,11 +296,21 @@ export type StopReason =
 
 export type ConversationEvent =
   // From users (through the API).
-  /** `delivery` absent: reject. */
-  | { readonly type: 'user_message'; readonly text: string; readonly images: readonly ImageInput[]; readonly delivery?: DeliveryMode }
+  /** `delivery` absent: reject. `toolOutput` (an interrupt): as user_cancel's. */
+  | {
+      readonly type: 'user_message';
+      readonly text: string;
+      readonly images: readonly ImageInput[];
+      readonly delivery?: DeliveryMode;
+      readonly toolOutput?: string;
+    }
   /** Withdraws a pending message (PendingMessage.id) before it is delivered. */
   | { readonly type: 'user_cancel_queued'; readonly queuedId: string }
-  | { readonly type: 'user_cancel' }
+  /**
+   * `toolOutput`: what the running tool had printed, as its watchers saw it stream (read from the
+   * notification stream by the service); kept above the marker in the tool's cancelled result.
+   */
+  | { readonly type: 'user_cancel'; readonly toolOutput?: string }
   | { readonly type: 'user_approve_upgrade' }
   | { readonly type: 'user_deny_upgrade' }
   | { readonly type: 'user_request_downgrade' }

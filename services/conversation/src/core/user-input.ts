@@ -9,7 +9,8 @@ import type { Draft, Outcome } from './draft.ts';
 import { requestContinuation } from './turn.ts';
 import { onUserCancel } from './cancel.ts';
 
-export function onUserMessage(d: Draft, text: string, images: readonly ImageInput[], delivery: DeliveryMode): Outcome {
+/** `toolOutput`: an interrupt's, what the running tool had printed (onUserCancel). */
+export function onUserMessage(d: Draft, text: string, images: readonly ImageInput[], delivery: DeliveryMode, toolOutput?: string): Outcome {
   if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
   if (text.trim() === '' && images.length === 0) return rejection('empty_message');
   switch (d.phase.kind) {
@@ -31,7 +32,7 @@ export function onUserMessage(d: Draft, text: string, images: readonly ImageInpu
       const refused = enqueue(d, delivery, text, images);
       if (refused) return refused;
       // Cancel; when that leaves the conversation idle at once, run() delivers the message.
-      if (delivery === 'interrupt') return onUserCancel(d);
+      if (delivery === 'interrupt') return onUserCancel(d, toolOutput);
       return;
     }
   }

@@ -48,7 +48,8 @@ export function ToolCardView({ card }: { card: ToolCard }) {
       ) : null}
       <div class="tool-result">
         {r?.patch ? <Diff {...r.patch} /> : null}
-        {r?.output !== undefined ? <Output text={r.output} error={r.isError} /> : null}
+        {/* A cancelled tool's result is what it had printed, then the marker: output, not an error (the badge says cancelled). */}
+        {r?.output !== undefined ? <Output text={r.output} error={r.isError && card.status !== 'cancelled'} /> : null}
       </div>
     </article>
   );

@@ -20,6 +20,7 @@ import { deliveryFromProto, messageToProto, stateToProto } from '../../mapping/p
 import { LIMITS } from '../input-limits.ts';
 import { validateImages } from '../request-checks.ts';
 import type { ConversationApi, ConversationHandlers } from './shared.ts';
+import { runningToolOutput } from './tool-output.ts';
 import { act } from './user-actions.ts';
 
 /** SendMessage: the text and images checked (images decoded once admitted), then the message applied. */
@@ -33,7 +34,7 @@ function sendMessage(api: ConversationApi, req: SendMessageRequest, ctx: Handler
     request: req,
     responseSchema: SendMessageResponseSchema,
     eventType: 'user_message',
-    async event() {
+    async event(current) {
       if (req.text.length > LIMITS.maxTextChars) {
         throw new ConnectError(`message text is ${req.text.length} characters; the limit is ${LIMITS.maxTextChars}`, Code.InvalidArgument);
       }
@@ -45,11 +46,15 @@ function sendMessage(api: ConversationApi, req: SendMessageRequest, ctx: Handler
         );
       }
       decodeImages = validateImages(req.images, options.imagePixelsPerMessage ?? LIMITS.maxImagePixels);
+      // An interrupt cancels the turn first: what the running tool printed stays, as with Cancel.
+      const toolOutput =
+        delivery === 'interrupt' ? await runningToolOutput(options.streams, req.conversationId, current, options.logger) : undefined;
       return {
         type: 'user_message',
         text: req.text,
         images: req.images.map((image) => ({ mediaType: image.mediaType, data: Buffer.from(image.data).toString('base64') })),
         ...(delivery === 'reject' ? {} : { delivery }),
+        ...(toolOutput ? { toolOutput } : {}),
       };
     },
     respond(result) {
@@ -99,7 +104,11 @@ export function messageHandlers(
         request: req,
         responseSchema: CancelResponseSchema,
         eventType: 'user_cancel',
-        event: () => ({ type: 'user_cancel' }),
+        // What the running tool printed stays in its cancelled result.
+        async event(current) {
+          const toolOutput = await runningToolOutput(api.options.streams, req.conversationId, current, api.options.logger);
+          return { type: 'user_cancel', ...(toolOutput ? { toolOutput } : {}) };
+        },
         respond: (result) => create(CancelResponseSchema, { state: stateToProto(result.record.state, policy) }),
       }),
 

@@ -6,7 +6,7 @@ import type { HandlerContext } from '@connectrpc/connect';
 import { toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import { isResting, type Message } from '@bedrock/contracts';
 import { inSpan } from '@bedrock/platform/server';
-import type { ConversationEvent } from '../../core/index.ts';
+import type { ConversationEvent, ConversationState } from '../../core/index.ts';
 import type { ApplyResult } from '../../apply/applier.ts';
 import type { PriorOutcome, StoredOutcome } from '../../store/request-outcomes.ts';
 import { invokeAgentAttributes, turnTraceContext } from '../turn-trace.ts';
@@ -20,8 +20,11 @@ export interface UserAction<Q extends DescMessage, S extends DescMessage> {
   readonly request: MessageShape<Q> & { requestId: string };
   readonly responseSchema: S;
   readonly eventType: ConversationEvent['type'];
-  /** The event to apply; validation that throws goes here (skipped when a retry is answered from its first outcome). */
-  readonly event: () => ConversationEvent | Promise<ConversationEvent>;
+  /**
+   * The event to apply, given the state read before it; validation that throws goes here (skipped
+   * when a retry is answered from its first outcome).
+   */
+  readonly event: (current: ConversationState) => ConversationEvent | Promise<ConversationEvent>;
   /** Expensive validation (decoding images), run only once the call is admitted by the user's limits. */
   readonly admitted?: () => Promise<void>;
   readonly respond: (result: Settled) => MessageShape<S>;
@@ -70,7 +73,7 @@ export async function act<Q extends DescMessage, S extends DescMessage>(
   // A retry of a request already answered skips validation (images are decoded only once).
   const earlier = key ? await store.findRequest(key) : null;
   if (earlier) return replayed(earlier);
-  const event = await action.event();
+  const event = await action.event(current);
   const actor = actorOf(ctx);
   const apply = async () => {
     // One user turn is one trace: the active span's, the caller's traceparent (web-bff forwards it) or a new one.

@@ -157,6 +157,19 @@ describeBtrfs('Rewind to here', () => {
       await expect(panel.getByRole('status').textContent()).resolves.toBe('Rewound. 2 messages after this one removed from the chat.');
       await other.getByText('second reply').waitFor({ state: 'detached' });
       expect((await client.getConversation({ conversationId: id })).messages.map((m) => Number(m.sequence))).toEqual([1, 2]);
+      // A turn that runs a tool: the files as at message 2 were then never captured, and fork with
+      // files says why (the storage), not "never taken, or removed by retention", in the API and the UI.
+      const { cwd } = (await client.getConversation({ conversationId: id })).conversation!;
+      await toolTurn(plain, plain.tokens.alice!, id, cwd, 'true', 'third reply');
+      await other.getByText('third reply').waitFor();
+      await expect(client.forkConversation({ conversationId: id, atMessage: 2n, withFiles: true })).rejects.toThrow(
+        /with its files: checkpoints need the workspace root on btrfs with quotas, and this server keeps workspaces in plain directories/,
+      );
+      await message(other, 2n).getByRole('button', { name: 'Fork with files' }).click();
+      await other
+        .getByText(/checkpoints need the workspace root on btrfs/)
+        .first()
+        .waitFor();
     } finally {
       await other.close();
       await plain.close();

@@ -113,6 +113,19 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
     return { storage: options.storage, workspaceId: record.workspace.id };
   }
 
+  /**
+   * Why a conversation with no checkpoint at all has none, when the reason is the storage: not on
+   * btrfs, so none is ever taken (then "never taken, or removed by retention" would mislead).
+   */
+  async function storageCannot(storage: WorkspaceStorage, what: string): Promise<ConnectError | undefined> {
+    const info = await storage.info().catch(() => undefined);
+    if (!info || info.quotaMechanism === 'btrfs') return undefined;
+    return new ConnectError(
+      `${what}: checkpoints need the workspace root on btrfs with quotas, and this server keeps workspaces in plain directories (${info.root}), so it takes none. Put BEDROCK_WORKSPACE_ROOT on btrfs, or set BEDROCK_WORKSPACE_IMAGE to have the runner loop-mount a btrfs image there (docs/workspaces.md, "Checkpoints")`,
+      Code.FailedPrecondition,
+    );
+  }
+
   async function quotaOf(workspaceId: string): Promise<bigint> {
     const { rows } = await pool.query<{ quota_bytes: string }>('SELECT quota_bytes FROM workspaces WHERE id = $1', [workspaceId]);
     return BigInt(rows[0]?.quota_bytes ?? 0);
@@ -241,7 +254,10 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
           at,
         );
         if (point.kind === 'none')
-          throw new ConnectError(`cannot rewind the files of conversation ${record.id}: ${point.problem}`, Code.FailedPrecondition);
+          throw (
+            (all.length === 0 ? await storageCannot(storage, `cannot rewind the files of conversation ${record.id}`) : undefined) ??
+            new ConnectError(`cannot rewind the files of conversation ${record.id}: ${point.problem}`, Code.FailedPrecondition)
+          );
         if (point.kind === 'checkpoint') {
           const row = all.find((r) => r.turn === point.turn)!;
           try {
@@ -307,7 +323,10 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
       if (from === 0 && to === 0) {
         const latest = (await rows(record.id)).at(-1);
         if (!latest)
-          throw new ConnectError(`conversation ${record.id} has no checkpoint yet (none of its turns ran a tool)`, Code.FailedPrecondition);
+          throw (
+            (await storageCannot(storage, `cannot compare the files of conversation ${record.id}`)) ??
+            new ConnectError(`conversation ${record.id} has no checkpoint yet (none of its turns ran a tool)`, Code.FailedPrecondition)
+          );
         a = latest.checkpointId;
       }
       try {
@@ -318,7 +337,7 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
     },
 
     async forkFiles(record, at) {
-      const { workspaceId } = requireStorage(record);
+      const { storage, workspaceId } = requireStorage(record);
       const messages = await messagesOf(record);
       const all = await rows(record.id);
       const point = filesPoint(
@@ -327,7 +346,10 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
         at,
       );
       if (point.kind === 'none')
-        throw new ConnectError(`cannot fork conversation ${record.id} with its files: ${point.problem}`, Code.FailedPrecondition);
+        throw (
+          (all.length === 0 ? await storageCannot(storage, `cannot fork conversation ${record.id} with its files`) : undefined) ??
+          new ConnectError(`cannot fork conversation ${record.id} with its files: ${point.problem}`, Code.FailedPrecondition)
+        );
       if (point.kind === 'now' && !isResting(record.state.phase.kind))
         throw new ConnectError(
           `cannot fork conversation ${record.id} with its files as at message ${at}: it is busy and its files are changing; fork at a message before its current turn, or wait until it is idle`,

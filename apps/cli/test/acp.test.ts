@@ -295,18 +295,22 @@ describe('bedrock acp', () => {
   it('cancels a turn: the prompt ends with cancelled and the running tool fails', async () => {
     const a = await initialized();
     const { sessionId } = await a.agent.request(acp.methods.agent.session.new, { cwd: work, mcpServers: [] });
-    const turn = prompt(a, sessionId, '$ sleep 30');
+    const turn = prompt(a, sessionId, '$ echo started-here; sleep 30');
     await waitFor('the tool to run', () => updatesOf(a, sessionId, 'tool_call_update').some((u) => u.status === 'in_progress'));
+    await waitFor('its first output', () =>
+      updatesOf(a, sessionId, 'tool_call_update').some((u) => contentText(u).includes('started-here')),
+    );
     const started = Date.now();
     await a.agent.notify(acp.methods.agent.session.cancel, { sessionId });
     expect((await turn).stopReason).toBe('cancelled');
     expect(Date.now() - started).toBeLessThan(15_000);
     const id = updatesOf(a, sessionId, 'tool_call')[0]!.toolCallId;
-    expect(
-      updatesOf(a, sessionId, 'tool_call_update')
-        .filter((u) => u.toolCallId === id)
-        .at(-1)!.status,
-    ).toBe('failed');
+    const last = updatesOf(a, sessionId, 'tool_call_update')
+      .filter((u) => u.toolCallId === id)
+      .at(-1)!;
+    expect(last.status).toBe('failed');
+    // What it printed before the cancel stays with it (issue 28).
+    expect(contentText(last)).toMatch(/started-here\s+Cancelled by user/);
     // The session goes on after a cancel.
     expect((await prompt(a, sessionId, '$ echo after-cancel')).stopReason).toBe('end_turn');
   }, 60_000);

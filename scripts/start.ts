@@ -49,6 +49,11 @@ const bedrock = await startEmbedded().catch((err: unknown) => {
     );
     process.exit(1);
   }
+  // Another npm start on the same data (PGlite's files are one process's): one line, no stack.
+  if (e?.code === 'BEDROCK_DATA_DIR_IN_USE') {
+    console.error(`bedrock: ${e.message}`);
+    process.exit(1);
+  }
   throw err;
 });
 // What the CLI needs to find this product: its address unless the default, and the data

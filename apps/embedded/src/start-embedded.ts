@@ -12,6 +12,7 @@ import { createPool } from '@bedrock/conversation/db-pool';
 import { createMemoryTransport } from '@bedrock/platform';
 import { createLogger, ensureSecretKeyFile, generateServiceCredentials, startTracing, type Logger } from '@bedrock/platform/server';
 import { createConversationService, readConversationConfig } from '@bedrock/conversation';
+import { lockDataDir } from './data-dir-lock.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { createLlmGateway, readLlmGatewayConfig } from '@bedrock/llm-gateway';
 import { createToolRunner, readToolRunnerConfig } from '@bedrock/tool-runner';
@@ -67,6 +68,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const dataDir = defaultDataDir(env);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const logger = options.logger ?? createLogger({ service: 'bedrock', level: (env.LOG_LEVEL as 'info') || 'warn' });
+  // Before anything opens the data: one process per data directory.
+  const unlock = await lockDataDir(dataDir, (err) =>
+    logger.error({ err, data_dir: dataDir }, 'the lock on the data directory was lost: another process may now open it; stop this one'),
+  );
   const token = localToken(dataDir);
   const offline = !env.ANTHROPIC_API_KEY;
   // One process: each service gets typed settings over the user's environment; internal ports are
@@ -77,7 +82,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const mcpTokenKey = env.BEDROCK_MCP_TOKEN_KEY ? undefined : ensureSecretKeyFile(join(dataDir, 'mcp-token.key'));
   const mcp = mcpTokenKey ? { mcp: { tokenKey: mcpTokenKey } } : {};
 
-  const stops: (() => Promise<void>)[] = [];
+  const stops: (() => Promise<void>)[] = [unlock];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
   };

@@ -101,6 +101,8 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
   const { pool, logger } = options;
   /** Until then, a storage that said it cannot take checkpoints is not asked again (ms). */
   let unavailableUntil = 0;
+  /** Whether the storage's "cannot take checkpoints" was logged at warn already. */
+  let cannotSaid = false;
 
   function requireStorage(record: ConversationRecord): { storage: WorkspaceStorage; workspaceId: string } {
     if (!record.workspace)
@@ -216,8 +218,16 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
         );
       } catch (err) {
         const ce = ConnectError.from(err);
-        if (ce.code === Code.FailedPrecondition) unavailableUntil = Date.now() + 60_000;
-        logger.warn({ conversation_id: record.id, workspace_id: workspaceId, err: ce.rawMessage }, 'no checkpoint for this turn');
+        const fields = { conversation_id: record.id, workspace_id: workspaceId, err: ce.rawMessage };
+        if (ce.code !== Code.FailedPrecondition) logger.warn(fields, 'no checkpoint for this turn');
+        else {
+          // A storage that cannot take checkpoints (not btrfs) stays so: said once, then at debug
+          // (asked again each minute), not on every turn.
+          if (!cannotSaid) logger.warn(fields, 'no checkpoints: the workspace storage cannot take them (said once)');
+          else logger.debug(fields, 'no checkpoint for this turn');
+          cannotSaid = true;
+          unavailableUntil = Date.now() + 60_000;
+        }
       }
     },
 

@@ -143,8 +143,9 @@ describe('end to end through the public API', () => {
       10_000,
     );
     expect(Date.now() - started).toBeLessThan(10_000);
+    // What the tool printed before the cancel (its pid) stays above the marker.
     expect((await toolResults(id)).map((r) => [r.content, r.cancelled])).toEqual([
-      ['Cancelled by user', true],
+      [`PID=${pid}\n\nCancelled by user`, true],
       ['Skipped due to cancellation', true],
     ]);
     watcher.stop();

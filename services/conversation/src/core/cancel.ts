@@ -10,12 +10,12 @@ import {
   LOST_RESULT,
   rejection,
 } from './constants.ts';
-import type { Phase } from './types.ts';
+import type { Phase, ToolOutputSeen } from './types.ts';
 import { NOOP, type Draft, type LlmErrorEvent, type LlmResponseEvent, type Outcome } from './draft.ts';
 import { exhaust, failSubAgent, stopWork } from './turn.ts';
 
 /** `toolOutput`: what the running tool had printed when the user cancelled it (kept in its result). */
-export function onUserCancel(d: Draft, toolOutput?: string): Outcome {
+export function onUserCancel(d: Draft, toolOutput?: ToolOutputSeen): Outcome {
   const phase = d.phase;
   if (d.ctx.isSubAgent) {
     // A person may stop a sub-agent; its parent then sees a failure it can handle.

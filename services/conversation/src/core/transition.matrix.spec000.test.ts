@@ -293,7 +293,7 @@ const SPEC_000: Row[] = [
     // kept above the marker; the tools after it were never started and have nothing to keep.
     label: '000 #13 ToolExecuting + UserCancel with the tool output seen → its result keeps that output, marked cancelled',
     setup: (c) => c.toTools([bash('t1'), bash('t2')]),
-    event: () => ({ type: 'user_cancel', toolOutput: 'start\nstep 2\n' }),
+    event: () => ({ type: 'user_cancel', toolOutput: { toolUseId: 't1', text: 'start\nstep 2\n' } }),
     expect: {
       phase: 'idle',
       effects: ['persist_message', 'persist_message', 'kill_tool'],
@@ -306,9 +306,28 @@ const SPEC_000: Row[] = [
     },
   },
   {
+    // The output was read while t1 ran; t1 ended before the cancel applied: t2's result does not take it.
+    label: "000 #13 ToolExecuting + UserCancel with another call's output → the running call's result is the marker alone",
+    setup: (c) => c.toTools([bash('t1'), bash('t2')]),
+    event: () => ({ type: 'user_cancel', toolOutput: { toolUseId: 't0', text: 'of an earlier call' } }),
+    expect: {
+      phase: 'idle',
+      effects: ['persist_message', 'persist_message', 'kill_tool'],
+      check: (r) => {
+        expect(results(r)[0]).toEqual({ toolUseId: 't1', content: CANCELLED_CURRENT, isError: true, cancelled: true });
+      },
+    },
+  },
+  {
     label: '000 #13 ToolExecuting + UserMessage(interrupt) with the tool output seen → the output kept, the message sent',
     setup: (c) => c.toTools([bash('t1')]),
-    event: () => ({ type: 'user_message', text: 'stop that', images: [], delivery: 'interrupt', toolOutput: 'half done' }),
+    event: () => ({
+      type: 'user_message',
+      text: 'stop that',
+      images: [],
+      delivery: 'interrupt',
+      toolOutput: { toolUseId: 't1', text: 'half done' },
+    }),
     expect: {
       phase: 'llm_requesting',
       effects: ['kill_tool', 'persist_message', 'persist_message', 'request_llm'],

@@ -4,7 +4,7 @@
  */
 import { toolSetFor, type ToolName } from '@bedrock/contracts/tools';
 import { BUDGET_EXHAUSTED_MESSAGE } from './constants.ts';
-import type { ErrorKind, ToolCall, Usage } from './types.ts';
+import type { ErrorKind, ToolCall, ToolOutputSeen, Usage } from './types.ts';
 import { synthetic, type Draft } from './draft.ts';
 
 /** A new request of the turn; `maxTokens` 0 asks for the service's default. */
@@ -32,9 +32,9 @@ export function requestContinuation(d: Draft, rejectedToolCalls: readonly ToolCa
  */
 /**
  * Ends the work in progress: `currentText` answers the call under way (after `currentOutput`, what
- * that tool had printed, when there is any), `skippedText` the calls after it.
+ * that tool had printed, when it is that call's), `skippedText` the calls after it.
  */
-export function stopWork(d: Draft, currentText: string, skippedText: string, currentOutput?: string): void {
+export function stopWork(d: Draft, currentText: string, skippedText: string, currentOutput?: ToolOutputSeen): void {
   const phase = d.phase;
   switch (phase.kind) {
     case 'llm_requesting':
@@ -45,11 +45,14 @@ export function stopWork(d: Draft, currentText: string, skippedText: string, cur
     case 'cancelling':
       d.emit({ type: 'cancel_timer', timerId: phase.timerId });
       return;
-    case 'tool_executing':
+    case 'tool_executing': {
       d.emit({ type: 'kill_tool', toolUseId: phase.current.id });
-      d.persistResult(synthetic(phase.current.id, currentOutput?.trim() ? `${currentOutput.trimEnd()}\n\n${currentText}` : currentText));
+      // Only the output of the call still running (the tool may have ended since it was read).
+      const seen = currentOutput?.toolUseId === phase.current.id ? currentOutput.text.trimEnd() : '';
+      d.persistResult(synthetic(phase.current.id, seen ? `${seen}\n\n${currentText}` : currentText));
       for (const call of phase.remaining) d.persistResult(synthetic(call.id, skippedText));
       return;
+    }
     case 'awaiting_sub_agents':
       for (const agentId of phase.pending) d.emit({ type: 'stop_sub_agent', agentId, reason: currentText });
       d.emit({ type: 'cancel_timer', timerId: phase.timerId });

@@ -294,6 +294,12 @@ export type StopReason =
   | 'cancelled'
   | 'unspecified';
 
+/** What a tool call had printed when the user stopped it (its live output, as the service read it). */
+export interface ToolOutputSeen {
+  readonly toolUseId: string;
+  readonly text: string;
+}
+
 export type ConversationEvent =
   // From users (through the API).
   /** `delivery` absent: reject. `toolOutput` (an interrupt): as user_cancel's. */
@@ -302,15 +308,16 @@ export type ConversationEvent =
       readonly text: string;
       readonly images: readonly ImageInput[];
       readonly delivery?: DeliveryMode;
-      readonly toolOutput?: string;
+      readonly toolOutput?: ToolOutputSeen;
     }
   /** Withdraws a pending message (PendingMessage.id) before it is delivered. */
   | { readonly type: 'user_cancel_queued'; readonly queuedId: string }
   /**
    * `toolOutput`: what the running tool had printed, as its watchers saw it stream (read from the
-   * notification stream by the service); kept above the marker in the tool's cancelled result.
+   * notification stream by the service); kept above the marker in that tool's cancelled result
+   * when it is still the one running.
    */
-  | { readonly type: 'user_cancel'; readonly toolOutput?: string }
+  | { readonly type: 'user_cancel'; readonly toolOutput?: ToolOutputSeen }
   | { readonly type: 'user_approve_upgrade' }
   | { readonly type: 'user_deny_upgrade' }
   | { readonly type: 'user_request_downgrade' }

@@ -4,13 +4,19 @@
  */
 import { MAX_PENDING_IMAGE_CHARS, MAX_PENDING_MESSAGES, rejection } from './constants.ts';
 import { ZERO_USAGE } from './usage.ts';
-import type { ContentBlock, DeliveryMode, ImageInput, PendingMessage } from './types.ts';
+import type { ContentBlock, DeliveryMode, ImageInput, PendingMessage, ToolOutputSeen } from './types.ts';
 import type { Draft, Outcome } from './draft.ts';
 import { requestContinuation } from './turn.ts';
 import { onUserCancel } from './cancel.ts';
 
 /** `toolOutput`: an interrupt's, what the running tool had printed (onUserCancel). */
-export function onUserMessage(d: Draft, text: string, images: readonly ImageInput[], delivery: DeliveryMode, toolOutput?: string): Outcome {
+export function onUserMessage(
+  d: Draft,
+  text: string,
+  images: readonly ImageInput[],
+  delivery: DeliveryMode,
+  toolOutput?: ToolOutputSeen,
+): Outcome {
   if (d.ctx.isSubAgent) return rejection('sub_agent_driven_by_parent');
   if (text.trim() === '' && images.length === 0) return rejection('empty_message');
   switch (d.phase.kind) {

@@ -5,7 +5,7 @@
  */
 import type { NotificationStreams } from '@bedrock/platform';
 import type { Logger } from '@bedrock/platform/server';
-import type { ConversationState } from '../../core/index.ts';
+import type { ConversationState, ToolOutputSeen } from '../../core/index.ts';
 
 /** The tail kept, characters: a tool's whole output is bounded by the runner, this is what a cancel keeps of it. */
 export const CANCELLED_OUTPUT_MAX_CHARS = 16_000;
@@ -17,7 +17,7 @@ export async function runningToolOutput(
   conversationId: string,
   state: ConversationState,
   logger?: Logger,
-): Promise<string | undefined> {
+): Promise<ToolOutputSeen | undefined> {
   const phase = state.phase;
   if (phase.kind !== 'tool_executing') return undefined;
   try {
@@ -26,7 +26,8 @@ export async function runningToolOutput(
     let text = '';
     for (const e of events) if (e.kind.case === 'toolOutput' && e.kind.value.toolUseId === phase.current.id) text += e.kind.value.text;
     if (!text.trim()) return undefined;
-    return text.length > CANCELLED_OUTPUT_MAX_CHARS ? `…(earlier output cut)\n${text.slice(-CANCELLED_OUTPUT_MAX_CHARS)}` : text;
+    const kept = text.length > CANCELLED_OUTPUT_MAX_CHARS ? `…(earlier output cut)\n${text.slice(-CANCELLED_OUTPUT_MAX_CHARS)}` : text;
+    return { toolUseId: phase.current.id, text: kept };
   } catch (err) {
     // Best effort: the cancel goes ahead without the output rather than fail.
     logger?.warn({ err, conversation_id: conversationId }, 'reading the running tool output for a cancel failed; cancelled without it');

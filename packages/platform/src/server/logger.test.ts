@@ -23,6 +23,30 @@ function sink(): { stream: Writable; lines: () => Record<string, unknown>[] } {
 }
 
 describe('createLogger', () => {
+  it("logs an error's message, code and cause, not the objects it carries (a pg error's client)", () => {
+    const out = sink();
+    const log = createLogger({ service: 'conversation', level: 'info', destination: out.stream });
+    const err = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
+      severity: 'FATAL',
+      client: { connectionParameters: { user: 'postgres' }, parsedStatements: { big: 'x'.repeat(10_000) } },
+      cause: new Error('the server went away'),
+    });
+    log.error({ err }, 'idle Postgres connection failed');
+    const [line] = out.lines();
+    const logged = line?.err as Record<string, unknown>;
+    expect(logged).toMatchObject({
+      type: 'Error',
+      message: expect.stringMatching(/^terminating connection due to administrator command/),
+      code: '57P01',
+      severity: 'FATAL',
+    });
+    expect(logged.client).toBeUndefined();
+    expect(String(logged.message)).toContain('the server went away');
+    // The client's 10,000 characters are not there (the stacks are).
+    expect(JSON.stringify(line)).not.toContain('xxxxxxxxxx');
+  });
+
   it('writes one JSON object per line with level name, ISO time, service and msg', () => {
     const out = sink();
     const log = createLogger({ service: 'tool-runner', level: 'info', destination: out.stream });

@@ -40,9 +40,24 @@ export function createLogger(options: LoggerOptions): Logger {
       // The active span's ids on every line, so a line can be joined to its trace.
       mixin: activeTraceLogFields,
       errorKey: 'err',
+      serializers: { err: serializeError },
     },
     options.destination ?? pino.destination({ dest: 1, sync: true }),
   );
+}
+
+/**
+ * pino's error serializer (type, message, stack, causes and the error's own fields), without the
+ * objects an error carries: a pg error's `client` (the whole connection, its statements and
+ * buffers: a 20 KB line per idle connection at a failover), a socket, a request. Plain values
+ * (`code`, `detail`, `errno`) and arrays stay.
+ */
+export function serializeError(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const out = pino.stdSerializers.err(err) as unknown as Record<string, unknown>;
+  for (const [key, value] of Object.entries(out))
+    if (key !== 'cause' && value !== null && typeof value === 'object' && !Array.isArray(value)) delete out[key];
+  return out;
 }
 
 /** Parses a `LOG_LEVEL` value; unset or empty means `info`. */

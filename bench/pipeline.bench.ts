@@ -243,7 +243,8 @@ async function main(): Promise<void> {
     databaseUrl: `postgres://postgres@127.0.0.1:5432/bedrock_bench_${process.pid}`,
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: `bench-${process.pid}`,
-    env: { ...env, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5' },
+    // Its turns run in /tmp, a host path: off by default in the cluster since workspaces came.
+    env: { ...env, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5', BEDROCK_HOST_PATHS: 'on' },
   });
   try {
     const remote = client(cluster.httpUrl, cluster.token);

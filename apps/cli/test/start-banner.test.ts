@@ -132,3 +132,54 @@ it('a busy port is one line naming it and the setting that moves it, exit 1', as
     busy.close();
   }
 }, 120_000);
+
+it('SIGTERM to npm itself stops the server (npm start execs its launcher), and a second start on the same data is one line', async () => {
+  const dataDir = mkdir('bedrock-npm-term-data-');
+  const env = {
+    PATH: process.env.PATH,
+    HOME: dataDir,
+    BEDROCK_DATA_DIR: dataDir,
+    BEDROCK_PORT: '0',
+    BEDROCK_GRPC_PORT: '0',
+    ANTHROPIC_API_KEY: '',
+    LOG_LEVEL: 'error',
+  };
+  const npm = spawn('npm', ['start', '--silent'], { env, cwd: resolve('.') });
+  let out = '';
+  npm.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  npm.stderr.resume();
+  const started = Date.now();
+  while (!/Web UI: +(http:\/\/[^/]+)\//.test(out)) {
+    if (Date.now() - started > 90_000) throw new Error(`npm start did not print its banner: ${out}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const url = /Web UI: +(http:\/\/[^/]+)\//.exec(out)![1]!;
+  await expect(fetch(`${url}/healthz`).then((r) => r.status)).resolves.toBeLessThan(500);
+
+  // The same data directory, other ports: refused before it opens the database.
+  const second = await new Promise<{ code: number | null; stderr: string }>((done) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', resolve('scripts/start.ts')], { env, cwd: resolve('.') });
+    let stderr = '';
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.stdout.resume();
+    p.on('exit', (code) => done({ code, stderr }));
+  });
+  expect(second.code).toBe(1);
+  expect(second.stderr.trim().split('\n').at(-1)).toBe(
+    `bedrock: another Bedrock is running with its data in ${dataDir} (it holds ${dataDir}/running.lock); stop it first, or give this one a directory of its own: BEDROCK_DATA_DIR=/path npm start`,
+  );
+
+  const stopping = Date.now();
+  npm.kill('SIGTERM');
+  // The server itself goes: its port refuses within seconds (not left running under a dead npm).
+  let refused = false;
+  while (!refused && Date.now() - stopping < 10_000) {
+    refused = await fetch(`${url}/healthz`).then(
+      () => false,
+      () => true,
+    );
+    if (!refused) await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(refused).toBe(true);
+  expect(Date.now() - stopping).toBeLessThan(5_000);
+}, 180_000);

@@ -5,59 +5,25 @@
  * (BEDROCK_DAILY_BUDGET), from $0.00 to what a turn cost once the list loads again, and the share
  * of this month's input read from the prompt cache.
  */
-import { execFileSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createTestDatabase } from '@bedrock/testkit/database';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
+import { page, startUiSystem, stopUiSystem, workDir } from './support/ui-system.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const UI_DIST = resolve(HERE, '../ui/dist');
-
-let system: RunningEmbedded;
-let browser: Browser;
-let page: Page;
-let dataDir: string;
-let workDir: string;
-let database: { url: string; drop(): Promise<void> } | undefined;
-
-beforeAll(async () => {
-  execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
-  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-spend-data-'));
-  workDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-spend-work-'));
-  if (process.getuid?.() === 0) chownSync(workDir, 65534, 65534);
-  database = await createTestDatabase('ui_spend').catch(() => undefined);
-  system = await startEmbedded({
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      BEDROCK_DATA_DIR: dataDir,
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_UI_DIR: UI_DIST,
-      BEDROCK_DAILY_BUDGET: '5',
-      // Without an API key conversations use the offline demo model, free unless priced.
-      BEDROCK_MODELS: JSON.stringify({ 'bedrock-offline': { prices: { input: 3, output: 15 } } }),
-      LOG_LEVEL: 'error',
-      ...(database ? { DATABASE_URL: database.url } : {}),
-    },
-  });
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
-  page.setDefaultTimeout(20_000);
-  await page.goto(`${system.httpUrl}/?token=${system.token}`);
-}, 240_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await system?.stop();
-  await database?.drop();
-  for (const dir of [dataDir, workDir]) if (dir) rmSync(dir, { recursive: true, force: true });
-});
+beforeAll(
+  () =>
+    startUiSystem({
+      pageTimeoutMs: 20_000,
+      env: {
+        BEDROCK_DAILY_BUDGET: '5',
+        // Without an API key conversations use the offline demo model, free unless priced.
+        ANTHROPIC_API_KEY: undefined,
+        ANTHROPIC_BASE_URL: undefined,
+        BEDROCK_DEFAULT_MODEL: undefined,
+        BEDROCK_MODELS: JSON.stringify({ 'bedrock-offline': { prices: { input: 3, output: 15 } } }),
+      },
+    }),
+  240_000,
+);
+afterAll(stopUiSystem);
 
 describe('the spend line', () => {
   it('shows spend against the daily budget under the conversation list, and what a turn cost after it', async () => {

@@ -5,70 +5,16 @@
  * freezing the page, its four-digit numbers inside the card; a cancelled answer keeps what
  * streamed. Figures: docs/web-ui.md, "What the agent's text looks like".
  */
-import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { createTestDatabase } from '@bedrock/testkit/database';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type Page } from 'playwright-core';
 import { ConversationService, MessageType } from '@bedrock/contracts';
-import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, page, startUiSystem, stopUiSystem, system, workDir } from './support/ui-system.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, '../../..');
-const UI_DIST = resolve(HERE, '../ui/dist');
-const CHROMIUM = '/usr/bin/chromium';
 const LINES = 2000;
 
-let api: MessagesApiServer;
-let system: RunningEmbedded;
-let browser: Browser;
-let page: Page;
-let dataDir: string;
-let workDir: string;
-let database: { url: string; drop(): Promise<void> } | undefined;
-
-beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
-  execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
-  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-stream-data-'));
-  workDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-stream-work-'));
-  if (process.getuid?.() === 0) chownSync(workDir, 65534, 65534);
-  database = await createTestDatabase('ui_stream').catch(() => undefined);
-  api = await startMessagesApiServer({ fallback: () => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }) });
-  system = await startEmbedded({
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      BEDROCK_DATA_DIR: dataDir,
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_UI_DIR: UI_DIST,
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: api.url,
-      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-6',
-      LOG_LEVEL: 'error',
-      ...(database ? { DATABASE_URL: database.url } : {}),
-    },
-  });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
-  page.setDefaultTimeout(30_000);
-  await page.goto(`${system.httpUrl}/?token=${system.token}`);
-}, 240_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await system?.stop();
-  await api?.close();
-  await database?.drop();
-  for (const dir of [dataDir, workDir]) if (dir) rmSync(dir, { recursive: true, force: true });
-});
+beforeAll(() => startUiSystem({ pageTimeoutMs: 30_000 }), 240_000);
+afterAll(stopUiSystem);
 
 function conversations() {
   const transport = createConnectTransport({

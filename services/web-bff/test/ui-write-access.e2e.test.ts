@@ -5,72 +5,30 @@
  * user cannot write is warned of in the mode line and the approval dialog, and the write after an
  * approval fails as warned; a directory the tool user owns gets no warning.
  */
-import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createTestDatabase } from '@bedrock/testkit/database';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { startEmbedded, type RunningEmbedded } from '@bedrock/embedded';
-import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
+import type { Page } from 'playwright-core';
+import { api, browser, page, SHOTS, startUiSystem, stopUiSystem, system } from './support/ui-system.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, '../../..');
-const UI_DIST = resolve(HERE, '../ui/dist');
-const SHOTS = join(REPO, 'test-results', 'screenshots');
-const CHROMIUM = '/usr/bin/chromium';
 const asRoot = process.getuid?.() === 0;
 
-let api: MessagesApiServer;
-let system: RunningEmbedded;
-let browser: Browser;
-let page: Page;
-let dataDir: string;
-/** Owned by root, mode 0755: tools run as nobody there and cannot write it. */
+/** A root-owned project (tools run as nobody there: unwritable) and one nobody owns. */
 let rootDir: string;
-/** Owned by nobody: its tools write it. */
 let ownDir: string;
-let database: { url: string; drop(): Promise<void> } | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
-  execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
-  dataDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-data-'));
   rootDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-root-'));
   chmodSync(rootDir, 0o755);
   ownDir = mkdtempSync(join(tmpdir(), 'bedrock-ui-wa-own-'));
   if (asRoot) chownSync(ownDir, 65534, 65534);
-  database = await createTestDatabase('ui_write_access').catch(() => undefined);
-  api = await startMessagesApiServer({ fallback: () => ({ kind: 'message', content: [{ type: 'text', text: 'Nothing scripted.' }] }) });
-  system = await startEmbedded({
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      BEDROCK_DATA_DIR: dataDir,
-      BEDROCK_PORT: '0',
-      BEDROCK_GRPC_PORT: '0',
-      BEDROCK_UI_DIR: UI_DIST,
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: api.url,
-      BEDROCK_DEFAULT_MODEL: 'claude-sonnet-4-6',
-      LOG_LEVEL: 'error',
-      ...(database ? { DATABASE_URL: database.url } : {}),
-    },
-  });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
-  page.setDefaultTimeout(20_000);
-  await page.goto(`${system.httpUrl}/?token=${system.token}`);
+  await startUiSystem({ pageTimeoutMs: 20_000 });
 }, 240_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await system?.stop();
-  await api?.close();
-  await database?.drop();
-  for (const dir of [dataDir, rootDir, ownDir]) if (dir) rmSync(dir, { recursive: true, force: true });
+  await stopUiSystem();
+  for (const dir of [rootDir, ownDir]) if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 async function start(p: Page, dir: string): Promise<void> {

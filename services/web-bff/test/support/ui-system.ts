@@ -1,5 +1,5 @@
 /**
- * The environment of the web UI browser suites (ui, ui-screens, ui-navigation, ui-blocks .e2e.test.ts): a whole system
+ * The environment of the web UI browser suites (ui, ui-screens, ui-navigation, ui-blocks, ui-details, ui-stream, ui-spend, ui-write-access .e2e.test.ts): a whole system
  * in-process (`startEmbedded`) with a scripted local Messages API, headless Chromium (playwright-core) and its first page,
  * and that page's helpers. Each suite calls startUiSystem in beforeAll and stopUiSystem in afterAll.
  */
@@ -41,8 +41,15 @@ async function freshDatabase(): Promise<typeof database> {
   return createTestDatabase('ui').catch(() => undefined);
 }
 
+export interface UiSystemOptions {
+  /** Settings over the suites' common ones; `undefined` removes one (e.g. ANTHROPIC_API_KEY for the offline demo model). */
+  readonly env?: Record<string, string | undefined>;
+  /** The page's default timeout, ms (default 15 s). */
+  readonly pageTimeoutMs?: number;
+}
+
 /** Starts the system, the browser and the first page (signed in from the link): the suites' beforeAll. */
-export async function startUiSystem(): Promise<void> {
+export async function startUiSystem(options: UiSystemOptions = {}): Promise<void> {
   if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit', timeout: 600_000 });
   // Test the current sources, not a stale build.
   execFileSync(process.execPath, [resolve(HERE, '../ui/build.mjs')], { stdio: 'pipe' });
@@ -70,6 +77,7 @@ export async function startUiSystem(): Promise<void> {
       BEDROCK_SERVER_TOOLS: 'web_search',
       LOG_LEVEL: 'error',
       ...(database ? { DATABASE_URL: database.url } : {}),
+      ...options.env,
     },
   });
   browser = await chromium.launch({
@@ -84,7 +92,7 @@ export async function startUiSystem(): Promise<void> {
     ],
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 820 } });
-  page.setDefaultTimeout(15_000);
+  page.setDefaultTimeout(options.pageTimeoutMs ?? 15_000);
   page.on('console', (message) => {
     if (/Content Security Policy|Refused to/i.test(message.text())) cspViolations.push(message.text());
   });

@@ -58,6 +58,8 @@ export interface StepReport {
   /** The component with the most CPU against what it may use (a single-threaded one: 1 core; the host: its cores). */
   readonly busiest: { readonly component: string; readonly cores: number };
   readonly failedTurns: number;
+  /** What the failed turns met, each different reason once (the client's error message). */
+  readonly failures: string[];
 }
 
 export interface LoadtestReport {
@@ -88,12 +90,17 @@ interface User {
   stop(): Promise<void>;
   readonly turns: number[];
   failures: number;
+  readonly reasons: Set<string>;
 }
 
-/** A user: send, wait (watching) until at rest, think, again — until stopped. */
+/**
+ * A user: send, wait (watching) until at rest, think, again — until stopped. Stopping lets the turn
+ * in flight come to rest first, so the next step's user of the same conversation finds it idle.
+ */
 function startUser(client: Client<typeof ConversationService>, conversationId: string, options: LoadtestOptions): User {
   const abort = new AbortController();
-  const user: User = { turns: [], failures: 0, stop: async () => undefined };
+  let stopping = false;
+  const user: User = { turns: [], failures: 0, reasons: new Set(), stop: async () => undefined };
   let restWaiter: (() => void) | undefined;
   let seenBusy = false;
   const watching = (async () => {
@@ -119,7 +126,7 @@ function startUser(client: Client<typeof ConversationService>, conversationId: s
   const loop = (async () => {
     let turn = 0;
     await sleep(Math.random() * options.thinkMs);
-    while (!abort.signal.aborted) {
+    while (!stopping) {
       const started = performance.now();
       seenBusy = false;
       const rested = new Promise<void>((resolve) => (restWaiter = resolve));
@@ -127,19 +134,21 @@ function startUser(client: Client<typeof ConversationService>, conversationId: s
         await client.sendMessage({ conversationId, text: `turn ${++turn}` }, { signal: abort.signal });
         await Promise.race([rested, sleep(60_000).then(() => Promise.reject(new Error('turn took over 60 s')))]);
         user.turns.push(performance.now() - started);
-      } catch {
+      } catch (err) {
         if (abort.signal.aborted) break;
         user.failures++;
+        user.reasons.add(err instanceof Error ? err.message : String(err));
         await sleep(500);
       }
       restWaiter = undefined;
-      await sleep(options.thinkMs * (0.5 + Math.random()));
+      if (!stopping) await sleep(options.thinkMs * (0.5 + Math.random()));
     }
   })();
   user.stop = async () => {
+    stopping = true;
+    await loop;
     abort.abort();
-    restWaiter?.();
-    await Promise.allSettled([watching, loop]);
+    await watching;
   };
   return user;
 }
@@ -222,8 +231,9 @@ export async function runLoadtest(options: LoadtestOptions): Promise<LoadtestRep
         );
       }
       const after = { sample: await sample(targets), metrics: await scrapeAll(cluster) };
+      const turnsAfter = users.map((u) => u.turns.length);
       await Promise.all(users.map((u) => u.stop()));
-      const turns = users.flatMap((u, i) => u.turns.slice(turnsBefore[i]!)).sort((a, b) => a - b);
+      const turns = users.flatMap((u, i) => u.turns.slice(turnsBefore[i]!, turnsAfter[i]!)).sort((a, b) => a - b);
       const latency = bucketDelta(after.metrics.latency, before.metrics.latency);
       const usage = usageBetween(before.sample, after.sample);
       const overheads = turns.map((t) => t - 2 * options.modelMs).sort((a, b) => a - b);
@@ -235,7 +245,8 @@ export async function runLoadtest(options: LoadtestOptions): Promise<LoadtestRep
       if (steps.length > 0 && overheadP50 > options.overheadFactor * quietOverhead)
         broken.push(`turn overhead ${overheadP50.toFixed(0)} ms > ${options.overheadFactor} × ${quietOverhead.toFixed(0)} ms (quiet)`);
       const failedTurns = users.reduce((s, u) => s + u.failures, 0);
-      if (failedTurns > 0) broken.push(`${failedTurns} turns failed`);
+      const failures = [...new Set(users.flatMap((u) => [...u.reasons]))];
+      if (failedTurns > 0) broken.push(`${failedTurns} turns failed (${failures.join('; ')})`);
       // Each service process and Redis run one main thread: 1 core is their ceiling; Postgres spreads over the host's cores.
       const cores = cpus().length;
       const busiest = Object.entries(usage.components)
@@ -256,6 +267,7 @@ export async function runLoadtest(options: LoadtestOptions): Promise<LoadtestRep
         broken,
         busiest: { component: busiest.component, cores: busiest.cores },
         failedTurns,
+        failures,
       };
       steps.push(report);
       log(formatStep(report));

@@ -225,7 +225,7 @@ export const conversationConfigSchema = section({
     }),
     checkpointMaxBytes: setting('BEDROCK_CHECKPOINT_MAX_BYTES', size({ min: 0 }), {
       default: 2 * 1024 ** 3,
-      doc: "Bytes a workspace's checkpoints may hold that the workspace itself no longer does (files since changed or deleted); the oldest are removed first, the newest always kept; 0: no limit (they still count toward the workspace quota).",
+      doc: 'Bytes a workspace\'s checkpoints may hold that the workspace itself no longer does (files since changed or deleted); the oldest are removed first, the newest always kept; 0: no limit (they still count toward the workspace quota). Under btrfs simple quotas, where those bytes cannot be read, the room kept free in the workspace\'s quota instead (docs/workspaces.md, "Settings and retention").',
     }),
     prepareTimeout: setting('BEDROCK_WORKSPACE_PREPARE_TIMEOUT', duration({ min: 1000 }), {
       default: 600_000,

@@ -25,6 +25,12 @@
  *   bedrock-snapshot --time [-r] [-i LEVEL/ID] SOURCE DEST
  *       The same, printing how long the ioctl alone took, in microseconds (benchmarks: the
  *       kernel's floor).
+ *   bedrock-snapshot --enable-simple-quota PATH
+ *       Turns on btrfs's simple quotas on the filesystem of PATH (BTRFS_IOC_QUOTA_CTL with
+ *       BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA, Linux 6.7+), which btrfs-progs before 6.7 cannot
+ *       do: each extent is charged to the subvolume that wrote it, and no transaction commit
+ *       walks back references. Exits 0, or 1 with the error on stderr (EINVAL: a kernel
+ *       without them).
  *
  * The snapshot: BTRFS_IOC_SNAP_CREATE_V2 on DEST's parent directory, naming DEST's last
  * component, with SOURCE's subvolume as the source; -r makes it read-only (BTRFS_SUBVOL_RDONLY);
@@ -44,6 +50,10 @@
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA
+#define BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA 4 /* linux/btrfs.h of Linux 6.7; older headers lack it */
+#endif
 
 static int parse_qgroup(const char *s, uint64_t *out) {
   char *end;
@@ -301,8 +311,28 @@ static int serve(void) {
   return 0;
 }
 
+static int enable_simple_quota(const char *path) {
+  struct btrfs_ioctl_quota_ctl_args args;
+  memset(&args, 0, sizeof args);
+  args.cmd = BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA;
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "bedrock-snapshot: opening %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  int rc = ioctl(fd, BTRFS_IOC_QUOTA_CTL, &args);
+  int e = errno;
+  close(fd);
+  if (rc != 0) {
+    fprintf(stderr, "bedrock-snapshot: enabling simple quotas (BTRFS_IOC_QUOTA_CTL): %s\n", strerror(e));
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--serve") == 0) return serve();
+  if (argc == 3 && strcmp(argv[1], "--enable-simple-quota") == 0) return enable_simple_quota(argv[2]);
   int timing = 0, readonly = 0, k = 1;
   const char *qgroup = NULL;
   if (k < argc && strcmp(argv[k], "--time") == 0) timing = 1, k++;
@@ -312,7 +342,7 @@ int main(int argc, char **argv) {
     else break;
   }
   if (argc - k != 2) {
-    fprintf(stderr, "usage: bedrock-snapshot --serve | [--time] [-r] [-i LEVEL/ID] SOURCE DEST\n");
+    fprintf(stderr, "usage: bedrock-snapshot --serve | --enable-simple-quota PATH | [--time] [-r] [-i LEVEL/ID] SOURCE DEST\n");
     return 2;
   }
   long micros = 0;

@@ -38,13 +38,15 @@ function sh(path: string, script: string): string {
   return asUser(UID, path, 'sh', '-c', script);
 }
 
-describeBtrfs('checkpoints on btrfs', () => {
+describeBtrfs.each(['simple', 'full'] as const)('checkpoints on btrfs, %s quotas', (quotas) => {
   let fs: BtrfsRoot;
   let storage: WorkspaceStorage;
+  const simpleQuotas = () => quotas === 'simple';
 
   beforeAll(async () => {
-    fs = await btrfsRoot('bedrock-ckpt-');
+    fs = await btrfsRoot('bedrock-ckpt-', 1024, quotas);
     storage = await fs.open();
+    expect(storage.info().description).toMatch(quotas === 'simple' ? /^btrfs simple quotas on / : /^btrfs qgroups on /);
   }, 120_000);
   afterAll(() => {
     storage?.close();
@@ -154,7 +156,8 @@ describeBtrfs('checkpoints on btrfs', () => {
     expect(await storage.checkpoints.list(id)).toEqual([]);
   });
 
-  it('keeps what checkpoints hold alone under maxBytes, the oldest going first', async () => {
+  it('keeps what checkpoints hold alone under maxBytes, the oldest going first (full qgroups)', async () => {
+    if (simpleQuotas()) return; // the next test: simple quotas cannot read what a checkpoint holds alone
     const { id, path } = await workspace();
     const retention = { maxCount: 0, maxBytes: 8 * MiB };
     // Each round replaces a 6 MiB file: every checkpoint but the newest ends up holding one alone.
@@ -169,6 +172,27 @@ describeBtrfs('checkpoints on btrfs', () => {
     // Over a 1-byte limit every checkpoint but the newest goes (each holds at least its own tree's root alone).
     expect((await storage.checkpoints.create(id, 'k4', 0, { maxCount: 0, maxBytes: 1 })).removed).toEqual(['k2', 'k3']);
     expect((await storage.checkpoints.list(id)).map((c) => c.id)).toEqual(['k4']);
+  }, 60_000);
+
+  it('keeps maxBytes of the quota free, the oldest going first, one per checkpoint (simple quotas)', async () => {
+    if (!simpleQuotas()) return;
+    const { id, path } = await workspace(24);
+    // Quota 24 MiB, 8 MiB kept free: checkpoints go while the family holds over 16 MiB.
+    const retention = { maxCount: 0, maxBytes: 8 * MiB };
+    const round = async (name: string): Promise<string[]> => {
+      sh(path, `rm -f *.bin; dd if=/dev/urandom of=${name}.bin bs=1M count=6 conv=fsync status=none`);
+      return (await storage.checkpoints.create(id, name, 24 * MiB, retention)).removed;
+    };
+    expect(await round('k1')).toEqual([]); // the family holds 6 MiB
+    expect(await round('k2')).toEqual([]); // 12 MiB: the workspace's 6 and k1's 6
+    expect(await round('k3')).toEqual(['k1']); // 18 MiB: over 16, the oldest goes
+    expect((await storage.checkpoints.list(id)).map((c) => c.id)).toEqual(['k2', 'k3']);
+    // Over a 1-byte limit without a quota, each checkpoint retires the oldest one, never the newest.
+    expect((await storage.checkpoints.create(id, 'k4', 0, { maxCount: 0, maxBytes: 1 })).removed).toEqual(['k2']);
+    expect((await storage.checkpoints.create(id, 'k5', 0, { maxCount: 0, maxBytes: 1 })).removed).toEqual(['k3']);
+    expect((await storage.checkpoints.list(id)).map((c) => c.id)).toEqual(['k4', 'k5']);
+    // A quota no larger than maxBytes bounds them by itself: nothing goes.
+    expect((await storage.checkpoints.create(id, 'k6', 8 * MiB, retention)).removed).toEqual([]);
   }, 60_000);
 
   it('counts what checkpoints hold toward the workspace quota', async () => {
@@ -195,6 +219,53 @@ describeBtrfs('checkpoints on btrfs', () => {
     sh(path, 'rm -f b; sync');
     execFileSync('btrfs', ['filesystem', 'sync', path]);
     expect(write()).toBe('ok');
+  }, 60_000);
+
+  /** Writes `mib` MiB as the owner; 'ok' or what dd said. */
+  function fill(path: string, name: string, mib: number): string {
+    try {
+      sh(path, `set -e; dd if=/dev/urandom of=${name} bs=1M count=${mib} conv=fsync status=none; sync`);
+      return 'ok';
+    } catch (err) {
+      return String((err as { stderr: Buffer }).stderr);
+    }
+  }
+
+  // Simple quotas charge an extent to the subvolume that wrote it, for as long as anything keeps
+  // it: a rewound workspace (a new subvolume) or a copy whose source is deleted must not get a
+  // fresh quota on top of the bytes they still hold.
+  it('does not renew the quota by rewinding', async () => {
+    const { id, path } = await workspace(24);
+    expect(fill(path, 'a', 14)).toBe('ok');
+    await storage.checkpoints.create(id, 'full', 24 * MiB, RETAIN_ALL);
+    await storage.checkpoints.restore(id, 'full', 24 * MiB);
+    // The rewound workspace holds the 14 MiB: another 14 do not fit in 24.
+    expect(fill(path, 'b', 14)).toMatch(/quota exceeded/i);
+  }, 60_000);
+
+  it('does not renew the quota by copying a workspace and deleting the source', async () => {
+    const { id, path } = await workspace(24);
+    expect(fill(path, 'a', 14)).toBe('ok');
+    const copyId = newWorkspaceId();
+    const copy = await storage.prepare({
+      workspaceId: copyId,
+      uid: UID,
+      gid: UID,
+      quotaBytes: 24 * MiB,
+      source: { kind: 'copy', fromId: id },
+    });
+    expect(await storage.remove(id)).toBe(true);
+    execFileSync('btrfs', ['subvolume', 'sync', fs.root]);
+    // The copy holds the source's 14 MiB: another 14 do not fit in 24.
+    expect(fill(copy, 'b', 14)).toMatch(/quota exceeded/i);
+    // What it may write is the rest of the quota.
+    sh(copy, 'rm -f b; sync');
+    execFileSync('btrfs', ['filesystem', 'sync', copy]);
+    expect(fill(copy, 'c', 6)).toBe('ok');
+    // Its usage says so: the bytes it holds, not only those it wrote.
+    const [usage] = await storage.usage([copyId]);
+    expect(usage!.bytes).toBeGreaterThanOrEqual(20 * MiB);
+    expect(path).not.toBe(copy);
   }, 60_000);
 
   it('frees every checkpoint with the workspace', async () => {

@@ -33,13 +33,18 @@ export interface BtrfsRoot {
   destroy(): void;
 }
 
-export async function btrfsRoot(prefix: string, sizeMiB = 1024): Promise<BtrfsRoot> {
+/**
+ * A loop-mounted btrfs image the storage makes, its quotas turned on by the first storage opened:
+ * `simple` (the default, through the snapshot helper) or `full` (`btrfs quota enable`, as without
+ * the helper or on a kernel before 6.7); later storages keep the mode.
+ */
+export async function btrfsRoot(prefix: string, sizeMiB = 1024, quotas: 'simple' | 'full' = 'simple'): Promise<BtrfsRoot> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   chmodSync(dir, 0o711);
   const root = join(dir, 'root');
   const image = join(dir, 'image', 'workspaces.btrfs');
   const config = readToolRunnerConfig({}, { workspaces: { root, image, imageSize: sizeMiB * 1024 ** 2 } }).workspaces;
-  const first = await openWorkspaceStorage({ config });
+  const first = await openWorkspaceStorage({ config, ...(quotas === 'full' ? { snapshotHelper: null } : {}) });
   first.close();
   return {
     dir,

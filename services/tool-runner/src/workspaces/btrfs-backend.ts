@@ -5,7 +5,7 @@
  * Through the `btrfs` command (btrfs-progs), run with a fixed argv: no maintained npm binding of
  * the btrfs ioctls exists, and the CLI is the interface btrfs documents.
  */
-import { lstat } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { Owner, StorageBackend } from './backend.ts';
 import { removeTree } from './backend.ts';
@@ -36,21 +36,39 @@ async function subvolumeTree(root: string): Promise<Map<number, number>> {
   return parents;
 }
 
+/** Which btrfs quotas account the filesystem: `simple` (squota, Linux 6.7+) or `full` (qgroups). */
+export type QuotaMode = 'simple' | 'full';
+
 /**
- * Whether `root` (on btrfs) has quotas on; enables them when it may (root). Returns the reason
- * when they cannot be used.
+ * Whether `root` (on btrfs) has quotas on; turns them on when it may (root): simple quotas through
+ * the snapshot helper when there is one and the kernel has them (Linux 6.7+; btrfs-progs before
+ * 6.7 cannot), else full qgroups with `btrfs quota enable`. A filesystem whose quotas are on keeps
+ * its mode. Returns the reason when they cannot be used.
  */
-export async function btrfsQuotaProblem(root: string): Promise<string | undefined> {
+export async function btrfsQuotaProblem(root: string, snapshotHelper?: string): Promise<string | undefined> {
   const show = await run(['btrfs', 'qgroup', 'show', '--raw', root], { timeoutMs: 60_000 });
   if (show.missing) return 'btrfs-progs is not installed (the btrfs command)';
   if (show.code === 0) return undefined;
   if (process.getuid?.() !== 0) return `quotas are off and this runner is not root: run \`btrfs quota enable ${root}\` as root`;
+  if (snapshotHelper) {
+    const simple = await run([snapshotHelper, '--enable-simple-quota', root], { timeoutMs: 10 * 60_000 });
+    if (simple.code === 0) return undefined;
+  }
   const enable = await run(['btrfs', 'quota', 'enable', root], { timeoutMs: 10 * 60_000 });
   if (enable.code !== 0) return `\`btrfs quota enable ${root}\` failed: ${lastLines(enable.stderr, 2)}`;
   return undefined;
 }
 
-export function btrfsBackend(root: string): StorageBackend {
+/** The quota mode of the btrfs filesystem at `root` (quotas on), from sysfs; `full` where the kernel does not say (before 6.7). */
+export async function btrfsQuotaMode(root: string): Promise<QuotaMode> {
+  const show = await run(['btrfs', 'filesystem', 'show', root], { timeoutMs: 60_000 });
+  const uuid = /uuid: ([0-9a-f-]{36})/.exec(show.stdout)?.[1];
+  if (!uuid) return 'full';
+  const mode = await readFile(`/sys/fs/btrfs/${uuid}/qgroups/mode`, 'utf8').catch(() => 'qgroup');
+  return mode.trim() === 'squota' ? 'simple' : 'full';
+}
+
+export function btrfsBackend(root: string, mode: QuotaMode = 'full'): StorageBackend {
   const background = new AbortController();
 
   /** After a delete, the kernel drops the subvolume in the background; its qgroup goes once it is gone (newer kernels remove it themselves). */
@@ -87,7 +105,7 @@ export function btrfsBackend(root: string): StorageBackend {
 
   return {
     mechanism: 'btrfs',
-    description: `btrfs qgroups on ${root}: each workspace is a subvolume with its own byte quota (data and metadata); the number of files is not limited separately (btrfs has no inode quota: files count through the bytes their metadata takes)`,
+    description: `btrfs ${mode === 'simple' ? 'simple quotas' : 'qgroups'} on ${root}: each workspace is a subvolume with its own byte quota (data and metadata); the number of files is not limited separately (btrfs has no inode quota: files count through the bytes their metadata takes)`,
     async createEmpty(path) {
       await btrfs(['subvolume', 'create', path], `creating ${path}`);
     },

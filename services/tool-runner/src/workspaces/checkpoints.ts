@@ -14,6 +14,7 @@ import { leftoverWorkspaceIds, recoverRewinds, rewindPaths } from './rewind-left
 import { lastLines, run } from './run.ts';
 import type { SnapshotHelper } from './snapshot-helper.ts';
 import { checkWorkspaceId } from './validate.ts';
+import type { QuotaMode } from './btrfs-backend.ts';
 
 /** Every subvolume's root directory has this inode number. */
 const SUBVOLUME_ROOT_INO = 256;
@@ -33,15 +34,34 @@ export interface CheckpointInfo {
   readonly id: string;
   /** When it was taken, ms since the epoch. */
   readonly createdMs: number;
-  /** Bytes only this checkpoint holds (its qgroup's exclusive bytes; lags up to a transaction commit). */
+  /**
+   * Bytes only this checkpoint holds (its qgroup's exclusive bytes; lags up to a transaction
+   * commit). Under simple quotas only what the checkpoint itself wrote (its root node): the bytes
+   * it keeps alive stay charged to the workspace that wrote them.
+   */
   readonly exclusiveBytes: number;
 }
 
 export interface Retention {
   /** Keep at most this many checkpoints per workspace (0: no limit). */
   readonly maxCount: number;
-  /** Keep the checkpoints' exclusive bytes under this (0: no limit); the newest is always kept. */
+  /**
+   * Keep the checkpoints' exclusive bytes under this (0: no limit); the newest is always kept.
+   * Under simple quotas, where they are not known, see `simpleRetentionThreshold`.
+   */
   readonly maxBytes: number;
+}
+
+/**
+ * Under simple quotas the bytes checkpoints hold alone cannot be read (each extent is charged to
+ * the workspace that wrote it), so byte retention keeps `maxBytes` of the quota free instead:
+ * while the family's bytes are above `quota - maxBytes`, each new checkpoint retires the oldest.
+ * A quota no larger than `maxBytes` bounds the checkpoints by itself (Infinity: none retired for
+ * bytes); without a quota the family's bytes are held under `maxBytes`.
+ */
+export function simpleRetentionThreshold(quotaBytes: number, maxBytes: number): number {
+  if (quotaBytes <= 0) return maxBytes;
+  return quotaBytes > maxBytes ? quotaBytes - maxBytes : Infinity;
 }
 
 export interface Checkpoints {
@@ -65,8 +85,17 @@ export interface Checkpoints {
    * workspace's family qgroup, and records that family for `destWorkspaceId`; false when the
    * workspace has no family yet (no checkpoint ever: the caller snapshots as usual). A snapshot
    * sharing extents with a family but outside it would leave btrfs's accounting inconsistent.
+   * Under simple quotas the family is made when there is none (limited to the source's own
+   * quota): a copy's shared extents stay charged to its source, also once the source is deleted,
+   * and only the family's limit still counts them.
    */
   snapshotIntoFamily(workspaceId: string, source: string, dest: string, destWorkspaceId: string): Promise<boolean>;
+  /**
+   * Under simple quotas, the bytes of the workspace's family (what it, its checkpoints, its
+   * earlier selves before rewinds and the workspaces made from them wrote and still keep): what
+   * its quota bounds. Undefined under full qgroups or without a family.
+   */
+  familyBytes(workspaceId: string): Promise<number | undefined>;
   /** Finishes or undoes what a killed runner left (docs/workspaces.md#crash-safety); `minAgeMs`: only leftovers at least this old. */
   recover(minAgeMs: number): Promise<void>;
 }
@@ -75,6 +104,8 @@ export interface CheckpointsOptions {
   readonly root: string;
   /** 'btrfs' or why checkpoints cannot be taken. */
   readonly btrfs: true | string;
+  /** The filesystem's quota mode (btrfs-backend.ts): `simple` changes what byte retention and copies do. Default `full`. */
+  readonly quotaMode?: QuotaMode;
   /** Deletes a subvolume (the backend's delete: nested subvolumes first, qgroup later). */
   readonly deleteSubvolume: (path: string) => Promise<void>;
   readonly log?: (level: 'info' | 'warn', message: string) => void;
@@ -94,6 +125,7 @@ async function btrfs(args: readonly string[], what: string, timeoutMs = 120_000)
 
 export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
   const { root } = options;
+  const simple = options.quotaMode === 'simple';
   const log = options.log ?? (() => undefined);
   const base = join(root, '.checkpoints');
   const unavailable =
@@ -185,6 +217,14 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       if (errno(err) === 'ENOENT') return [];
       throw err;
     }
+  }
+
+  /** The referenced bytes of a qgroup (`1/N`): one ioctl, or `btrfs qgroup show`; 0 when it does not exist. */
+  async function qgroupBytes(qgroup: string): Promise<number> {
+    if (helper) return (await helper.qgroup(root, qgroup)).referenced;
+    const out = await btrfs(['qgroup', 'show', '--raw', root], 'reading qgroups', 60_000);
+    const line = out.split('\n').find((l) => l.startsWith(`${qgroup} `));
+    return line ? Number(line.trim().split(/\s+/)[1]) : 0;
   }
 
   /** Exclusive bytes by subvolume id (level-0 qgroups). */
@@ -315,22 +355,29 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         const removed: string[] = [];
         const count = retention.maxCount > 0 ? (await existingIds(workspaceId)).length : 0;
         // The bytes all checkpoints hold alone are at most what the family (the workspace and its
-        // checkpoints) references: under the limit, no checkpoint's own bytes need reading.
+        // checkpoints) references: under the limit, no checkpoint's own bytes need reading. Under
+        // simple quotas the family's bytes are all there is to read.
+        const family = async () => families.get(workspaceId) ?? (await parentQgroup(workspaceId, workspace, quotaBytes));
         const bytesOver =
           retention.maxBytes > 0 &&
-          (!helper ||
-            (await helper.qgroup(root, families.get(workspaceId) ?? (await parentQgroup(workspaceId, workspace, quotaBytes)))).referenced >
-              retention.maxBytes);
+          (simple
+            ? (await qgroupBytes(await family())) > simpleRetentionThreshold(quotaBytes, retention.maxBytes)
+            : helper
+              ? (await qgroupBytes(await family())) > retention.maxBytes
+              : true);
         if (count > retention.maxCount || bytesOver) {
-          const all = await list(workspaceId, bytesOver);
+          const all = await list(workspaceId, bytesOver && !simple);
           let total = all.reduce((s, c) => s + c.exclusiveBytes, 0);
+          let retired = false;
           for (const [i, c] of all.entries()) {
             const left = all.length - i;
             if (c.id === id || left <= 1) break;
             const overCount = retention.maxCount > 0 && left > retention.maxCount;
-            const overBytes = bytesOver && total > retention.maxBytes;
+            // Simple quotas: one (the oldest) per checkpoint; the kernel frees its blocks in the background.
+            const overBytes = bytesOver && (simple ? !retired : total > retention.maxBytes);
             if (!overCount && !overBytes) break;
             if (await retire(workspaceId, c.id)) removed.push(c.id);
+            retired = true;
             total -= c.exclusiveBytes;
           }
         }
@@ -413,13 +460,29 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       if (unavailable) return false;
       checkWorkspaceId(workspaceId);
       checkWorkspaceId(destWorkspaceId);
-      const family = (await readFile(join(base, workspaceId, '.qgroup'), 'utf8').catch(() => '')).trim();
+      let family = (await readFile(join(base, workspaceId, '.qgroup'), 'utf8').catch(() => '')).trim();
+      if (!/^1\/\d+$/.test(family) && simple) {
+        const workspace = join(root, workspaceId);
+        // A plain directory (made before quotas were on) is copied, not snapshotted.
+        if ((await lstatOrUndefined(workspace))?.ino !== SUBVOLUME_ROOT_INO) return false;
+        // Limited as the source is: the family is its quota, which the copy now shares.
+        const shown = await btrfs(['qgroup', 'show', '--raw', '-r', '-f', workspace], `reading the quota of ${workspaceId}`, 60_000);
+        const limit = Number(/^0\/\d+\s+\d+\s+\d+\s+(\d+)/m.exec(shown)?.[1] ?? 0);
+        family = await locked(workspaceId, () => parentQgroup(workspaceId, workspace, limit));
+      }
       if (!/^1\/\d+$/.test(family)) return false;
       await snapshot(source, dest, false, family, `snapshotting ${source}`);
       const file = join(await holder(destWorkspaceId), '.qgroup');
       await writeFile(`${file}.tmp`, family);
       await rename(`${file}.tmp`, file);
       return true;
+    },
+
+    async familyBytes(workspaceId) {
+      if (!simple || unavailable) return undefined;
+      checkWorkspaceId(workspaceId);
+      const family = (await readFile(join(base, workspaceId, '.qgroup'), 'utf8').catch(() => '')).trim();
+      return /^1\/\d+$/.test(family) ? qgroupBytes(family) : undefined;
     },
 
     async path(workspaceId, id) {
@@ -433,8 +496,8 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
       for (const workspaceId of leftoverWorkspaceIds(names))
         await locked(workspaceId, () => recoverRewinds(leftovers, workspaceId, names, minAgeMs));
       // Accounting left inconsistent (by hand, or an older runner): recount in the background.
-      const show = await run(['btrfs', 'qgroup', 'show', '--raw', root], { timeoutMs: 60_000 });
-      if (/inconsistent/i.test(show.stderr + show.stdout)) {
+      const show = simple ? undefined : await run(['btrfs', 'qgroup', 'show', '--raw', root], { timeoutMs: 60_000 });
+      if (show && /inconsistent/i.test(show.stderr + show.stdout)) {
         log('warn', `checkpoints: btrfs quota accounting on ${root} is inconsistent: rescanning (quotas are approximate until it ends)`);
         await run(['btrfs', 'quota', 'rescan', root], { timeoutMs: 60_000 });
       }

@@ -12,7 +12,8 @@ import type { WorkspacesConfig } from '../config.ts';
 import type { SandboxSettings } from '../sandbox/sandbox-settings.ts';
 import type { Owner, StorageBackend } from './backend.ts';
 import { plainBackend } from './backend.ts';
-import { btrfsBackend, btrfsQuotaProblem } from './btrfs-backend.ts';
+import { btrfsBackend, btrfsQuotaMode, btrfsQuotaProblem } from './btrfs-backend.ts';
+import type { QuotaMode } from './btrfs-backend.ts';
 import { filesystemType, mountImage } from './filesystem.ts';
 import { errno } from './errno.ts';
 import { cloneInto } from './git-clone.ts';
@@ -107,6 +108,8 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
   }
   let root = config.root;
   let backend: StorageBackend;
+  let quotaMode: QuotaMode = 'full';
+  const helperPath = options.snapshotHelper === undefined ? snapshotHelperBeside() : (options.snapshotHelper ?? undefined);
   let problem: string | undefined;
   try {
     if ((await mkdir(root, { recursive: true, mode: 0o711 })) !== undefined) fresh = true;
@@ -138,9 +141,10 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       if (up === dirname(up)) break;
     }
     const fs = await filesystemType(root);
-    const quotaProblem = fs.btrfs ? await btrfsQuotaProblem(root) : undefined;
+    const quotaProblem = fs.btrfs ? await btrfsQuotaProblem(root, helperPath) : undefined;
     if (fs.btrfs && !quotaProblem) {
-      backend = btrfsBackend(root);
+      quotaMode = await btrfsQuotaMode(root);
+      backend = btrfsBackend(root, quotaMode);
     } else {
       backend = plainBackend(
         fs.btrfs
@@ -279,13 +283,13 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
       if (st?.isDirectory()) await discard(path, { uid: st.uid, gid: st.gid });
     }
   }
-  const helperPath = options.snapshotHelper === undefined ? snapshotHelperBeside() : (options.snapshotHelper ?? undefined);
   const snapshots = backend.mechanism === 'btrfs' && !problem && helperPath ? openSnapshotHelper(helperPath) : undefined;
   if (backend.mechanism === 'btrfs' && !problem && !helperPath && options.snapshotHelper !== null)
     log('warn', `the snapshot helper is not built (${DEFAULT_SNAPSHOT_HELPER_PATH}): checkpoints use the btrfs command, a process each`);
   const checkpoints = openCheckpoints({
     root,
     btrfs: backend.mechanism === 'btrfs' && !problem ? true : backend.description,
+    quotaMode,
     deleteSubvolume: (path) => backend.remove(path, { uid: 0, gid: 0 }),
     log,
     ...(snapshots ? { snapshots } : {}),
@@ -367,7 +371,8 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
           answers.push({ workspaceId, exists: false, bytes: 0, inodes: 0, complete: true });
           continue;
         }
-        const quotaBytes = await backend.usedBytes(path);
+        // Under simple quotas the family's bytes are what the quota bounds (checkpoints.ts).
+        const quotaBytes = (await checkpoints.familyBytes(workspaceId)) ?? (await backend.usedBytes(path));
         const counted = await walk(path, {
           bytes: quotaBytes === undefined,
           maxEntries: WALK_MAX_ENTRIES,

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { readToolRunnerConfig } from '../src/config.ts';
 import { openWorkspaceStorage } from '../src/workspaces/workspace-storage.ts';
-import type { WorkspaceStorage } from '../src/workspaces/workspace-storage.ts';
+import type { PrepareRequest, WorkspaceStorage } from '../src/workspaces/workspace-storage.ts';
 import { asUser, btrfsRoot, hasBtrfs, isRoot, newWorkspaceId, treeOf } from './support-btrfs.ts';
 import type { BtrfsRoot } from './support-btrfs.ts';
 
@@ -57,9 +57,9 @@ describeBtrfs.each(['simple', 'full'] as const)('checkpoints on btrfs, %s quotas
     expect(spawnSync('btrfs', ['qgroup', 'show', fs.root]).stderr.toString()).not.toMatch(/inconsistent/);
   });
 
-  async function workspace(quotaMiB = 0): Promise<{ id: string; path: string }> {
+  async function workspace(quotaMiB = 0, source: PrepareRequest['source'] = { kind: 'empty' }): Promise<{ id: string; path: string }> {
     const id = newWorkspaceId();
-    const path = await storage.prepare({ workspaceId: id, uid: UID, gid: UID, quotaBytes: quotaMiB * MiB, source: { kind: 'empty' } });
+    const path = await storage.prepare({ workspaceId: id, uid: UID, gid: UID, quotaBytes: quotaMiB * MiB, source });
     return { id, path };
   }
 
@@ -120,14 +120,7 @@ describeBtrfs.each(['simple', 'full'] as const)('checkpoints on btrfs, %s quotas
     const atFork = treeOf(src.path);
     await storage.checkpoints.create(src.id, 'at-fork', 0, RETAIN_ALL);
     sh(src.path, 'printf later > f; printf new > g');
-    const forkId = newWorkspaceId();
-    const forkPath = await storage.prepare({
-      workspaceId: forkId,
-      uid: UID,
-      gid: UID,
-      quotaBytes: 64 * MiB,
-      source: { kind: 'checkpoint', fromId: src.id, checkpointId: 'at-fork' },
-    });
+    const { path: forkPath } = await workspace(64, { kind: 'checkpoint', fromId: src.id, checkpointId: 'at-fork' });
     expect(treeOf(forkPath)).toEqual(atFork);
     sh(forkPath, 'printf fork > f; printf only-fork > h');
     sh(src.path, 'printf source > f');
@@ -246,14 +239,7 @@ describeBtrfs.each(['simple', 'full'] as const)('checkpoints on btrfs, %s quotas
   it('does not renew the quota by copying a workspace and deleting the source', async () => {
     const { id, path } = await workspace(24);
     expect(fill(path, 'a', 14)).toBe('ok');
-    const copyId = newWorkspaceId();
-    const copy = await storage.prepare({
-      workspaceId: copyId,
-      uid: UID,
-      gid: UID,
-      quotaBytes: 24 * MiB,
-      source: { kind: 'copy', fromId: id },
-    });
+    const { id: copyId, path: copy } = await workspace(24, { kind: 'copy', fromId: id });
     expect(await storage.remove(id)).toBe(true);
     execFileSync('btrfs', ['subvolume', 'sync', fs.root]);
     // The copy holds the source's 14 MiB: another 14 do not fit in 24.

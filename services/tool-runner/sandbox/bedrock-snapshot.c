@@ -11,6 +11,7 @@
  *         qgroup <path> <level/id>
  *         destroy <path>
  *         limit <path> <bytes>
+ *         info <path>
  *       and answers one line each: "ok <microseconds>" (snap), "ok <subvolume id> <bytes>" (excl:
  *       the exclusive bytes of the subvolume at path, its level-0 qgroup's, as `btrfs qgroup show`
  *       gives them), "ok <referenced bytes> <exclusive bytes>" (qgroup: that qgroup's, on the
@@ -18,7 +19,11 @@
  *       subvolume at path deleted, BTRFS_IOC_SNAP_DESTROY; the kernel frees its blocks in the
  *       background; one holding other subvolumes is refused, ENOTEMPTY), "ok" (limit: the
  *       referenced bytes of the subvolume at path limited, as `btrfs qgroup limit BYTES path`
- *       does: BTRFS_IOC_QGROUP_LIMIT), or "err <errno name>: <message>". Ends at EOF. Paths are absolute and may not
+ *       does: BTRFS_IOC_QGROUP_LIMIT, issued on the parent directory naming the subvolume's qgroup, so
+ *       that its transaction is not charged to the subvolume: a workspace whose family is at its
+ *       quota can still be limited), "ok <subvolume id> <creation seconds> <nanoseconds>" (info:
+ *       BTRFS_IOC_GET_SUBVOL_INFO; the creation time is the subvolume's own, where a snapshot's
+ *       root directory keeps its source's birth time), or "err <errno name>: <message>". Ends at EOF. Paths are absolute and may not
  *       hold a tab or a newline.
  *   bedrock-snapshot [-r] [-i LEVEL/ID] SOURCE DEST
  *       One snapshot, then exits (0, or 1 with the error on stderr).
@@ -258,13 +263,42 @@ static int serve(void) {
         what = "the limit is not a number of bytes";
       } else if ((fd = open(fields[1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         what = "opening the subvolume";
-      } else if ((rc = ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &limit)) != 0) {
-        what = "the limit ioctl (BTRFS_IOC_QGROUP_LIMIT)";
+      } else {
+        struct btrfs_ioctl_ino_lookup_args lookup;
+        memset(&lookup, 0, sizeof lookup);
+        lookup.objectid = BTRFS_FIRST_FREE_OBJECTID;
+        int parent = -1;
+        if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &lookup) != 0) {
+          what = "reading its subvolume id (BTRFS_IOC_INO_LOOKUP)";
+        } else if ((parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+          what = "opening its parent directory";
+        } else {
+          limit.qgroupid = lookup.treeid;
+          if ((rc = ioctl(parent, BTRFS_IOC_QGROUP_LIMIT, &limit)) != 0) what = "the limit ioctl (BTRFS_IOC_QGROUP_LIMIT)";
+        }
+        if (parent >= 0) {
+          int e = errno;
+          close(parent);
+          errno = e;
+        }
       }
       if (rc != 0)
         printf("err %s: %s: %s\n", strerrorname_np(errno) ? strerrorname_np(errno) : "E?", what, strerror(errno));
       else
         printf("ok\n");
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    if (count == 2 && strcmp(fields[0], "info") == 0) {
+      struct btrfs_ioctl_get_subvol_info_args info;
+      memset(&info, 0, sizeof info);
+      int fd = open(fields[1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      /* Some kernels answer 1 on success (the search's "not found" of a later key): only < 0 fails. */
+      if (fd < 0 || ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &info) < 0)
+        printf("err %s: %s: %s\n", strerrorname_np(errno) ? strerrorname_np(errno) : "E?",
+               fd < 0 ? "opening the subvolume" : "BTRFS_IOC_GET_SUBVOL_INFO", strerror(errno));
+      else
+        printf("ok %llu %llu %u\n", (unsigned long long)info.treeid, (unsigned long long)info.otime.sec, (unsigned)info.otime.nsec);
       if (fd >= 0) close(fd);
       continue;
     }

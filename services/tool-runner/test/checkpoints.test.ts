@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -252,6 +252,34 @@ describeBtrfs.each(['simple', 'full'] as const)('checkpoints on btrfs, %s quotas
     const [usage] = await storage.usage([copyId]);
     expect(usage!.bytes).toBeGreaterThanOrEqual(20 * MiB);
     expect(path).not.toBe(copy);
+  }, 60_000);
+
+  it('rewinds and copies a workspace whose quota is full (what frees room)', async () => {
+    const { id, path } = await workspace(24);
+    expect(fill(path, 'a', 10)).toBe('ok');
+    await storage.checkpoints.create(id, 'before-full', 24 * MiB, RETAIN_ALL);
+    expect(fill(path, 'b', 30)).toMatch(/quota exceeded/i);
+    // Copied as it is, full quota and all.
+    const { path: copy } = await workspace(24, { kind: 'copy', fromId: id });
+    expect(existsSync(join(copy, 'b'))).toBe(true);
+    await storage.checkpoints.restore(id, 'before-full', 24 * MiB);
+    expect(existsSync(join(path, 'a'))).toBe(true);
+    expect(existsSync(join(path, 'b'))).toBe(false);
+    expect([statSync(path).uid, statSync(path).mode & 0o7777]).toEqual([UID, 0o700]);
+  }, 60_000);
+
+  it('orders checkpoints by when they were taken, whatever their ids', async () => {
+    const { id, path } = await workspace();
+    // Ids as the conversation service makes them (turn numbers): "t-10" sorts before "t-6" as text.
+    for (const n of [6, 10, 14]) {
+      sh(path, `printf ${n} > f`);
+      await storage.checkpoints.create(id, `t-${n}`, 0, RETAIN_ALL);
+    }
+    const listed = await storage.checkpoints.list(id);
+    expect(listed.map((c) => c.id)).toEqual(['t-6', 't-10', 't-14']);
+    expect(listed[0]!.createdMs).toBeLessThanOrEqual(listed[2]!.createdMs);
+    // Retention takes the oldest, not the first by name.
+    expect((await storage.checkpoints.create(id, 't-18', 0, { maxCount: 3, maxBytes: 0 })).removed).toEqual(['t-6']);
   }, 60_000);
 
   it('frees every checkpoint with the workspace', async () => {

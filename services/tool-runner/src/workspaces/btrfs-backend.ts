@@ -115,7 +115,9 @@ export function btrfsBackend(root: string, mode: QuotaMode = 'full'): StorageBac
       return true;
     },
     async setQuota(path, bytes) {
-      await btrfs(['qgroup', 'limit', String(bytes), path], `setting the quota of ${path}`);
+      // Named by id on the root: through the path, the limit's transaction is charged to the
+      // subvolume, and a copy inside a family at its quota could not be limited.
+      await btrfs(['qgroup', 'limit', String(bytes), `0/${await subvolumeId(path)}`, root], `setting the quota of ${path}`);
     },
     async remove(path: string, owner: Owner) {
       const st = await lstat(path);

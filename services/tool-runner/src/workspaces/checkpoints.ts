@@ -243,25 +243,42 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
     return ids;
   }
 
-  /** The checkpoints, oldest first; with `bytes`, each one's exclusive bytes (an ioctl each, or two btrfs commands), else 0. */
+  /**
+   * The checkpoints, oldest first; with `bytes`, each one's exclusive bytes (an ioctl each, or two
+   * btrfs commands), else 0. Oldest by subvolume id, which btrfs hands out in increasing order: a
+   * snapshot's root directory keeps its source's birth time, so file times cannot order them.
+   * With the helper each one's creation time is its subvolume's own (GET_SUBVOL_INFO); without
+   * it, the directory's birth time (the source's: approximate).
+   */
   async function list(workspaceId: string, bytes = true): Promise<CheckpointInfo[]> {
     const ids = await existingIds(workspaceId);
     if (ids.length === 0) return [];
-    const [excl, subs] =
-      bytes && !helper ? [await exclusiveBytes(), await subvolumeIds(workspaceId)] : [new Map<number, number>(), new Map<string, number>()];
+    const [excl, subs] = helper
+      ? [new Map<number, number>(), new Map<string, number>()]
+      : [bytes ? await exclusiveBytes() : new Map<number, number>(), await subvolumeIds(workspaceId)];
     // All at once: one wait for the lot rather than one per checkpoint.
     const found = await Promise.all(
-      ids.map(async (id): Promise<CheckpointInfo | undefined> => {
-        const st = await lstatOrUndefined(join(base, workspaceId, id));
-        if (!st) return undefined;
+      ids.map(async (id): Promise<(CheckpointInfo & { subvolume: number }) | undefined> => {
+        const path = join(base, workspaceId, id);
+        if (helper) {
+          const info = await helper.info(path).catch((err: unknown) => {
+            if (/ENOENT/.test(String((err as Error).message))) return undefined;
+            throw err;
+          });
+          if (!info) return undefined;
+          const exclusiveBytes = bytes ? (await helper.exclusive(path)).bytes : 0;
+          return { id, createdMs: info.createdMs, exclusiveBytes, subvolume: info.subvolume };
+        }
+        const st = await lstatOrUndefined(path);
         const sub = subs.get(id);
-        const exclusiveBytes =
-          bytes && helper ? (await helper.exclusive(join(base, workspaceId, id))).bytes : sub === undefined ? 0 : (excl.get(sub) ?? 0);
-        return { id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes };
+        if (!st || sub === undefined) return undefined;
+        return { id, createdMs: st.birthtimeMs || st.ctimeMs, exclusiveBytes: excl.get(sub) ?? 0, subvolume: sub };
       }),
     );
-    const infos = found.filter((c): c is CheckpointInfo => c !== undefined);
-    return infos.sort((a, b) => a.createdMs - b.createdMs || (a.id < b.id ? -1 : 1));
+    return found
+      .filter((c) => c !== undefined)
+      .sort((a, b) => a.subvolume - b.subvolume)
+      .map(({ subvolume: _subvolume, ...info }) => info);
   }
 
   async function removeOne(workspaceId: string, id: string): Promise<boolean> {
@@ -400,12 +417,23 @@ export function openCheckpoints(options: CheckpointsOptions): Checkpoints {
         const qgroup = await parentQgroup(workspaceId, workspace, quotaBytes);
         const { building, ready, old } = rewindPaths(root, workspaceId, stamp());
         await snapshot(checkpoint, building, false, qgroup, `rewinding ${workspaceId}`);
-        // The snapshot's top keeps the checkpoint's owner and mode; the workspace's are kept.
+        // Both through the root, never charged to the new subvolume: a workspace whose quota is
+        // full (its family at the limit) can still be rewound, which is what frees room.
         if (quotaBytes > 0) {
           if (helper) await helper.limit(building, quotaBytes);
-          else await btrfs(['qgroup', 'limit', String(quotaBytes), building], `setting the quota of ${building}`);
+          else {
+            const sub = (await btrfs(['inspect-internal', 'rootid', building], `reading the subvolume id of ${building}`)).trim();
+            await btrfs(['qgroup', 'limit', String(quotaBytes), `0/${sub}`, root], `setting the quota of ${building}`);
+          }
         }
-        await chmod(building, st.mode & 0o7777);
+        // The snapshot's top keeps the checkpoint's owner and mode; the workspace's mode is kept.
+        // A chmod is a write inside the new subvolume (EDQUOT with a full quota): only when it differs.
+        const mode = st.mode & 0o7777;
+        if (((await lstat(building)).mode & 0o7777) !== mode)
+          await chmod(building, mode).catch((err: unknown) => {
+            if (errno(err) !== 'EDQUOT') throw err;
+            log('warn', `checkpoints: the quota of ${workspaceId} is full: the rewound workspace keeps the checkpoint's mode`);
+          });
         await rename(building, ready); // complete from here on
         await rename(workspace, old);
         await rename(ready, workspace);

@@ -29,7 +29,13 @@ export interface SnapshotHelper {
   exclusive(path: string): Promise<{ subvolume: number; bytes: number }>;
   /** Deletes the subvolume at `path` (one ioctl; the kernel frees its blocks in the background). */
   destroy(path: string): Promise<void>;
-  /** Limits the referenced bytes of the subvolume at `path` (its level-0 qgroup), as `btrfs qgroup limit` does. */
+  /** The subvolume id of `path` and when the subvolume was made (a snapshot's root directory keeps its source's birth time). */
+  info(path: string): Promise<{ subvolume: number; createdMs: number }>;
+  /**
+   * Limits the referenced bytes of the subvolume at `path` (its level-0 qgroup), as `btrfs qgroup
+   * limit BYTES 0/ID ROOT` does: through the parent directory, so that it works while the
+   * subvolume's family is at its quota.
+   */
   limit(path: string, bytes: number): Promise<void>;
   /** Qgroup `qgroup` (`1/N`) of the filesystem at `path`: its referenced and exclusive bytes (0 and 0 when it does not exist). */
   qgroup(path: string, qgroup: string): Promise<{ referenced: number; exclusive: number }>;
@@ -81,7 +87,9 @@ export function openSnapshotHelper(path: string): SnapshotHelper {
             ? `deleting ${fields[1]}`
             : fields[0] === 'limit'
               ? `limiting ${fields[1]}`
-              : `reading the bytes of ${fields[fields[0] === 'qgroup' ? 2 : 1]}`;
+              : fields[0] === 'info'
+                ? `reading the subvolume ${fields[1]}`
+                : `reading the bytes of ${fields[fields[0] === 'qgroup' ? 2 : 1]}`;
       throw new ConnectError(`${what}: ${line.replace(/^err /, '')}`, line.startsWith('err EEXIST') ? Code.AlreadyExists : Code.Internal);
     });
   }
@@ -101,6 +109,10 @@ export function openSnapshotHelper(path: string): SnapshotHelper {
     },
     async destroy(p) {
       await ask(['destroy', checkPath(p)]);
+    },
+    async info(p) {
+      const [subvolume, seconds, nanos] = (await ask(['info', checkPath(p)])).split(' ').map(Number);
+      return { subvolume: subvolume!, createdMs: seconds! * 1000 + Math.floor(nanos! / 1e6) };
     },
     async limit(p, bytes) {
       await ask(['limit', checkPath(p), String(Math.floor(bytes))]);

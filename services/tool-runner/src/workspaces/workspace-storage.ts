@@ -221,8 +221,11 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
           (await backend.snapshot(source, staging))
         : false;
       if (!snapshotted) await backend.createEmpty(staging);
+      // A snapshot of the owner's workspace is theirs already, most often 0700: no write inside it
+      // (a copy inside a family at its quota could not make one).
+      const top = await lstat(staging);
       try {
-        await chown(staging, owner.uid, owner.gid);
+        if (top.uid !== owner.uid || top.gid !== owner.gid) await chown(staging, owner.uid, owner.gid);
       } catch (err) {
         if (errno(err) !== 'EPERM') throw err;
         throw new ConnectError(
@@ -230,7 +233,7 @@ export async function openWorkspaceStorage(options: WorkspaceStorageOptions): Pr
           Code.FailedPrecondition,
         );
       }
-      await chmod(staging, 0o700);
+      if ((top.mode & 0o7777) !== 0o700) await chmod(staging, 0o700);
       if (request.quotaBytes > 0) await backend.setQuota(staging, request.quotaBytes);
       if (request.source.kind === 'git') {
         if (!options.sandbox) throw new ConnectError('this runner cannot clone: it has no sandbox', Code.FailedPrecondition);

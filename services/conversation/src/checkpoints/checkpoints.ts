@@ -19,7 +19,7 @@ import type { OutboxPublisher } from '../outbox/publisher.ts';
 import { insertAuditRows } from '../store/audit-store.ts';
 import type { StoredOutboxRow } from '../store/outbox-row.ts';
 import type { ConversationRecord, ConversationStore, MessageRow } from '../store/conversation-store.ts';
-import type { WorkspaceStorage } from '../workspaces/storage-client.ts';
+import { storageFailure, type WorkspaceStorage } from '../workspaces/storage-client.ts';
 import type { Workspaces } from '../workspaces/workspaces.ts';
 import { checkpointIdOf, checkpointPrefixOf, filesPoint } from './points.ts';
 
@@ -85,16 +85,6 @@ export interface CheckpointsOptions {
   readonly logger: Logger;
   /** Publishes the durable `history_rewound` notification a history rewind writes (without it: the outbox relay does, later). */
   readonly publisher?: Pick<OutboxPublisher, 'publishCommitted'>;
-}
-
-function storageProblem(err: unknown, what: string): ConnectError {
-  const ce = ConnectError.from(err);
-  if (ce.code === Code.FailedPrecondition || ce.code === Code.InvalidArgument || ce.code === Code.NotFound)
-    return new ConnectError(`${what}: ${ce.rawMessage}`, ce.code === Code.NotFound ? Code.FailedPrecondition : ce.code);
-  return new ConnectError(
-    `${what}: the workspace storage (tool-runner) did not answer (${Code[ce.code]}); try again shortly`,
-    Code.Unavailable,
-  );
 }
 
 export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
@@ -273,7 +263,7 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
           try {
             await storage.restoreCheckpoint(workspaceId, row.checkpointId, await quotaOf(workspaceId));
           } catch (err) {
-            throw storageProblem(err, `cannot rewind the files of conversation ${record.id}`);
+            throw storageFailure(err, `cannot rewind the files of conversation ${record.id}`);
           }
           filesFromTurn = point.turn;
         }
@@ -342,7 +332,7 @@ export function createCheckpoints(options: CheckpointsOptions): Checkpoints {
       try {
         return await storage.checkpointDiff(workspaceId, a, b);
       } catch (err) {
-        throw storageProblem(err, `cannot compare the files of conversation ${record.id}`);
+        throw storageFailure(err, `cannot compare the files of conversation ${record.id}`);
       }
     },
 

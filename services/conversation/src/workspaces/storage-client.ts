@@ -4,7 +4,7 @@
  * a host name standing for all its addresses). Every method of that service is idempotent, so a
  * call whose connection broke is simply sent again.
  */
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { WorkspaceStorageService } from '@bedrock/contracts';
 import type {
   CheckWriteAccessResponse,
@@ -19,6 +19,24 @@ import type {
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { PrepareWorkspaceRequestSchema } from '@bedrock/contracts';
 import { createBalancedTransport, serviceCredentialHeaders, type Logger } from '@bedrock/platform/server';
+
+/**
+ * What a failed storage call tells the user: the storage's own words for what they can act on
+ * (a failed clone, a bad URL, a missing checkpoint: NOT_FOUND becomes FAILED_PRECONDITION, the
+ * conversation being there), the storage's failure as INTERNAL (it answered: no retry helps),
+ * else UNAVAILABLE (it did not answer: try again).
+ */
+export function storageFailure(err: unknown, what: string): ConnectError {
+  const ce = ConnectError.from(err);
+  if (ce.code === Code.FailedPrecondition || ce.code === Code.InvalidArgument || ce.code === Code.NotFound)
+    return new ConnectError(`${what}: ${ce.rawMessage}`, ce.code === Code.NotFound ? Code.FailedPrecondition : ce.code);
+  if (ce.code === Code.Internal)
+    return new ConnectError(`${what}: the workspace storage (tool-runner) failed: ${ce.rawMessage}`, Code.Internal);
+  return new ConnectError(
+    `${what}: the workspace storage (tool-runner) did not answer (${Code[ce.code]}); try again shortly`,
+    Code.Unavailable,
+  );
+}
 
 export interface WorkspaceStorage {
   /** Makes the workspace's directory (idempotent); answers its path. */

@@ -13,7 +13,7 @@ import type { UidRange } from '@bedrock/platform/config';
 import type { Logger } from '@bedrock/platform/server';
 import type { ConversationWorkspace } from '../store/conversation-store.ts';
 import { UidRangeExhaustedError, type WorkspaceRow, type WorkspaceStore } from '../store/workspace-store.ts';
-import type { WorkspaceStorage } from './storage-client.ts';
+import { storageFailure, type WorkspaceStorage } from './storage-client.ts';
 
 export const DEFAULT_WORKSPACE = 'default';
 const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -106,17 +106,6 @@ export function subdirOf(cwd: string): { dir: string } | { problem: string } {
   return { dir: parts.join('/') };
 }
 
-function storageError(err: unknown, what: string): ConnectError {
-  const ce = ConnectError.from(err);
-  // The storage's own words for what the caller can act on (a clone that failed, a bad URL).
-  if (ce.code === Code.FailedPrecondition || ce.code === Code.InvalidArgument)
-    return new ConnectError(`${what}: ${ce.rawMessage}`, ce.code);
-  return new ConnectError(
-    `${what}: the workspace storage (tool-runner) did not answer (${Code[ce.code]}); try again shortly`,
-    Code.Unavailable,
-  );
-}
-
 export function createWorkspaces(options: WorkspacesOptions): Workspaces {
   const { store } = options;
 
@@ -173,7 +162,7 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
       // Nothing half made stays: the storage removed what it started, and the row goes too.
       await storage.remove(row.id).catch(() => undefined);
       await store.remove(row.id);
-      throw storageError(err, `workspace ${row.name} could not be made`);
+      throw storageFailure(err, `workspace ${row.name} could not be made`);
     }
     const ready = await store.markReady(row.id, path);
     if (!ready) throw new ConnectError(`workspace ${row.name} was deleted while it was being made`, Code.Aborted);
@@ -284,7 +273,7 @@ export function createWorkspaces(options: WorkspacesOptions): Workspaces {
         // The record is gone; the files are removed by the next call that names the id (the
         // storage's remove is idempotent), so say so rather than pretend.
         options.logger.error({ err, workspace_id: row.id }, 'workspace files not removed');
-        throw storageError(err, `workspace ${row.name} was deleted but its files were not removed yet`);
+        throw storageFailure(err, `workspace ${row.name} was deleted but its files were not removed yet`);
       }
       options.logger.info({ workspace_id: row.id, owner: row.ownerId }, 'workspace deleted');
     },

@@ -16,6 +16,8 @@ import { createConversationService } from '../src/create-conversation-service.ts
 import type { ConversationEvent } from '../src/core/index.ts';
 import type { ConversationRecord } from '../src/store/conversation-store.ts';
 import { createTestDatabase } from '@bedrock/testkit/database';
+import { deleteKeys } from '../../../packages/platform/test/redis-helpers.ts';
+import { cpuPer, cpuSnapshot, formatSplit, type CpuSplit } from '../../../bench/support/cpu-split.ts';
 
 /** Workers of every measurement (the applier's events and the single-row UPDATE alike), in the same run. */
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
@@ -59,7 +61,7 @@ async function main(): Promise<void> {
     pool: poolBefore,
     transport: transportBefore,
     logger: createLogger({ service: 'bench', level: 'error' }),
-    outboxRowPerEffect: true,
+    groupCommit: false,
   });
   await before.start();
   try {
@@ -100,7 +102,16 @@ async function main(): Promise<void> {
       }
       const latest = new Map<string, ConversationRecord>();
       for (const id of ids) latest.set(id, (await svc.store.get(id))!);
-      return { name, svc, ids, latest, step: new Map<string, number>(), counts: new Map<string, number>(), rates: [] as number[] };
+      return {
+        name,
+        svc,
+        ids,
+        latest,
+        step: new Map<string, number>(),
+        counts: new Map<string, number>(),
+        rates: [] as number[],
+        cpu: [] as CpuSplit[],
+      };
     };
     type Side = Awaited<ReturnType<typeof makeSide>>;
     const applyFor = (side: Side) =>
@@ -140,63 +151,75 @@ async function main(): Promise<void> {
     const now = await makeSide('now', service);
     const old = await makeSide('before', before);
     const baselines: number[] = [baseline.perSecond];
-    for (const side of [now, old, old, now]) side.rates.push((await applyFor(side)).perSecond);
-    baselines.push((await runBaseline()).perSecond);
+    const baselineCpu: CpuSplit[] = [baseline.cpu];
+    for (const side of [now, old, old, now]) {
+      const run = await applyFor(side);
+      side.rates.push(run.perSecond);
+      side.cpu.push(run.cpu);
+    }
+    const baselineAfter = await runBaseline();
+    baselines.push(baselineAfter.perSecond);
+    baselineCpu.push(baselineAfter.cpu);
     const applied = { perSecond: (now.rates[0]! + now.rates[1]!) / 2 };
     const counts = now.counts;
 
     // --- 3. latency: tool result in → next tool job out, through the queues ---------------
-    const conv = await service.store.create(
-      service.applier.newConversation({
-        id: 'bench-latency',
-        ownerId: 'bench',
-        slug: 'bench-latency',
-        cwd: '/tmp',
-        model: 'bench',
-        sandboxAvailable: false,
-      }),
-    );
-    const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({
-      type: 'tool_use' as const,
-      id: `L${i}`,
-      name: 'bash',
-      input: { command: 'true' },
-    }));
-    await service.applier.apply(conv.id, { type: 'user_message', text: 'go', images: [] });
-    const rec = (await service.store.get(conv.id))!;
-    if (rec.state.phase.kind !== 'llm_requesting') throw new Error('latency setup failed');
-    await service.applier.apply(conv.id, {
-      type: 'llm_response',
-      requestId: rec.state.phase.requestId,
-      stopReason: 'tool_use',
-      usage,
-      content: calls,
-    });
-    const arrivals = new Map<string, number>();
-    const latencies: number[] = [];
-    const events = transport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
-    let done!: () => void;
-    const finished = new Promise<void>((r) => (done = r));
-    const runner = transport.queues.consume(QUEUE_TOOL_EXEC, ToolExecJobSchema, async (job) => {
-      // Tool jobs of the throughput part are still queued: only this conversation's count.
-      if (job.data.conversationId !== conv.id) return;
-      const index = Number(job.data.toolUseId.slice(1));
-      const sentAt = arrivals.get(`L${index - 1}`);
-      if (sentAt !== undefined) latencies.push(performance.now() - sentAt);
-      if (index >= LATENCY_SAMPLES) return done();
-      arrivals.set(job.data.toolUseId, performance.now());
-      await events.add(
-        `bench-result-${job.data.toolUseId}`,
-        create(ConversationEventJobSchema, {
-          eventId: `bench-result-${job.data.toolUseId}`,
-          conversationId: conv.id,
-          event: { case: 'toolComplete', value: { toolUseId: job.data.toolUseId, content: 'ok' } },
+    // Both services, one after the other (group commit, then one statement per event).
+    const latencyOf = async (svc: typeof service, svcTransport: typeof transport, name: string): Promise<number[]> => {
+      const conv = await svc.store.create(
+        svc.applier.newConversation({
+          id: `bench-latency-${name}`,
+          ownerId: 'bench',
+          slug: `bench-latency-${name}`,
+          cwd: '/tmp',
+          model: 'bench',
+          sandboxAvailable: false,
         }),
       );
-    });
-    await finished;
-    await runner.close(0);
-    latencies.sort((a, b) => a - b);
+      const calls = Array.from({ length: LATENCY_SAMPLES + 1 }, (_, i) => ({
+        type: 'tool_use' as const,
+        id: `L${i}`,
+        name: 'bash',
+        input: { command: 'true' },
+      }));
+      await svc.applier.apply(conv.id, { type: 'user_message', text: 'go', images: [] });
+      const rec = (await svc.store.get(conv.id))!;
+      if (rec.state.phase.kind !== 'llm_requesting') throw new Error('latency setup failed');
+      await svc.applier.apply(conv.id, {
+        type: 'llm_response',
+        requestId: rec.state.phase.requestId,
+        stopReason: 'tool_use',
+        usage,
+        content: calls,
+      });
+      const arrivals = new Map<string, number>();
+      const latencies: number[] = [];
+      const events = svcTransport.queues.producer(QUEUE_CONVERSATION_EVENTS, ConversationEventJobSchema);
+      let done!: () => void;
+      const finished = new Promise<void>((r) => (done = r));
+      const runner = svcTransport.queues.consume(QUEUE_TOOL_EXEC, ToolExecJobSchema, async (job) => {
+        // Tool jobs of the throughput part are still queued: only this conversation's count.
+        if (job.data.conversationId !== conv.id) return;
+        const index = Number(job.data.toolUseId.slice(1));
+        const sentAt = arrivals.get(`L${index - 1}`);
+        if (sentAt !== undefined) latencies.push(performance.now() - sentAt);
+        if (index >= LATENCY_SAMPLES) return done();
+        arrivals.set(job.data.toolUseId, performance.now());
+        await events.add(
+          `bench-result-${job.data.toolUseId}`,
+          create(ConversationEventJobSchema, {
+            eventId: `bench-result-${job.data.toolUseId}`,
+            conversationId: conv.id,
+            event: { case: 'toolComplete', value: { toolUseId: job.data.toolUseId, content: 'ok' } },
+          }),
+        );
+      });
+      await finished;
+      await runner.close(0);
+      return latencies.sort((a, b) => a - b);
+    };
+    const latencies = await latencyOf(service, transport, 'now');
+    const latenciesBefore = await latencyOf(before, transportBefore, 'before');
 
     const baselineRate = (baselines[0]! + baselines[1]!) / 2;
     const ratio = applied.perSecond / baselineRate;
@@ -208,14 +231,22 @@ async function main(): Promise<void> {
     );
     console.log(`single-row UPDATE transactions: ${baselines.map((b) => b.toFixed(0)).join(' and ')}/s (before and after the rest)`);
     console.log(
-      `events applied (read, transition, one write, publish), one outbox row per event: ${now.rates.map((r) => r.toFixed(0)).join(' and ')}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`,
+      `events applied (read, transition, write, publish), group commit: ${now.rates.map((r) => r.toFixed(0)).join(' and ')}/s  (${[...counts].map(([k, v]) => `${k} ${v}`).join(', ')})`,
     );
-    console.log(`events applied, one outbox row per effect (before):                ${old.rates.map((r) => r.toFixed(0)).join(' and ')}/s`);
+    console.log(`events applied, one statement per event (before): ${old.rates.map((r) => r.toFixed(0)).join(' and ')}/s`);
     console.log(
-      `ratio events/baseline: one row per event ${ratio.toFixed(3)}, one row per effect ${ratioOf(old).toFixed(3)}; goal ≥ 0.5 — ${ratio >= 0.5 ? 'met' : 'missed'} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`,
+      `ratio events/baseline: group commit ${ratio.toFixed(3)}, one statement per event ${ratioOf(old).toFixed(3)}; goal ≥ 0.5 — ${ratio >= 0.5 ? 'met' : 'missed'} (each event is ~${(1 / ratio).toFixed(1)} baseline transactions of work)`,
     );
+    const mean = (list: CpuSplit[]): CpuSplit => ({
+      node: list.reduce((a, c) => a + c.node, 0) / list.length,
+      postgres: list.reduce((a, c) => a + c.postgres, 0) / list.length,
+      redis: list.reduce((a, c) => a + c.redis, 0) / list.length,
+    });
+    console.log(`CPU per single-row UPDATE transaction:        ${formatSplit(mean(baselineCpu))}`);
+    console.log(`CPU per event, group commit:                  ${formatSplit(mean(now.cpu))}`);
+    console.log(`CPU per event, one statement per event:       ${formatSplit(mean(old.cpu))}`);
     console.log(
-      `event arrival → effect on queue, ${latencies.length} samples: median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
+      `event arrival → effect on queue, ${latencies.length} samples: group commit median ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms; one statement per event median ${percentile(latenciesBefore, 50).toFixed(2)} ms, p99 ${percentile(latenciesBefore, 99).toFixed(2)} ms (goal ≤ 2 / ≤ 10 ms)`,
     );
     void StopReason;
   } finally {
@@ -223,6 +254,9 @@ async function main(): Promise<void> {
     await before.stop();
     await transport.close();
     await transportBefore.close();
+    // The queued jobs of a run (tens of thousands) would otherwise stay in Redis.
+    await deleteKeys(prefix);
+    await deleteKeys(`${prefix}-before`);
     await pool.end();
     await poolBefore.end();
     await db.drop();
@@ -234,8 +268,9 @@ async function runFor(
   durationMs: number,
   concurrency: number,
   work: (worker: number) => Promise<void>,
-): Promise<{ perSecond: number; count: number }> {
+): Promise<{ perSecond: number; count: number; cpu: CpuSplit }> {
   let count = 0;
+  const cpuBefore = cpuSnapshot();
   const start = performance.now();
   const deadline = start + durationMs;
   await Promise.all(
@@ -246,7 +281,8 @@ async function runFor(
       }
     }),
   );
-  return { perSecond: (count * 1000) / (performance.now() - start), count };
+  const perSecond = (count * 1000) / (performance.now() - start);
+  return { perSecond, count, cpu: cpuPer(cpuBefore, cpuSnapshot(), count) };
 }
 
 await main();

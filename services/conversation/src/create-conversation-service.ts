@@ -87,6 +87,8 @@ export interface ConversationServiceDeps {
   readonly hostPathsOneUser?: boolean;
   /** The apply benchmark's "before": one outbox row per effect (StoreOptions.outboxRowPerEffect). */
   readonly outboxRowPerEffect?: boolean;
+  /** The apply benchmark's "before": one statement per event (StoreOptions.groupCommit). */
+  readonly groupCommit?: false;
 }
 
 export interface ConversationServiceInstance {
@@ -176,11 +178,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       subAgentTimeoutMs: config.turns.subAgentTimeout,
     };
     const models = createModelRegistry(config.models.registry ?? null);
-    const store = createConversationStore({ pool, ...(deps.outboxRowPerEffect ? { outboxRowPerEffect: true } : {}) });
+    const store = createConversationStore({
+      pool,
+      ...(deps.outboxRowPerEffect ? { outboxRowPerEffect: true } : {}),
+      ...(deps.groupCommit === false ? { groupCommit: false as const } : {}),
+    });
     const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
     const publishRows = createRowPublisher(transport, onPublished);
     const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
-    const publisher = createOutboxPublisher({ pool, publishRows, relay, logger });
+    const publisher = createOutboxPublisher({ pool, publishRows, relay, logger, markSent: (ids) => store.markSent(ids) });
     const limits = createLimitsStore({
       pool,
       defaults: {

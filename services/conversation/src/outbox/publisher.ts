@@ -16,6 +16,8 @@ export interface PublisherOptions {
   readonly publishRows: PublishRows;
   readonly relay: Pick<OutboxRelay, 'kick'>;
   readonly logger: Logger;
+  /** How published rows are marked sent. Default: a statement of their own (the store's group commit carries them in its writes). */
+  readonly markSent?: (ids: readonly string[]) => Promise<void>;
 }
 
 export interface OutboxPublisher {
@@ -37,6 +39,7 @@ const SETTLED_MEMORY_MS = 10_000;
 export function createOutboxPublisher(options: PublisherOptions): OutboxPublisher {
   const { publishRows, relay, logger } = options;
   const outbox = createOutboxStore(options.pool);
+  const markSent = options.markSent ?? ((ids: readonly string[]) => outbox.markSent(ids));
   /** Published (or being published) by this replica, not yet marked sent. */
   const inFlight = new Set<string>();
   /** Marked sent by this replica recently: two generations, rotated every SETTLED_MEMORY_MS. */
@@ -71,7 +74,7 @@ export function createOutboxPublisher(options: PublisherOptions): OutboxPublishe
       const ids = pendingMarks;
       pendingMarks = [];
       try {
-        await outbox.markSent(ids);
+        await markSent(ids);
         remember(ids);
       } catch (err) {
         // Unmarked rows are published again by the relay's sweep; harmless.

@@ -4,11 +4,12 @@
  * in one commit (docs/conversation.md, "The store"); and the writes made under the row lock.
  */
 import type { PoolClient } from 'pg';
-import type { ContentBlock, MessageType } from '../core/index.ts';
-import type { AppliedWrite, ApplyRead, ConversationRecord, MessageRow, StoreOptions, TitleWrite } from './records.ts';
+import type { AppliedWrite, ApplyRead, ConversationRecord, StoreOptions, TitleWrite } from './records.ts';
 import { inTransaction, toRecord, type ConversationRowDb } from './conversation-rows.ts';
-import { packOutboxRows } from './outbox-row.ts';
+import { afterWrite, messageValues, outboxRowsOf, type WrittenRow } from './applied-rows.ts';
 import { auditJson } from './audit-store.ts';
+import { createGroupCommit } from './group-commit.ts';
+import { markSentAlone } from './outbox-store.ts';
 
 export interface ApplyStore {
   /**
@@ -29,6 +30,11 @@ export interface ApplyStore {
     client?: PoolClient,
   ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null>;
   /**
+   * Marks published outbox rows sent: in the next group commit's statement, or alone shortly
+   * after when no write comes (group-commit.ts). A lost mark only means publishing again.
+   */
+  markSent(ids: readonly string[]): Promise<void>;
+  /**
    * Runs `work` in a transaction holding the conversation's row lock (user actions with a
    * client request id: the id is claimed and its outcome stored with the event's writes).
    * Null when the conversation does not exist.
@@ -47,7 +53,7 @@ export interface ApplyStore {
   ): Promise<{ record: ConversationRecord; outboxIds: string[] }>;
 }
 
-export type ApplyStoreOptions = Pick<StoreOptions, 'pool' | 'outboxRowPerEffect'>;
+export type ApplyStoreOptions = Pick<StoreOptions, 'pool' | 'outboxRowPerEffect' | 'groupCommit'>;
 
 /** A conversation and the ids of its unsent outbox rows (the partial index outbox_unsent_idx). */
 const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE o.conversation_id = c.id AND o.sent_at IS NULL ORDER BY o.id) AS unsent
@@ -55,7 +61,8 @@ const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE 
 
 /**
  * One statement, one commit: the conditional UPDATE decides; the inserts (messages, outbox
- * rows, audit rows) join on its result, so a stale version writes nothing. Outbox ids follow
+ * rows, audit rows) join on its result, so a stale version writes nothing; `k` marks rows
+ * published earlier sent (group-commit.ts carries the publisher's marks). Outbox ids follow
  * the rows' order (ORDINALITY).
  */
 const WRITE_APPLIED = `WITH c AS (
@@ -96,38 +103,11 @@ const WRITE_APPLIED = `WITH c AS (
     FROM c, jsonb_to_recordset($16::jsonb) AS r(user_id text, action text, conversation_id text, details jsonb)
 ), b AS (
   DELETE FROM budget_reservations USING c WHERE budget_reservations.conversation_id = $1 AND $19::boolean
+), k AS (
+  UPDATE outbox SET sent_at = now()
+   WHERE id IN (SELECT id FROM outbox WHERE id = ANY($21::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
 )
 SELECT c.revision, c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
-
-function messageValues(m: MessageRow) {
-  return {
-    id: m.id,
-    sequence: m.sequence,
-    message_type: m.type,
-    actor_kind: ACTOR[m.type],
-    content: m.content,
-    display_data: displayOf(m.content),
-    usage_data: m.usage,
-    stop_reason: m.stopReason,
-    stop_explanation: m.stopExplanation || null,
-    created_at: m.createdAt.toISOString(),
-  };
-}
-
-const ACTOR: Record<MessageType, string> = {
-  user: 'human',
-  agent: 'llm_agent',
-  tool: 'system',
-  system: 'system',
-  error: 'system',
-  continuation: 'llm_agent',
-};
-
-/** display_data: the union of the tool results' rendering hints (e.g. a patch diff). */
-function displayOf(content: readonly ContentBlock[]): unknown {
-  const display = content.flatMap((b) => (b.type === 'tool_result' && b.display ? [b.display] : []));
-  return display.length ? (display.length === 1 ? display[0] : display) : null;
-}
 
 export function createApplyStore(options: ApplyStoreOptions): ApplyStore {
   const { pool } = options;
@@ -147,64 +127,66 @@ export function createApplyStore(options: ApplyStoreOptions): ApplyStore {
     return row ? { record: toRecord(row), unsentOutbox: row.unsent } : null;
   }
 
+  /** One event's write in one statement of its own; `markIds`: published outbox rows it marks sent (group-commit.ts). */
+  async function writeOne(
+    record: ConversationRecord,
+    write: AppliedWrite,
+    client?: PoolClient,
+    markIds: readonly string[] = [],
+  ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
+    // The event's effects, one table row per conversation they belong to (outbox-row.ts).
+    const { packed: outbox, holder } = outboxRowsOf(write, options.outboxRowPerEffect);
+    const { rows } = await (client ?? pool).query<WrittenRow>({
+      name: 'bedrock-write-applied',
+      text: WRITE_APPLIED,
+      values: [
+        write.id,
+        write.expectedRevision,
+        JSON.stringify(write.state),
+        write.state.phase.kind,
+        write.state.mode,
+        write.state.seq,
+        write.notifySeq,
+        write.messageSeq,
+        write.touchState,
+        JSON.stringify(write.messages.map(messageValues)),
+        outbox.map((row) => row.effectId),
+        outbox.map((row) => row.conversationId),
+        outbox.map((row) => row.kind),
+        outbox.map((row) => JSON.stringify(row.payload)),
+        write.title,
+        auditJson(write.audit),
+        write.costMicros,
+        write.spendDay,
+        write.releaseReservation,
+        [write.tokens.input, write.tokens.output, write.tokens.cacheCreation, write.tokens.cacheRead],
+        markIds,
+      ],
+    });
+    const row = rows[0];
+    return row ? afterWrite(record, write, row, holder, outbox.length) : null;
+  }
+
+  const group =
+    options.groupCommit === false
+      ? null
+      : createGroupCommit({
+          pool,
+          single: (record, write, markIds) => writeOne(record, write, undefined, markIds),
+          markAlone: (ids) => markSentAlone(pool, ids),
+          ...(options.outboxRowPerEffect ? { rowPerEffect: true } : {}),
+          ...(options.groupCommit ?? {}),
+        });
+
   return {
     readForApply,
 
-    async writeApplied(
-      record: ConversationRecord,
-      write: AppliedWrite,
-      client?: PoolClient,
-    ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
-      // The event's effects, one table row per conversation they belong to (outbox-row.ts).
-      const { packed: outbox, holder } = options.outboxRowPerEffect
-        ? { packed: write.outbox, holder: write.outbox.map((_, i) => i) }
-        : packOutboxRows(write.outbox);
-      const { rows } = await (client ?? pool).query<{ revision: string; updated_at: Date; state_updated_at: Date; outbox_ids: string[] }>({
-        name: 'bedrock-write-applied',
-        text: WRITE_APPLIED,
-        values: [
-          write.id,
-          write.expectedRevision,
-          JSON.stringify(write.state),
-          write.state.phase.kind,
-          write.state.mode,
-          write.state.seq,
-          write.notifySeq,
-          write.messageSeq,
-          write.touchState,
-          JSON.stringify(write.messages.map(messageValues)),
-          outbox.map((row) => row.effectId),
-          outbox.map((row) => row.conversationId),
-          outbox.map((row) => row.kind),
-          outbox.map((row) => JSON.stringify(row.payload)),
-          write.title,
-          auditJson(write.audit),
-          write.costMicros,
-          write.spendDay,
-          write.releaseReservation,
-          [write.tokens.input, write.tokens.output, write.tokens.cacheCreation, write.tokens.cacheRead],
-        ],
-      });
-      const row = rows[0];
-      if (!row) return null;
-      // Only what the statement changed comes back (not the state, which the caller has).
-      const updated: ConversationRecord = {
-        ...record,
-        state: write.state,
-        version: write.state.seq,
-        revision: Number(row.revision),
-        notifySeq: write.notifySeq,
-        messageSeq: write.messageSeq,
-        updatedAt: row.updated_at,
-        stateUpdatedAt: row.state_updated_at,
-        ...(write.title !== null ? { title: write.title, titleSource: 'message' as const } : {}),
-        costMicros: record.costMicros + write.costMicros,
-      };
-      // One id per effect (the id of the table row holding it), as the publisher marks rows by id.
-      const ids = row.outbox_ids;
-      const outboxIds = ids.length === outbox.length ? holder.map((i) => ids[i]!) : ids;
-      return { record: updated, outboxIds };
+    writeApplied(record: ConversationRecord, write: AppliedWrite, client?: PoolClient) {
+      // In a caller's transaction the write is its own statement; otherwise it joins the next group commit.
+      return client || !group ? writeOne(record, write, client) : group.write(record, write);
     },
+
+    markSent: (ids) => (group ? group.markSent(ids) : markSentAlone(pool, ids)),
 
     async withLocked<T>(id: string, work: (client: PoolClient, read: ApplyRead) => Promise<T>): Promise<T | null> {
       return inTransaction(pool, async (client) => {

@@ -72,7 +72,12 @@ export interface AuditFilter {
  * statement inserts its audit rows itself.
  */
 export function auditJson(rows: readonly AuditRow[]): string {
-  return JSON.stringify(rows.map((a) => ({ user_id: a.userId, action: a.action, conversation_id: a.conversationId, details: a.details })));
+  return JSON.stringify(rows.map(auditRowValues));
+}
+
+/** One audit row's columns, as `auditJson` writes them. */
+export function auditRowValues(a: AuditRow): { user_id: string; action: string; conversation_id: string | null; details: unknown } {
+  return { user_id: a.userId, action: a.action, conversation_id: a.conversationId, details: a.details };
 }
 
 /** `INSERT … SELECT` of audit rows given as `auditJson` in parameter `$n`, for a CTE of an action's own statement. */

@@ -46,6 +46,11 @@ export interface OutboxStore {
 const MARK_SENT = `WITH local AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE outbox SET sent_at = now() FROM local WHERE id = ANY($1::bigint[])`;
 
+/** Marks rows sent in a statement of their own (group-commit.ts carries most marks in its writes instead). */
+export async function markSentAlone(pool: Pool, ids: readonly string[]): Promise<void> {
+  await pool.query({ name: 'bedrock-mark-sent', text: MARK_SENT, values: [ids] });
+}
+
 export function createOutboxStore(pool: Pool): OutboxStore {
   return {
     async hasUnsent(conversationId) {
@@ -101,8 +106,6 @@ export function createOutboxStore(pool: Pool): OutboxStore {
       await pool.query("DELETE FROM outbox WHERE sent_at < now() - ($1::double precision * interval '1 millisecond')", [retentionMs]);
     },
 
-    async markSent(ids) {
-      await pool.query({ name: 'bedrock-mark-sent', text: MARK_SENT, values: [ids] });
-    },
+    markSent: (ids) => markSentAlone(pool, ids),
   };
 }

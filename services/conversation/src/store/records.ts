@@ -241,4 +241,9 @@ export interface StoreOptions {
    * conversation: only for the apply benchmark's side-by-side comparison (both are read alike).
    */
   readonly outboxRowPerEffect?: boolean;
+  /**
+   * Applied events' writes of different conversations share statements (group-commit.ts; on by
+   * default). False: one statement per event, only for the apply benchmark's comparison.
+   */
+  readonly groupCommit?: false | { readonly maxInFlight?: number; readonly maxBatch?: number };
 }

@@ -1,0 +1,79 @@
+/**
+ * What writing an applied event sends and gets back, shared by the one-event statement
+ * (apply-writes.ts) and the group commit (group-commit.ts): the messages' column values, the
+ * outbox rows as stored (one per conversation the effects belong to), and the record after.
+ */
+import type { ContentBlock, MessageType } from '../core/index.ts';
+import type { AppliedWrite, ConversationRecord, MessageRow } from './records.ts';
+import { packOutboxRows, type PackedOutboxRow } from './outbox-row.ts';
+
+/** A message's columns, as `jsonb_to_recordset` reads them. */
+export function messageValues(m: MessageRow) {
+  return {
+    id: m.id,
+    sequence: m.sequence,
+    message_type: m.type,
+    actor_kind: ACTOR[m.type],
+    content: m.content,
+    display_data: displayOf(m.content),
+    usage_data: m.usage,
+    stop_reason: m.stopReason,
+    stop_explanation: m.stopExplanation || null,
+    created_at: m.createdAt.toISOString(),
+  };
+}
+
+const ACTOR: Record<MessageType, string> = {
+  user: 'human',
+  agent: 'llm_agent',
+  tool: 'system',
+  system: 'system',
+  error: 'system',
+  continuation: 'llm_agent',
+};
+
+/** display_data: the union of the tool results' rendering hints (e.g. a patch diff). */
+function displayOf(content: readonly ContentBlock[]): unknown {
+  const display = content.flatMap((b) => (b.type === 'tool_result' && b.display ? [b.display] : []));
+  return display.length ? (display.length === 1 ? display[0] : display) : null;
+}
+
+/** The event's effects as table rows (outbox-row.ts), and for each effect the index of the row holding it. */
+export function outboxRowsOf(write: AppliedWrite, rowPerEffect = false): { packed: readonly PackedOutboxRow[]; holder: number[] } {
+  return rowPerEffect ? { packed: write.outbox, holder: write.outbox.map((_, i) => i) } : packOutboxRows(write.outbox);
+}
+
+/** What the statement returns for one written conversation (not the state, which the caller has). */
+export interface WrittenRow {
+  readonly revision: string;
+  readonly updated_at: Date;
+  readonly state_updated_at: Date;
+  /** The ids of the inserted table rows, in insertion order. */
+  readonly outbox_ids: string[];
+}
+
+/** The record after the write, built from the record read, the write and what the statement returned. */
+export function afterWrite(
+  record: ConversationRecord,
+  write: AppliedWrite,
+  row: WrittenRow,
+  holder: readonly number[],
+  rowCount: number,
+): { record: ConversationRecord; outboxIds: string[] } {
+  const updated: ConversationRecord = {
+    ...record,
+    state: write.state,
+    version: write.state.seq,
+    revision: Number(row.revision),
+    notifySeq: write.notifySeq,
+    messageSeq: write.messageSeq,
+    updatedAt: row.updated_at,
+    stateUpdatedAt: row.state_updated_at,
+    ...(write.title !== null ? { title: write.title, titleSource: 'message' as const } : {}),
+    costMicros: record.costMicros + write.costMicros,
+  };
+  // One id per effect (the id of the table row holding it), as the publisher marks rows by id.
+  const ids = row.outbox_ids;
+  const outboxIds = ids.length === rowCount ? holder.map((i) => ids[i]!) : ids;
+  return { record: updated, outboxIds };
+}

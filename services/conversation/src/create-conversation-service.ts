@@ -85,8 +85,6 @@ export interface ConversationServiceDeps {
    * may be added (AddUser, a first OpenID Connect sign-in) while they are.
    */
   readonly hostPathsOneUser?: boolean;
-  /** The apply benchmark's "before": one outbox row per effect (StoreOptions.outboxRowPerEffect). */
-  readonly outboxRowPerEffect?: boolean;
   /** The apply benchmark's "before": one statement per event (StoreOptions.groupCommit). */
   readonly groupCommit?: false;
 }
@@ -180,7 +178,6 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     const models = createModelRegistry(config.models.registry ?? null);
     const store = createConversationStore({
       pool,
-      ...(deps.outboxRowPerEffect ? { outboxRowPerEffect: true } : {}),
       ...(deps.groupCommit === false ? { groupCommit: false as const } : {}),
     });
     const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);

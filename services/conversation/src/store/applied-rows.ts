@@ -1,11 +1,10 @@
 /**
  * What writing an applied event sends and gets back, shared by the one-event statement
- * (apply-writes.ts) and the group commit (group-commit.ts): the messages' column values, the
- * outbox rows as stored (one per conversation the effects belong to), and the record after.
+ * (apply-writes.ts) and the group commit (group-commit.ts): the messages' column values and
+ * the record after the write.
  */
 import type { ContentBlock, MessageType } from '../core/index.ts';
 import type { AppliedWrite, ConversationRecord, MessageRow } from './records.ts';
-import { packOutboxRows, type PackedOutboxRow } from './outbox-row.ts';
 
 /** A message's columns, as `jsonb_to_recordset` reads them. */
 export function messageValues(m: MessageRow) {
@@ -36,11 +35,6 @@ const ACTOR: Record<MessageType, string> = {
 function displayOf(content: readonly ContentBlock[]): unknown {
   const display = content.flatMap((b) => (b.type === 'tool_result' && b.display ? [b.display] : []));
   return display.length ? (display.length === 1 ? display[0] : display) : null;
-}
-
-/** The event's effects as table rows (outbox-row.ts), and for each effect the index of the row holding it. */
-export function outboxRowsOf(write: AppliedWrite, rowPerEffect = false): { packed: readonly PackedOutboxRow[]; holder: number[] } {
-  return rowPerEffect ? { packed: write.outbox, holder: write.outbox.map((_, i) => i) } : packOutboxRows(write.outbox);
 }
 
 /** What the statement returns for one written conversation (not the state, which the caller has). */

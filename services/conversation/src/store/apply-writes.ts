@@ -6,7 +6,8 @@
 import type { PoolClient } from 'pg';
 import type { AppliedWrite, ApplyRead, ConversationRecord, StoreOptions, TitleWrite } from './records.ts';
 import { inTransaction, toRecord, type ConversationRowDb } from './conversation-rows.ts';
-import { afterWrite, messageValues, outboxRowsOf, type WrittenRow } from './applied-rows.ts';
+import { afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { packOutboxRows } from './outbox-row.ts';
 import { auditJson } from './audit-store.ts';
 import { createGroupCommit } from './group-commit.ts';
 import { markSentAlone } from './outbox-store.ts';
@@ -53,7 +54,7 @@ export interface ApplyStore {
   ): Promise<{ record: ConversationRecord; outboxIds: string[] }>;
 }
 
-export type ApplyStoreOptions = Pick<StoreOptions, 'pool' | 'outboxRowPerEffect' | 'groupCommit'>;
+export type ApplyStoreOptions = Pick<StoreOptions, 'pool' | 'groupCommit'>;
 
 /** A conversation and the ids of its unsent outbox rows (the partial index outbox_unsent_idx). */
 const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE o.conversation_id = c.id AND o.sent_at IS NULL ORDER BY o.id) AS unsent
@@ -135,7 +136,7 @@ export function createApplyStore(options: ApplyStoreOptions): ApplyStore {
     markIds: readonly string[] = [],
   ): Promise<{ record: ConversationRecord; outboxIds: string[] } | null> {
     // The event's effects, one table row per conversation they belong to (outbox-row.ts).
-    const { packed: outbox, holder } = outboxRowsOf(write, options.outboxRowPerEffect);
+    const { packed: outbox, holder } = packOutboxRows(write.outbox);
     const { rows } = await (client ?? pool).query<WrittenRow>({
       name: 'bedrock-write-applied',
       text: WRITE_APPLIED,
@@ -174,7 +175,6 @@ export function createApplyStore(options: ApplyStoreOptions): ApplyStore {
           pool,
           single: (record, write, markIds) => writeOne(record, write, undefined, markIds),
           markAlone: (ids) => markSentAlone(pool, ids),
-          ...(options.outboxRowPerEffect ? { rowPerEffect: true } : {}),
           ...(options.groupCommit ?? {}),
         });
 

@@ -7,7 +7,8 @@
  */
 import type { Pool } from 'pg';
 import type { AppliedWrite, ConversationRecord } from './records.ts';
-import { afterWrite, messageValues, outboxRowsOf, type WrittenRow } from './applied-rows.ts';
+import { afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { packOutboxRows } from './outbox-row.ts';
 import { auditRowValues } from './audit-store.ts';
 
 export type WriteResult = { record: ConversationRecord; outboxIds: string[] } | null;
@@ -28,8 +29,6 @@ export interface GroupCommitOptions {
   readonly markAlone: (ids: readonly string[]) => Promise<void>;
   /** How long marks wait for a write to ride with before they go alone. Default 10 ms. */
   readonly markDelayMs?: number;
-  /** One outbox row per effect (the apply benchmark's old layout), as StoreOptions.outboxRowPerEffect. */
-  readonly rowPerEffect?: boolean;
 }
 
 export interface GroupCommit {
@@ -204,7 +203,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
       return;
     }
     let written: Map<string, WrittenRow>;
-    const rows = batch.map((p) => outboxRowsOf(p.write, options.rowPerEffect));
+    const rows = batch.map((p) => packOutboxRows(p.write.outbox));
     try {
       written = await writeBatch(batch, rows, carried.ids);
     } catch {
@@ -223,7 +222,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
 
   async function writeBatch(
     batch: readonly Pending[],
-    rows: ReturnType<typeof outboxRowsOf>[],
+    rows: ReturnType<typeof packOutboxRows>[],
     markIds: readonly string[],
   ): Promise<Map<string, WrittenRow>> {
     // Rows are locked in the order of `w`: by id, the same order on every replica.

@@ -237,11 +237,6 @@ export interface ListOptions {
 export interface StoreOptions {
   readonly pool: Pool;
   /**
-   * Write one outbox row per effect, as before migration 025, instead of one per event and
-   * conversation: only for the apply benchmark's side-by-side comparison (both are read alike).
-   */
-  readonly outboxRowPerEffect?: boolean;
-  /**
    * Applied events' writes of different conversations share statements (group-commit.ts; on by
    * default). False: one statement per event, only for the apply benchmark's comparison.
    */

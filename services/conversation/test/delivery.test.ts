@@ -123,6 +123,9 @@ describe('relay', () => {
       jobs.map((job) => h.respond(job, { stopReason: StopReason.TOOL_USE, content: [toolUse('sr', 'submit_result', { result: 'ok' })] })),
     );
     for (const id of parents) await h.llmJob(id, 1);
+    // Marks follow publishing (in the next write's statement, or alone within 10 ms): wait for
+    // those in progress, not for the relay's poll.
+    await h.service.publisher.drain();
     for (const id of [...parents, ...children]) expect(await unsent(id)).toBe(0);
   });
 });

@@ -106,7 +106,7 @@ const WRITE_APPLIED = `WITH c AS (
   DELETE FROM budget_reservations USING c WHERE budget_reservations.conversation_id = $1 AND $19::boolean
 ), k AS (
   UPDATE outbox SET sent_at = now()
-   WHERE id IN (SELECT id FROM outbox WHERE id = ANY($21::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+   WHERE id IN (SELECT id FROM outbox WHERE id = ANY($21::bigint[]) FOR UPDATE SKIP LOCKED)
 )
 SELECT c.revision, c.updated_at, c.state_updated_at, ARRAY(SELECT o.id::text FROM o ORDER BY o.id) AS outbox_ids FROM c`;
 

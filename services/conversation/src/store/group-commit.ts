@@ -101,7 +101,7 @@ const WRITE_BATCH = `WITH w AS (
   DELETE FROM budget_reservations USING c WHERE budget_reservations.conversation_id = c.id AND c.release
 ), k AS (
   UPDATE outbox SET sent_at = now()
-   WHERE id IN (SELECT id FROM outbox WHERE id = ANY($5::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+   WHERE id IN (SELECT id FROM outbox WHERE id = ANY($5::bigint[]) FOR UPDATE SKIP LOCKED)
 )
 SELECT c.id, c.revision, c.updated_at, c.state_updated_at,
        ARRAY(SELECT o.id::text FROM o JOIN ob ON ob.effect_id = o.effect_id WHERE ob.writer = c.id ORDER BY o.id) AS outbox_ids

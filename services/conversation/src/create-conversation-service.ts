@@ -178,7 +178,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     const models = createModelRegistry(config.models.registry ?? null);
     const store = createConversationStore({
       pool,
-      ...(deps.groupCommit === false ? { groupCommit: false as const } : {}),
+      groupCommit: deps.groupCommit === false ? false : { onBatch: (writes) => metrics.writeBatchSize.observe(writes) },
     });
     const onPublished = (kind: string, lagMs: number) => metrics.queueWaitSeconds.observe({ queue: `outbox:${kind}` }, lagMs / 1000);
     const publishRows = createRowPublisher(transport, onPublished);

@@ -35,6 +35,8 @@ export const METRIC = {
   toolDurationSeconds: 'bedrock_tool_duration_seconds',
   /** Gauge `{kind}`: open long-lived streams, e.g. `watch` (client watches), `llm` (provider streams). */
   activeStreams: 'bedrock_active_streams',
+  /** Histogram (no labels): applied events written per statement by the conversation service's group commit. */
+  writeBatchSize: 'bedrock_write_batch_size',
   /** Histogram `{method, code}`: seconds a served RPC took (streams: until they end); `code` is the gRPC code name. */
   rpcServerSeconds: 'bedrock_rpc_server_seconds',
 } as const;

@@ -34,6 +34,7 @@ export interface Metrics {
   readonly toolDurationSeconds: Histogram<'tool' | 'outcome'>;
   readonly activeStreams: Gauge<'kind'>;
   readonly rpcServerSeconds: Histogram<'method' | 'code'>;
+  readonly writeBatchSize: Histogram;
 }
 
 /**
@@ -123,6 +124,12 @@ export function createMetrics(service: string): Metrics {
       help: 'Seconds a served RPC took (streams: until they end), by method and gRPC code.',
       labelNames: ['method', 'code'],
       buckets: DURATION_BUCKETS,
+      registers,
+    }),
+    writeBatchSize: new Histogram({
+      name: METRIC.writeBatchSize,
+      help: 'Applied events written per statement (group commit).',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
       registers,
     }),
   };

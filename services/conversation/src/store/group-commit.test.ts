@@ -14,12 +14,14 @@ import { NO_TOKENS } from './records.ts';
 let db: TestDatabase;
 let pool: pg.Pool;
 let store: ConversationStore;
+/** The writes of each statement, as the `bedrock_write_batch_size` metric sees them. */
+const sizes: number[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('group_commit');
   pool = new pg.Pool({ connectionString: db.url, max: 4 });
   await migrate(pool);
-  store = createConversationStore({ pool });
+  store = createConversationStore({ pool, groupCommit: { onBatch: (writes) => sizes.push(writes) } });
 });
 afterAll(async () => {
   await pool?.end();
@@ -119,6 +121,7 @@ describe('group commit', () => {
         records.map((r, i) => store.writeApplied(results[i]!.record, writeOf(results[i]!.record, 'again', 500))),
       );
       expect(batches.stop()).toBeGreaterThanOrEqual(1);
+      expect(Math.max(...sizes)).toBeGreaterThanOrEqual(2);
       for (const [i, r] of records.entries()) {
         const first = results[i]!;
         const second = more[i]!;

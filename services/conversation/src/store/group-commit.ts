@@ -25,6 +25,8 @@ export interface GroupCommitOptions {
   readonly maxInFlight?: number;
   /** Writes in one statement at most. Default 64. */
   readonly maxBatch?: number;
+  /** Called with the number of writes of each statement. */
+  readonly onBatch?: (writes: number) => void;
   /** Marks outbox rows sent in a statement of their own (outbox-store.ts), for marks no write came to carry. */
   readonly markAlone: (ids: readonly string[]) => Promise<void>;
   /** How long marks wait for a write to ride with before they go alone. Default 10 ms. */
@@ -175,6 +177,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
     while (inFlight < maxInFlight && waiting.length > 0) {
       const batch = take();
       if (batch.length === 0) return;
+      options.onBatch?.(batch.length);
       inFlight++;
       void run(batch).finally(() => {
         for (const p of batch) writing.delete(p.write.id);

@@ -240,5 +240,12 @@ export interface StoreOptions {
    * Applied events' writes of different conversations share statements (group-commit.ts; on by
    * default). False: one statement per event, only for the apply benchmark's comparison.
    */
-  readonly groupCommit?: false | { readonly maxInFlight?: number; readonly maxBatch?: number };
+  readonly groupCommit?:
+    | false
+    | {
+        readonly maxInFlight?: number;
+        readonly maxBatch?: number;
+        /** Called with the number of writes of each statement (the `bedrock_write_batch_size` metric). */
+        readonly onBatch?: (writes: number) => void;
+      };
 }

@@ -6,6 +6,14 @@
 import type { ContentBlock, MessageType } from '../core/index.ts';
 import type { AppliedWrite, ConversationRecord, MessageRow } from './records.ts';
 
+/** The end of an `INSERT INTO user_daily_spend`: a day that has a row already adds to it. */
+export const ADD_TO_DAILY_SPEND = `ON CONFLICT (user_id, day) DO UPDATE
+    SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros,
+        input_tokens = user_daily_spend.input_tokens + EXCLUDED.input_tokens,
+        output_tokens = user_daily_spend.output_tokens + EXCLUDED.output_tokens,
+        cache_creation_tokens = user_daily_spend.cache_creation_tokens + EXCLUDED.cache_creation_tokens,
+        cache_read_tokens = user_daily_spend.cache_read_tokens + EXCLUDED.cache_read_tokens`;
+
 /** A message's columns, as `jsonb_to_recordset` reads them. */
 export function messageValues(m: MessageRow) {
   return {

@@ -6,7 +6,7 @@
 import type { PoolClient } from 'pg';
 import type { AppliedWrite, ApplyRead, ConversationRecord, StoreOptions, TitleWrite } from './records.ts';
 import { inTransaction, toRecord, type ConversationRowDb } from './conversation-rows.ts';
-import { afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
 import { packOutboxRows } from './outbox-row.ts';
 import { auditJson } from './audit-store.ts';
 import { createGroupCommit } from './group-commit.ts';
@@ -77,12 +77,7 @@ const WRITE_APPLIED = `WITH c AS (
 ), s AS (
   INSERT INTO user_daily_spend (user_id, day, cost_micros, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
   SELECT c.owner_id, $18::date, $17, ($20::bigint[])[1], ($20::bigint[])[2], ($20::bigint[])[3], ($20::bigint[])[4] FROM c WHERE $17::bigint > 0 OR ($20::bigint[])[1] + ($20::bigint[])[2] + ($20::bigint[])[3] + ($20::bigint[])[4] > 0
-  ON CONFLICT (user_id, day) DO UPDATE
-    SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros,
-        input_tokens = user_daily_spend.input_tokens + EXCLUDED.input_tokens,
-        output_tokens = user_daily_spend.output_tokens + EXCLUDED.output_tokens,
-        cache_creation_tokens = user_daily_spend.cache_creation_tokens + EXCLUDED.cache_creation_tokens,
-        cache_read_tokens = user_daily_spend.cache_read_tokens + EXCLUDED.cache_read_tokens
+  ${ADD_TO_DAILY_SPEND}
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)

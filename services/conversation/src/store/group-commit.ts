@@ -7,7 +7,7 @@
  */
 import type { Pool } from 'pg';
 import type { AppliedWrite, ConversationRecord } from './records.ts';
-import { afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
 import { packOutboxRows } from './outbox-row.ts';
 import { auditRowValues } from './audit-store.ts';
 
@@ -72,12 +72,7 @@ const WRITE_BATCH = `WITH w AS (
   SELECT owner_id, day, sum(cost)::bigint, sum(input)::bigint, sum(output)::bigint, sum(cache_creation)::bigint, sum(cache_read)::bigint
     FROM c WHERE cost > 0 OR input + output + cache_creation + cache_read > 0
    GROUP BY owner_id, day ORDER BY owner_id, day
-  ON CONFLICT (user_id, day) DO UPDATE
-    SET cost_micros = user_daily_spend.cost_micros + EXCLUDED.cost_micros,
-        input_tokens = user_daily_spend.input_tokens + EXCLUDED.input_tokens,
-        output_tokens = user_daily_spend.output_tokens + EXCLUDED.output_tokens,
-        cache_creation_tokens = user_daily_spend.cache_creation_tokens + EXCLUDED.cache_creation_tokens,
-        cache_read_tokens = user_daily_spend.cache_read_tokens + EXCLUDED.cache_read_tokens
+  ${ADD_TO_DAILY_SPEND}
 ), m AS (
   INSERT INTO messages (id, conversation_id, sequence, message_type, actor_kind, content, display_data, usage_data,
                         stop_reason, stop_explanation, created_at)

@@ -334,7 +334,12 @@ describe('supervision in the pid namespace', () => {
     const described = (pid: string) => {
       try {
         const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-        return `${pid} ${/^State:\s*(.*)$/m.exec(status)?.[1] ?? '?'} NSpid ${/^NSpid:\s*(.*)$/m.exec(status)?.[1] ?? '?'}`;
+        const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1] ?? '?';
+        // Its command, parent, namespace pids and cgroup: enough to tell a slow teardown from an
+        // escape, and an escape from a process of another test.
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+        const cgroup = readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n').pop();
+        return `${pid} '${cmdline}' ${field('State')} PPid ${field('PPid')} NSpid ${field('NSpid')} cgroup ${cgroup}`;
       } catch {
         return `${pid} gone`;
       }

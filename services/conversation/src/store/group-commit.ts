@@ -140,9 +140,8 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
     }
   }
 
-  /** Marks no write carried: in a statement of their own. */
-  function flushMarksAlone(): void {
-    const taken = takeMarks();
+  /** Marks no statement carried: in one of their own. */
+  function markAlone(taken: typeof marks): void {
     if (taken.ids.length === 0) return;
     options.markAlone(taken.ids).then(
       () => settleMarks(taken),
@@ -184,18 +183,13 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
 
   async function run(batch: Pending[]): Promise<void> {
     const carried = takeMarks();
-    const marksAlone = () =>
-      options.markAlone(carried.ids).then(
-        () => settleMarks(carried),
-        (err: unknown) => settleMarks(carried, err),
-      );
     if (batch.length === 1) {
       const [p] = batch as [Pending];
       try {
         p.resolve(await single(p.record, p.write, carried.ids));
         settleMarks(carried);
       } catch (err) {
-        if (carried.ids.length) void marksAlone();
+        markAlone(carried);
         p.reject(err);
       }
       return;
@@ -207,7 +201,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
     } catch {
       // A deadlock with another replica's batch, or one write the database refuses: each alone,
       // so only a write that fails by itself fails; the marks alone too.
-      if (carried.ids.length) void marksAlone();
+      markAlone(carried);
       await Promise.all(batch.map((p) => single(p.record, p.write).then(p.resolve, p.reject)));
       return;
     }
@@ -283,7 +277,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
       return new Promise<void>((resolve, reject) => {
         marks.ids.push(...ids);
         marks.done.push({ resolve, reject });
-        markTimer ??= setTimeout(flushMarksAlone, markDelayMs);
+        markTimer ??= setTimeout(() => markAlone(takeMarks()), markDelayMs);
       });
     },
   };

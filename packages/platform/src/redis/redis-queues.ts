@@ -106,9 +106,9 @@ export function createRedisQueues(options: RedisQueuesOptions): Queues {
   const indexTtlMs = (delayMs: number) => Math.max(completedAgeSec, failedAgeSec) * 1000 + delayMs + 60_000;
   const indexEntry = (queue: string, encodedId: string) => `${queue}:${encodedId}`;
   /**
-   * Lists jobs in their conversation's set and renews its expiry (one slot: one MULTI). On a Redis Cluster
-   * the set is in another slot than the job, so the two are written by separate commands, never one MULTI
-   * or pipeline.
+   * Lists jobs in their conversation's set and renews its expiry (one slot: one script call). On a Redis
+   * Cluster the set is in another slot than the job, so the two are written by separate commands, never one
+   * script or pipeline.
    */
   async function indexJobs(conversationId: string, entries: string[], delayMs: number): Promise<void> {
     // One script, not MULTI: an ioredis pipeline copies every script BullMQ defined on the

@@ -23,8 +23,21 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     async drop() {
       const c = new pg.Client({ connectionString: ADMIN_URL });
       await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      try {
+        // A pool's `end()` resolves once its clients are told to close, not once their backends
+        // have gone. Forcing the drop while one is still closing sends that client a FATAL
+        // 57P01, which an idle pool client re-emits as an unhandled 'error' on its pool. So wait
+        // (briefly) for the test's own connections to leave, and force only what remains.
+        const deadline = Date.now() + 2000;
+        while (Date.now() < deadline) {
+          const { rows } = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+          if (rows[0]!.n === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await c.end();
+      }
     },
   };
 }

@@ -230,6 +230,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),
+      budgetCheckedOnWrite: !(config.limits.dailyBudget > 0 || config.limits.monthlyBudget > 0),
       beforeTools: (record) => late.checkpoints?.beforeTools(record) ?? Promise.resolve(),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);

@@ -245,3 +245,29 @@ describe('a turn crossing its budget', () => {
     await h.llmJob(id, 1);
   });
 });
+
+describe('a budget set in the middle of a turn', () => {
+  it('holds from the turn’s next LLM request, though its owner had none when it started', async () => {
+    // No default budget: an owner's requests are written with "has no budget" checked in the
+    // write, not read first (apply/applier.ts, budgetCheckedOnWrite). The check must see a
+    // budget set since, on either replica.
+    now = new Date('2026-08-10T09:00:00Z');
+    const id = await h.createConversation('noor');
+    await spend('noor', id, 1_000);
+    await h.client('noor').sendMessage({ conversationId: id, text: 'again' });
+    const job = await h.llmJob(id, 1);
+    await h.respond(job, { stopReason: StopReason.TOOL_USE, usage: usage(1_000, 0), content: [toolUse('k1', 'bash', { command: 'ls' })] });
+    // 6,000 µ$ spent so far; a budget of 5,000 µ$ is already used up.
+    await admin().setUserLimits({ userId: 'noor', dailyBudgetMicros: 5_000n });
+    await h.complete(await h.toolJob(id, 'k1'), { content: 'a.txt' }, 'noor result');
+    await h.processed('noor result');
+    const { conversation } = await h.get(id, 'noor');
+    expect(conversation!.state).toMatchObject({ kind: StateKind.ERROR, errorKind: ErrorKind.BUDGET_EXHAUSTED });
+    expect(h.llmJobsOf(id)).toHaveLength(2);
+    // Back without a budget: the next day's requests go out again.
+    await admin().setUserLimits({ userId: 'noor', dailyBudgetMicros: 0n });
+    now = new Date('2026-08-11T09:00:00Z');
+    await h.client('noor', b).sendMessage({ conversationId: id, text: 'more' });
+    await h.llmJob(id, 2);
+  });
+});

@@ -76,6 +76,14 @@ export interface ApplierOptions {
    * an LLM request (spend/limits.ts `reserve`). Absent: no budgets.
    */
   readonly reserve?: (request: ReservationRequest, at: Date, client?: PoolClient) => Promise<number | null>;
+  /**
+   * The service's default limits have no budget, so only an owner's own limits can give them
+   * one: an LLM request of an owner not known to have one is then written with that checked in
+   * the write (`onlyWithoutBudget`) instead of `reserve` reading their budget first, a round trip
+   * less on most events that request the model. A write that misses this way is decided again
+   * through `reserve`. Default false.
+   */
+  readonly budgetCheckedOnWrite?: boolean;
   /** The owner's MCP servers (mcp/registry.ts), read when a transition runs an MCP tool. Absent: none. */
   readonly mcpServers?: (ownerId: string, conversationId: string) => Promise<readonly McpServerSpec[]>;
   /**
@@ -119,6 +127,8 @@ export interface Applier {
 const MAX_CONFLICTS = 50;
 /** Conversation rows kept in memory to apply without a read (the busy ones; a few KiB each). */
 const KNOWN_ROWS = 1_000;
+/** Owners remembered as having a budget of their own (their LLM requests reserve first); oldest forgotten first. */
+const KNOWN_BUDGETED = 10_000;
 
 type Decision =
   | { readonly kind: 'settled'; readonly result: ApplyResult }
@@ -136,6 +146,19 @@ export function createApplier(options: ApplierOptions): Applier {
    * change), its revision moved, the write misses, and the event is read and decided again.
    */
   const known = new Map<string, ConversationRecord>();
+
+  /**
+   * Owners whose LLM requests go through `reserve` first: a write checked for "no budget"
+   * (`budgetCheckedOnWrite`) missed for them, and `reserve` has not since found them without one.
+   */
+  const budgeted = new Set<string>();
+
+  function rememberBudgeted(ownerId: string, has: boolean): void {
+    budgeted.delete(ownerId);
+    if (!has) return;
+    budgeted.add(ownerId);
+    if (budgeted.size > KNOWN_BUDGETED) budgeted.delete(budgeted.values().next().value!);
+  }
 
   function remember(record: ConversationRecord): void {
     known.delete(record.id);
@@ -212,6 +235,10 @@ export function createApplier(options: ApplierOptions): Applier {
     if (!options.reserve || first.kind !== 'write') return first;
     const request = first.result.effects.find((e) => e.type === 'request_llm');
     if (!request) return first;
+    // No default budget and none known for the owner: the write itself checks they have none.
+    // Not in a caller's transaction (it holds the row lock, and a miss there cannot retry).
+    if (options.budgetCheckedOnWrite && !client && !budgeted.has(record.ownerId))
+      return { ...first, write: { ...first.write, onlyWithoutBudget: true } };
     // Held before the request is emitted (under the owner's lock, so replicas cannot both take the
     // last of a budget); released or settled by the write that leaves no request in flight.
     const model = models.lookup(record.model);
@@ -231,6 +258,7 @@ export function createApplier(options: ApplierOptions): Applier {
       now(),
       client,
     );
+    if (remaining === null) rememberBudgeted(record.ownerId, false);
     return remaining !== null && remaining <= 0 ? decide(record, event, traceContext, actor, remaining, mcp) : first;
   }
 
@@ -374,6 +402,9 @@ export function createApplier(options: ApplierOptions): Applier {
             };
           }
           known.delete(id);
+          // A miss of a write checked for "no budget" may be the owner's budget (or a stale
+          // revision): decided again, their requests reserve first until one finds no budget.
+          if (decision.write.onlyWithoutBudget) rememberBudgeted(read.record.ownerId, true);
           if (attempt >= MAX_CONFLICTS)
             throw new Error(`conversation ${id} kept changing under ${MAX_CONFLICTS} attempts to apply ${event.type}`);
         }

@@ -14,6 +14,14 @@ export const ADD_TO_DAILY_SPEND = `ON CONFLICT (user_id, day) DO UPDATE
         cache_creation_tokens = user_daily_spend.cache_creation_tokens + EXCLUDED.cache_creation_tokens,
         cache_read_tokens = user_daily_spend.cache_read_tokens + EXCLUDED.cache_read_tokens`;
 
+/**
+ * True when the owner whose id `owner` names has no budget of their own: no `user_limits` row
+ * with a daily or monthly budget above 0 (the write's guard for `onlyWithoutBudget`; the
+ * service's default budgets are none when it is used).
+ */
+export const noBudgetOf = (owner: string) =>
+  `NOT EXISTS (SELECT 1 FROM user_limits l WHERE l.user_id = ${owner} AND (l.daily_budget_micros > 0 OR l.monthly_budget_micros > 0))`;
+
 /** A message's columns, as `jsonb_to_recordset` reads them. */
 export function messageValues(m: MessageRow) {
   return {

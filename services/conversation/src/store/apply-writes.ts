@@ -6,7 +6,7 @@
 import type { PoolClient } from 'pg';
 import type { AppliedWrite, ApplyRead, ConversationRecord, StoreOptions, TitleWrite } from './records.ts';
 import { inTransaction, toRecord, type ConversationRowDb } from './conversation-rows.ts';
-import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, noBudgetOf, type WrittenRow } from './applied-rows.ts';
 import { packOutboxRows } from './outbox-row.ts';
 import { auditJson } from './audit-store.ts';
 import { createGroupCommit } from './group-commit.ts';
@@ -61,7 +61,8 @@ const READ_FOR_APPLY = `SELECT c.*, ARRAY(SELECT o.id::text FROM outbox o WHERE 
   FROM conversations c WHERE c.id = $1`;
 
 /**
- * One statement, one commit: the conditional UPDATE decides; the inserts (messages, outbox
+ * One statement, one commit: the conditional UPDATE decides (the revision read, and with
+ * `onlyWithoutBudget` that the owner has no budget); the inserts (messages, outbox
  * rows, audit rows) join on its result, so a stale version writes nothing; `k` marks rows
  * published earlier sent (group-commit.ts carries the publisher's marks). Outbox ids follow
  * the rows' order (ORDINALITY).
@@ -72,7 +73,7 @@ const WRITE_APPLIED = `WITH c AS (
          revision = revision + 1, updated_at = now(), state_updated_at = CASE WHEN $9 THEN now() ELSE state_updated_at END,
          title = COALESCE($15, title), title_source = CASE WHEN $15::text IS NULL THEN title_source ELSE 'message' END,
          cost_micros = cost_micros + $17
-   WHERE id = $1 AND revision = $2
+   WHERE id = $1 AND revision = $2 AND (NOT $22::boolean OR ${noBudgetOf('conversations.owner_id')})
    RETURNING revision, updated_at, state_updated_at, owner_id
 ), s AS (
   INSERT INTO user_daily_spend (user_id, day, cost_micros, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
@@ -157,6 +158,7 @@ export function createApplyStore(options: ApplyStoreOptions): ApplyStore {
         write.releaseReservation,
         [write.tokens.input, write.tokens.output, write.tokens.cacheCreation, write.tokens.cacheRead],
         markIds,
+        write.onlyWithoutBudget ?? false,
       ],
     });
     const row = rows[0];

@@ -187,6 +187,39 @@ describe('group commit', () => {
     expect(messages).toHaveLength(0);
   });
 
+  it('writes a write checked for "no budget" only for owners without one, alone and in a batch', async () => {
+    await pool.query(
+      `INSERT INTO user_limits (user_id, daily_budget_micros, updated_by) VALUES ('rich', 100, 'root'), ('zero', 0, 'root')`,
+    );
+    const [blocker, alone, free, rich, zero, richAgain] = await Promise.all([
+      conversation(),
+      conversation('rich'),
+      conversation('erin'),
+      conversation('rich'),
+      conversation('zero'),
+      conversation('rich'),
+    ]);
+    const checked = (r: ConversationRecord): AppliedWrite => ({ ...writeOf(r, 'llm'), onlyWithoutBudget: true });
+    // Alone (its own statement): the owner's budget makes it miss.
+    expect(await store.writeApplied(alone!, checked(alone!))).toBeNull();
+    // In one batch: each decided on its own owner's limits.
+    const batches = countBatches();
+    const results = await Promise.all([
+      store.writeApplied(blocker!, writeOf(blocker!, 'first')),
+      store.writeApplied(free!, checked(free!)),
+      store.writeApplied(rich!, checked(rich!)),
+      store.writeApplied(zero!, checked(zero!)),
+      store.writeApplied(richAgain!, writeOf(richAgain!, 'reserved first')),
+    ]);
+    expect(batches.stop()).toBeGreaterThanOrEqual(1);
+    expect(results.map((r) => r !== null)).toEqual([true, true, false, true, true]);
+    for (const r of [alone!, rich!]) {
+      expect((await store.get(r.id))!.revision).toBe(r.revision);
+      const { rows } = await pool.query('SELECT 1 FROM messages WHERE conversation_id = $1', [r.id]);
+      expect(rows).toHaveLength(0);
+    }
+  });
+
   it('fails only the write the database refuses', async () => {
     const [a, b, c, blocker, earlier] = await Promise.all([conversation(), conversation(), conversation(), conversation(), conversation()]);
     await store.writeApplied(earlier!, writeOf(earlier!, 'earlier'));

@@ -7,7 +7,7 @@
  */
 import type { Pool } from 'pg';
 import type { AppliedWrite, ConversationRecord } from './records.ts';
-import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, type WrittenRow } from './applied-rows.ts';
+import { ADD_TO_DAILY_SPEND, afterWrite, messageValues, noBudgetOf, type WrittenRow } from './applied-rows.ts';
 import { packOutboxRows } from './outbox-row.ts';
 import { auditRowValues } from './audit-store.ts';
 
@@ -56,7 +56,7 @@ export interface GroupCommit {
 const WRITE_BATCH = `WITH w AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS w(id text, expected bigint, state jsonb, kind text, mode text, version bigint,
          notify_seq bigint, message_seq bigint, touch boolean, title text, cost bigint, day date, release boolean,
-         input bigint, output bigint, cache_creation bigint, cache_read bigint)
+         input bigint, output bigint, cache_creation bigint, cache_read bigint, no_budget boolean)
 ), c AS (
   UPDATE conversations AS t
      SET state = w.state, state_kind = w.kind, mode = w.mode, version = w.version, notify_seq = w.notify_seq, message_seq = w.message_seq,
@@ -64,7 +64,7 @@ const WRITE_BATCH = `WITH w AS (
          title = COALESCE(w.title, t.title), title_source = CASE WHEN w.title IS NULL THEN t.title_source ELSE 'message' END,
          cost_micros = t.cost_micros + w.cost
     FROM w
-   WHERE t.id = w.id AND t.revision = w.expected
+   WHERE t.id = w.id AND t.revision = w.expected AND (NOT w.no_budget OR ${noBudgetOf('t.owner_id')})
   RETURNING t.id, t.revision, t.updated_at, t.state_updated_at, t.owner_id, w.cost, w.day, w.release,
             w.input, w.output, w.cache_creation, w.cache_read
 ), s AS (
@@ -239,6 +239,7 @@ export function createGroupCommit(options: GroupCommitOptions): GroupCommit {
         cost: write.costMicros,
         day: write.spendDay,
         release: write.releaseReservation,
+        no_budget: write.onlyWithoutBudget ?? false,
         input: write.tokens.input,
         output: write.tokens.output,
         cache_creation: write.tokens.cacheCreation,

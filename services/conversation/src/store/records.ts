@@ -213,6 +213,13 @@ export interface AppliedWrite {
    * (spend/limits.ts) is deleted in the same statement — settled by the cost above, or released.
    */
   readonly releaseReservation: boolean;
+  /**
+   * Written only if the owner has no budget of their own (a `user_limits` row with a daily or
+   * monthly budget); otherwise nothing is written and the write misses, as a stale revision
+   * does. Set on an LLM request decided without reading the owner's budget first, when the
+   * service's defaults have none (apply/applier.ts, `budgetChecked`). Absent: false.
+   */
+  readonly onlyWithoutBudget?: boolean;
 }
 
 /** A title set by its owner, with the notification that tells watchers (written in one commit). */

@@ -7,7 +7,23 @@
  */
 import { createHmac } from 'node:crypto';
 
+/** Owners whose reference is remembered (an HMAC per LLM request was 1% of the applier's CPU); all forgotten when full. */
+const REMEMBERED = 10_000;
+/** The references computed under `rememberedFor`, by owner. */
+const remembered = new Map<string, string>();
+let rememberedFor: string | undefined;
+
 export function ownerRefOf(ownerId: string, secret: string | undefined): string {
   if (!secret || !ownerId) return '';
-  return createHmac('sha256', secret).update(`bedrock-owner-ref:v1:${ownerId}`).digest('hex');
+  if (secret !== rememberedFor) {
+    remembered.clear();
+    rememberedFor = secret;
+  }
+  let ref = remembered.get(ownerId);
+  if (ref === undefined) {
+    ref = createHmac('sha256', secret).update(`bedrock-owner-ref:v1:${ownerId}`).digest('hex');
+    if (remembered.size >= REMEMBERED) remembered.clear();
+    remembered.set(ownerId, ref);
+  }
+  return ref;
 }

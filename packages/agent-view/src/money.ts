@@ -5,13 +5,15 @@
 
 /**
  * `micros` as dollars: cents from a cent up ("$12.34", rounded down so a figure never shows
- * more than was spent), four decimals below a cent ("$0.0042"), "$0.00" for nothing.
+ * more than was spent), four decimals below a cent ("$0.0042"), every decimal it takes below a
+ * hundredth of a cent ("$0.000042": never "$0.0000" for something), "$0.00" for nothing.
  */
 export function formatUsd(micros: number | bigint): string {
   const m = BigInt(micros);
   const sign = m < 0n ? '-' : '';
   const abs = m < 0n ? -m : m;
   if (abs === 0n) return '$0.00';
+  if (abs < 100n) return `${sign}$0.${abs.toString().padStart(6, '0').replace(/0+$/, '')}`;
   if (abs < 10_000n) return `${sign}$0.${(abs / 100n).toString().padStart(4, '0')}`;
   const cents = abs / 10_000n;
   const dollars = (cents / 100n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');

@@ -4,7 +4,11 @@ import { cacheReadPhrase, cacheReadShare, formatUsd, parseUsd, spendAgainst, spe
 describe('money', () => {
   it('formats micro-dollars: cents from a cent up (rounded down), four decimals below, thousands grouped', () => {
     expect(formatUsd(0)).toBe('$0.00');
-    expect(formatUsd(42)).toBe('$0.0000');
+    expect(formatUsd(42)).toBe('$0.000042');
+    expect(formatUsd(1)).toBe('$0.000001');
+    expect(formatUsd(50)).toBe('$0.00005');
+    expect(formatUsd(100)).toBe('$0.0001');
+    expect(formatUsd(-7)).toBe('-$0.000007');
     expect(formatUsd(4_200)).toBe('$0.0042');
     expect(formatUsd(10_000)).toBe('$0.01');
     expect(formatUsd(12_349_999)).toBe('$12.34');

@@ -54,7 +54,7 @@ import { startRequestPruner } from './store/request-outcomes.ts';
 import { createHistoryReads } from './store/history-reads.ts';
 import { createIdentityStore } from './store/identity-store.ts';
 import { createAuditStore } from './store/audit-store.ts';
-import { createLimitsStore } from './spend/limits.ts';
+import { createLimitsStore, hasBudget } from './spend/limits.ts';
 import { createWorkspaceStore } from './store/workspace-store.ts';
 import { createWorkspaceStorageClient, type WorkspaceStorage } from './workspaces/storage-client.ts';
 import { createMcpRegistry } from './mcp/registry.ts';
@@ -184,16 +184,14 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     const publishRows = createRowPublisher(transport, onPublished);
     const relay = createOutboxRelay({ pool, publishRows, logger, pollIntervalMs: config.outbox.pollInterval });
     const publisher = createOutboxPublisher({ pool, publishRows, relay, logger, markSent: (ids) => store.markSent(ids) });
-    const limits = createLimitsStore({
-      pool,
-      defaults: {
-        dailyBudgetMicros: config.limits.dailyBudget,
-        monthlyBudgetMicros: config.limits.monthlyBudget,
-        maxBusyConversations: config.limits.maxBusyConversations,
-        messagesPerMinute: config.limits.messagesPerMinute,
-        maxConversations: config.limits.maxConversations,
-      },
-    });
+    const defaultLimits = {
+      dailyBudgetMicros: config.limits.dailyBudget,
+      monthlyBudgetMicros: config.limits.monthlyBudget,
+      maxBusyConversations: config.limits.maxBusyConversations,
+      messagesPerMinute: config.limits.messagesPerMinute,
+      maxConversations: config.limits.maxConversations,
+    };
+    const limits = createLimitsStore({ pool, defaults: defaultLimits });
     // The owner reference's key: the operator's file, else the deployment's own (made once, after
     // the migrations, shared by every replica through Postgres).
     let ownerRefSecret = config.models.ownerRefSecretFile ? readFileSync(config.models.ownerRefSecretFile, 'utf8').trim() : undefined;
@@ -230,7 +228,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       logger,
       ...(deps.clock ? { now: deps.clock } : {}),
       reserve: (request, at, client) => limits.reserve(request, at, client),
-      budgetCheckedOnWrite: !(config.limits.dailyBudget > 0 || config.limits.monthlyBudget > 0),
+      budgetCheckedOnWrite: !hasBudget(defaultLimits),
       beforeTools: (record) => late.checkpoints?.beforeTools(record) ?? Promise.resolve(),
     });
     const sandboxAvailable = createSandboxProbe(config.conversations.sandbox, transport.runners);

@@ -124,6 +124,15 @@ describe('limits', () => {
     await spend('fay', id, 1);
   });
 
+  it('a budget below a hundredth of a cent reads as itself in the refusal, not as $0.0000', async () => {
+    now = new Date('2026-05-31T10:00:00Z');
+    await admin().setUserLimits({ userId: 'pia', dailyBudgetMicros: 1n });
+    const id = await h.createConversation('pia');
+    await spend('pia', id, 1); // 3 µ$
+    const err = await rpcError(h.client('pia').sendMessage({ conversationId: id, text: 'more' }));
+    expect(err.rawMessage).toBe('daily budget reached: $0.000003 of $0.000001 spent today; it resets at 2026-06-01T00:00:00.000Z');
+  });
+
   it('monthly budget: the days add up; refused until the first of the next month', async () => {
     now = new Date('2026-06-29T12:00:00Z');
     await admin().setUserLimits({ userId: 'gus', monthlyBudgetMicros: 50_000n });

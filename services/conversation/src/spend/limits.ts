@@ -12,6 +12,7 @@ import { RejectionSchema, TokenTotalsSchema, UserLimitsSchema, UserUsageSchema, 
 import { NO_TOKENS, type TokenCounts } from '../store/conversation-store.ts';
 import { createUserLimitsStore, type LimitsRow, type TokenTotalsRow } from '../store/user-limits.ts';
 import { clientDetails, type AuditActor } from '../store/audit-store.ts';
+import { formatUsd } from '@bedrock/agent-view/money';
 import { nextUtcMidnight, nextUtcMinute, nextUtcMonth, utcDay, utcMonthStart } from './periods.ts';
 
 /** 0 is unlimited; budgets in micro-dollars. */
@@ -22,6 +23,11 @@ export interface Limits {
   readonly messagesPerMinute: number;
   /** Top-level conversations a user may own (created, forked, continued). */
   readonly maxConversations: number;
+}
+
+/** A daily or a monthly budget above 0 (0 is none); store/applied-rows.ts `noBudgetOf` says the same in SQL. */
+export function hasBudget(limits: Pick<Limits, 'dailyBudgetMicros' | 'monthlyBudgetMicros'>): boolean {
+  return limits.dailyBudgetMicros > 0 || limits.monthlyBudgetMicros > 0;
 }
 
 export const LIMIT_FIELDS = [
@@ -159,11 +165,6 @@ export function limitError(limit: LimitField, message: string, resetsAt: Date | 
   return new ConnectError(message, Code.ResourceExhausted, undefined, [{ desc: RejectionSchema, value: rejection }]);
 }
 
-/** Dollars with cents; four decimals below a cent (as `bedrock show` prints costs). */
-function usd(micros: number): string {
-  return `$${(micros / 1_000_000).toFixed(micros !== 0 && Math.abs(micros) < 10_000 ? 4 : 2)}`;
-}
-
 export function createLimitsStore(options: { readonly pool: Pool; readonly defaults: Limits }): LimitsStore {
   const { pool, defaults } = options;
   const rows = createUserLimitsStore(pool);
@@ -262,7 +263,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       const resets = nextUtcMidnight(now);
       throw limitError(
         'dailyBudgetMicros',
-        `daily budget reached: ${usd(u.spentToday)} of ${usd(limits.dailyBudgetMicros)} spent today; it resets at ${resets.toISOString()}`,
+        `daily budget reached: ${formatUsd(u.spentToday)} of ${formatUsd(limits.dailyBudgetMicros)} spent today; it resets at ${resets.toISOString()}`,
         resets,
       );
     }
@@ -270,7 +271,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       const resets = nextUtcMonth(now);
       throw limitError(
         'monthlyBudgetMicros',
-        `monthly budget reached: ${usd(u.spentThisMonth)} of ${usd(limits.monthlyBudgetMicros)} spent this month; it resets at ${resets.toISOString()}`,
+        `monthly budget reached: ${formatUsd(u.spentThisMonth)} of ${formatUsd(limits.monthlyBudgetMicros)} spent this month; it resets at ${resets.toISOString()}`,
         resets,
       );
     }
@@ -286,7 +287,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
       const spent = heldToday ? u.spentToday : u.spentThisMonth;
       throw limitError(
         field,
-        `${heldToday ? 'daily' : 'monthly'} budget in use: ${usd(spent)} of ${usd(limits[field])} spent and the rest held for your LLM requests in flight (${usd(u.reserved)} at most); send again when one of your conversations comes to rest`,
+        `${heldToday ? 'daily' : 'monthly'} budget in use: ${formatUsd(spent)} of ${formatUsd(limits[field])} spent and the rest held for your LLM requests in flight (${formatUsd(u.reserved)} at most); send again when one of your conversations comes to rest`,
         null,
       );
     }
@@ -349,7 +350,7 @@ export function createLimitsStore(options: { readonly pool: Pool; readonly defau
           resets,
         );
       }
-      const budgeted = limits.dailyBudgetMicros > 0 || limits.monthlyBudgetMicros > 0;
+      const budgeted = hasBudget(limits);
       if (!startsTurn || (limits.maxBusyConversations === 0 && !budgeted)) return apply();
       const countThenApply = async () => {
         const again = await usage(userId, now);

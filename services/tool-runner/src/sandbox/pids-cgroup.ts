@@ -6,7 +6,7 @@
  * (`CgroupRoots`); what the machine lacks falls back to rlimits and group kills.
  */
 import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 
 /** What a run's cgroup bounds (unset: not bounded there). */
@@ -172,11 +172,16 @@ export function findPidsCgroupRoot(): string | null {
   return roots ? ((roots.roots.unified ?? roots.roots.pids) as string) : null;
 }
 
-async function procsOf(dirs: readonly string[]): Promise<number[]> {
+/**
+ * The processes in `dirs`. Read synchronously: a cgroup file is generated in memory by the kernel,
+ * and `fs.promises.readFile` (open, fstat, read, close: four thread-pool round trips) cost ~190 µs
+ * of CPU per file here against ~10 µs for readFileSync, ~0.6 ms per run over three v1 hierarchies.
+ */
+function procsOf(dirs: readonly string[]): number[] {
   const all = new Set<number>();
   for (const dir of dirs) {
     try {
-      for (const p of (await readFile(join(dir, 'cgroup.procs'), 'utf8')).split('\n').filter(Boolean)) all.add(Number(p));
+      for (const p of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) all.add(Number(p));
     } catch {
       // gone
     }
@@ -184,12 +189,17 @@ async function procsOf(dirs: readonly string[]): Promise<number[]> {
   return [...all];
 }
 
-/** One synchronous kill pass over `dir`: cgroup.kill where the kernel has it (v2), each listed pid. */
-function killNow(dir: string): void {
-  try {
-    writeFileSync(join(dir, 'cgroup.kill'), '1');
-  } catch {
-    // cgroup v1, or gone: signal each process
+/**
+ * One synchronous kill pass over `dir`: cgroup.kill where the kernel has it (`groupKill`: v2 since
+ * Linux 5.14; not tried elsewhere, as a failed write costs a thrown error per hierarchy), each listed pid.
+ */
+function killNow(dir: string, groupKill: boolean): void {
+  if (groupKill) {
+    try {
+      writeFileSync(join(dir, 'cgroup.kill'), '1');
+    } catch {
+      // gone: signal each process
+    }
   }
   let pids: number[] = [];
   try {
@@ -288,6 +298,8 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
     swap: memory && (roots.version === 'v2' ? true : existsSync(join(byController.memory as string, 'memory.memsw.limit_in_bytes'))),
     cpu: probeDir('cpu', 'cpu.cfs_quota_us'),
   };
+  /** The kernel's group kill (cgroup.kill, in every non-root v2 cgroup since Linux 5.14). */
+  const groupKill = existsSync(join(primary, 'cgroup.kill'));
   if (!bounds.memory) delete byController.memory;
   if (!bounds.cpu) delete byController.cpu;
   const activeBases = [...new Set(Object.values(byController))];
@@ -326,7 +338,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
     const all = dirsOf(dir);
     // Kill until empty: a process forking while we read the list shows up next round.
     for (let round = 0; round < 200; round++) {
-      const pids = await procsOf(all);
+      const pids = procsOf(all);
       if (pids.length === 0) {
         let left = 0;
         for (const d of all) {
@@ -340,7 +352,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
         if (left === 0) return;
       }
       for (const d of all) {
-        if (existsSync(join(d, 'cgroup.kill'))) {
+        if (groupKill) {
           try {
             await writeFile(join(d, 'cgroup.kill'), '1');
           } catch {
@@ -384,7 +396,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
     },
     destroy,
     release(dir) {
-      for (const d of dirsOf(dir)) killNow(d);
+      for (const d of dirsOf(dir)) killNow(d, groupKill);
       const removal = destroy(dir).finally(() => removals.delete(removal));
       removals.add(removal);
     },

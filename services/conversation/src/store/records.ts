@@ -217,7 +217,7 @@ export interface AppliedWrite {
    * Written only if the owner has no budget of their own (a `user_limits` row with a daily or
    * monthly budget); otherwise nothing is written and the write misses, as a stale revision
    * does. Set on an LLM request decided without reading the owner's budget first, when the
-   * service's defaults have none (apply/applier.ts, `budgetChecked`). Absent: false.
+   * service's defaults have none (apply/applier.ts, `budgetCheckedOnWrite`). Absent: false.
    */
   readonly onlyWithoutBudget?: boolean;
 }

@@ -6,7 +6,6 @@
  * (`CgroupRoots`); what the machine lacks falls back to rlimits and group kills.
  */
 import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
-import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 
 /** What a run's cgroup bounds (unset: not bounded there). */
@@ -43,9 +42,11 @@ export interface PidsCgroups {
   readonly bases: readonly string[];
   readonly bounds: CgroupBounds;
   /**
-   * Creates a cgroup with these limits (a number: pids.max only); resolves to its directory.
-   * Async on purpose, like destroy: cgroup mkdir and rmdir may wait for RCU grace periods,
-   * which must not block the event loop.
+   * Creates a cgroup with these limits (a number: pids.max only); resolves to its directory. The
+   * mkdirs are synchronous: cgroupfs is in memory and does not wait for an RCU grace period here
+   * (moving a process in does, and the helper does that, not this process). Measured on cgroup v1
+   * with pids, memory and cpu, mkdir + rmdir in all three cost ~0.2–0.3 ms of CPU per run
+   * synchronously against ~0.5–0.7 ms through `fs.promises` (a thread-pool round trip each).
    */
   create(name: string, limits: number | RunCgroupLimits): Promise<string>;
   /** Sets `pids.max` of `dir` now (a cgroup file write does not wait; synchronous). */
@@ -343,7 +344,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
         let left = 0;
         for (const d of all) {
           try {
-            await rmdir(d);
+            rmdirSync(d); // synchronous, as create's mkdir: see create
           } catch (err) {
             // EBUSY while the last tasks are being torn down; ENOENT if already gone.
             if ((err as NodeJS.ErrnoException).code !== 'ENOENT') left++;
@@ -354,7 +355,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
       for (const d of all) {
         if (groupKill) {
           try {
-            await writeFile(join(d, 'cgroup.kill'), '1');
+            writeFileSync(join(d, 'cgroup.kill'), '1');
           } catch {
             // fall back to signalling each process
           }
@@ -376,7 +377,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
     bounds,
     async create(runName, limits) {
       const dir = join(primary, runName);
-      for (const d of dirsOf(dir)) await mkdir(d);
+      for (const d of dirsOf(dir)) mkdirSync(d);
       setLimits(dir, typeof limits === 'number' ? { processes: limits } : limits);
       return dir;
     },
@@ -397,7 +398,10 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
     destroy,
     release(dir) {
       for (const d of dirsOf(dir)) killNow(d, groupKill);
-      const removal = destroy(dir).finally(() => removals.delete(removal));
+      // Begun on the next turn of the loop (its rmdirs are synchronous), after the result is out.
+      const removal = new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => destroy(dir))
+        .finally(() => removals.delete(removal));
       removals.add(removal);
     },
     async close() {

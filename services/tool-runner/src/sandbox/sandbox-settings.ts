@@ -66,7 +66,7 @@ export interface SandboxSettings {
   readonly hidePaths: readonly string[];
   /** Prebuilt Unrestricted port rules (Landlock ABI ≥ 4); without it each run builds its own. */
   readonly netRuleset?: NetRulesetHolder;
-  /** Environment the command env is derived from (secrets removed). */
+  /** Environment the command env is derived from (secrets removed): a snapshot of the runner's, taken at start. */
   readonly baseEnv: NodeJS.ProcessEnv;
 }
 
@@ -78,7 +78,7 @@ export interface SandboxSettingsInput {
   readonly limits: LimitsConfig;
   /** Where workspaces live, and the uids their tools may run as (config.ts `workspaces`). */
   readonly workspaces: { readonly root: string; readonly toolUids: UidRange };
-  /** Environment the command env is derived from. Default process.env. */
+  /** Environment the command env is derived from. Default a copy of process.env, taken now. */
   readonly baseEnv?: NodeJS.ProcessEnv;
 }
 
@@ -154,7 +154,8 @@ export async function createSandboxSettings(input: SandboxSettingsInput): Promis
     }
   }
   prepareScratchRoot(config.scratchRoot);
-  const baseEnv = input.baseEnv ?? process.env;
+  // The runner's environment as it was at start (the commands' environment is derived from it once).
+  const baseEnv = input.baseEnv ?? { ...process.env };
   const warmHelpers =
     cgroups && probe.sandboxAvailable && config.warmHelpers > 0
       ? createWarmHelpers({

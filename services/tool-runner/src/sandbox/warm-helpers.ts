@@ -63,6 +63,7 @@ interface Waiting {
 type Handle = { ref?: () => void; unref?: () => void } | null | undefined;
 
 function sameEnv(a: NodeJS.ProcessEnv, b: NodeJS.ProcessEnv): boolean {
+  if (a === b) return true;
   const keys = Object.keys(a);
   if (keys.length !== Object.keys(b).length) return false;
   return keys.every((k) => a[k] === b[k]);

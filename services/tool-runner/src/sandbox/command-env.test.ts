@@ -1,3 +1,4 @@
+import { describe, it, expect } from '@jest/globals';
 import { commandEnv } from './command-env.ts';
 
 describe('commandEnv', () => {

@@ -6,6 +6,7 @@
  * docs/tool-runner.md, "The sandbox (both modes)".
  */
 import { stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
 import type { RunMode, SandboxSettings, ToolUser } from './sandbox-settings.ts';
 import { runCommand } from '../process/run-command.ts';
 import type { RunCommandResult } from '../process/run-command.ts';
@@ -19,9 +20,14 @@ const NOBODY = 65534;
 /** The uid and gid a run in `cwd` gets. */
 export async function resolveToolUser(user: ToolUser, cwd: string): Promise<{ uid: number; gid: number }> {
   if (user.uid !== 'owner') return { uid: user.uid, gid: user.gid };
-  const st = await stat(cwd).catch(() => undefined);
-  return st && st.uid !== 0
-    ? { uid: st.uid, gid: st.gid === 0 ? user.gid : st.gid }
+  return toolUserFor(user, await stat(cwd).catch(() => undefined));
+}
+
+/** The uid and gid a run in a directory of these stats gets (undefined: it could not be stat'ed). */
+export function toolUserFor(user: ToolUser, cwdStats: Pick<Stats, 'uid' | 'gid'> | undefined): { uid: number; gid: number } {
+  if (user.uid !== 'owner') return { uid: user.uid, gid: user.gid };
+  return cwdStats && cwdStats.uid !== 0
+    ? { uid: cwdStats.uid, gid: cwdStats.gid === 0 ? user.gid : cwdStats.gid }
     : { uid: NOBODY, gid: user.gid === 0 ? NOBODY : user.gid };
 }
 
@@ -35,6 +41,8 @@ export interface SandboxedRunRequest {
   readonly capture?: OutputCaptureOptions;
   /** Run as this user (the job's owner) instead of the settings' tool user. */
   readonly user?: { readonly uid: number; readonly gid: number };
+  /** The working directory's stats, when the caller has them already (spares a second stat). */
+  readonly cwdStats?: Pick<Stats, 'uid' | 'gid'>;
   /**
    * The run's workspace (a real path containing cwd): its view, and Landlock's read confinement. A
    * workspace run (a job with its owner's uid and a workspace) runs as that uid, reads only the
@@ -68,7 +76,13 @@ export async function runSandboxed(settings: SandboxSettings, request: Sandboxed
   }
   const limits = settings.limits[request.mode];
   const env = commandEnv(settings.baseEnv);
-  const user = request.user ?? (settings.toolUser ? await resolveToolUser(settings.toolUser, request.cwd) : undefined);
+  const user =
+    request.user ??
+    (!settings.toolUser
+      ? undefined
+      : request.cwdStats
+        ? toolUserFor(settings.toolUser, request.cwdStats)
+        : await resolveToolUser(settings.toolUser, request.cwd));
   const bounds = settings.cgroups?.bounds;
   const cgroupLimits = {
     processes: limits.processes,

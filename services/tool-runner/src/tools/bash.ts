@@ -5,6 +5,7 @@
  * exit reported as an error result carrying the exit code.
  */
 import { stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS } from '@bedrock/contracts';
 import { runSandboxed } from '../sandbox/sandboxed-run.ts';
 import { CANCELLED_OUTCOME, errorOutcome } from './tool-types.ts';
@@ -22,17 +23,23 @@ export function bashTimeoutMs(input: BashInput): number {
 }
 
 export async function workingDirectoryProblem(cwd: string): Promise<string | undefined> {
+  const found = await workingDirectory(cwd);
+  return typeof found === 'string' ? found : undefined;
+}
+
+/** The working directory's stats, or what is wrong with it. */
+export async function workingDirectory(cwd: string): Promise<Stats | string> {
   try {
-    if (!(await stat(cwd)).isDirectory()) return `The working directory ${cwd} is not a directory.`;
-    return undefined;
+    const st = await stat(cwd);
+    return st.isDirectory() ? st : `The working directory ${cwd} is not a directory.`;
   } catch {
     return `The working directory ${cwd} does not exist.`;
   }
 }
 
 export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolOutcome> {
-  const cwdProblem = await workingDirectoryProblem(ctx.cwd);
-  if (cwdProblem) return errorOutcome(cwdProblem);
+  const cwd = await workingDirectory(ctx.cwd);
+  if (typeof cwd === 'string') return errorOutcome(cwd);
   const timeoutMs = bashTimeoutMs(input);
   const result = await runSandboxed(ctx.sandbox, {
     mode: ctx.mode,
@@ -42,7 +49,7 @@ export async function runBash(input: BashInput, ctx: ToolContext): Promise<ToolO
     signal: ctx.signal,
     capture: ctx.capture,
     ...(ctx.onOutput ? { onOutput: ctx.onOutput } : {}),
-    ...(ctx.user ? { user: ctx.user } : {}),
+    ...(ctx.user ? { user: ctx.user } : { cwdStats: cwd }),
     ...(ctx.workspace ? { workspace: ctx.workspace } : {}),
   });
   const display = {

@@ -316,11 +316,16 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
         writeFileSync(join(mem, 'memory.max'), String(limits.memory));
         tryWrite(join(mem, 'memory.swap.max'), '0');
       } else {
-        // memsw (memory + swap) must stay ≥ the memory limit: raise it first when raising, after when lowering.
+        // memsw (memory + swap) must stay ≥ the memory limit: lowered after the limit (a fresh
+        // cgroup's, unlimited, is always lowered: two writes), raised before it.
         const memsw = join(mem, 'memory.memsw.limit_in_bytes');
-        const wasSet = bounds.swap && tryWrite(memsw, String(limits.memory));
-        writeFileSync(join(mem, 'memory.limit_in_bytes'), String(limits.memory));
-        if (bounds.swap && !wasSet) writeFileSync(memsw, String(limits.memory));
+        const limit = join(mem, 'memory.limit_in_bytes');
+        if (tryWrite(limit, String(limits.memory))) {
+          if (bounds.swap) writeFileSync(memsw, String(limits.memory));
+        } else {
+          if (bounds.swap) writeFileSync(memsw, String(limits.memory));
+          writeFileSync(limit, String(limits.memory));
+        }
       }
     }
     const cpu = inHierarchy('cpu', dir);
@@ -328,7 +333,7 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
       const quota = Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US));
       if (roots.version === 'v2') writeFileSync(join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
       else {
-        writeFileSync(join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+        // The kernel's default period (100 ms) is CPU_PERIOD_US: only the quota is written.
         writeFileSync(join(cpu, 'cpu.cfs_quota_us'), String(quota));
       }
     }

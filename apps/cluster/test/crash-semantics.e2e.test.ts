@@ -63,13 +63,13 @@ describe('no single replica in the path', () => {
     const callsAtKill = calls;
 
     // A whole turn while the replica is down: sent, applied by the other replica, answered.
-    // With request ids, as the CLI and the web UI send them: web-bff may not know yet that the
+    // Without request ids, as a bare API client sends them: web-bff may not know yet that the
     // replica is gone, and a call its connection broke after it was sent is sent to the other
-    // replica only when it cannot be applied twice (upstream/conversation-client.ts, retrySafe);
-    // without one the caller is told Unavailable, which the clients retry.
+    // replica only when it cannot be applied twice (upstream/conversation-client.ts, retrySafe),
+    // so web-bff gives each of these changes a request id of its own (upstream/request-ids.ts).
     e.route('while a replica is down', say('Answered by the replica that is left.'));
-    const turn = (await e.client.createConversation({ cwd: '/tmp', requestId: 'crash-create-1' })).conversation!;
-    await e.client.sendMessage({ conversationId: turn.id, text: 'while a replica is down', requestId: 'crash-send-1' });
+    const turn = (await e.client.createConversation({ cwd: '/tmp' })).conversation!;
+    await e.client.sendMessage({ conversationId: turn.id, text: 'while a replica is down' });
     await idle(turn.id);
     const { messages } = await e.client.getConversation({ conversationId: turn.id });
     expect(messages.at(-1)!.type).toBe(MessageType.AGENT);

@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { AdminService, ConversationService, ThinkingLevel, WorkspaceService } from '@bedrock/contracts';
+import { AdminService, ConversationService, McpService, ThinkingLevel, WorkspaceService } from '@bedrock/contracts';
 import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import {
   createLogger,
@@ -31,31 +31,42 @@ interface Replica {
   readonly name: string;
   server: GrpcServer;
   readonly calls: string[];
+  /** The request_id of each SendMessage it took. */
+  readonly sendIds: string[];
 }
 
 async function replica(name: string, port = 0): Promise<Replica> {
   const calls: string[] = [];
+  const sendIds: string[] = [];
   const server = await startGrpcServer({
     port,
     host: '127.0.0.1',
     logger: quiet,
     routes: (router) =>
-      router.service(ConversationService, {
-        listConversations: () => {
-          calls.push('ListConversations');
-          return { conversations: [] };
-        },
-        getConversation: (req) => {
-          calls.push('GetConversation');
-          return { conversation: { id: req.conversationId, cwd: `/served-by/${name}` } };
-        },
-        sendMessage: () => {
-          calls.push('SendMessage');
-          return {};
-        },
-      }),
+      router
+        .service(McpService, {
+          addMcpServer: () => {
+            calls.push('AddMcpServer');
+            return {};
+          },
+        })
+        .service(ConversationService, {
+          listConversations: () => {
+            calls.push('ListConversations');
+            return { conversations: [] };
+          },
+          getConversation: (req) => {
+            calls.push('GetConversation');
+            return { conversation: { id: req.conversationId, cwd: `/served-by/${name}` } };
+          },
+          sendMessage: (req) => {
+            calls.push('SendMessage');
+            sendIds.push(req.requestId);
+            return {};
+          },
+        }),
   });
-  return { name, server, calls };
+  return { name, server, calls, sendIds };
 }
 
 /** Takes each call and drops its connection: the call reached it, then broke. */
@@ -89,11 +100,9 @@ async function bffFor(urls: string[]) {
     serviceToken: generateToken(),
   });
   await bff.start();
-  const client = createClient(
-    ConversationService,
-    createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] }),
-  );
-  return { bff, client, log: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+  const transport = createGrpcTransport({ baseUrl: bff.grpcUrl, interceptors: [serviceTokenInterceptor(user)] });
+  const client = createClient(ConversationService, transport);
+  return { bff, client, mcp: createClient(McpService, transport), log: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 
 describe('web-bff over several conversation replicas', () => {
@@ -145,7 +154,7 @@ describe('web-bff over several conversation replicas', () => {
 });
 
 describe('a call whose connection broke after it reached a replica', () => {
-  it('is sent again to another replica when it is a read, never when it may have changed something', async () => {
+  it('is sent again to another replica when it is a read, or a change carrying a request_id (web-bff gives one to a change sent without)', async () => {
     const broken = await breakingReplica();
     const good = await replica('good');
     // The broken replica first, so round robin starts there.
@@ -154,21 +163,43 @@ describe('a call whose connection broke after it reached a replica', () => {
       expect((await client.getConversation({ conversationId: 'x' })).conversation?.cwd).toBe('/served-by/good');
       expect(broken.hits.n).toBe(1);
 
-      // Wait out the broken replica's back-off so the next call goes there again.
+      // Past the broken replica's back-off, a SendMessage without a request_id reaches it, breaks,
+      // and is sent again to the good replica with web-bff's own id: the client sees it succeed.
       await new Promise((r) => setTimeout(r, 1_100));
-      const sent = good.calls.length;
+      await client.sendMessage({ conversationId: 'x', text: 'hi' });
+      expect(broken.hits.n).toBe(2);
+      expect(good.sendIds).toHaveLength(1);
+      expect(good.sendIds[0]).toMatch(/^bff-[0-9a-f-]{36}$/);
+
+      // A client's own id goes upstream as it is.
+      await new Promise((r) => setTimeout(r, 2_100)); // past the doubled back-off
+      await client.sendMessage({ conversationId: 'x', text: 'hi', requestId: 'client-1' });
+      expect(broken.hits.n).toBe(3);
+      expect(good.sendIds.slice(1)).toEqual(['client-1']);
+    } finally {
+      await bff.stop();
+      await good.server.close(0);
+      await broken.close();
+    }
+  });
+
+  it('is never sent again when it may have changed something and carries no request_id', async () => {
+    const broken = await breakingReplica();
+    const good = await replica('good');
+    const { bff, mcp } = await bffFor([broken.url, good.server.url]);
+    try {
       let ok = 0;
       let err: ConnectError | undefined;
       for (let i = 0; i < 3 && !err; i++) {
-        err = await client.sendMessage({ conversationId: 'x', text: 'hi' }).then(
+        err = await mcp.addMcpServer({ name: 'fs', command: 'true' }).then(
           () => void ok++,
           (e: unknown) => ConnectError.from(e),
         );
       }
       expect([err?.code, err?.rawMessage]).toEqual([Code.Unavailable, 'the conversation service is unavailable; try again shortly']);
-      // The SendMessage that reached the broken replica was not repeated on the good one.
-      expect(good.calls.slice(sent)).toEqual(Array.from({ length: ok }, () => 'SendMessage'));
-      expect(broken.hits.n).toBe(2);
+      // The AddMcpServer that reached the broken replica was not repeated on the good one.
+      expect(good.calls).toEqual(Array.from({ length: ok }, () => 'AddMcpServer'));
+      expect(broken.hits.n).toBe(1);
     } finally {
       await bff.stop();
       await good.server.close(0);

@@ -24,6 +24,7 @@ import {
   type EndpointState,
   type Logger,
 } from '@bedrock/platform/server';
+import { givingRequestIds } from './request-ids.ts';
 
 export type ConversationClient = Client<typeof ConversationService>;
 
@@ -84,7 +85,8 @@ export function retrySafe(method: DescMethod, input: unknown): boolean {
  * conversation replica, round robin, for the URLs of `targets` (BEDROCK_CONVERSATION_URL), each
  * host name resolved to all of its addresses and re-resolved periodically. A replica that fails
  * is skipped at once; a call that never reached it is sent to another replica, and so is one
- * whose connection broke after it was sent when {@link retrySafe} says it may be.
+ * whose connection broke after it was sent when {@link retrySafe} says it may be (a change
+ * without a request_id is given one first: request-ids.ts).
  */
 export function createUpstream(options: UpstreamOptions): Upstream {
   const transport: BalancedTransport = createBalancedTransport({
@@ -103,13 +105,15 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     ...(options.logger ? { logger: options.logger } : {}),
   });
   const { serviceToken } = options;
+  // A change without a request_id gets web-bff's own, so that retrySafe lets it go to another replica (request-ids.ts).
+  const calls = givingRequestIds(transport);
   return {
-    client: createClient(ConversationService, transport),
-    admin: createClient(AdminService, transport),
-    workspaces: createClient(WorkspaceService, transport),
-    mcp: createClient(McpService, transport),
-    checkpoints: createClient(CheckpointService, transport),
-    identity: createClient(IdentityService, transport),
+    client: createClient(ConversationService, calls),
+    admin: createClient(AdminService, calls),
+    workspaces: createClient(WorkspaceService, calls),
+    mcp: createClient(McpService, calls),
+    checkpoints: createClient(CheckpointService, calls),
+    identity: createClient(IdentityService, calls),
     transport,
     options(user, signal, role) {
       // The user id travels only alongside the service credential, never on its own.

@@ -321,7 +321,10 @@ describe('supervision in the pid namespace', () => {
         .filter((n) => /^\d+$/.test(n))
         .filter((n) => {
           try {
-            return /^sleep 4[1-4]/.test(readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' '));
+            // Exactly this test's commands, run as its tool user: not any `sleep 42…` of the machine.
+            const command = readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+            const uid = /^Uid:\s*(\d+)/m.exec(readFileSync(`/proc/${n}/status`, 'utf8'))?.[1];
+            return /^sleep 4[1-4]$/.test(command) && uid === String(UID_A);
           } catch {
             return false;
           }

@@ -5,7 +5,6 @@
  * conversation replica: docs/web-bff.md, "Balancing over the conversation replicas".
  */
 import type { DescMethod } from '@bufbuild/protobuf';
-import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import {
   AdminService,
@@ -24,7 +23,7 @@ import {
   type EndpointState,
   type Logger,
 } from '@bedrock/platform/server';
-import { givingRequestIds } from './request-ids.ts';
+import { declaredRepeatable, givingRequestIds } from './request-ids.ts';
 
 export type ConversationClient = Client<typeof ConversationService>;
 
@@ -73,11 +72,7 @@ export interface Upstream {
  */
 export function retrySafe(method: DescMethod, input: unknown): boolean {
   const requestId = typeof input === 'object' && input !== null ? (input as { requestId?: unknown }).requestId : undefined;
-  return (
-    method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
-    method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT ||
-    (typeof requestId === 'string' && requestId !== '')
-  );
+  return declaredRepeatable(method) || (typeof requestId === 'string' && requestId !== '');
 }
 
 /**

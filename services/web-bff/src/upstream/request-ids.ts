@@ -13,7 +13,18 @@ import { MethodOptions_IdempotencyLevel } from '@bufbuild/protobuf/wkt';
 import type { Transport } from '@connectrpc/connect';
 
 /** The prefix of the request ids web-bff gives (a client's may be anything else). */
-export const BFF_REQUEST_ID_PREFIX = 'bff-';
+const BFF_REQUEST_ID_PREFIX = 'bff-';
+
+/**
+ * What the proto declares safe to repeat (`option idempotency_level`): NO_SIDE_EFFECTS for reads,
+ * IDEMPOTENT for changes that set absolute values. The proto is the one place this is said.
+ */
+export function declaredRepeatable(method: DescMethod): boolean {
+  return (
+    method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
+    method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT
+  );
+}
 
 const carriesRequestId = new WeakMap<DescMessage, boolean>();
 
@@ -30,21 +41,14 @@ function hasRequestId(message: DescMessage): boolean {
 
 /** `input` with a request id of web-bff's own when `method` is a change that takes one and has none. */
 export function withRequestId<I>(method: DescMethod, input: I): I {
-  if (
-    method.methodKind !== 'unary' ||
-    method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
-    method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT ||
-    !hasRequestId(method.input)
-  ) {
-    return input;
-  }
+  if (method.methodKind !== 'unary' || declaredRepeatable(method) || !hasRequestId(method.input)) return input;
   const given = (input as { requestId?: unknown }).requestId;
   if (typeof given === 'string' && given !== '') return input;
   return { ...input, requestId: `${BFF_REQUEST_ID_PREFIX}${randomUUID()}` };
 }
 
 /** `transport` with {@link withRequestId} applied to every unary call. */
-export function givingRequestIds<T extends Transport>(transport: T): Transport {
+export function givingRequestIds(transport: Transport): Transport {
   return {
     unary: (method, signal, timeoutMs, header, input, contextValues) =>
       transport.unary(method, signal, timeoutMs, header, withRequestId(method, input), contextValues),

@@ -4,7 +4,13 @@
  * triples grouped by outcome and by event type. The goal (≥ 1,000,000/s) is for each
  * state-changing event type. Prints figures and ratios to the goal; asserts nothing. How it
  * measures, and the figures: docs/state-machine.md, "Performance".
+ *
+ * The measurement runs in PROCESSES fresh processes, one after another, and each figure is the
+ * median over them (with the lowest and highest beside it): between processes of the same code,
+ * V8's inline caches settle differently (the phases, events and effects come in many shapes), and
+ * one process's figure for a group moved by ±30% from one process to the next.
  */
+import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import fc from 'fast-check';
 import { transition } from '../src/core/index.ts';
@@ -25,6 +31,10 @@ const WARMUP_MS = 1000;
  */
 const ROUNDS = 7;
 const SLICE_MS = 120;
+/** Fresh processes measured; BENCH_TRANSITION_PROCESSES overrides (1: one process, as before). */
+const PROCESSES = Math.max(1, Number(process.env.BENCH_TRANSITION_PROCESSES ?? 5) || 5);
+/** Set in a measuring child: it prints its groups' figures as one JSON line. */
+const CHILD = process.env.BENCH_TRANSITION_CHILD === '1';
 
 /**
  * What `transition` does with a triple, classified once: it changes the state, it is a no-op (same
@@ -100,77 +110,145 @@ const median = (xs: readonly number[]): number => {
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 const pct = (part: number, whole: number): string => `${((100 * part) / whole).toFixed(1)}%`;
 
-const calls = buildMix();
-const changing = calls.filter((c) => c.outcome === 'changes');
-const byType = new Map<string, Call[]>();
-for (const c of changing) {
-  const list = byType.get(c.event.type) ?? [];
-  list.push(c);
-  byType.set(c.event.type, list);
-}
-const types = [...byType].sort((a, b) => b[1].length - a[1].length);
-
-interface Group {
+/** One group's figures in one process: medians of its rounds. */
+interface Figures {
   readonly label: string;
-  readonly calls: readonly Call[];
-  readonly samples: Sample[];
+  readonly count: number;
+  readonly cpuRate: number;
+  readonly rate: number;
 }
-const group = (label: string, list: readonly Call[]): Group => ({ label, calls: list, samples: [] });
-const overall = [
-  group('whole mix', calls),
-  group('state-changing', changing),
-  group(
-    'no-ops',
-    calls.filter((c) => c.outcome === 'noop'),
-  ),
-  group(
-    'rejections',
-    calls.filter((c) => c.outcome === 'rejected'),
-  ),
-];
-const perType = types.map(([type, list]) => group(type, list));
-const all = [...overall, ...perType];
-
-console.log(`transition(): ${fmt(calls.length)} precomputed (state, context, event) triples from 1500 driven scenarios`);
-console.log(
-  `  ${overall
-    .slice(1)
-    .map((g) => `${g.label} ${pct(g.calls.length, calls.length)}`)
-    .join(', ')}`,
-);
-console.log(
-  `  ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, load average ${os.loadavg()[0]!.toFixed(2)}`,
-);
-console.log(`  warm-up ${WARMUP_MS} ms on the whole mix, then ${ROUNDS} interleaved rounds of ${SLICE_MS} ms per group; medians`);
-
-loop(calls, WARMUP_MS);
-for (let round = 0; round < ROUNDS; round++) {
-  for (const g of all) g.samples.push(loop(g.calls, SLICE_MS));
+/** What a measuring process reports. */
+interface Report {
+  readonly total: number;
+  readonly changing: number;
+  readonly overall: readonly Figures[];
+  readonly perType: readonly Figures[];
+  readonly onCpu: number;
+  readonly loadAverage: number;
 }
 
-const rateOf = (g: Group) => median(g.samples.map((s) => s.rate));
-const cpuRateOf = (g: Group) => median(g.samples.map((s) => s.cpuRate));
-const row = (label: string, share: string, g: Group): string =>
-  `  ${label.padEnd(26)} ${share.padStart(6)} ${fmt(cpuRateOf(g)).padStart(12)}/s ${(cpuRateOf(g) / GOAL).toFixed(2).padStart(6)}x ${fmt(rateOf(g)).padStart(12)}/s`;
+/** Builds the mix and measures every group side by side, in this process. */
+function measure(): Report {
+  const calls = buildMix();
+  const changing = calls.filter((c) => c.outcome === 'changes');
+  const byType = new Map<string, Call[]>();
+  for (const c of changing) {
+    const list = byType.get(c.event.type) ?? [];
+    list.push(c);
+    byType.set(c.event.type, list);
+  }
+  const types = [...byType].sort((a, b) => b[1].length - a[1].length);
 
-const onCpu = median(all.flatMap((g) => g.samples.map((s) => s.onCpu)));
-console.log('');
-console.log(
-  `  ${'group'.padEnd(26)} ${'share'.padStart(6)} ${'per CPU-second'.padStart(14)} ${'/goal'.padStart(7)} ${'wall'.padStart(14)}`,
-);
-for (const g of overall) console.log(row(g.label, pct(g.calls.length, calls.length), g));
-console.log('');
-console.log('  state-changing events by type (share of the state-changing ones):');
-for (const g of perType) console.log(row(g.label, pct(g.calls.length, changing.length), g));
+  interface Group {
+    readonly label: string;
+    readonly calls: readonly Call[];
+    readonly samples: Sample[];
+  }
+  const group = (label: string, list: readonly Call[]): Group => ({ label, calls: list, samples: [] });
+  const overall = [
+    group('whole mix', calls),
+    group('state-changing', changing),
+    group(
+      'no-ops',
+      calls.filter((c) => c.outcome === 'noop'),
+    ),
+    group(
+      'rejections',
+      calls.filter((c) => c.outcome === 'rejected'),
+    ),
+  ];
+  const perType = types.map(([type, list]) => group(type, list));
+  const all = [...overall, ...perType];
 
-const slowest = perType.reduce((a, b) => (cpuRateOf(a) <= cpuRateOf(b) ? a : b));
-const below = perType.filter((g) => cpuRateOf(g) < GOAL).map((g) => g.label);
-console.log('');
-console.log(
-  `  ${(100 * onCpu).toFixed(0)}% of the wall time was on CPU (median of the slices): below ~90% the machine was busy and the wall figures are low`,
-);
-console.log(
-  `  slowest state-changing type: ${slowest.label} at ${fmt(cpuRateOf(slowest))}/s per CPU-second (${(cpuRateOf(slowest) / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
-);
-console.log(`  state-changing types below the goal: ${below.length ? below.join(', ') : 'none'}`);
+  loop(calls, WARMUP_MS);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const g of all) g.samples.push(loop(g.calls, SLICE_MS));
+  }
+  const figures = (g: Group): Figures => ({
+    label: g.label,
+    count: g.calls.length,
+    cpuRate: median(g.samples.map((s) => s.cpuRate)),
+    rate: median(g.samples.map((s) => s.rate)),
+  });
+  return {
+    total: calls.length,
+    changing: changing.length,
+    overall: overall.map(figures),
+    perType: perType.map(figures),
+    onCpu: median(all.flatMap((g) => g.samples.map((s) => s.onCpu))),
+    loadAverage: os.loadavg()[0]!,
+  };
+}
+
+/** Runs this file again as a measuring child and reads its report. */
+function measureInFreshProcess(): Report {
+  const run = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!], {
+    env: { ...process.env, BENCH_TRANSITION_CHILD: '1' },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = run.stdout.trim().split('\n').pop() ?? '';
+  if (run.status !== 0 || !line.startsWith('{')) throw new Error(`a measuring process exited with ${run.status}: ${run.stdout}`);
+  return JSON.parse(line) as Report;
+}
+
+if (CHILD) {
+  console.log(JSON.stringify(measure()));
+} else {
+  console.log(
+    `transition(): precomputed (state, context, event) triples from 1500 driven scenarios, measured in ${PROCESSES} fresh process${PROCESSES > 1 ? 'es' : ''} one after another`,
+  );
+  console.log(
+    `  ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, load average ${os.loadavg()[0]!.toFixed(2)}`,
+  );
+  console.log(
+    `  per process: warm-up ${WARMUP_MS} ms on the whole mix, then ${ROUNDS} interleaved rounds of ${SLICE_MS} ms per group, medians; below: the median over the processes (lowest–highest)`,
+  );
+  const reports: Report[] = [];
+  for (let i = 0; i < PROCESSES; i++) reports.push(measureInFreshProcess());
+  const first = reports[0]!;
+  const across = (pick: (r: Report) => readonly Figures[], label: string) => {
+    const got = reports.map((r) => pick(r).find((f) => f.label === label)).filter((f): f is Figures => f !== undefined);
+    const cpu = got.map((f) => f.cpuRate);
+    return { cpu: median(cpu), low: Math.min(...cpu), high: Math.max(...cpu), rate: median(got.map((f) => f.rate)) };
+  };
+  const millions = (n: number): string => (n / 1e6).toFixed(2);
+  const row = (label: string, share: string, f: ReturnType<typeof across>): string =>
+    `  ${label.padEnd(26)} ${share.padStart(6)} ${fmt(f.cpu).padStart(12)}/s ${`(${millions(f.low)}–${millions(f.high)} M)`.padStart(15)} ${(f.cpu / GOAL).toFixed(2).padStart(6)}x ${fmt(f.rate).padStart(12)}/s`;
+
+  console.log(
+    `  ${fmt(first.total)} triples: ${first.overall
+      .slice(1)
+      .map((f) => `${f.label} ${pct(f.count, first.total)}`)
+      .join(', ')}`,
+  );
+  console.log('');
+  console.log(
+    `  ${'group'.padEnd(26)} ${'share'.padStart(6)} ${'per CPU-second'.padStart(14)} ${'processes'.padStart(15)} ${'/goal'.padStart(7)} ${'wall'.padStart(14)}`,
+  );
+  for (const f of first.overall)
+    console.log(
+      row(
+        f.label,
+        pct(f.count, first.total),
+        across((r) => r.overall, f.label),
+      ),
+    );
+  console.log('');
+  console.log('  state-changing events by type (share of the state-changing ones):');
+  const perType = first.perType.map((f) => ({ label: f.label, count: f.count, fig: across((r) => r.perType, f.label) }));
+  for (const t of perType) console.log(row(t.label, pct(t.count, first.changing), t.fig));
+
+  const slowest = perType.reduce((a, b) => (a.fig.cpu <= b.fig.cpu ? a : b));
+  const below = perType.filter((t) => t.fig.cpu < GOAL).map((t) => t.label);
+  const onCpu = median(reports.map((r) => r.onCpu));
+  console.log('');
+  console.log(
+    `  ${(100 * onCpu).toFixed(0)}% of the wall time was on CPU (median of the slices): below ~90% the machine was busy and the wall figures are low`,
+  );
+  console.log(
+    `  slowest state-changing type: ${slowest.label} at ${fmt(slowest.fig.cpu)}/s per CPU-second, median of ${reports.length} processes (${millions(slowest.fig.low)}–${millions(slowest.fig.high)} M; ${(slowest.fig.cpu / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
+  );
+  console.log(`  state-changing types below the goal: ${below.length ? below.join(', ') : 'none'}`);
+}
 if (sink === -1) console.log(sink);

@@ -124,6 +124,7 @@ interface Report {
   readonly overall: readonly Figures[];
   readonly perType: readonly Figures[];
   readonly onCpu: number;
+  /** The machine's 1-minute load average when the measuring ended. */
   readonly loadAverage: number;
 }
 
@@ -246,8 +247,10 @@ if (CHILD) {
   console.log(
     `  ${(100 * onCpu).toFixed(0)}% of the wall time was on CPU (median of the slices): below ~90% the machine was busy and the wall figures are low`,
   );
+  const loads = reports.map((r) => r.loadAverage);
+  console.log(`  load average at the end of each process: ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}`);
   console.log(
-    `  slowest state-changing type: ${slowest.label} at ${fmt(slowest.fig.cpu)}/s per CPU-second, median of ${reports.length} processes (${millions(slowest.fig.low)}–${millions(slowest.fig.high)} M; ${(slowest.fig.cpu / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
+    `  slowest state-changing type: ${slowest.label} at ${fmt(slowest.fig.cpu)}/s per CPU-second, median of ${reports.length} process${reports.length > 1 ? 'es' : ''} (${millions(slowest.fig.low)}–${millions(slowest.fig.high)} M; ${(slowest.fig.cpu / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
   );
   console.log(`  state-changing types below the goal: ${below.length ? below.join(', ') : 'none'}`);
 }

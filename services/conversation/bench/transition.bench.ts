@@ -109,6 +109,7 @@ const median = (xs: readonly number[]): number => {
 };
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 const pct = (part: number, whole: number): string => `${((100 * part) / whole).toFixed(1)}%`;
+const processes = (n: number): string => `${n} process${n > 1 ? 'es' : ''}`;
 
 /** One group's figures in one process: medians of its rounds. */
 interface Figures {
@@ -197,7 +198,7 @@ if (CHILD) {
   console.log(JSON.stringify(measure()));
 } else {
   console.log(
-    `transition(): precomputed (state, context, event) triples from 1500 driven scenarios, measured in ${PROCESSES} fresh process${PROCESSES > 1 ? 'es' : ''} one after another`,
+    `transition(): precomputed (state, context, event) triples from 1500 driven scenarios, measured in ${processes(PROCESSES)}, fresh, one after another`,
   );
   console.log(
     `  ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, load average ${os.loadavg()[0]!.toFixed(2)}`,
@@ -250,7 +251,7 @@ if (CHILD) {
   const loads = reports.map((r) => r.loadAverage);
   console.log(`  load average at the end of each process: ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}`);
   console.log(
-    `  slowest state-changing type: ${slowest.label} at ${fmt(slowest.fig.cpu)}/s per CPU-second, median of ${reports.length} process${reports.length > 1 ? 'es' : ''} (${millions(slowest.fig.low)}–${millions(slowest.fig.high)} M; ${(slowest.fig.cpu / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
+    `  slowest state-changing type: ${slowest.label} at ${fmt(slowest.fig.cpu)}/s per CPU-second, median of ${processes(reports.length)} (${millions(slowest.fig.low)}–${millions(slowest.fig.high)} M; ${(slowest.fig.cpu / GOAL).toFixed(2)}x the goal of ${fmt(GOAL)}/s)`,
   );
   console.log(`  state-changing types below the goal: ${below.length ? below.join(', ') : 'none'}`);
 }

@@ -76,8 +76,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
   const offline = !env.ANTHROPIC_API_KEY;
   // One process: each service gets typed settings over the user's environment; internal ports are
   // ephemeral on loopback, so only the public ones need to be free.
-  // Internal ports still answer only the services: fresh tokens per start, kept in memory.
-  const services = generateServiceCredentials(['conversation', 'llm-gateway', 'tool-runner', 'web-bff']);
+  // Internal ports still answer only the services: fresh tokens per start, kept in memory. (The
+  // gateway calls nothing: it reads histories from the conversation service in this process.)
+  const services = generateServiceCredentials(['conversation', 'tool-runner', 'web-bff']);
   // The key of users' MCP logins (tokens encrypted at rest): created once in the data directory.
   const mcpTokenKey = env.BEDROCK_MCP_TOKEN_KEY ? undefined : ensureSecretKeyFile(join(dataDir, 'mcp-token.key'));
   const mcp = mcpTokenKey ? { mcp: { tokenKey: mcpTokenKey } } : {};
@@ -143,18 +144,18 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Runn
     await conversation.start();
     stops.push(() => conversation.stop());
 
-    // After the conversation service: the gateway fetches each request's history from it.
+    // After the conversation service: the gateway reads each request's history from it, in this
+    // process (no gRPC round trip per LLM request).
     const gateway = createLlmGateway(
       readLlmGatewayConfig(env, {
         transport: { kind: 'memory' },
         server: { metricsPort: 0, host: '127.0.0.1' },
-        history: { conversationUrls: [conversation.grpcUrl] },
       }),
       {
         transport,
+        history: conversation.history,
         logger: logger.child({ component: 'llm-gateway' }),
         serveMetrics: false,
-        serviceToken: services.tokens['llm-gateway'],
       },
     );
     await gateway.start();

@@ -232,8 +232,11 @@ describe('tracing on OpenTelemetry', () => {
     expect(chat.attributes['gen_ai.response.model']).toEqual(expect.any(String));
     expect(chat.attributes['gen_ai.usage.input_tokens']).toEqual(expect.any(Number));
     expect(chat.attributes['gen_ai.usage.output_tokens']).toEqual(expect.any(Number));
-    // The gateway reads the history from the conversation service inside the chat span.
-    expect(one(chat, 'bedrock.internal.v1.ConversationHistoryService/GetLlmHistory').kind).toBe(2);
+    // The gateway reads the history from the conversation service in this process (no RPC),
+    // inside the chat span.
+    const read = one(chat, 'read history');
+    expect([read.kind, read.attributes['gen_ai.conversation.id']]).toEqual([1, id]); // OTLP's SPAN_KIND_INTERNAL
+    expect(trace.some((s) => s.name.includes('ConversationHistoryService'))).toBe(false);
 
     // The result → the conversation's consumer → the tool job (`tool-exec` or `tool-exec-restricted`) → execute_tool bash.
     const processResult = hop(processLlm, /^conversation-events$/).processed;

@@ -34,7 +34,7 @@ import {
 } from '@bedrock/platform/server';
 import { registerConversationApi, userOf } from './api/conversation-api.ts';
 import { createPool } from './db/pool.ts';
-import { registerHistoryApi } from './api/history-api.ts';
+import { createHistoryAnswers, registerHistoryApi, type HistoryAnswers } from './api/history-api.ts';
 import { registerAdminApi } from './api/admin-api.ts';
 import { registerIdentityApi } from './api/identity-api.ts';
 import { LIMITS } from './api/input-limits.ts';
@@ -106,6 +106,8 @@ export interface ConversationServiceInstance {
   readonly publisher: OutboxPublisher;
   readonly transport: Transport;
   readonly sweeper: RecoverySweeper;
+  /** The histories and MCP tools the gateway reads, for a gateway in this process (the embedded mode). */
+  readonly history: HistoryAnswers;
 }
 
 /** What a started service holds. */
@@ -124,6 +126,7 @@ interface Running {
   readonly pruner: { stop(): Promise<void> };
   readonly storage: WorkspaceStorage | undefined;
   readonly mcp: { close(): void };
+  readonly history: HistoryAnswers;
 }
 
 /** A secret of this deployment, made by the first replica that asks (migration 015). */
@@ -273,6 +276,15 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     );
     const recordTransition = (state: string, event: string, result: string) => metrics.transitionsTotal.inc({ state, event, result });
 
+    // What the llm-gateway reads: over gRPC (the server below), or directly by a gateway in this process.
+    const history = createHistoryAnswers({
+      reads: createHistoryReads(pool),
+      async mcpTools(id) {
+        const record = await store.get(id);
+        if (!record) return null;
+        return mcp.toolsFor({ id, ownerId: record.ownerId, cwd: record.cwd, mode: record.state.mode, workspace: record.workspace });
+      },
+    });
     let consumer: Consumer | null = null;
     let depthSampler: { stop(): void } | null = null;
     let server: GrpcServer | null = null;
@@ -339,21 +351,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
             ...(deps.clock ? { now: deps.clock } : {}),
           });
           // The llm-gateway fetches each request's history here (claim-check jobs).
-          registerHistoryApi(router, {
-            reads: createHistoryReads(pool),
-            logger,
-            async mcpTools(id) {
-              const record = await store.get(id);
-              if (!record) return null;
-              return mcp.toolsFor({
-                id,
-                ownerId: record.ownerId,
-                cwd: record.cwd,
-                mode: record.state.mode,
-                workspace: record.workspace,
-              });
-            },
-          });
+          registerHistoryApi(router, history);
           registerMcpApi(router, {
             registry: mcp,
             userOf,
@@ -419,6 +417,7 @@ export function createConversationService(config: ConversationConfig, deps: Conv
       pruner,
       storage,
       mcp,
+      history,
     };
     health.set('', 'SERVING');
     health.set('bedrock.v1.ConversationService', 'SERVING');
@@ -478,6 +477,9 @@ export function createConversationService(config: ConversationConfig, deps: Conv
     },
     get sweeper() {
       return get('sweeper');
+    },
+    get history() {
+      return get('history');
     },
   };
 }

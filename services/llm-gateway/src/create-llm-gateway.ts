@@ -21,7 +21,7 @@ import type { Logger, Metrics, MetricsServer } from '@bedrock/platform/server';
 import { OFFLINE_SIGNING_KEY, offlineModelResponder, startMessagesApiServer } from '@bedrock/offline-model';
 import type { MessagesApiServer } from '@bedrock/offline-model';
 import { defaultModelOf, imageLimitsOf, modelRegistryOf, rateLimitOf, type LlmGatewayConfig } from './config.ts';
-import { createConversationHistorySource, type HistorySource } from './history-source.ts';
+import { createConversationHistorySource, withDeadline, type HistorySource } from './history-source.ts';
 import { ImageCache, RefusedImages } from './images.ts';
 import { startLlmWorker } from './llm-worker.ts';
 import type { LlmWorker, LlmWorkerOptions } from './llm-worker.ts';
@@ -33,7 +33,9 @@ export interface LlmGatewayDeps {
   readonly transport?: Transport;
   /**
    * Where each job's history is fetched; default a client of the conversation service
-   * (BEDROCK_CONVERSATION_URL, presenting BEDROCK_SERVICE_TOKEN_FILE), closed on stop.
+   * (BEDROCK_CONVERSATION_URL, presenting BEDROCK_SERVICE_TOKEN_FILE), closed on stop. The
+   * embedded mode passes its conversation service's answers (no gRPC call); either way a read
+   * is bounded by BEDROCK_HISTORY_TIMEOUT.
    */
   readonly history?: HistorySource;
   /** The gateway's service token, instead of reading BEDROCK_SERVICE_TOKEN_FILE (the embedded mode). */
@@ -131,7 +133,8 @@ export function createLlmGateway(config: LlmGatewayConfig, deps: LlmGatewayDeps 
         ownsTransport = true;
         transport = createTransport(config.transport, logger);
       }
-      if (deps.history) history = deps.history;
+      // A source in this process is bounded as the gRPC client is.
+      if (deps.history) history = withDeadline(deps.history, config.history.timeout);
       else {
         // Read at start: a missing or unreadable token file stops the gateway with its path named.
         const serviceToken =

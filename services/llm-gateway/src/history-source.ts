@@ -18,6 +18,9 @@ import {
 } from '@bedrock/platform/server';
 import { base, type Classified } from './classify-error.ts';
 
+/** What an MCP tool listing may take beyond a history read: servers may be started for it (the conversation service bounds that, BEDROCK_MCP_LIST_TIMEOUT). */
+const MCP_LIST_EXTRA_MS = 90_000;
+
 /** What a job says about its history. */
 export type HistoryClaim = Pick<LlmRequestJob, 'conversationId' | 'historyThrough' | 'continuationPrompt'>;
 
@@ -74,8 +77,7 @@ export function createConversationHistorySource(options: ConversationHistorySour
       try {
         const res = await client.getMcpTools(
           { conversationId },
-          // Servers may be started for the listing: the conversation service bounds it (BEDROCK_MCP_LIST_TIMEOUT).
-          { headers: { ...headers, ...traceCarrier() }, timeoutMs: options.timeoutMs + 90_000, ...(signal ? { signal } : {}) },
+          { headers: { ...headers, ...traceCarrier() }, timeoutMs: options.timeoutMs + MCP_LIST_EXTRA_MS, ...(signal ? { signal } : {}) },
         );
         return res.tools;
       } catch (err) {
@@ -102,6 +104,48 @@ export function memoryHistorySource(lookup: (claim: HistoryClaim) => readonly Ll
       return [...messages];
     },
     close() {},
+  };
+}
+
+/**
+ * A source in this process (the embedded mode's conversation service, a test's) bounded as the
+ * gRPC client is: a history read that takes longer than `timeoutMs` (BEDROCK_HISTORY_TIMEOUT),
+ * or an MCP listing longer than that plus the time a listing may start servers in (MCP_LIST_EXTRA_MS), fails with
+ * DEADLINE_EXCEEDED (a retryable network error), and a cancelled job stops waiting at once.
+ */
+export function withDeadline(source: HistorySource, timeoutMs: number): HistorySource {
+  const bounded = <T>(what: string, ms: number, outer: AbortSignal | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> => {
+    const inner = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        inner.abort();
+        reject(new ConnectError(`${what} took longer than ${ms} ms`, Code.DeadlineExceeded));
+      }, ms);
+      onAbort = () => {
+        inner.abort();
+        reject(new ConnectError(`${what} was cancelled`, Code.Canceled));
+      };
+      if (outer?.aborted) onAbort();
+      else outer?.addEventListener('abort', onAbort, { once: true });
+    });
+    return Promise.race([work(inner.signal), stop]).finally(() => {
+      clearTimeout(timer);
+      if (onAbort) outer?.removeEventListener('abort', onAbort);
+    });
+  };
+  const { mcpTools, ready } = source;
+  return {
+    fetch: (claim, signal) => bounded('the history read', timeoutMs, signal, (s) => source.fetch(claim, s)),
+    ...(mcpTools
+      ? {
+          mcpTools: (id, signal) =>
+            bounded('the MCP tool listing', timeoutMs + MCP_LIST_EXTRA_MS, signal, (s) => mcpTools.call(source, id, s)),
+        }
+      : {}),
+    ...(ready ? { ready } : {}),
+    close: () => source.close(),
   };
 }
 

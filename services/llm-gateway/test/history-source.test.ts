@@ -8,7 +8,13 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { startMessagesApiServer, type MessagesApiServer } from '@bedrock/offline-model';
 import { ErrorKind, LlmRequestJobSchema, Role } from '@bedrock/contracts';
-import { createConversationHistorySource, memoryHistorySource, type HistoryClaim, type HistorySource } from '../src/history-source.ts';
+import {
+  createConversationHistorySource,
+  memoryHistorySource,
+  withDeadline,
+  type HistoryClaim,
+  type HistorySource,
+} from '../src/history-source.ts';
 import { runLlmJob, type LlmOutcome } from '../src/run-llm-request.ts';
 import { makeJob, runOptions, sdkClient, testHistory, text } from './helpers.ts';
 
@@ -124,5 +130,47 @@ describe('runLlmJob: the history a job names', () => {
     await expect(source.fetch({ conversationId: 'c', historyThrough: 1n, continuationPrompt: '' })).rejects.toMatchObject({
       code: Code.NotFound,
     });
+  });
+});
+
+describe('withDeadline: a source in this process (the embedded mode) is bounded as the gRPC client is', () => {
+  const claim: HistoryClaim = { conversationId: 'c', historyThrough: 1n, continuationPrompt: '' };
+  /** Never answers and ignores its signal, as a stuck database read would. */
+  const stuck: HistorySource = { fetch: () => new Promise(() => {}), mcpTools: () => new Promise(() => {}), close() {} };
+
+  it('passes answers and errors through unchanged', async () => {
+    const source = withDeadline(testHistory, 1_000);
+    const job = makeJob();
+    expect(await source.fetch(job)).toEqual(await testHistory.fetch(job));
+    await expect(
+      withDeadline(
+        memoryHistorySource(() => undefined),
+        1_000,
+      ).fetch(claim),
+    ).rejects.toMatchObject({ code: Code.NotFound });
+    expect(source.mcpTools).toBeUndefined();
+  });
+
+  it('a read that never answers fails DEADLINE_EXCEEDED, a retryable network error for the state machine', async () => {
+    const started = Date.now();
+    const outcome = await runLlmJob(makeJob(), { client: sdkClient(server.url), options: runOptions(), history: withDeadline(stuck, 50) });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(errorOf(outcome)).toMatchObject({ kind: ErrorKind.NETWORK, retryable: true });
+    expect(errorOf(outcome).message).toMatch(/DeadlineExceeded: the history read took longer than 50 ms/);
+  });
+
+  it('a cancelled job stops waiting at once, even for a read that ignores its signal', async () => {
+    const during = new AbortController();
+    const pending = runLlmJob(makeJob(), {
+      client: sdkClient(server.url),
+      options: runOptions(),
+      history: withDeadline(stuck, 60_000),
+      signal: during.signal,
+    });
+    during.abort();
+    expect(errorOf(await pending)).toMatchObject({ kind: ErrorKind.CANCELLED, aborted: true });
+    const early = new AbortController();
+    early.abort();
+    await expect(withDeadline(stuck, 60_000).mcpTools!('c', early.signal)).rejects.toMatchObject({ code: Code.Canceled });
   });
 });

@@ -207,7 +207,12 @@ describe.each([['memory'], ['redis']])('tool-runner on the %s transport', (kind)
   it('claims a tool call in the run ledger before running it and records its result', async () => {
     await enqueue(QUEUE_TOOL_EXEC, 'conv-g', 'tu-7', 'echo recorded', Mode.UNRESTRICTED);
     const result = await resultFor('conv-g', 'tu-7');
-    const record = await transport.runs.get(toolRunKey('conv-g', 'tu-7'));
+    // Recorded and sent at once: the record may land a moment after the result.
+    let record = await transport.runs.get(toolRunKey('conv-g', 'tu-7'));
+    for (let i = 0; i < 100 && record?.state !== 'finished'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      record = await transport.runs.get(toolRunKey('conv-g', 'tu-7'));
+    }
     expect(record).toMatchObject({ state: 'finished', alive: false });
     expect(record!.owner.startsWith(`${runner.capabilities().runnerId}#`)).toBe(true);
     expect(JSON.parse(record!.result!)).toMatchObject({ toolUseId: 'tu-7', content: 'recorded\n' });

@@ -99,7 +99,7 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
     return decode(record.result!);
   }
 
-  /** Runs a call this process claimed, keeping the claim alive, and records its result. */
+  /** Runs a call this process claimed, keeping the claim alive; the handler records its result (`ran`). */
   async function runClaimed(key: string, data: ToolExecJob, onOutput: (text: string) => void, log: Logger): Promise<ToolCompleteEvent> {
     claimedHere.add(data.toolUseId);
     const beat = setInterval(() => {
@@ -113,7 +113,6 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
       claimedHere.delete(data.toolUseId);
     }
     if (killedForShutdown.delete(data.toolUseId) && result.cancelled) result = interruptedResult(data, options.runnerId);
-    await ledger.finish(key, owner, encode(result));
     return result;
   }
 
@@ -195,16 +194,22 @@ export async function startToolExecWorker(options: ToolExecWorkerOptions): Promi
             },
           );
           await streamer.close();
-          await results.add(
-            toolResultEventId(data.conversationId, data.toolUseId),
-            create(ConversationEventJobSchema, {
-              eventId: toolResultEventId(data.conversationId, data.toolUseId),
-              conversationId: data.conversationId,
-              event: { case: 'toolComplete', value: result },
-              // Under the job's consumer span (the job's own context with tracing off).
-              traceContext: traceCarrier(data.traceContext),
-            }),
-          );
+          // A call run here is recorded in the ledger and sent at once, not one round trip after
+          // the other: a redelivery after either finds the result recorded or answered (the same
+          // event id), and if recording fails the job fails as before.
+          await Promise.all([
+            how === 'ran' ? ledger.finish(toolRunKey(data.conversationId, data.toolUseId), owner, encode(result)) : null,
+            results.add(
+              toolResultEventId(data.conversationId, data.toolUseId),
+              create(ConversationEventJobSchema, {
+                eventId: toolResultEventId(data.conversationId, data.toolUseId),
+                conversationId: data.conversationId,
+                event: { case: 'toolComplete', value: result },
+                // Under the job's consumer span (the job's own context with tracing off).
+                traceContext: traceCarrier(data.traceContext),
+              }),
+            ),
+          ]);
           const interrupted = how === 'interrupted' || result.displayJson === interruptedDisplay;
           log.info(
             {

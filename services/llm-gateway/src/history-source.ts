@@ -109,9 +109,9 @@ export function memoryHistorySource(lookup: (claim: HistoryClaim) => readonly Ll
 
 /**
  * A source in this process (the embedded mode's conversation service, a test's) bounded as the
- * gRPC client is: a history read that takes longer than `timeoutMs` (BEDROCK_HISTORY_TIMEOUT),
- * or an MCP listing longer than that plus the time a listing may start servers in (MCP_LIST_EXTRA_MS), fails with
- * DEADLINE_EXCEEDED (a retryable network error), and a cancelled job stops waiting at once.
+ * gRPC client is: a history read longer than `timeoutMs` (BEDROCK_HISTORY_TIMEOUT), or an MCP
+ * listing longer than that plus MCP_LIST_EXTRA_MS, fails with DEADLINE_EXCEEDED (a retryable
+ * network error); a cancelled job stops waiting at once.
  */
 export function withDeadline(source: HistorySource, timeoutMs: number): HistorySource {
   const bounded = <T>(what: string, ms: number, outer: AbortSignal | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> => {

@@ -19,7 +19,7 @@ import type { HistoryReads } from '../store/history-reads.ts';
 export const HISTORY_PEER = 'llm-gateway';
 
 /** The span of a history read (INTERNAL), inside the gateway's `chat` span when it reads in-process. */
-export const HISTORY_SPAN = 'read history';
+const HISTORY_SPAN = 'read history';
 
 /** Longest continuation prompt accepted (the prompt names rejected tool calls; far below this). */
 const MAX_PROMPT_CHARS = 1_000_000;

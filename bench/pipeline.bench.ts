@@ -16,20 +16,32 @@ import { ConversationService, StateKind } from '@bedrock/contracts';
 import { startCluster } from '@bedrock/cluster';
 import { startEmbedded } from '@bedrock/embedded';
 import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
+import { startOtlpReceiver } from '@bedrock/testkit/otlp-receiver';
+import { stageTable, toolStages, tracesOf, type Stage } from './support/turn-stages.ts';
 
 /** Tool calls of `true` in each timed turn (BENCH_TOOLS, default 40). */
 const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
 /** Turns timed in each mode after a warm-up one (BENCH_TURNS, default 5); the median is reported (one turn is noisy on a shared machine). */
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 
-async function medianTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
-  await timedTurn(api, llm); // warm-up
+async function medianTurn(
+  api: Client<typeof ConversationService>,
+  llm: { enqueue(...r: ScriptedResponse[]): void },
+  conversations: Set<string>,
+): Promise<number> {
+  await timedTurn(api, llm, conversations); // warm-up
   const turns: number[] = [];
-  for (let i = 0; i < TURNS; i++) turns.push(await timedTurn(api, llm));
+  for (let i = 0; i < TURNS; i++) turns.push(await timedTurn(api, llm, conversations));
   return turns.sort((a, b) => a - b)[Math.floor(turns.length / 2)]!;
 }
 /** Cancels timed in the distributed pipeline, Cancel RPC → idle on a watcher (BENCH_CANCELS, default 20): median and p99. */
 const CANCELS = Number(process.env.BENCH_CANCELS ?? 20);
+/**
+ * BENCH_STAGES=1: tracing on in every process, to a receiver in this one, and a table of where
+ * each tool's time goes, read from the spans (support/turn-stages.ts). The turn figures then
+ * include tracing's own cost: compare them only with runs that had it on too.
+ */
+const STAGES_ON = process.env.BENCH_STAGES === '1';
 /** BENCH_DISTRIBUTED=0 skips the distributed part: the one-process figures only. */
 const DISTRIBUTED = process.env.BENCH_DISTRIBUTED !== '0';
 /** Goal per tool in one process, ms (issue 31). */
@@ -46,6 +58,8 @@ interface Side {
   readonly turns: number[];
   /** The event loop's stalls during this side's turns, ms (the one process's loop: the runner's too). */
   readonly stalls: number[];
+  /** The conversations of its turns (their traces, with BENCH_STAGES=1). */
+  readonly conversations: Set<string>;
 }
 
 /** Measures how late a 1 ms timer fires, attributed to the side whose turn runs. */
@@ -73,10 +87,10 @@ function stallMeter(): { during<T>(side: Side, work: () => Promise<T>): Promise<
 
 /** Runs the sides' turns in alternation (a warm-up turn each first), so that both see the same machine. */
 async function alternateTurns(sides: Side[], llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<void> {
-  for (const side of sides) await timedTurn(side.api, llm);
+  for (const side of sides) await timedTurn(side.api, llm, side.conversations);
   const meter = stallMeter();
   for (let i = 0; i < TURNS; i++) {
-    for (const side of sides) side.turns.push(await meter.during(side, () => timedTurn(side.api, llm)));
+    for (const side of sides) side.turns.push(await meter.during(side, () => timedTurn(side.api, llm, side.conversations)));
   }
   meter.stop();
 }
@@ -115,7 +129,11 @@ function percentile(sorted: number[], p: number): number {
 }
 
 /** One turn: a response with TOOLS bash `true` calls, then a closing answer. Returns ms from send to idle. */
-async function timedTurn(api: Client<typeof ConversationService>, llm: { enqueue(...r: ScriptedResponse[]): void }): Promise<number> {
+async function timedTurn(
+  api: Client<typeof ConversationService>,
+  llm: { enqueue(...r: ScriptedResponse[]): void },
+  conversations: Set<string>,
+): Promise<number> {
   llm.enqueue(
     {
       kind: 'message',
@@ -124,6 +142,7 @@ async function timedTurn(api: Client<typeof ConversationService>, llm: { enqueue
     { kind: 'message', content: [{ type: 'text', text: 'done' }] },
   );
   const conv = (await api.createConversation({ cwd: '/tmp' })).conversation!;
+  conversations.add(conv.id);
   const watch = new AbortController();
   let idle!: () => void;
   const reachedIdle = new Promise<void>((r) => (idle = r));
@@ -182,6 +201,27 @@ async function cancelLatencies(
 async function main(): Promise<void> {
   const llm = await startMessagesApiServer();
   const env = { ANTHROPIC_API_KEY: 'bench', ANTHROPIC_BASE_URL: llm.url, LOG_LEVEL: 'error' };
+  const receiver = STAGES_ON ? await startOtlpReceiver() : undefined;
+  if (receiver) {
+    // Every process (this one's embedded services, the cluster's children) exports its spans
+    // here; the batches go every 200 ms and none is dropped for a full queue.
+    Object.assign(process.env, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+      OTEL_SDK_DISABLED: '',
+      OTEL_TRACES_EXPORTER: '',
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_BSP_MAX_QUEUE_SIZE: '200000',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2000',
+    });
+  }
+  const stageColumns: { name: string; stages: Map<Stage, number[]> }[] = [];
+  const printStages = async () => {
+    if (!receiver) return;
+    await receiver.close();
+    console.log(`where each tool's time goes, from the traces (BENCH_STAGES=1: tracing on, the figures above include it):`);
+    for (const line of stageTable(stageColumns)) console.log(line);
+  };
 
   // --- in one process: the embedded mode's in-process queues, on the same PostgreSQL server;
   // the sandbox helpers started by the spawner process (BEDROCK_SANDBOX_SPAWNER=process, the
@@ -204,7 +244,7 @@ async function main(): Promise<void> {
         BEDROCK_SANDBOX_SPAWNER: spawner,
       },
     });
-    sides.push({ name: spawner, api: client(embedded.httpUrl, embedded.token), turns: [], stalls: [] });
+    sides.push({ name: spawner, api: client(embedded.httpUrl, embedded.token), turns: [], stalls: [], conversations: new Set() });
     stops.push(async () => {
       await embedded.stop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -213,7 +253,16 @@ async function main(): Promise<void> {
   const loadBefore = load();
   await alternateTurns(sides, llm);
   const loadAfter = load();
+  // Stopping flushes the spans still buffered.
   for (const stop of stops) await stop();
+  if (receiver) {
+    for (const side of sides) {
+      stageColumns.push({
+        name: `one process, ${side.name}`,
+        stages: toolStages(receiver.spans, tracesOf(receiver.spans, side.conversations)),
+      });
+    }
+  }
   console.log(
     `${TOOLS} tool calls of \`true\` in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`,
   );
@@ -233,6 +282,7 @@ async function main(): Promise<void> {
   const inProcess = median(sides[0]!.turns);
   if (!DISTRIBUTED) {
     await llm.close();
+    await printStages();
     return;
   }
 
@@ -246,9 +296,11 @@ async function main(): Promise<void> {
     // Its turns run in /tmp, a host path: off by default in the cluster since workspaces came.
     env: { ...env, BEDROCK_DEFAULT_MODEL: 'claude-haiku-4-5', BEDROCK_HOST_PATHS: 'on' },
   });
+  let clusterStopped = false;
   try {
     const remote = client(cluster.httpUrl, cluster.token);
-    const distributed = await medianTurn(remote, llm);
+    const distributedConversations = new Set<string>();
+    const distributed = await medianTurn(remote, llm, distributedConversations);
     const cancels = await cancelLatencies(remote, llm);
 
     // Queue hops in the turn: each tool goes out to a runner and its result comes back (2 per
@@ -264,8 +316,15 @@ async function main(): Promise<void> {
     console.log(
       `cancel RPC → idle on a watcher's stream, ${cancels.length} samples: median ${percentile(cancels, 50).toFixed(1)} ms, p99 ${percentile(cancels, 99).toFixed(1)} ms`,
     );
-  } finally {
+    // Stopping flushes the spans still buffered.
+    clusterStopped = true;
     await cluster.stop();
+    if (receiver) {
+      stageColumns.push({ name: 'distributed', stages: toolStages(receiver.spans, tracesOf(receiver.spans, distributedConversations)) });
+    }
+    await printStages();
+  } finally {
+    if (!clusterStopped) await cluster.stop();
     await llm.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,94 +7,24 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import pg from 'pg';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { ConversationService, StateKind } from '@bedrock/contracts';
 import { startMessagesApiServer, type MessagesApiServer, type ScriptedResponse } from '@bedrock/offline-model';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@bedrock/testkit/otlp-receiver';
 import { startEmbedded, type RunningEmbedded } from '../src/index.ts';
 
 const DB = `bedrock_tracing_${process.pid}`;
 
-interface OtlpValue {
-  stringValue?: string;
-  intValue?: string | number;
-  boolValue?: boolean;
-  arrayValue?: { values?: OtlpValue[] };
-}
-interface ReceivedSpan {
-  readonly traceId: string;
-  readonly spanId: string;
-  readonly parentSpanId: string;
-  readonly name: string;
-  readonly kind: number;
-  readonly service: string;
-  readonly attributes: Record<string, unknown>;
-}
-
-const spans: ReceivedSpan[] = [];
-let receiver: Server;
+let receiver: OtlpReceiver | undefined;
 let llm: MessagesApiServer;
 let bedrock: RunningEmbedded;
 let dataDir: string;
 let workspace: string;
 let stopped = false;
-
-function valueOf(v: OtlpValue | undefined): unknown {
-  if (!v) return undefined;
-  if (v.stringValue !== undefined) return v.stringValue;
-  if (v.intValue !== undefined) return Number(v.intValue);
-  if (v.boolValue !== undefined) return v.boolValue;
-  if (v.arrayValue) return (v.arrayValue.values ?? []).map(valueOf);
-  return undefined;
-}
-
-/** A tiny OTLP/HTTP (JSON) traces receiver: every span posted to /v1/traces lands in `spans`. */
-async function startReceiver(): Promise<string> {
-  receiver = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      let body = Buffer.concat(chunks);
-      if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-      if (req.url !== '/v1/traces' || !String(req.headers['content-type']).includes('json')) {
-        res.writeHead(415).end();
-        return;
-      }
-      const doc = JSON.parse(body.toString('utf8')) as {
-        resourceSpans?: {
-          resource?: { attributes?: { key: string; value: OtlpValue }[] };
-          scopeSpans?: { spans?: Record<string, unknown>[] }[];
-        }[];
-      };
-      for (const rs of doc.resourceSpans ?? []) {
-        const service = String(valueOf(rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value));
-        for (const ss of rs.scopeSpans ?? []) {
-          for (const s of ss.spans ?? []) {
-            const attributes: Record<string, unknown> = {};
-            for (const a of (s.attributes as { key: string; value: OtlpValue }[] | undefined) ?? []) attributes[a.key] = valueOf(a.value);
-            spans.push({
-              traceId: String(s.traceId),
-              spanId: String(s.spanId),
-              parentSpanId: String(s.parentSpanId ?? ''),
-              name: String(s.name),
-              kind: Number(s.kind),
-              service,
-              attributes,
-            });
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
-}
 
 beforeAll(async () => {
   const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
@@ -109,7 +39,8 @@ beforeAll(async () => {
   llm = await startMessagesApiServer({
     fallback: () => script.shift() ?? { kind: 'error', status: 500, errorType: 'api_error', message: 'nothing scripted' },
   });
-  const endpoint = await startReceiver();
+  receiver = await startOtlpReceiver();
+  const endpoint = receiver.url;
   dataDir = mkdtempSync(join(tmpdir(), 'bedrock-trace-data-'));
   workspace = mkdtempSync(join(tmpdir(), 'bedrock-trace-ws-'));
   bedrock = await startEmbedded({
@@ -133,7 +64,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (!stopped) await bedrock?.stop();
   await llm?.close();
-  await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+  await receiver?.close();
   for (const dir of [dataDir, workspace]) if (dir) rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
@@ -166,6 +97,7 @@ describe('tracing on OpenTelemetry', () => {
     stopped = true;
     await bedrock.stop();
 
+    const spans = receiver!.spans;
     const agent = spans.find((s) => s.name === 'invoke_agent' && s.attributes['gen_ai.agent.id'] === id);
     expect(agent).toBeDefined();
     const trace = spans.filter((s) => s.traceId === agent!.traceId);

@@ -56,6 +56,7 @@ import { closeSandboxSettings, createSandboxSettings } from './sandbox/sandbox-s
 import type { SandboxProbe } from './sandbox/probe.ts';
 import { createToolExecutor } from './tool-executor.ts';
 import type { ToolExecutor } from './tool-executor.ts';
+import { prepareToolInputs } from './tools/execute-tool.ts';
 import type { ToolOutcome } from './tools/tool-types.ts';
 
 export interface ToolRunnerDeps {
@@ -170,6 +171,8 @@ export function createToolRunner(config: ToolRunnerConfig, deps: ToolRunnerDeps 
       closeCgroups = () => closeSandboxSettings(sandbox.settings);
       // Helpers waiting in their own pids cgroups from the first tool call on.
       sandbox.settings.warmHelpers?.refill();
+      // Input validators ready before the first tool call (it would pay ~40 ms for them).
+      prepareToolInputs();
       if (probe.sandboxAvailable) {
         logger.info(
           { landlock_abi: probe.landlockAbi, pids_cgroup: sandbox.settings.cgroups?.base ?? null },

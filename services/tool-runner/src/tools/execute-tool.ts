@@ -16,7 +16,7 @@ import { runPatch } from './patch.ts';
 import type { PatchInput } from './patch.ts';
 import { runThink } from './think.ts';
 import type { ThinkInput } from './think.ts';
-import { validateInput } from './validate-input.ts';
+import { prepareValidators, validateInput } from './validate-input.ts';
 import { errorOutcome } from './tool-types.ts';
 import type { ToolContext, ToolOutcome } from './tool-types.ts';
 
@@ -50,6 +50,11 @@ export async function executeTool(
     ...(tenancy.workspace ? { workspace: tenancy.workspace } : {}),
   };
   return RUNNERS[name](input, toolCtx, ctx);
+}
+
+/** Compiles the input schema of every tool the runner executes (at start: not on a tool's first call). */
+export function prepareToolInputs(): void {
+  prepareValidators(Object.keys(RUNNERS).map((name) => TOOLS[name as RunnerToolName].inputSchema));
 }
 
 /**

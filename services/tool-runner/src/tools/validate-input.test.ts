@@ -1,6 +1,8 @@
-import { describe, it, expect } from '@jest/globals';
+import { describe, it, expect, jest } from '@jest/globals';
+import { Ajv } from 'ajv';
 import { TOOLS } from '@bedrock/contracts';
-import { validateInput } from './validate-input.ts';
+import type { JsonSchema } from '@bedrock/contracts';
+import { prepareValidators, validateInput } from './validate-input.ts';
 
 describe('validateInput', () => {
   it('accepts valid input for every runner tool', () => {
@@ -14,6 +16,24 @@ describe('validateInput', () => {
 
   it('compiles every schema of the registry (ajv strict: no unknown keywords)', () => {
     for (const tool of Object.values(TOOLS)) expect(() => validateInput(tool.inputSchema, {})).not.toThrow();
+  });
+
+  it('compiles a schema once: prepared ahead, a call does not compile it again', () => {
+    const compile = jest.spyOn(Ajv.prototype, 'compile');
+    try {
+      // Fresh objects: validators are kept per schema object.
+      const schema = structuredClone(TOOLS.bash.inputSchema) as JsonSchema;
+      prepareValidators([schema]);
+      expect(compile).toHaveBeenCalledTimes(1);
+      expect(validateInput(schema, { command: 'ls' })).toEqual([]);
+      expect(validateInput(schema, { command: 1 })).toEqual(['input.command must be a string, got integer']);
+      expect(compile).toHaveBeenCalledTimes(1);
+      const other = structuredClone(TOOLS.think.inputSchema) as JsonSchema;
+      expect(validateInput(other, { thoughts: '' })).toEqual([]);
+      expect(compile).toHaveBeenCalledTimes(2);
+    } finally {
+      compile.mockRestore();
+    }
   });
 
   it('names every problem with its path', () => {

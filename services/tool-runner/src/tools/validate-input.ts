@@ -66,6 +66,14 @@ function describe(e: ErrorObject): string {
   }
 }
 
+/**
+ * Compiles the schemas now, so that no tool call pays for it: ajv builds a validator as code
+ * (about 40 ms for the first schema of a process, most of it ajv's own start; a few ms each after).
+ */
+export function prepareValidators(schemas: readonly JsonSchema[]): void {
+  for (const schema of schemas) compile(schema);
+}
+
 /** Returns the problems found, empty when `value` is valid. */
 export function validateInput(schema: JsonSchema, value: unknown): string[] {
   const validate = compile(schema);

@@ -78,7 +78,10 @@ export interface ProcessOptions {
   readonly runtime: Runtime;
   /** For the `bundle` runtime: the folder holding `<service>/main.js` (cluster.ts builds it). */
   readonly bundleDir?: string;
-  /** Keep running after this process exits (left without a supervisor); false for tests. */
+  /**
+   * Keep running after this process exits (left without a supervisor); false for tests. Without it
+   * the process gets SIGTERM when this one exits, however it exits (short of SIGKILL).
+   */
   readonly detached: boolean;
   /**
    * Restart the process when it exits without being asked to, with the same settings, after a
@@ -107,6 +110,31 @@ function command(runtime: Runtime, service: ServiceName, bundleDir: string | und
 }
 
 const READY_POLL_MS = 200;
+
+/**
+ * Process groups of the services started here without `detached`, while they run. When this
+ * process exits — returning, `process.exit`, or an uncaught exception — each gets SIGTERM (its
+ * own graceful stop), so a test or a supervisor that dies leaves no service behind it, taking
+ * work from the queues or CPU from the next run. A SIGKILL of this process runs no handler:
+ * `make cluster-down` stops those through the pid files.
+ */
+const ownedGroups = new Set<number>();
+let endOwnedOnExit = false;
+
+function own(pid: number): void {
+  ownedGroups.add(pid);
+  if (endOwnedOnExit) return;
+  endOwnedOnExit = true;
+  process.once('exit', () => {
+    for (const group of ownedGroups) {
+      try {
+        process.kill(-group, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
 
 export function serviceProcess(spec: ProcessSpec, options: ProcessOptions): ServiceProcess {
   const logDir = join(options.dir, 'logs');
@@ -176,6 +204,11 @@ export function serviceProcess(spec: ProcessSpec, options: ProcessOptions): Serv
       }),
     );
     if (options.detached && !supervision) c.unref();
+    const pid = c.pid;
+    if (!options.detached && pid !== undefined) {
+      own(pid);
+      void exit.then(() => ownedGroups.delete(pid));
+    }
     writeFileSync(pidFile, String(c.pid));
     record({ kind: 'started', ...(c.pid ? { pid: c.pid } : {}) });
     void exit.then((how) => onExit(c, how, Date.now() - startedAt));

@@ -1,9 +1,9 @@
 /**
- * Issue 7's benchmark, against the local PostgreSQL and Redis: N tool calls of `true` in one turn
- * through the whole distributed pipeline (every service its own process, Redis between them)
- * versus the same turn in one process (the embedded mode), with the overhead per queue hop; and
- * the time from the Cancel RPC to the idle state on a watcher's stream. Prints figures; asserts
- * nothing. The BENCH_* settings are below; the figures are in docs/testing.md.
+ * Issue 7's benchmark, against the local PostgreSQL and Redis: N tool calls of `true` (or `think`,
+ * BENCH_TOOL) in one turn through the whole distributed pipeline (every service its own process,
+ * Redis between them) versus the same turn in one process (the embedded mode), with the overhead
+ * per queue hop; and the time from the Cancel RPC to the idle state on a watcher's stream. Prints
+ * figures; asserts nothing. The BENCH_* settings are below; the figures are in docs/testing.md.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -19,8 +19,17 @@ import { startMessagesApiServer, type ScriptedResponse } from '@bedrock/offline-
 import { startOtlpReceiver } from '@bedrock/testkit/otlp-receiver';
 import { stageTable, toolStages, tracesOf, type Stage } from './support/turn-stages.ts';
 
-/** Tool calls of `true` in each timed turn (BENCH_TOOLS, default 40). */
+/** Tool calls in each timed turn (BENCH_TOOLS, default 40). */
 const TOOLS = Number(process.env.BENCH_TOOLS ?? 40);
+/**
+ * BENCH_TOOL: `bash` (the default), each call `bash -c true` in the sandbox; or `think`, a tool the
+ * runner answers without starting a process: the same turn, queues, writes and streams, without
+ * the kernel's part of a tool (the helper, its namespaces, the fork and exec of bash).
+ */
+const TOOL = process.env.BENCH_TOOL ?? 'bash';
+if (TOOL !== 'bash' && TOOL !== 'think') throw new Error(`BENCH_TOOL=${TOOL}: use bash or think`);
+const TOOL_CALL = TOOL === 'think' ? { name: 'think', input: { thoughts: 'next' } } : { name: 'bash', input: { command: 'true' } };
+const TOOL_LABEL = TOOL === 'think' ? '`think` (no process started)' : '`true`';
 /** Turns timed in each mode after a warm-up one (BENCH_TURNS, default 5); the median is reported (one turn is noisy on a shared machine). */
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 
@@ -128,7 +137,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-/** One turn: a response with TOOLS bash `true` calls, then a closing answer. Returns ms from send to idle. */
+/** One turn: a response with TOOLS calls of TOOL_CALL, then a closing answer. Returns ms from send to idle. */
 async function timedTurn(
   api: Client<typeof ConversationService>,
   llm: { enqueue(...r: ScriptedResponse[]): void },
@@ -137,7 +146,7 @@ async function timedTurn(
   llm.enqueue(
     {
       kind: 'message',
-      content: Array.from({ length: TOOLS }, () => ({ type: 'tool_use' as const, name: 'bash', input: { command: 'true' } })),
+      content: Array.from({ length: TOOLS }, () => ({ type: 'tool_use' as const, ...TOOL_CALL })),
     },
     { kind: 'message', content: [{ type: 'text', text: 'done' }] },
   );
@@ -264,7 +273,7 @@ async function main(): Promise<void> {
     }
   }
   console.log(
-    `${TOOLS} tool calls of \`true\` in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`,
+    `${TOOLS} tool calls of ${TOOL_LABEL} in one turn, one process, send → idle, ${TURNS} turns each in alternation (load average ${loadBefore} → ${loadAfter}):`,
   );
   for (const side of sides) {
     const perTool = median(side.turns) / TOOLS;
@@ -306,7 +315,9 @@ async function main(): Promise<void> {
     // Queue hops in the turn: each tool goes out to a runner and its result comes back (2 per
     // tool); each of the 2 LLM requests goes out to a gateway and its result comes back.
     const hops = 2 * TOOLS + 4;
-    console.log(`${TOOLS} tool calls of \`true\` in one turn (2 LLM requests), send → idle on the watch stream, median of ${TURNS} turns:`);
+    console.log(
+      `${TOOLS} tool calls of ${TOOL_LABEL} in one turn (2 LLM requests), send → idle on the watch stream, median of ${TURNS} turns:`,
+    );
     console.log(`  one process, in-process queues:             ${inProcess.toFixed(0)} ms (${(inProcess / TOOLS).toFixed(1)} ms per tool)`);
     console.log(
       `  distributed, ${cluster.processes.length} processes over Redis:        ${distributed.toFixed(0)} ms (${(distributed / TOOLS).toFixed(1)} ms per tool)`,

@@ -7,8 +7,8 @@ mkdir -p test-results
 # One file per run, so runs in parallel do not read each other's results.
 results=$(mktemp test-results/jest-XXXXXX.json)
 # --forceExit: a suite that leaves a handle open (a socket lingering after its server closed)
-# must not hang the run (on 2 CPUs Jest runs the suites one at a time in one worker, replaced when
-# it holds too much memory: jest.config.js).
+# must not hang the run (Jest runs the suites in worker processes, at least two at once, each
+# replaced when it holds too much memory: jest.config.js).
 node --experimental-vm-modules node_modules/jest/bin/jest.js --json --forceExit --outputFile="$results" "$@"
 status=$?
 trap 'rm -f "$results"' EXIT

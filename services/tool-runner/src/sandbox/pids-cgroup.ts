@@ -5,7 +5,7 @@
  * so nothing survives the tool. Best effort per controller, on cgroup v2 or the v1 hierarchies
  * (`CgroupRoots`); what the machine lacks falls back to rlimits and group kills.
  */
-import { mkdirSync, readFileSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmdirSync, existsSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 /** What a run's cgroup bounds (unset: not bounded there). */
@@ -240,6 +240,19 @@ function counter(path: string, key: string): number {
 
 const CPU_PERIOD_US = 100_000;
 
+/** The per-run cgroups this module's callers make: `run-`, `warm-` or `mcp-`, then the making process's pid and a sequence number. */
+const RUN_CGROUP = /^(?:run|warm|mcp)-(\d+)-\d+$/;
+
+/** Whether a process with this pid exists (EPERM: it does, and is not ours to signal). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /**
  * Sets up `bedrock-<runnerId>` in each hierarchy for this runner's per-run cgroups. `root` is a
  * directory (a pids-only hierarchy, as BEDROCK_PIDS_CGROUP=<dir> gives) or what findCgroupRoots found.
@@ -376,6 +389,25 @@ export function createPidsCgroups(root: string | CgroupRoots, runnerId: string):
       await new Promise((resolve) => setTimeout(resolve, round < 20 ? 5 : 50));
     }
   };
+  // What an earlier process of this runner left when it died (a SIGKILL runs no clean-up): the
+  // per-run cgroups of a pid that no longer exists are emptied (a tool that outlived its runner
+  // can report to no one) and removed in the background, as a run's own are; `close` waits for
+  // them. A live pid's are left alone (another process with this runner id, as embedded
+  // instances side by side share theirs), and so is a dead one's whose pid was taken again.
+  let names: string[] = [];
+  try {
+    names = readdirSync(primary);
+  } catch {
+    // an unreadable base: nothing to sweep
+  }
+  for (const name of names) {
+    const owner = RUN_CGROUP.exec(name)?.[1];
+    if (owner === undefined || Number(owner) === process.pid || alive(Number(owner))) continue;
+    const removal: Promise<void> = destroy(join(primary, name))
+      .catch(() => undefined)
+      .finally(() => removals.delete(removal));
+    removals.add(removal);
+  }
   return {
     base: primary,
     bases: made,

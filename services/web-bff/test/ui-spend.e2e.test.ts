@@ -35,6 +35,10 @@ describe('the spend line', () => {
     await page.waitForURL((u) => /\/c\/[^/]+$/.test(u.pathname));
     await page.getByLabel('Message', { exact: true }).fill('hello');
     await page.keyboard.press('Enter');
+    // The answer first: a new conversation reads "Ready" before the message has even been sent,
+    // and a reload then could cut the send off.
+    const answers = page.locator('li.msg-agent:not(.msg-streaming)');
+    await answers.nth(0).waitFor();
     await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
 
     // The next load of the list (a reload here) shows the turn's cost: a fraction of a cent.
@@ -47,6 +51,7 @@ describe('the spend line', () => {
     // The next turn reads the prefix the first one wrote: the share of this month's input read from the cache grows.
     await page.getByLabel('Message', { exact: true }).fill('and again');
     await page.keyboard.press('Enter');
+    await answers.nth(1).waitFor();
     await page.getByTestId('state-line').filter({ hasText: /Ready/ }).waitFor();
     await page.reload();
     const after = await line.filter({ hasText: /cache [1-9]\d?% read this month$/ }).innerText();
